@@ -1,0 +1,39 @@
+//! `rankscope`: the command-line shell around `rankscope-core`.
+
+use clap::{Parser, Subcommand};
+
+mod cmd_nccl;
+mod cmd_synth;
+
+#[derive(Debug, Parser)]
+#[command(name = "rankscope", version, about = "Reconstructs a distributed training job from its per-rank traces")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Generate a deterministic synthetic multi-rank Kineto trace set.
+    Synth(cmd_synth::Args),
+    /// Read NCCL_DEBUG=INFO logs: transports, versions, topology, warnings.
+    Nccl(cmd_nccl::LogArgs),
+    /// Read nccl-tests (`*_perf`) output: bandwidth tables and latency-bandwidth fit.
+    NcclTests(cmd_nccl::TestsArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Synth(a) => cmd_synth::run(a),
+        Command::Nccl(a) => cmd_nccl::run_log(a),
+        Command::NcclTests(a) => cmd_nccl::run_tests(a),
+    };
+    match result {
+        Ok(code) => std::process::ExitCode::from(code),
+        Err(e) => {
+            eprintln!("rankscope: error: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! NCCL_DEBUG logs and nccl-tests output (being written).

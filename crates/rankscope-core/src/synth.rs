@@ -1,0 +1,1 @@
+//! Deterministic generator of Kineto-like multi-rank traces (being written).
