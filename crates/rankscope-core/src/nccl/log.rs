@@ -443,6 +443,8 @@ fn parse_file(st: &mut State, file: &str, bytes: &[u8]) {
     let mut last_warn_for_continuation: Option<(usize, u32)> = None;
     // nccl-tests banner ranks seen in this file: (rank, host, pid, dev, line).
     let mut banner_ranks: Vec<(u32, String, u64, i64, u32)> = Vec::new();
+    // NCCL lines whose `HOST:PID:TID [DEV]` header could not be found: (count, first line).
+    let mut headless: (u32, u32) = (0, 0);
     for (n, raw) in lines(bytes) {
         lf.lines = n;
         let line = strip_call_fragments(&raw);
@@ -464,6 +466,13 @@ fn parse_file(st: &mut State, file: &str, bytes: &[u8]) {
                     let ev = Evidence::new(file, n, &raw);
                     st.loose_versions.push((launcher_rank(&line), ver, ev));
                 }
+                continue;
+            }
+            if line.contains("NCCL INFO") || line.contains("NCCL WARN") {
+                if headless.0 == 0 {
+                    headless.1 = n;
+                }
+                headless.0 += 1;
                 continue;
             }
             if let Some(rest) = line.split_once('#').map(|x| x.1) {
@@ -595,6 +604,18 @@ fn parse_file(st: &mut State, file: &str, bytes: &[u8]) {
                 },
             );
         }
+    }
+    if headless.0 > 0 {
+        st.diagnostics.push(Diagnostic {
+            severity: Severity::Info,
+            kind: "log.headless-lines".into(),
+            message: format!(
+                "{} NCCL line(s) without a `HOST:PID:TID [DEV]` header were skipped (cannot tell which process wrote them)",
+                headless.0
+            ),
+            file: file.to_string(),
+            line: Some(headless.1),
+        });
     }
     st.files.push(lf);
 }
