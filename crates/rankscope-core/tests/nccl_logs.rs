@@ -471,6 +471,35 @@ fn fixture_mixed_networks_init_incomplete_warn() {
 }
 
 #[test]
+fn fixture_p2p_disabled_loopback_bootstrap_cuda_builds() {
+    let r = fixture("log_p2p-disabled_loopback-bootstrap_cuda-builds.log");
+    assert_eq!(
+        ids(&r),
+        [
+            ("log.bootstrap-interface", Severity::Error),
+            ("log.gdr-disabled", Severity::Warning),
+            ("log.intra-node-shm-or-net", Severity::Warning),
+            ("log.nccl-build-mismatch", Severity::Warning)
+        ]
+    );
+    assert!(finding(&r, "log.bootstrap-interface")
+        .message
+        .contains("on n1:"));
+    let f = finding(&r, "log.intra-node-shm-or-net");
+    assert!(f
+        .message
+        .contains("NCCL_P2P_DISABLE set by environment to 1"));
+    assert_eq!(
+        f.evidence.iter().map(|e| e.line).collect::<Vec<_>>(),
+        [6, 12]
+    );
+    // `Connected all rings, use ring PXN 0 GDR 1` says GDR is used on n2.
+    assert_eq!(proc(&r, "n2", 20).gdr, Some(true));
+    assert_eq!(proc(&r, "n1", 10).gdr, Some(false));
+    assert!(r.nccl_versions.len() == 1);
+}
+
+#[test]
 fn several_files_of_one_job_merge() {
     let a = read(&format!(
         "{SHARED}nccl-logs/ssbandjl_2node-v100-RoCE_nccl2.26.5_MISCONFIG-nranks1.log"

@@ -725,3 +725,52 @@ fn full_range_fits_stay_within_stated_error() {
         );
     }
 }
+
+#[test]
+fn fixture_oldest_layout_with_failure() {
+    // `bytes N type op ... res` header, device lines without Pid, a failure after two rows.
+    let r = fixture("tests_oldest-layout_bytes-N-op-res_failure.txt");
+    let t = &r.tests[0];
+    let l = t.layout.unwrap();
+    assert!(l.has_redop && !l.has_root && l.legacy_error_column);
+    assert_eq!((l.out_time_col, l.in_time_col), (4, 8));
+    assert_eq!(t.rows.len(), 2);
+    assert_row(
+        t,
+        2097152,
+        524288,
+        (80.0, 26.21, 26.21),
+        (79.0, 26.55, 26.55),
+    );
+    assert_eq!(
+        t.devices
+            .iter()
+            .map(|d| (d.rank, d.pid))
+            .collect::<Vec<_>>(),
+        [(0, None), (1, None)]
+    );
+    assert_eq!(
+        t.failures.iter().map(|f| f.line).collect::<Vec<_>>(),
+        [8, 9]
+    );
+    assert_eq!(ids(&r), [("tests.failure", Severity::Error)]);
+}
+
+#[test]
+fn fixture_failure_before_any_row() {
+    let r = fixture("tests_header-then-failure_no-rows.txt");
+    assert_eq!(r.tests.len(), 1);
+    let t = &r.tests[0];
+    // The collective is read from the failing source file `all_reduce.cu`.
+    assert_eq!(
+        (t.collective, t.collective_source),
+        (Some(Collective::AllReduce), CollectiveSource::Inferred)
+    );
+    assert_eq!((t.rows.len(), t.n_ranks, t.failures.len()), (0, Some(2), 3));
+    let f = &r.findings[0];
+    assert_eq!(
+        (f.id.as_str(), f.severity),
+        ("tests.no-results", Severity::Error)
+    );
+    assert!(f.message.contains("unhandled cuda error"));
+}

@@ -401,6 +401,12 @@ struct State {
     ev_patched: BTreeMap<String, Evidence>,
     ev_stock: BTreeMap<String, Evidence>,
     ev_env_net: Vec<Evidence>,
+    /// `NCCL_P2P_DISABLE=1`, `NCCL_P2P_LEVEL=..`, `NCCL_SHM_DISABLE=1` as reported by NCCL.
+    ev_env_p2p: Vec<Evidence>,
+    /// Bootstrap interfaces per host: (host, interface) → first line.
+    ev_bootstrap: BTreeMap<(String, String), Evidence>,
+    /// NCCL builds per version: (host, version, cuda build) → first line.
+    ev_build: BTreeMap<(String, String, String), Evidence>,
     ev_init_start: BTreeMap<(String, u64, String), Evidence>,
     diagnostics: Vec<Diagnostic>,
     max_nodes: u32,
@@ -677,6 +683,11 @@ fn info_line(st: &mut State, h: &Head<'_>, file: &str, n: u32, raw: &str) {
     let ev = || Evidence::new(file, n, raw);
     if let Some(v) = msg.strip_prefix("NCCL version ") {
         let (ver, cuda) = split_version(v);
+        if let Some(c) = &cuda {
+            st.ev_build
+                .entry((h.host.to_string(), ver.clone(), c.clone()))
+                .or_insert_with(ev);
+        }
         if let Some(p) = st.procs.get_mut(&key) {
             p.nccl_version = Some(ver.clone());
             p.nccl_cuda_version = cuda;
@@ -712,6 +723,10 @@ fn info_line(st: &mut State, h: &Head<'_>, file: &str, n: u32, raw: &str) {
     }
     if msg.starts_with("Bootstrap") && msg.contains("Using ") {
         let v = msg.split("Using ").nth(1).unwrap_or("").trim().to_string();
+        let iface = v.split(':').next().unwrap_or("").to_string();
+        st.ev_bootstrap
+            .entry((h.host.to_string(), iface))
+            .or_insert_with(ev);
         if let Some(p) = st.procs.get_mut(&key) {
             p.bootstrap = Some(v);
         }
@@ -745,7 +760,10 @@ fn info_line(st: &mut State, h: &Head<'_>, file: &str, n: u32, raw: &str) {
         }
         return;
     }
-    if let Some(x) = msg.strip_prefix("NET/OFI Initializing ") {
+    if let Some(x) = msg.strip_prefix("NET/OFI Initializing ").or_else(|| {
+        msg.strip_prefix("NET/OFI Using ")
+            .filter(|x| x.starts_with("aws-ofi-nccl"))
+    }) {
         if let Some(p) = st.procs.get_mut(&key) {
             p.net_plugin = Some(x.trim().to_string());
         }
@@ -776,6 +794,16 @@ fn info_line(st: &mut State, h: &Head<'_>, file: &str, n: u32, raw: &str) {
     if msg.contains("GPU Direct RDMA Enabled") {
         if let Some(p) = st.procs.get_mut(&key) {
             p.gdr = Some(true);
+        }
+        return;
+    }
+    // 2.19+: `Connected all rings, use ring PXN 0 GDR 1`: whether GDR is used at all.
+    if msg.starts_with("Connected all rings") {
+        let toks: Vec<&str> = msg.split([' ', ',']).filter(|t| !t.is_empty()).collect();
+        if let (Some(g), Some(p)) = (kv(&toks, "GDR"), st.procs.get_mut(&key)) {
+            if p.gdr.is_none() && (g == "0" || g == "1") {
+                p.gdr = Some(g == "1");
+            }
         }
         return;
     }
@@ -826,6 +854,10 @@ fn info_line(st: &mut State, h: &Head<'_>, file: &str, n: u32, raw: &str) {
                 || (k == "NCCL_NET" && v.eq_ignore_ascii_case("socket"))
             {
                 st.ev_env_net.push(ev());
+            }
+            let p2p_off = matches!(k.as_str(), "NCCL_P2P_DISABLE" | "NCCL_SHM_DISABLE") && v == "1";
+            if p2p_off || k == "NCCL_P2P_LEVEL" {
+                st.ev_env_p2p.push(ev());
             }
             if let Some(p) = st.procs.get_mut(&key) {
                 p.env.insert(k, v);
@@ -1409,13 +1441,23 @@ fn log_findings(
             .flat_map(|p| p.via.iter().map(String::as_str))
             .filter(|v| !v.starts_with("P2P"))
             .collect();
+        let set: Vec<String> = st
+            .ev_env_p2p
+            .iter()
+            .filter_map(|e| e.text.split("NCCL INFO ").nth(1).map(str::to_string))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let mut ev = ev;
+        ev.extend(st.ev_env_p2p.iter().cloned());
         out.push(Finding::new(
             "log.intra-node-shm-or-net",
             Severity::Warning,
             format!(
-                "{} pair(s) of GPUs on the same node talk through {} instead of P2P (NVLink/PCIe): intra-node traffic goes through host memory or the NIC",
+                "{} pair(s) of GPUs on the same node talk through {} instead of P2P (NVLink/PCIe): intra-node traffic goes through host memory or the NIC{}",
                 pairs.len(),
-                via.into_iter().collect::<Vec<_>>().join(", ")
+                via.into_iter().collect::<Vec<_>>().join(", "),
+                if set.is_empty() { String::new() } else { format!(" ({})", set.join("; ")) }
             ),
             "Check `nvidia-smi topo -m`, NCCL_P2P_DISABLE / NCCL_P2P_LEVEL / NCCL_SHM_DISABLE settings, PCIe ACS and IOMMU (they block P2P), and containers started without --ipc=host or with GPUs split across containers",
             ev,
@@ -1496,6 +1538,45 @@ fn log_findings(
             ),
             "Install the same GPU driver on every node of a job; mixed drivers are a common source of hard-to-reproduce failures",
             st.ev_driver.values().cloned().collect(),
+        ));
+    }
+
+    // 5b. Same NCCL version built for different CUDA versions.
+    let mut builds: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for (_, v, c) in st.ev_build.keys() {
+        builds.entry(v.as_str()).or_default().insert(c.as_str());
+    }
+    if builds.values().any(|c| c.len() > 1) && st.versions.len() == 1 {
+        out.push(Finding::new(
+            "log.nccl-build-mismatch",
+            Severity::Warning,
+            format!(
+                "the same NCCL version is built for different CUDA versions: {}",
+                st.ev_build.keys().map(|(h, v, c)| format!("{v}+cuda{c} on {h}")).collect::<Vec<_>>().join(", ")
+            ),
+            "Use one NCCL package everywhere (same container image); different builds of one version are a sign of hosts set up differently",
+            st.ev_build.values().cloned().collect(),
+        ));
+    }
+
+    // 5c. Bootstrap over loopback or a container bridge in a multi-node job.
+    let bad_boot: Vec<(&String, &Evidence)> = st
+        .ev_bootstrap
+        .iter()
+        .filter(|((_, i), _)| i == "lo" || i.starts_with("docker") || i.starts_with("virbr"))
+        .map(|((h, _), e)| (h, e))
+        .collect();
+    if n_nodes > 1 && !bad_boot.is_empty() {
+        let hs: BTreeSet<&str> = bad_boot.iter().map(|(h, _)| h.as_str()).collect();
+        out.push(Finding::new(
+            "log.bootstrap-interface",
+            Severity::Error,
+            format!(
+                "multi-node job bootstraps over a host-local interface (loopback or container bridge) on {}: other nodes cannot reach it",
+                hs.into_iter().collect::<Vec<_>>().join(", ")
+            ),
+            "Set NCCL_SOCKET_IFNAME to the interface that connects the nodes (e.g. NCCL_SOCKET_IFNAME=eth0 or =^lo,docker)",
+            bad_boot.into_iter().map(|(_, e)| e.clone()).collect(),
         ));
     }
 

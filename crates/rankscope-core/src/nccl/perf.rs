@@ -165,7 +165,8 @@ pub struct TestDevice {
     pub line: u32,
     pub rank: u32,
     pub group: Option<u32>,
-    pub pid: u64,
+    /// Absent in the oldest layout (`#   Rank  0 on HOST device 0 ...`).
+    pub pid: Option<u64>,
     pub host: String,
     pub device: u32,
     /// Bus id as printed without brackets: `0x84` (old) or `0000:1b:00` (2.17).
@@ -182,6 +183,53 @@ pub struct Layout {
     pub legacy_error_column: bool,
     /// False when no header was seen and the layout was guessed from the row.
     pub from_header: bool,
+    /// Column of the out-of-place and in-place `time`, counting `size` as column 0 (taken from
+    /// the header, so extra columns a newer nccl-tests may print are skipped).
+    pub out_time_col: u8,
+    pub in_time_col: u8,
+}
+
+impl Layout {
+    fn new(has_redop: bool, has_root: bool, legacy_error_column: bool, from_header: bool) -> Self {
+        let out = 3 + u8::from(has_redop) + u8::from(has_root);
+        Layout {
+            has_redop,
+            has_root,
+            legacy_error_column,
+            from_header,
+            out_time_col: out,
+            in_time_col: out + 4,
+        }
+    }
+
+    /// From the header's tokens (after `#`): `size count type [redop] [root] time algbw busbw
+    /// #wrong time ...`; the oldest nccl-tests print `bytes N type op time algbw busbw res ...`.
+    fn from_header(toks: &[&str]) -> Self {
+        let mut l = Layout::new(
+            toks.contains(&"redop") || toks.contains(&"op"),
+            toks.contains(&"root"),
+            toks.contains(&"error") || toks.contains(&"res"),
+            true,
+        );
+        let times: Vec<usize> = toks
+            .iter()
+            .enumerate()
+            .filter(|(i, t)| {
+                **t == "time"
+                    && toks.get(i + 1) == Some(&"algbw")
+                    && toks.get(i + 2) == Some(&"busbw")
+            })
+            .map(|(i, _)| i)
+            .collect();
+        if let Some(&o) = times.first() {
+            l.out_time_col = u8::try_from(o).unwrap_or(l.out_time_col);
+            l.in_time_col = times
+                .get(1)
+                .and_then(|&i| u8::try_from(i).ok())
+                .unwrap_or(l.out_time_col.saturating_add(4));
+        }
+        l
+    }
 }
 
 /// Busbw plateau, knee sizes and the comparison with a peak; see [`analyze_curve`].
@@ -250,6 +298,9 @@ pub struct PerfTest {
     pub elided_lines: u32,
     /// Rows of this table alternated with rows of another table in the same stream.
     pub interleaved: bool,
+    /// nccl-tests' own failure lines (`Test NCCL failure all_reduce.cu:44 'unhandled cuda
+    /// error'`, `Test failure common.cu:377`), at most 8.
+    pub failures: Vec<Evidence>,
     pub analysis: Option<CurveAnalysis>,
 }
 
@@ -325,9 +376,9 @@ pub(crate) fn is_tests_marker(line: &str) -> bool {
 }
 
 fn is_header_tokens(toks: &[&str]) -> bool {
-    toks.first() == Some(&"size")
-        && toks.contains(&"count")
+    matches!(toks.first(), Some(&"size") | Some(&"bytes"))
         && toks.contains(&"type")
+        && toks.contains(&"time")
         && toks.contains(&"busbw")
 }
 
@@ -377,6 +428,8 @@ struct Ctx {
     has_table: bool,
     /// Something worth reporting was seen (banner, settings, devices).
     has_banner: bool,
+    /// Failure lines seen before any table of this context.
+    failures: Vec<Evidence>,
 }
 
 struct Parser<'a> {
@@ -453,6 +506,26 @@ impl Parser<'_> {
             }
             return;
         }
+        if t.contains("Test NCCL failure")
+            || t.contains("Test CUDA failure")
+            || t.contains("Test failure")
+        {
+            let ev = Evidence::new(self.file, n, t);
+            let target = self
+                .last_table
+                .filter(|_| self.ctx.has_table)
+                .and_then(|i| self.tables.get_mut(i));
+            match target {
+                Some(tb) if tb.failures.len() < 8 => tb.failures.push(ev),
+                Some(_) => {}
+                None if self.ctx.failures.len() < 8 => {
+                    self.touch(n);
+                    self.ctx.failures.push(ev);
+                }
+                None => {}
+            }
+            return;
+        }
         // A command line naming the benchmark binary.
         if let Some(c) = line
             .split(|c: char| c.is_whitespace() || c == '\'' || c == '"')
@@ -524,13 +597,7 @@ impl Parser<'_> {
             }
         }
         if is_header_tokens(&toks) {
-            let layout = Layout {
-                has_redop: toks.contains(&"redop"),
-                has_root: toks.contains(&"root"),
-                legacy_error_column: toks.contains(&"error"),
-                from_header: true,
-            };
-            self.open_table(n, Some(layout));
+            self.open_table(n, Some(Layout::from_header(&toks)));
             return true;
         }
         if let Some(rest) = body.strip_prefix("Out of bounds values") {
@@ -634,6 +701,7 @@ impl Parser<'_> {
             out_of_bounds_line: None,
             elided_lines: 0,
             interleaved: false,
+            failures: std::mem::take(&mut self.ctx.failures),
             analysis: None,
         };
         self.tables.push(t);
@@ -722,7 +790,8 @@ impl Parser<'_> {
             && self.ctx.has_banner
             && (!self.ctx.devices.is_empty()
                 || self.ctx.collective.is_some()
-                || self.ctx.settings.is_some())
+                || self.ctx.settings.is_some()
+                || !self.ctx.failures.is_empty())
         {
             let n = self.ctx.first_line;
             self.open_table(n, None);
@@ -732,12 +801,12 @@ impl Parser<'_> {
 }
 
 fn guess_layout(row: &PerfRow) -> Layout {
-    Layout {
-        has_redop: row.redop.is_some(),
-        has_root: row.root.is_some(),
-        legacy_error_column: matches!(row.out_of_place.check, Check::Error(_)),
-        from_header: false,
-    }
+    Layout::new(
+        row.redop.is_some(),
+        row.root.is_some(),
+        matches!(row.out_of_place.check, Check::Error(_)),
+        false,
+    )
 }
 
 /// `Rank 0 [Group 0] Pid 1465 on HOST device 0 [0x00] NAME...`
@@ -749,22 +818,23 @@ fn parse_device(n: u32, toks: &[&str]) -> Option<TestDevice> {
         group = toks.get(i + 1).and_then(|v| v.parse().ok());
         i += 2;
     }
-    if toks.get(i) != Some(&"Pid") {
+    let mut pid = None;
+    if toks.get(i) == Some(&"Pid") {
+        pid = Some(toks.get(i + 1)?.parse().ok()?);
+        i += 2;
+    }
+    if toks.get(i) != Some(&"on") {
         return None;
     }
-    let pid = toks.get(i + 1)?.parse().ok()?;
-    if toks.get(i + 2) != Some(&"on") {
+    let host = toks.get(i + 1)?.to_string();
+    if toks.get(i + 2) != Some(&"device") {
         return None;
     }
-    let host = toks.get(i + 3)?.to_string();
-    if toks.get(i + 4) != Some(&"device") {
-        return None;
-    }
-    let device = toks.get(i + 5)?.parse().ok()?;
+    let device = toks.get(i + 3)?.parse().ok()?;
     let bus = toks
-        .get(i + 6)
+        .get(i + 4)
         .map(|b| b.trim_start_matches('[').trim_end_matches(']').to_string())?;
-    let name = toks.get(i + 7..).map(|r| r.join(" ")).unwrap_or_default();
+    let name = toks.get(i + 5..).map(|r| r.join(" ")).unwrap_or_default();
     Some(TestDevice {
         line: n,
         rank,
@@ -856,6 +926,14 @@ fn parse_row_rest(rest: &[&str], layout: Option<Layout>) -> Option<RowRest> {
         j += 1;
     }
     let legacy = layout.map(|l| l.legacy_error_column);
+    // Where the header put the time columns (relative to `rest`, which starts after `type`).
+    let (out_at, in_at) = match layout {
+        Some(l) if l.from_header && usize::from(l.out_time_col) >= 3 + j => (
+            usize::from(l.out_time_col) - 3,
+            usize::from(l.in_time_col).saturating_sub(3),
+        ),
+        _ => (j, j + 4),
+    };
     let m = |k: usize| -> Option<Measurement> {
         Some(Measurement {
             time_us: finite(rest.get(k)?)?,
@@ -864,8 +942,8 @@ fn parse_row_rest(rest: &[&str], layout: Option<Layout>) -> Option<RowRest> {
             check: parse_check(rest.get(k + 3)?, legacy)?,
         })
     };
-    let out = m(j)?;
-    let inp = m(j + 4)?;
+    let out = m(out_at)?;
+    let inp = m(in_at)?;
     Some((redop, root, out, inp))
 }
 
@@ -955,7 +1033,14 @@ fn infer_ranks(c: Collective, rows: &[PerfRow]) -> Option<u32> {
 
 fn finalize(t: &mut PerfTest) {
     if t.collective.is_none() {
-        if let Some(c) = infer_collective(&t.rows) {
+        // nccl-tests names its source file in failures: `Test NCCL failure all_reduce.cu:44`.
+        let from_failure = t.failures.iter().find_map(|f| {
+            f.text.split_whitespace().find_map(|w| {
+                w.split_once(".cu:")
+                    .and_then(|(name, _)| Collective::from_name(name))
+            })
+        });
+        if let Some(c) = infer_collective(&t.rows).or(from_failure) {
             t.collective = Some(c);
             t.collective_source = CollectiveSource::Inferred;
         }
@@ -1121,7 +1206,7 @@ fn tests_findings(tests: &[PerfTest]) -> Vec<Finding> {
     for t in tests {
         let label = test_label(t);
         if t.rows.is_empty() {
-            let ev: Vec<Evidence> = t
+            let mut ev: Vec<Evidence> = t
                 .devices
                 .iter()
                 .map(|d| {
@@ -1140,10 +1225,16 @@ fn tests_findings(tests: &[PerfTest]) -> Vec<Finding> {
                     "start of the test",
                 )))
                 .collect();
+            ev.extend(t.failures.iter().cloned());
+            let why = t
+                .failures
+                .first()
+                .map(|f| format!(": {}", f.text))
+                .unwrap_or_default();
             out.push(Finding::new(
                 "tests.no-results",
                 Severity::Error,
-                format!("{label}: the run printed its banner and devices but no result rows: it failed or was cut off"),
+                format!("{label}: the run printed its banner and devices but no result rows: it failed or was cut off{why}"),
                 "Look at the launcher's stderr and rerun with NCCL_DEBUG=INFO: a failed NCCL init (network, version mismatch) or a killed job ends the output here",
                 ev,
             ));
@@ -1165,7 +1256,7 @@ fn tests_findings(tests: &[PerfTest]) -> Vec<Finding> {
                 Severity::Error,
                 format!("{label}: the same rank number is listed by several processes: each process ran its own communicator instead of joining one job"),
                 "Build nccl-tests with MPI=1 and launch with mpirun/srun so that every process gets its own rank; check that every host runs the same MPI-enabled binary",
-                dup.iter().map(|d| Evidence::new(&t.file, d.line, &format!("Rank {} Pid {} on {}", d.rank, d.pid, d.host))).collect(),
+                dup.iter().map(|d| Evidence::new(&t.file, d.line, &format!("Rank {} Pid {} on {}", d.rank, d.pid.map_or("?".to_string(), |p| p.to_string()), d.host))).collect(),
             ));
         } else if t.n_ranks == Some(1) {
             out.push(Finding::new(
@@ -1203,6 +1294,15 @@ fn tests_findings(tests: &[PerfTest]) -> Vec<Finding> {
                 format!("{label}: {} row(s) report wrong elements: data was corrupted in transit", wrong.len()),
                 "Treat the hardware path as faulty until shown otherwise: rerun on subsets of nodes to isolate the bad GPU/NIC/link, check dmesg/Xid errors and NIC counters",
                 ev,
+            ));
+        }
+        if let Some(first) = t.failures.first() {
+            out.push(Finding::new(
+                "tests.failure",
+                Severity::Error,
+                format!("{label}: nccl-tests reported a failure after {} row(s): {}", t.rows.len(), first.text),
+                "The run stopped early: read the failure (file:line of nccl-tests, and NCCL's message), rerun with NCCL_DEBUG=INFO to see which rank and transport failed",
+                t.failures.clone(),
             ));
         }
         if let Some(a) = &t.analysis {
