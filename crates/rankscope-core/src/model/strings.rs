@@ -81,11 +81,13 @@ pub type FxHashMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 pub struct StringTable {
     by_bytes: FxHashMap<Box<[u8]>, StrId>,
     strings: Vec<Box<str>>,
+    /// Ids whose bytes were not valid UTF-8 (stored with replacement characters).
+    lossy: Vec<bool>,
 }
 
 impl Default for StringTable {
     fn default() -> Self {
-        let mut t = StringTable { by_bytes: FxHashMap::default(), strings: Vec::new() };
+        let mut t = StringTable { by_bytes: FxHashMap::default(), strings: Vec::new(), lossy: Vec::new() };
         t.intern_bytes(b"");
         t
     }
@@ -96,12 +98,12 @@ impl StringTable {
         Self::default()
     }
 
-    /// Interns raw bytes. Returns the id and whether the bytes were invalid UTF-8 the first time
-    /// they were seen (they are then stored with U+FFFD replacement characters).
+    /// Interns raw bytes. Returns the id and whether the bytes are invalid UTF-8 (such strings
+    /// are stored with U+FFFD replacement characters; the check runs once per distinct string).
     #[inline]
     pub fn intern_bytes(&mut self, bytes: &[u8]) -> (StrId, bool) {
         if let Some(&id) = self.by_bytes.get(bytes) {
-            return (id, false);
+            return (id, self.lossy.get(id.0 as usize).copied().unwrap_or(false));
         }
         let (text, invalid) = match std::str::from_utf8(bytes) {
             Ok(s) => (Box::<str>::from(s), false),
@@ -109,6 +111,7 @@ impl StringTable {
         };
         let id = StrId(self.strings.len() as u32);
         self.strings.push(text);
+        self.lossy.push(invalid);
         self.by_bytes.insert(Box::from(bytes), id);
         (id, invalid)
     }
@@ -168,7 +171,7 @@ mod tests {
         let (b, bad) = t.intern_bytes(b"k\xffx");
         assert!(bad);
         assert_eq!(t.get(b), "k\u{fffd}x");
-        assert_eq!(t.intern_bytes(b"k\xffx"), (b, false));
+        assert_eq!(t.intern_bytes(b"k\xffx"), (b, true));
         assert_eq!(t.get(StrId(999)), "");
     }
 

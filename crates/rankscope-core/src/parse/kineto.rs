@@ -136,6 +136,9 @@ pub struct TraceParser {
     saw_kineto_key: bool,
     non_object_elements: u64,
     fatal: Option<IngestError>,
+    /// Diagnostics of the unit being parsed: kept when it completes, dropped when it turns out
+    /// incomplete and will be parsed again (so counts do not depend on chunk boundaries).
+    pending: Vec<(DiagKind, Option<u64>, Option<String>)>,
 }
 
 /// Top-level keys that mark a file as Kineto output even when it holds no events.
@@ -176,6 +179,7 @@ impl TraceParser {
             saw_kineto_key: false,
             non_object_elements: 0,
             fatal: None,
+            pending: Vec::new(),
         }
     }
 
@@ -230,16 +234,18 @@ impl TraceParser {
                     State::Done => {
                         if rest.iter().any(|&b| !json::is_ws(b)) {
                             let off = self.carry_offset;
-                            self.out.diagnostics.add(DiagKind::TrailingData, Some(off), || {
+                            self.diag(DiagKind::TrailingData, Some(off), || {
                                 format!("{} bytes after the end of the JSON document ignored", rest.len())
                             });
                         }
                     }
                     _ if rest.iter().all(|&b| json::is_ws(b)) => {}
                     _ => {
-                        let off = self.carry_offset;
-                        let n = rest.len();
-                        self.out.diagnostics.add(DiagKind::Truncated, Some(off), || {
+                        // Point at the unfinished event itself, past the separator.
+                        let skip = rest.iter().position(|&b| !json::is_ws(b) && b != b',').unwrap_or(0);
+                        let off = self.carry_offset + skip as u64;
+                        let n = rest.len() - skip;
+                        self.diag(DiagKind::Truncated, Some(off), || {
                             format!(
                                 "the file ends inside the trace: the last {n} bytes (an unfinished event) were dropped; every complete event before them was kept"
                             )
@@ -259,8 +265,10 @@ impl TraceParser {
             }
             State::Done => {}
             State::Member { .. } | State::Events { .. } => {
-                if self.out.diagnostics.count(DiagKind::Truncated) == 0 {
-                    self.out.diagnostics.add(DiagKind::Truncated, Some(end), || {
+                if self.out.diagnostics.count(DiagKind::Truncated) == 0
+                    && !self.pending.iter().any(|p| p.0 == DiagKind::Truncated)
+                {
+                    self.diag(DiagKind::Truncated, Some(end), || {
                         "the file ends before the JSON document is closed; every complete event was kept"
                             .to_string()
                     });
@@ -274,6 +282,7 @@ impl TraceParser {
             return Err(self.not_a_trace(0, "a JSON array whose elements are not trace events"));
         }
         self.close_open_slices();
+        self.flush_diags();
         // Absolute time = baseTimeNanoseconds + ts. The base may come after `traceEvents` in
         // the file (several real traces write it last), so it is applied once at the end.
         if let Some(b) = self.out.meta.base_time_ns {
@@ -316,6 +325,18 @@ impl TraceParser {
         Ok(self.out)
     }
 
+    /// Records a diagnostic for the current unit (see `pending`).
+    fn diag(&mut self, kind: DiagKind, offset: Option<u64>, message: impl FnOnce() -> String) {
+        let first = self.out.diagnostics.get(kind).is_none() && !self.pending.iter().any(|p| p.0 == kind);
+        self.pending.push((kind, offset, first.then(message)));
+    }
+
+    fn flush_diags(&mut self) {
+        for (kind, offset, msg) in self.pending.drain(..) {
+            self.out.diagnostics.add(kind, offset, || msg.unwrap_or_default());
+        }
+    }
+
     fn not_a_trace(&self, offset: u64, reason: &str) -> IngestError {
         IngestError::NotATrace { source_name: self.out.source.clone(), offset, reason: reason.to_string() }
     }
@@ -328,13 +349,18 @@ impl TraceParser {
             let unit_start = pos;
             let r = self.step(buf, &mut pos, base);
             match r {
-                Ok(true) => {}
-                Ok(false) => return pos,
+                Ok(true) => self.flush_diags(),
+                Ok(false) => {
+                    self.flush_diags();
+                    return pos;
+                }
                 Err(Stop::Incomplete) => {
                     let _ = at_eof;
+                    self.pending.clear();
                     return unit_start;
                 }
                 Err(Stop::Bad(at)) => {
+                    self.flush_diags();
                     // Only the top-level structure reaches here; events recover on their own.
                     let off = base + at as u64;
                     match self.state {
@@ -347,7 +373,7 @@ impl TraceParser {
                         }
                         _ => {
                             // Skip the offending byte and go on.
-                            self.out.diagnostics.add(DiagKind::MalformedEvent, Some(off), || {
+                            self.diag(DiagKind::MalformedEvent, Some(off), || {
                                 format!(
                                     "unexpected {} in the document structure; skipped",
                                     describe_byte(buf.get(at))
@@ -417,7 +443,7 @@ impl TraceParser {
                     } else {
                         let at = *pos;
                         json::skip_value(buf, pos)?;
-                        self.out.diagnostics.add(DiagKind::BadMetadata, Some(base + at as u64), || {
+                        self.diag(DiagKind::BadMetadata, Some(base + at as u64), || {
                             "`traceEvents` is not an array; ignored".to_string()
                         });
                         self.state = State::Member { first: false };
@@ -436,7 +462,7 @@ impl TraceParser {
                         Err(Stop::Bad(_)) => {
                             *pos = at;
                             json::skip_value(buf, pos)?;
-                            self.out.diagnostics.add(DiagKind::BadMetadata, Some(base + at as u64), || {
+                            self.diag(DiagKind::BadMetadata, Some(base + at as u64), || {
                                 format!("top-level `{key}` could not be read; ignored")
                             });
                         }
@@ -464,7 +490,7 @@ impl TraceParser {
                         }
                     } else {
                         let off = base + *pos as u64;
-                        self.out.diagnostics.add(DiagKind::MalformedEvent, Some(off), || {
+                        self.diag(DiagKind::MalformedEvent, Some(off), || {
                             "missing `,` between events".to_string()
                         });
                     }
@@ -482,7 +508,7 @@ impl TraceParser {
                         Err(Stop::Bad(at)) => *pos = at + 1,
                     }
                     self.non_object_elements += 1;
-                    self.out.diagnostics.add(DiagKind::MalformedEvent, Some(base + start as u64), || {
+                    self.diag(DiagKind::MalformedEvent, Some(base + start as u64), || {
                         "an element of `traceEvents` is not an object; skipped".to_string()
                     });
                     return Ok(true);
@@ -506,7 +532,7 @@ impl TraceParser {
                         }
                         let snippet =
                             String::from_utf8_lossy(&buf[start..(*pos).min(start + 80)]).into_owned();
-                        self.out.diagnostics.add(DiagKind::MalformedEvent, Some(base + at as u64), || {
+                        self.diag(DiagKind::MalformedEvent, Some(base + at as u64), || {
                             format!("an event is not valid JSON and was skipped: {snippet}")
                         });
                         Ok(true)
@@ -519,7 +545,7 @@ impl TraceParser {
                     Ok(_) => {
                         let off = base + *pos as u64;
                         let n = buf.len() - *pos;
-                        self.out.diagnostics.add(DiagKind::TrailingData, Some(off), || {
+                        self.diag(DiagKind::TrailingData, Some(off), || {
                             format!(
                                 "data after the end of the JSON document ignored ({n} bytes in this piece)"
                             )
@@ -535,7 +561,7 @@ impl TraceParser {
 
     fn apply_meta(&mut self, key: &str, v: &Value, offset: u64) {
         if v.has_bare_word() {
-            self.out.diagnostics.add(DiagKind::BareWord, Some(offset), || {
+            self.diag(DiagKind::BareWord, Some(offset), || {
                 format!("a bare word (such as N/A or ...) inside top-level `{key}` was read as null")
             });
         }
@@ -545,7 +571,7 @@ impl TraceParser {
             "baseTimeNanoseconds" => {
                 meta.base_time_ns = v.as_i64();
                 if meta.base_time_ns.is_none() {
-                    self.out.diagnostics.add(DiagKind::BadMetadata, Some(offset), || {
+                    self.diag(DiagKind::BadMetadata, Some(offset), || {
                         "`baseTimeNanoseconds` is not an integer; times are taken as written".to_string()
                     });
                 }
@@ -553,7 +579,7 @@ impl TraceParser {
             "displayTimeUnit" => {
                 meta.display_time_unit = v.as_text();
                 if meta.display_time_unit.as_deref() == Some("ns") {
-                    self.out.diagnostics.add(DiagKind::DisplayTimeUnitIgnored, Some(offset), || {
+                    self.diag(DiagKind::DisplayTimeUnitIgnored, Some(offset), || {
                         "`displayTimeUnit` is \"ns\", but Kineto writes `ts` and `dur` in microseconds regardless (it only sets the viewer's axis labels); read as microseconds".to_string()
                     });
                 }
@@ -564,7 +590,7 @@ impl TraceParser {
                 if let Value::Obj(_) = v {
                     meta.distributed = Some(read_distributed(v));
                 } else {
-                    self.out.diagnostics.add(DiagKind::BadMetadata, Some(offset), || {
+                    self.diag(DiagKind::BadMetadata, Some(offset), || {
                         "`distributedInfo` is not an object; ignored".to_string()
                     });
                 }
@@ -573,7 +599,7 @@ impl TraceParser {
                 Some(items) => {
                     meta.devices = items.iter().map(read_device).collect();
                 }
-                None => self.out.diagnostics.add(DiagKind::BadMetadata, Some(offset), || {
+                None => self.diag(DiagKind::BadMetadata, Some(offset), || {
                     "`deviceProperties` is not an array; ignored".to_string()
                 }),
             },
@@ -591,7 +617,7 @@ impl TraceParser {
         let (id, invalid) = self.out.strings.intern_bytes(bytes);
         if invalid {
             let text = self.out.strings.get(id).chars().take(60).collect::<String>();
-            self.out.diagnostics.add(DiagKind::InvalidUtf8, Some(at), || {
+            self.diag(DiagKind::InvalidUtf8, Some(at), || {
                 format!("a string is not valid UTF-8; bad bytes replaced with U+FFFD: \"{text}\"")
             });
         }
@@ -629,7 +655,7 @@ impl TraceParser {
 
     fn bare_word(&mut self, t: &[u8], at: u64) {
         let w = String::from_utf8_lossy(&t[..t.len().min(40)]).into_owned();
-        self.out.diagnostics.add(DiagKind::BareWord, Some(at), || {
+        self.diag(DiagKind::BareWord, Some(at), || {
             format!("bare word `{w}` where a JSON value belongs; read as null")
         });
     }
@@ -653,9 +679,13 @@ impl TraceParser {
             Ok(v) => Ok(Some(v)),
             Err(NumErr::Overflow) => {
                 let t = String::from_utf8_lossy(&text[..text.len().min(40)]).into_owned();
-                self.out.diagnostics.add(DiagKind::IntOverflow, Some(at), || {
+                self.diag(DiagKind::IntOverflow, Some(at), || {
                     format!("number `{t}` does not fit in 64 bits; saturated")
                 });
+                if scale != 0 {
+                    // A time beyond ±292 years of nanoseconds is unusable, not saturable.
+                    return Ok(None);
+                }
                 let neg = text.first() == Some(&b'-');
                 Ok(Some(if neg { i64::MIN } else { i64::MAX }))
             }
@@ -880,7 +910,7 @@ impl TraceParser {
             let raw = &buf[at..*pos];
             if raw.windows(3).any(|w| w == b"...") {
                 let off = base + at as u64;
-                self.out.diagnostics.add(DiagKind::BareWord, Some(off), || {
+                self.diag(DiagKind::BareWord, Some(off), || {
                     "a rank list is cut with `...`; kept as text".to_string()
                 });
             }
@@ -1095,7 +1125,7 @@ impl TraceParser {
             b'X' | b'B' | b'E' | b'i' | b'I' | b's' | b't' | b'f' | b'C' if ts.is_none() => {
                 let why = if ev.ts_bad { "an unreadable" } else { "no" };
                 let p = ph as char;
-                self.out.diagnostics.add(DiagKind::MissingTimestamp, Some(offset), || {
+                self.diag(DiagKind::MissingTimestamp, Some(offset), || {
                     format!("a `{p}` event with {why} `ts` was skipped")
                 });
             }
@@ -1104,13 +1134,13 @@ impl TraceParser {
                 let dur = match ev.dur {
                     Some(d) if d >= 0 => d,
                     Some(d) => {
-                        self.out.diagnostics.add(DiagKind::NegativeDuration, Some(offset), || {
+                        self.diag(DiagKind::NegativeDuration, Some(offset), || {
                             format!("an event has a negative duration ({d} ns); clamped to 0")
                         });
                         0
                     }
                     None => {
-                        self.out.diagnostics.add(DiagKind::MissingDuration, Some(offset), || {
+                        self.diag(DiagKind::MissingDuration, Some(offset), || {
                             "an `X` event has no `dur`; read as 0".to_string()
                         });
                         0
@@ -1151,7 +1181,7 @@ impl TraceParser {
                     Some(o) => {
                         let end = ts.unwrap_or(o.ts);
                         let dur = if end < o.ts {
-                            self.out.diagnostics.add(DiagKind::NegativeDuration, Some(offset), || {
+                            self.diag(DiagKind::NegativeDuration, Some(offset), || {
                                 "an `E` event comes before its `B`; duration clamped to 0".to_string()
                             });
                             0
@@ -1160,7 +1190,7 @@ impl TraceParser {
                         };
                         self.close_slice(o, dur, lane);
                     }
-                    None => self.out.diagnostics.add(DiagKind::UnmatchedEnd, Some(offset), || {
+                    None => self.diag(DiagKind::UnmatchedEnd, Some(offset), || {
                         "an `E` event with no open `B` on its thread was skipped".to_string()
                     }),
                 }
@@ -1189,7 +1219,7 @@ impl TraceParser {
                 self.counter_vals.clear();
             }
             b'M' => self.metadata(&ev, pid, tid),
-            0 => self.out.diagnostics.add(DiagKind::MissingPhase, Some(offset), || {
+            0 => self.diag(DiagKind::MissingPhase, Some(offset), || {
                 "an event without `ph` was skipped".to_string()
             }),
             other => {
@@ -1198,7 +1228,7 @@ impl TraceParser {
                 } else {
                     (other as char).to_string()
                 };
-                self.out.diagnostics.add(DiagKind::UnsupportedPhase, Some(offset), || {
+                self.diag(DiagKind::UnsupportedPhase, Some(offset), || {
                     format!("events of phase `{p}` are counted but not modelled")
                 });
             }
@@ -1245,7 +1275,7 @@ impl TraceParser {
             for o in stack.into_iter().rev() {
                 let end = last.max(o.ts);
                 let off = o.offset;
-                self.out.diagnostics.add(DiagKind::UnclosedBegin, Some(off), || {
+                self.diag(DiagKind::UnclosedBegin, Some(off), || {
                     "a `B` event was never closed; closed at the last timestamp of its thread".to_string()
                 });
                 self.close_slice(o, end - o.ts, lane);
