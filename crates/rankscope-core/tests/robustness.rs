@@ -109,7 +109,7 @@ fn every_prefix_of_a_trace_keeps_exactly_the_complete_events() {
         let s = std::str::from_utf8(text).unwrap_or("");
         let mut v = Vec::new();
         let mut from = 0;
-        while let Some(k) = s[from..].find("}, {").or_else(|| s[from..].find("}]}").map(|k| k)) {
+        while let Some(k) = s[from..].find("}, {").or_else(|| s[from..].find("}]}")) {
             v.push(from + k + 1);
             from += k + 2;
             if v.len() == 3 {
