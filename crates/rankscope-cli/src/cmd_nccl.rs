@@ -1,15 +1,461 @@
-//! `rankscope nccl` and `rankscope nccl-tests` (being written).
+//! `rankscope nccl` (NCCL_DEBUG=INFO logs) and `rankscope nccl-tests` (`*_perf` output).
+//!
+//! Both read the files, hand the bytes to `rankscope_core::nccl`, and print either a readable
+//! summary or the report as JSON (`--json`). Exit code: 0 when no finding has severity
+//! `error`, 1 when one does or when no NCCL content was found, 2 on usage or I/O errors.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use rankscope_core::nccl::log::LogReport;
+use rankscope_core::nccl::perf::{Check, PerfTest, TestsReport};
+use rankscope_core::nccl::{self, Finding, Input, Severity};
 
 #[derive(Debug, clap::Args)]
-pub struct LogArgs {}
-
-#[derive(Debug, clap::Args)]
-pub struct TestsArgs {}
-
-pub fn run_log(_a: LogArgs) -> anyhow::Result<u8> {
-    anyhow::bail!("nccl is not written yet")
+pub struct LogArgs {
+    /// NCCL_DEBUG=INFO log files of one job (one file, or one per node/rank).
+    #[arg(required = true, value_name = "LOG")]
+    pub files: Vec<PathBuf>,
+    /// Print the full report as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
-pub fn run_tests(_a: TestsArgs) -> anyhow::Result<u8> {
-    anyhow::bail!("nccl-tests is not written yet")
+#[derive(Debug, clap::Args)]
+pub struct TestsArgs {
+    /// nccl-tests output files (`all_reduce_perf` etc.; logs with a perf table work too).
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Print the full report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Link peak in GB/s (busbw terms) to compare the plateau against, e.g. 50 for a 400 Gb/s NIC.
+    #[arg(long, value_name = "GBPS")]
+    pub peak_gbps: Option<f64>,
+    /// Do not print the result rows, only the summary per test.
+    #[arg(long)]
+    pub no_rows: bool,
+}
+
+fn read_all(files: &[PathBuf]) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
+    files
+        .iter()
+        .map(|p| {
+            let bytes = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
+            Ok((p.display().to_string(), bytes))
+        })
+        .collect()
+}
+
+fn exit_code(findings: &[Finding]) -> u8 {
+    u8::from(findings.iter().any(|f| f.severity == Severity::Error))
+}
+
+pub fn run_log(a: LogArgs) -> anyhow::Result<u8> {
+    let data = read_all(&a.files)?;
+    let inputs: Vec<Input<'_>> = data
+        .iter()
+        .map(|(n, b)| Input { name: n, bytes: b })
+        .collect();
+    let report = nccl::analyze_logs(&inputs);
+    let nccl_lines: u32 = report.files.iter().map(|f| f.nccl_lines).sum();
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render_log(&report));
+    }
+    if nccl_lines == 0 {
+        eprintln!("rankscope: no NCCL_DEBUG lines found (is NCCL_DEBUG=INFO set?)");
+        return Ok(1);
+    }
+    Ok(exit_code(&report.findings))
+}
+
+pub fn run_tests(a: TestsArgs) -> anyhow::Result<u8> {
+    if let Some(p) = a.peak_gbps {
+        anyhow::ensure!(
+            p.is_finite() && p > 0.0,
+            "--peak-gbps must be a positive number of GB/s"
+        );
+    }
+    let data = read_all(&a.files)?;
+    let inputs: Vec<Input<'_>> = data
+        .iter()
+        .map(|(n, b)| Input { name: n, bytes: b })
+        .collect();
+    let report = nccl::analyze_tests(&inputs, a.peak_gbps);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render_tests(&report, !a.no_rows));
+    }
+    if report.tests.is_empty() {
+        eprintln!("rankscope: no nccl-tests output found");
+        return Ok(1);
+    }
+    Ok(exit_code(&report.findings))
+}
+
+fn opt<T: std::fmt::Display>(v: &Option<T>) -> String {
+    v.as_ref()
+        .map_or_else(|| "-".to_string(), |x| x.to_string())
+}
+
+fn bytes_h(b: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b:.0} B")
+    } else {
+        format!("{v:.1} {}", UNITS.get(u).copied().unwrap_or("B"))
+    }
+}
+
+fn render_findings(out: &mut String, findings: &[Finding]) {
+    if findings.is_empty() {
+        let _ = writeln!(out, "\nFindings: none");
+        return;
+    }
+    let _ = writeln!(out, "\nFindings ({}):", findings.len());
+    for f in findings {
+        let sev = match f.severity {
+            Severity::Error => "ERROR",
+            Severity::Warning => "WARN ",
+            Severity::Info => "INFO ",
+        };
+        let _ = writeln!(out, "  [{sev}] {}: {}", f.id, f.message);
+        for e in &f.evidence {
+            let _ = writeln!(out, "      {}:{}: {}", e.file, e.line, e.text);
+        }
+        if f.evidence_total as usize > f.evidence.len() {
+            let _ = writeln!(
+                out,
+                "      ... {} more line(s)",
+                f.evidence_total as usize - f.evidence.len()
+            );
+        }
+        let _ = writeln!(out, "      fix: {}", f.fix);
+    }
+}
+
+fn render_log(r: &LogReport) -> String {
+    let mut out = String::new();
+    let lines: u32 = r.files.iter().map(|f| f.lines).sum();
+    let nccl: u32 = r.files.iter().map(|f| f.nccl_lines).sum();
+    let _ = writeln!(
+        out,
+        "NCCL logs: {} file(s), {lines} lines, {nccl} NCCL lines",
+        r.files.len()
+    );
+    for f in &r.files {
+        let mut notes = Vec::new();
+        if f.elided_lines > 0 {
+            notes.push(format!("{} elided `...` line(s)", f.elided_lines));
+        }
+        if f.has_perf_table {
+            notes.push("also holds an nccl-tests table (see `rankscope nccl-tests`)".to_string());
+        }
+        if !notes.is_empty() {
+            let _ = writeln!(out, "  {}: {}", f.name, notes.join("; "));
+        }
+    }
+    let versions: Vec<String> = r
+        .nccl_versions
+        .iter()
+        .map(|(v, h)| format!("{v} ({})", h.join(", ")))
+        .collect();
+    let _ = writeln!(
+        out,
+        "Job: {} node(s) [{}], {} process(es), {} rank record(s); NCCL {}",
+        r.n_nodes,
+        r.hosts.join(", "),
+        r.processes.len(),
+        r.ranks.len(),
+        if versions.is_empty() {
+            "version not printed".to_string()
+        } else {
+            versions.join(", ")
+        }
+    );
+    if !r.processes.is_empty() {
+        let _ = writeln!(out, "\nProcesses:");
+        let _ = writeln!(
+            out,
+            "  {:<28} {:>8} {:>4} {:>4} {:<8} {:<6} {:<6} {:<14} {:<24} {:<5} channels coll/p2p",
+            "host", "pid", "tag", "dev", "nccl", "cuda", "driver", "network", "plugin", "gdr"
+        );
+        for p in &r.processes {
+            let gdr = match p.gdr {
+                Some(true) => "on",
+                Some(false) => "off",
+                None => "-",
+            };
+            let _ = writeln!(
+                out,
+                "  {:<28} {:>8} {:>4} {:>4} {:<8} {:<6} {:<6} {:<14} {:<24} {:<5} {}/{}{}",
+                p.host,
+                p.pid,
+                opt(&p.launcher_rank),
+                opt(&p.cuda_dev),
+                opt(&p.nccl_version),
+                opt(&p.nccl_cuda_version),
+                opt(&p.cuda_driver),
+                opt(&p.network),
+                opt(&p.net_plugin),
+                gdr,
+                opt(&p.coll_channels),
+                opt(&p.p2p_channels),
+                if p.patched_format {
+                    "  (patched line format)"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+    if !r.ranks.is_empty() {
+        let _ = writeln!(out, "\nRanks:");
+        let _ = writeln!(
+            out,
+            "  {:<20} {:>5} {:>6} {:<28} {:>8} {:>4} {:<8} {:>5} {:<8} init s",
+            "communicator", "rank", "nranks", "host", "pid", "dev", "busId", "nodes", "init"
+        );
+        for k in &r.ranks {
+            let init = if k.init_complete {
+                "complete"
+            } else if k.init_started {
+                "started"
+            } else {
+                "-"
+            };
+            let _ = writeln!(
+                out,
+                "  {:<20} {:>5} {:>6} {:<28} {:>8} {:>4} {:<8} {:>5} {:<8} {}",
+                k.comm,
+                k.rank,
+                opt(&k.nranks),
+                k.host,
+                k.pid,
+                opt(&k.cuda_dev),
+                opt(&k.bus_id),
+                opt(&k.n_nodes),
+                init,
+                opt(&k.init_total_s)
+            );
+        }
+    }
+    if !r.rings.is_empty() {
+        let _ = writeln!(out, "\nRings ({}):", r.rings.len());
+        for g in r.rings.iter().take(8) {
+            let cross = match (g.host_crossings, g.hosts) {
+                (Some(c), Some(h)) => format!("  [{c} node crossings, {h} nodes]"),
+                _ => String::new(),
+            };
+            let ranks: Vec<String> = g.ranks.iter().map(u32::to_string).collect();
+            let _ = writeln!(
+                out,
+                "  channel {:>2}: {}{cross}",
+                g.channel,
+                ranks.join(" ")
+            );
+        }
+        if r.rings.len() > 8 {
+            let _ = writeln!(out, "  ... {} more", r.rings.len() - 8);
+        }
+    }
+    if !r.trees.is_empty() {
+        let _ = writeln!(out, "\nTrees: {} (rank, channel) entries", r.trees.len());
+    }
+    if !r.transports.is_empty() {
+        let _ = writeln!(out, "\nPeer transports (connection lines):");
+        for (via, n) in &r.transports {
+            let _ = writeln!(out, "  {via:<36} {n}");
+        }
+        let same = r.peers.iter().filter(|p| p.same_host == Some(true)).count();
+        let cross = r
+            .peers
+            .iter()
+            .filter(|p| p.same_host == Some(false))
+            .count();
+        let _ = writeln!(
+            out,
+            "  {} rank pairs: {same} within a node, {cross} across nodes",
+            r.peers.len()
+        );
+    }
+    if !r.warnings.is_empty() {
+        let _ = writeln!(out, "\nWarnings and error traces ({}):", r.warnings.len());
+        for w in &r.warnings {
+            let msg = if w.message.is_empty() {
+                "(error-return trace without WARN)"
+            } else {
+                w.message.as_str()
+            };
+            let _ = writeln!(
+                out,
+                "  {}:{} {}:{}: {} {}",
+                w.file,
+                w.line,
+                w.host,
+                w.pid,
+                msg,
+                w.continuation.join(" ")
+            );
+            for t in &w.trace {
+                let _ = writeln!(
+                    out,
+                    "      line {}: {} -> {} ({}) {}",
+                    t.line,
+                    t.location,
+                    t.code,
+                    nccl::log::nccl_result_name(t.code),
+                    t.note
+                );
+            }
+        }
+    }
+    render_findings(&mut out, &r.findings);
+    out
+}
+
+fn check_str(c: Check) -> String {
+    match c {
+        Check::Wrong(w) => w.to_string(),
+        Check::Error(e) => format!("{e:e}"),
+        Check::NotAvailable => "N/A".to_string(),
+    }
+}
+
+fn render_test(out: &mut String, t: &PerfTest, rows: bool) {
+    let coll = t.collective.map_or("unknown collective", |c| c.name());
+    let ranks = t
+        .n_ranks
+        .map(|n| format!("{n} ranks ({})", t.n_ranks_source.as_deref().unwrap_or("?")))
+        .unwrap_or_else(|| "ranks unknown".into());
+    let hosts = if t.hosts.is_empty() {
+        String::new()
+    } else {
+        format!(" on {} host(s)", t.hosts.len())
+    };
+    let ver = t
+        .nccl_tests_version
+        .as_ref()
+        .map(|v| format!(", nccl-tests {v}"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "\n{} test {} (line {}): {coll} [{:?}], {ranks}{hosts}{ver}, {} row(s){}{}",
+        t.file,
+        t.index,
+        t.first_line,
+        t.collective_source,
+        t.rows.len(),
+        t.avg_busbw_gbps
+            .map(|v| format!(", avg busbw {v} GB/s"))
+            .unwrap_or_default(),
+        if t.elided_lines > 0 {
+            format!(", {} elided line(s)", t.elided_lines)
+        } else {
+            String::new()
+        }
+    );
+    if rows && !t.rows.is_empty() {
+        let _ = writeln!(
+            out,
+            "  {:>12} {:>12} {:>8} {:>6} {:>5} | {:>10} {:>8} {:>8} {:>7} | {:>10} {:>8} {:>8} {:>7}",
+            "size(B)", "count", "type", "redop", "root", "time(us)", "algbw", "busbw", "check", "time(us)", "algbw", "busbw", "check"
+        );
+        for r in &t.rows {
+            let _ = writeln!(
+                out,
+                "  {:>12} {:>12} {:>8} {:>6} {:>5} | {:>10} {:>8} {:>8} {:>7} | {:>10} {:>8} {:>8} {:>7}",
+                r.size_bytes,
+                r.count,
+                r.dtype,
+                r.redop.as_deref().unwrap_or("-"),
+                opt(&r.root),
+                r.out_of_place.time_us,
+                r.out_of_place.algbw_gbps,
+                r.out_of_place.busbw_gbps,
+                check_str(r.out_of_place.check),
+                r.in_place.time_us,
+                r.in_place.algbw_gbps,
+                r.in_place.busbw_gbps,
+                check_str(r.in_place.check)
+            );
+        }
+    }
+    if let Some(a) = &t.analysis {
+        match &a.fit {
+            Some(f) => {
+                let _ = writeln!(
+                    out,
+                    "  fit: T(S) = {:.2} us + S / {:.2} GB/s{}; n½ = {}; rms error {:.1}%, max {:.1}% over {} points{}",
+                    f.alpha_us,
+                    f.bw_alg_gbps,
+                    f.bw_bus_gbps.map(|b| format!(" (busbw asymptote {b:.2} GB/s)")).unwrap_or_default(),
+                    bytes_h(f.n_half_bytes),
+                    f.rms_rel_err * 100.0,
+                    f.max_rel_err * 100.0,
+                    f.points,
+                    if f.alpha_clamped { " (latency clamped at 0)" } else { "" }
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "  fit: none ({})",
+                    a.fit_error.map(|e| e.to_string()).unwrap_or_default()
+                );
+            }
+        }
+        let s = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |b| bytes_h(b as f64));
+        let peak = match (&a.peak, a.plateau_pct_of_peak) {
+            (Some(p), Some(pct)) => format!("; {pct:.1}% of peak {} GB/s ({})", p.gbps, p.source),
+            _ => "; no peak given (--peak-gbps)".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "  busbw plateau {:.2} GB/s (max {:.2} at {}); reaches 50% at {}, 80% at {}{peak}",
+            a.plateau_busbw_gbps,
+            a.max_busbw_gbps,
+            bytes_h(a.max_busbw_size_bytes as f64),
+            s(a.size_at_50pct_plateau_bytes),
+            s(a.size_at_80pct_plateau_bytes),
+        );
+    }
+}
+
+fn render_tests(r: &TestsReport, rows: bool) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "nccl-tests: {} file(s), {} test(s)",
+        r.files.len(),
+        r.tests.len()
+    );
+    for t in &r.tests {
+        render_test(&mut out, t, rows);
+    }
+    if !r.diagnostics.is_empty() {
+        let _ = writeln!(out, "\nDiagnostics:");
+        for d in &r.diagnostics {
+            let _ = writeln!(
+                out,
+                "  {}:{}: {} {}",
+                d.file,
+                opt(&d.line),
+                d.kind,
+                d.message
+            );
+        }
+    }
+    render_findings(&mut out, &r.findings);
+    out
 }

@@ -1,1 +1,0 @@
-//! NCCL_DEBUG logs and nccl-tests output (being written).

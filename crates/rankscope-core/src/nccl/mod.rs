@@ -1,0 +1,187 @@
+//! NCCL_DEBUG logs and nccl-tests output: the layer beneath the trace.
+//!
+//! Field practice diagnoses a slow job bottom-up: first the fabric (nccl-tests: does the network
+//! deliver its bandwidth?), then the communication library (`NCCL_DEBUG=INFO`: did NCCL take the
+//! fast path?), then the trace. This module reads both kinds of text output:
+//!
+//! - [`log`]: `NCCL_DEBUG=INFO` logs → per-process and per-rank facts (host, pid, device, bus id,
+//!   versions, network, GDRDMA, channels, rings, trees, peer transports, warnings, init timings)
+//!   and [`Finding`]s with evidence lines.
+//! - [`perf`]: nccl-tests (`*_perf`) output → tables of rows exactly as printed, a latency-bandwidth
+//!   fit per test ([`fit`]), the busbw plateau and findings.
+//!
+//! Both parsers take `&[u8]` (any bytes: invalid UTF-8 is decoded lossily), never panic, and
+//! tolerate line prefixes (`[1,0]<stdout>:`, srun `0: ` labels, timestamps, patched builds that
+//! insert `func(), file.cc:123,` fragments), interleaved processes, unrelated output and elided
+//! lines. A file may hold both kinds (an NCCL log with an `all_reduce_perf` table): run both
+//! parsers on it; [`sniff_all`] says which apply.
+//!
+//! Everything returned is sorted deterministically and serializes with serde (stable field
+//! names), so the CLI prints it as JSON and the app can consume the same values.
+
+pub mod fit;
+pub mod log;
+pub mod perf;
+mod text;
+
+use serde::Serialize;
+
+pub use fit::{fit_latency_bandwidth, LatencyBandwidthFit};
+pub use log::{analyze_logs, LogReport};
+pub use perf::{analyze_tests, Collective, TestsReport};
+
+/// Version of the JSON shape of [`LogReport`] and [`TestsReport`]; bump on incompatible changes.
+pub const REPORT_VERSION: u32 = 1;
+
+/// One input file: a display name (used in evidence) and its raw bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct Input<'a> {
+    pub name: &'a str,
+    pub bytes: &'a [u8],
+}
+
+/// How serious a finding or diagnostic is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Warning,
+    Error,
+}
+
+/// One line of an input that supports a finding.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Evidence {
+    pub file: String,
+    /// 1-based line number in `file`.
+    pub line: u32,
+    /// The line as written (trimmed, cut to [`EVIDENCE_TEXT_MAX`] characters).
+    pub text: String,
+}
+
+/// Longest evidence text kept, in characters.
+pub const EVIDENCE_TEXT_MAX: usize = 240;
+/// Most evidence lines kept per finding; `evidence_total` says how many there were.
+pub const EVIDENCE_MAX: usize = 6;
+
+impl Evidence {
+    pub(crate) fn new(file: &str, line: u32, text: &str) -> Self {
+        let t = text.trim();
+        let text = if t.chars().count() > EVIDENCE_TEXT_MAX {
+            let mut s: String = t.chars().take(EVIDENCE_TEXT_MAX).collect();
+            s.push('…');
+            s
+        } else {
+            t.to_string()
+        };
+        Evidence {
+            file: file.to_string(),
+            line,
+            text,
+        }
+    }
+}
+
+/// A diagnosis in plain language, with the lines that show it and the fix the field recommends.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Finding {
+    /// Stable identifier, e.g. `log.net-socket-multinode` (documented in `docs/nccl.md`).
+    pub id: String,
+    pub severity: Severity,
+    pub message: String,
+    pub fix: String,
+    /// At most [`EVIDENCE_MAX`] lines, in file/line order.
+    pub evidence: Vec<Evidence>,
+    /// How many lines supported the finding in total.
+    pub evidence_total: u32,
+}
+
+impl Finding {
+    pub(crate) fn new(
+        id: &str,
+        severity: Severity,
+        message: String,
+        fix: &str,
+        mut evidence: Vec<Evidence>,
+    ) -> Self {
+        evidence.sort();
+        evidence.dedup();
+        let evidence_total = u32::try_from(evidence.len()).unwrap_or(u32::MAX);
+        evidence.truncate(EVIDENCE_MAX);
+        Finding {
+            id: id.to_string(),
+            severity,
+            message,
+            fix: fix.to_string(),
+            evidence,
+            evidence_total,
+        }
+    }
+}
+
+/// Sort findings: most severe first, then by id, then by first evidence.
+pub(crate) fn sort_findings(f: &mut [Finding]) {
+    f.sort_by(|a, b| {
+        b.severity
+            .cmp(&a.severity)
+            .then_with(|| a.id.cmp(&b.id))
+            .then_with(|| a.evidence.first().cmp(&b.evidence.first()))
+            .then_with(|| a.message.cmp(&b.message))
+    });
+}
+
+/// A parse problem that did not stop the parse (partial failure is data).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Diagnostic {
+    pub severity: Severity,
+    /// Stable kind, e.g. `tests.no-results`, `tests.interleaved-tables`.
+    pub kind: String,
+    pub message: String,
+    pub file: String,
+    /// First line concerned, if any.
+    pub line: Option<u32>,
+}
+
+/// What a file is, judged from its first bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// `NCCL_DEBUG=INFO` output (lines with `NCCL INFO` / `NCCL WARN`).
+    NcclLog,
+    /// nccl-tests `*_perf` output (banner, column header or result rows).
+    NcclTests,
+}
+
+/// Cheap content sniffer: which kind of NCCL text `first_bytes` (say the first 64 KiB) is.
+///
+/// When a file holds both (an NCCL log with a perf table), the log wins: call [`sniff_all`] to
+/// learn that both parsers apply.
+pub fn sniff(first_bytes: &[u8]) -> Option<Kind> {
+    sniff_all(first_bytes).first().copied()
+}
+
+/// Every kind of NCCL text found in `first_bytes`, [`Kind::NcclLog`] first.
+pub fn sniff_all(first_bytes: &[u8]) -> Vec<Kind> {
+    let text = String::from_utf8_lossy(first_bytes);
+    let mut log = false;
+    let mut tests = false;
+    for line in text.lines() {
+        if !log && log::is_nccl_line(line) {
+            log = true;
+        }
+        if !tests && perf::is_tests_marker(line) {
+            tests = true;
+        }
+        if log && tests {
+            break;
+        }
+    }
+    let mut kinds = Vec::new();
+    if log {
+        kinds.push(Kind::NcclLog);
+    }
+    if tests {
+        kinds.push(Kind::NcclTests);
+    }
+    kinds
+}

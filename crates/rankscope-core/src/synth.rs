@@ -1,1 +1,0 @@
-//! Deterministic generator of Kineto-like multi-rank traces (being written).
