@@ -2,11 +2,17 @@
 
 use clap::{Parser, Subcommand};
 
+mod cmd_inspect;
 mod cmd_nccl;
 mod cmd_synth;
+mod load;
 
 #[derive(Debug, Parser)]
-#[command(name = "rankscope", version, about = "Reconstructs a distributed training job from its per-rank traces")]
+#[command(
+    name = "rankscope",
+    version,
+    about = "Reconstructs a distributed training job from its per-rank traces"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -14,6 +20,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Per file: rank, world size, devices, span, event counts, steps, lanes, diagnostics.
+    Inspect(cmd_inspect::Args),
     /// Generate a deterministic synthetic multi-rank Kineto trace set.
     Synth(cmd_synth::Args),
     /// Read NCCL_DEBUG=INFO logs: transports, versions, topology, warnings.
@@ -25,6 +33,7 @@ enum Command {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Inspect(a) => cmd_inspect::run(a),
         Command::Synth(a) => cmd_synth::run(a),
         Command::Nccl(a) => cmd_nccl::run_log(a),
         Command::NcclTests(a) => cmd_nccl::run_tests(a),

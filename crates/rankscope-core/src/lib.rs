@@ -1,12 +1,17 @@
 //! rankscope-core: the whole rankscope pipeline except the view.
 //!
-//! bytes → [`decode`] (gzip sniffing, streaming inflate) → [`parse`] (tolerant streaming JSON,
-//! Chrome Trace Event Format / Kineto) → [`model`] (columnar tables, one shared string table) →
-//! [`normalize`] (ranks, steps, lanes, categories, launch → kernel links) → reports.
+//! bytes → [`parse`] (gzip sniffing, streaming inflate, tolerant streaming JSON, Chrome Trace
+//! Event Format / Kineto) → [`model`] (columnar tables, one shared string table) →
+//! [`normalize`] (ranks, steps, lanes, categories, launch → kernel links) → [`inspect`] reports.
+//! [`nccl`] reads NCCL_DEBUG logs and nccl-tests output; [`synth`] generates traces.
 //!
 //! The crate knows nothing of the browser or the operating system: it takes bytes in chunks of
 //! any size and returns values. No file system, no clocks, no threads. It builds for the host
 //! and for `wasm32-unknown-unknown`.
 
+pub mod inspect;
+pub mod model;
 pub mod nccl;
+pub mod normalize;
+pub mod parse;
 pub mod synth;

@@ -1,0 +1,55 @@
+//! Ingest benchmark: times each stage on one file, and a bare JSON parse of the same bytes
+//! (serde_json skipping everything, `IgnoredAny`) as the yardstick.
+//!
+//! `cargo run --release -p rankscope-cli --example ingest_bench -- FILE`
+
+use std::io::Read;
+use std::time::Instant;
+
+use serde::Deserialize;
+
+use rankscope_core::normalize::{assemble, Rules};
+use rankscope_core::parse::FileIngest;
+
+fn main() -> anyhow::Result<()> {
+    let path = std::env::args().nth(1).ok_or_else(|| anyhow::anyhow!("usage: ingest_bench FILE"))?;
+    let size = std::fs::metadata(&path)?.len() as f64;
+    let mb = |s: f64| size / 1e6 / s;
+
+    let t0 = Instant::now();
+    let mut f = std::fs::File::open(&path)?;
+    let mut ingest = FileIngest::new(&path);
+    let mut buf = vec![0u8; 4 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        ingest.feed(&buf[..n]);
+    }
+    let trace = ingest.finish()?;
+    let parse = t0.elapsed().as_secs_f64();
+    let events = trace.counts.total;
+    let t1 = Instant::now();
+    let job = assemble(vec![trace], &[], &Rules::default());
+    let norm = t1.elapsed().as_secs_f64();
+    let t2 = Instant::now();
+    let report = rankscope_core::inspect::report(&job, vec![]);
+    let rep = t2.elapsed().as_secs_f64();
+    println!("file {path}: {:.1} MB, {events} events", size / 1e6);
+    println!("parse (read + inflate + parse into columns): {parse:.3} s = {:.0} MB/s", mb(parse));
+    println!("normalize (sort, classify, link, steps, strings): {norm:.3} s");
+    println!("report: {rep:.3} s; total {:.3} s = {:.0} MB/s", parse + norm + rep, mb(parse + norm + rep));
+    println!("table bytes per event: {:.1}", report.files[0].table_bytes_per_event);
+
+    let t3 = Instant::now();
+    let r = std::io::BufReader::with_capacity(4 << 20, std::fs::File::open(&path)?);
+    let mut de = serde_json::Deserializer::from_reader(r);
+    serde::de::IgnoredAny::deserialize(&mut de)?;
+    let bare = t3.elapsed().as_secs_f64();
+    println!(
+        "bare serde_json parse (IgnoredAny, from a 4 MiB BufReader): {bare:.3} s = {:.0} MB/s",
+        mb(bare)
+    );
+    Ok(())
+}

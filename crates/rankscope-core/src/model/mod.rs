@@ -1,0 +1,491 @@
+//! The columnar model of one rank's trace.
+//!
+//! One row per event in parallel vectors ([`EventTable`]), sparse side tables for the few events
+//! that carry arguments the analyses need ([`CommArgs`]), lanes for CPU threads and GPU streams
+//! ([`LaneTable`]), flows, counters and the file's metadata. All strings live in one
+//! [`StringTable`]; indices are typed `u32`s so native and wasm32 tables have the same size.
+
+pub mod diag;
+pub mod strings;
+
+use serde::Serialize;
+
+pub use diag::{DiagKind, Diagnostic, Diagnostics, Severity};
+pub use strings::{FxHashMap, StrId, StringTable};
+
+/// Marker for "no value" in `u32` index columns.
+pub const NONE_U32: u32 = u32::MAX;
+/// Marker for "no value" in `u64` id columns (correlation, External id).
+pub const NONE_U64: u64 = u64::MAX;
+
+/// Index of a lane (a CPU thread or a GPU stream) within one rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct LaneId(pub u32);
+
+/// Index of a row in an [`EventTable`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct EventIdx(pub u32);
+
+/// What an event row is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[repr(u8)]
+pub enum EventKind {
+    /// A duration event: `X`, or a `B`/`E` pair.
+    Slice = 0,
+    /// An instant event (`i` / `I`).
+    Instant = 1,
+}
+
+/// What an event does, decided by the classification rules (see [`crate::normalize::classify`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[repr(u8)]
+pub enum Class {
+    /// Kernels and CPU operators doing model math.
+    Compute = 0,
+    /// Collectives and point-to-point transfers: NCCL/RCCL/HCCL kernels, `nccl:*` / `gloo:*`
+    /// annotations, `c10d::*` ops, `record_param_comms`.
+    Communication = 1,
+    /// Memory copies and sets (GPU side) and the runtime calls that issue them.
+    Memory = 2,
+    /// Host waits for the device: stream/device/event synchronization.
+    Sync = 3,
+    /// Runtime and driver calls that launch work (`cudaLaunchKernel`, ...).
+    Launch = 4,
+    /// Data loading (`DataLoader` iteration).
+    DataLoading = 5,
+    /// Optimizer step annotations.
+    Optimizer = 6,
+    /// Markers and annotations that contain other work (`ProfilerStep#N`, module names).
+    Annotation = 7,
+    /// Memory allocation calls (`cudaMalloc`, `cudaFree`, `hipMalloc`...).
+    Allocation = 8,
+    /// Anything else.
+    Other = 9,
+}
+
+impl Class {
+    pub const ALL: [Class; 10] = [
+        Class::Compute,
+        Class::Communication,
+        Class::Memory,
+        Class::Sync,
+        Class::Launch,
+        Class::DataLoading,
+        Class::Optimizer,
+        Class::Annotation,
+        Class::Allocation,
+        Class::Other,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::Compute => "compute",
+            Class::Communication => "communication",
+            Class::Memory => "memory",
+            Class::Sync => "sync",
+            Class::Launch => "launch",
+            Class::DataLoading => "data_loading",
+            Class::Optimizer => "optimizer",
+            Class::Annotation => "annotation",
+            Class::Allocation => "allocation",
+            Class::Other => "other",
+        }
+    }
+}
+
+/// The kind of a collective (or point-to-point) operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[repr(u8)]
+pub enum CollKind {
+    Unknown = 0,
+    AllReduce = 1,
+    AllGather = 2,
+    ReduceScatter = 3,
+    AllToAll = 4,
+    Broadcast = 5,
+    Reduce = 6,
+    SendRecv = 7,
+    Send = 8,
+    Recv = 9,
+    Barrier = 10,
+    Gather = 11,
+    Scatter = 12,
+}
+
+impl CollKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            CollKind::Unknown => "unknown",
+            CollKind::AllReduce => "all_reduce",
+            CollKind::AllGather => "all_gather",
+            CollKind::ReduceScatter => "reduce_scatter",
+            CollKind::AllToAll => "all_to_all",
+            CollKind::Broadcast => "broadcast",
+            CollKind::Reduce => "reduce",
+            CollKind::SendRecv => "send_recv",
+            CollKind::Send => "send",
+            CollKind::Recv => "recv",
+            CollKind::Barrier => "barrier",
+            CollKind::Gather => "gather",
+            CollKind::Scatter => "scatter",
+        }
+    }
+
+    fn from_u8(v: u8) -> CollKind {
+        use CollKind::*;
+        [
+            Unknown,
+            AllReduce,
+            AllGather,
+            ReduceScatter,
+            AllToAll,
+            Broadcast,
+            Reduce,
+            SendRecv,
+            Send,
+            Recv,
+            Barrier,
+            Gather,
+            Scatter,
+        ]
+        .get(v as usize)
+        .copied()
+        .unwrap_or(Unknown)
+    }
+}
+
+/// Direction of a memory operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[repr(u8)]
+pub enum MemKind {
+    Unknown = 0,
+    HtoD = 1,
+    DtoH = 2,
+    DtoD = 3,
+    PtoP = 4,
+    HtoH = 5,
+    Memset = 6,
+}
+
+impl MemKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            MemKind::Unknown => "unknown",
+            MemKind::HtoD => "htod",
+            MemKind::DtoH => "dtoh",
+            MemKind::DtoD => "dtod",
+            MemKind::PtoP => "ptop",
+            MemKind::HtoH => "htoh",
+            MemKind::Memset => "memset",
+        }
+    }
+
+    fn from_u8(v: u8) -> MemKind {
+        use MemKind::*;
+        [Unknown, HtoD, DtoH, DtoD, PtoP, HtoH, Memset].get(v as usize).copied().unwrap_or(Unknown)
+    }
+}
+
+/// The events of one rank, one row per event, as parallel columns.
+///
+/// After [`crate::normalize`] the rows are sorted by `(ts_ns, longer first)`, so a parent slice
+/// precedes the slices it contains. Times are absolute nanoseconds: `baseTimeNanoseconds` plus
+/// the event's `ts` (or the `ts` itself where the file has no base, as older Kineto files that
+/// write epoch microseconds).
+#[derive(Debug, Clone, Default)]
+pub struct EventTable {
+    pub kind: Vec<EventKind>,
+    pub ts_ns: Vec<i64>,
+    pub dur_ns: Vec<i64>,
+    pub name: Vec<StrId>,
+    pub cat: Vec<StrId>,
+    pub lane: Vec<LaneId>,
+    /// `args.correlation` (links a runtime call to the GPU work it launched), or [`NONE_U64`].
+    pub correlation: Vec<u64>,
+    /// `args["External id"]` (links GPU work and runtime calls to CPU operators), or [`NONE_U64`].
+    pub external_id: Vec<u64>,
+    /// Row in [`CommArgs`] of this event's communication arguments, or [`NONE_U32`].
+    pub args: Vec<u32>,
+    /// Filled by normalization.
+    pub class: Vec<Class>,
+    /// Filled by normalization: a [`CollKind`] for communication, a [`MemKind`] for memory.
+    pub detail: Vec<u8>,
+    /// Filled by normalization: the `ProfilerStep#N` number, or [`NONE_U32`].
+    pub step: Vec<u32>,
+}
+
+impl EventTable {
+    pub fn len(&self) -> usize {
+        self.ts_ns.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ts_ns.is_empty()
+    }
+
+    /// Bytes per row held by the columns (strings excluded).
+    pub const BYTES_PER_ROW: usize = 1 + 8 + 8 + 4 + 4 + 4 + 8 + 8 + 4 + 1 + 1 + 4;
+
+    /// End time of row `i`.
+    pub fn end_ns(&self, i: usize) -> i64 {
+        self.ts_ns[i].saturating_add(self.dur_ns[i])
+    }
+
+    pub fn coll_kind(&self, i: usize) -> CollKind {
+        if self.class[i] == Class::Communication {
+            CollKind::from_u8(self.detail[i])
+        } else {
+            CollKind::Unknown
+        }
+    }
+
+    pub fn mem_kind(&self, i: usize) -> MemKind {
+        if self.class[i] == Class::Memory {
+            MemKind::from_u8(self.detail[i])
+        } else {
+            MemKind::Unknown
+        }
+    }
+
+    /// Reorders every column by `perm` (row `k` of the result is old row `perm[k]`).
+    pub(crate) fn permute(&mut self, perm: &[u32]) {
+        fn apply<T: Copy>(v: &mut Vec<T>, perm: &[u32]) {
+            if v.len() == perm.len() {
+                *v = perm.iter().map(|&i| v[i as usize]).collect();
+            }
+        }
+        apply(&mut self.kind, perm);
+        apply(&mut self.ts_ns, perm);
+        apply(&mut self.dur_ns, perm);
+        apply(&mut self.name, perm);
+        apply(&mut self.cat, perm);
+        apply(&mut self.lane, perm);
+        apply(&mut self.correlation, perm);
+        apply(&mut self.external_id, perm);
+        apply(&mut self.args, perm);
+        apply(&mut self.class, perm);
+        apply(&mut self.detail, perm);
+        apply(&mut self.step, perm);
+    }
+}
+
+/// Communication arguments of the few events that carry them (`record_param_comms`, NCCL
+/// kernels in newer traces, `nccl:*` / `gloo:*` annotations with input shapes).
+/// Integer fields use `-1` for "absent".
+#[derive(Debug, Clone, Default)]
+pub struct CommArgs {
+    pub event: Vec<EventIdx>,
+    /// `Collective name` (e.g. `allreduce`, `_allgather_base`).
+    pub collective: Vec<StrId>,
+    pub in_nelems: Vec<i64>,
+    pub out_nelems: Vec<i64>,
+    /// `In msg size` / `Out msg size` in bytes where the trace has them.
+    pub in_bytes: Vec<i64>,
+    pub out_bytes: Vec<i64>,
+    /// `dtype` (e.g. `Float`), or the first `Input type` of an annotation.
+    pub dtype: Vec<StrId>,
+    pub group_size: Vec<i64>,
+    pub pg_name: Vec<StrId>,
+    pub pg_desc: Vec<StrId>,
+    /// `Process Group Ranks` as written (often a string such as `[0, 1]`, sometimes cut `...`).
+    pub pg_ranks: Vec<StrId>,
+    /// Per-process-group sequence number (`Seq`), when the trace has it.
+    pub seq: Vec<i64>,
+    /// Number of elements of the first input tensor from `Input Dims` (annotations without
+    /// message sizes), or -1.
+    pub input_elems: Vec<i64>,
+}
+
+impl CommArgs {
+    pub fn len(&self) -> usize {
+        self.event.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.event.is_empty()
+    }
+
+    /// Bytes per row held by the columns.
+    pub const BYTES_PER_ROW: usize = 4 + 4 + 8 * 4 + 4 + 8 + 4 * 3 + 8 + 8;
+}
+
+/// Whether a lane is a CPU thread or a GPU stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LaneKind {
+    Cpu,
+    Gpu,
+}
+
+/// A `pid` or `tid` as written: Kineto writes integers, the 2021 format strings (`"stream 7"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(untagged)]
+pub enum IdKey {
+    Int(i64),
+    Str(StrId),
+}
+
+/// CPU threads and GPU streams of one rank.
+#[derive(Debug, Clone, Default)]
+pub struct LaneTable {
+    pub pid: Vec<IdKey>,
+    pub tid: Vec<IdKey>,
+    pub kind: Vec<LaneKind>,
+    /// `thread_name` metadata, or empty.
+    pub name: Vec<StrId>,
+    /// `thread_sort_index` metadata, or `i64::MAX`.
+    pub sort_index: Vec<i64>,
+    /// GPU lanes: the device index; CPU lanes: -1.
+    pub device: Vec<i64>,
+    /// GPU lanes: the stream id; CPU lanes: -1.
+    pub stream: Vec<i64>,
+    /// Number of event rows on the lane.
+    pub events: Vec<u32>,
+}
+
+impl LaneTable {
+    pub fn len(&self) -> usize {
+        self.pid.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pid.is_empty()
+    }
+}
+
+/// Flow events (`s` / `t` / `f`): arrows between slices, e.g. a CUDA launch to its kernel.
+#[derive(Debug, Clone, Default)]
+pub struct FlowTable {
+    pub id: Vec<u64>,
+    pub phase: Vec<u8>,
+    pub cat: Vec<StrId>,
+    pub ts_ns: Vec<i64>,
+    pub lane: Vec<LaneId>,
+    /// `bp: "e"`: binds to the enclosing slice rather than the next one.
+    pub bind_enclosing: Vec<bool>,
+}
+
+impl FlowTable {
+    pub fn len(&self) -> usize {
+        self.id.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.id.is_empty()
+    }
+}
+
+/// Counter samples (`C` events): one row per series value.
+#[derive(Debug, Clone, Default)]
+pub struct CounterTable {
+    pub name: Vec<StrId>,
+    pub series: Vec<StrId>,
+    pub ts_ns: Vec<i64>,
+    pub value: Vec<f64>,
+    pub pid: Vec<IdKey>,
+}
+
+impl CounterTable {
+    pub fn len(&self) -> usize {
+        self.name.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.name.is_empty()
+    }
+}
+
+/// One process group from `distributedInfo.pg_config`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ProcessGroup {
+    pub name: String,
+    pub desc: Option<String>,
+    pub backend_config: Option<String>,
+    pub size: Option<i64>,
+    pub ranks: Vec<i64>,
+}
+
+/// `distributedInfo`: the rank's place in the job, as Kineto writes it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct DistributedInfo {
+    pub rank: Option<i64>,
+    pub world_size: Option<i64>,
+    pub backend: Option<String>,
+    pub pg_count: Option<i64>,
+    pub pg_config: Vec<ProcessGroup>,
+    pub nccl_version: Option<String>,
+}
+
+/// One entry of `deviceProperties`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Device {
+    pub id: i64,
+    pub name: String,
+    pub total_global_mem: Option<i64>,
+    pub num_sms: Option<i64>,
+    pub compute_capability: Option<String>,
+}
+
+/// Top-level facts of the file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TraceMeta {
+    /// `"object"` (`{"traceEvents": [...]}`) or `"array"` (a bare event array).
+    pub form: &'static str,
+    pub gzip: bool,
+    pub schema_version: Option<i64>,
+    pub distributed: Option<DistributedInfo>,
+    pub devices: Vec<Device>,
+    /// `baseTimeNanoseconds`: absolute time = base + ts.
+    pub base_time_ns: Option<i64>,
+    pub display_time_unit: Option<String>,
+    pub trace_name: Option<String>,
+    pub host_name: Option<String>,
+    /// `process_name` metadata by pid, sorted.
+    pub process_names: Vec<(IdKey, String)>,
+    /// `process_labels` metadata by pid, sorted.
+    pub process_labels: Vec<(IdKey, String)>,
+}
+
+/// Counts of what the file held, by `ph` and by category, as read (before any repair).
+#[derive(Debug, Clone, Default)]
+pub struct EventCounts {
+    /// Every element of `traceEvents` that parsed as an object.
+    pub total: u64,
+    /// By phase letter (`X`, `B`, `M`, ...), including phases that are only counted.
+    pub by_ph: std::collections::BTreeMap<String, u64>,
+    /// By category, over `X`/`B`/`E`/`i`/`I` events; events without `cat` count under `""`.
+    pub by_cat: std::collections::BTreeMap<String, u64>,
+}
+
+/// One rank's trace after ingest: tables, metadata, diagnostics.
+#[derive(Debug, Clone, Default)]
+pub struct RankTrace {
+    /// The name the file was loaded as (for messages and rank-from-name).
+    pub source: String,
+    pub strings: StringTable,
+    pub events: EventTable,
+    pub comm: CommArgs,
+    pub lanes: LaneTable,
+    pub flows: FlowTable,
+    pub counters: CounterTable,
+    pub meta: TraceMeta,
+    pub counts: EventCounts,
+    pub diagnostics: Diagnostics,
+    /// Bytes of (decompressed) JSON text read.
+    pub text_bytes: u64,
+    /// Bytes of input read (compressed size for gzip).
+    pub input_bytes: u64,
+}
+
+impl RankTrace {
+    /// Bytes held by the tables, strings excluded.
+    pub fn table_bytes(&self) -> usize {
+        self.events.len() * EventTable::BYTES_PER_ROW
+            + self.comm.len() * CommArgs::BYTES_PER_ROW
+            + self.flows.len() * (8 + 1 + 4 + 8 + 4 + 1)
+            + self.counters.len() * (4 + 4 + 8 + 8 + 16)
+            + self.lanes.len() * 64
+    }
+}

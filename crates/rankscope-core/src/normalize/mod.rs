@@ -1,0 +1,225 @@
+//! Normalization of one rank's raw tables: lane kinds, time order, classes, launch → GPU
+//! links and steps. Job-level normalization (ranks, one string table) is in [`job`].
+
+pub mod classify;
+pub mod job;
+pub mod steps;
+
+pub use classify::{coll_kind_of, mem_kind_of, Rules};
+pub use job::{assemble, Job, JobError, RankSource};
+
+use crate::model::*;
+
+/// Categories only GPU-side events have (case-insensitive).
+const GPU_CATS: &[&str] = &[
+    "kernel",
+    "gpu_memcpy",
+    "gpu_memset",
+    "memcpy",
+    "memset",
+    "gpu_user_annotation",
+    "cuda_sync",
+    "cuda_profiler_range",
+    "mtia_ccp_events",
+];
+
+/// Categories of host-side runtime/driver calls that launch device work.
+pub const RUNTIME_CATS: &[&str] = &["cuda_runtime", "cuda_driver", "runtime", "mtia_runtime"];
+
+/// The CUDA / HIP runtime and driver categories (HIP calls are written as `cuda_runtime` too).
+pub const CUDA_RUNTIME_CATS: &[&str] = &["cuda_runtime", "cuda_driver", "runtime"];
+
+fn cat_in(cat: &str, list: &[&str]) -> bool {
+    list.iter().any(|c| c.eq_ignore_ascii_case(cat))
+}
+
+/// Launch → GPU links, one row per GPU event whose launching runtime call was found.
+#[derive(Debug, Clone, Default)]
+pub struct Links {
+    /// Sorted by GPU event.
+    pub gpu: Vec<EventIdx>,
+    pub launch: Vec<EventIdx>,
+    /// GPU events with no launch in the trace (launched before the profiler window, or a
+    /// trace without correlation ids).
+    pub unlinked: u64,
+}
+
+impl Links {
+    /// The runtime call that launched GPU event `gpu`.
+    pub fn launch_of(&self, gpu: EventIdx) -> Option<EventIdx> {
+        self.gpu.binary_search(&gpu).ok().and_then(|i| self.launch.get(i).copied())
+    }
+}
+
+/// Step intervals of one rank.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct StepTable {
+    /// Step numbers (`N` of `ProfilerStep#N`), in time order.
+    pub number: Vec<u32>,
+    pub start_ns: Vec<i64>,
+    pub end_ns: Vec<i64>,
+    /// True when the trace has no step markers and the one step is the whole trace.
+    pub synthetic: bool,
+    /// Step numbers seen on the GPU (`gpu_user_annotation` `ProfilerStep#N`).
+    pub gpu_numbers: Vec<u32>,
+}
+
+impl StepTable {
+    pub fn len(&self) -> usize {
+        self.number.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.number.is_empty()
+    }
+}
+
+/// What normalization adds to a rank.
+#[derive(Debug, Clone, Default)]
+pub struct Normalized {
+    pub links: Links,
+    pub steps: StepTable,
+}
+
+/// Normalizes one rank in place: decides lane kinds, sorts the rows by time (parents before
+/// children), classifies every event, links GPU work to its launch and assigns steps.
+pub fn normalize_rank(t: &mut RankTrace, rules: &Rules) -> Normalized {
+    lane_kinds(t);
+    sort_rows(t);
+    classify_rows(t, rules);
+    let links = link(t);
+    let steps = steps::assign(t, &links);
+    Normalized { links, steps }
+}
+
+/// A lane is a GPU stream when it holds GPU-only event categories; otherwise it is a CPU
+/// thread. GPU lanes get their device (from `args.device`,
+/// the label, or the pid) and stream (from `args.stream`, or a `"stream 7"` tid).
+fn lane_kinds(t: &mut RankTrace) {
+    let n = t.lanes.len();
+    let mut gpu = vec![false; n];
+    let mut gpu_cat = FxHashMap::<StrId, bool>::default();
+    for (i, &c) in t.events.cat.iter().enumerate() {
+        let is = *gpu_cat.entry(c).or_insert_with(|| cat_in(t.strings.get(c), GPU_CATS));
+        if is {
+            if let Some(g) = gpu.get_mut(t.events.lane[i].0 as usize) {
+                *g = true;
+            }
+        }
+    }
+    for l in 0..n {
+        let pid = t.lanes.pid[l];
+        let label = t.meta.process_labels.iter().find(|(p, _)| *p == pid).map(|(_, s)| s.as_str());
+        // Labels alone do not make a lane a GPU stream: a CPU process with pid 1 and GPU 1 can
+        // share a pid (seen in a real ROCm trace), so only the events decide.
+        let label_dev = label.and_then(|s| s.strip_prefix("GPU ")).and_then(|d| d.trim().parse::<i64>().ok());
+        if gpu[l] {
+            t.lanes.kind[l] = LaneKind::Gpu;
+            if t.lanes.device[l] < 0 {
+                t.lanes.device[l] = label_dev.unwrap_or(match pid {
+                    IdKey::Int(p) if (0..1024).contains(&p) => p,
+                    _ => -1,
+                });
+            }
+            if t.lanes.stream[l] < 0 {
+                t.lanes.stream[l] = match t.lanes.tid[l] {
+                    IdKey::Int(s) => s,
+                    IdKey::Str(s) => {
+                        t.strings.get(s).rsplit(' ').next().and_then(|x| x.parse().ok()).unwrap_or(-1)
+                    }
+                };
+            }
+        } else {
+            t.lanes.kind[l] = LaneKind::Cpu;
+            t.lanes.device[l] = -1;
+            t.lanes.stream[l] = -1;
+        }
+    }
+}
+
+/// Sorts rows by start time, longer first on ties (a parent before its children), then lane,
+/// then file order, and keeps the argument table pointing at the right rows.
+fn sort_rows(t: &mut RankTrace) {
+    let e = &t.events;
+    let mut perm: Vec<u32> = (0..e.len() as u32).collect();
+    if perm.windows(2).all(|w| {
+        let (a, b) = (w[0] as usize, w[1] as usize);
+        (e.ts_ns[a], std::cmp::Reverse(e.dur_ns[a]), e.lane[a])
+            <= (e.ts_ns[b], std::cmp::Reverse(e.dur_ns[b]), e.lane[b])
+    }) {
+        return;
+    }
+    perm.sort_by_key(|&i| {
+        let i = i as usize;
+        (e.ts_ns[i], std::cmp::Reverse(e.dur_ns[i]), e.lane[i], i)
+    });
+    let mut inverse = vec![0u32; perm.len()];
+    for (new, &old) in perm.iter().enumerate() {
+        inverse[old as usize] = new as u32;
+    }
+    t.events.permute(&perm);
+    for ev in &mut t.comm.event {
+        if let Some(&n) = inverse.get(ev.0 as usize) {
+            *ev = EventIdx(n);
+        }
+    }
+}
+
+fn classify_rows(t: &mut RankTrace, rules: &Rules) {
+    let n = t.events.len();
+    let mut cache = classify::ClassCache::default();
+    let mut class = Vec::with_capacity(n);
+    let mut detail = Vec::with_capacity(n);
+    for i in 0..n {
+        let lane = t.lanes.kind.get(t.events.lane[i].0 as usize).copied().unwrap_or(LaneKind::Cpu);
+        let coll_arg = match t.events.args[i] {
+            NONE_U32 => None,
+            a => t.comm.collective.get(a as usize).copied().filter(|s| *s != StrId::EMPTY),
+        };
+        let (c, d) = cache.get(rules, &t.strings, t.events.name[i], t.events.cat[i], lane, coll_arg);
+        class.push(c);
+        detail.push(d);
+    }
+    t.events.class = class;
+    t.events.detail = detail;
+    t.events.step = vec![NONE_U32; n];
+}
+
+/// Links each GPU event to the host runtime call with the same `correlation` id. When a
+/// correlation id repeats (it should not), the latest launch at or before the GPU event wins.
+fn link(t: &RankTrace) -> Links {
+    let e = &t.events;
+    let mut runtime_cat = FxHashMap::<StrId, bool>::default();
+    let mut by_corr = FxHashMap::<u64, u32>::default();
+    for i in 0..e.len() {
+        if e.correlation[i] == NONE_U64 || t.lanes.kind[e.lane[i].0 as usize] != LaneKind::Cpu {
+            continue;
+        }
+        let is_rt =
+            *runtime_cat.entry(e.cat[i]).or_insert_with(|| cat_in(t.strings.get(e.cat[i]), RUNTIME_CATS));
+        if is_rt {
+            by_corr.insert(e.correlation[i], i as u32);
+        }
+    }
+    let mut links = Links::default();
+    for i in 0..e.len() {
+        if t.lanes.kind[e.lane[i].0 as usize] != LaneKind::Gpu || e.kind[i] != EventKind::Slice {
+            continue;
+        }
+        if !is_gpu_work(e.class[i]) {
+            continue;
+        }
+        match by_corr.get(&e.correlation[i]) {
+            Some(&l) if e.correlation[i] != NONE_U64 => {
+                links.gpu.push(EventIdx(i as u32));
+                links.launch.push(EventIdx(l));
+            }
+            _ => links.unlinked += 1,
+        }
+    }
+    links
+}
+
+/// GPU work (as opposed to GPU-side annotations).
+pub fn is_gpu_work(c: Class) -> bool {
+    matches!(c, Class::Compute | Class::Communication | Class::Memory | Class::Sync)
+}

@@ -1,0 +1,141 @@
+//! Steps: `ProfilerStep#N` markers split the trace into training iterations.
+//!
+//! - Step intervals come from the CPU-side markers (category `user_annotation` in current
+//!   Kineto, `Operator` in the 2021 format; any category but `gpu_user_annotation`).
+//! - A CPU event belongs to the step whose interval holds its start.
+//! - A GPU event belongs to the step of the runtime call that launched it (by correlation):
+//!   work launched in step N and run after step N's CPU marker ended is still step N's. GPU
+//!   events with no launch in the trace fall back to the GPU-side `ProfilerStep#N` marker that
+//!   holds them, and otherwise to the CPU interval that holds their start.
+//! - A trace without markers is one synthetic whole-trace step numbered 0 (a diagnostic says so).
+
+use super::{Links, StepTable};
+use crate::model::*;
+
+/// `N` from `ProfilerStep#N`.
+pub fn step_number(name: &str) -> Option<u32> {
+    name.strip_prefix("ProfilerStep#").and_then(|n| n.trim().parse().ok())
+}
+
+/// Finds the step intervals and writes `events.step` for every row.
+pub fn assign(t: &mut RankTrace, links: &Links) -> StepTable {
+    let e = &t.events;
+    let n = e.len();
+    let mut cpu: Vec<(i64, i64, u32)> = Vec::new();
+    let mut gpu: Vec<(i64, i64, u32)> = Vec::new();
+    let mut memo = FxHashMap::<StrId, Option<u32>>::default();
+    let gpu_ann = t.strings.find("gpu_user_annotation");
+    for i in 0..n {
+        if e.kind[i] != EventKind::Slice {
+            continue;
+        }
+        let Some(num) = *memo.entry(e.name[i]).or_insert_with(|| step_number(t.strings.get(e.name[i])))
+        else {
+            continue;
+        };
+        let on_gpu =
+            t.lanes.kind.get(e.lane[i].0 as usize) == Some(&LaneKind::Gpu) || Some(e.cat[i]) == gpu_ann;
+        let iv = (e.ts_ns[i], e.end_ns(i), num);
+        if on_gpu {
+            gpu.push(iv);
+        } else {
+            cpu.push(iv);
+        }
+    }
+    cpu.sort();
+    cpu.dedup_by_key(|s| s.2);
+    gpu.sort();
+    let mut table = StepTable {
+        number: cpu.iter().map(|s| s.2).collect(),
+        start_ns: cpu.iter().map(|s| s.0).collect(),
+        end_ns: cpu.iter().map(|s| s.1).collect(),
+        synthetic: false,
+        gpu_numbers: {
+            let mut g: Vec<u32> = gpu.iter().map(|s| s.2).collect();
+            g.sort_unstable();
+            g.dedup();
+            g
+        },
+    };
+    let mut step = vec![NONE_U32; n];
+    if cpu.is_empty() {
+        // One whole-trace step.
+        let (lo, hi) = span(e);
+        table.number = vec![0];
+        table.start_ns = vec![lo];
+        table.end_ns = vec![hi];
+        table.synthetic = true;
+        step.iter_mut().for_each(|s| *s = 0);
+        t.diagnostics.add(DiagKind::NoSteps, None, || {
+            "no `ProfilerStep#N` markers: the whole trace is analysed as one step (numbered 0)".to_string()
+        });
+        t.events.step = step;
+        return table;
+    }
+    let find = |ivs: &[(i64, i64, u32)], ts: i64| -> u32 {
+        // Last interval starting at or before ts that still holds it.
+        let k = ivs.partition_point(|s| s.0 <= ts);
+        if k == 0 {
+            return NONE_U32;
+        }
+        let s = ivs[k - 1];
+        if ts < s.1 || (s.0 == s.1 && ts == s.0) {
+            s.2
+        } else {
+            NONE_U32
+        }
+    };
+    for (i, st) in step.iter_mut().enumerate() {
+        let on_gpu = t.lanes.kind.get(e.lane[i].0 as usize) == Some(&LaneKind::Gpu);
+        if !on_gpu {
+            *st = find(&cpu, e.ts_ns[i]);
+        }
+    }
+    for (k, g) in links.gpu.iter().enumerate() {
+        if let Some(l) = links.launch.get(k) {
+            let s = step.get(l.0 as usize).copied().unwrap_or(NONE_U32);
+            if let Some(slot) = step.get_mut(g.0 as usize) {
+                *slot = s;
+            }
+        }
+    }
+    let linked: std::collections::HashSet<u32> = links.gpu.iter().map(|g| g.0).collect();
+    for (i, st) in step.iter_mut().enumerate() {
+        let on_gpu = t.lanes.kind.get(e.lane[i].0 as usize) == Some(&LaneKind::Gpu);
+        if on_gpu && !linked.contains(&(i as u32)) {
+            let s = find(&gpu, e.ts_ns[i]);
+            *st = if s != NONE_U32 { s } else { find(&cpu, e.ts_ns[i]) };
+        }
+    }
+    t.events.step = step;
+    table
+}
+
+/// First start and last end over all slices.
+pub fn span(e: &EventTable) -> (i64, i64) {
+    let mut lo = i64::MAX;
+    let mut hi = i64::MIN;
+    for i in 0..e.len() {
+        if e.kind[i] == EventKind::Slice {
+            lo = lo.min(e.ts_ns[i]);
+            hi = hi.max(e.end_ns(i));
+        }
+    }
+    if lo > hi {
+        (0, 0)
+    } else {
+        (lo, hi)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_numbers() {
+        assert_eq!(step_number("ProfilerStep#12"), Some(12));
+        assert_eq!(step_number("ProfilerStep#x"), None);
+        assert_eq!(step_number("ProfilerStep"), None);
+    }
+}

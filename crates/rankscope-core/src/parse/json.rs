@@ -1,0 +1,433 @@
+//! Tolerant, resumable JSON scanning primitives over a byte slice.
+//!
+//! Every function takes the buffer and a position and either advances the position past what
+//! it read, or stops with [`Stop::Incomplete`] (the buffer ends before the value does: wait for
+//! more bytes and try again from the same place) or [`Stop::Bad`] (the bytes are not JSON here).
+//! Callers parse whole units (one event, one top-level member) and retry a unit from its start
+//! when it was incomplete, so none of these functions need to keep state between calls.
+//!
+//! Tolerance: bare words (`N/A`, `NaN`, `Infinity`, `...`) are accepted where a value belongs
+//! and reported to the caller; strings are not UTF-8-checked here (only the strings that are
+//! kept get checked, once, when interned); integers of any length scan fine.
+
+/// Why scanning stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// The buffer ended inside the value.
+    Incomplete,
+    /// Not valid JSON at this byte offset (within the buffer).
+    Bad(usize),
+}
+
+pub type Res<T> = Result<T, Stop>;
+
+#[inline]
+pub fn is_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\n' | b'\r' | b'\t')
+}
+
+/// Skips whitespace; returns the next byte without consuming it.
+#[inline]
+pub fn peek(buf: &[u8], pos: &mut usize) -> Res<u8> {
+    while let Some(&b) = buf.get(*pos) {
+        if !is_ws(b) {
+            return Ok(b);
+        }
+        *pos += 1;
+    }
+    Err(Stop::Incomplete)
+}
+
+/// Skips whitespace and consumes `want`.
+#[inline]
+pub fn expect(buf: &[u8], pos: &mut usize, want: u8) -> Res<()> {
+    if peek(buf, pos)? == want {
+        *pos += 1;
+        Ok(())
+    } else {
+        Err(Stop::Bad(*pos))
+    }
+}
+
+/// A string as found in the buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Str<'a> {
+    /// No escapes: the raw bytes between the quotes.
+    Raw(&'a [u8]),
+    /// Has escapes: the decoded bytes were written to the caller's scratch buffer.
+    Escaped,
+}
+
+/// Reads a string starting at the opening quote (whitespace allowed before it). Escaped strings
+/// are decoded into `scratch` (cleared first).
+#[inline]
+pub fn string<'a>(buf: &'a [u8], pos: &mut usize, scratch: &mut Vec<u8>) -> Res<Str<'a>> {
+    if peek(buf, pos)? != b'"' {
+        return Err(Stop::Bad(*pos));
+    }
+    let start = *pos + 1;
+    let rest = buf.get(start..).unwrap_or(&[]);
+    match memchr::memchr2(b'"', b'\\', rest) {
+        None => Err(Stop::Incomplete),
+        Some(i) if rest[i] == b'"' => {
+            *pos = start + i + 1;
+            Ok(Str::Raw(&rest[..i]))
+        }
+        Some(i) => {
+            scratch.clear();
+            scratch.extend_from_slice(&rest[..i]);
+            let end = unescape(rest, i, scratch)?;
+            *pos = start + end + 1;
+            Ok(Str::Escaped)
+        }
+    }
+}
+
+/// Decodes escapes from `s[i..]` (where `s[i]` is a backslash) up to the closing quote, appending
+/// to `out`. Returns the index of the closing quote in `s`.
+fn unescape(s: &[u8], mut i: usize, out: &mut Vec<u8>) -> Res<usize> {
+    loop {
+        let b = *s.get(i).ok_or(Stop::Incomplete)?;
+        match b {
+            b'"' => return Ok(i),
+            b'\\' => {
+                let e = *s.get(i + 1).ok_or(Stop::Incomplete)?;
+                i += 2;
+                match e {
+                    b'"' => out.push(b'"'),
+                    b'\\' => out.push(b'\\'),
+                    b'/' => out.push(b'/'),
+                    b'b' => out.push(8),
+                    b'f' => out.push(12),
+                    b'n' => out.push(b'\n'),
+                    b'r' => out.push(b'\r'),
+                    b't' => out.push(b'\t'),
+                    b'u' => {
+                        let hi = hex4(s, i)?;
+                        i += 4;
+                        let cp = if (0xD800..0xDC00).contains(&hi)
+                            && s.get(i) == Some(&b'\\')
+                            && s.get(i + 1) == Some(&b'u')
+                        {
+                            let lo = hex4(s, i + 2)?;
+                            if (0xDC00..0xE000).contains(&lo) {
+                                i += 6;
+                                0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
+                            } else {
+                                0xFFFD
+                            }
+                        } else {
+                            hi
+                        };
+                        let c = char::from_u32(cp).unwrap_or('\u{FFFD}');
+                        let mut tmp = [0u8; 4];
+                        out.extend_from_slice(c.encode_utf8(&mut tmp).as_bytes());
+                    }
+                    // An unknown escape: keep it as written rather than fail the event.
+                    other => {
+                        out.push(b'\\');
+                        out.push(other);
+                    }
+                }
+            }
+            _ => {
+                let rest = s.get(i..).unwrap_or(&[]);
+                match memchr::memchr2(b'"', b'\\', rest) {
+                    None => return Err(Stop::Incomplete),
+                    Some(j) => {
+                        out.extend_from_slice(&rest[..j]);
+                        i += j;
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn hex4(s: &[u8], i: usize) -> Res<u32> {
+    let h = s.get(i..i + 4).ok_or(Stop::Incomplete)?;
+    let mut v = 0u32;
+    for &c in h {
+        let d = match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            b'A'..=b'F' => c - b'A' + 10,
+            _ => return Err(Stop::Bad(i)),
+        };
+        v = v * 16 + u32::from(d);
+    }
+    Ok(v)
+}
+
+/// Skips a string whose opening quote is at `*pos`.
+#[inline]
+fn skip_string(buf: &[u8], pos: &mut usize) -> Res<()> {
+    let mut i = *pos + 1;
+    loop {
+        let rest = buf.get(i..).unwrap_or(&[]);
+        match memchr::memchr2(b'"', b'\\', rest) {
+            None => return Err(Stop::Incomplete),
+            Some(j) if rest[j] == b'"' => {
+                *pos = i + j + 1;
+                return Ok(());
+            }
+            Some(j) => {
+                // Skip the backslash and the escaped byte.
+                i += j + 2;
+                if i > buf.len() {
+                    return Err(Stop::Incomplete);
+                }
+            }
+        }
+    }
+}
+
+/// Ends a scalar: `,` `}` `]` `:` or whitespace.
+#[inline]
+fn is_scalar_end(b: u8) -> bool {
+    matches!(b, b',' | b'}' | b']' | b':') || is_ws(b)
+}
+
+/// Reads the text of a scalar (number, `true`, `false`, `null`, or a bare word). A scalar that
+/// reaches the end of the buffer is incomplete (more digits may follow).
+#[inline]
+pub fn scalar<'a>(buf: &'a [u8], pos: &mut usize) -> Res<&'a [u8]> {
+    peek(buf, pos)?;
+    let start = *pos;
+    let rest = &buf[start..];
+    match rest.iter().position(|&b| is_scalar_end(b)) {
+        Some(0) => Err(Stop::Bad(start)),
+        Some(n) => {
+            *pos = start + n;
+            Ok(&rest[..n])
+        }
+        None => Err(Stop::Incomplete),
+    }
+}
+
+/// Skips any value. Containers are skipped by bracket depth without validating their insides
+/// (an event we skip need not be perfect JSON for us to keep the one after it).
+pub fn skip_value(buf: &[u8], pos: &mut usize) -> Res<()> {
+    match peek(buf, pos)? {
+        b'"' => skip_string(buf, pos),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut i = *pos;
+            while i < buf.len() {
+                match buf[i] {
+                    b'"' => {
+                        let mut p = i;
+                        skip_string(buf, &mut p)?;
+                        i = p;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            *pos = i + 1;
+                            return Ok(());
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            Err(Stop::Incomplete)
+        }
+        b'}' | b']' | b',' | b':' => Err(Stop::Bad(*pos)),
+        _ => scalar(buf, pos).map(|_| ()),
+    }
+}
+
+/// What a scalar's text is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScalarKind {
+    Number,
+    True,
+    False,
+    Null,
+    /// Not JSON: `N/A`, `NaN`, `...` and the like.
+    BareWord,
+}
+
+pub fn classify_scalar(text: &[u8]) -> ScalarKind {
+    match text {
+        b"true" => ScalarKind::True,
+        b"false" => ScalarKind::False,
+        b"null" => ScalarKind::Null,
+        _ => {
+            let body = text.strip_prefix(b"-").unwrap_or(text);
+            if body.first().is_some_and(u8::is_ascii_digit)
+                && body.iter().all(|&c| c.is_ascii_digit() || matches!(c, b'.' | b'e' | b'E' | b'+' | b'-'))
+            {
+                ScalarKind::Number
+            } else {
+                ScalarKind::BareWord
+            }
+        }
+    }
+}
+
+/// Why a number could not be read as asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NumErr {
+    NotANumber,
+    Overflow,
+}
+
+/// Parses a decimal number exactly and returns it multiplied by `10^scale`, rounded half away
+/// from zero, as `i64`. `scale = 3` turns Kineto's microseconds (`"1712195495519695.8"`,
+/// `"63.813"`, `"1.6e3"`) into nanoseconds with no `f64` rounding: at 1e15 µs an `f64` has only
+/// ~0.25 µs of resolution left, so float parsing would move events by hundreds of nanoseconds.
+pub fn decimal_scaled(text: &[u8], scale: i32) -> Result<i64, NumErr> {
+    let (neg, body) = match text.first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    let mut mant: i128 = 0;
+    let mut exp10: i32 = scale;
+    let mut digits = 0usize;
+    let mut seen_dot = false;
+    let mut i = 0;
+    // Digits beyond ~36 significant ones cannot change an i64 result; drop them but keep the
+    // exponent right.
+    let mut sticky = false;
+    while i < body.len() {
+        let c = body[i];
+        match c {
+            b'0'..=b'9' => {
+                if mant < 10i128.pow(36) {
+                    mant = mant * 10 + i128::from(c - b'0');
+                    if seen_dot {
+                        exp10 -= 1;
+                    }
+                } else {
+                    if !seen_dot {
+                        exp10 += 1;
+                    }
+                    sticky |= c != b'0';
+                }
+                digits += 1;
+            }
+            b'.' if !seen_dot => seen_dot = true,
+            b'e' | b'E' => break,
+            _ => return Err(NumErr::NotANumber),
+        }
+        i += 1;
+    }
+    if digits == 0 {
+        return Err(NumErr::NotANumber);
+    }
+    if i < body.len() {
+        let e = std::str::from_utf8(&body[i + 1..]).map_err(|_| NumErr::NotANumber)?;
+        let e: i32 = e.parse().map_err(|_| NumErr::NotANumber)?;
+        exp10 = exp10.checked_add(e).ok_or(NumErr::Overflow)?;
+    }
+    let _ = sticky;
+    let value: i128 = if exp10 >= 0 {
+        if exp10 > 38 {
+            if mant == 0 {
+                0
+            } else {
+                return Err(NumErr::Overflow);
+            }
+        } else {
+            mant.checked_mul(10i128.pow(exp10 as u32)).ok_or(NumErr::Overflow)?
+        }
+    } else {
+        let d = -exp10;
+        if d > 38 {
+            0
+        } else {
+            let p = 10i128.pow(d as u32);
+            let q = mant / p;
+            let r = mant % p;
+            // Half away from zero (on the magnitude; the sign is applied below).
+            if r * 2 >= p {
+                q + 1
+            } else {
+                q
+            }
+        }
+    };
+    let value = if neg { -value } else { value };
+    i64::try_from(value).map_err(|_| NumErr::Overflow)
+}
+
+/// Parses an integer (tolerating a fractional or exponent form such as `5.0` or `1e3`).
+pub fn integer(text: &[u8]) -> Result<i64, NumErr> {
+    // Fast path: plain digits that fit.
+    if !text.is_empty() && text.len() <= 18 && text.iter().all(u8::is_ascii_digit) {
+        let mut v: i64 = 0;
+        for &c in text {
+            v = v * 10 + i64::from(c - b'0');
+        }
+        return Ok(v);
+    }
+    decimal_scaled(text, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimal_is_exact_at_epoch_magnitude() {
+        assert_eq!(decimal_scaled(b"1712195495519695.8", 3), Ok(1_712_195_495_519_695_800));
+        assert_eq!(decimal_scaled(b"4458676524648.797", 3), Ok(4_458_676_524_648_797));
+        assert_eq!(decimal_scaled(b"63.813", 3), Ok(63_813));
+        assert_eq!(decimal_scaled(b"1694128201436255", 3), Ok(1_694_128_201_436_255_000));
+        assert_eq!(decimal_scaled(b"0.0005", 3), Ok(1));
+        assert_eq!(decimal_scaled(b"0.0004999", 3), Ok(0));
+        assert_eq!(decimal_scaled(b"-0.0005", 3), Ok(-1));
+        assert_eq!(decimal_scaled(b"-2.5", 0), Ok(-3));
+        assert_eq!(decimal_scaled(b"1.5e3", 3), Ok(1_500_000));
+        assert_eq!(decimal_scaled(b"15E-1", 3), Ok(1_500));
+        assert_eq!(decimal_scaled(b"1e30", 0), Err(NumErr::Overflow));
+        assert_eq!(decimal_scaled(b"99999999999999999999999", 0), Err(NumErr::Overflow));
+        assert_eq!(decimal_scaled(b"N/A", 0), Err(NumErr::NotANumber));
+        assert_eq!(decimal_scaled(b"", 0), Err(NumErr::NotANumber));
+        assert_eq!(decimal_scaled(b"1e999999999999", 0), Err(NumErr::NotANumber));
+    }
+
+    #[test]
+    fn integer_paths() {
+        assert_eq!(integer(b"123"), Ok(123));
+        assert_eq!(integer(b"-123"), Ok(-123));
+        assert_eq!(integer(b"5.0"), Ok(5));
+        assert_eq!(integer(b"18446744073709551616"), Err(NumErr::Overflow));
+    }
+
+    #[test]
+    fn strings_and_escapes() {
+        let mut s = Vec::new();
+        let buf = br#" "a\"b\u00e9\ud83d\ude00" tail"#;
+        let mut p = 0;
+        assert_eq!(string(buf, &mut p, &mut s), Ok(Str::Escaped));
+        assert_eq!(std::str::from_utf8(&s), Ok("a\"bé😀"));
+        assert_eq!(&buf[p..], b" tail");
+        let mut p = 0;
+        assert_eq!(string(br#""abc"#, &mut p, &mut s), Err(Stop::Incomplete));
+        let mut p = 0;
+        assert_eq!(string(br#""ab\"#, &mut p, &mut s), Err(Stop::Incomplete));
+    }
+
+    #[test]
+    fn skipping() {
+        let buf = br#"{"a": [1, "]", {"b": "\"}"}], "c": N/A} ,"#;
+        let mut p = 0;
+        assert_eq!(skip_value(buf, &mut p), Ok(()));
+        assert_eq!(&buf[p..], b" ,");
+        let mut p = 0;
+        assert_eq!(skip_value(br#"{"a": [1, 2"#, &mut p), Err(Stop::Incomplete));
+        let mut p = 0;
+        assert_eq!(skip_value(b"123", &mut p), Err(Stop::Incomplete));
+        let mut p = 0;
+        assert_eq!(skip_value(b"123,", &mut p), Ok(()));
+        assert_eq!(classify_scalar(b"N/A"), ScalarKind::BareWord);
+        assert_eq!(classify_scalar(b"-1.5e3"), ScalarKind::Number);
+        assert_eq!(classify_scalar(b"..."), ScalarKind::BareWord);
+    }
+}

@@ -1,0 +1,36 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+use rankscope_core::model::RankTrace;
+use rankscope_core::normalize::{assemble, Job, Rules};
+use rankscope_core::parse::{FileIngest, IngestError};
+
+/// `shared/` sits beside the repository (CI clones the repo next to a copy of it).
+pub fn shared() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared"))
+}
+
+pub fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures")).join(name)
+}
+
+/// Ingests bytes fed in chunks of `chunk` bytes.
+pub fn ingest_chunked(name: &str, bytes: &[u8], chunk: usize) -> Result<RankTrace, IngestError> {
+    let mut f = FileIngest::new(name);
+    for c in bytes.chunks(chunk.max(1)) {
+        f.feed(c);
+    }
+    f.finish()
+}
+
+pub fn read(path: &std::path::Path) -> Vec<u8> {
+    std::fs::read(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+}
+
+/// One file as a one-rank job.
+pub fn job_of(name: &str, bytes: &[u8], chunk: usize) -> Job {
+    let t = ingest_chunked(name, bytes, chunk).unwrap_or_else(|e| panic!("{e}"));
+    assemble(vec![t], &[], &Rules::default())
+}
