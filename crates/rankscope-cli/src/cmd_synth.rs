@@ -93,10 +93,7 @@ fn config_from(a: &Args) -> anyhow::Result<SynthConfig> {
             c.straggler_rank = v.checked_sub(1).filter(|&s| s > 0);
         }
         if !c.clock_offsets_ns.is_empty() && c.clock_offsets_ns.len() != v as usize {
-            anyhow::bail!(
-                "the config lists {} clock offsets but --ranks is {v}",
-                c.clock_offsets_ns.len()
-            );
+            anyhow::bail!("the config lists {} clock offsets but --ranks is {v}", c.clock_offsets_ns.len());
         }
     }
     if let Some(v) = a.steps {
@@ -116,10 +113,7 @@ fn config_from(a: &Args) -> anyhow::Result<SynthConfig> {
         c.straggler_rank = None;
     }
     if let Some(ms) = a.straggler_delay_ms {
-        anyhow::ensure!(
-            ms.is_finite() && ms >= 0.0,
-            "--straggler-delay-ms must be ≥ 0"
-        );
+        anyhow::ensure!(ms.is_finite() && ms >= 0.0, "--straggler-delay-ms must be ≥ 0");
         c.straggler_delay_ns = (ms * 1e6).round() as i64;
     }
     if let Some(v) = a.buckets {
@@ -204,9 +198,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     let t0 = Instant::now();
 
-    let paths: Vec<PathBuf> = (0..cfg.ranks)
-        .map(|r| a.out.join(synth::file_name(r, a.gzip)))
-        .collect();
+    let paths: Vec<PathBuf> = (0..cfg.ranks).map(|r| a.out.join(synth::file_name(r, a.gzip))).collect();
     let mut sinks = Vec::with_capacity(paths.len());
     for p in &paths {
         let f = File::create(p).with_context(|| format!("creating {}", p.display()))?;
@@ -221,8 +213,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     let mut total = 0u64;
     let mut sizes = Vec::with_capacity(written.len());
     for ((sink, n), p) in written.into_iter().zip(&paths) {
-        sink.finish()
-            .with_context(|| format!("finishing {}", p.display()))?;
+        sink.finish().with_context(|| format!("finishing {}", p.display()))?;
         let on_disk = fs::metadata(p).map(|m| m.len()).unwrap_or(n);
         total += n;
         sizes.push((p, n, on_disk));
@@ -235,12 +226,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
 
     for (p, n, on_disk) in &sizes {
         if a.gzip {
-            println!(
-                "{}  {:.1} MB ({:.1} MB uncompressed)",
-                p.display(),
-                mb(*on_disk),
-                mb(*n)
-            );
+            println!("{}  {:.1} MB ({:.1} MB uncompressed)", p.display(), mb(*on_disk), mb(*n));
         } else {
             println!("{}  {:.1} MB", p.display(), mb(*n));
         }
@@ -256,17 +242,13 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         man.collectives_per_step
     );
     match man.straggler_rank {
-        Some(s) => println!(
-            "straggler: rank {s} (+{:.1} ms compute per step)",
-            man.straggler_delay_ns as f64 / 1e6
-        ),
+        Some(s) => {
+            println!("straggler: rank {s} (+{:.1} ms compute per step)", man.straggler_delay_ns as f64 / 1e6)
+        }
         None => println!("straggler: none"),
     }
-    let offsets: Vec<String> = man
-        .ranks
-        .iter()
-        .map(|r| format!("{:+.1}", r.clock_offset_ns as f64 / 1e3))
-        .collect();
+    let offsets: Vec<String> =
+        man.ranks.iter().map(|r| format!("{:+.1}", r.clock_offset_ns as f64 / 1e3)).collect();
     println!("clock offsets (µs, by rank): {}", offsets.join(" "));
     println!(
         "{:.1} MB uncompressed in {:.2} s ({:.0} MB/s)",
@@ -280,8 +262,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
 fn write_manifest(path: &Path, man: &synth::Manifest) -> anyhow::Result<()> {
     let f = File::create(path).with_context(|| format!("creating {}", path.display()))?;
     let mut w = BufWriter::new(f);
-    serde_json::to_writer_pretty(&mut w, man)
-        .with_context(|| format!("writing {}", path.display()))?;
+    serde_json::to_writer_pretty(&mut w, man).with_context(|| format!("writing {}", path.display()))?;
     w.write_all(b"\n")?;
     w.flush()?;
     Ok(())

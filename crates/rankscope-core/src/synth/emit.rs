@@ -22,12 +22,7 @@ const FLUSH_AT: usize = 1 << 20;
 
 impl<W: Write> Out<W> {
     pub(crate) fn new(w: W) -> Self {
-        Out {
-            w,
-            buf: Vec::with_capacity(FLUSH_AT + (64 << 10)),
-            written: 0,
-            first: true,
-        }
+        Out { w, buf: Vec::with_capacity(FLUSH_AT + (64 << 10)), written: 0, first: true }
     }
 
     fn sep(&mut self) {
@@ -133,11 +128,7 @@ impl RankFmt {
         let mut kernel_pre = Vec::with_capacity(KERNELS.len());
         let mut kernel_post = Vec::with_capacity(KERNELS.len());
         for (i, k) in KERNELS.iter().enumerate() {
-            let stream = if i == usize::from(K_NCCL_ALLREDUCE) {
-                NCCL_STREAMS[0]
-            } else {
-                STREAM_COMPUTE
-            };
+            let stream = if i == usize::from(K_NCCL_ALLREDUCE) { NCCL_STREAMS[0] } else { STREAM_COMPUTE };
             kernel_pre.push(
                 format!(
                     "  {{\n    \"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"{}\", \"pid\": {device}, \"tid\": {stream},\n    \"ts\": ",
@@ -174,11 +165,7 @@ impl RankFmt {
             offset: plan.offsets.get(rank as usize).copied().unwrap_or(0),
             kernel_pre,
             kernel_post,
-            mid: [
-                mid(STREAM_COMPUTE),
-                mid(NCCL_STREAMS[0]),
-                mid(NCCL_STREAMS[1]),
-            ],
+            mid: [mid(STREAM_COMPUTE), mid(NCCL_STREAMS[0]), mid(NCCL_STREAMS[1])],
             pg_args: [pg_args(0), pg_args(1)],
         }
     }
@@ -249,21 +236,14 @@ fn cpu_x_head<W: Write>(o: &mut Out<W>, f: &RankFmt, e: &Ev, cat: &str, step_no:
     o.u(e.ext);
 }
 
-fn flow<W: Write>(
-    o: &mut Out<W>,
-    ph: &str,
-    id: u64,
-    pid: u64,
-    tid: u64,
-    ts: i64,
-    cat: &str,
-    end: bool,
-) {
+/// A flow event `ph` (`s`, or `f` with `bp: "e"` when `end`) of category `cat` at (pid, tid, ts).
+fn flow<W: Write>(o: &mut Out<W>, ph: &str, id: u64, at: (u64, u64, i64), cat: &str, end: bool) {
     o.sep();
     o.s("  {\n    \"ph\": \"");
     o.s(ph);
     o.s("\", \"id\": ");
     o.u(id);
+    let (pid, tid, ts) = at;
     o.s(", \"pid\": ");
     o.u(pid);
     o.s(", \"tid\": ");
@@ -274,11 +254,7 @@ fn flow<W: Write>(
     o.s(cat);
     o.s("\", \"name\": \"");
     o.s(cat);
-    o.s(if end {
-        "\", \"bp\": \"e\"\n  }"
-    } else {
-        "\"\n  }"
-    });
+    o.s(if end { "\", \"bp\": \"e\"\n  }" } else { "\"\n  }" });
 }
 
 fn gpu_x_head<W: Write>(o: &mut Out<W>, f: &RankFmt, e: &Ev, cat: &str, stream: u32) {
@@ -321,11 +297,7 @@ pub(crate) fn step<W: Write>(
                 if e.seq > 0 {
                     o.s(", \"Sequence number\": ");
                     o.u(u64::from(e.seq));
-                    o.s(if e.th == Th::Main {
-                        ", \"Fwd thread id\": 0"
-                    } else {
-                        ", \"Fwd thread id\": 1"
-                    });
+                    o.s(if e.th == Th::Main { ", \"Fwd thread id\": 0" } else { ", \"Fwd thread id\": 1" });
                 }
                 o.s(", \"Ev Idx\": ");
                 o.u(e.corr);
@@ -336,9 +308,7 @@ pub(crate) fn step<W: Write>(
                         o,
                         if e.th == Th::Main { "s" } else { "f" },
                         u64::from(e.flow),
-                        f.pid,
-                        tid,
-                        e.ts + f.offset,
+                        (f.pid, tid, e.ts + f.offset),
                         "fwdbwd",
                         e.th != Th::Main,
                     );
@@ -373,10 +343,7 @@ pub(crate) fn step<W: Write>(
                 o.u(c.seq);
                 o.s("\n    }\n  }");
             }
-            Kind::Runtime {
-                cbid,
-                flow: launched,
-            } => {
+            Kind::Runtime { cbid, flow: launched } => {
                 let tid = f.tids[e.th as usize];
                 o.sep();
                 o.s("  {\n    \"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"");
@@ -397,7 +364,7 @@ pub(crate) fn step<W: Write>(
                 o.u(e.corr);
                 o.s("\n    }\n  }");
                 if launched {
-                    flow(o, "s", e.corr, f.pid, tid, e.ts + f.offset, "ac2g", false);
+                    flow(o, "s", e.corr, (f.pid, tid, e.ts + f.offset), "ac2g", false);
                 }
             }
             Kind::Kernel { k } => {
@@ -416,16 +383,7 @@ pub(crate) fn step<W: Write>(
                 o.u(e.corr);
                 o.b(post);
                 o.s("\n    }\n  }");
-                flow(
-                    o,
-                    "f",
-                    e.corr,
-                    f.device,
-                    u64::from(STREAM_COMPUTE),
-                    e.ts + f.offset,
-                    "ac2g",
-                    true,
-                );
+                flow(o, "f", e.corr, (f.device, u64::from(STREAM_COMPUTE), e.ts + f.offset), "ac2g", true);
             }
             Kind::Nccl { coll } => {
                 let Some(c) = rs.colls.get(coll as usize) else {
@@ -449,23 +407,10 @@ pub(crate) fn step<W: Write>(
                 o.s(", \"Seq\": ");
                 o.u(c.seq);
                 o.s("\n    }\n  }");
-                flow(
-                    o,
-                    "f",
-                    e.corr,
-                    f.device,
-                    u64::from(stream),
-                    e.ts + f.offset,
-                    "ac2g",
-                    true,
-                );
+                flow(o, "f", e.corr, (f.device, u64::from(stream), e.ts + f.offset), "ac2g", true);
             }
             Kind::Memcpy { bytes, .. } | Kind::Memset { bytes } => {
-                let cat = if matches!(e.kind, Kind::Memset { .. }) {
-                    "gpu_memset"
-                } else {
-                    "gpu_memcpy"
-                };
+                let cat = if matches!(e.kind, Kind::Memset { .. }) { "gpu_memset" } else { "gpu_memcpy" };
                 gpu_x_head(o, f, e, cat, STREAM_COMPUTE);
                 o.s(",      \"device\": ");
                 o.u(f.device);
@@ -480,16 +425,7 @@ pub(crate) fn step<W: Write>(
                 o.s(", \"memory bandwidth (GB/s)\": ");
                 o.s(&format!("{gbps:?}"));
                 o.s("\n    }\n  }");
-                flow(
-                    o,
-                    "f",
-                    e.corr,
-                    f.device,
-                    u64::from(STREAM_COMPUTE),
-                    e.ts + f.offset,
-                    "ac2g",
-                    true,
-                );
+                flow(o, "f", e.corr, (f.device, u64::from(STREAM_COMPUTE), e.ts + f.offset), "ac2g", true);
             }
             Kind::GpuAnnot { stream, step } => {
                 o.sep();
@@ -549,45 +485,13 @@ fn meta<W: Write>(
 /// Metadata events, the profiler's own span and instants, and the closing top-level keys.
 pub(crate) fn trailer<W: Write>(o: &mut Out<W>, plan: &Plan, f: &RankFmt, rs: &RankSim) {
     let meta_ts = rs.first_step_start - 357_000 + f.offset;
-    meta(
-        o,
-        "process_name",
-        meta_ts,
-        f.pid,
-        0,
-        "name",
-        Ok("python3.10"),
-    );
+    meta(o, "process_name", meta_ts, f.pid, 0, "name", Ok("python3.10"));
     meta(o, "process_labels", meta_ts, f.pid, 0, "labels", Ok("CPU"));
-    meta(
-        o,
-        "process_sort_index",
-        meta_ts,
-        f.pid,
-        0,
-        "sort_index",
-        Err(f.pid),
-    );
+    meta(o, "process_sort_index", meta_ts, f.pid, 0, "sort_index", Err(f.pid));
     for d in 0..u64::from(plan.cfg.gpus_per_node) {
         meta(o, "process_name", meta_ts, d, 0, "name", Ok("python3.10"));
-        meta(
-            o,
-            "process_labels",
-            meta_ts,
-            d,
-            0,
-            "labels",
-            Ok(&format!("GPU {d}")),
-        );
-        meta(
-            o,
-            "process_sort_index",
-            meta_ts,
-            d,
-            0,
-            "sort_index",
-            Err(16_777_216 + d),
-        );
+        meta(o, "process_labels", meta_ts, d, 0, "labels", Ok(&format!("GPU {d}")));
+        meta(o, "process_sort_index", meta_ts, d, 0, "sort_index", Err(16_777_216 + d));
     }
     let mut streams = vec![STREAM_COMPUTE, NCCL_STREAMS[0]];
     if plan.cfg.loss_allreduce {
@@ -595,49 +499,13 @@ pub(crate) fn trailer<W: Write>(o: &mut Out<W>, plan: &Plan, f: &RankFmt, rs: &R
     }
     for s in streams {
         let s = u64::from(s);
-        meta(
-            o,
-            "thread_name",
-            meta_ts,
-            f.device,
-            s,
-            "name",
-            Ok(&format!("stream {s} ")),
-        );
-        meta(
-            o,
-            "thread_sort_index",
-            meta_ts,
-            f.device,
-            s,
-            "sort_index",
-            Err(s),
-        );
+        meta(o, "thread_name", meta_ts, f.device, s, "name", Ok(&format!("stream {s} ")));
+        meta(o, "thread_sort_index", meta_ts, f.device, s, "sort_index", Err(s));
     }
     for (i, tid) in f.tids.iter().enumerate() {
-        let label = if i == 0 {
-            "pt_main_thread"
-        } else {
-            "pt_autograd_0"
-        };
-        meta(
-            o,
-            "thread_name",
-            meta_ts,
-            f.pid,
-            *tid,
-            "name",
-            Ok(&format!("thread {tid} ({label})")),
-        );
-        meta(
-            o,
-            "thread_sort_index",
-            meta_ts,
-            f.pid,
-            *tid,
-            "sort_index",
-            Err(*tid),
-        );
+        let label = if i == 0 { "pt_main_thread" } else { "pt_autograd_0" };
+        meta(o, "thread_name", meta_ts, f.pid, *tid, "name", Ok(&format!("thread {tid} ({label})")));
+        meta(o, "thread_sort_index", meta_ts, f.pid, *tid, "sort_index", Err(*tid));
     }
     let start = plan.trace_start_ns + f.offset;
     let end = rs.last_step_end + 2_314_000 + f.offset;
@@ -682,10 +550,7 @@ mod tests {
         o.s(" ");
         o.i(-42);
         let (v, n) = o.finish().unwrap_or_default();
-        assert_eq!(
-            String::from_utf8_lossy(&v),
-            "4458676524648.797 0.005 -1.500 0 -42"
-        );
+        assert_eq!(String::from_utf8_lossy(&v), "4458676524648.797 0.005 -1.500 0 -42");
         assert_eq!(n, v.len() as u64);
     }
 }

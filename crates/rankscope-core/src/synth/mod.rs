@@ -163,13 +163,10 @@ impl SynthConfig {
     /// The same total gradient bytes in 1 MiB buckets (at least as many buckets as before): many
     /// small, latency-bound all_reduces, the "too small buckets" pattern.
     pub fn with_small_buckets(mut self) -> Self {
-        let total = self
-            .bucket_bytes
-            .saturating_mul(u64::from(self.bucket_count));
+        let total = self.bucket_bytes.saturating_mul(u64::from(self.bucket_count));
         self.bucket_bytes = 1 << 20;
-        self.bucket_count = u32::try_from(total.div_ceil(1 << 20))
-            .unwrap_or(u32::MAX)
-            .clamp(self.bucket_count, 4096);
+        self.bucket_count =
+            u32::try_from(total.div_ceil(1 << 20)).unwrap_or(u32::MAX).clamp(self.bucket_count, 4096);
         self
     }
 
@@ -182,15 +179,9 @@ impl SynthConfig {
                 notes.push(note);
             }
         };
-        fix(
-            (1..=4096).contains(&c.ranks),
-            format!("ranks {} not in 1..=4096", c.ranks),
-        );
+        fix((1..=4096).contains(&c.ranks), format!("ranks {} not in 1..=4096", c.ranks));
         c.ranks = c.ranks.clamp(1, 4096);
-        fix(
-            (1..=64).contains(&c.gpus_per_node),
-            format!("gpus_per_node {} not in 1..=64", c.gpus_per_node),
-        );
+        fix((1..=64).contains(&c.gpus_per_node), format!("gpus_per_node {} not in 1..=64", c.gpus_per_node));
         c.gpus_per_node = c.gpus_per_node.clamp(1, 64);
         fix(c.steps >= 1, "steps must be at least 1".into());
         c.steps = c.steps.max(1);
@@ -210,61 +201,37 @@ impl SynthConfig {
         );
         c.bucket_bytes = c.bucket_bytes.clamp(4, 1 << 40);
         let f = c.exposed_comm_fraction;
-        fix(
-            (0.0..=1.0).contains(&f),
-            format!("exposed_comm_fraction {f} not in 0..=1"),
-        );
+        fix((0.0..=1.0).contains(&f), format!("exposed_comm_fraction {f} not in 0..=1"));
         c.exposed_comm_fraction = if f.is_nan() { 0.0 } else { f.clamp(0.0, 1.0) };
         let bw = c.busbw_gbps;
-        fix(
-            bw.is_finite() && bw >= 0.001,
-            format!("busbw_gbps {bw} must be a positive number"),
-        );
+        fix(bw.is_finite() && bw >= 0.001, format!("busbw_gbps {bw} must be a positive number"));
         if !(bw.is_finite() && bw >= 0.001) {
             c.busbw_gbps = 80.0;
         }
         fix(
             (0..=1_000_000_000).contains(&c.collective_latency_ns),
-            format!(
-                "collective_latency_ns {} not in 0..=1e9",
-                c.collective_latency_ns
-            ),
+            format!("collective_latency_ns {} not in 0..=1e9", c.collective_latency_ns),
         );
         c.collective_latency_ns = c.collective_latency_ns.clamp(0, 1_000_000_000);
         if let Some(s) = c.straggler_rank {
-            fix(
-                s < c.ranks,
-                format!("straggler_rank {s} is not a rank (ranks = {})", c.ranks),
-            );
+            fix(s < c.ranks, format!("straggler_rank {s} is not a rank (ranks = {})", c.ranks));
             if s >= c.ranks {
                 c.straggler_rank = None;
             }
         }
         fix(
             (0..=10_000_000_000).contains(&c.straggler_delay_ns),
-            format!(
-                "straggler_delay_ns {} not in 0..=1e10",
-                c.straggler_delay_ns
-            ),
+            format!("straggler_delay_ns {} not in 0..=1e10", c.straggler_delay_ns),
         );
         c.straggler_delay_ns = c.straggler_delay_ns.clamp(0, 10_000_000_000);
         let j = c.compute_jitter;
-        fix(
-            (0.0..=0.5).contains(&j),
-            format!("compute_jitter {j} not in 0..=0.5"),
-        );
+        fix((0.0..=0.5).contains(&j), format!("compute_jitter {j} not in 0..=0.5"));
         c.compute_jitter = if j.is_nan() { 0.0 } else { j.clamp(0.0, 0.5) };
         if !c.clock_offsets_ns.is_empty() {
             let n = c.clock_offsets_ns.len();
-            fix(
-                n == c.ranks as usize,
-                format!("clock_offsets_ns has {n} entries for {} ranks", c.ranks),
-            );
+            fix(n == c.ranks as usize, format!("clock_offsets_ns has {n} entries for {} ranks", c.ranks));
             c.clock_offsets_ns.resize(c.ranks as usize, 0);
-            let bad = c
-                .clock_offsets_ns
-                .iter()
-                .any(|o| o.abs() > 1_000_000_000_000);
+            let bad = c.clock_offsets_ns.iter().any(|o| o.abs() > 1_000_000_000_000);
             fix(!bad, "clock offsets must be within ±1000 s".into());
             for o in &mut c.clock_offsets_ns {
                 *o = (*o).clamp(-1_000_000_000_000, 1_000_000_000_000);
@@ -272,10 +239,7 @@ impl SynthConfig {
         }
         fix(
             (0..=1_000_000_000_000).contains(&c.clock_offset_max_ns),
-            format!(
-                "clock_offset_max_ns {} not in 0..=1e12",
-                c.clock_offset_max_ns
-            ),
+            format!("clock_offset_max_ns {} not in 0..=1e12", c.clock_offset_max_ns),
         );
         c.clock_offset_max_ns = c.clock_offset_max_ns.clamp(0, 1_000_000_000_000);
         if let Some(t) = c.target_bytes {
@@ -389,10 +353,7 @@ impl Plan {
         // slowdown is sized from it so its compute grows by exactly `straggler_delay_ns`.
         let mut dry = JobSim::with_ranks(&plan, vec![RankSim::new(&plan, 0)], false);
         dry.step(0);
-        let (nominal, kernels) = dry
-            .ranks
-            .first()
-            .map_or((1, 0), |r| (r.base_sum.max(1), r.kernels));
+        let (nominal, kernels) = dry.ranks.first().map_or((1, 0), |r| (r.base_sum.max(1), r.kernels));
         plan.nominal_compute_ns = nominal;
         plan.kernels_per_step = kernels;
         plan.straggler_extra_ppm = cfg.straggler_delay_ns.saturating_mul(1_000_000) / nominal;
@@ -448,14 +409,8 @@ impl Plan {
 /// Simulates the job three times (one pass per event class, to reproduce Kineto's event order)
 /// and writes the listed ranks' documents. Returns each writer with the bytes written to it.
 fn generate<W: Write>(plan: &Plan, outs: Vec<(u32, W)>) -> io::Result<Vec<(W, u64)>> {
-    let fmts: Vec<emit::RankFmt> = outs
-        .iter()
-        .map(|(r, _)| emit::RankFmt::new(plan, *r))
-        .collect();
-    let mut outs: Vec<(u32, emit::Out<W>)> = outs
-        .into_iter()
-        .map(|(r, w)| (r, emit::Out::new(w)))
-        .collect();
+    let fmts: Vec<emit::RankFmt> = outs.iter().map(|(r, _)| emit::RankFmt::new(plan, *r)).collect();
+    let mut outs: Vec<(u32, emit::Out<W>)> = outs.into_iter().map(|(r, w)| (r, emit::Out::new(w))).collect();
     for ((_, o), f) in outs.iter_mut().zip(&fmts) {
         emit::header(o, plan, f);
     }
@@ -680,9 +635,7 @@ pub fn manifest(cfg: &SynthConfig) -> Manifest {
         adjustments,
         base_time_ns: plan.base_time_ns,
         steps: plan.steps,
-        step_numbers: (0..plan.steps)
-            .map(|s| plan.cfg.first_step.saturating_add(s))
-            .collect(),
+        step_numbers: (0..plan.steps).map(|s| plan.cfg.first_step.saturating_add(s)).collect(),
         layers: plan.layers,
         grad_tensors: plan.points,
         kernels_per_step: plan.kernels_per_step,

@@ -104,9 +104,10 @@ pub(crate) fn occupancy_text(k: &KernelSpec) -> (String, String) {
     let blocks = u64::from(k.grid[0]) * u64::from(k.grid[1]) * u64::from(k.grid[2]);
     let threads = u64::from(k.block[0]) * u64::from(k.block[1]) * u64::from(k.block[2]);
     let warps_per_block = threads.div_ceil(32);
-    // Fixed-point with six decimals, so the text is identical on every platform.
-    let bps_e6 = blocks * 1_000_000 / u64::from(NUM_SMS);
-    let wps_e6 = blocks * warps_per_block * 1_000_000 / u64::from(NUM_SMS);
+    // Fixed-point with six decimals, rounded half up, so the text is identical on every platform.
+    let sms = u64::from(NUM_SMS);
+    let bps_e6 = (blocks * 2_000_000 + sms) / (2 * sms);
+    let wps_e6 = (blocks * warps_per_block * 2_000_000 + sms) / (2 * sms);
     (fixed6(bps_e6), fixed6(wps_e6))
 }
 
@@ -130,9 +131,7 @@ pub(crate) fn layers_for(kernels_per_step: u32) -> u32 {
     // Optimizer: one fused AdamW launch per 8 parameters, i.e. 1.5 per layer: 43.5 per layer.
     let per_layer_x2 = 87u64;
     let body = u64::from(kernels_per_step.saturating_sub(19)) * 2;
-    u32::try_from((body + per_layer_x2 / 2) / per_layer_x2)
-        .unwrap_or(u32::MAX)
-        .max(1)
+    u32::try_from((body + per_layer_x2 / 2) / per_layer_x2).unwrap_or(u32::MAX).max(1)
 }
 
 /// Gradient-ready points in one backward pass: 12 parameters per layer, the LM head, the final
@@ -153,7 +152,7 @@ mod tests {
         assert_eq!(fixed6(800_000), "0.8");
         assert_eq!(fixed6(16_000_000), "16");
         let (b, w) = occupancy_text(&KERNELS[usize::from(K_FILL)]);
-        assert_eq!((b.as_str(), w.as_str()), ("0.007575", "0.030303"));
+        assert_eq!((b.as_str(), w.as_str()), ("0.007576", "0.030303"));
         assert_eq!(layers_for(400), 9);
         assert_eq!(layers_for(0), 1);
     }

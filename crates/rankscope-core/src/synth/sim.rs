@@ -244,17 +244,7 @@ impl RankSim {
         self.next_ext += 1;
         let idx = self.next_idx;
         self.next_idx += 1;
-        let i = self.push(Ev {
-            ts,
-            dur: 0,
-            name,
-            kind,
-            th,
-            ext,
-            corr: idx,
-            seq: 0,
-            flow: 0,
-        });
+        let i = self.push(Ev { ts, dur: 0, name, kind, th, ext, corr: idx, seq: 0, flow: 0 });
         self.stack[th as usize].push(i);
         // Dispatcher and profiler cost of entering an op (profiled eager PyTorch spends
         // ~10-30 us per op, most of it in the op's own frame).
@@ -289,13 +279,10 @@ impl RankSim {
     /// `External id` for a runtime call: the innermost enclosing *op* (annotations do not
     /// count, as in Kineto), else the call's own correlation id.
     fn cur_ext(&self, th: Th) -> Option<u64> {
-        self.stack[th as usize]
-            .iter()
-            .rev()
-            .find_map(|&i| match self.ev.get(i) {
-                Some(e) if !matches!(e.kind, Kind::Annot { .. }) => Some(e.ext),
-                _ => None,
-            })
+        self.stack[th as usize].iter().rev().find_map(|&i| match self.ev.get(i) {
+            Some(e) if !matches!(e.kind, Kind::Annot { .. }) => Some(e.ext),
+            _ => None,
+        })
     }
 
     /// A CUDA runtime call of exactly `dur` ns; returns its event index.
@@ -355,8 +342,8 @@ impl RankSim {
         let base = KERNELS.get(usize::from(k)).map_or(10_000, |s| s.base_ns) * permille / 1000;
         self.base_sum += base;
         let noise = self.rng.range(-60_000, 60_000);
-        let d = i128::from(base) * i128::from(self.speed_ppm) * i128::from(1_000_000 + noise)
-            / 1_000_000_000_000;
+        let d =
+            i128::from(base) * i128::from(self.speed_ppm) * i128::from(1_000_000 + noise) / 1_000_000_000_000;
         i64::try_from(d).unwrap_or(i64::MAX).max(1_000)
     }
 
@@ -366,17 +353,7 @@ impl RankSim {
         let dur = self.kdur(k, permille);
         let ts = self.gpu_place(earliest, dur);
         let name = KERNELS.get(usize::from(k)).map_or("", |s| s.name);
-        self.push(Ev {
-            ts,
-            dur,
-            name,
-            kind: Kind::Kernel { k },
-            th,
-            ext,
-            corr,
-            seq: 0,
-            flow: 0,
-        });
+        self.push(Ev { ts, dur, name, kind: Kind::Kernel { k }, th, ext, corr, seq: 0, flow: 0 });
         self.kernels += 1;
     }
 
@@ -389,9 +366,7 @@ impl RankSim {
         let (corr, ext, earliest) = self.launched(li);
         // ~22 GB/s for pinned host-to-device copies; tiny device-to-host reads are latency.
         let dur = match dir {
-            MemDir::HtoD => {
-                i64::try_from(bytes / 22).unwrap_or(i64::MAX) + self.rng.range(1_200, 2_500)
-            }
+            MemDir::HtoD => i64::try_from(bytes / 22).unwrap_or(i64::MAX) + self.rng.range(1_200, 2_500),
             MemDir::DtoH => self.rng.range(1_300, 2_900),
         };
         let ts = self.gpu_place(earliest, dur);
@@ -399,17 +374,7 @@ impl RankSim {
             MemDir::HtoD => "Memcpy HtoD (Pinned -> Device)",
             MemDir::DtoH => "Memcpy DtoH (Device -> Pageable)",
         };
-        self.push(Ev {
-            ts,
-            dur,
-            name,
-            kind: Kind::Memcpy { bytes },
-            th,
-            ext,
-            corr,
-            seq: 0,
-            flow: 0,
-        });
+        self.push(Ev { ts, dur, name, kind: Kind::Memcpy { bytes }, th, ext, corr, seq: 0, flow: 0 });
     }
 
     fn memset(&mut self, th: Th, bytes: u64) {
@@ -512,10 +477,7 @@ impl RankSim {
         self.step_ev = self.begin_kind(m, "ProfilerStep#", Kind::Annot { step: true });
 
         // Input pipeline: collate on the CPU, then one pinned host-to-device copy.
-        self.annot(
-            m,
-            "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
-        );
+        self.annot(m, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
         self.adv(m, 150_000, 400_000);
         for _ in 0..2 {
             self.op(m, "aten::stack");
@@ -599,10 +561,7 @@ impl RankSim {
         if churn {
             // The caching allocator ran out of free blocks: it releases cached segments
             // (cudaFree synchronizes the whole device) and allocates a fresh one.
-            let idle = self
-                .compute_free
-                .max(self.nccl_free[0])
-                .max(self.nccl_free[1]);
+            let idle = self.compute_free.max(self.nccl_free[0]).max(self.nccl_free[1]);
             let wait = (idle - self.t[0]).max(0) + self.rng.range(40_000, 160_000);
             self.runtime_dur(m, "cudaFree", 22, wait);
             self.runtime(m, "cudaMalloc", 20, 150_000, 900_000);
@@ -677,10 +636,7 @@ impl RankSim {
 
     fn bwd_addmm(&mut self, permille: i64) {
         let a = Th::Autograd;
-        self.bwd_begin(
-            "autograd::engine::evaluate_function: AddmmBackward0",
-            "AddmmBackward0",
-        );
+        self.bwd_begin("autograd::engine::evaluate_function: AddmmBackward0", "AddmmBackward0");
         for k in [K_GEMM_DGRAD, K_GEMM_WGRAD] {
             self.op(a, "aten::t");
             self.op(a, "aten::transpose");
@@ -713,10 +669,7 @@ impl RankSim {
     }
 
     fn bwd_add(&mut self) {
-        self.bwd_begin(
-            "autograd::engine::evaluate_function: AddBackward0",
-            "AddBackward0",
-        );
+        self.bwd_begin("autograd::engine::evaluate_function: AddBackward0", "AddBackward0");
         self.adv(Th::Autograd, 1_000, 4_000);
         self.bwd_end();
     }
@@ -725,10 +678,7 @@ impl RankSim {
     /// launch its all_reduce.
     fn accumulate_grad(&mut self, plan: &Plan, weight: bool) {
         let a = Th::Autograd;
-        self.op(
-            a,
-            "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad",
-        );
+        self.op(a, "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad");
         self.op(a, "torch::autograd::AccumulateGrad");
         self.op(a, "aten::detach");
         self.leaf(a, "detach", 1_500, 4_000);
@@ -753,30 +703,21 @@ impl RankSim {
 
     fn backward(&mut self, plan: &Plan) {
         let a = Th::Autograd;
-        self.bwd_begin(
-            "autograd::engine::evaluate_function: NllLossBackward0",
-            "NllLossBackward0",
-        );
+        self.bwd_begin("autograd::engine::evaluate_function: NllLossBackward0", "NllLossBackward0");
         self.op(a, "aten::nll_loss_backward");
         self.launch(a, K_FILL);
         self.launch(a, K_NLL_BWD);
         self.end(a);
         self.bwd_end();
 
-        self.bwd_begin(
-            "autograd::engine::evaluate_function: LogSoftmaxBackward0",
-            "LogSoftmaxBackward0",
-        );
+        self.bwd_begin("autograd::engine::evaluate_function: LogSoftmaxBackward0", "LogSoftmaxBackward0");
         self.op(a, "aten::_log_softmax_backward_data");
         self.launch(a, K_LOGSOFTMAX_BWD);
         self.end(a);
         self.bwd_end();
 
         // LM head (no bias): dgrad and wgrad of the vocabulary projection.
-        self.bwd_begin(
-            "autograd::engine::evaluate_function: MmBackward0",
-            "MmBackward0",
-        );
+        self.bwd_begin("autograd::engine::evaluate_function: MmBackward0", "MmBackward0");
         for k in [K_GEMM_DGRAD, K_GEMM_WGRAD] {
             self.op(a, "aten::t");
             self.op(a, "aten::transpose");
@@ -796,10 +737,7 @@ impl RankSim {
             self.bwd_addmm(1150); // fc2
             self.accumulate_grad(plan, true);
             self.accumulate_grad(plan, false);
-            self.bwd_begin(
-                "autograd::engine::evaluate_function: GeluBackward0",
-                "GeluBackward0",
-            );
+            self.bwd_begin("autograd::engine::evaluate_function: GeluBackward0", "GeluBackward0");
             self.op(a, "aten::gelu_backward");
             self.launch(a, K_GELU_BWD);
             self.end(a);
@@ -832,10 +770,7 @@ impl RankSim {
         }
 
         // The token embedding's gradient is the last one autograd produces.
-        self.bwd_begin(
-            "autograd::engine::evaluate_function: EmbeddingBackward0",
-            "EmbeddingBackward0",
-        );
+        self.bwd_begin("autograd::engine::evaluate_function: EmbeddingBackward0", "EmbeddingBackward0");
         self.op(a, "aten::embedding_backward");
         self.op(a, "aten::embedding_dense_backward");
         self.op(a, "aten::zeros");
@@ -876,10 +811,14 @@ impl RankSim {
         }
         self.op(th, "c10d::allreduce_");
         self.begin_kind(th, "record_param_comms", Kind::Comms { coll: c });
+        // Work, tensor checks and the ProcessGroupNCCL bookkeeping of the collective call.
+        self.adv(th, 15_000, 40_000);
         self.runtime(th, "cudaStreamIsCapturing", 317, 800, 1_600);
         self.runtime(th, "cudaEventRecord", 135, 1_000, 2_600);
         self.runtime(th, "cudaStreamWaitEvent", 147, 1_000, 1_900);
         let ann = self.annot(th, "nccl:all_reduce");
+        // ncclAllReduce's enqueue: plan the work, pick channels.
+        self.adv(th, 25_000, 60_000);
         self.runtime(th, "cudaStreamGetCaptureInfo_v2", 409, 800, 1_300);
         self.runtime(th, "cudaEventRecord", 135, 900, 1_500);
         self.runtime(th, "cudaStreamWaitEvent", 147, 800, 1_300);
@@ -888,9 +827,7 @@ impl RankSim {
         let kernel_ev = self.push(Ev {
             ts: 0,
             dur: 0,
-            name: KERNELS
-                .get(usize::from(K_NCCL_ALLREDUCE))
-                .map_or("", |s| s.name),
+            name: KERNELS.get(usize::from(K_NCCL_ALLREDUCE)).map_or("", |s| s.name),
             kind: Kind::Nccl { coll: c },
             th,
             ext,
@@ -911,10 +848,7 @@ impl RankSim {
             ts: 0,
             dur: 0,
             name: "nccl:all_reduce",
-            kind: Kind::GpuAnnot {
-                stream,
-                step: false,
-            },
+            kind: Kind::GpuAnnot { stream, step: false },
             th,
             ext: ann_ext,
             corr: 0,
@@ -1017,10 +951,7 @@ impl RankSim {
             ts: g0,
             dur: self.compute_free - g0,
             name: "ProfilerStep#",
-            kind: Kind::GpuAnnot {
-                stream: STREAM_COMPUTE,
-                step: true,
-            },
+            kind: Kind::GpuAnnot { stream: STREAM_COMPUTE, step: true },
             th: m,
             ext: step_ext,
             corr: 0,
@@ -1036,10 +967,8 @@ impl RankSim {
         comm.sort_unstable();
         let merged = merge(&comm);
         self.stats.comm_busy = merged.iter().map(|(s, e)| e - s).sum();
-        self.stats.exposed_comm = merged
-            .iter()
-            .map(|&(s, e)| (e - s) - overlap(&self.compute_iv, s, e))
-            .sum();
+        self.stats.exposed_comm =
+            merged.iter().map(|&(s, e)| (e - s) - overlap(&self.compute_iv, s, e)).sum();
         self.stats.comm_wait = self.colls.iter().map(|c| c.wait).sum();
     }
 }
@@ -1101,12 +1030,7 @@ impl<'a> JobSim<'a> {
 
     pub(crate) fn with_ranks(plan: &'a Plan, ranks: Vec<RankSim>, collect: bool) -> Self {
         let n = ranks.len();
-        JobSim {
-            plan,
-            ranks,
-            steps: collect.then(|| vec![Vec::new(); n]),
-            colls: collect.then(Vec::new),
-        }
+        JobSim { plan, ranks, steps: collect.then(|| vec![Vec::new(); n]), colls: collect.then(Vec::new) }
     }
 
     pub(crate) fn step(&mut self, s: u32) {
@@ -1157,11 +1081,8 @@ impl<'a> JobSim<'a> {
                     last_rank = r.rank;
                 }
             }
-            let (bytes, seq) = self
-                .ranks
-                .first()
-                .and_then(|r| r.colls.get(ci))
-                .map_or((0, 0), |c| (c.bytes, c.seq));
+            let (bytes, seq) =
+                self.ranks.first().and_then(|r| r.colls.get(ci)).map_or((0, 0), |c| (c.bytes, c.seq));
             let transfer = self.plan.transfer_ns(bytes);
             for r in &mut self.ranks {
                 r.finish_coll(ci, latest, transfer);
@@ -1174,11 +1095,7 @@ impl<'a> JobSim<'a> {
                     seq,
                     bytes,
                     transfer_ns: transfer,
-                    ends: self
-                        .ranks
-                        .iter()
-                        .map(|r| r.colls.get(ci).map_or(0, |c| c.end))
-                        .collect(),
+                    ends: self.ranks.iter().map(|r| r.colls.get(ci).map_or(0, |c| c.end)).collect(),
                     arrivals,
                     last_rank,
                 });
