@@ -112,6 +112,8 @@ pub struct NcclRank {
 /// A ring: the rank order of one channel (`Channel 00/08 :    0   7   6 ...`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NcclRing {
+    /// The communicator, when the writing thread or process identifies it.
+    pub comm: Option<String>,
     pub channel: u32,
     pub ranks: Vec<u32>,
     /// How often the ring (as a cycle) steps from one host to another, when every rank's host is
@@ -138,6 +140,9 @@ pub struct NcclTree {
 /// How one rank reaches one peer, summarised over channels.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PeerLink {
+    /// The communicator, when the writing thread or process identifies it (rank numbers are
+    /// per communicator).
+    pub comm: Option<String>,
     pub from_rank: u32,
     pub to_rank: u32,
     pub from_host: Option<String>,
@@ -220,9 +225,7 @@ pub struct LogReport {
 impl LogReport {
     /// The process record of `(host, pid)`.
     pub fn process(&self, host: &str, pid: u64) -> Option<&NcclProcess> {
-        self.processes
-            .iter()
-            .find(|p| p.host == host && p.pid == pid)
+        self.processes.iter().find(|p| p.host == host && p.pid == pid)
     }
 }
 
@@ -299,10 +302,7 @@ fn parse_head(line: &str) -> Option<Head<'_>> {
             if let Some(next) = words.peek() {
                 if let Some(d) = next.strip_prefix('[').and_then(|x| x.strip_suffix(']')) {
                     if let Ok(dev) = d.parse::<i64>() {
-                        let n_pos = left
-                            .get(search_from..)?
-                            .find(next)
-                            .map(|p| p + search_from)?;
+                        let n_pos = left.get(search_from..)?.find(next).map(|p| p + search_from)?;
                         offset_after_dev = Some(n_pos + next.len());
                         found = Some((host, pid, tid, Some(dev)));
                         break;
@@ -313,24 +313,20 @@ fn parse_head(line: &str) -> Option<Head<'_>> {
     }
     let (host, pid, tid, dev) = found?;
     let extra = left.get(offset_after_dev?..).unwrap_or("").trim();
-    Some(Head {
-        host,
-        pid,
-        tid,
-        dev,
-        level,
-        extra,
-        msg,
-    })
+    Some(Head { host, pid, tid, dev, level, extra, msg })
 }
 
-/// The launcher's rank tag in front of a line: `[1,R]<stdout>:` or srun `R: `.
+/// The launcher's rank tag in front of a line: MPI `[1,R]<stdout>:`, torchrun `[rankR]:` /
+/// `[defaultR]:`, or srun `R: `.
 fn launcher_rank(line: &str) -> Option<u32> {
     let t = line.trim_start();
     if let Some(rest) = t.strip_prefix('[') {
         let inner = rest.split(']').next()?;
-        let r = inner.split(',').nth(1)?;
-        return r.trim().parse().ok();
+        if let Some(r) = inner.split(',').nth(1) {
+            return r.trim().parse().ok();
+        }
+        let digits = inner.strip_prefix("rank").or_else(|| inner.strip_prefix("default"))?;
+        return digits.parse().ok();
     }
     let first = t.split_whitespace().next()?;
     first.strip_suffix(':')?.parse().ok()
@@ -355,6 +351,9 @@ fn split_version(v: &str) -> (String, Option<String>) {
 struct Conn {
     host: String,
     pid: u64,
+    tid: u64,
+    /// The communicator, resolved in `finish` from the writing thread.
+    comm: Option<String>,
     channel: u32,
     from: u32,
     to: u32,
@@ -372,9 +371,7 @@ fn bracket_rank(tok: &str) -> Option<(u32, &str)> {
 
 /// `Channel NN[/MM] : ...` or `Ring NN : ...` → (channel, rest after ':').
 fn channel_prefix(msg: &str) -> Option<(u32, &str)> {
-    let rest = msg
-        .strip_prefix("Channel ")
-        .or_else(|| msg.strip_prefix("Ring "))?;
+    let rest = msg.strip_prefix("Channel ").or_else(|| msg.strip_prefix("Ring "))?;
     let (head, tail) = rest.split_once(':')?;
     let ch = head.trim().split('/').next()?.trim().parse().ok()?;
     Some((ch, tail))
@@ -387,7 +384,10 @@ struct State {
     procs: BTreeMap<(String, u64), NcclProcess>,
     /// Evidence per process for findings.
     ranks: BTreeMap<(String, u32, String, u64), NcclRank>,
-    rings: BTreeMap<(u32, Vec<u32>), NcclRing>,
+    /// Ring lines with their writer `(host, pid, tid)`; deduplicated per communicator in `finish`.
+    rings: Vec<(NcclRing, (String, u64, u64))>,
+    /// Communicator pointers each thread printed `comm` lines for: (host, pid, tid) → pointers.
+    comm_threads: BTreeMap<(String, u64, u64), BTreeSet<String>>,
     trees: BTreeMap<(String, u64, u32, i64), NcclTree>,
     conns: Vec<Conn>,
     warnings: Vec<NcclWarning>,
@@ -424,25 +424,18 @@ pub fn analyze_logs(inputs: &[Input<'_>]) -> LogReport {
 }
 
 fn proc_entry<'a>(st: &'a mut State, h: &Head<'_>, file: &str, n: u32) -> &'a mut NcclProcess {
-    st.procs
-        .entry((h.host.to_string(), h.pid))
-        .or_insert_with(|| NcclProcess {
-            host: h.host.to_string(),
-            pid: h.pid,
-            file: file.to_string(),
-            first_line: n,
-            ..NcclProcess::default()
-        })
+    st.procs.entry((h.host.to_string(), h.pid)).or_insert_with(|| NcclProcess {
+        host: h.host.to_string(),
+        pid: h.pid,
+        file: file.to_string(),
+        first_line: n,
+        ..NcclProcess::default()
+    })
 }
 
 fn parse_file(st: &mut State, file: &str, bytes: &[u8]) {
-    let mut lf = LogFile {
-        name: file.to_string(),
-        lines: 0,
-        nccl_lines: 0,
-        elided_lines: 0,
-        has_perf_table: false,
-    };
+    let mut lf =
+        LogFile { name: file.to_string(), lines: 0, nccl_lines: 0, elided_lines: 0, has_perf_table: false };
     // The warning a following continuation/trace line may belong to: index into st.warnings,
     // the line it was last extended at.
     let mut open_warn: BTreeMap<(String, u64), (usize, u32)> = BTreeMap::new();
@@ -493,8 +486,7 @@ fn parse_file(st: &mut State, file: &str, bytes: &[u8]) {
             if let Some((wi, wl)) = last_warn_for_continuation {
                 if n == wl + 1 && !trimmed.is_empty() {
                     if let Some(w) = st.warnings.get_mut(wi) {
-                        w.continuation
-                            .push(trimmed.chars().take(super::EVIDENCE_TEXT_MAX).collect());
+                        w.continuation.push(trimmed.chars().take(super::EVIDENCE_TEXT_MAX).collect());
                     }
                     last_warn_for_continuation = Some((wi, n));
                 }
@@ -535,23 +527,16 @@ fn parse_file(st: &mut State, file: &str, bytes: &[u8]) {
         }
         // Patched builds insert fields between `[dev]` and `NCCL INFO`.
         if h.extra.is_empty() {
-            st.ev_stock
-                .entry(h.host.to_string())
-                .or_insert_with(|| Evidence::new(file, n, &raw));
+            st.ev_stock.entry(h.host.to_string()).or_insert_with(|| Evidence::new(file, n, &raw));
         } else {
             if let Some(p) = st.procs.get_mut(&key) {
                 p.patched_format = true;
             }
-            st.ev_patched
-                .entry(h.host.to_string())
-                .or_insert_with(|| Evidence::new(file, n, &raw));
+            st.ev_patched.entry(h.host.to_string()).or_insert_with(|| Evidence::new(file, n, &raw));
         }
         // Error-return trace: `file.cc:123 -> 6 [note]`.
         if let Some(step) = parse_trace_step(h.msg, n) {
-            let recent = open_warn
-                .get(&key)
-                .filter(|(_, wl)| n.saturating_sub(*wl) <= 200)
-                .map(|x| x.0);
+            let recent = open_warn.get(&key).filter(|(_, wl)| n.saturating_sub(*wl) <= 200).map(|x| x.0);
             let wi = match recent {
                 Some(wi) => wi,
                 None => {
@@ -579,10 +564,7 @@ fn parse_file(st: &mut State, file: &str, bytes: &[u8]) {
     }
     // Ranks from the nccl-tests banner, where no comm line named them.
     for (rank, host, pid, dev, n) in banner_ranks {
-        let exists = st
-            .ranks
-            .values()
-            .any(|r| r.rank == rank && r.host == host && r.pid == pid);
+        let exists = st.ranks.values().any(|r| r.rank == rank && r.host == host && r.pid == pid);
         if !exists {
             let comm = "nccl-tests".to_string();
             st.ranks.insert(
@@ -633,18 +615,10 @@ fn parse_banner_rank(toks: &[&str]) -> Option<(u32, String, u64, i64)> {
     if toks.get(i) == Some(&"Group") {
         i += 2;
     }
-    if toks.get(i) != Some(&"Pid")
-        || toks.get(i + 2) != Some(&"on")
-        || toks.get(i + 4) != Some(&"device")
-    {
+    if toks.get(i) != Some(&"Pid") || toks.get(i + 2) != Some(&"on") || toks.get(i + 4) != Some(&"device") {
         return None;
     }
-    Some((
-        rank,
-        toks.get(i + 3)?.to_string(),
-        toks.get(i + 1)?.parse().ok()?,
-        toks.get(i + 5)?.parse().ok()?,
-    ))
+    Some((rank, toks.get(i + 3)?.to_string(), toks.get(i + 1)?.parse().ok()?, toks.get(i + 5)?.parse().ok()?))
 }
 
 fn parse_trace_step(msg: &str, n: u32) -> Option<TraceStep> {
@@ -661,20 +635,12 @@ fn parse_trace_step(msg: &str, n: u32) -> Option<TraceStep> {
     let mut it = rest.split_whitespace();
     let code = it.next()?.parse().ok()?;
     let note = it.collect::<Vec<_>>().join(" ");
-    Some(TraceStep {
-        line: n,
-        location: loc.to_string(),
-        code,
-        note,
-    })
+    Some(TraceStep { line: n, location: loc.to_string(), code, note })
 }
 
 /// Numbers following `key` in whitespace tokens: `rank 0 nranks 16` → key "nranks" → 16.
 fn kv<'a>(toks: &[&'a str], key: &str) -> Option<&'a str> {
-    toks.iter()
-        .position(|t| *t == key)
-        .and_then(|i| toks.get(i + 1))
-        .copied()
+    toks.iter().position(|t| *t == key).and_then(|i| toks.get(i + 1)).copied()
 }
 
 fn info_line(st: &mut State, h: &Head<'_>, file: &str, n: u32, raw: &str) {
@@ -684,21 +650,14 @@ fn info_line(st: &mut State, h: &Head<'_>, file: &str, n: u32, raw: &str) {
     if let Some(v) = msg.strip_prefix("NCCL version ") {
         let (ver, cuda) = split_version(v);
         if let Some(c) = &cuda {
-            st.ev_build
-                .entry((h.host.to_string(), ver.clone(), c.clone()))
-                .or_insert_with(ev);
+            st.ev_build.entry((h.host.to_string(), ver.clone(), c.clone())).or_insert_with(ev);
         }
         if let Some(p) = st.procs.get_mut(&key) {
             p.nccl_version = Some(ver.clone());
             p.nccl_cuda_version = cuda;
         }
-        st.versions
-            .entry(ver.clone())
-            .or_default()
-            .insert(h.host.to_string());
-        st.ev_version
-            .entry((h.host.to_string(), ver))
-            .or_insert_with(ev);
+        st.versions.entry(ver.clone()).or_default().insert(h.host.to_string());
+        st.ev_version.entry((h.host.to_string(), ver)).or_insert_with(ev);
         return;
     }
     if let Some(v) = msg.strip_prefix("cudaDriverVersion ") {
@@ -707,9 +666,7 @@ fn info_line(st: &mut State, h: &Head<'_>, file: &str, n: u32, raw: &str) {
             if let Some(p) = st.procs.get_mut(&key) {
                 p.cuda_driver = Some(s.clone());
             }
-            st.ev_driver
-                .entry((h.host.to_string(), s))
-                .or_insert_with(ev);
+            st.ev_driver.entry((h.host.to_string(), s)).or_insert_with(ev);
         }
         return;
     }
@@ -724,9 +681,7 @@ fn info_line(st: &mut State, h: &Head<'_>, file: &str, n: u32, raw: &str) {
     if msg.starts_with("Bootstrap") && msg.contains("Using ") {
         let v = msg.split("Using ").nth(1).unwrap_or("").trim().to_string();
         let iface = v.split(':').next().unwrap_or("").to_string();
-        st.ev_bootstrap
-            .entry((h.host.to_string(), iface))
-            .or_insert_with(ev);
+        st.ev_bootstrap.entry((h.host.to_string(), iface)).or_insert_with(ev);
         if let Some(p) = st.procs.get_mut(&key) {
             p.bootstrap = Some(v);
         }
@@ -748,10 +703,7 @@ fn info_line(st: &mut State, h: &Head<'_>, file: &str, n: u32, raw: &str) {
         } else if let Some(x) = msg.split("Loaded net plugin ").nth(1) {
             Some(x.trim().to_string())
         } else {
-            msg.split("Using ")
-                .nth(1)
-                .filter(|_| msg.contains("plugin"))
-                .map(|x| x.trim().to_string())
+            msg.split("Using ").nth(1).filter(|_| msg.contains("plugin")).map(|x| x.trim().to_string())
         };
         if let (Some(pl), Some(p)) = (plugin, st.procs.get_mut(&key)) {
             if p.net_plugin.as_deref().is_none_or(|x| x == "internal") {
@@ -760,10 +712,10 @@ fn info_line(st: &mut State, h: &Head<'_>, file: &str, n: u32, raw: &str) {
         }
         return;
     }
-    if let Some(x) = msg.strip_prefix("NET/OFI Initializing ").or_else(|| {
-        msg.strip_prefix("NET/OFI Using ")
-            .filter(|x| x.starts_with("aws-ofi-nccl"))
-    }) {
+    if let Some(x) = msg
+        .strip_prefix("NET/OFI Initializing ")
+        .or_else(|| msg.strip_prefix("NET/OFI Using ").filter(|x| x.starts_with("aws-ofi-nccl")))
+    {
         if let Some(p) = st.procs.get_mut(&key) {
             p.net_plugin = Some(x.trim().to_string());
         }
@@ -807,20 +759,13 @@ fn info_line(st: &mut State, h: &Head<'_>, file: &str, n: u32, raw: &str) {
         }
         return;
     }
-    if let Some(rest) = msg
-        .strip_prefix("NET/IB : Using ")
-        .or_else(|| msg.strip_prefix("NET/IB: Using "))
-    {
+    if let Some(rest) = msg.strip_prefix("NET/IB : Using ").or_else(|| msg.strip_prefix("NET/IB: Using ")) {
         let devs: Vec<String> = rest
             .split(';')
             .next()
             .unwrap_or("")
             .split_whitespace()
-            .filter_map(|t| {
-                t.strip_prefix('[')
-                    .and_then(|x| x.split_once(']'))
-                    .map(|x| x.1.to_string())
-            })
+            .filter_map(|t| t.strip_prefix('[').and_then(|x| x.split_once(']')).map(|x| x.1.to_string()))
             .filter(|x| !x.is_empty())
             .collect();
         if let (false, Some(p)) = (devs.is_empty(), st.procs.get_mut(&key)) {
@@ -828,17 +773,12 @@ fn info_line(st: &mut State, h: &Head<'_>, file: &str, n: u32, raw: &str) {
         }
         return;
     }
-    if let Some(rest) = msg
-        .strip_prefix("NET/Socket : Using ")
-        .or_else(|| msg.strip_prefix("NET/Socket: Using "))
+    if let Some(rest) =
+        msg.strip_prefix("NET/Socket : Using ").or_else(|| msg.strip_prefix("NET/Socket: Using "))
     {
         let ifs: Vec<String> = rest
             .split_whitespace()
-            .filter_map(|t| {
-                t.strip_prefix('[')
-                    .and_then(|x| x.split_once(']'))
-                    .map(|x| x.1.to_string())
-            })
+            .filter_map(|t| t.strip_prefix('[').and_then(|x| x.split_once(']')).map(|x| x.1.to_string()))
             .collect();
         // `NET/Socket: Using 2 threads and 8 sockets per thread` lists no interface.
         if let (false, Some(p)) = (ifs.is_empty(), st.procs.get_mut(&key)) {
@@ -850,9 +790,7 @@ fn info_line(st: &mut State, h: &Head<'_>, file: &str, n: u32, raw: &str) {
         if let Some((k, v)) = msg.split_once(" set by environment to ") {
             let k = k.trim().to_string();
             let v = v.trim().trim_end_matches('.').to_string();
-            if (k == "NCCL_IB_DISABLE" && v == "1")
-                || (k == "NCCL_NET" && v.eq_ignore_ascii_case("socket"))
-            {
+            if (k == "NCCL_IB_DISABLE" && v == "1") || (k == "NCCL_NET" && v.eq_ignore_ascii_case("socket")) {
                 st.ev_env_net.push(ev());
             }
             let p2p_off = matches!(k.as_str(), "NCCL_P2P_DISABLE" | "NCCL_SHM_DISABLE") && v == "1";
@@ -870,22 +808,15 @@ fn info_line(st: &mut State, h: &Head<'_>, file: &str, n: u32, raw: &str) {
         let mut vals: BTreeMap<String, u32> = BTreeMap::new();
         for (i, t) in toks.iter().enumerate() {
             if let Ok(v) = t.parse::<u32>() {
-                let words: Vec<&str> = toks
-                    .iter()
-                    .skip(i + 1)
-                    .take_while(|w| w.parse::<u32>().is_err())
-                    .copied()
-                    .collect();
+                let words: Vec<&str> =
+                    toks.iter().skip(i + 1).take_while(|w| w.parse::<u32>().is_err()).copied().collect();
                 vals.insert(words.join(" "), v);
             }
         }
         if let Some(p) = st.procs.get_mut(&key) {
             p.coll_channels = vals.get("coll channels").copied().or(p.coll_channels);
             p.p2p_channels = vals.get("p2p channels").copied().or(p.p2p_channels);
-            p.p2p_channels_per_peer = vals
-                .get("p2p channels per peer")
-                .copied()
-                .or(p.p2p_channels_per_peer);
+            p.p2p_channels_per_peer = vals.get("p2p channels per peer").copied().or(p.p2p_channels_per_peer);
             p.nvls_channels = vals.get("nvls channels").copied().or(p.nvls_channels);
             p.collnet_channels = vals.get("collnet channels").copied().or(p.collnet_channels);
         }
@@ -900,18 +831,14 @@ fn info_line(st: &mut State, h: &Head<'_>, file: &str, n: u32, raw: &str) {
                 continue;
             };
             if let Some(t) = parse_tree(body.trim(), h, ch) {
-                st.trees
-                    .insert((t.host.clone(), t.pid, t.channel, t.rank), t);
+                st.trees.insert((t.host.clone(), t.pid, t.channel, t.rank), t);
             }
         }
         return;
     }
     if let Some(rest) = msg.strip_prefix("Init timings") {
         // `Init timings - ncclCommInitAll: rank 0 nranks 1 total 0.27 (kernels 0.19, ...)`.
-        let toks: Vec<&str> = rest
-            .split([' ', ',', '(', ')', ':'])
-            .filter(|t| !t.is_empty())
-            .collect();
+        let toks: Vec<&str> = rest.split([' ', ',', '(', ')', ':']).filter(|t| !t.is_empty()).collect();
         let rank = kv(&toks, "rank").and_then(|v| v.parse::<u32>().ok());
         let total = kv(&toks, "total").and_then(super::text::finite);
         let mut parts = BTreeMap::new();
@@ -923,11 +850,8 @@ fn info_line(st: &mut State, h: &Head<'_>, file: &str, n: u32, raw: &str) {
                 }
             }
         }
-        if let Some(r) = st
-            .ranks
-            .values_mut()
-            .rev()
-            .find(|r| r.host == h.host && r.pid == h.pid && Some(r.rank) == rank)
+        if let Some(r) =
+            st.ranks.values_mut().rev().find(|r| r.host == h.host && r.pid == h.pid && Some(r.rank) == rank)
         {
             r.init_total_s = total;
             r.init_parts = parts;
@@ -942,14 +866,16 @@ fn info_line(st: &mut State, h: &Head<'_>, file: &str, n: u32, raw: &str) {
         } else {
             let ranks: Option<Vec<u32>> = tail.split_whitespace().map(|t| t.parse().ok()).collect();
             if let Some(ranks) = ranks.filter(|r| !r.is_empty()) {
-                st.rings.entry((ch, ranks.clone())).or_insert(NcclRing {
+                let ring = NcclRing {
+                    comm: None,
                     channel: ch,
                     ranks,
                     host_crossings: None,
                     hosts: None,
                     file: file.to_string(),
                     line: n,
-                });
+                };
+                st.rings.push((ring, (h.host.to_string(), h.pid, h.tid)));
             }
         }
         return;
@@ -960,11 +886,12 @@ fn info_line(st: &mut State, h: &Head<'_>, file: &str, n: u32, raw: &str) {
     let toks: Vec<&str> = msg.split_whitespace().collect();
     if toks.contains(&"comm") && toks.contains(&"rank") {
         let rank = kv(&toks, "rank").and_then(|v| v.parse::<u32>().ok());
-        let nranks = kv(&toks, "nranks")
-            .or_else(|| kv(&toks, "nRanks"))
-            .and_then(|v| v.parse::<u32>().ok());
+        let nranks = kv(&toks, "nranks").or_else(|| kv(&toks, "nRanks")).and_then(|v| v.parse::<u32>().ok());
         let Some(rank) = rank else { return };
         let ptr = kv(&toks, "comm").map(str::to_string);
+        if let Some(p) = &ptr {
+            st.comm_threads.entry((h.host.to_string(), h.pid, h.tid)).or_default().insert(p.clone());
+        }
         let comm_id = kv(&toks, "commId").map(str::to_string);
         // Group under a commId seen for this pointer earlier, else by size.
         let existing_id = st
@@ -996,55 +923,42 @@ fn info_line(st: &mut State, h: &Head<'_>, file: &str, n: u32, raw: &str) {
             })
             .map(|(k, _)| k.clone());
         let moved = old_key.and_then(|k| st.ranks.remove(&k));
-        let entry = st
-            .ranks
-            .entry((comm.clone(), rank, h.host.to_string(), h.pid))
-            .or_insert_with(|| {
-                moved.unwrap_or_else(|| NcclRank {
-                    comm: comm.clone(),
-                    comm_ptr: ptr.clone(),
-                    rank,
-                    nranks,
-                    host: h.host.to_string(),
-                    pid: h.pid,
-                    cuda_dev: None,
-                    nvml_dev: None,
-                    bus_id: None,
-                    n_nodes: None,
-                    local_ranks: None,
-                    local_rank: None,
-                    init_started: false,
-                    init_complete: false,
-                    init_total_s: None,
-                    init_parts: BTreeMap::new(),
-                    source: "comm line".into(),
-                    file: file.to_string(),
-                    line: n,
-                })
-            });
+        let entry = st.ranks.entry((comm.clone(), rank, h.host.to_string(), h.pid)).or_insert_with(|| {
+            moved.unwrap_or_else(|| NcclRank {
+                comm: comm.clone(),
+                comm_ptr: ptr.clone(),
+                rank,
+                nranks,
+                host: h.host.to_string(),
+                pid: h.pid,
+                cuda_dev: None,
+                nvml_dev: None,
+                bus_id: None,
+                n_nodes: None,
+                local_ranks: None,
+                local_rank: None,
+                init_started: false,
+                init_complete: false,
+                init_total_s: None,
+                init_parts: BTreeMap::new(),
+                source: "comm line".into(),
+                file: file.to_string(),
+                line: n,
+            })
+        });
         entry.comm = comm.clone();
         entry.comm_ptr = entry.comm_ptr.clone().or(ptr);
         entry.nranks = entry.nranks.or(nranks);
         let num = |k: &str| kv(&toks, k).and_then(|v| v.parse::<i64>().ok());
         entry.cuda_dev = entry.cuda_dev.or(num("cudaDev"));
         entry.nvml_dev = entry.nvml_dev.or(num("nvmlDev"));
-        entry.bus_id = entry
-            .bus_id
-            .clone()
-            .or(kv(&toks, "busId").map(str::to_string));
-        entry.n_nodes = entry
-            .n_nodes
-            .or(num("nNodes").and_then(|v| u32::try_from(v).ok()));
-        entry.local_ranks = entry
-            .local_ranks
-            .or(num("localRanks").and_then(|v| u32::try_from(v).ok()));
-        entry.local_rank = entry
-            .local_rank
-            .or(num("localRank").and_then(|v| u32::try_from(v).ok()));
+        entry.bus_id = entry.bus_id.clone().or(kv(&toks, "busId").map(str::to_string));
+        entry.n_nodes = entry.n_nodes.or(num("nNodes").and_then(|v| u32::try_from(v).ok()));
+        entry.local_ranks = entry.local_ranks.or(num("localRanks").and_then(|v| u32::try_from(v).ok()));
+        entry.local_rank = entry.local_rank.or(num("localRank").and_then(|v| u32::try_from(v).ok()));
         if msg.contains("Init START") {
             entry.init_started = true;
-            st.ev_init_start
-                .insert((h.host.to_string(), h.pid, format!("{comm}#{rank}")), ev());
+            st.ev_init_start.insert((h.host.to_string(), h.pid, format!("{comm}#{rank}")), ev());
         }
         if msg.contains("Init COMPLETE") {
             entry.init_complete = true;
@@ -1067,9 +981,7 @@ fn parse_tree(body: &str, h: &Head<'_>, ch: u32) -> Option<NcclTree> {
         return None;
     };
     let rank = r.trim().parse().ok()?;
-    let nums = |s: &str| -> Option<Vec<i64>> {
-        s.trim().split('/').map(|x| x.trim().parse().ok()).collect()
-    };
+    let nums = |s: &str| -> Option<Vec<i64>> { s.trim().split('/').map(|x| x.trim().parse().ok()).collect() };
     let (down, up) = if a.contains('/') || !b.contains('/') {
         (nums(a)?, nums(b)?.first().copied()?)
     } else {
@@ -1101,6 +1013,8 @@ fn parse_conn(tail: &str, h: &Head<'_>, ch: u32, file: &str, n: u32, raw: &str) 
     Some(Conn {
         host: h.host.to_string(),
         pid: h.pid,
+        tid: h.tid,
+        comm: None,
         channel: ch,
         from,
         to,
@@ -1114,25 +1028,17 @@ fn parse_conn(tail: &str, h: &Head<'_>, ch: u32, file: &str, n: u32, raw: &str) 
 
 /// Transport class of a `via` description: `NET`, `P2P`, `SHM`, `COLLNET`, `NVLS`, ...
 fn transport_class(via: &str) -> String {
-    via.split('/')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_uppercase()
+    via.split('/').next().unwrap_or("").trim().to_ascii_uppercase()
 }
 
-/// For `NET/<name>/<dev>[/GDRDMA]`: (network name, GDRDMA used).
+/// For `NET/<name>/<dev>[(<proxy rank>)][/GDRDMA]`: (network name, GDRDMA used). The
+/// parenthesised rank (2.12+, PXN) is the rank whose NIC and proxy carry the traffic.
 fn net_of(via: &str) -> Option<(String, bool)> {
     let rest = via.strip_prefix("NET/")?;
     let segs: Vec<&str> = rest.split('/').collect();
-    let dev_idx = segs
-        .iter()
-        .position(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit()))?;
+    let dev_idx = segs.iter().position(|s| s.chars().next().is_some_and(|c| c.is_ascii_digit()))?;
     let name = segs.get(..dev_idx)?.join("/");
-    let gdr = segs
-        .iter()
-        .skip(dev_idx + 1)
-        .any(|s| s.eq_ignore_ascii_case("GDRDMA"));
+    let gdr = segs.iter().skip(dev_idx + 1).any(|s| s.eq_ignore_ascii_case("GDRDMA"));
     Some((name, gdr))
 }
 
@@ -1140,11 +1046,8 @@ fn finish(mut st: State) -> LogReport {
     // Versions printed without a header: attribute them through the launcher's rank tag
     // (`[1,0]<stdout>:NCCL version 2.9.9+cuda11.2` → the process tagged rank 0), else to `?`.
     for (lr, ver, ev) in std::mem::take(&mut st.loose_versions) {
-        let owner = lr.and_then(|r| {
-            st.procs
-                .values_mut()
-                .find(|p| p.launcher_rank == Some(r) && p.file == ev.file)
-        });
+        let owner =
+            lr.and_then(|r| st.procs.values_mut().find(|p| p.launcher_rank == Some(r) && p.file == ev.file));
         let host = match owner {
             Some(p) => {
                 if p.nccl_version.is_none() {
@@ -1154,10 +1057,7 @@ fn finish(mut st: State) -> LogReport {
             }
             None => "?".to_string(),
         };
-        st.versions
-            .entry(ver.clone())
-            .or_default()
-            .insert(host.clone());
+        st.versions.entry(ver.clone()).or_default().insert(host.clone());
         st.ev_version.entry((host, ver)).or_insert(ev);
     }
     // The network of versions that do not print `Using network`: from the devices NCCL listed
@@ -1193,14 +1093,65 @@ fn finish(mut st: State) -> LogReport {
             }
         }
     }
-    // Rank → host map: comm lines and banners of multi-rank communicators; then the local end
-    // of connection lines. A rank claimed by two hosts is left out.
+    // Which communicator a connection or ring line belongs to: rank numbers are per
+    // communicator, and a training job has many (DP, TP, PP groups). NCCL prints connection and
+    // ring lines from the thread that initialises the communicator, so the writing thread names
+    // it when that thread printed `comm` lines for exactly one communicator; failing that, the
+    // process does when it holds the line's local rank in exactly one communicator.
+    let ptr_comm: BTreeMap<(&str, u64, &str), &str> = st
+        .ranks
+        .values()
+        .filter_map(|r| r.comm_ptr.as_deref().map(|p| ((r.host.as_str(), r.pid, p), r.comm.as_str())))
+        .collect();
+    let thread_comm: BTreeMap<(String, u64, u64), String> = st
+        .comm_threads
+        .iter()
+        .filter_map(|((h, pid, tid), ptrs)| {
+            let comms: BTreeSet<&str> =
+                ptrs.iter().filter_map(|p| ptr_comm.get(&(h.as_str(), *pid, p.as_str())).copied()).collect();
+            (comms.len() == 1)
+                .then(|| ((h.clone(), *pid, *tid), comms.first().map(|c| c.to_string()).unwrap_or_default()))
+        })
+        .collect();
+    let mut proc_comms: BTreeMap<(&str, u64), Vec<(u32, &str)>> = BTreeMap::new();
+    for r in st.ranks.values() {
+        proc_comms.entry((r.host.as_str(), r.pid)).or_default().push((r.rank, r.comm.as_str()));
+    }
+    let resolve = |host: &str, pid: u64, tid: u64, local: Option<u32>| -> Option<String> {
+        if let Some(c) = thread_comm.get(&(host.to_string(), pid, tid)) {
+            return Some(c.clone());
+        }
+        let cands: BTreeSet<&str> = proc_comms
+            .get(&(host, pid))
+            .map(|v| v.iter().filter(|(r, _)| local.is_none_or(|l| *r == l)).map(|(_, c)| *c).collect())
+            .unwrap_or_default();
+        (cands.len() == 1).then(|| cands.first().map(|c| c.to_string())).flatten()
+    };
+    let mut conns = std::mem::take(&mut st.conns);
+    for c in &mut conns {
+        let local = match c.dir {
+            Some(false) => c.to,
+            _ => c.from,
+        };
+        c.comm = resolve(&c.host, c.pid, c.tid, Some(local));
+    }
+    let mut rings: BTreeMap<(Option<String>, u32, Vec<u32>), NcclRing> = BTreeMap::new();
+    for (mut ring, (h, pid, tid)) in std::mem::take(&mut st.rings) {
+        ring.comm = resolve(&h, pid, tid, None);
+        rings.entry((ring.comm.clone(), ring.channel, ring.ranks.clone())).or_insert(ring);
+    }
+
+    // Rank → host, per communicator (from comm lines and banners), with a job-wide fallback
+    // (ranks of multi-rank communicators and the local end of connection lines; a rank number
+    // claimed by two hosts is left out).
+    let comm_rank_host: BTreeMap<(&str, u32), &str> =
+        st.ranks.values().map(|r| ((r.comm.as_str(), r.rank), r.host.as_str())).collect();
     let mut rank_host: BTreeMap<u32, BTreeSet<String>> = BTreeMap::new();
     for r in st.ranks.values().filter(|r| r.nranks.is_none_or(|n| n > 1)) {
         rank_host.entry(r.rank).or_default().insert(r.host.clone());
     }
     let mut from_conns: BTreeMap<u32, BTreeSet<String>> = BTreeMap::new();
-    for c in &st.conns {
+    for c in &conns {
         let local = match c.dir {
             Some(false) => c.to,
             _ => c.from,
@@ -1210,26 +1161,27 @@ fn finish(mut st: State) -> LogReport {
     for (r, hs) in from_conns {
         rank_host.entry(r).or_insert(hs);
     }
-    let host_of = |r: u32| -> Option<String> {
-        rank_host
-            .get(&r)
-            .filter(|s| s.len() == 1)
-            .and_then(|s| s.iter().next().cloned())
+    let host_of = |comm: Option<&str>, r: u32| -> Option<String> {
+        if let Some(h) = comm.and_then(|c| comm_rank_host.get(&(c, r))) {
+            return Some(h.to_string());
+        }
+        rank_host.get(&r).filter(|s| s.len() == 1).and_then(|s| s.iter().next().cloned())
     };
 
     // Peers.
-    let mut peers: BTreeMap<(u32, u32), PeerLink> = BTreeMap::new();
+    let mut peers: BTreeMap<(Option<String>, u32, u32), PeerLink> = BTreeMap::new();
     let mut transports: BTreeMap<String, u32> = BTreeMap::new();
-    for c in &st.conns {
+    for c in &conns {
         *transports.entry(c.via.clone()).or_default() += 1;
-        let e = peers.entry((c.from, c.to)).or_insert_with(|| {
-            let fh = host_of(c.from);
-            let th = host_of(c.to);
+        let e = peers.entry((c.comm.clone(), c.from, c.to)).or_insert_with(|| {
+            let fh = host_of(c.comm.as_deref(), c.from);
+            let th = host_of(c.comm.as_deref(), c.to);
             let same = match (&fh, &th) {
                 (Some(a), Some(b)) => Some(a == b),
                 _ => None,
             };
             PeerLink {
+                comm: c.comm.clone(),
                 from_rank: c.from,
                 to_rank: c.to,
                 from_host: fh,
@@ -1258,45 +1210,36 @@ fn finish(mut st: State) -> LogReport {
     }
 
     // Rings: host crossings when every rank's host is known.
-    for ring in st.rings.values_mut() {
-        let hosts: Option<Vec<String>> = ring.ranks.iter().map(|&r| host_of(r)).collect();
+    for ring in rings.values_mut() {
+        let hosts: Option<Vec<String>> =
+            ring.ranks.iter().map(|&r| host_of(ring.comm.as_deref(), r)).collect();
         if let Some(hs) = hosts.filter(|h| h.len() > 1) {
             let distinct: BTreeSet<&String> = hs.iter().collect();
-            let crossings = (0..hs.len())
-                .filter(|&i| hs.get(i) != hs.get((i + 1) % hs.len()))
-                .count();
+            let crossings = (0..hs.len()).filter(|&i| hs.get(i) != hs.get((i + 1) % hs.len())).count();
             ring.host_crossings = u32::try_from(crossings).ok();
             ring.hosts = u32::try_from(distinct.len()).ok();
         }
     }
+    st.conns = conns;
+    let rings: Vec<NcclRing> = rings.into_values().collect();
 
     let mut hosts: BTreeSet<String> = st.procs.keys().map(|k| k.0.clone()).collect();
     hosts.extend(st.ranks.values().map(|r| r.host.clone()));
-    let n_nodes = u32::try_from(hosts.len())
-        .unwrap_or(u32::MAX)
-        .max(st.max_nodes);
+    let n_nodes = u32::try_from(hosts.len()).unwrap_or(u32::MAX).max(st.max_nodes);
 
     let peers: Vec<PeerLink> = peers.into_values().collect();
     let findings = {
-        let mut f = log_findings(&st, &peers, &hosts, n_nodes);
+        let mut f = log_findings(&st, &peers, &rings, &hosts, n_nodes);
         sort_findings(&mut f);
         f
     };
-    let nccl_versions = st
-        .versions
-        .iter()
-        .map(|(v, hs)| (v.clone(), hs.iter().cloned().collect()))
-        .collect();
+    let nccl_versions = st.versions.iter().map(|(v, hs)| (v.clone(), hs.iter().cloned().collect())).collect();
     let mut ranks: Vec<NcclRank> = st.ranks.into_values().collect();
     ranks.sort_by(|a, b| {
-        a.comm
-            .cmp(&b.comm)
-            .then(a.rank.cmp(&b.rank))
-            .then(a.host.cmp(&b.host))
-            .then(a.pid.cmp(&b.pid))
+        a.comm.cmp(&b.comm).then(a.rank.cmp(&b.rank)).then(a.host.cmp(&b.host)).then(a.pid.cmp(&b.pid))
     });
-    let mut rings: Vec<NcclRing> = st.rings.into_values().collect();
-    rings.sort_by(|a, b| a.channel.cmp(&b.channel).then(a.ranks.cmp(&b.ranks)));
+    let mut rings = rings;
+    rings.sort_by(|a, b| a.channel.cmp(&b.channel).then(a.comm.cmp(&b.comm)).then(a.ranks.cmp(&b.ranks)));
     LogReport {
         version: REPORT_VERSION,
         files: st.files,
@@ -1321,9 +1264,7 @@ fn warn_fix(msg: &str) -> &'static str {
         "Error 12 is IBV_WC_RETRY_EXC_ERR: the peer's NIC stopped acknowledging (peer process died, link flap, congestion). Check the peer host first (was it killed? dmesg/Xid), then the fabric (ibstat, port error counters, switch logs); raising NCCL_IB_TIMEOUT only hides a flaky link"
     } else if msg.contains("Cuda failure") || msg.contains("CUDA failure") {
         "A CUDA call failed inside NCCL: check the GPU (nvidia-smi, dmesg Xid), driver/runtime versions, and out-of-memory conditions"
-    } else if msg.contains("unhandled system error")
-        || msg.contains("connect")
-        || msg.contains("Connection")
+    } else if msg.contains("unhandled system error") || msg.contains("connect") || msg.contains("Connection")
     {
         "A socket/system call failed: check that NCCL_SOCKET_IFNAME picks an interface every host can reach, firewalls between hosts, and that all ranks started"
     } else if msg.contains("timeout") || msg.contains("Timeout") {
@@ -1336,6 +1277,7 @@ fn warn_fix(msg: &str) -> &'static str {
 fn log_findings(
     st: &State,
     peers: &[PeerLink],
+    rings: &[NcclRing],
     hosts: &BTreeSet<String>,
     n_nodes: u32,
 ) -> Vec<Finding> {
@@ -1348,18 +1290,11 @@ fn log_findings(
         .iter()
         .filter(|c| net_of(&c.via).is_some_and(|(n, _)| n.eq_ignore_ascii_case("Socket")))
         .collect();
-    let socket_net = st
-        .ev_network
-        .iter()
-        .filter(|(k, _)| k.eq_ignore_ascii_case("Socket"))
-        .flat_map(|x| x.1.iter());
+    let socket_net =
+        st.ev_network.iter().filter(|(k, _)| k.eq_ignore_ascii_case("Socket")).flat_map(|x| x.1.iter());
     let socket_hosts: BTreeSet<&str> = procs
         .iter()
-        .filter(|p| {
-            p.network
-                .as_deref()
-                .is_some_and(|n| n.eq_ignore_ascii_case("Socket"))
-        })
+        .filter(|p| p.network.as_deref().is_some_and(|n| n.eq_ignore_ascii_case("Socket")))
         .map(|p| p.host.as_str())
         .chain(socket_conns.iter().map(|c| c.host.as_str()))
         .collect();
@@ -1367,12 +1302,7 @@ fn log_findings(
         let mut ev: Vec<Evidence> = socket_net.cloned().collect();
         ev.extend(st.ev_no_ibverbs.iter().cloned());
         ev.extend(st.ev_env_net.iter().cloned());
-        ev.extend(
-            socket_conns
-                .iter()
-                .take(2)
-                .map(|c| Evidence::new(&c.file, c.line, &c.text)),
-        );
+        ev.extend(socket_conns.iter().take(2).map(|c| Evidence::new(&c.file, c.line, &c.text)));
         out.push(Finding::new(
             "log.net-socket-multinode",
             Severity::Error,
@@ -1395,11 +1325,7 @@ fn log_findings(
             m
         });
     if nets.len() > 1 {
-        let ev = st
-            .ev_network
-            .values()
-            .filter_map(|v| v.first().cloned())
-            .collect();
+        let ev = st.ev_network.values().filter_map(|v| v.first().cloned()).collect();
         out.push(Finding::new(
             "log.mixed-networks",
             Severity::Warning,
@@ -1415,24 +1341,18 @@ fn log_findings(
     // 3. SHM or NET between GPUs of one node.
     let bad: Vec<&PeerLink> = peers
         .iter()
-        .filter(|p| {
-            p.same_host == Some(true) && p.transports.iter().any(|t| t == "SHM" || t == "NET")
-        })
+        .filter(|p| p.same_host == Some(true) && p.transports.iter().any(|t| t == "SHM" || t == "NET"))
         .collect();
     if !bad.is_empty() {
-        let pairs: BTreeSet<(u32, u32)> = bad
-            .iter()
-            .map(|p| (p.from_rank.min(p.to_rank), p.from_rank.max(p.to_rank)))
-            .collect();
+        let pairs: BTreeSet<(u32, u32)> =
+            bad.iter().map(|p| (p.from_rank.min(p.to_rank), p.from_rank.max(p.to_rank))).collect();
         let ev: Vec<Evidence> = st
             .conns
             .iter()
             .filter(|c| {
                 let t = transport_class(&c.via);
                 (t == "SHM" || t == "NET")
-                    && bad
-                        .iter()
-                        .any(|p| p.from_rank == c.from && p.to_rank == c.to)
+                    && bad.iter().any(|p| p.comm == c.comm && p.from_rank == c.from && p.to_rank == c.to)
             })
             .map(|c| Evidence::new(&c.file, c.line, &c.text))
             .collect();
@@ -1468,23 +1388,13 @@ fn log_findings(
     let no_gdr_conns: Vec<&Conn> = st
         .conns
         .iter()
-        .filter(|c| {
-            net_of(&c.via).is_some_and(|(n, gdr)| !gdr && !n.eq_ignore_ascii_case("Socket"))
-        })
+        .filter(|c| net_of(&c.via).is_some_and(|(n, gdr)| !gdr && !n.eq_ignore_ascii_case("Socket")))
         .collect();
-    let gdr_off_hosts: BTreeSet<&str> = procs
-        .iter()
-        .filter(|p| p.gdr == Some(false))
-        .map(|p| p.host.as_str())
-        .collect();
+    let gdr_off_hosts: BTreeSet<&str> =
+        procs.iter().filter(|p| p.gdr == Some(false)).map(|p| p.host.as_str()).collect();
     if !gdr_off_hosts.is_empty() && (n_nodes > 1 || !no_gdr_conns.is_empty()) {
         let mut ev: Vec<Evidence> = st.ev_gdr_off.clone();
-        ev.extend(
-            no_gdr_conns
-                .iter()
-                .take(2)
-                .map(|c| Evidence::new(&c.file, c.line, &c.text)),
-        );
+        ev.extend(no_gdr_conns.iter().take(2).map(|c| Evidence::new(&c.file, c.line, &c.text)));
         let mut reasons = Vec::new();
         if st.ev_gdr_off.iter().any(|e| e.text.contains("no module")) {
             reasons.push("the peer-memory kernel module is not loaded");
@@ -1492,11 +1402,7 @@ fn log_findings(
         if st.ev_gdr_off.iter().any(|e| e.text.contains("distance")) {
             reasons.push("GPU and NIC are too far apart in PCIe");
         }
-        let why = if reasons.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", reasons.join("; "))
-        };
+        let why = if reasons.is_empty() { String::new() } else { format!(" ({})", reasons.join("; ")) };
         out.push(Finding::new(
             "log.gdr-disabled",
             Severity::Warning,
@@ -1583,11 +1489,7 @@ fn log_findings(
     // 6. Patched / differently built NCCL.
     if !st.ev_patched.is_empty() {
         let patched: Vec<&String> = st.ev_patched.keys().collect();
-        let stock: Vec<&String> = st
-            .ev_stock
-            .keys()
-            .filter(|h| !st.ev_patched.contains_key(*h))
-            .collect();
+        let stock: Vec<&String> = st.ev_stock.keys().filter(|h| !st.ev_patched.contains_key(*h)).collect();
         let mixed = !stock.is_empty();
         let mut ev: Vec<Evidence> = st.ev_patched.values().cloned().collect();
         ev.extend(stock.iter().filter_map(|h| st.ev_stock.get(*h).cloned()));
@@ -1613,8 +1515,7 @@ fn log_findings(
 
     // 7. Processes that each formed a 1-rank communicator.
     let single: Vec<&NcclRank> = st.ranks.values().filter(|r| r.nranks == Some(1)).collect();
-    let single_procs: BTreeSet<(&str, u64)> =
-        single.iter().map(|r| (r.host.as_str(), r.pid)).collect();
+    let single_procs: BTreeSet<(&str, u64)> = single.iter().map(|r| (r.host.as_str(), r.pid)).collect();
     let multi_exists = st.ranks.values().any(|r| r.nranks.is_some_and(|n| n > 1));
     if single_procs.len() > 1 && !multi_exists {
         out.push(Finding::new(
@@ -1631,9 +1532,8 @@ fn log_findings(
     }
 
     // 8. Rings that leave and re-enter nodes.
-    let bad_rings: Vec<&NcclRing> = st
-        .rings
-        .values()
+    let bad_rings: Vec<&NcclRing> = rings
+        .iter()
         .filter(|r| matches!((r.host_crossings, r.hosts), (Some(c), Some(h)) if h > 1 && c > h))
         .collect();
     if !bad_rings.is_empty() {
@@ -1657,10 +1557,7 @@ fn log_findings(
         .ranks
         .values()
         .filter(|r| r.init_started && !r.init_complete)
-        .filter_map(|r| {
-            st.ev_init_start
-                .get(&(r.host.clone(), r.pid, format!("{}#{}", r.comm, r.rank)))
-        })
+        .filter_map(|r| st.ev_init_start.get(&(r.host.clone(), r.pid, format!("{}#{}", r.comm, r.rank))))
         .collect();
     if !stuck.is_empty() {
         out.push(Finding::new(
@@ -1675,11 +1572,7 @@ fn log_findings(
     // 10. Warnings and error traces.
     let mut groups: BTreeMap<String, Vec<&NcclWarning>> = BTreeMap::new();
     for w in &st.warnings {
-        let key: String = w
-            .message
-            .chars()
-            .map(|c| if c.is_ascii_digit() { '#' } else { c })
-            .collect();
+        let key: String = w.message.chars().map(|c| if c.is_ascii_digit() { '#' } else { c }).collect();
         groups.entry(key).or_default().push(w);
     }
     for ws in groups.values() {
@@ -1687,10 +1580,7 @@ fn log_findings(
         let mut ev = Vec::new();
         for w in ws {
             let text = if w.message.is_empty() {
-                w.trace
-                    .first()
-                    .map(|t| format!("{} -> {}", t.location, t.code))
-                    .unwrap_or_default()
+                w.trace.first().map(|t| format!("{} -> {}", t.location, t.code)).unwrap_or_default()
             } else {
                 format!("NCCL WARN {}", w.message)
             };
@@ -1699,13 +1589,7 @@ fn log_findings(
                 ev.push(Evidence::new(
                     &w.file,
                     t.line,
-                    &format!(
-                        "{} -> {} ({}) {}",
-                        t.location,
-                        t.code,
-                        nccl_result_name(t.code),
-                        t.note
-                    ),
+                    &format!("{} -> {} ({}) {}", t.location, t.code, nccl_result_name(t.code), t.note),
                 ));
             }
         }
@@ -1715,10 +1599,7 @@ fn log_findings(
             .map(|t| format!(" ; returned {} ({})", t.code, nccl_result_name(t.code)))
             .unwrap_or_default();
         let mut message = if first.message.is_empty() {
-            format!(
-                "an NCCL error-return trace without a WARN line on {}:{}{code}",
-                first.host, first.pid
-            )
+            format!("an NCCL error-return trace without a WARN line on {}:{}{code}", first.host, first.pid)
         } else {
             let cont = first.continuation.join(" ");
             format!(
@@ -1726,24 +1607,14 @@ fn log_findings(
                 first.host,
                 first.pid,
                 first.message,
-                if cont.is_empty() {
-                    String::new()
-                } else {
-                    format!(" {cont}")
-                },
+                if cont.is_empty() { String::new() } else { format!(" {cont}") },
                 code
             )
         };
         if ws.len() > 1 {
             message.push_str(&format!(" (and {} more like it)", ws.len() - 1));
         }
-        out.push(Finding::new(
-            "log.nccl-warn",
-            Severity::Error,
-            message,
-            warn_fix(&first.message),
-            ev,
-        ));
+        out.push(Finding::new("log.nccl-warn", Severity::Error, message, warn_fix(&first.message), ev));
     }
     let _ = hosts;
     out
@@ -1756,58 +1627,37 @@ mod tests {
 
     #[test]
     fn heads() {
-        let h = parse_head(
-            "[1,4]<stdout>:nccl-tests-efa-16-worker-0:29:29 [4] NCCL INFO Bootstrap : Using eth0",
-        )
-        .expect("head");
-        assert_eq!(
-            (h.host, h.pid, h.tid, h.dev),
-            ("nccl-tests-efa-16-worker-0", 29, 29, Some(4))
-        );
-        assert_eq!(h.msg, "Bootstrap : Using eth0");
         let h =
-            parse_head("gdr114:1766944:1766944 [0] showVersion, 544 NCCL INFO NCCL version 2.26.6")
+            parse_head("[1,4]<stdout>:nccl-tests-efa-16-worker-0:29:29 [4] NCCL INFO Bootstrap : Using eth0")
                 .expect("head");
-        assert_eq!(h.extra, "showVersion, 544");
-        let h = parse_head("node-2:5776:5902 [0] transport/net_ib.cc:1296 NCCL WARN NET/IB : Got")
+        assert_eq!((h.host, h.pid, h.tid, h.dev), ("nccl-tests-efa-16-worker-0", 29, 29, Some(4)));
+        assert_eq!(h.msg, "Bootstrap : Using eth0");
+        let h = parse_head("gdr114:1766944:1766944 [0] showVersion, 544 NCCL INFO NCCL version 2.26.6")
             .expect("head");
-        assert_eq!(
-            (h.level, h.extra),
-            (Level::Warn, "transport/net_ib.cc:1296")
-        );
+        assert_eq!(h.extra, "showVersion, 544");
+        let h =
+            parse_head("node-2:5776:5902 [0] transport/net_ib.cc:1296 NCCL WARN NET/IB : Got").expect("head");
+        assert_eq!((h.level, h.extra), (Level::Warn, "transport/net_ib.cc:1296"));
         let h = parse_head("1: p5-dy-gpu-3:47930:47930 [0] NCCL INFO NCCL version 2.26.2+cuda12.2")
             .expect("head");
         assert_eq!(h.host, "p5-dy-gpu-3");
         assert!(parse_head("12:30:45 NCCL INFO x").is_none());
         assert_eq!(launcher_rank("[1,12]<stdout>:x"), Some(12));
         assert_eq!(launcher_rank("2: p5"), Some(2));
+        assert_eq!(launcher_rank("[rank3]:host:1:1 [0] NCCL INFO x"), Some(3));
+        assert_eq!(launcher_rank("[default1]:host:1:1 [0] NCCL INFO x"), Some(1));
+        assert_eq!(launcher_rank("[2025-01-01 10:00:00] host:1:1 [0] NCCL INFO x"), None);
     }
 
     #[test]
     fn nets_and_trees() {
-        assert_eq!(
-            net_of("NET/AWS Libfabric/0/GDRDMA"),
-            Some(("AWS Libfabric".into(), true))
-        );
+        assert_eq!(net_of("NET/AWS Libfabric/0/GDRDMA"), Some(("AWS Libfabric".into(), true)));
         assert_eq!(net_of("NET/IB/0"), Some(("IB".into(), false)));
         assert_eq!(net_of("P2P/IPC/read"), None);
-        assert_eq!(
-            split_version("2.5.7+cudaCUDA_MAJOR.CUDA_MINOR"),
-            ("2.5.7".into(), None)
-        );
-        assert_eq!(
-            split_version("2.26.5+cuda12.9"),
-            ("2.26.5".into(), Some("12.9".into()))
-        );
-        let h = Head {
-            host: "h",
-            pid: 1,
-            tid: 1,
-            dev: Some(0),
-            level: Level::Info,
-            extra: "",
-            msg: "",
-        };
+        assert_eq!(net_of("NET/IB/0(1)/GDRDMA"), Some(("IB".into(), true)));
+        assert_eq!(split_version("2.5.7+cudaCUDA_MAJOR.CUDA_MINOR"), ("2.5.7".into(), None));
+        assert_eq!(split_version("2.26.5+cuda12.9"), ("2.26.5".into(), Some("12.9".into())));
+        let h = Head { host: "h", pid: 1, tid: 1, dev: Some(0), level: Level::Info, extra: "", msg: "" };
         let t = parse_tree("1/8/-1->0->-1", &h, 0).expect("tree");
         assert_eq!((t.rank, t.up, t.down), (0, -1, vec![1, 8]));
         let t = parse_tree("-1->0->1/-1/-1", &h, 0).expect("tree");
