@@ -12,13 +12,7 @@ const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/nccl
 fn report_at(path: &str, peak: Option<f64>) -> TestsReport {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let name = path.rsplit('/').next().unwrap();
-    nccl::analyze_tests(
-        &[Input {
-            name,
-            bytes: &bytes,
-        }],
-        peak,
-    )
+    nccl::analyze_tests(&[Input { name, bytes: &bytes }], peak)
 }
 
 fn shared(rel: &str) -> TestsReport {
@@ -31,10 +25,7 @@ fn fixture(name: &str) -> TestsReport {
 
 /// The row of `size` (the first one).
 fn row(t: &PerfTest, size: u64) -> &PerfRow {
-    t.rows
-        .iter()
-        .find(|r| r.size_bytes == size)
-        .unwrap_or_else(|| panic!("no row of size {size}"))
+    t.rows.iter().find(|r| r.size_bytes == size).unwrap_or_else(|| panic!("no row of size {size}"))
 }
 
 /// Assert a row's printed numbers: (time, algbw, busbw) out-of-place and in-place.
@@ -43,16 +34,8 @@ fn assert_row(t: &PerfTest, size: u64, count: u64, out: (f64, f64, f64), inp: (f
     assert_eq!(r.count, count, "count of {size}");
     let o = &r.out_of_place;
     let i = &r.in_place;
-    assert_eq!(
-        (o.time_us, o.algbw_gbps, o.busbw_gbps),
-        out,
-        "out-of-place of {size}"
-    );
-    assert_eq!(
-        (i.time_us, i.algbw_gbps, i.busbw_gbps),
-        inp,
-        "in-place of {size}"
-    );
+    assert_eq!((o.time_us, o.algbw_gbps, o.busbw_gbps), out, "out-of-place of {size}");
+    assert_eq!((i.time_us, i.algbw_gbps, i.busbw_gbps), inp, "in-place of {size}");
 }
 
 /// Sizes must grow by ×2 from `first` for `n` rows.
@@ -65,11 +48,7 @@ fn assert_doubling(t: &PerfTest, first: u64, n: usize) {
 /// The fitted model `α + S/B` reproduces every measured out-of-place time within `max_err`
 /// (relative) and on average (rms) within `rms_err`. Computed here from α and B alone.
 fn assert_fit_reproduces(t: &PerfTest, rms_err: f64, max_err: f64) {
-    let f = t
-        .analysis
-        .as_ref()
-        .and_then(|a| a.fit.as_ref())
-        .expect("fit");
+    let f = t.analysis.as_ref().and_then(|a| a.fit.as_ref()).expect("fit");
     let mut sq = 0.0;
     let mut n = 0.0;
     for r in t.rows.iter().filter(|r| r.size_bytes > 0) {
@@ -92,10 +71,7 @@ fn assert_fit_reproduces(t: &PerfTest, rms_err: f64, max_err: f64) {
 }
 
 fn ids(r: &TestsReport) -> Vec<(&str, Severity)> {
-    r.findings
-        .iter()
-        .map(|f| (f.id.as_str(), f.severity))
-        .collect()
+    r.findings.iter().map(|f| (f.id.as_str(), f.severity)).collect()
 }
 
 #[test]
@@ -113,13 +89,7 @@ fn legacy_error_column_single_rank() {
     assert!(l.has_redop && !l.has_root && l.legacy_error_column);
     assert_doubling(t, 8, 25);
     assert_row(t, 8, 2, (4.17, 0.0, 0.0), (0.58, 0.01, 0.0));
-    assert_row(
-        t,
-        134217728,
-        33554432,
-        (552.1, 243.09, 0.0),
-        (0.58, 232613.05, 0.0),
-    );
+    assert_row(t, 134217728, 33554432, (552.1, 243.09, 0.0), (0.58, 232613.05, 0.0));
     assert_eq!(row(t, 8).out_of_place.check, Check::Error(0.0));
     assert_eq!(row(t, 8).root, None);
     assert_eq!(t.avg_busbw_gbps, Some(0.0));
@@ -141,25 +111,10 @@ fn srun_label_p4de_no_header_banner() {
         (Some(Collective::AllReduce), CollectiveSource::Inferred)
     );
     // busbw/algbw = 78.33/41.78 = 1.875 = 2(n-1)/n → n = 16 (2 nodes × 8 A100).
-    assert_eq!(
-        (t.n_ranks, t.n_ranks_source.as_deref()),
-        (Some(16), Some("busbw/algbw ratio"))
-    );
+    assert_eq!((t.n_ranks, t.n_ranks_source.as_deref()), (Some(16), Some("busbw/algbw ratio")));
     assert_doubling(t, 8, 29);
-    assert_row(
-        t,
-        33554432,
-        8388608,
-        (1540.2, 21.79, 40.85),
-        (1540.7, 21.78, 40.83),
-    );
-    assert_row(
-        t,
-        2147483648,
-        536870912,
-        (51406.0, 41.78, 78.33),
-        (51406.0, 41.77, 78.33),
-    );
+    assert_row(t, 33554432, 8388608, (1540.2, 21.79, 40.85), (1540.7, 21.78, 40.83));
+    assert_row(t, 2147483648, 536870912, (51406.0, 41.78, 78.33), (51406.0, 41.77, 78.33));
     assert_eq!(row(t, 8).root, Some(-1));
     assert_eq!(t.avg_busbw_gbps, None);
     let a = t.analysis.as_ref().unwrap();
@@ -168,22 +123,10 @@ fn srun_label_p4de_no_header_banner() {
     assert_eq!(a.size_at_80pct_plateau_bytes, Some(134217728)); // 64.31 ≥ 61.4
     assert!(r.findings.is_empty());
     // With a 400 Gb/s × 4 NIC peak (200 GB/s) the plateau is far below 80%.
-    let r = report_at(
-        &format!("{SHARED}nccl-tests/awsome-dt_p4de-2node_allreduce_srun-label.txt"),
-        Some(200.0),
-    );
+    let r =
+        report_at(&format!("{SHARED}nccl-tests/awsome-dt_p4de-2node_allreduce_srun-label.txt"), Some(200.0));
     assert_eq!(ids(&r), [("tests.below-peak", Severity::Warning)]);
-    assert!(
-        (r.tests[0]
-            .analysis
-            .as_ref()
-            .unwrap()
-            .plateau_pct_of_peak
-            .unwrap()
-            - 38.395)
-            .abs()
-            < 1e-9
-    );
+    assert!((r.tests[0].analysis.as_ref().unwrap().plateau_pct_of_peak.unwrap() - 38.395).abs() < 1e-9);
 }
 
 #[test]
@@ -192,13 +135,7 @@ fn mpirun_tag_trailing_whitespace() {
     assert_eq!(r.tests.len(), 1);
     let t = &r.tests[0];
     assert_doubling(t, 8, 32);
-    assert_row(
-        t,
-        17179869184,
-        4294967296,
-        (62239.0, 276.03, 483.05),
-        (62200.0, 276.20, 483.35),
-    );
+    assert_row(t, 17179869184, 4294967296, (62239.0, 276.03, 483.05), (62200.0, 276.20, 483.35));
     assert_row(t, 8, 2, (12.90, 0.0, 0.0), (12.87, 0.0, 0.0));
     assert_eq!(t.avg_busbw_gbps, Some(156.742));
     // busbw/algbw = 1.75 → 8 ranks (what the numbers say, whatever the file name suggests).
@@ -213,13 +150,7 @@ fn mpirun_tag_elided_rows() {
     assert_eq!(t.rows.len(), 7);
     assert_eq!(t.elided_lines, 1);
     assert_row(t, 0, 0, (15.51, 0.0, 0.0), (15.52, 0.0, 0.0));
-    assert_row(
-        t,
-        2147483648,
-        536870912,
-        (9197.5, 233.49, 437.79),
-        (9195.2, 233.54, 437.89),
-    );
+    assert_row(t, 2147483648, 536870912, (9197.5, 233.49, 437.79), (9195.2, 233.54, 437.89));
     assert_eq!(t.avg_busbw_gbps, Some(52.9753));
     assert_eq!(t.n_ranks, Some(16));
 }
@@ -229,13 +160,7 @@ fn srun_label_16g() {
     let r = shared("nccl-tests/awsome-dt_p5-2node_allreduce-16G_srun-label.txt");
     let t = &r.tests[0];
     assert_doubling(t, 8, 32);
-    assert_row(
-        t,
-        8589934592,
-        2147483648,
-        (33605.0, 255.62, 479.28),
-        (33628.0, 255.44, 478.95),
-    );
+    assert_row(t, 8589934592, 2147483648, (33605.0, 255.62, 479.28), (33628.0, 255.44, 478.95));
     assert_eq!(t.n_ranks, Some(16));
     assert_eq!(t.avg_busbw_gbps, None);
 }
@@ -244,10 +169,7 @@ fn srun_label_16g() {
 fn elided_first_and_last_rows() {
     let r = shared("nccl-tests/awsome-dt_p5en_allreduce_elided.txt");
     let t = &r.tests[0];
-    assert_eq!(
-        t.rows.iter().map(|r| r.size_bytes).collect::<Vec<_>>(),
-        [8, 16, 17179869184]
-    );
+    assert_eq!(t.rows.iter().map(|r| r.size_bytes).collect::<Vec<_>>(), [8, 16, 17179869184]);
     assert_eq!(t.elided_lines, 1);
     assert_row(t, 8, 2, (983.2, 0.0, 0.0), (166.1, 0.0, 0.0));
     assert_eq!(t.avg_busbw_gbps, Some(84.0569));
@@ -260,54 +182,27 @@ fn h100_ten_nodes_five_collectives() {
     let r = shared("nccl-tests/xxrjun_h100_10node-80rank_multi-collective.txt");
     let colls: Vec<_> = r.tests.iter().map(|t| t.collective.unwrap()).collect();
     use Collective::*;
-    assert_eq!(
-        colls,
-        [AllReduce, AllGather, ReduceScatter, AllToAll, SendRecv]
-    );
+    assert_eq!(colls, [AllReduce, AllGather, ReduceScatter, AllToAll, SendRecv]);
     let avgs: Vec<_> = r.tests.iter().map(|t| t.avg_busbw_gbps.unwrap()).collect();
     assert_eq!(avgs, [265.631, 218.677, 216.683, 47.1472, 15.1671]);
     for t in &r.tests {
         assert_eq!(t.collective_source, CollectiveSource::Banner);
-        assert_eq!(
-            (t.n_ranks, t.hosts.len(), t.devices.len(), t.rows.len()),
-            (Some(80), 10, 80, 10)
-        );
+        assert_eq!((t.n_ranks, t.hosts.len(), t.devices.len(), t.rows.len()), (Some(80), 10, 80, 10));
         assert_eq!(t.nccl_tests_version.as_deref(), Some("2.17.8"));
         assert_eq!(t.nccl_library.as_deref(), Some("22902"));
         // The fit of large messages (32 MiB–16 GiB) reproduces every measured time within 22%.
         assert_fit_reproduces(t, 0.10, 0.22);
     }
-    assert_row(
-        &r.tests[0],
-        17179869184,
-        2147483648,
-        (105854.0, 162.30, 320.54),
-        (105146.0, 163.39, 322.70),
-    );
-    assert_row(
-        &r.tests[1],
-        33553920,
-        52428,
-        (682.20, 49.19, 48.57),
-        (672.05, 49.93, 49.30),
-    );
+    assert_row(&r.tests[0], 17179869184, 2147483648, (105854.0, 162.30, 320.54), (105146.0, 163.39, 322.70));
+    assert_row(&r.tests[1], 33553920, 52428, (682.20, 49.19, 48.57), (672.05, 49.93, 49.30));
     let a = r.tests[0].analysis.as_ref().unwrap();
-    assert_eq!(
-        (a.max_busbw_gbps, a.max_busbw_size_bytes),
-        (344.87, 1073741824)
-    );
+    assert_eq!((a.max_busbw_gbps, a.max_busbw_size_bytes), (344.87, 1073741824));
     assert_eq!(a.plateau_busbw_gbps, 316.32);
     // Model check on the all_reduce: busbw factor 2·79/80.
     let f = a.fit.unwrap();
     assert!((f.busbw_factor.unwrap() - 1.975).abs() < 1e-12);
-    assert!(
-        (f.alpha_us - 547.1).abs() < 1.0 && (f.bw_alg_gbps - 177.16).abs() < 0.1,
-        "{f:?}"
-    );
-    assert!(
-        r.findings.is_empty(),
-        "multi-node: no known peak, no finding"
-    );
+    assert!((f.alpha_us - 547.1).abs() < 1.0 && (f.bw_alg_gbps - 177.16).abs() < 0.1, "{f:?}");
+    assert!(r.findings.is_empty(), "multi-node: no known peak, no finding");
 }
 
 #[test]
@@ -317,51 +212,23 @@ fn h100_one_node_known_nvlink_peak() {
     let avgs: Vec<_> = r.tests.iter().map(|t| t.avg_busbw_gbps.unwrap()).collect();
     assert_eq!(avgs, [437.957, 328.618, 330.721, 313.838, 279.874]);
     for t in &r.tests {
-        assert_eq!(
-            (t.n_ranks, t.hosts.as_slice()),
-            (Some(8), ["cnode3-002".to_string()].as_slice())
-        );
+        assert_eq!((t.n_ranks, t.hosts.as_slice()), (Some(8), ["cnode3-002".to_string()].as_slice()));
         let p = t.analysis.as_ref().unwrap().peak.as_ref().unwrap();
         assert_eq!((p.gbps, p.user_given), (450.0, false));
         assert_fit_reproduces(t, 0.15, 0.33);
     }
     // alltoall and sendrecv do not check in-place results.
-    assert_eq!(
-        row(&r.tests[3], 33554432).in_place.check,
-        Check::NotAvailable
-    );
-    assert_eq!(
-        row(&r.tests[3], 33554432).out_of_place.check,
-        Check::Wrong(0)
-    );
-    assert_row(
-        &r.tests[0],
-        17179869184,
-        2147483648,
-        (62340.7, 275.58, 482.27),
-        (62359.0, 275.50, 482.12),
-    );
+    assert_eq!(row(&r.tests[3], 33554432).in_place.check, Check::NotAvailable);
+    assert_eq!(row(&r.tests[3], 33554432).out_of_place.check, Check::Wrong(0));
+    assert_row(&r.tests[0], 17179869184, 2147483648, (62340.7, 275.58, 482.27), (62359.0, 275.50, 482.12));
     // AllReduce exceeds the one-way NVLink figure (NVLS): > 100%, no finding.
-    assert!(
-        r.tests[0]
-            .analysis
-            .as_ref()
-            .unwrap()
-            .plateau_pct_of_peak
-            .unwrap()
-            > 100.0
-    );
+    assert!(r.tests[0].analysis.as_ref().unwrap().plateau_pct_of_peak.unwrap() > 100.0);
     // all_gather (359.14, 79.8%) and alltoall (346.23, 76.9%) sit below 80% of the assumed peak.
     let below: Vec<_> = r
         .findings
         .iter()
         .filter(|f| f.id == "tests.below-peak")
-        .map(|f| {
-            (
-                f.severity,
-                f.message.contains("all_gather") || f.message.contains("alltoall"),
-            )
-        })
+        .map(|f| (f.severity, f.message.contains("all_gather") || f.message.contains("alltoall")))
         .collect();
     assert_eq!(below, [(Severity::Info, true), (Severity::Info, true)]);
 }
@@ -370,10 +237,7 @@ fn h100_one_node_known_nvlink_peak() {
 fn two_node_smoke_test() {
     let r = shared("nccl-tests/xxrjun_h100_2node-2rank_smoke_allreduce-sendrecv.txt");
     assert_eq!(
-        r.tests
-            .iter()
-            .map(|t| t.collective.unwrap())
-            .collect::<Vec<_>>(),
+        r.tests.iter().map(|t| t.collective.unwrap()).collect::<Vec<_>>(),
         [Collective::AllReduce, Collective::SendRecv]
     );
     for t in &r.tests {
@@ -382,20 +246,11 @@ fn two_node_smoke_test() {
     }
     assert_eq!(r.tests[0].avg_busbw_gbps, Some(43.6076));
     assert_eq!(r.tests[1].avg_busbw_gbps, Some(42.9182));
-    assert_row(
-        &r.tests[0],
-        536870912,
-        67108864,
-        (11591.0, 46.32, 46.32),
-        (11556.7, 46.46, 46.46),
-    );
+    assert_row(&r.tests[0], 536870912, 67108864, (11591.0, 46.32, 46.32), (11556.7, 46.46, 46.46));
     // AllReduce on 2 ranks: factor 2(n-1)/n = 1, so B (algbw) = busbw asymptote.
     let f = r.tests[0].analysis.as_ref().unwrap().fit.unwrap();
     assert_eq!(f.busbw_factor, Some(1.0));
-    assert!(
-        (f.bw_alg_gbps - 46.34).abs() < 0.05 && (f.alpha_us - 117.8).abs() < 1.0,
-        "{f:?}"
-    );
+    assert!((f.bw_alg_gbps - 46.34).abs() < 0.05 && (f.alpha_us - 117.8).abs() < 1.0, "{f:?}");
 }
 
 #[test]
@@ -407,10 +262,7 @@ fn failed_run_without_table() {
     assert!(t.rows.is_empty() && t.analysis.is_none());
     assert_eq!(
         (t.n_ranks, t.hosts.as_slice()),
-        (
-            Some(8),
-            ["cnode2-003".to_string(), "cnode2-008".to_string()].as_slice()
-        )
+        (Some(8), ["cnode2-003".to_string(), "cnode2-008".to_string()].as_slice())
     );
     assert_eq!(t.nccl_tests_version.as_deref(), Some("2.17.6"));
     assert_eq!(ids(&r), [("tests.no-results", Severity::Error)]);
@@ -428,13 +280,7 @@ fn nccl_logs_with_perf_tables() {
     );
     assert_eq!((t.n_ranks, t.hosts.len()), (Some(16), 2));
     assert_doubling(t, 8, 30);
-    assert_row(
-        t,
-        4294967296,
-        1073741824,
-        (183834.0, 23.36, 43.81),
-        (184216.0, 23.31, 43.72),
-    );
+    assert_row(t, 4294967296, 1073741824, (183834.0, 23.36, 43.81), (184216.0, 23.31, 43.72));
     assert_eq!(row(t, 8).out_of_place.check, Check::Error(2e-7));
     assert_eq!(t.avg_busbw_gbps, Some(11.2432));
 
@@ -444,18 +290,10 @@ fn nccl_logs_with_perf_tables() {
         (t.collective, t.collective_source),
         (Some(Collective::AllReduce), CollectiveSource::CommandLine)
     );
-    assert_eq!(
-        (t.n_ranks, t.rows.len(), t.avg_busbw_gbps),
-        (Some(2), 25, Some(0.300212))
-    );
-    assert_row(
-        t,
-        134217728,
-        33554432,
-        (183560.0, 0.73, 0.73),
-        (174589.0, 0.77, 0.77),
-    );
+    assert_eq!((t.n_ranks, t.rows.len(), t.avg_busbw_gbps), (Some(2), 25, Some(0.300212)));
+    assert_row(t, 134217728, 33554432, (183560.0, 0.73, 0.73), (174589.0, 0.77, 0.77));
     assert_eq!(t.analysis.as_ref().unwrap().plateau_busbw_gbps, 0.77);
+    assert_eq!(ids(&r), [("tests.low-multinode-busbw", Severity::Warning)]);
 
     // NCCL 2.5.7 all_gather: no redop and no root column.
     let r = shared("nccl-logs/ssbandjl_2node-v100-RoCE_NET-IB_nccl2.5.7_allgather.log");
@@ -464,85 +302,45 @@ fn nccl_logs_with_perf_tables() {
     let l = t.layout.unwrap();
     assert!(!l.has_redop && !l.has_root && l.legacy_error_column);
     assert_doubling(t, 8, 28);
-    assert_row(
-        t,
-        1073741824,
-        134217728,
-        (682771.0, 1.57, 0.79),
-        (566460.0, 1.90, 0.95),
-    );
+    assert_row(t, 1073741824, 134217728, (682771.0, 1.57, 0.79), (566460.0, 1.90, 0.95));
     assert_eq!(row(t, 8).redop, None);
     assert_eq!(t.avg_busbw_gbps, Some(0.372466));
+    assert_eq!(ids(&r), [("tests.low-multinode-busbw", Severity::Warning)]);
 
     // Patched build: `run(), common.cu:NNN,` prefixes and `BenchTime(), ...` inside rows.
     let r = shared("nccl-logs/ssbandjl_2node-4rank-v100-RoCE_nccl2.26.6-PATCHED-mixed-format.log");
     let t = &r.tests[0];
-    assert_eq!(
-        (t.collective, t.n_ranks, t.hosts.len()),
-        (Some(Collective::AllGather), Some(4), 2)
-    );
+    assert_eq!((t.collective, t.n_ranks, t.hosts.len()), (Some(Collective::AllGather), Some(4), 2));
     assert_eq!(t.rows.len(), 28);
-    assert_eq!(
-        t.rows
-            .iter()
-            .take(3)
-            .map(|r| r.size_bytes)
-            .collect::<Vec<_>>(),
-        [0, 0, 0]
-    );
-    assert_row(
-        t,
-        1073741824,
-        67108864,
-        (614810.0, 1.75, 1.31),
-        (579261.0, 1.85, 1.39),
-    );
+    assert_eq!(t.rows.iter().take(3).map(|r| r.size_bytes).collect::<Vec<_>>(), [0, 0, 0]);
+    assert_row(t, 1073741824, 67108864, (614810.0, 1.75, 1.31), (579261.0, 1.85, 1.39));
     assert_eq!(row(t, 64).root, Some(-1));
     assert_eq!(t.avg_busbw_gbps, Some(0.493556));
+    assert_eq!(ids(&r), [("tests.low-multinode-busbw", Severity::Warning)]);
+    // With the link's peak given (25 Gb/s RoCE ≈ 3.1 GB/s) the comparison is against it.
+    let r = report_at(
+        &format!("{SHARED}nccl-logs/ssbandjl_2node-4rank-v100-RoCE_nccl2.26.6-PATCHED-mixed-format.log"),
+        Some(3.125),
+    );
+    assert_eq!(ids(&r), [("tests.below-peak", Severity::Warning)]);
 
     // Misconfigured: two processes print their own 1-rank tables into one stream.
     let r = shared("nccl-logs/ssbandjl_2node-v100-RoCE_nccl2.26.5_MISCONFIG-nranks1.log");
-    assert_eq!(
-        r.tests.iter().map(|t| t.rows.len()).collect::<Vec<_>>(),
-        [27, 28, 28]
-    );
+    assert_eq!(r.tests.iter().map(|t| t.rows.len()).collect::<Vec<_>>(), [27, 28, 28]);
     let (first, a, b) = (&r.tests[0], &r.tests[1], &r.tests[2]);
     assert!(!first.interleaved && a.interleaved && b.interleaved);
     assert_eq!(first.avg_busbw_gbps, None);
     assert_eq!((a.avg_busbw_gbps, b.avg_busbw_gbps), (Some(0.0), Some(0.0)));
     assert_row(a, 524288, 131072, (4.38, 119.76, 0.0), (0.13, 3970.37, 0.0));
     assert_row(b, 524288, 131072, (5.24, 100.07, 0.0), (0.13, 4023.70, 0.0));
-    assert_row(
-        a,
-        1073741824,
-        268435456,
-        (2607.0, 411.87, 0.0),
-        (0.13, 8250033.22, 0.0),
-    );
-    assert_row(
-        b,
-        1073741824,
-        268435456,
-        (2728.5, 393.53, 0.0),
-        (0.17, 6437301.1, 0.0),
-    );
+    assert_row(a, 1073741824, 268435456, (2607.0, 411.87, 0.0), (0.13, 8250033.22, 0.0));
+    assert_row(b, 1073741824, 268435456, (2728.5, 393.53, 0.0), (0.17, 6437301.1, 0.0));
     for t in [a, b] {
         assert_doubling(t, 8, 28);
     }
-    assert_eq!(
-        r.diagnostics
-            .iter()
-            .filter(|d| d.kind == "tests.interleaved-tables")
-            .count(),
-        2
-    );
+    assert_eq!(r.diagnostics.iter().filter(|d| d.kind == "tests.interleaved-tables").count(), 2);
     let ids = ids(&r);
-    assert_eq!(
-        ids.iter()
-            .filter(|x| x.0 == "tests.duplicate-ranks")
-            .count(),
-        2
-    );
+    assert_eq!(ids.iter().filter(|x| x.0 == "tests.duplicate-ranks").count(), 2);
 
     for f in [
         "awsome-dt_fsdp-llama3-4node-p5_training-log-with-NCCL-lines_elided.log",
@@ -556,10 +354,7 @@ fn nccl_logs_with_perf_tables() {
 fn fixture_exact_model_is_recovered() {
     let r = fixture("tests_2.17_exact-alpha-beta-model.txt");
     let t = &r.tests[0];
-    assert_eq!(
-        (t.collective, t.n_ranks, t.rows.len()),
-        (Some(Collective::AllReduce), Some(4), 28)
-    );
+    assert_eq!((t.collective, t.n_ranks, t.rows.len()), (Some(Collective::AllReduce), Some(4), 28));
     let f = t.analysis.as_ref().unwrap().fit.unwrap();
     // Times were printed with two decimals: α and B come back within rounding.
     assert!((f.alpha_us - 10.0).abs() < 0.01, "{f:?}");
@@ -573,10 +368,7 @@ fn fixture_exact_model_is_recovered() {
     assert_eq!(r.model(Collective::AllReduce).map(|m| m.points), Some(28));
     assert!(r.model(Collective::AllGather).is_none());
     let m = t.measured_busbw_at(3.0 * 1024.0 * 1024.0).unwrap();
-    let (lo, hi) = (
-        row(t, 2097152).out_of_place.busbw_gbps,
-        row(t, 4194304).out_of_place.busbw_gbps,
-    );
+    let (lo, hi) = (row(t, 2097152).out_of_place.busbw_gbps, row(t, 4194304).out_of_place.busbw_gbps);
     assert!(m > lo && m < hi);
 }
 
@@ -590,24 +382,11 @@ fn fixture_broadcast_with_wrong_results() {
     );
     assert_eq!(row(t, 1024).root, Some(0));
     assert_eq!(row(t, 2048).out_of_place.check, Check::Wrong(3));
-    assert_eq!(
-        (t.out_of_bounds, t.out_of_bounds_ok),
-        (Some(3), Some(false))
-    );
-    assert_eq!(
-        t.analysis.as_ref().unwrap().fit.unwrap().busbw_factor,
-        Some(1.0)
-    );
-    let f = r
-        .findings
-        .iter()
-        .find(|f| f.id == "tests.wrong-results")
-        .expect("finding");
+    assert_eq!((t.out_of_bounds, t.out_of_bounds_ok), (Some(3), Some(false)));
+    assert_eq!(t.analysis.as_ref().unwrap().fit.unwrap().busbw_factor, Some(1.0));
+    let f = r.findings.iter().find(|f| f.id == "tests.wrong-results").expect("finding");
     assert_eq!(f.severity, Severity::Error);
-    assert_eq!(
-        f.evidence.iter().map(|e| e.line).collect::<Vec<_>>(),
-        [14, 16]
-    );
+    assert_eq!(f.evidence.iter().map(|e| e.line).collect::<Vec<_>>(), [14, 16]);
 }
 
 #[test]
@@ -626,16 +405,10 @@ fn fixture_rows_without_header() {
 fn fixture_interleaved_processes() {
     let r = fixture("tests_interleaved-two-processes_prefixed.txt");
     assert_eq!(r.tests.len(), 2);
-    let times: Vec<Vec<f64>> = r
-        .tests
-        .iter()
-        .map(|t| t.rows.iter().map(|r| r.out_of_place.time_us).collect())
-        .collect();
+    let times: Vec<Vec<f64>> =
+        r.tests.iter().map(|t| t.rows.iter().map(|r| r.out_of_place.time_us).collect()).collect();
     assert_eq!(times, [vec![4.0, 4.1, 4.2, 4.3], vec![5.0, 5.1, 5.2, 5.3]]);
-    assert!(r
-        .tests
-        .iter()
-        .all(|t| t.interleaved && t.avg_busbw_gbps == Some(0.0)));
+    assert!(r.tests.iter().all(|t| t.interleaved && t.avg_busbw_gbps == Some(0.0)));
     assert!(r.findings.iter().any(|f| f.id == "tests.duplicate-ranks"));
 }
 
@@ -650,10 +423,7 @@ fn busbw_factors_match_nccl_tests() {
     for c in [Broadcast, Reduce, SendRecv] {
         assert_eq!(c.busbw_factor(64), 1.0);
     }
-    assert_eq!(
-        Collective::from_name("./build/all_reduce_perf"),
-        Some(AllReduce)
-    );
+    assert_eq!(Collective::from_name("./build/all_reduce_perf"), Some(AllReduce));
     assert_eq!(Collective::from_name("alltoall_perf_mpi"), Some(AllToAll));
     assert_eq!(Collective::from_name("foo_perf"), None);
 }
@@ -667,10 +437,7 @@ fn json_shape_is_stable() {
     assert_eq!(t["collective"], "reduce_scatter");
     assert_eq!(t["collective_source"], "inferred");
     assert_eq!(t["rows"][0]["size_bytes"], 1048576);
-    assert_eq!(
-        t["rows"][0]["out_of_place"]["check"],
-        serde_json::json!({"kind": "wrong", "value": 0})
-    );
+    assert_eq!(t["rows"][0]["out_of_place"]["check"], serde_json::json!({"kind": "wrong", "value": 0}));
     assert_eq!(t["analysis"]["fit"]["method"], "wls-relative");
 }
 
@@ -682,47 +449,21 @@ fn json_shape_is_stable() {
 #[test]
 fn full_range_fits_stay_within_stated_error() {
     for (rel, rms_max) in [
-        (
-            "nccl-tests/awsome-dt_p4de-2node_allreduce_srun-label.txt",
-            0.23,
-        ),
-        (
-            "nccl-tests/awsome-dt_p5-2node-awsbatch_allreduce_mpirun-tag_trailing-ws.txt",
-            0.19,
-        ),
-        (
-            "nccl-tests/awsome-dt_p5-2node_allreduce-16G_srun-label.txt",
-            0.26,
-        ),
-        (
-            "nccl-logs/aws-efa-eks_2node-16rank-p4d_EFA-OFI_nccl2.9.9.log",
-            0.28,
-        ),
-        (
-            "nccl-logs/aws-hpc-tutorials_2node-a10g_NET-Socket_nccl2.11.4.log",
-            0.16,
-        ),
-        (
-            "nccl-logs/ssbandjl_2node-v100-RoCE_NET-IB_nccl2.5.7_allgather.log",
-            0.15,
-        ),
-        (
-            "nccl-logs/ssbandjl_2node-4rank-v100-RoCE_nccl2.26.6-PATCHED-mixed-format.log",
-            0.18,
-        ),
+        ("nccl-tests/awsome-dt_p4de-2node_allreduce_srun-label.txt", 0.23),
+        ("nccl-tests/awsome-dt_p5-2node-awsbatch_allreduce_mpirun-tag_trailing-ws.txt", 0.19),
+        ("nccl-tests/awsome-dt_p5-2node_allreduce-16G_srun-label.txt", 0.26),
+        ("nccl-logs/aws-efa-eks_2node-16rank-p4d_EFA-OFI_nccl2.9.9.log", 0.28),
+        ("nccl-logs/aws-hpc-tutorials_2node-a10g_NET-Socket_nccl2.11.4.log", 0.16),
+        ("nccl-logs/ssbandjl_2node-v100-RoCE_NET-IB_nccl2.5.7_allgather.log", 0.15),
+        ("nccl-logs/ssbandjl_2node-4rank-v100-RoCE_nccl2.26.6-PATCHED-mixed-format.log", 0.18),
     ] {
         let r = shared(rel);
         let t = &r.tests[0];
         let f = t.analysis.as_ref().unwrap().fit.unwrap();
         assert!(f.rms_rel_err <= rms_max, "{rel}: rms {}", f.rms_rel_err);
         let last = t.rows.iter().max_by_key(|r| r.size_bytes).unwrap();
-        let e = (f.time_at(last.size_bytes as f64) - last.out_of_place.time_us)
-            / last.out_of_place.time_us;
-        assert!(
-            e.abs() < 0.30,
-            "{rel}: largest size off by {:.1}%",
-            e * 100.0
-        );
+        let e = (f.time_at(last.size_bytes as f64) - last.out_of_place.time_us) / last.out_of_place.time_us;
+        assert!(e.abs() < 0.30, "{rel}: largest size off by {:.1}%", e * 100.0);
     }
 }
 
@@ -735,24 +476,9 @@ fn fixture_oldest_layout_with_failure() {
     assert!(l.has_redop && !l.has_root && l.legacy_error_column);
     assert_eq!((l.out_time_col, l.in_time_col), (4, 8));
     assert_eq!(t.rows.len(), 2);
-    assert_row(
-        t,
-        2097152,
-        524288,
-        (80.0, 26.21, 26.21),
-        (79.0, 26.55, 26.55),
-    );
-    assert_eq!(
-        t.devices
-            .iter()
-            .map(|d| (d.rank, d.pid))
-            .collect::<Vec<_>>(),
-        [(0, None), (1, None)]
-    );
-    assert_eq!(
-        t.failures.iter().map(|f| f.line).collect::<Vec<_>>(),
-        [8, 9]
-    );
+    assert_row(t, 2097152, 524288, (80.0, 26.21, 26.21), (79.0, 26.55, 26.55));
+    assert_eq!(t.devices.iter().map(|d| (d.rank, d.pid)).collect::<Vec<_>>(), [(0, None), (1, None)]);
+    assert_eq!(t.failures.iter().map(|f| f.line).collect::<Vec<_>>(), [8, 9]);
     assert_eq!(ids(&r), [("tests.failure", Severity::Error)]);
 }
 
@@ -768,9 +494,6 @@ fn fixture_failure_before_any_row() {
     );
     assert_eq!((t.rows.len(), t.n_ranks, t.failures.len()), (0, Some(2), 3));
     let f = &r.findings[0];
-    assert_eq!(
-        (f.id.as_str(), f.severity),
-        ("tests.no-results", Severity::Error)
-    );
+    assert_eq!((f.id.as_str(), f.severity), ("tests.no-results", Severity::Error));
     assert!(f.message.contains("unhandled cuda error"));
 }

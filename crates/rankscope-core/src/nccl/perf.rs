@@ -215,18 +215,14 @@ impl Layout {
             .iter()
             .enumerate()
             .filter(|(i, t)| {
-                **t == "time"
-                    && toks.get(i + 1) == Some(&"algbw")
-                    && toks.get(i + 2) == Some(&"busbw")
+                **t == "time" && toks.get(i + 1) == Some(&"algbw") && toks.get(i + 2) == Some(&"busbw")
             })
             .map(|(i, _)| i)
             .collect();
         if let Some(&o) = times.first() {
             l.out_time_col = u8::try_from(o).unwrap_or(l.out_time_col);
-            l.in_time_col = times
-                .get(1)
-                .and_then(|&i| u8::try_from(i).ok())
-                .unwrap_or(l.out_time_col.saturating_add(4));
+            l.in_time_col =
+                times.get(1).and_then(|&i| u8::try_from(i).ok()).unwrap_or(l.out_time_col.saturating_add(4));
         }
         l
     }
@@ -391,13 +387,11 @@ pub fn analyze_tests(inputs: &[Input<'_>], peak_gbps: Option<f64>) -> TestsRepor
         tests.append(&mut t);
         diagnostics.append(&mut d);
     }
-    let user_peak = peak_gbps
-        .filter(|p| p.is_finite() && *p > 0.0)
-        .map(|gbps| Peak {
-            gbps,
-            source: "user".to_string(),
-            user_given: true,
-        });
+    let user_peak = peak_gbps.filter(|p| p.is_finite() && *p > 0.0).map(|gbps| Peak {
+        gbps,
+        source: "user".to_string(),
+        user_given: true,
+    });
     for t in &mut tests {
         if !t.rows.is_empty() {
             let peak = user_peak.clone().or_else(|| known_peak(t));
@@ -457,11 +451,7 @@ pub fn parse_tests_file(file: &str, bytes: &[u8]) -> (Vec<PerfTest>, Vec<Diagnos
         p.line(n, &line);
     }
     p.finish_ctx();
-    let Parser {
-        mut tables,
-        mut diagnostics,
-        ..
-    } = p;
+    let Parser { mut tables, mut diagnostics, .. } = p;
     for (i, t) in tables.iter_mut().enumerate() {
         t.index = u32::try_from(i).unwrap_or(u32::MAX);
         finalize(t);
@@ -496,25 +486,16 @@ impl Parser<'_> {
         }
         let t = line.trim();
         if t == "..." || t == "…" || after_glued_prefix(t).trim() == "..." {
-            if let Some(i) = self
-                .last_table
-                .filter(|i| self.open.contains(i) || self.open.is_empty())
-            {
+            if let Some(i) = self.last_table.filter(|i| self.open.contains(i) || self.open.is_empty()) {
                 if let Some(tb) = self.tables.get_mut(i) {
                     tb.elided_lines += 1;
                 }
             }
             return;
         }
-        if t.contains("Test NCCL failure")
-            || t.contains("Test CUDA failure")
-            || t.contains("Test failure")
-        {
+        if t.contains("Test NCCL failure") || t.contains("Test CUDA failure") || t.contains("Test failure") {
             let ev = Evidence::new(self.file, n, t);
-            let target = self
-                .last_table
-                .filter(|_| self.ctx.has_table)
-                .and_then(|i| self.tables.get_mut(i));
+            let target = self.last_table.filter(|_| self.ctx.has_table).and_then(|i| self.tables.get_mut(i));
             match target {
                 Some(tb) if tb.failures.len() < 8 => tb.failures.push(ev),
                 Some(_) => {}
@@ -535,11 +516,7 @@ impl Parser<'_> {
             if self.ctx.has_table {
                 self.new_ctx(n);
             }
-            if self
-                .ctx
-                .collective
-                .is_none_or(|(_, s)| s != CollectiveSource::Banner)
-            {
+            if self.ctx.collective.is_none_or(|(_, s)| s != CollectiveSource::Banner) {
                 self.ctx.collective = Some((c, CollectiveSource::CommandLine));
             }
         }
@@ -615,11 +592,7 @@ impl Parser<'_> {
             return true;
         }
         if let Some(rest) = body.strip_prefix("Avg bus bandwidth") {
-            let v = rest
-                .trim_start_matches([' ', ':'])
-                .split_whitespace()
-                .next()
-                .and_then(finite);
+            let v = rest.trim_start_matches([' ', ':']).split_whitespace().next().and_then(finite);
             if let Some(i) = self.oldest_open(|t| t.avg_busbw_line.is_none()) {
                 if let Some(t) = self.tables.get_mut(i) {
                     t.avg_busbw_gbps = v;
@@ -654,26 +627,17 @@ impl Parser<'_> {
     }
 
     fn current_layout(&self) -> Option<Layout> {
-        self.open
-            .last()
-            .or(self.last_table.as_ref())
-            .and_then(|&i| self.tables.get(i))
-            .and_then(|t| t.layout)
+        self.open.last().or(self.last_table.as_ref()).and_then(|&i| self.tables.get(i)).and_then(|t| t.layout)
     }
 
     fn oldest_open(&self, pred: impl Fn(&PerfTest) -> bool) -> Option<usize> {
         // Prefer the oldest open table with rows; else any open table.
-        let with_rows = self.open.iter().copied().find(|&i| {
-            self.tables
-                .get(i)
-                .is_some_and(|t| !t.rows.is_empty() && pred(t))
-        });
-        with_rows.or_else(|| {
-            self.open
-                .iter()
-                .copied()
-                .find(|&i| self.tables.get(i).is_some_and(&pred))
-        })
+        let with_rows = self
+            .open
+            .iter()
+            .copied()
+            .find(|&i| self.tables.get(i).is_some_and(|t| !t.rows.is_empty() && pred(t)));
+        with_rows.or_else(|| self.open.iter().copied().find(|&i| self.tables.get(i).is_some_and(&pred)))
     }
 
     fn open_table(&mut self, n: u32, layout: Option<Layout>) -> usize {
@@ -717,11 +681,7 @@ impl Parser<'_> {
         // Best fit: the open table whose last size is the largest one below `size`.
         let mut best: Option<(usize, Option<u64>)> = None;
         for &i in &self.open {
-            let last = self
-                .tables
-                .get(i)
-                .and_then(|t| t.rows.last())
-                .map(|r| r.size_bytes);
+            let last = self.tables.get(i).and_then(|t| t.rows.last()).map(|r| r.size_bytes);
             let fits = last.is_none_or(|l| l < size);
             if fits && best.is_none_or(|(_, b)| last > b) {
                 best = Some((i, last));
@@ -730,10 +690,7 @@ impl Parser<'_> {
         let target = match best {
             Some((i, _)) => Some(i),
             None => self.open.iter().copied().find(|&i| {
-                self.tables
-                    .get(i)
-                    .and_then(|t| t.rows.last())
-                    .is_some_and(|r| r.size_bytes == size)
+                self.tables.get(i).and_then(|t| t.rows.last()).is_some_and(|r| r.size_bytes == size)
             }),
         };
         let target = match target {
@@ -778,10 +735,7 @@ impl Parser<'_> {
     /// Start a new run context: close open tables, keep a failed run (banner, no table).
     fn new_ctx(&mut self, n: u32) {
         self.finish_ctx();
-        self.ctx = Ctx {
-            first_line: n,
-            ..Ctx::default()
-        };
+        self.ctx = Ctx { first_line: n, ..Ctx::default() };
     }
 
     fn finish_ctx(&mut self) {
@@ -831,20 +785,9 @@ fn parse_device(n: u32, toks: &[&str]) -> Option<TestDevice> {
         return None;
     }
     let device = toks.get(i + 3)?.parse().ok()?;
-    let bus = toks
-        .get(i + 4)
-        .map(|b| b.trim_start_matches('[').trim_end_matches(']').to_string())?;
+    let bus = toks.get(i + 4).map(|b| b.trim_start_matches('[').trim_end_matches(']').to_string())?;
     let name = toks.get(i + 5..).map(|r| r.join(" ")).unwrap_or_default();
-    Some(TestDevice {
-        line: n,
-        rank,
-        group,
-        pid,
-        host,
-        device,
-        bus,
-        name,
-    })
+    Some(TestDevice { line: n, rank, group, pid, host, device, bus, name })
 }
 
 fn is_dtype(s: &str) -> bool {
@@ -860,11 +803,7 @@ fn parse_check(s: &str, legacy: Option<bool>) -> Option<Check> {
     match legacy {
         Some(false) => s.parse::<u64>().ok().map(Check::Wrong),
         Some(true) => finite(s).map(Check::Error),
-        None => s
-            .parse::<u64>()
-            .ok()
-            .map(Check::Wrong)
-            .or_else(|| finite(s).map(Check::Error)),
+        None => s.parse::<u64>().ok().map(Check::Wrong).or_else(|| finite(s).map(Check::Error)),
     }
 }
 
@@ -928,10 +867,9 @@ fn parse_row_rest(rest: &[&str], layout: Option<Layout>) -> Option<RowRest> {
     let legacy = layout.map(|l| l.legacy_error_column);
     // Where the header put the time columns (relative to `rest`, which starts after `type`).
     let (out_at, in_at) = match layout {
-        Some(l) if l.from_header && usize::from(l.out_time_col) >= 3 + j => (
-            usize::from(l.out_time_col) - 3,
-            usize::from(l.in_time_col).saturating_sub(3),
-        ),
+        Some(l) if l.from_header && usize::from(l.out_time_col) >= 3 + j => {
+            (usize::from(l.out_time_col) - 3, usize::from(l.in_time_col).saturating_sub(3))
+        }
         _ => (j, j + 4),
     };
     let m = |k: usize| -> Option<Measurement> {
@@ -974,11 +912,7 @@ pub fn infer_collective(rows: &[PerfRow]) -> Option<Collective> {
     let in_place_na = rows.iter().all(|r| r.in_place.check == Check::NotAvailable);
     let none = r.redop.as_deref().is_none_or(|o| o == "none");
     if r.root.is_some_and(|x| x >= 0) {
-        return Some(if none {
-            Collective::Broadcast
-        } else {
-            Collective::Reduce
-        });
+        return Some(if none { Collective::Broadcast } else { Collective::Reduce });
     }
     let per_rank = ratio > 1.5;
     Some(match (r.redop.is_some(), none, per_rank) {
@@ -1004,11 +938,7 @@ pub fn infer_collective(rows: &[PerfRow]) -> Option<Collective> {
 /// Rank count from busbw/algbw: invert the collective's factor on the row with the largest
 /// algbw (small rows print 0.00 and say nothing).
 fn infer_ranks(c: Collective, rows: &[PerfRow]) -> Option<u32> {
-    let r = rows.iter().max_by(|a, b| {
-        a.out_of_place
-            .algbw_gbps
-            .total_cmp(&b.out_of_place.algbw_gbps)
-    })?;
+    let r = rows.iter().max_by(|a, b| a.out_of_place.algbw_gbps.total_cmp(&b.out_of_place.algbw_gbps))?;
     let (a, b) = (r.out_of_place.algbw_gbps, r.out_of_place.busbw_gbps);
     if a < 0.5 {
         return None;
@@ -1035,10 +965,9 @@ fn finalize(t: &mut PerfTest) {
     if t.collective.is_none() {
         // nccl-tests names its source file in failures: `Test NCCL failure all_reduce.cu:44`.
         let from_failure = t.failures.iter().find_map(|f| {
-            f.text.split_whitespace().find_map(|w| {
-                w.split_once(".cu:")
-                    .and_then(|(name, _)| Collective::from_name(name))
-            })
+            f.text
+                .split_whitespace()
+                .find_map(|w| w.split_once(".cu:").and_then(|(name, _)| Collective::from_name(name)))
         });
         if let Some(c) = infer_collective(&t.rows).or(from_failure) {
             t.collective = Some(c);
@@ -1070,11 +999,7 @@ fn known_peak(t: &PerfTest) -> Option<Peak> {
         return None;
     }
     let name = t.devices.first()?.name.to_ascii_uppercase();
-    if t.devices
-        .iter()
-        .any(|d| d.name.to_ascii_uppercase() != name)
-        || name.contains("PCIE")
-    {
+    if t.devices.iter().any(|d| d.name.to_ascii_uppercase() != name) || name.contains("PCIE") {
         return None;
     }
     let (gbps, what) = if name.contains("GB200") || name.contains("B200") {
@@ -1082,10 +1007,7 @@ fn known_peak(t: &PerfTest) -> Option<Peak> {
     } else if name.contains("H800") {
         (200.0, "H800 NVLink: 400 GB/s per GPU, 200 one way")
     } else if name.contains("H100") || name.contains("H200") {
-        (
-            450.0,
-            "H100/H200 SXM NVLink 4: 900 GB/s per GPU, 450 one way",
-        )
+        (450.0, "H100/H200 SXM NVLink 4: 900 GB/s per GPU, 450 one way")
     } else if name.contains("A800") {
         (200.0, "A800 NVLink: 400 GB/s per GPU, 200 one way")
     } else if name.contains("A100") && name.contains("SXM") {
@@ -1095,11 +1017,7 @@ fn known_peak(t: &PerfTest) -> Option<Peak> {
     } else {
         return None;
     };
-    Some(Peak {
-        gbps,
-        source: format!("assumed: {what} (single node)"),
-        user_given: false,
-    })
+    Some(Peak { gbps, source: format!("assumed: {what} (single node)"), user_given: false })
 }
 
 /// Analyse one test's curve.
@@ -1130,11 +1048,7 @@ pub fn analyze_curve(t: &PerfTest, peak: Option<Peak>) -> CurveAnalysis {
         .fold((0.0_f64, 0_u64), |acc, x| if x.0 > acc.0 { x } else { acc });
     let at = |frac: f64| {
         (plateau > 0.0)
-            .then(|| {
-                rows.iter()
-                    .find(|r| r.out_of_place.busbw_gbps >= frac * plateau)
-                    .map(|r| r.size_bytes)
-            })
+            .then(|| rows.iter().find(|r| r.out_of_place.busbw_gbps >= frac * plateau).map(|r| r.size_bytes))
             .flatten()
     };
     let factor = match (t.collective, t.n_ranks) {
@@ -1171,17 +1085,14 @@ pub fn analyze_curve(t: &PerfTest, peak: Option<Peak>) -> CurveAnalysis {
 /// (rule of thumb, see `docs/nccl.md`).
 pub const PEAK_SHARE_THRESHOLD: f64 = 0.8;
 
+/// Without a peak, a multi-host plateau below this busbw (GB/s) is slower than a 40 Gb/s link
+/// and far below any RDMA fabric (100 Gb/s ≈ 12.5 GB/s): typical of a TCP fallback.
+pub const LOW_MULTINODE_BUSBW_GBPS: f64 = 5.0;
+
 fn test_label(t: &PerfTest) -> String {
     let c = t.collective.map_or("unknown collective", |c| c.name());
-    let ranks = t
-        .n_ranks
-        .map(|n| format!(", {n} ranks"))
-        .unwrap_or_default();
-    let hosts = if t.hosts.is_empty() {
-        String::new()
-    } else {
-        format!(", {} host(s)", t.hosts.len())
-    };
+    let ranks = t.n_ranks.map(|n| format!(", {n} ranks")).unwrap_or_default();
+    let hosts = if t.hosts.is_empty() { String::new() } else { format!(", {} host(s)", t.hosts.len()) };
     format!("{c} (test {} of {}{ranks}{hosts})", t.index, t.file)
 }
 
@@ -1213,24 +1124,13 @@ fn tests_findings(tests: &[PerfTest]) -> Vec<Finding> {
                     Evidence::new(
                         &t.file,
                         d.line,
-                        &format!(
-                            "Rank {} on {} device {} {}",
-                            d.rank, d.host, d.device, d.name
-                        ),
+                        &format!("Rank {} on {} device {} {}", d.rank, d.host, d.device, d.name),
                     )
                 })
-                .chain(std::iter::once(Evidence::new(
-                    &t.file,
-                    t.first_line,
-                    "start of the test",
-                )))
+                .chain(std::iter::once(Evidence::new(&t.file, t.first_line, "start of the test")))
                 .collect();
             ev.extend(t.failures.iter().cloned());
-            let why = t
-                .failures
-                .first()
-                .map(|f| format!(": {}", f.text))
-                .unwrap_or_default();
+            let why = t.failures.first().map(|f| format!(": {}", f.text)).unwrap_or_default();
             out.push(Finding::new(
                 "tests.no-results",
                 Severity::Error,
@@ -1244,12 +1144,7 @@ fn tests_findings(tests: &[PerfTest]) -> Vec<Finding> {
         for d in &t.devices {
             ranks_seen.entry(d.rank).or_default().push(d);
         }
-        let dup: Vec<&TestDevice> = ranks_seen
-            .values()
-            .filter(|v| v.len() > 1)
-            .flatten()
-            .copied()
-            .collect();
+        let dup: Vec<&TestDevice> = ranks_seen.values().filter(|v| v.len() > 1).flatten().copied().collect();
         if !dup.is_empty() {
             out.push(Finding::new(
                 "tests.duplicate-ranks",
@@ -1278,10 +1173,7 @@ fn tests_findings(tests: &[PerfTest]) -> Vec<Finding> {
             .collect();
         if !wrong.is_empty() || t.out_of_bounds_ok == Some(false) {
             let mut ev: Vec<Evidence> = wrong.iter().map(|r| row_evidence(t, r)).collect();
-            if let Some(l) = t
-                .out_of_bounds_line
-                .filter(|_| t.out_of_bounds_ok == Some(false))
-            {
+            if let Some(l) = t.out_of_bounds_line.filter(|_| t.out_of_bounds_ok == Some(false)) {
                 ev.push(Evidence::new(
                     &t.file,
                     l,
@@ -1306,6 +1198,32 @@ fn tests_findings(tests: &[PerfTest]) -> Vec<Finding> {
             ));
         }
         if let Some(a) = &t.analysis {
+            let multi_host = t.hosts.len() > 1;
+            if a.peak.is_none()
+                && multi_host
+                && t.n_ranks.is_none_or(|n| n > 1)
+                && a.plateau_busbw_gbps > 0.0
+                && a.plateau_busbw_gbps < LOW_MULTINODE_BUSBW_GBPS
+            {
+                let last: Vec<Evidence> = t
+                    .rows
+                    .iter()
+                    .max_by_key(|r| r.size_bytes)
+                    .map(|r| row_evidence(t, r))
+                    .into_iter()
+                    .collect();
+                out.push(Finding::new(
+                    "tests.low-multinode-busbw",
+                    Severity::Warning,
+                    format!(
+                        "{label}: across {} hosts the busbw plateau is only {:.2} GB/s, below {LOW_MULTINODE_BUSBW_GBPS} GB/s: slower than a 40 Gb/s link and far below any RDMA fabric; typical of NCCL falling back to TCP sockets or of a broken RDMA path",
+                        t.hosts.len(),
+                        a.plateau_busbw_gbps
+                    ),
+                    "Run the same test with NCCL_DEBUG=INFO and read `Using network` and the `via NET/...` lines (`rankscope nccl`): NET/Socket means RDMA is not used; with NET/IB check GDRDMA, PFC/ECN for RoCE and the NIC speed. Give --peak-gbps to compare against your link instead",
+                    last,
+                ));
+            }
             if let (Some(p), Some(pct)) = (&a.peak, a.plateau_pct_of_peak) {
                 if pct < PEAK_SHARE_THRESHOLD * 100.0 && t.n_ranks.is_none_or(|n| n > 1) {
                     let big: Vec<&PerfRow> = {
