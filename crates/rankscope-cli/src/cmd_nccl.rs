@@ -48,22 +48,29 @@ fn read_all(files: &[PathBuf]) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
         .collect()
 }
 
+/// Write to stdout; a closed pipe (`| head`) ends the output quietly instead of panicking.
+fn emit(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => Ok(r?),
+    }
+}
+
 fn exit_code(findings: &[Finding]) -> u8 {
     u8::from(findings.iter().any(|f| f.severity == Severity::Error))
 }
 
 pub fn run_log(a: LogArgs) -> anyhow::Result<u8> {
     let data = read_all(&a.files)?;
-    let inputs: Vec<Input<'_>> = data
-        .iter()
-        .map(|(n, b)| Input { name: n, bytes: b })
-        .collect();
+    let inputs: Vec<Input<'_>> = data.iter().map(|(n, b)| Input { name: n, bytes: b }).collect();
     let report = nccl::analyze_logs(&inputs);
     let nccl_lines: u32 = report.files.iter().map(|f| f.nccl_lines).sum();
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        emit(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
     } else {
-        print!("{}", render_log(&report));
+        emit(&render_log(&report))?;
     }
     if nccl_lines == 0 {
         eprintln!("rankscope: no NCCL_DEBUG lines found (is NCCL_DEBUG=INFO set?)");
@@ -74,21 +81,15 @@ pub fn run_log(a: LogArgs) -> anyhow::Result<u8> {
 
 pub fn run_tests(a: TestsArgs) -> anyhow::Result<u8> {
     if let Some(p) = a.peak_gbps {
-        anyhow::ensure!(
-            p.is_finite() && p > 0.0,
-            "--peak-gbps must be a positive number of GB/s"
-        );
+        anyhow::ensure!(p.is_finite() && p > 0.0, "--peak-gbps must be a positive number of GB/s");
     }
     let data = read_all(&a.files)?;
-    let inputs: Vec<Input<'_>> = data
-        .iter()
-        .map(|(n, b)| Input { name: n, bytes: b })
-        .collect();
+    let inputs: Vec<Input<'_>> = data.iter().map(|(n, b)| Input { name: n, bytes: b }).collect();
     let report = nccl::analyze_tests(&inputs, a.peak_gbps);
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        emit(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
     } else {
-        print!("{}", render_tests(&report, !a.no_rows));
+        emit(&render_tests(&report, !a.no_rows))?;
     }
     if report.tests.is_empty() {
         eprintln!("rankscope: no nccl-tests output found");
@@ -98,8 +99,7 @@ pub fn run_tests(a: TestsArgs) -> anyhow::Result<u8> {
 }
 
 fn opt<T: std::fmt::Display>(v: &Option<T>) -> String {
-    v.as_ref()
-        .map_or_else(|| "-".to_string(), |x| x.to_string())
+    v.as_ref().map_or_else(|| "-".to_string(), |x| x.to_string())
 }
 
 fn bytes_h(b: f64) -> String {
@@ -134,11 +134,7 @@ fn render_findings(out: &mut String, findings: &[Finding]) {
             let _ = writeln!(out, "      {}:{}: {}", e.file, e.line, e.text);
         }
         if f.evidence_total as usize > f.evidence.len() {
-            let _ = writeln!(
-                out,
-                "      ... {} more line(s)",
-                f.evidence_total as usize - f.evidence.len()
-            );
+            let _ = writeln!(out, "      ... {} more line(s)", f.evidence_total as usize - f.evidence.len());
         }
         let _ = writeln!(out, "      fix: {}", f.fix);
     }
@@ -148,11 +144,7 @@ fn render_log(r: &LogReport) -> String {
     let mut out = String::new();
     let lines: u32 = r.files.iter().map(|f| f.lines).sum();
     let nccl: u32 = r.files.iter().map(|f| f.nccl_lines).sum();
-    let _ = writeln!(
-        out,
-        "NCCL logs: {} file(s), {lines} lines, {nccl} NCCL lines",
-        r.files.len()
-    );
+    let _ = writeln!(out, "NCCL logs: {} file(s), {lines} lines, {nccl} NCCL lines", r.files.len());
     for f in &r.files {
         let mut notes = Vec::new();
         if f.elided_lines > 0 {
@@ -165,11 +157,8 @@ fn render_log(r: &LogReport) -> String {
             let _ = writeln!(out, "  {}: {}", f.name, notes.join("; "));
         }
     }
-    let versions: Vec<String> = r
-        .nccl_versions
-        .iter()
-        .map(|(v, h)| format!("{v} ({})", h.join(", ")))
-        .collect();
+    let versions: Vec<String> =
+        r.nccl_versions.iter().map(|(v, h)| format!("{v} ({})", h.join(", "))).collect();
     let _ = writeln!(
         out,
         "Job: {} node(s) [{}], {} process(es), {} rank record(s); NCCL {}",
@@ -177,11 +166,7 @@ fn render_log(r: &LogReport) -> String {
         r.hosts.join(", "),
         r.processes.len(),
         r.ranks.len(),
-        if versions.is_empty() {
-            "version not printed".to_string()
-        } else {
-            versions.join(", ")
-        }
+        if versions.is_empty() { "version not printed".to_string() } else { versions.join(", ") }
     );
     if !r.processes.is_empty() {
         let _ = writeln!(out, "\nProcesses:");
@@ -211,11 +196,7 @@ fn render_log(r: &LogReport) -> String {
                 gdr,
                 opt(&p.coll_channels),
                 opt(&p.p2p_channels),
-                if p.patched_format {
-                    "  (patched line format)"
-                } else {
-                    ""
-                }
+                if p.patched_format { "  (patched line format)" } else { "" }
             );
         }
     }
@@ -258,12 +239,7 @@ fn render_log(r: &LogReport) -> String {
                 _ => String::new(),
             };
             let ranks: Vec<String> = g.ranks.iter().map(u32::to_string).collect();
-            let _ = writeln!(
-                out,
-                "  channel {:>2}: {}{cross}",
-                g.channel,
-                ranks.join(" ")
-            );
+            let _ = writeln!(out, "  channel {:>2}: {}{cross}", g.channel, ranks.join(" "));
         }
         if r.rings.len() > 8 {
             let _ = writeln!(out, "  ... {} more", r.rings.len() - 8);
@@ -278,25 +254,14 @@ fn render_log(r: &LogReport) -> String {
             let _ = writeln!(out, "  {via:<36} {n}");
         }
         let same = r.peers.iter().filter(|p| p.same_host == Some(true)).count();
-        let cross = r
-            .peers
-            .iter()
-            .filter(|p| p.same_host == Some(false))
-            .count();
-        let _ = writeln!(
-            out,
-            "  {} rank pairs: {same} within a node, {cross} across nodes",
-            r.peers.len()
-        );
+        let cross = r.peers.iter().filter(|p| p.same_host == Some(false)).count();
+        let _ = writeln!(out, "  {} rank pairs: {same} within a node, {cross} across nodes", r.peers.len());
     }
     if !r.warnings.is_empty() {
         let _ = writeln!(out, "\nWarnings and error traces ({}):", r.warnings.len());
         for w in &r.warnings {
-            let msg = if w.message.is_empty() {
-                "(error-return trace without WARN)"
-            } else {
-                w.message.as_str()
-            };
+            let msg =
+                if w.message.is_empty() { "(error-return trace without WARN)" } else { w.message.as_str() };
             let _ = writeln!(
                 out,
                 "  {}:{} {}:{}: {} {}",
@@ -338,16 +303,8 @@ fn render_test(out: &mut String, t: &PerfTest, rows: bool) {
         .n_ranks
         .map(|n| format!("{n} ranks ({})", t.n_ranks_source.as_deref().unwrap_or("?")))
         .unwrap_or_else(|| "ranks unknown".into());
-    let hosts = if t.hosts.is_empty() {
-        String::new()
-    } else {
-        format!(" on {} host(s)", t.hosts.len())
-    };
-    let ver = t
-        .nccl_tests_version
-        .as_ref()
-        .map(|v| format!(", nccl-tests {v}"))
-        .unwrap_or_default();
+    let hosts = if t.hosts.is_empty() { String::new() } else { format!(" on {} host(s)", t.hosts.len()) };
+    let ver = t.nccl_tests_version.as_ref().map(|v| format!(", nccl-tests {v}")).unwrap_or_default();
     let _ = writeln!(
         out,
         "\n{} test {} (line {}): {coll} [{:?}], {ranks}{hosts}{ver}, {} row(s){}{}",
@@ -356,20 +313,26 @@ fn render_test(out: &mut String, t: &PerfTest, rows: bool) {
         t.first_line,
         t.collective_source,
         t.rows.len(),
-        t.avg_busbw_gbps
-            .map(|v| format!(", avg busbw {v} GB/s"))
-            .unwrap_or_default(),
-        if t.elided_lines > 0 {
-            format!(", {} elided line(s)", t.elided_lines)
-        } else {
-            String::new()
-        }
+        t.avg_busbw_gbps.map(|v| format!(", avg busbw {v} GB/s")).unwrap_or_default(),
+        if t.elided_lines > 0 { format!(", {} elided line(s)", t.elided_lines) } else { String::new() }
     );
     if rows && !t.rows.is_empty() {
         let _ = writeln!(
             out,
             "  {:>12} {:>12} {:>8} {:>6} {:>5} | {:>10} {:>8} {:>8} {:>7} | {:>10} {:>8} {:>8} {:>7}",
-            "size(B)", "count", "type", "redop", "root", "time(us)", "algbw", "busbw", "check", "time(us)", "algbw", "busbw", "check"
+            "size(B)",
+            "count",
+            "type",
+            "redop",
+            "root",
+            "time(us)",
+            "algbw",
+            "busbw",
+            "check",
+            "time(us)",
+            "algbw",
+            "busbw",
+            "check"
         );
         for r in &t.rows {
             let _ = writeln!(
@@ -381,12 +344,12 @@ fn render_test(out: &mut String, t: &PerfTest, rows: bool) {
                 r.redop.as_deref().unwrap_or("-"),
                 opt(&r.root),
                 r.out_of_place.time_us,
-                r.out_of_place.algbw_gbps,
-                r.out_of_place.busbw_gbps,
+                format!("{:.2}", r.out_of_place.algbw_gbps),
+                format!("{:.2}", r.out_of_place.busbw_gbps),
                 check_str(r.out_of_place.check),
                 r.in_place.time_us,
-                r.in_place.algbw_gbps,
-                r.in_place.busbw_gbps,
+                format!("{:.2}", r.in_place.algbw_gbps),
+                format!("{:.2}", r.in_place.busbw_gbps),
                 check_str(r.in_place.check)
             );
         }
@@ -408,11 +371,8 @@ fn render_test(out: &mut String, t: &PerfTest, rows: bool) {
                 );
             }
             None => {
-                let _ = writeln!(
-                    out,
-                    "  fit: none ({})",
-                    a.fit_error.map(|e| e.to_string()).unwrap_or_default()
-                );
+                let _ =
+                    writeln!(out, "  fit: none ({})", a.fit_error.map(|e| e.to_string()).unwrap_or_default());
             }
         }
         let s = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |b| bytes_h(b as f64));
@@ -434,28 +394,56 @@ fn render_test(out: &mut String, t: &PerfTest, rows: bool) {
 
 fn render_tests(r: &TestsReport, rows: bool) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "nccl-tests: {} file(s), {} test(s)",
-        r.files.len(),
-        r.tests.len()
-    );
+    let _ = writeln!(out, "nccl-tests: {} file(s), {} test(s)", r.files.len(), r.tests.len());
     for t in &r.tests {
         render_test(&mut out, t, rows);
     }
     if !r.diagnostics.is_empty() {
         let _ = writeln!(out, "\nDiagnostics:");
         for d in &r.diagnostics {
-            let _ = writeln!(
-                out,
-                "  {}:{}: {} {}",
-                d.file,
-                opt(&d.line),
-                d.kind,
-                d.message
-            );
+            let _ = writeln!(out, "  {}:{}: {} {}", d.file, opt(&d.line), d.kind, d.message);
         }
     }
     render_findings(&mut out, &r.findings);
     out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    const SHARED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/");
+
+    fn input(rel: &str) -> (String, Vec<u8>) {
+        (rel.to_string(), std::fs::read(format!("{SHARED}{rel}")).unwrap())
+    }
+
+    #[test]
+    fn renders_logs_with_findings_and_exit_code() {
+        let (n, b) = input("nccl-logs/aws-hpc-tutorials_2node-a10g_NET-Socket_nccl2.11.4.log");
+        let r = nccl::analyze_logs(&[Input { name: &n, bytes: &b }]);
+        let text = render_log(&r);
+        assert!(text.contains("Job: 2 node(s) [ip-10-0-139-244, ip-10-0-142-242]"));
+        assert!(text.contains("[ERROR] log.net-socket-multinode"));
+        assert!(text.contains("NET/Socket/0                         8"));
+        assert_eq!(exit_code(&r.findings), 1);
+    }
+
+    #[test]
+    fn renders_tables_as_printed() {
+        let (n, b) = input("nccl-tests/xxrjun_h100_10node-80rank_multi-collective.txt");
+        let r = nccl::analyze_tests(&[Input { name: &n, bytes: &b }], None);
+        let text = render_tests(&r, true);
+        // The row of 64 MiB, bandwidths with the two decimals nccl-tests prints.
+        assert!(
+            text.contains(
+                "67108864      8388608   double    sum    -1 |     939.84    71.40   141.02       0"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("fit: T(S) = 547.10 us + S / 177.16 GB/s"));
+        assert_eq!(exit_code(&r.findings), 0);
+        assert!(!render_tests(&r, false).contains("939.84"));
+    }
 }

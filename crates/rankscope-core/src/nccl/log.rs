@@ -484,7 +484,7 @@ fn parse_file(st: &mut State, file: &str, bytes: &[u8]) {
             }
             // A wrapped WARN message continues on the next unprefixed line.
             if let Some((wi, wl)) = last_warn_for_continuation {
-                if n == wl + 1 && !trimmed.is_empty() {
+                if n == wl.saturating_add(1) && !trimmed.is_empty() {
                     if let Some(w) = st.warnings.get_mut(wi) {
                         w.continuation.push(trimmed.chars().take(super::EVIDENCE_TEXT_MAX).collect());
                     }
