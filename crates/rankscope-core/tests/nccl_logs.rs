@@ -66,6 +66,8 @@ fn efa_16_ranks_two_nodes() {
     );
     assert!(r.ranks.iter().all(|k| k.comm == "nranks=16" && k.init_complete));
     assert_eq!(proc(&r, "nccl-tests-efa-16-worker-1", 38).launcher_rank, Some(13));
+    let p0 = proc(&r, "nccl-tests-efa-16-worker-0", 25);
+    assert_eq!((p0.nccl_version.as_deref(), p0.nccl_cuda_version.as_deref()), (Some("2.9.9"), Some("11.2")));
     assert_eq!(r.rings.len(), 8);
     assert_eq!(r.rings[0].ranks, [0, 7, 6, 5, 4, 3, 2, 1, 8, 15, 14, 13, 12, 11, 10, 9]);
     assert!(r.rings.iter().all(|g| g.host_crossings == Some(2) && g.hosts == Some(2)));

@@ -411,7 +411,7 @@ struct State {
     diagnostics: Vec<Diagnostic>,
     max_nodes: u32,
     /// `NCCL version` lines without a header: (launcher rank tag, version, evidence).
-    loose_versions: Vec<(Option<u32>, String, Evidence)>,
+    loose_versions: Vec<(Option<u32>, String, Option<String>, Evidence)>,
 }
 
 /// Parse NCCL logs (one or several files of one job) and derive findings.
@@ -459,11 +459,11 @@ fn parse_file(st: &mut State, file: &str, bytes: &[u8]) {
             // `NCCL version 2.9.9+cuda11.2` printed without a header by older nccl-tests runs.
             if let Some(p) = line.find("NCCL version ") {
                 let v = line.get(p + "NCCL version ".len()..).unwrap_or("");
-                let (ver, _) = split_version(v);
+                let (ver, cuda) = split_version(v);
                 if !ver.is_empty() {
                     lf.nccl_lines += 1;
                     let ev = Evidence::new(file, n, &raw);
-                    st.loose_versions.push((launcher_rank(&line), ver, ev));
+                    st.loose_versions.push((launcher_rank(&line), ver, cuda, ev));
                 }
                 continue;
             }
@@ -1045,13 +1045,14 @@ fn net_of(via: &str) -> Option<(String, bool)> {
 fn finish(mut st: State) -> LogReport {
     // Versions printed without a header: attribute them through the launcher's rank tag
     // (`[1,0]<stdout>:NCCL version 2.9.9+cuda11.2` → the process tagged rank 0), else to `?`.
-    for (lr, ver, ev) in std::mem::take(&mut st.loose_versions) {
+    for (lr, ver, cuda, ev) in std::mem::take(&mut st.loose_versions) {
         let owner =
             lr.and_then(|r| st.procs.values_mut().find(|p| p.launcher_rank == Some(r) && p.file == ev.file));
         let host = match owner {
             Some(p) => {
                 if p.nccl_version.is_none() {
                     p.nccl_version = Some(ver.clone());
+                    p.nccl_cuda_version = cuda;
                 }
                 p.host.clone()
             }
