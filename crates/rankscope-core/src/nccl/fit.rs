@@ -170,10 +170,7 @@ mod tests {
     #[test]
     fn recovers_exact_model() {
         // α = 20 µs, B = 100 GB/s.
-        let pts: Vec<(f64, f64)> = (3..35)
-            .map(|k| 2f64.powi(k))
-            .map(|s| (s, 20.0 + s / 100e3))
-            .collect();
+        let pts: Vec<(f64, f64)> = (3..35).map(|k| 2f64.powi(k)).map(|s| (s, 20.0 + s / 100e3)).collect();
         let f = fit_latency_bandwidth(&pts, Some(2.0)).expect("fit");
         assert!((f.alpha_us - 20.0).abs() < 1e-6, "{f:?}");
         assert!((f.bw_alg_gbps - 100.0).abs() < 1e-6, "{f:?}");
@@ -193,13 +190,7 @@ mod tests {
             fit_latency_bandwidth(&[(8.0, 1.0), (16.0, 1.0), (32.0, 0.9)], None),
             Err(FitError::NoBandwidthTerm)
         );
-        assert_eq!(
-            fit_latency_bandwidth(&[(8.0, 1.0)], None),
-            Err(FitError::TooFewPoints)
-        );
-        assert_eq!(
-            fit_latency_bandwidth(&[(8.0, 1.0), (8.0, 2.0)], None),
-            Err(FitError::TooFewPoints)
-        );
+        assert_eq!(fit_latency_bandwidth(&[(8.0, 1.0)], None), Err(FitError::TooFewPoints));
+        assert_eq!(fit_latency_bandwidth(&[(8.0, 1.0), (8.0, 2.0)], None), Err(FitError::TooFewPoints));
     }
 }

@@ -74,11 +74,7 @@ impl Evidence {
         } else {
             t.to_string()
         };
-        Evidence {
-            file: file.to_string(),
-            line,
-            text,
-        }
+        Evidence { file: file.to_string(), line, text }
     }
 }
 
@@ -108,14 +104,7 @@ impl Finding {
         evidence.dedup();
         let evidence_total = u32::try_from(evidence.len()).unwrap_or(u32::MAX);
         evidence.truncate(EVIDENCE_MAX);
-        Finding {
-            id: id.to_string(),
-            severity,
-            message,
-            fix: fix.to_string(),
-            evidence,
-            evidence_total,
-        }
+        Finding { id: id.to_string(), severity, message, fix: fix.to_string(), evidence, evidence_total }
     }
 }
 

@@ -49,9 +49,9 @@ pub(crate) fn strip_call_fragments(line: &str) -> Cow<'_, str> {
             Some(e) => {
                 let loc = &after[..e];
                 !loc.contains(char::is_whitespace)
-                    && loc.rsplit_once(':').is_some_and(|(_, n)| {
-                        !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
-                    })
+                    && loc
+                        .rsplit_once(':')
+                        .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
             }
             None => false,
         };
@@ -92,24 +92,13 @@ mod tests {
 
     #[test]
     fn strips_fragments() {
+        assert_eq!(strip_call_fragments("run(), common.cu:998, #  Rank  0"), "  #  Rank  0");
         assert_eq!(
-            strip_call_fragments("run(), common.cu:998, #  Rank  0"),
-            "  #  Rank  0"
-        );
-        assert_eq!(
-            strip_call_fragments(
-                "TimeTest(), common.cu:610,   8  sum  -1BenchTime(), common.cu:561,   0.63"
-            ),
+            strip_call_fragments("TimeTest(), common.cu:610,   8  sum  -1BenchTime(), common.cu:561,   0.63"),
             "    8  sum  -1    0.63"
         );
-        assert_eq!(
-            strip_call_fragments("no fragments here"),
-            "no fragments here"
-        );
-        assert_eq!(
-            strip_call_fragments("f(), not a location, x"),
-            "f(), not a location, x"
-        );
+        assert_eq!(strip_call_fragments("no fragments here"), "no fragments here");
+        assert_eq!(strip_call_fragments("f(), not a location, x"), "f(), not a location, x");
         assert_eq!(strip_call_fragments("(), a:1,"), "(), a:1,");
     }
 
