@@ -15,3 +15,4 @@ pub mod nccl;
 pub mod normalize;
 pub mod parse;
 pub mod synth;
+pub mod view;

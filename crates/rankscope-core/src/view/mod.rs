@@ -1,0 +1,153 @@
+//! What the app's views ask of the pipeline, as pure functions over the tables.
+//!
+//! The app keeps each rank's tables in the Web Worker that read it and asks small questions:
+//! a [`RankView`] is what a worker holds and answers from. [`summary`] is the per-rank summary
+//! sent to the UI and the job facts built from several of them, [`ranks`] the job-level rank
+//! decision made from those summaries, [`timeline`] the level-of-detail tiles the timeline
+//! draws. Like the rest of the core, nothing here knows of the browser.
+
+pub mod ranks;
+pub mod summary;
+pub mod timeline;
+
+use serde::{Deserialize, Serialize};
+
+use crate::inspect::{self, FileReport};
+use crate::model::{Class, EventKind, LaneKind, RankTrace, NONE_U32};
+use crate::normalize::{assemble, job::RankEntry, Job, Rules};
+pub use ranks::{apply_decision, decide_ranks, RankClaim, RankDecision};
+pub use summary::{JobFacts, RankSummary};
+pub use timeline::{Tile, TileKey, TimelineIndex};
+
+/// One rank, normalized, with its inspect report and timeline index: what a worker holds.
+#[derive(Debug, Clone)]
+pub struct RankView {
+    job: Job,
+    report: Option<FileReport>,
+    index: TimelineIndex,
+}
+
+impl RankView {
+    /// Normalizes one file's trace as a one-rank job (the rank decided from this file alone; see
+    /// [`ranks`] for the job-level decision).
+    pub fn new(trace: RankTrace, rules: &Rules) -> RankView {
+        let job = assemble(vec![trace], &[], rules);
+        let report = inspect::report(&job, Vec::new()).files.into_iter().next();
+        let index = job.ranks.first().map(|r| TimelineIndex::build(&r.trace)).unwrap_or_default();
+        RankView { job, report, index }
+    }
+
+    pub fn entry(&self) -> Option<&RankEntry> {
+        self.job.ranks.first()
+    }
+
+    /// This file's entry of the `rankscope.inspect` report.
+    pub fn inspect(&self) -> Option<&FileReport> {
+        self.report.as_ref()
+    }
+
+    pub fn job(&self) -> &Job {
+        &self.job
+    }
+
+    pub fn summary(&self) -> Option<RankSummary> {
+        Some(RankSummary::new(self.entry()?, self.report.as_ref()?, &self.index, &self.job.strings))
+    }
+
+    pub fn tile(&self, key: TileKey) -> Tile {
+        match self.entry() {
+            Some(e) => self.index.tile(&e.trace, &self.job.strings, key),
+            None => Tile { key, ..Tile::default() },
+        }
+    }
+
+    /// Details of the event drawn at `t_ns` in row `depth` of `lane` (within `slop_ns`).
+    pub fn pick(&self, lane: u32, depth: u32, t_ns: i64, slop_ns: i64) -> Option<EventDetail> {
+        let e = self.entry()?;
+        let i = self.index.pick(&e.trace, lane, depth, t_ns, slop_ns)?;
+        self.detail(i)
+    }
+
+    /// Details of event row `i`.
+    pub fn detail(&self, i: u32) -> Option<EventDetail> {
+        let entry = self.entry()?;
+        let t = &entry.trace;
+        let ev = &t.events;
+        let k = i as usize;
+        if k >= ev.len() {
+            return None;
+        }
+        let s = &self.job.strings;
+        let gpu = t.lanes.kind.get(ev.lane[k].0 as usize) == Some(&LaneKind::Gpu);
+        let mut args = Vec::new();
+        if let Some(a) = Some(ev.args[k]).filter(|&a| a != NONE_U32).map(|a| a as usize) {
+            let c = &t.comm;
+            if a < c.len() {
+                let mut push = |key: &str, v: String| {
+                    if !v.is_empty() && v != "-1" {
+                        args.push((key.to_string(), v));
+                    }
+                };
+                push("collective", s.get(c.collective[a]).to_string());
+                push("in_nelems", c.in_nelems[a].to_string());
+                push("out_nelems", c.out_nelems[a].to_string());
+                push("in_bytes", c.in_bytes[a].to_string());
+                push("out_bytes", c.out_bytes[a].to_string());
+                push("dtype", s.get(c.dtype[a]).to_string());
+                push("group_size", c.group_size[a].to_string());
+                push("pg_name", s.get(c.pg_name[a]).to_string());
+                push("pg_desc", s.get(c.pg_desc[a]).to_string());
+                push("seq", c.seq[a].to_string());
+            }
+        }
+        let launch = if gpu {
+            entry.norm.links.launch_of(crate::model::EventIdx(i)).map(|l| {
+                let l = l.0 as usize;
+                format!("{} at {} ns", s.get(ev.name[l]), ev.ts_ns[l])
+            })
+        } else {
+            None
+        };
+        Some(EventDetail {
+            event: i,
+            name: s.get(ev.name[k]).to_string(),
+            cat: s.get(ev.cat[k]).to_string(),
+            class: ev.class[k].name().to_string(),
+            class_id: ev.class[k] as u8,
+            instant: ev.kind[k] == EventKind::Instant,
+            start_ns: ev.ts_ns[k],
+            dur_ns: ev.dur_ns[k],
+            step: Some(ev.step[k]).filter(|&x| x != NONE_U32),
+            gpu,
+            launch,
+            args,
+        })
+    }
+}
+
+/// What the timeline shows about one event on hover or click.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventDetail {
+    pub event: u32,
+    pub name: String,
+    pub cat: String,
+    pub class: String,
+    pub class_id: u8,
+    pub instant: bool,
+    pub start_ns: i64,
+    pub dur_ns: i64,
+    pub step: Option<u32>,
+    pub gpu: bool,
+    /// For GPU work: the runtime call that launched it.
+    pub launch: Option<String>,
+    /// Communication arguments, as `(name, value)`.
+    pub args: Vec<(String, String)>,
+}
+
+/// The names of the classes, indexed by their `u8` value (the legend of the timeline).
+pub fn class_names() -> Vec<&'static str> {
+    Class::ALL.iter().map(|c| c.name()).collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,236 @@
+//! rankscope's JavaScript API: a thin wasm-bindgen layer over `rankscope-core`.
+//!
+//! ```js
+//! import init, { Ingest, JobBuilder, demoRank } from "./rankscope_wasm.js";
+//! await init();
+//! const ingest = new Ingest(file.name);
+//! for await (const chunk of file.stream()) ingest.feed(chunk);   // any chunk size
+//! const rank = ingest.finish();          // throws when the file is not a trace at all
+//! rank.summary();                        // RankSummary: counts, steps, lanes, diagnostics
+//! rank.tile(lane, level, index);         // Tile: level-of-detail boxes for the timeline
+//! ```
+//!
+//! Every value crosses as a plain JS object (serde-wasm-bindgen). **64-bit integers are
+//! `bigint`** (`i64`/`u64`/`usize` fields: absolute nanosecond times exceed 2^53, where a JS number stops
+//! being exact); `u32`, `u8` and `f64` fields are numbers. The shapes are declared in the
+//! TypeScript output (`rankscope_wasm.d.ts`) and checked by the wasm-bindgen tests.
+//!
+//! No logic lives here: ingest, normalization, reports, tiles and the demo generator are the
+//! core's; this crate only converts.
+
+use rankscope_core::inspect::{self, FailedFile};
+use rankscope_core::model::RankTrace;
+use rankscope_core::normalize::{assemble, Rules};
+use rankscope_core::parse::FileIngest;
+use rankscope_core::synth::{self, SynthConfig};
+use rankscope_core::view::{self, RankClaim, RankSummary, RankView, TileKey};
+use serde::Serialize;
+use wasm_bindgen::prelude::*;
+
+/// Serializes to a plain JS value: maps as objects, 64-bit integers as `bigint`.
+fn to_js<T: Serialize + ?Sized>(v: &T) -> Result<JsValue, JsError> {
+    let s = serde_wasm_bindgen::Serializer::json_compatible().serialize_large_number_types_as_bigints(true);
+    v.serialize(&s).map_err(|e| JsError::new(&e.to_string()))
+}
+
+#[wasm_bindgen(typescript_custom_section)]
+const TS_TYPES: &'static str = r#"
+/** How far ingest of one file has come. */
+export interface Progress { input_bytes: bigint; text_bytes: bigint; events: bigint; }
+
+export interface DiagSummary {
+  kind: string; severity: "info" | "repaired" | "data_loss" | "error"; count: bigint;
+  first_offset: bigint | null; message: string; order: number;
+}
+export interface LaneSummary { lane: number; gpu: boolean; label: string; events: number; depth: number; }
+export interface StepSpan { step: number; start_ns: bigint; end_ns: bigint; }
+export interface DeviceSummary { id: bigint; name: string; }
+/** One rank, as the app's views see it (figures of the `rankscope.inspect` report). */
+export interface RankSummary {
+  file: string; rank: number; rank_source: "user" | "distributed_info" | "file_name" | "load_order";
+  claimed_rank: bigint | null; world_size: bigint | null; backend: string | null;
+  nccl_version: string | null; host_name: string | null; devices: DeviceSummary[]; gzip: boolean;
+  input_bytes: bigint; text_bytes: bigint; span_start_ns: bigint; span_end_ns: bigint;
+  events: bigint; rows: bigint; gpu_ops: bigint; comm_kernels: bigint; steps: StepSpan[];
+  steps_synthetic: boolean; lanes: LaneSummary[]; diagnostics: DiagSummary[]; hidden_events: bigint;
+}
+export interface JobFacts {
+  ranks: bigint; world_sizes: bigint[]; missing_ranks: number[]; duplicate_ranks: number[];
+  backends: string[]; devices: [string, bigint][]; steps: number[]; steps_synthetic: boolean;
+  span_start_ns: bigint; span_end_ns: bigint; events: bigint; input_bytes: bigint;
+}
+export interface RankClaim { file: string; claimed_rank: bigint | number | null; }
+export interface RankDecision { rank: number; rank_source: string; diagnostics: DiagSummary[]; }
+export interface TileKey { lane: number; level: number; index: bigint; }
+/** Level-of-detail boxes of one lane over one tile of time (columns; times absolute ns). */
+export interface Tile {
+  key: TileKey; depth: number[]; start_ns: bigint[]; end_ns: bigint[]; class: number[];
+  count: number[]; label: number[]; event: number[]; labels: string[];
+}
+export interface EventDetail {
+  event: number; name: string; cat: string; class: string; class_id: number; instant: boolean;
+  start_ns: bigint; dur_ns: bigint; step: number | null; gpu: boolean; launch: string | null;
+  args: [string, string][];
+}
+/** The `rankscope.inspect` report (docs/inspect-schema.md). */
+export interface InspectReport {
+  schema: "rankscope.inspect"; schema_version: number; files: Record<string, unknown>[];
+  failed: { file: string; error: string }[]; job: Record<string, unknown>;
+}
+"#;
+
+/// Ingest of one file, fed in chunks of any size (gzip is recognised by content).
+#[wasm_bindgen]
+#[derive(Debug)]
+pub struct Ingest {
+    name: String,
+    inner: Option<FileIngest>,
+}
+
+#[wasm_bindgen]
+impl Ingest {
+    /// `name` is the file name: it is used in messages and to find the rank in it.
+    #[wasm_bindgen(constructor)]
+    pub fn new(name: &str) -> Ingest {
+        Ingest { name: name.to_string(), inner: Some(FileIngest::new(name)) }
+    }
+
+    /// Feeds the next chunk of the file's bytes.
+    pub fn feed(&mut self, chunk: &[u8]) {
+        if let Some(f) = self.inner.as_mut() {
+            f.feed(chunk);
+        }
+    }
+
+    #[wasm_bindgen(unchecked_return_type = "Progress")]
+    pub fn progress(&self) -> Result<JsValue, JsError> {
+        to_js(&self.inner.as_ref().map(FileIngest::progress).unwrap_or_default())
+    }
+
+    /// True once the input was found not to be a trace (stop reading; `finish` will throw).
+    pub fn failed(&self) -> bool {
+        self.inner.as_ref().is_some_and(FileIngest::failed)
+    }
+
+    /// Ends the input and normalizes the rank. Throws when the file is not a trace at all (the
+    /// message names the file and the byte offset); every lesser problem is a diagnostic.
+    pub fn finish(&mut self) -> Result<Rank, JsError> {
+        let trace = self.take()?;
+        Ok(Rank { view: RankView::new(trace, &Rules::default()) })
+    }
+}
+
+impl Ingest {
+    fn take(&mut self) -> Result<RankTrace, JsError> {
+        let f = self.inner.take().ok_or_else(|| JsError::new(&format!("{}: already finished", self.name)))?;
+        f.finish().map_err(|e| JsError::new(&e.to_string()))
+    }
+}
+
+/// One rank, normalized on its own (its rank decided from this file alone; see `decideRanks`).
+#[wasm_bindgen]
+#[derive(Debug)]
+pub struct Rank {
+    view: RankView,
+}
+
+#[wasm_bindgen]
+impl Rank {
+    #[wasm_bindgen(unchecked_return_type = "RankSummary")]
+    pub fn summary(&self) -> Result<JsValue, JsError> {
+        to_js(&self.view.summary())
+    }
+
+    /// This file's entry of the `rankscope.inspect` report.
+    #[wasm_bindgen(unchecked_return_type = "Record<string, unknown>")]
+    pub fn inspect(&self) -> Result<JsValue, JsError> {
+        to_js(&self.view.inspect())
+    }
+
+    /// Level-of-detail boxes of `lane` for tile `index` at `level` (`2^level` ns per pixel).
+    #[wasm_bindgen(unchecked_return_type = "Tile")]
+    pub fn tile(&self, lane: u32, level: u8, index: i64) -> Result<JsValue, JsError> {
+        to_js(&self.view.tile(TileKey { lane, level, index }))
+    }
+
+    /// The event drawn at `t_ns` in row `depth` of `lane`, within `slop_ns`; `undefined` if none.
+    #[wasm_bindgen(unchecked_return_type = "EventDetail | undefined")]
+    pub fn pick(&self, lane: u32, depth: u32, t_ns: i64, slop_ns: i64) -> Result<JsValue, JsError> {
+        match self.view.pick(lane, depth, t_ns, slop_ns) {
+            Some(d) => to_js(&d),
+            None => Ok(JsValue::UNDEFINED),
+        }
+    }
+}
+
+/// Several files assembled into one job on one thread (as the CLI does), for the full
+/// `rankscope.inspect` report.
+#[wasm_bindgen]
+#[derive(Debug, Default)]
+pub struct JobBuilder {
+    traces: Vec<RankTrace>,
+    failed: Vec<FailedFile>,
+}
+
+#[wasm_bindgen]
+impl JobBuilder {
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> JobBuilder {
+        JobBuilder::default()
+    }
+
+    /// Finishes `ingest` and adds its trace; a file that is not a trace is recorded as failed
+    /// (and listed in the report) rather than thrown.
+    pub fn add(&mut self, ingest: &mut Ingest) {
+        match ingest.inner.take().map(FileIngest::finish) {
+            Some(Ok(t)) => self.traces.push(t),
+            Some(Err(e)) => self.failed.push(FailedFile { file: ingest.name.clone(), error: e.to_string() }),
+            None => {}
+        }
+    }
+
+    /// Assembles the job and returns its `rankscope.inspect` report. The builder is emptied.
+    #[wasm_bindgen(unchecked_return_type = "InspectReport")]
+    pub fn inspect(&mut self) -> Result<JsValue, JsError> {
+        let job = assemble(std::mem::take(&mut self.traces), &[], &Rules::default());
+        to_js(&inspect::report(&job, std::mem::take(&mut self.failed)))
+    }
+}
+
+/// Decides every file's rank from the claims of all files, in load order, as the CLI does.
+#[wasm_bindgen(js_name = decideRanks, unchecked_return_type = "RankDecision[]")]
+pub fn decide_ranks(
+    #[wasm_bindgen(unchecked_param_type = "RankClaim[]")] claims: JsValue,
+) -> Result<JsValue, JsError> {
+    let claims: Vec<RankClaim> = serde_wasm_bindgen::from_value(claims)?;
+    to_js(&view::decide_ranks(&claims))
+}
+
+/// Job facts (ranks, world size, backends, devices, steps, span) from per-rank summaries.
+#[wasm_bindgen(js_name = jobFacts, unchecked_return_type = "JobFacts")]
+pub fn job_facts(
+    #[wasm_bindgen(unchecked_param_type = "RankSummary[]")] summaries: JsValue,
+) -> Result<JsValue, JsError> {
+    let s: Vec<RankSummary> = serde_wasm_bindgen::from_value(summaries)?;
+    to_js(&view::JobFacts::from_ranks(&s))
+}
+
+/// Ranks of the built-in demo job (synthetic: made by rankscope's own generator).
+#[wasm_bindgen(js_name = demoRanks)]
+pub fn demo_ranks() -> u32 {
+    SynthConfig::default().ranks
+}
+
+/// The trace file of rank `rank` of the built-in synthetic demo job (Kineto JSON bytes).
+#[wasm_bindgen(js_name = demoRank)]
+pub fn demo_rank(rank: u32) -> Result<Vec<u8>, JsError> {
+    let mut out = Vec::new();
+    synth::write_rank(&SynthConfig::default(), rank, &mut out).map_err(|e| JsError::new(&e.to_string()))?;
+    Ok(out)
+}
+
+/// The conventional file name of a demo rank (`rank3.pt.trace.json`).
+#[wasm_bindgen(js_name = demoFileName)]
+pub fn demo_file_name(rank: u32) -> String {
+    synth::file_name(rank, false)
+}
