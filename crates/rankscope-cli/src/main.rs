@@ -2,6 +2,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod cmd_analyze;
 mod cmd_inspect;
 mod cmd_nccl;
 mod cmd_synth;
@@ -22,6 +23,8 @@ struct Cli {
 enum Command {
     /// Per file: rank, world size, devices, span, event counts, steps, lanes, diagnostics.
     Inspect(cmd_inspect::Args),
+    /// Per rank × step breakdown, clock alignment, collectives, stragglers, findings.
+    Analyze(cmd_analyze::Args),
     /// Generate a deterministic synthetic multi-rank Kineto trace set.
     Synth(cmd_synth::Args),
     /// Read NCCL_DEBUG=INFO logs: transports, versions, topology, warnings.
@@ -34,6 +37,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Inspect(a) => cmd_inspect::run(a),
+        Command::Analyze(a) => cmd_analyze::run(a),
         Command::Synth(a) => cmd_synth::run(a),
         Command::Nccl(a) => cmd_nccl::run_log(a),
         Command::NcclTests(a) => cmd_nccl::run_tests(a),

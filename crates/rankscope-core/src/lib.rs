@@ -9,6 +9,7 @@
 //! any size and returns values. No file system, no clocks, no threads. It builds for the host
 //! and for `wasm32-unknown-unknown`.
 
+pub mod analyze;
 pub mod inspect;
 pub mod model;
 pub mod nccl;
