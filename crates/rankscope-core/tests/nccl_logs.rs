@@ -66,6 +66,8 @@ fn efa_16_ranks_two_nodes() {
     );
     assert!(r.ranks.iter().all(|k| k.comm == "nranks=16" && k.init_complete));
     assert_eq!(proc(&r, "nccl-tests-efa-16-worker-1", 38).launcher_rank, Some(13));
+    let p0 = proc(&r, "nccl-tests-efa-16-worker-0", 25);
+    assert_eq!((p0.nccl_version.as_deref(), p0.nccl_cuda_version.as_deref()), (Some("2.9.9"), Some("11.2")));
     assert_eq!(r.rings.len(), 8);
     assert_eq!(r.rings[0].ranks, [0, 7, 6, 5, 4, 3, 2, 1, 8, 15, 14, 13, 12, 11, 10, 9]);
     assert!(r.rings.iter().all(|g| g.host_crossings == Some(2) && g.hosts == Some(2)));
@@ -327,6 +329,33 @@ fn fixture_p2p_disabled_loopback_bootstrap_cuda_builds() {
     assert_eq!(proc(&r, "n2", 20).gdr, Some(true));
     assert_eq!(proc(&r, "n1", 10).gdr, Some(false));
     assert!(r.nccl_versions.len() == 1);
+}
+
+#[test]
+fn fixture_two_communicators_pxn_torchrun_prefix() {
+    let r = fixture("log_2.21_pxn_two-communicators.log");
+    assert_eq!(
+        r.processes.iter().map(|p| p.launcher_rank).collect::<Vec<_>>(),
+        [Some(0), Some(1), Some(2), Some(3)]
+    );
+    // Rank numbers are per communicator: rank 1 is node-a in 0x1111 but node-b in 0x2222.
+    let peers: Vec<(Option<&str>, u32, u32, Option<bool>)> =
+        r.peers.iter().map(|p| (p.comm.as_deref(), p.from_rank, p.to_rank, p.same_host)).collect();
+    assert_eq!(
+        peers,
+        [
+            (Some("0x1111"), 0, 1, Some(true)),
+            (Some("0x1111"), 1, 2, Some(false)),
+            (Some("0x1111"), 2, 3, Some(true)),
+            (Some("0x1111"), 3, 0, Some(false)),
+            (Some("0x2222"), 0, 1, Some(false))
+        ]
+    );
+    // PXN connections (`NET/IB/0(0)/GDRDMA`) count as GPUDirect RDMA.
+    assert!(r.processes.iter().all(|p| p.gdr == Some(true)));
+    assert!(r.rings.iter().all(|g| g.comm.as_deref() == Some("0x1111") && g.host_crossings == Some(2)));
+    assert_eq!(r.ranks.iter().filter(|k| k.comm == "0x2222").count(), 2);
+    assert!(r.findings.is_empty(), "{:?}", ids(&r));
 }
 
 #[test]

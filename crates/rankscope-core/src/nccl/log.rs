@@ -112,6 +112,8 @@ pub struct NcclRank {
 /// A ring: the rank order of one channel (`Channel 00/08 :    0   7   6 ...`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NcclRing {
+    /// The communicator, when the writing thread or process identifies it.
+    pub comm: Option<String>,
     pub channel: u32,
     pub ranks: Vec<u32>,
     /// How often the ring (as a cycle) steps from one host to another, when every rank's host is
@@ -138,6 +140,9 @@ pub struct NcclTree {
 /// How one rank reaches one peer, summarised over channels.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PeerLink {
+    /// The communicator, when the writing thread or process identifies it (rank numbers are
+    /// per communicator).
+    pub comm: Option<String>,
     pub from_rank: u32,
     pub to_rank: u32,
     pub from_host: Option<String>,
@@ -311,13 +316,17 @@ fn parse_head(line: &str) -> Option<Head<'_>> {
     Some(Head { host, pid, tid, dev, level, extra, msg })
 }
 
-/// The launcher's rank tag in front of a line: `[1,R]<stdout>:` or srun `R: `.
+/// The launcher's rank tag in front of a line: MPI `[1,R]<stdout>:`, torchrun `[rankR]:` /
+/// `[defaultR]:`, or srun `R: `.
 fn launcher_rank(line: &str) -> Option<u32> {
     let t = line.trim_start();
     if let Some(rest) = t.strip_prefix('[') {
         let inner = rest.split(']').next()?;
-        let r = inner.split(',').nth(1)?;
-        return r.trim().parse().ok();
+        if let Some(r) = inner.split(',').nth(1) {
+            return r.trim().parse().ok();
+        }
+        let digits = inner.strip_prefix("rank").or_else(|| inner.strip_prefix("default"))?;
+        return digits.parse().ok();
     }
     let first = t.split_whitespace().next()?;
     first.strip_suffix(':')?.parse().ok()
@@ -342,6 +351,9 @@ fn split_version(v: &str) -> (String, Option<String>) {
 struct Conn {
     host: String,
     pid: u64,
+    tid: u64,
+    /// The communicator, resolved in `finish` from the writing thread.
+    comm: Option<String>,
     channel: u32,
     from: u32,
     to: u32,
@@ -372,7 +384,10 @@ struct State {
     procs: BTreeMap<(String, u64), NcclProcess>,
     /// Evidence per process for findings.
     ranks: BTreeMap<(String, u32, String, u64), NcclRank>,
-    rings: BTreeMap<(u32, Vec<u32>), NcclRing>,
+    /// Ring lines with their writer `(host, pid, tid)`; deduplicated per communicator in `finish`.
+    rings: Vec<(NcclRing, (String, u64, u64))>,
+    /// Communicator pointers each thread printed `comm` lines for: (host, pid, tid) → pointers.
+    comm_threads: BTreeMap<(String, u64, u64), BTreeSet<String>>,
     trees: BTreeMap<(String, u64, u32, i64), NcclTree>,
     conns: Vec<Conn>,
     warnings: Vec<NcclWarning>,
@@ -396,7 +411,7 @@ struct State {
     diagnostics: Vec<Diagnostic>,
     max_nodes: u32,
     /// `NCCL version` lines without a header: (launcher rank tag, version, evidence).
-    loose_versions: Vec<(Option<u32>, String, Evidence)>,
+    loose_versions: Vec<(Option<u32>, String, Option<String>, Evidence)>,
 }
 
 /// Parse NCCL logs (one or several files of one job) and derive findings.
@@ -444,11 +459,11 @@ fn parse_file(st: &mut State, file: &str, bytes: &[u8]) {
             // `NCCL version 2.9.9+cuda11.2` printed without a header by older nccl-tests runs.
             if let Some(p) = line.find("NCCL version ") {
                 let v = line.get(p + "NCCL version ".len()..).unwrap_or("");
-                let (ver, _) = split_version(v);
+                let (ver, cuda) = split_version(v);
                 if !ver.is_empty() {
                     lf.nccl_lines += 1;
                     let ev = Evidence::new(file, n, &raw);
-                    st.loose_versions.push((launcher_rank(&line), ver, ev));
+                    st.loose_versions.push((launcher_rank(&line), ver, cuda, ev));
                 }
                 continue;
             }
@@ -469,7 +484,7 @@ fn parse_file(st: &mut State, file: &str, bytes: &[u8]) {
             }
             // A wrapped WARN message continues on the next unprefixed line.
             if let Some((wi, wl)) = last_warn_for_continuation {
-                if n == wl + 1 && !trimmed.is_empty() {
+                if n == wl.saturating_add(1) && !trimmed.is_empty() {
                     if let Some(w) = st.warnings.get_mut(wi) {
                         w.continuation.push(trimmed.chars().take(super::EVIDENCE_TEXT_MAX).collect());
                     }
@@ -851,14 +866,16 @@ fn info_line(st: &mut State, h: &Head<'_>, file: &str, n: u32, raw: &str) {
         } else {
             let ranks: Option<Vec<u32>> = tail.split_whitespace().map(|t| t.parse().ok()).collect();
             if let Some(ranks) = ranks.filter(|r| !r.is_empty()) {
-                st.rings.entry((ch, ranks.clone())).or_insert(NcclRing {
+                let ring = NcclRing {
+                    comm: None,
                     channel: ch,
                     ranks,
                     host_crossings: None,
                     hosts: None,
                     file: file.to_string(),
                     line: n,
-                });
+                };
+                st.rings.push((ring, (h.host.to_string(), h.pid, h.tid)));
             }
         }
         return;
@@ -872,6 +889,9 @@ fn info_line(st: &mut State, h: &Head<'_>, file: &str, n: u32, raw: &str) {
         let nranks = kv(&toks, "nranks").or_else(|| kv(&toks, "nRanks")).and_then(|v| v.parse::<u32>().ok());
         let Some(rank) = rank else { return };
         let ptr = kv(&toks, "comm").map(str::to_string);
+        if let Some(p) = &ptr {
+            st.comm_threads.entry((h.host.to_string(), h.pid, h.tid)).or_default().insert(p.clone());
+        }
         let comm_id = kv(&toks, "commId").map(str::to_string);
         // Group under a commId seen for this pointer earlier, else by size.
         let existing_id = st
@@ -993,6 +1013,8 @@ fn parse_conn(tail: &str, h: &Head<'_>, ch: u32, file: &str, n: u32, raw: &str) 
     Some(Conn {
         host: h.host.to_string(),
         pid: h.pid,
+        tid: h.tid,
+        comm: None,
         channel: ch,
         from,
         to,
@@ -1009,11 +1031,12 @@ fn transport_class(via: &str) -> String {
     via.split('/').next().unwrap_or("").trim().to_ascii_uppercase()
 }
 
-/// For `NET/<name>/<dev>[/GDRDMA]`: (network name, GDRDMA used).
+/// For `NET/<name>/<dev>[(<proxy rank>)][/GDRDMA]`: (network name, GDRDMA used). The
+/// parenthesised rank (2.12+, PXN) is the rank whose NIC and proxy carry the traffic.
 fn net_of(via: &str) -> Option<(String, bool)> {
     let rest = via.strip_prefix("NET/")?;
     let segs: Vec<&str> = rest.split('/').collect();
-    let dev_idx = segs.iter().position(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit()))?;
+    let dev_idx = segs.iter().position(|s| s.chars().next().is_some_and(|c| c.is_ascii_digit()))?;
     let name = segs.get(..dev_idx)?.join("/");
     let gdr = segs.iter().skip(dev_idx + 1).any(|s| s.eq_ignore_ascii_case("GDRDMA"));
     Some((name, gdr))
@@ -1022,13 +1045,14 @@ fn net_of(via: &str) -> Option<(String, bool)> {
 fn finish(mut st: State) -> LogReport {
     // Versions printed without a header: attribute them through the launcher's rank tag
     // (`[1,0]<stdout>:NCCL version 2.9.9+cuda11.2` → the process tagged rank 0), else to `?`.
-    for (lr, ver, ev) in std::mem::take(&mut st.loose_versions) {
+    for (lr, ver, cuda, ev) in std::mem::take(&mut st.loose_versions) {
         let owner =
             lr.and_then(|r| st.procs.values_mut().find(|p| p.launcher_rank == Some(r) && p.file == ev.file));
         let host = match owner {
             Some(p) => {
                 if p.nccl_version.is_none() {
                     p.nccl_version = Some(ver.clone());
+                    p.nccl_cuda_version = cuda;
                 }
                 p.host.clone()
             }
@@ -1070,14 +1094,65 @@ fn finish(mut st: State) -> LogReport {
             }
         }
     }
-    // Rank → host map: comm lines and banners of multi-rank communicators; then the local end
-    // of connection lines. A rank claimed by two hosts is left out.
+    // Which communicator a connection or ring line belongs to: rank numbers are per
+    // communicator, and a training job has many (DP, TP, PP groups). NCCL prints connection and
+    // ring lines from the thread that initialises the communicator, so the writing thread names
+    // it when that thread printed `comm` lines for exactly one communicator; failing that, the
+    // process does when it holds the line's local rank in exactly one communicator.
+    let ptr_comm: BTreeMap<(&str, u64, &str), &str> = st
+        .ranks
+        .values()
+        .filter_map(|r| r.comm_ptr.as_deref().map(|p| ((r.host.as_str(), r.pid, p), r.comm.as_str())))
+        .collect();
+    let thread_comm: BTreeMap<(String, u64, u64), String> = st
+        .comm_threads
+        .iter()
+        .filter_map(|((h, pid, tid), ptrs)| {
+            let comms: BTreeSet<&str> =
+                ptrs.iter().filter_map(|p| ptr_comm.get(&(h.as_str(), *pid, p.as_str())).copied()).collect();
+            (comms.len() == 1)
+                .then(|| ((h.clone(), *pid, *tid), comms.first().map(|c| c.to_string()).unwrap_or_default()))
+        })
+        .collect();
+    let mut proc_comms: BTreeMap<(&str, u64), Vec<(u32, &str)>> = BTreeMap::new();
+    for r in st.ranks.values() {
+        proc_comms.entry((r.host.as_str(), r.pid)).or_default().push((r.rank, r.comm.as_str()));
+    }
+    let resolve = |host: &str, pid: u64, tid: u64, local: Option<u32>| -> Option<String> {
+        if let Some(c) = thread_comm.get(&(host.to_string(), pid, tid)) {
+            return Some(c.clone());
+        }
+        let cands: BTreeSet<&str> = proc_comms
+            .get(&(host, pid))
+            .map(|v| v.iter().filter(|(r, _)| local.is_none_or(|l| *r == l)).map(|(_, c)| *c).collect())
+            .unwrap_or_default();
+        (cands.len() == 1).then(|| cands.first().map(|c| c.to_string())).flatten()
+    };
+    let mut conns = std::mem::take(&mut st.conns);
+    for c in &mut conns {
+        let local = match c.dir {
+            Some(false) => c.to,
+            _ => c.from,
+        };
+        c.comm = resolve(&c.host, c.pid, c.tid, Some(local));
+    }
+    let mut rings: BTreeMap<(Option<String>, u32, Vec<u32>), NcclRing> = BTreeMap::new();
+    for (mut ring, (h, pid, tid)) in std::mem::take(&mut st.rings) {
+        ring.comm = resolve(&h, pid, tid, None);
+        rings.entry((ring.comm.clone(), ring.channel, ring.ranks.clone())).or_insert(ring);
+    }
+
+    // Rank → host, per communicator (from comm lines and banners), with a job-wide fallback
+    // (ranks of multi-rank communicators and the local end of connection lines; a rank number
+    // claimed by two hosts is left out).
+    let comm_rank_host: BTreeMap<(&str, u32), &str> =
+        st.ranks.values().map(|r| ((r.comm.as_str(), r.rank), r.host.as_str())).collect();
     let mut rank_host: BTreeMap<u32, BTreeSet<String>> = BTreeMap::new();
     for r in st.ranks.values().filter(|r| r.nranks.is_none_or(|n| n > 1)) {
         rank_host.entry(r.rank).or_default().insert(r.host.clone());
     }
     let mut from_conns: BTreeMap<u32, BTreeSet<String>> = BTreeMap::new();
-    for c in &st.conns {
+    for c in &conns {
         let local = match c.dir {
             Some(false) => c.to,
             _ => c.from,
@@ -1087,23 +1162,27 @@ fn finish(mut st: State) -> LogReport {
     for (r, hs) in from_conns {
         rank_host.entry(r).or_insert(hs);
     }
-    let host_of = |r: u32| -> Option<String> {
+    let host_of = |comm: Option<&str>, r: u32| -> Option<String> {
+        if let Some(h) = comm.and_then(|c| comm_rank_host.get(&(c, r))) {
+            return Some(h.to_string());
+        }
         rank_host.get(&r).filter(|s| s.len() == 1).and_then(|s| s.iter().next().cloned())
     };
 
     // Peers.
-    let mut peers: BTreeMap<(u32, u32), PeerLink> = BTreeMap::new();
+    let mut peers: BTreeMap<(Option<String>, u32, u32), PeerLink> = BTreeMap::new();
     let mut transports: BTreeMap<String, u32> = BTreeMap::new();
-    for c in &st.conns {
+    for c in &conns {
         *transports.entry(c.via.clone()).or_default() += 1;
-        let e = peers.entry((c.from, c.to)).or_insert_with(|| {
-            let fh = host_of(c.from);
-            let th = host_of(c.to);
+        let e = peers.entry((c.comm.clone(), c.from, c.to)).or_insert_with(|| {
+            let fh = host_of(c.comm.as_deref(), c.from);
+            let th = host_of(c.comm.as_deref(), c.to);
             let same = match (&fh, &th) {
                 (Some(a), Some(b)) => Some(a == b),
                 _ => None,
             };
             PeerLink {
+                comm: c.comm.clone(),
                 from_rank: c.from,
                 to_rank: c.to,
                 from_host: fh,
@@ -1132,8 +1211,9 @@ fn finish(mut st: State) -> LogReport {
     }
 
     // Rings: host crossings when every rank's host is known.
-    for ring in st.rings.values_mut() {
-        let hosts: Option<Vec<String>> = ring.ranks.iter().map(|&r| host_of(r)).collect();
+    for ring in rings.values_mut() {
+        let hosts: Option<Vec<String>> =
+            ring.ranks.iter().map(|&r| host_of(ring.comm.as_deref(), r)).collect();
         if let Some(hs) = hosts.filter(|h| h.len() > 1) {
             let distinct: BTreeSet<&String> = hs.iter().collect();
             let crossings = (0..hs.len()).filter(|&i| hs.get(i) != hs.get((i + 1) % hs.len())).count();
@@ -1141,6 +1221,8 @@ fn finish(mut st: State) -> LogReport {
             ring.hosts = u32::try_from(distinct.len()).ok();
         }
     }
+    st.conns = conns;
+    let rings: Vec<NcclRing> = rings.into_values().collect();
 
     let mut hosts: BTreeSet<String> = st.procs.keys().map(|k| k.0.clone()).collect();
     hosts.extend(st.ranks.values().map(|r| r.host.clone()));
@@ -1148,7 +1230,7 @@ fn finish(mut st: State) -> LogReport {
 
     let peers: Vec<PeerLink> = peers.into_values().collect();
     let findings = {
-        let mut f = log_findings(&st, &peers, &hosts, n_nodes);
+        let mut f = log_findings(&st, &peers, &rings, &hosts, n_nodes);
         sort_findings(&mut f);
         f
     };
@@ -1157,8 +1239,8 @@ fn finish(mut st: State) -> LogReport {
     ranks.sort_by(|a, b| {
         a.comm.cmp(&b.comm).then(a.rank.cmp(&b.rank)).then(a.host.cmp(&b.host)).then(a.pid.cmp(&b.pid))
     });
-    let mut rings: Vec<NcclRing> = st.rings.into_values().collect();
-    rings.sort_by(|a, b| a.channel.cmp(&b.channel).then(a.ranks.cmp(&b.ranks)));
+    let mut rings = rings;
+    rings.sort_by(|a, b| a.channel.cmp(&b.channel).then(a.comm.cmp(&b.comm)).then(a.ranks.cmp(&b.ranks)));
     LogReport {
         version: REPORT_VERSION,
         files: st.files,
@@ -1193,7 +1275,13 @@ fn warn_fix(msg: &str) -> &'static str {
     }
 }
 
-fn log_findings(st: &State, peers: &[PeerLink], hosts: &BTreeSet<String>, n_nodes: u32) -> Vec<Finding> {
+fn log_findings(
+    st: &State,
+    peers: &[PeerLink],
+    rings: &[NcclRing],
+    hosts: &BTreeSet<String>,
+    n_nodes: u32,
+) -> Vec<Finding> {
     let mut out = Vec::new();
     let procs: Vec<&NcclProcess> = st.procs.values().collect();
 
@@ -1264,7 +1352,8 @@ fn log_findings(st: &State, peers: &[PeerLink], hosts: &BTreeSet<String>, n_node
             .iter()
             .filter(|c| {
                 let t = transport_class(&c.via);
-                (t == "SHM" || t == "NET") && bad.iter().any(|p| p.from_rank == c.from && p.to_rank == c.to)
+                (t == "SHM" || t == "NET")
+                    && bad.iter().any(|p| p.comm == c.comm && p.from_rank == c.from && p.to_rank == c.to)
             })
             .map(|c| Evidence::new(&c.file, c.line, &c.text))
             .collect();
@@ -1444,9 +1533,8 @@ fn log_findings(st: &State, peers: &[PeerLink], hosts: &BTreeSet<String>, n_node
     }
 
     // 8. Rings that leave and re-enter nodes.
-    let bad_rings: Vec<&NcclRing> = st
-        .rings
-        .values()
+    let bad_rings: Vec<&NcclRing> = rings
+        .iter()
         .filter(|r| matches!((r.host_crossings, r.hosts), (Some(c), Some(h)) if h > 1 && c > h))
         .collect();
     if !bad_rings.is_empty() {
@@ -1557,6 +1645,9 @@ mod tests {
         assert!(parse_head("12:30:45 NCCL INFO x").is_none());
         assert_eq!(launcher_rank("[1,12]<stdout>:x"), Some(12));
         assert_eq!(launcher_rank("2: p5"), Some(2));
+        assert_eq!(launcher_rank("[rank3]:host:1:1 [0] NCCL INFO x"), Some(3));
+        assert_eq!(launcher_rank("[default1]:host:1:1 [0] NCCL INFO x"), Some(1));
+        assert_eq!(launcher_rank("[2025-01-01 10:00:00] host:1:1 [0] NCCL INFO x"), None);
     }
 
     #[test]
@@ -1564,6 +1655,7 @@ mod tests {
         assert_eq!(net_of("NET/AWS Libfabric/0/GDRDMA"), Some(("AWS Libfabric".into(), true)));
         assert_eq!(net_of("NET/IB/0"), Some(("IB".into(), false)));
         assert_eq!(net_of("P2P/IPC/read"), None);
+        assert_eq!(net_of("NET/IB/0(1)/GDRDMA"), Some(("IB".into(), true)));
         assert_eq!(split_version("2.5.7+cudaCUDA_MAJOR.CUDA_MINOR"), ("2.5.7".into(), None));
         assert_eq!(split_version("2.26.5+cuda12.9"), ("2.26.5".into(), Some("12.9".into())));
         let h = Head { host: "h", pid: 1, tid: 1, dev: Some(0), level: Level::Info, extra: "", msg: "" };

@@ -236,12 +236,14 @@ fn cpu_x_head<W: Write>(o: &mut Out<W>, f: &RankFmt, e: &Ev, cat: &str, step_no:
     o.u(e.ext);
 }
 
-fn flow<W: Write>(o: &mut Out<W>, ph: &str, id: u64, pid: u64, tid: u64, ts: i64, cat: &str, end: bool) {
+/// A flow event `ph` (`s`, or `f` with `bp: "e"` when `end`) of category `cat` at (pid, tid, ts).
+fn flow<W: Write>(o: &mut Out<W>, ph: &str, id: u64, at: (u64, u64, i64), cat: &str, end: bool) {
     o.sep();
     o.s("  {\n    \"ph\": \"");
     o.s(ph);
     o.s("\", \"id\": ");
     o.u(id);
+    let (pid, tid, ts) = at;
     o.s(", \"pid\": ");
     o.u(pid);
     o.s(", \"tid\": ");
@@ -306,9 +308,7 @@ pub(crate) fn step<W: Write>(
                         o,
                         if e.th == Th::Main { "s" } else { "f" },
                         u64::from(e.flow),
-                        f.pid,
-                        tid,
-                        e.ts + f.offset,
+                        (f.pid, tid, e.ts + f.offset),
                         "fwdbwd",
                         e.th != Th::Main,
                     );
@@ -364,7 +364,7 @@ pub(crate) fn step<W: Write>(
                 o.u(e.corr);
                 o.s("\n    }\n  }");
                 if launched {
-                    flow(o, "s", e.corr, f.pid, tid, e.ts + f.offset, "ac2g", false);
+                    flow(o, "s", e.corr, (f.pid, tid, e.ts + f.offset), "ac2g", false);
                 }
             }
             Kind::Kernel { k } => {
@@ -383,7 +383,7 @@ pub(crate) fn step<W: Write>(
                 o.u(e.corr);
                 o.b(post);
                 o.s("\n    }\n  }");
-                flow(o, "f", e.corr, f.device, u64::from(STREAM_COMPUTE), e.ts + f.offset, "ac2g", true);
+                flow(o, "f", e.corr, (f.device, u64::from(STREAM_COMPUTE), e.ts + f.offset), "ac2g", true);
             }
             Kind::Nccl { coll } => {
                 let Some(c) = rs.colls.get(coll as usize) else {
@@ -407,7 +407,7 @@ pub(crate) fn step<W: Write>(
                 o.s(", \"Seq\": ");
                 o.u(c.seq);
                 o.s("\n    }\n  }");
-                flow(o, "f", e.corr, f.device, u64::from(stream), e.ts + f.offset, "ac2g", true);
+                flow(o, "f", e.corr, (f.device, u64::from(stream), e.ts + f.offset), "ac2g", true);
             }
             Kind::Memcpy { bytes, .. } | Kind::Memset { bytes } => {
                 let cat = if matches!(e.kind, Kind::Memset { .. }) { "gpu_memset" } else { "gpu_memcpy" };
@@ -425,7 +425,7 @@ pub(crate) fn step<W: Write>(
                 o.s(", \"memory bandwidth (GB/s)\": ");
                 o.s(&format!("{gbps:?}"));
                 o.s("\n    }\n  }");
-                flow(o, "f", e.corr, f.device, u64::from(STREAM_COMPUTE), e.ts + f.offset, "ac2g", true);
+                flow(o, "f", e.corr, (f.device, u64::from(STREAM_COMPUTE), e.ts + f.offset), "ac2g", true);
             }
             Kind::GpuAnnot { stream, step } => {
                 o.sep();

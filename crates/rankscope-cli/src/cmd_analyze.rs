@@ -1,0 +1,92 @@
+//! `rankscope analyze PATH...`: per rank × step figures, alignment, collectives, stragglers,
+//! critical path and findings.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use rankscope_core::analyze::{self, report, Options};
+
+use crate::load;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Trace files (.json, .json.gz, .pt.trace.json) or directories holding them: one per rank.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// The full analysis as JSON (schema `rankscope.analysis`, see docs/analysis-schema.md).
+    #[arg(long, conflicts_with_all = ["csv", "md"])]
+    pub json: bool,
+    /// The per rank × step table as CSV.
+    #[arg(long, conflicts_with = "md")]
+    pub csv: bool,
+    /// A Markdown report.
+    #[arg(long)]
+    pub md: bool,
+    /// Give a file its rank explicitly: `--rank path/to/file.json=3` (repeatable).
+    #[arg(long = "rank", value_name = "FILE=N")]
+    pub rank: Vec<String>,
+    /// A known clock offset: `--offset RANK=NS` (aligned time = rank time − NS; repeatable).
+    #[arg(long = "offset", value_name = "RANK=NS")]
+    pub offset: Vec<String>,
+    /// Change a finding threshold: `--threshold exposed_comm_ratio=0.15` (repeatable).
+    #[arg(long = "threshold", value_name = "NAME=VALUE")]
+    pub threshold: Vec<String>,
+    /// Fail (exit 3) when a job metric crosses a bound, e.g. `--fail-on 'exposed_comm_ratio>0.3'`.
+    #[arg(long = "fail-on", value_name = "METRIC>VALUE")]
+    pub fail_on: Vec<String>,
+    /// Extra classification rules (JSON), tried before the defaults.
+    #[arg(long, value_name = "FILE")]
+    pub rules: Option<PathBuf>,
+}
+
+/// Exit codes: 0 fine; 1 a file is not a trace or two files claim one rank; 2 usage or I/O
+/// error; 3 a `--fail-on` gate failed.
+pub fn run(a: Args) -> Result<u8> {
+    let files = load::expand(&a.paths)?;
+    if files.is_empty() {
+        anyhow::bail!("no .json or .json.gz files under the given paths");
+    }
+    let explicit = load::parse_rank_map(&a.rank)?;
+    let rules = load::load_rules(a.rules.as_deref())?;
+    let mut opts = Options::default();
+    for o in &a.offset {
+        let (r, ns) = o.split_once('=').with_context(|| format!("--offset expects RANK=NS, got `{o}`"))?;
+        opts.offsets.push((r.trim().parse()?, ns.trim().parse()?));
+    }
+    for t in &a.threshold {
+        let (n, v) =
+            t.split_once('=').with_context(|| format!("--threshold expects NAME=VALUE, got `{t}`"))?;
+        opts.thresholds.set(n.trim(), v.trim().parse()?).map_err(anyhow::Error::msg)?;
+    }
+    let gates: Vec<report::Gate> = a
+        .fail_on
+        .iter()
+        .map(|g| g.parse::<report::Gate>().map_err(anyhow::Error::msg))
+        .collect::<Result<_>>()?;
+    let (job, failed) = load::load_job(&files, &explicit, &rules, 4 << 20);
+    for f in &failed {
+        eprintln!("rankscope: {}", f.error);
+    }
+    if job.ranks.is_empty() {
+        anyhow::bail!("no file could be read as a trace");
+    }
+    let analysis = analyze::analyze(&job, &opts);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&analysis)?);
+    } else if a.csv {
+        print!("{}", report::csv(&analysis));
+    } else {
+        print!("{}", report::markdown(&analysis));
+    }
+    let bad = report::failed_gates(&analysis, &gates);
+    for (g, v) in &bad {
+        eprintln!("rankscope: gate failed: {} {} {} (measured {v:.4})", g.metric, g.op, g.value);
+    }
+    Ok(if !bad.is_empty() {
+        3
+    } else if failed.is_empty() && analysis.errors.is_empty() {
+        0
+    } else {
+        1
+    })
+}

@@ -1,0 +1,223 @@
+//! Where each step's time goes on each rank.
+//!
+//! **Which events.** On a rank with GPU work, the figures come from its GPU lanes (kernels and
+//! memory operations as the device ran them). On a CPU-only rank (gloo DDP), from its CPU
+//! threads: CPU operators are compute, `gloo:*` / `c10d::*` / `record_param_comms` are
+//! communication. HTA fails on such traces; rankscope does not.
+//!
+//! **Step window.** Step N of a rank spans from its CPU `ProfilerStep#N` start to the later of
+//! the marker's end and the end of the last GPU event launched in step N (GPU work runs after
+//! the CPU has moved on), cut at the start of step N+1 so windows never overlap. A trace
+//! without markers is one window over the whole trace.
+//!
+//! **Formulas** (all on unions of intervals clipped to the window, never sums):
+//! - `compute_ns` = |C|, `comm_ns` = |M|, `memory_ns` = |Mem| where C, M, Mem are the unions of
+//!   compute, communication and memory events.
+//! - `overlap_ns` = |C ∩ M|; `exposed_comm_ns` = |M − C| = `comm_ns − overlap_ns`
+//!   (TraceLens's "exposed communication").
+//! - `busy_ns` = |C ∪ M ∪ Mem|; `idle_ns` = `wall_ns − busy_ns`, split into `cpu_bound_ns`,
+//!   `launch_overhead_ns` and `other_idle_ns` by [`GapClassifier`] (see `idle.rs`).
+//! - `host_sync_ns`: union of host synchronization calls (`cudaStreamSynchronize`, ...) on CPU
+//!   threads; `data_loading_ns`: union of DataLoader iterations on CPU threads.
+//! - The TensorBoard plugin's four-way split of the step: computation − overlap (`tb_computation_ns`),
+//!   overlap, communication − overlap (`tb_communication_ns`), and the rest of the step
+//!   (`tb_other_ns` = wall − |C ∪ M|). The plugin builds C and M the same way but recognises only
+//!   `nccl:*` ops linked by External id as communication; see docs/metrics.md.
+//! - HTA's overlap percentage is |C ∩ M| / |M| over the whole trace (`overlap_pct_hta` in the
+//!   rank summary). HTA counts communication hidden under compute as compute in its temporal
+//!   breakdown and rounds timestamps to whole µs; rankscope keeps nanoseconds.
+
+use serde::Serialize;
+
+use super::idle::{GapClassifier, GapSplit};
+use super::intervals::Set;
+use crate::model::*;
+use crate::normalize::job::RankEntry;
+
+/// The unions of one rank's events by role, over the whole trace.
+#[derive(Debug, Clone, Default)]
+pub struct RankSets {
+    /// `gpu` or `cpu`: which lanes the figures come from.
+    pub source: &'static str,
+    pub compute: Set,
+    pub comm: Set,
+    pub memory: Set,
+    pub host_sync: Set,
+    pub data_loading: Set,
+}
+
+/// Builds the unions for one rank.
+pub fn rank_sets(r: &RankEntry) -> RankSets {
+    let t = &r.trace;
+    let e = &t.events;
+    let has_gpu_work = (0..e.len()).any(|i| is_work(t, i, LaneKind::Gpu));
+    let side = if has_gpu_work { LaneKind::Gpu } else { LaneKind::Cpu };
+    let mut compute = Vec::new();
+    let mut comm = Vec::new();
+    let mut memory = Vec::new();
+    let mut sync = Vec::new();
+    let mut data = Vec::new();
+    for i in 0..e.len() {
+        if e.kind[i] != EventKind::Slice || e.dur_ns[i] <= 0 {
+            continue;
+        }
+        let lane = t.lanes.kind.get(e.lane[i].0 as usize).copied().unwrap_or(LaneKind::Cpu);
+        let iv = (e.ts_ns[i], e.end_ns(i));
+        if lane == side {
+            match e.class[i] {
+                Class::Compute => compute.push(iv),
+                Class::Communication => comm.push(iv),
+                Class::Memory if side == LaneKind::Gpu => memory.push(iv),
+                _ => {}
+            }
+        }
+        if lane == LaneKind::Cpu {
+            match e.class[i] {
+                Class::Sync => sync.push(iv),
+                Class::DataLoading => data.push(iv),
+                _ => {}
+            }
+        }
+    }
+    RankSets {
+        source: if side == LaneKind::Gpu { "gpu" } else { "cpu" },
+        compute: Set::from_sorted(compute),
+        comm: Set::from_sorted(comm),
+        memory: Set::from_sorted(memory),
+        host_sync: Set::from_sorted(sync),
+        data_loading: Set::from_sorted(data),
+    }
+}
+
+fn is_work(t: &RankTrace, i: usize, side: LaneKind) -> bool {
+    t.events.kind[i] == EventKind::Slice
+        && t.lanes.kind.get(t.events.lane[i].0 as usize) == Some(&side)
+        && matches!(t.events.class[i], Class::Compute | Class::Communication | Class::Memory)
+}
+
+/// One rank's figures for one step. Times in ns on the rank's own clock.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct StepRank {
+    pub rank: u32,
+    pub start_ns: i64,
+    pub end_ns: i64,
+    pub wall_ns: i64,
+    pub compute_ns: i64,
+    pub comm_ns: i64,
+    pub overlap_ns: i64,
+    pub exposed_comm_ns: i64,
+    pub memory_ns: i64,
+    pub busy_ns: i64,
+    pub idle_ns: i64,
+    /// The idle time split: the device waited for the host to launch (CPU-bound) ...
+    pub cpu_bound_ns: i64,
+    /// ... short gaps between queued kernels (launch overhead) ...
+    pub launch_overhead_ns: i64,
+    /// ... and the rest.
+    pub other_idle_ns: i64,
+    pub host_sync_ns: i64,
+    pub data_loading_ns: i64,
+    pub tb_computation_ns: i64,
+    pub tb_communication_ns: i64,
+    pub tb_other_ns: i64,
+    /// `gpu` or `cpu`.
+    pub source: &'static str,
+}
+
+/// Step windows of one rank: `(step, start, end)`, non-overlapping, in time order.
+pub fn step_windows(r: &RankEntry) -> Vec<(u32, i64, i64)> {
+    let s = &r.norm.steps;
+    let e = &r.trace.events;
+    let n = s.len();
+    // Last end of GPU work per step (GPU events carry the step of their launch).
+    let mut gpu_end: FxHashMap<u32, i64> = FxHashMap::default();
+    for i in 0..e.len() {
+        if e.step[i] != NONE_U32 && is_work(&r.trace, i, LaneKind::Gpu) {
+            let v = gpu_end.entry(e.step[i]).or_insert(i64::MIN);
+            *v = (*v).max(e.end_ns(i));
+        }
+    }
+    (0..n)
+        .map(|k| {
+            let start = s.start_ns[k];
+            let mut end = s.end_ns[k].max(gpu_end.get(&s.number[k]).copied().unwrap_or(i64::MIN));
+            if let Some(&next) = s.start_ns.get(k + 1) {
+                if next > start {
+                    end = end.min(next);
+                }
+            }
+            (s.number[k], start, end.max(start))
+        })
+        .collect()
+}
+
+/// The figures of one window; the idle split needs the rank's [`GapClassifier`].
+pub fn window(rank: u32, sets: &RankSets, gaps: Option<&GapClassifier>, start: i64, end: i64) -> StepRank {
+    let c = sets.compute.clip(start, end);
+    let m = sets.comm.clip(start, end);
+    let mem = sets.memory.clip(start, end);
+    let wall = end - start;
+    let compute = c.len_ns();
+    let comm = m.len_ns();
+    let overlap = c.intersect(&m).len_ns();
+    let cm = c.union(&m);
+    let busy_set = cm.union(&mem);
+    let busy = busy_set.len_ns();
+    let split = gaps.map(|g| g.split(&busy_set, start, end)).unwrap_or(GapSplit {
+        cpu_bound_ns: 0,
+        launch_overhead_ns: 0,
+        other_idle_ns: wall - busy,
+    });
+    StepRank {
+        rank,
+        start_ns: start,
+        end_ns: end,
+        wall_ns: wall,
+        compute_ns: compute,
+        comm_ns: comm,
+        overlap_ns: overlap,
+        exposed_comm_ns: comm - overlap,
+        memory_ns: mem.len_ns(),
+        busy_ns: busy,
+        idle_ns: wall - busy,
+        cpu_bound_ns: split.cpu_bound_ns,
+        launch_overhead_ns: split.launch_overhead_ns,
+        other_idle_ns: split.other_idle_ns,
+        host_sync_ns: sets.host_sync.len_within(start, end),
+        data_loading_ns: sets.data_loading.len_within(start, end),
+        tb_computation_ns: compute - overlap,
+        tb_communication_ns: comm - overlap,
+        tb_other_ns: wall - cm.len_ns(),
+        source: sets.source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_formulas_on_a_known_case() {
+        // compute [0,10) ∪ [20,30); comm [5,25); memory [40,45); window [0,50).
+        let sets = RankSets {
+            source: "gpu",
+            compute: Set::from_unsorted(vec![(0, 10), (20, 30), (2, 8)]),
+            comm: Set::from_unsorted(vec![(5, 25)]),
+            memory: Set::from_unsorted(vec![(40, 45)]),
+            host_sync: Set::from_unsorted(vec![(1, 3)]),
+            data_loading: Set::new(),
+        };
+        let w = window(0, &sets, None, 0, 50);
+        assert_eq!(w.compute_ns, 20);
+        assert_eq!(w.comm_ns, 20);
+        assert_eq!(w.overlap_ns, 10); // [5,10) and [20,25)
+        assert_eq!(w.exposed_comm_ns, 10); // [10,20)
+        assert_eq!(w.busy_ns, 35); // [0,30) ∪ [40,45)
+        assert_eq!(w.idle_ns, 15);
+        assert_eq!(w.tb_computation_ns + w.overlap_ns + w.tb_communication_ns + w.tb_other_ns, w.wall_ns);
+        assert_eq!(w.host_sync_ns, 2);
+        // Clipping: window [8, 22).
+        let w = window(0, &sets, None, 8, 22);
+        assert_eq!((w.compute_ns, w.comm_ns, w.overlap_ns), (4, 14, 4));
+    }
+}

@@ -1,0 +1,243 @@
+//! Collectives per kind and process group: how many, how big, how long, how much of it was
+//! data transfer and how much was waiting, how far apart the ranks arrived, and the bandwidth.
+//!
+//! For one collective matched across ranks (after clock alignment):
+//! - **transfer time** = the minimum duration over the participating ranks (the last rank to
+//!   arrive waits for nobody: its duration is the transfer), as the TensorBoard plugin defines
+//!   "data transfer time"; **sync wait** of a rank = its duration − the transfer time.
+//! - **arrival skew** = latest aligned start − earliest aligned start; the latest is the
+//!   collective's **last arriver**.
+//! - **algbw** = S / transfer time; **busbw** = algbw × factor, with nccl-tests' factors for n
+//!   ranks: all_reduce 2(n−1)/n; all_gather, reduce_scatter, all_to_all (n−1)/n; broadcast,
+//!   reduce, send/recv 1. S as nccl-tests counts it (see `instances::args_bytes`). GB/s = 1e9 B/s.
+//! - Single-rank traces have no matched partners: durations are reported, transfer and sync are
+//!   not, and bandwidth uses the whole duration (`bw_basis: "duration"`), an upper bound on time
+//!   and so a lower bound on bandwidth.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::align::RankAlignment;
+use super::instances::{Instance, Matched};
+use crate::model::CollKind;
+
+/// nccl-tests' bus-bandwidth factor for `kind` over `n` ranks.
+pub fn busbw_factor(kind: CollKind, n: i64) -> f64 {
+    if n <= 1 {
+        return 1.0;
+    }
+    let n = n as f64;
+    match kind {
+        CollKind::AllReduce => 2.0 * (n - 1.0) / n,
+        CollKind::AllGather | CollKind::ReduceScatter | CollKind::AllToAll => (n - 1.0) / n,
+        _ => 1.0,
+    }
+}
+
+/// One matched collective after alignment.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Op {
+    pub kind: CollKind,
+    pub pg: String,
+    pub key: i64,
+    pub step: u32,
+    pub ranks: Vec<u32>,
+    pub group_size: i64,
+    pub bytes: Option<i64>,
+    /// Per rank (same order as `ranks`): aligned start, duration, sync wait.
+    pub start_ns: Vec<i64>,
+    pub dur_ns: Vec<i64>,
+    pub sync_wait_ns: Vec<i64>,
+    pub transfer_ns: i64,
+    pub skew_ns: i64,
+    pub last_arriver: u32,
+}
+
+pub fn offset_of(al: &[RankAlignment], rank: u32) -> i64 {
+    al.iter().find(|a| a.rank == rank).map_or(0, |a| a.offset_ns)
+}
+
+pub fn ops(matched: &[Matched], al: &[RankAlignment], world: i64) -> Vec<Op> {
+    matched
+        .iter()
+        .map(|m| {
+            let start: Vec<i64> =
+                m.ranks.iter().zip(&m.per_rank).map(|(&r, x)| x.start_ns - offset_of(al, r)).collect();
+            let dur: Vec<i64> = m.per_rank.iter().map(|x| x.end_ns - x.start_ns).collect();
+            let transfer = dur.iter().copied().min().unwrap_or(0);
+            let (lo, hi) =
+                (start.iter().copied().min().unwrap_or(0), start.iter().copied().max().unwrap_or(0));
+            let last = start.iter().position(|&s| s == hi).and_then(|k| m.ranks.get(k)).copied().unwrap_or(0);
+            Op {
+                kind: m.kind,
+                pg: m.pg.clone(),
+                key: m.key,
+                step: m.per_rank.first().map_or(u32::MAX, |x| x.step),
+                ranks: m.ranks.clone(),
+                group_size: m
+                    .per_rank
+                    .iter()
+                    .find_map(|x| x.group_size)
+                    .unwrap_or(world.max(m.ranks.len() as i64)),
+                bytes: m.per_rank.iter().find_map(|x| x.bytes),
+                sync_wait_ns: dur.iter().map(|d| d - transfer).collect(),
+                start_ns: start,
+                dur_ns: dur,
+                transfer_ns: transfer,
+                skew_ns: hi - lo,
+                last_arriver: last,
+            }
+        })
+        .collect()
+}
+
+/// Per kind and process group.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CollectiveStats {
+    pub kind: CollKind,
+    pub pg: String,
+    /// Collectives (matched across ranks, or per rank when nothing matched).
+    pub count: usize,
+    /// Executions summed over ranks.
+    pub instances: usize,
+    pub group_size: i64,
+    pub bytes_total: i64,
+    pub bytes_p50: Option<i64>,
+    pub dur_mean_ns: i64,
+    pub dur_p50_ns: i64,
+    pub dur_p95_ns: i64,
+    pub dur_p99_ns: i64,
+    pub dur_max_ns: i64,
+    pub transfer_mean_ns: Option<i64>,
+    pub sync_wait_mean_ns: Option<i64>,
+    pub skew_p50_ns: Option<i64>,
+    pub skew_max_ns: Option<i64>,
+    pub algbw_gbps: Option<f64>,
+    pub busbw_gbps: Option<f64>,
+    /// `transfer` (matched across ranks) or `duration` (single rank: includes any waiting).
+    pub bw_basis: &'static str,
+}
+
+/// Nearest-rank percentile of a sorted slice.
+pub fn pct(sorted: &[i64], p: f64) -> i64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let k = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[k.clamp(1, sorted.len()) - 1]
+}
+
+fn median_f(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    Some(v[(v.len() - 1) / 2])
+}
+
+pub fn stats(ops: &[Op], insts: &[(u32, Vec<Instance>)], world: i64) -> Vec<CollectiveStats> {
+    let mut out = Vec::new();
+    if !ops.is_empty() {
+        let mut groups: BTreeMap<(CollKind, String), Vec<&Op>> = BTreeMap::new();
+        for o in ops {
+            groups.entry((o.kind, o.pg.clone())).or_default().push(o);
+        }
+        for ((kind, pg), v) in groups {
+            let mut durs: Vec<i64> = v.iter().flat_map(|o| o.dur_ns.iter().copied()).collect();
+            durs.sort_unstable();
+            let mut bytes: Vec<i64> = v.iter().filter_map(|o| o.bytes).collect();
+            bytes.sort_unstable();
+            let mut skews: Vec<i64> = v.iter().map(|o| o.skew_ns).collect();
+            skews.sort_unstable();
+            let waits: Vec<i64> = v.iter().flat_map(|o| o.sync_wait_ns.iter().copied()).collect();
+            let algbw: Vec<f64> =
+                v.iter().filter_map(|o| Some(o.bytes? as f64 / o.transfer_ns.max(1) as f64)).collect();
+            let n = v.iter().map(|o| o.group_size).max().unwrap_or(world);
+            let alg = median_f(algbw);
+            out.push(CollectiveStats {
+                kind,
+                pg,
+                count: v.len(),
+                instances: durs.len(),
+                group_size: n,
+                bytes_total: bytes.iter().sum(),
+                bytes_p50: (!bytes.is_empty()).then(|| pct(&bytes, 50.0)),
+                dur_mean_ns: durs.iter().sum::<i64>() / durs.len().max(1) as i64,
+                dur_p50_ns: pct(&durs, 50.0),
+                dur_p95_ns: pct(&durs, 95.0),
+                dur_p99_ns: pct(&durs, 99.0),
+                dur_max_ns: durs.last().copied().unwrap_or(0),
+                transfer_mean_ns: Some(v.iter().map(|o| o.transfer_ns).sum::<i64>() / v.len() as i64),
+                sync_wait_mean_ns: Some(waits.iter().sum::<i64>() / waits.len().max(1) as i64),
+                skew_p50_ns: Some(pct(&skews, 50.0)),
+                skew_max_ns: skews.last().copied(),
+                algbw_gbps: alg,
+                busbw_gbps: alg.map(|a| a * busbw_factor(kind, n)),
+                bw_basis: "transfer",
+            });
+        }
+        return out;
+    }
+    // Nothing matched: per-rank durations only.
+    let mut groups: BTreeMap<(CollKind, String), Vec<&Instance>> = BTreeMap::new();
+    for (_, v) in insts {
+        for x in v {
+            groups.entry((x.kind, x.pg.clone())).or_default().push(x);
+        }
+    }
+    for ((kind, pg), v) in groups {
+        let mut durs: Vec<i64> = v.iter().map(|x| x.end_ns - x.start_ns).collect();
+        durs.sort_unstable();
+        let mut bytes: Vec<i64> = v.iter().filter_map(|x| x.bytes).collect();
+        bytes.sort_unstable();
+        let n = v.iter().find_map(|x| x.group_size).unwrap_or(world);
+        let alg = median_f(
+            v.iter().filter_map(|x| Some(x.bytes? as f64 / (x.end_ns - x.start_ns).max(1) as f64)).collect(),
+        );
+        out.push(CollectiveStats {
+            kind,
+            pg,
+            count: v.len(),
+            instances: v.len(),
+            group_size: n,
+            bytes_total: bytes.iter().sum(),
+            bytes_p50: (!bytes.is_empty()).then(|| pct(&bytes, 50.0)),
+            dur_mean_ns: durs.iter().sum::<i64>() / durs.len().max(1) as i64,
+            dur_p50_ns: pct(&durs, 50.0),
+            dur_p95_ns: pct(&durs, 95.0),
+            dur_p99_ns: pct(&durs, 99.0),
+            dur_max_ns: durs.last().copied().unwrap_or(0),
+            transfer_mean_ns: None,
+            sync_wait_mean_ns: None,
+            skew_p50_ns: None,
+            skew_max_ns: None,
+            algbw_gbps: alg,
+            busbw_gbps: alg.map(|a| a * busbw_factor(kind, n)),
+            bw_basis: "duration",
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn factors_are_nccl_tests() {
+        assert!((busbw_factor(CollKind::AllReduce, 8) - 1.75).abs() < 1e-12);
+        assert!((busbw_factor(CollKind::AllGather, 8) - 0.875).abs() < 1e-12);
+        assert!((busbw_factor(CollKind::AllToAll, 4) - 0.75).abs() < 1e-12);
+        assert_eq!(busbw_factor(CollKind::Broadcast, 8), 1.0);
+        assert_eq!(busbw_factor(CollKind::SendRecv, 2), 1.0);
+    }
+
+    #[test]
+    fn percentiles() {
+        let v = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10];
+        assert_eq!(pct(&v, 50.0), 5);
+        assert_eq!(pct(&v, 95.0), 10);
+        assert_eq!(pct(&v, 10.0), 1);
+    }
+}

@@ -1,0 +1,118 @@
+//! Critical path per step — **level 1: the bottleneck rank's chain**.
+//!
+//! A full cross-rank dependency graph (CPU op → launch → kernel, stream order, event waits,
+//! rendezvous edges) is not built yet. What is computed, and labelled `bottleneck_rank_chain`
+//! in the output: for each step, the rank that bounds it (the step's straggler when there is
+//! one — everybody waited for it — otherwise the rank with the longest step), and its time
+//! from the step start to the end of its step window, split along its GPU (or, on CPU-only
+//! ranks, CPU) timeline into:
+//! - `compute_ns`: compute busy time (including compute that hides communication);
+//! - `communication_ns`: communication not hidden by compute (exposed);
+//! - `memory_ns`: memory copies/sets not under compute or communication;
+//! - `cpu_bound_ns`: gaps where the next kernel's launch call ended after the gap began (the
+//!   GPU waited for the host);
+//! - `launch_overhead_ns`: other gaps shorter than the kernel-wait threshold;
+//! - `idle_ns`: the remaining gaps.
+//!
+//! These add up to `length_ns`. `top_events` lists the longest events on the chain.
+
+use serde::Serialize;
+
+use super::align::RankAlignment;
+use super::breakdown::{rank_sets, step_windows};
+use super::collectives::{offset_of, Op};
+use super::idle::{GapClassifier, DEFAULT_KERNEL_WAIT_THRESHOLD_NS};
+use super::StepEntry;
+use crate::model::*;
+use crate::normalize::Job;
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PathEvent {
+    pub name: String,
+    pub class: Class,
+    pub start_ns: i64,
+    pub dur_ns: i64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct StepPath {
+    pub step: u32,
+    /// Which level of critical-path analysis this is.
+    pub level: &'static str,
+    pub rank: u32,
+    /// Why this rank: `straggler` or `longest_step`.
+    pub chosen_as: &'static str,
+    /// Aligned start and end of the chain.
+    pub start_ns: i64,
+    pub end_ns: i64,
+    pub length_ns: i64,
+    pub compute_ns: i64,
+    pub communication_ns: i64,
+    pub memory_ns: i64,
+    pub cpu_bound_ns: i64,
+    pub launch_overhead_ns: i64,
+    pub idle_ns: i64,
+    pub top_events: Vec<PathEvent>,
+}
+
+pub fn paths(job: &Job, ops: &[Op], al: &[RankAlignment], steps: &[StepEntry]) -> Vec<StepPath> {
+    let (stragglers, _) = super::balance::stragglers(ops);
+    let mut out = Vec::new();
+    for s in steps {
+        let (rank, chosen_as) = match stragglers.iter().find(|x| x.step == s.step) {
+            Some(x) => (x.rank, "straggler"),
+            None => match s.per_rank.iter().max_by_key(|r| (r.wall_ns, std::cmp::Reverse(r.rank))) {
+                Some(r) => (r.rank, "longest_step"),
+                None => continue,
+            },
+        };
+        let Some(r) = job.ranks.iter().find(|x| x.rank == rank) else { continue };
+        let Some(&(_, lo, hi)) = step_windows(r).iter().find(|w| w.0 == s.step) else { continue };
+        let sets = rank_sets(r);
+        let c = sets.compute.clip(lo, hi);
+        let m = sets.comm.clip(lo, hi).subtract(&c);
+        let mem = sets.memory.clip(lo, hi).subtract(&c).subtract(&m);
+        let busy = c.union(&m).union(&mem);
+        let e = &r.trace.events;
+        let side = if sets.source == "gpu" { LaneKind::Gpu } else { LaneKind::Cpu };
+        let split = GapClassifier::new(r, side, DEFAULT_KERNEL_WAIT_THRESHOLD_NS).split(&busy, lo, hi);
+        let work: Vec<usize> = (0..e.len())
+            .filter(|&i| {
+                e.kind[i] == EventKind::Slice
+                    && r.trace.lanes.kind.get(e.lane[i].0 as usize) == Some(&side)
+                    && matches!(e.class[i], Class::Compute | Class::Communication | Class::Memory)
+                    && e.end_ns(i) > lo
+                    && e.ts_ns[i] < hi
+            })
+            .collect();
+        let mut top: Vec<usize> = work.clone();
+        top.sort_by_key(|&i| std::cmp::Reverse(e.end_ns(i).min(hi) - e.ts_ns[i].max(lo)));
+        top.truncate(5);
+        let off = offset_of(al, rank);
+        out.push(StepPath {
+            step: s.step,
+            level: "bottleneck_rank_chain",
+            rank,
+            chosen_as,
+            start_ns: lo - off,
+            end_ns: hi - off,
+            length_ns: hi - lo,
+            compute_ns: c.len_ns(),
+            communication_ns: m.len_ns(),
+            memory_ns: mem.len_ns(),
+            cpu_bound_ns: split.cpu_bound_ns,
+            launch_overhead_ns: split.launch_overhead_ns,
+            idle_ns: split.other_idle_ns,
+            top_events: top
+                .into_iter()
+                .map(|i| PathEvent {
+                    name: job.strings.get(e.name[i]).to_string(),
+                    class: e.class[i],
+                    start_ns: e.ts_ns[i] - off,
+                    dur_ns: e.dur_ns[i],
+                })
+                .collect(),
+        });
+    }
+    out
+}

@@ -1,0 +1,369 @@
+//! Collective instances: on each rank, the events that *are* a collective's execution, with
+//! their message size, and their matching across ranks.
+//!
+//! - GPU ranks: communication kernels on GPU streams (`ncclKernel_*`, `ncclDevKernel_*`, RCCL).
+//! - CPU-only ranks: the backend's own spans (`gloo:*`, `nccl:*`, `mpi:*`, `ucc:*`) that are not
+//!   nested in another; without those, every top-level communication event.
+//!
+//! Message size, in order: the kernel's own args (`In msg nelems` × dtype size, or `In msg size`);
+//! the CPU communication op with the same `External id`; the communication op enclosing the
+//! launch on the host thread (e.g. `nccl:all_reduce` with `Input Dims` and `Input type`).
+//!
+//! Matching across ranks: by (process group, `Seq`) where the trace has sequence numbers;
+//! otherwise by (process group, collective kind, step, ordinal within the step); without step
+//! markers by whole-trace ordinal, trying small ordinal shifts per rank and keeping one only
+//! when it is clearly more consistent (profiling windows do not always start at the same
+//! collective on every rank).
+
+use serde::Serialize;
+
+use crate::model::*;
+use crate::normalize::job::RankEntry;
+use crate::normalize::Job;
+
+/// One collective as executed on one rank.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Instance {
+    pub event: EventIdx,
+    pub kind: CollKind,
+    /// Process group name, or empty when unknown.
+    pub pg: String,
+    pub seq: Option<i64>,
+    pub start_ns: i64,
+    pub end_ns: i64,
+    pub step: u32,
+    /// Message size in bytes (the input buffer), when it can be told.
+    pub bytes: Option<i64>,
+    pub group_size: Option<i64>,
+}
+
+/// Bytes per element of a dtype as Kineto spells it (`Float`, `float`, `c10::BFloat16`, ...).
+pub fn dtype_bytes(dtype: &str) -> Option<i64> {
+    let d = dtype.trim().to_ascii_lowercase();
+    let d = d.rsplit("::").next().unwrap_or(&d);
+    Some(match d {
+        "float" | "float32" | "f32" | "int" | "int32" | "i32" | "uint32" | "complexhalf" => 4,
+        "double" | "float64" | "f64" | "long" | "int64" | "i64" | "uint64" | "complexfloat" => 8,
+        "half" | "float16" | "f16" | "bfloat16" | "bf16" | "short" | "int16" | "uint16" => 2,
+        "byte" | "char" | "bool" | "int8" | "uint8" | "i8" | "u8" | "float8_e4m3fn" | "float8_e5m2"
+        | "float8_e4m3fnuz" | "float8_e5m2fnuz" => 1,
+        "complexdouble" => 16,
+        _ => return None,
+    })
+}
+
+/// Bytes of the comm-args row `a`, as nccl-tests counts a collective's size S: the larger of
+/// the input and output buffers (all_reduce: either; all_gather: the gathered output;
+/// reduce_scatter: the full input). From `In/Out msg size` when written, else `In/Out msg
+/// nelems` (or the first input's element count from `Input Dims`) × dtype size.
+fn args_bytes(t: &RankTrace, strings: &StringTable, a: usize) -> Option<i64> {
+    let c = &t.comm;
+    let sizes = [c.in_bytes.get(a), c.out_bytes.get(a)];
+    if let Some(b) = sizes.iter().flatten().copied().filter(|&&b| b >= 0).max() {
+        return Some(*b);
+    }
+    let n = [c.in_nelems.get(a), c.out_nelems.get(a)]
+        .iter()
+        .flatten()
+        .copied()
+        .filter(|&&n| n >= 0)
+        .max()
+        .copied();
+    let n = match (n, c.input_elems.get(a)) {
+        (Some(n), _) => n,
+        (None, Some(&n)) if n >= 0 => n,
+        _ => return None,
+    };
+    let size = dtype_bytes(strings.get(*c.dtype.get(a)?))?;
+    Some(n.saturating_mul(size))
+}
+
+/// The instances of one rank, in time order.
+pub fn rank_instances(r: &RankEntry, strings: &StringTable) -> Vec<Instance> {
+    let t = &r.trace;
+    let e = &t.events;
+    let lane_kind = |i: usize| t.lanes.kind.get(e.lane[i].0 as usize).copied().unwrap_or(LaneKind::Cpu);
+    let comm = |i: usize| e.kind[i] == EventKind::Slice && e.class[i] == Class::Communication;
+    let gpu: Vec<usize> = (0..e.len()).filter(|&i| comm(i) && lane_kind(i) == LaneKind::Gpu).collect();
+    let chosen: Vec<usize> = if !gpu.is_empty() {
+        gpu
+    } else {
+        let cpu: Vec<usize> = (0..e.len()).filter(|&i| comm(i) && lane_kind(i) == LaneKind::Cpu).collect();
+        let backend: Vec<usize> = cpu
+            .iter()
+            .copied()
+            .filter(|&i| {
+                let n = strings.get(e.name[i]);
+                ["gloo:", "nccl:", "mpi:", "ucc:"].iter().any(|p| n.starts_with(p))
+            })
+            .collect();
+        top_level(t, if backend.is_empty() { cpu } else { backend })
+    };
+    // Host-side communication ops with their args, by External id and by lane for enclosure.
+    let mut by_ext: FxHashMap<u64, usize> = FxHashMap::default();
+    let mut host_comm_by_lane: FxHashMap<LaneId, Vec<usize>> = FxHashMap::default();
+    for i in 0..e.len() {
+        if comm(i) && lane_kind(i) == LaneKind::Cpu && e.args[i] != NONE_U32 {
+            if e.external_id[i] != NONE_U64 {
+                by_ext.entry(e.external_id[i]).or_insert(e.args[i] as usize);
+            }
+            host_comm_by_lane.entry(e.lane[i]).or_default().push(i);
+        }
+    }
+    let mut out = Vec::with_capacity(chosen.len());
+    for i in chosen {
+        let own = (e.args[i] != NONE_U32).then_some(e.args[i] as usize);
+        let via_ext = by_ext.get(&e.external_id[i]).copied().filter(|_| e.external_id[i] != NONE_U64);
+        let via_launch = r.norm.links.launch_of(EventIdx(i as u32)).and_then(|l| {
+            let l = l.0 as usize;
+            let ts = e.ts_ns[l];
+            host_comm_by_lane.get(&e.lane[l]).and_then(|v| {
+                v.iter().rev().find(|&&h| e.ts_ns[h] <= ts && e.end_ns(h) >= ts).map(|&h| e.args[h] as usize)
+            })
+        });
+        let rows: Vec<usize> = [own, via_ext, via_launch].into_iter().flatten().collect();
+        let bytes = rows.iter().find_map(|&a| args_bytes(t, strings, a));
+        let pg = rows
+            .iter()
+            .map(|&a| t.comm.pg_name.get(a).copied().unwrap_or(StrId::EMPTY))
+            .find(|s| *s != StrId::EMPTY)
+            .map(|s| strings.get(s).to_string())
+            .unwrap_or_default();
+        let seq = rows.iter().filter_map(|&a| t.comm.seq.get(a).copied()).find(|&s| s >= 0);
+        let group_size = rows.iter().filter_map(|&a| t.comm.group_size.get(a).copied()).find(|&g| g > 0);
+        let mut kind = e.coll_kind(i);
+        if kind == CollKind::Unknown {
+            // RCCL's `ncclDevKernel_Generic` says nothing: take the kind from the args.
+            kind = rows
+                .iter()
+                .filter_map(|&a| t.comm.collective.get(a).copied())
+                .map(|s| crate::normalize::coll_kind_of(strings.get(s)))
+                .find(|k| *k != CollKind::Unknown)
+                .unwrap_or(CollKind::Unknown);
+        }
+        out.push(Instance {
+            event: EventIdx(i as u32),
+            kind,
+            pg,
+            seq,
+            start_ns: e.ts_ns[i],
+            end_ns: e.end_ns(i),
+            step: e.step[i],
+            bytes,
+            group_size,
+        });
+    }
+    out.sort_by_key(|x| (x.start_ns, x.event));
+    out
+}
+
+/// Keeps the events not contained in another of the list on the same lane.
+fn top_level(t: &RankTrace, mut idx: Vec<usize>) -> Vec<usize> {
+    let e = &t.events;
+    idx.sort_by_key(|&i| (e.lane[i], e.ts_ns[i], std::cmp::Reverse(e.dur_ns[i])));
+    let mut out = Vec::new();
+    let mut cur: Option<(LaneId, i64)> = None;
+    for i in idx {
+        match cur {
+            Some((l, end)) if l == e.lane[i] && e.end_ns(i) <= end => continue,
+            _ => {
+                cur = Some((e.lane[i], e.end_ns(i)));
+                out.push(i);
+            }
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+/// A collective matched across ranks: `per_rank[k]` is rank `ranks[k]`'s instance.
+#[derive(Debug, Clone)]
+pub struct Matched {
+    pub kind: CollKind,
+    pub pg: String,
+    /// `Seq` when matched by it, else the ordinal within (pg, kind).
+    pub key: i64,
+    pub by_seq: bool,
+    pub ranks: Vec<u32>,
+    pub per_rank: Vec<Instance>,
+}
+
+/// How instances were matched.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct MatchInfo {
+    pub method: &'static str,
+    /// Per rank, the ordinal shift applied (0 when matched by sequence number).
+    pub shifts: Vec<(u32, i64)>,
+}
+
+/// Matches instances across ranks (`insts[k]` belongs to `job.ranks[k]`).
+pub fn match_instances(job: &Job, insts: &[Vec<Instance>]) -> (Vec<Matched>, MatchInfo) {
+    let all_seq = insts.iter().all(|v| !v.is_empty() && v.iter().all(|x| x.seq.is_some()));
+    // Group per rank by (pg, kind) [ordinal matching] or by (pg) [seq matching].
+    // Without sequence numbers, ordinals count within a step: `ProfilerStep#N` numbers are the
+    // global iteration count on every rank, so a rank whose profiling window started earlier
+    // cannot shift the match. Steps that are unknown (no markers) use whole-trace ordinals.
+    let steps_known = job.ranks.iter().all(|r| !r.norm.steps.synthetic);
+    type Key = (String, CollKind, u32);
+    let mut groups: std::collections::BTreeMap<Key, Vec<Vec<&Instance>>> = Default::default();
+    for (k, v) in insts.iter().enumerate() {
+        for x in v {
+            let key = if all_seq {
+                (x.pg.clone(), CollKind::Unknown, u32::MAX)
+            } else {
+                (x.pg.clone(), x.kind, if steps_known { x.step } else { u32::MAX })
+            };
+            let slot = groups.entry(key).or_insert_with(|| vec![Vec::new(); insts.len()]);
+            if let Some(s) = slot.get_mut(k) {
+                s.push(x);
+            }
+        }
+    }
+    let mut shifts: Vec<(u32, i64)> = job.ranks.iter().map(|r| (r.rank, 0)).collect();
+    let mut out = Vec::new();
+    for ((pg, kind, step), per_rank) in groups {
+        if all_seq {
+            let mut by_seq: std::collections::BTreeMap<i64, Vec<(u32, &Instance)>> = Default::default();
+            for (k, v) in per_rank.iter().enumerate() {
+                for x in v {
+                    by_seq.entry(x.seq.unwrap_or(-1)).or_default().push((job.ranks[k].rank, x));
+                }
+            }
+            for (seq, v) in by_seq {
+                if v.len() < 2 {
+                    continue;
+                }
+                out.push(Matched {
+                    kind: v[0].1.kind,
+                    pg: pg.clone(),
+                    key: seq,
+                    by_seq: true,
+                    ranks: v.iter().map(|p| p.0).collect(),
+                    per_rank: v.iter().map(|p| p.1.clone()).collect(),
+                });
+            }
+            continue;
+        }
+        // Ordinal matching against the first rank that has this group.
+        let Some(refk) = per_rank.iter().position(|v| !v.is_empty()) else { continue };
+        let reference = &per_rank[refk];
+        let mut shift_of = vec![0i64; per_rank.len()];
+        for (k, v) in per_rank.iter().enumerate() {
+            if k == refk || v.is_empty() {
+                continue;
+            }
+            shift_of[k] = if step == u32::MAX { best_shift(reference, v) } else { 0 };
+            if let Some(s) = shifts.get_mut(k) {
+                if s.1 == 0 {
+                    s.1 = shift_of[k];
+                }
+            }
+        }
+        for (ord, x0) in reference.iter().enumerate() {
+            let mut ranks = vec![job.ranks[refk].rank];
+            let mut members = vec![(*x0).clone()];
+            for (k, v) in per_rank.iter().enumerate() {
+                if k == refk {
+                    continue;
+                }
+                let j = ord as i64 + shift_of[k];
+                if let Some(x) = usize::try_from(j).ok().and_then(|j| v.get(j)) {
+                    ranks.push(job.ranks[k].rank);
+                    members.push((*x).clone());
+                }
+            }
+            if ranks.len() < 2 {
+                continue;
+            }
+            let mut pairs: Vec<(u32, Instance)> = ranks.into_iter().zip(members).collect();
+            pairs.sort_by_key(|p| p.0);
+            out.push(Matched {
+                kind,
+                pg: pg.clone(),
+                key: ord as i64,
+                by_seq: false,
+                ranks: pairs.iter().map(|p| p.0).collect(),
+                per_rank: pairs.into_iter().map(|p| p.1).collect(),
+            });
+        }
+    }
+    out.sort_by_key(|m| (m.per_rank.first().map_or(0, |x| x.end_ns), m.kind, m.key));
+    let method = if all_seq {
+        "process_group_seq"
+    } else if steps_known {
+        "ordinal_per_step_group_and_kind"
+    } else {
+        "ordinal_per_group_and_kind"
+    };
+    (out, MatchInfo { method, shifts })
+}
+
+/// The ordinal shift (−3..=3) of `v` against `reference` whose end-time differences are most
+/// consistent (smallest median absolute deviation). Shift 0 is kept unless another shift is
+/// four times more consistent over at least three quarters of the pairs and does not pair
+/// collectives of different sizes: with few collectives a wrong shift can look consistent by
+/// chance, and a wrong match is worse than none.
+fn best_shift(reference: &[&Instance], v: &[&Instance]) -> i64 {
+    let score = |s: i64| -> Option<i64> {
+        let mut diffs = Vec::new();
+        for (ord, x0) in reference.iter().enumerate() {
+            let j = ord as i64 + s;
+            let Some(x) = usize::try_from(j).ok().and_then(|j| v.get(j)) else { continue };
+            if let (Some(a), Some(b)) = (x0.bytes, x.bytes) {
+                if a != b {
+                    return None;
+                }
+            }
+            diffs.push(x.end_ns - x0.end_ns);
+        }
+        if diffs.len() * 4 < reference.len().min(v.len()) * 3 || diffs.is_empty() {
+            return None;
+        }
+        let med = median(&mut diffs.clone());
+        let mut dev: Vec<i64> = diffs.iter().map(|d| (d - med).abs()).collect();
+        Some(median(&mut dev))
+    };
+    let base = score(0);
+    let mut best = (base, 0i64);
+    for s in [-1i64, 1, -2, 2, -3, 3] {
+        if let Some(sc) = score(s) {
+            let better = match best.0 {
+                None => true,
+                Some(b) => sc.saturating_mul(4) < b,
+            };
+            if better {
+                best = (Some(sc), s);
+            }
+        }
+    }
+    best.1
+}
+
+/// Median of a non-empty slice (lower median); 0 for an empty one.
+pub fn median(v: &mut [i64]) -> i64 {
+    if v.is_empty() {
+        return 0;
+    }
+    let mid = (v.len() - 1) / 2;
+    *v.select_nth_unstable(mid).1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dtype_sizes() {
+        assert_eq!(dtype_bytes("Float"), Some(4));
+        assert_eq!(dtype_bytes("c10::BFloat16"), Some(2));
+        assert_eq!(dtype_bytes("double"), Some(8));
+        assert_eq!(dtype_bytes("Scalar"), None);
+    }
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(&mut [5, 1, 3]), 3);
+        assert_eq!(median(&mut [4, 1, 3, 2]), 2);
+        assert_eq!(median(&mut []), 0);
+    }
+}

@@ -1,0 +1,266 @@
+//! Interval algebra on half-open nanosecond intervals `[start, end)`.
+//!
+//! Every time figure rankscope reports is computed on **unions**, never on sums: work that
+//! overlaps on several streams or threads counts once. A [`Set`] is a sorted list of disjoint,
+//! non-adjacent, non-empty intervals; all operations keep that form.
+
+/// A half-open interval `[start, end)` in nanoseconds.
+pub type Iv = (i64, i64);
+
+/// A normalized union of intervals: sorted, disjoint, non-empty, with gaps between neighbours.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Set {
+    ivs: Vec<Iv>,
+}
+
+impl Set {
+    pub fn new() -> Self {
+        Set::default()
+    }
+
+    /// The union of arbitrary intervals (empty and inverted ones are ignored).
+    pub fn from_unsorted(mut ivs: Vec<Iv>) -> Self {
+        ivs.retain(|&(a, b)| b > a);
+        ivs.sort_unstable();
+        let mut out: Vec<Iv> = Vec::with_capacity(ivs.len());
+        for (a, b) in ivs {
+            match out.last_mut() {
+                Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                _ => out.push((a, b)),
+            }
+        }
+        Set { ivs: out }
+    }
+
+    /// Builds from intervals already sorted by start (cheaper; falls back if they are not).
+    pub fn from_sorted(ivs: impl IntoIterator<Item = Iv>) -> Self {
+        let mut out: Vec<Iv> = Vec::new();
+        let mut sorted = true;
+        let mut prev = i64::MIN;
+        for (a, b) in ivs {
+            if b <= a {
+                continue;
+            }
+            if a < prev {
+                sorted = false;
+            }
+            prev = a;
+            out.push((a, b));
+        }
+        if !sorted {
+            return Set::from_unsorted(out);
+        }
+        let mut merged: Vec<Iv> = Vec::with_capacity(out.len());
+        for (a, b) in out {
+            match merged.last_mut() {
+                Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                _ => merged.push((a, b)),
+            }
+        }
+        Set { ivs: merged }
+    }
+
+    pub fn intervals(&self) -> &[Iv] {
+        &self.ivs
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ivs.is_empty()
+    }
+
+    /// Total covered length.
+    pub fn len_ns(&self) -> i64 {
+        self.ivs.iter().map(|&(a, b)| b - a).sum()
+    }
+
+    /// `self ∪ other`.
+    pub fn union(&self, other: &Set) -> Set {
+        let mut all = Vec::with_capacity(self.ivs.len() + other.ivs.len());
+        let (mut i, mut j) = (0, 0);
+        while i < self.ivs.len() || j < other.ivs.len() {
+            let take_left = j >= other.ivs.len() || (i < self.ivs.len() && self.ivs[i] <= other.ivs[j]);
+            if take_left {
+                all.push(self.ivs[i]);
+                i += 1;
+            } else {
+                all.push(other.ivs[j]);
+                j += 1;
+            }
+        }
+        Set::from_sorted(all)
+    }
+
+    /// `self ∩ other`.
+    pub fn intersect(&self, other: &Set) -> Set {
+        let mut out = Vec::new();
+        let (mut i, mut j) = (0, 0);
+        while i < self.ivs.len() && j < other.ivs.len() {
+            let (a0, a1) = self.ivs[i];
+            let (b0, b1) = other.ivs[j];
+            let lo = a0.max(b0);
+            let hi = a1.min(b1);
+            if hi > lo {
+                out.push((lo, hi));
+            }
+            if a1 < b1 {
+                i += 1;
+            } else {
+                j += 1;
+            }
+        }
+        Set { ivs: out }
+    }
+
+    /// `self − other`.
+    pub fn subtract(&self, other: &Set) -> Set {
+        let mut out = Vec::new();
+        let mut j = 0;
+        for &(a0, a1) in &self.ivs {
+            let mut cur = a0;
+            while j < other.ivs.len() && other.ivs[j].1 <= cur {
+                j += 1;
+            }
+            let mut k = j;
+            while k < other.ivs.len() && other.ivs[k].0 < a1 {
+                let (b0, b1) = other.ivs[k];
+                if b0 > cur {
+                    out.push((cur, b0));
+                }
+                cur = cur.max(b1);
+                if cur >= a1 {
+                    break;
+                }
+                k += 1;
+            }
+            if cur < a1 {
+                out.push((cur, a1));
+            }
+        }
+        Set { ivs: out }
+    }
+
+    /// The part of `self` inside `[lo, hi)`.
+    pub fn clip(&self, lo: i64, hi: i64) -> Set {
+        if hi <= lo {
+            return Set::new();
+        }
+        let start = self.ivs.partition_point(|iv| iv.1 <= lo);
+        let mut out = Vec::new();
+        for &(a, b) in &self.ivs[start..] {
+            if a >= hi {
+                break;
+            }
+            out.push((a.max(lo), b.min(hi)));
+        }
+        Set { ivs: out }
+    }
+
+    /// Length of `self ∩ [lo, hi)` without building it.
+    pub fn len_within(&self, lo: i64, hi: i64) -> i64 {
+        if hi <= lo {
+            return 0;
+        }
+        let start = self.ivs.partition_point(|iv| iv.1 <= lo);
+        let mut total = 0;
+        for &(a, b) in &self.ivs[start..] {
+            if a >= hi {
+                break;
+            }
+            total += b.min(hi) - a.max(lo);
+        }
+        total
+    }
+
+    /// The gaps of `self` inside `[lo, hi)` (the complement, clipped).
+    pub fn gaps(&self, lo: i64, hi: i64) -> Set {
+        Set { ivs: vec![(lo, hi)] }.subtract(self).clip(lo, hi)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// splitmix64.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        }
+        fn range(&mut self, n: u64) -> i64 {
+            (self.next() % n) as i64
+        }
+    }
+
+    const N: usize = 200;
+
+    fn random_ivs(r: &mut Rng) -> Vec<Iv> {
+        (0..r.range(12))
+            .map(|_| {
+                let a = r.range(N as u64);
+                (a, a + r.range(40) - 5)
+            })
+            .collect()
+    }
+
+    /// The model: a bitmap of covered nanoseconds.
+    fn bits(ivs: &[Iv]) -> Vec<bool> {
+        let mut v = vec![false; N + 64];
+        for &(a, b) in ivs {
+            for t in a.max(0)..b.min(v.len() as i64) {
+                v[t as usize] = true;
+            }
+        }
+        v
+    }
+
+    fn well_formed(s: &Set) -> bool {
+        s.ivs.iter().all(|&(a, b)| b > a) && s.ivs.windows(2).all(|w| w[0].1 < w[1].0)
+    }
+
+    #[test]
+    fn operations_agree_with_a_bitmap_model() {
+        let mut r = Rng(7);
+        for _ in 0..5000 {
+            let (x, y) = (random_ivs(&mut r), random_ivs(&mut r));
+            let (a, b) = (Set::from_unsorted(x.clone()), Set::from_unsorted(y.clone()));
+            let (ba, bb) = (bits(&x), bits(&y));
+            let count = |f: &dyn Fn(bool, bool) -> bool| {
+                ba.iter().zip(&bb).filter(|(p, q)| f(**p, **q)).count() as i64
+            };
+            assert!(well_formed(&a) && well_formed(&b));
+            assert_eq!(a.len_ns(), count(&|p, _| p));
+            let u = a.union(&b);
+            let i = a.intersect(&b);
+            let d = a.subtract(&b);
+            assert!(well_formed(&u) && well_formed(&i) && well_formed(&d), "{a:?} {b:?}");
+            assert_eq!(u.len_ns(), count(&|p, q| p || q));
+            assert_eq!(i.len_ns(), count(&|p, q| p && q));
+            assert_eq!(d.len_ns(), count(&|p, q| p && !q));
+            assert_eq!(u, Set::from_unsorted([x.clone(), y.clone()].concat()));
+            assert_eq!(Set::from_sorted(x.clone()), a);
+            let lo = r.range(N as u64);
+            let hi = lo + r.range(80);
+            let c = a.clip(lo, hi);
+            assert!(well_formed(&c));
+            let in_window =
+                ba.iter().enumerate().filter(|(t, p)| **p && (*t as i64) >= lo && (*t as i64) < hi).count()
+                    as i64;
+            assert_eq!(c.len_ns(), in_window);
+            assert_eq!(a.len_within(lo, hi), in_window);
+            assert_eq!(a.gaps(lo, hi).len_ns(), (hi - lo).max(0) - in_window);
+            // |A ∪ B| = |A| + |B| − |A ∩ B|
+            assert_eq!(u.len_ns(), a.len_ns() + b.len_ns() - i.len_ns());
+        }
+    }
+
+    #[test]
+    fn nested_and_touching_intervals_merge() {
+        let s = Set::from_unsorted(vec![(0, 10), (2, 3), (10, 12), (20, 20), (30, 25)]);
+        assert_eq!(s.intervals(), &[(0, 12)]);
+    }
+}

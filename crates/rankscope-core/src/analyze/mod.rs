@@ -1,0 +1,245 @@
+//! The analysis engine: per-rank, per-step truth across the whole job.
+//!
+//! `analyze(job, options)` runs, in order: collective instances per rank ([`instances`]),
+//! matching across ranks, clock alignment ([`align`]), per rank × step breakdown
+//! ([`breakdown`]), GPU idle and launch analysis ([`idle`]), collective statistics
+//! ([`collectives`]), stragglers and balance ([`balance`]), the critical path
+//! ([`critical_path`]) and findings ([`findings`]). Every metric's definition is in the doc
+//! comment of the module that computes it and in docs/metrics.md.
+
+pub mod align;
+pub mod balance;
+pub mod breakdown;
+pub mod collectives;
+pub mod critical_path;
+pub mod findings;
+pub mod idle;
+pub mod instances;
+pub mod intervals;
+pub mod report;
+
+use serde::Serialize;
+
+use crate::model::Diagnostic;
+use crate::normalize::{Job, JobError, RankSource};
+
+pub const ANALYSIS_SCHEMA_VERSION: u32 = 1;
+
+/// What the user can set.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// `(rank, offset_ns)` given by the user; they win over estimates.
+    pub offsets: Vec<(u32, i64)>,
+    pub thresholds: findings::Thresholds,
+    pub kernel_wait_threshold_ns: i64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            offsets: Vec::new(),
+            thresholds: findings::Thresholds::default(),
+            kernel_wait_threshold_ns: idle::DEFAULT_KERNEL_WAIT_THRESHOLD_NS,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RankInfo {
+    pub rank: u32,
+    /// The file it came from.
+    pub source: String,
+    pub rank_source: RankSource,
+    pub world_size: Option<i64>,
+    pub backend: Option<String>,
+    pub events: u64,
+    pub steps: Vec<u32>,
+    /// Which lanes the time figures come from: `gpu` or `cpu` (CPU-only traces).
+    pub metrics_from: &'static str,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct StepEntry {
+    pub step: u32,
+    pub per_rank: Vec<breakdown::StepRank>,
+}
+
+/// Whole-trace figures of one rank (sums over its steps, and trace-wide overlap).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RankTotals {
+    pub rank: u32,
+    pub steps: usize,
+    pub wall_ns: i64,
+    pub compute_ns: i64,
+    pub comm_ns: i64,
+    pub overlap_ns: i64,
+    pub exposed_comm_ns: i64,
+    pub memory_ns: i64,
+    pub idle_ns: i64,
+    pub cpu_bound_ns: i64,
+    pub launch_overhead_ns: i64,
+    pub host_sync_ns: i64,
+    pub data_loading_ns: i64,
+    /// exposed_comm / wall.
+    pub exposed_comm_ratio: f64,
+    /// comm / wall.
+    pub comm_ratio: f64,
+    /// overlap / comm: the share of communication hidden under compute.
+    pub overlap_coverage: f64,
+    /// HTA's overlap percentage: 100 × |C ∩ M| / |M| over the whole trace (not per step).
+    pub overlap_pct_hta: Option<f64>,
+    pub step_time: Option<balance::StepTimeStats>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct FileDiagnostic {
+    pub file: String,
+    pub rank: u32,
+    #[serde(flatten)]
+    pub diagnostic: Diagnostic,
+}
+
+/// The whole analysis (schema `rankscope.analysis`).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Analysis {
+    pub schema: &'static str,
+    pub schema_version: u32,
+    pub ranks: Vec<RankInfo>,
+    pub steps: Vec<StepEntry>,
+    pub rank_totals: Vec<RankTotals>,
+    pub alignment: Vec<align::RankAlignment>,
+    pub matching: instances::MatchInfo,
+    pub collectives: Vec<collectives::CollectiveStats>,
+    pub stragglers: Vec<balance::StepStraggler>,
+    pub straggler: Option<balance::StragglerSummary>,
+    pub imbalance: Vec<balance::Imbalance>,
+    pub gpu_idle: Vec<idle::StreamIdle>,
+    pub launches: Vec<idle::LaunchStats>,
+    pub allocations: Vec<idle::AllocInStep>,
+    pub critical_path: Vec<critical_path::StepPath>,
+    pub findings: Vec<findings::Finding>,
+    pub diagnostics: Vec<FileDiagnostic>,
+    pub errors: Vec<JobError>,
+}
+
+/// Analyzes a job.
+pub fn analyze(job: &Job, opts: &Options) -> Analysis {
+    let world = job
+        .ranks
+        .iter()
+        .filter_map(|r| r.trace.meta.distributed.as_ref().and_then(|d| d.world_size))
+        .max()
+        .unwrap_or(job.ranks.len() as i64);
+    let insts: Vec<Vec<instances::Instance>> =
+        job.ranks.iter().map(|r| instances::rank_instances(r, &job.strings)).collect();
+    let (matched, matching) = instances::match_instances(job, &insts);
+    let alignment = align::align(job, &matched, &opts.offsets);
+    let ops = collectives::ops(&matched, &alignment, world);
+    let insts_ranked: Vec<(u32, Vec<instances::Instance>)> =
+        job.ranks.iter().map(|r| r.rank).zip(insts).collect();
+    let colls = collectives::stats(&ops, &insts_ranked, world);
+
+    let mut ranks = Vec::new();
+    let mut rank_totals = Vec::new();
+    let mut per_step: std::collections::BTreeMap<u32, Vec<breakdown::StepRank>> = Default::default();
+    let mut gpu_idle = Vec::new();
+    let mut launches = Vec::new();
+    let mut allocations = Vec::new();
+    for r in &job.ranks {
+        let sets = breakdown::rank_sets(r);
+        let windows = breakdown::step_windows(r);
+        let side =
+            if sets.source == "gpu" { crate::model::LaneKind::Gpu } else { crate::model::LaneKind::Cpu };
+        let gaps = idle::GapClassifier::new(r, side, opts.kernel_wait_threshold_ns);
+        let rows: Vec<breakdown::StepRank> = windows
+            .iter()
+            .map(|&(_, lo, hi)| breakdown::window(r.rank, &sets, Some(&gaps), lo, hi))
+            .collect();
+        let d = r.trace.meta.distributed.clone().unwrap_or_default();
+        ranks.push(RankInfo {
+            rank: r.rank,
+            source: r.trace.source.clone(),
+            rank_source: r.source,
+            world_size: d.world_size,
+            backend: d.backend,
+            events: r.trace.counts.total,
+            steps: r.norm.steps.number.clone(),
+            metrics_from: sets.source,
+        });
+        let sum = |f: fn(&breakdown::StepRank) -> i64| rows.iter().map(f).sum::<i64>();
+        let wall = sum(|s| s.wall_ns);
+        let comm = sum(|s| s.comm_ns);
+        let overlap = sum(|s| s.overlap_ns);
+        let exposed = sum(|s| s.exposed_comm_ns);
+        let whole_comm = sets.comm.len_ns();
+        let ratio = |a: i64, b: i64| if b > 0 { a as f64 / b as f64 } else { 0.0 };
+        rank_totals.push(RankTotals {
+            rank: r.rank,
+            steps: rows.len(),
+            wall_ns: wall,
+            compute_ns: sum(|s| s.compute_ns),
+            comm_ns: comm,
+            overlap_ns: overlap,
+            exposed_comm_ns: exposed,
+            memory_ns: sum(|s| s.memory_ns),
+            idle_ns: sum(|s| s.idle_ns),
+            cpu_bound_ns: sum(|s| s.cpu_bound_ns),
+            launch_overhead_ns: sum(|s| s.launch_overhead_ns),
+            host_sync_ns: sum(|s| s.host_sync_ns),
+            data_loading_ns: sum(|s| s.data_loading_ns),
+            exposed_comm_ratio: ratio(exposed, wall),
+            comm_ratio: ratio(comm, wall),
+            overlap_coverage: ratio(overlap, comm),
+            overlap_pct_hta: (whole_comm > 0)
+                .then(|| 100.0 * sets.compute.intersect(&sets.comm).len_ns() as f64 / whole_comm as f64),
+            step_time: balance::step_time_stats(&rows.iter().map(|s| s.wall_ns).collect::<Vec<_>>()),
+        });
+        for (&(step, _, _), row) in windows.iter().zip(rows) {
+            per_step.entry(step).or_default().push(row);
+        }
+        gpu_idle.extend(idle::stream_idle(r, &windows, opts.kernel_wait_threshold_ns));
+        launches.extend(idle::launch_stats(r));
+        allocations.extend(idle::allocations(job, r));
+    }
+    let imbalance: Vec<balance::Imbalance> = per_step
+        .iter()
+        .filter_map(|(&s, v)| balance::imbalance(s, v, opts.thresholds.compute_imbalance))
+        .collect();
+    let steps: Vec<StepEntry> =
+        per_step.into_iter().map(|(step, per_rank)| StepEntry { step, per_rank }).collect();
+    let (stragglers, straggler) = balance::stragglers(&ops);
+    let critical_path = critical_path::paths(job, &ops, &alignment, &steps);
+    let diagnostics: Vec<FileDiagnostic> = job
+        .ranks
+        .iter()
+        .flat_map(|r| {
+            r.trace.diagnostics.sorted().into_iter().map(move |d| FileDiagnostic {
+                file: r.trace.source.clone(),
+                rank: r.rank,
+                diagnostic: d,
+            })
+        })
+        .collect();
+    let mut a = Analysis {
+        schema: "rankscope.analysis",
+        schema_version: ANALYSIS_SCHEMA_VERSION,
+        ranks,
+        steps,
+        rank_totals,
+        alignment,
+        matching,
+        collectives: colls,
+        stragglers,
+        straggler,
+        imbalance,
+        gpu_idle,
+        launches,
+        allocations,
+        critical_path,
+        findings: Vec::new(),
+        diagnostics,
+        errors: job.errors.clone(),
+    };
+    a.findings = findings::findings(&a, &ops, &opts.thresholds);
+    a
+}
