@@ -47,11 +47,17 @@ pub struct RankSets {
 }
 
 /// Builds the unions for one rank.
-pub fn rank_sets(r: &RankEntry) -> RankSets {
+pub fn rank_sets(r: &RankEntry, strings: &StringTable) -> RankSets {
     let t = &r.trace;
     let e = &t.events;
     let has_gpu_work = (0..e.len()).any(|i| is_work(t, i, LaneKind::Gpu));
     let side = if has_gpu_work { LaneKind::Gpu } else { LaneKind::Cpu };
+    // On CPU-only ranks the backend's own spans (`gloo:all_reduce` on its worker threads) are
+    // the communication; the `c10d::*` ops on the main thread only enqueue it and sit inside
+    // compute, so counting them would report enqueue cost as overlap. Without backend spans,
+    // every communication event counts.
+    let backend_spans = side == LaneKind::Cpu
+        && (0..e.len()).any(|i| e.class[i] == Class::Communication && is_backend_span(t, strings, i));
     let mut compute = Vec::new();
     let mut comm = Vec::new();
     let mut memory = Vec::new();
@@ -66,7 +72,7 @@ pub fn rank_sets(r: &RankEntry) -> RankSets {
         if lane == side {
             match e.class[i] {
                 Class::Compute => compute.push(iv),
-                Class::Communication => comm.push(iv),
+                Class::Communication if !backend_spans || is_backend_span(t, strings, i) => comm.push(iv),
                 Class::Memory if side == LaneKind::Gpu => memory.push(iv),
                 _ => {}
             }
@@ -88,6 +94,16 @@ pub fn rank_sets(r: &RankEntry) -> RankSets {
         data_loading: Set::from_sorted(data),
     }
 }
+
+/// Whether event `i` is a communication backend's own span (`gloo:*`, `nccl:*`, `mpi:*`,
+/// `ucc:*`).
+pub fn is_backend_span(t: &RankTrace, strings: &StringTable, i: usize) -> bool {
+    let n = strings.get(t.events.name[i]);
+    BACKEND_PREFIXES.iter().any(|p| n.starts_with(p))
+}
+
+/// Name prefixes of communication backends' own spans.
+pub const BACKEND_PREFIXES: &[&str] = &["gloo:", "nccl:", "mpi:", "ucc:"];
 
 fn is_work(t: &RankTrace, i: usize, side: LaneKind) -> bool {
     t.events.kind[i] == EventKind::Slice

@@ -68,7 +68,7 @@ pub fn paths(job: &Job, ops: &[Op], al: &[RankAlignment], steps: &[StepEntry]) -
         };
         let Some(r) = job.ranks.iter().find(|x| x.rank == rank) else { continue };
         let Some(&(_, lo, hi)) = step_windows(r).iter().find(|w| w.0 == s.step) else { continue };
-        let sets = rank_sets(r);
+        let sets = rank_sets(r, &job.strings);
         let c = sets.compute.clip(lo, hi);
         let m = sets.comm.clip(lo, hi).subtract(&c);
         let mem = sets.memory.clip(lo, hi).subtract(&c).subtract(&m);

@@ -89,14 +89,8 @@ pub fn rank_instances(r: &RankEntry, strings: &StringTable) -> Vec<Instance> {
         gpu
     } else {
         let cpu: Vec<usize> = (0..e.len()).filter(|&i| comm(i) && lane_kind(i) == LaneKind::Cpu).collect();
-        let backend: Vec<usize> = cpu
-            .iter()
-            .copied()
-            .filter(|&i| {
-                let n = strings.get(e.name[i]);
-                ["gloo:", "nccl:", "mpi:", "ucc:"].iter().any(|p| n.starts_with(p))
-            })
-            .collect();
+        let backend: Vec<usize> =
+            cpu.iter().copied().filter(|&i| super::breakdown::is_backend_span(t, strings, i)).collect();
         top_level(t, if backend.is_empty() { cpu } else { backend })
     };
     // Host-side communication ops with their args, by External id and by lane for enclosure.

@@ -146,7 +146,7 @@ pub fn analyze(job: &Job, opts: &Options) -> Analysis {
     let mut launches = Vec::new();
     let mut allocations = Vec::new();
     for r in &job.ranks {
-        let sets = breakdown::rank_sets(r);
+        let sets = breakdown::rank_sets(r, &job.strings);
         let windows = breakdown::step_windows(r);
         let side =
             if sets.source == "gpu" { crate::model::LaneKind::Gpu } else { crate::model::LaneKind::Cpu };
