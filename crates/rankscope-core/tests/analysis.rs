@@ -260,3 +260,50 @@ fn single_rank_traces_analyse_without_partners() {
         assert!(a.collectives.iter().all(|c| c.bw_basis == "duration"), "{f}");
     }
 }
+
+/// Two ranks written by hand (tests/fixtures/analysis/two_rank_known): every figure is known.
+/// Rank 1's host clock is 1 ms ahead (its base time is 1 ms later for the same instants).
+/// rank 0: compute [0,100) ∪ [200,300) µs, all_reduce [80,250); rank 1: compute [0,150),
+/// all_reduce [150,250): it arrives 70 µs late, both end at 250.
+#[test]
+fn hand_written_two_rank_job_gives_the_known_answers() {
+    let traces: Vec<RankTrace> = ["rank0.json", "rank1.json"]
+        .iter()
+        .map(|f| {
+            let p = fixture(&format!("analysis/two_rank_known/{f}"));
+            ingest_chunked(f, &read(&p), 7).unwrap_or_else(|e| panic!("{e}"))
+        })
+        .collect();
+    let a = analyze(&assemble(traces, &[], &Rules::default()), &Options::default());
+    let r0 = &a.steps[0].per_rank[0];
+    assert_eq!((r0.wall_ns, r0.compute_ns, r0.comm_ns), (300_000, 200_000, 170_000));
+    assert_eq!((r0.overlap_ns, r0.exposed_comm_ns, r0.idle_ns), (70_000, 100_000, 0));
+    let r1 = &a.steps[0].per_rank[1];
+    assert_eq!(
+        (r1.wall_ns, r1.compute_ns, r1.comm_ns, r1.overlap_ns, r1.idle_ns),
+        (300_000, 150_000, 100_000, 0, 50_000)
+    );
+    // The idle tail of rank 1 has no work after it: "other", not CPU-bound.
+    assert_eq!(r1.other_idle_ns, 50_000);
+    // Rank 1's clock reads 1 ms later for the same instant.
+    assert_eq!(a.alignment[1].offset_ns, 1_000_000);
+    assert_eq!(a.alignment[1].residual_ns, 0);
+    // Transfer = the shorter duration (100 µs); rank 0 waited 70 µs; skew 70 µs.
+    let c = &a.collectives[0];
+    assert_eq!((c.count, c.instances, c.group_size), (1, 2, 2));
+    assert_eq!(c.transfer_mean_ns, Some(100_000));
+    assert_eq!(c.sync_wait_mean_ns, Some(35_000));
+    assert_eq!(c.skew_max_ns, Some(70_000));
+    assert_eq!(c.bytes_total, 4_000_000);
+    // algbw = 4e6 B / 100 µs = 40 GB/s; busbw = 40 × 2(n−1)/n = 40 for n = 2.
+    assert!((c.algbw_gbps.unwrap_or(0.0) - 40.0).abs() < 1e-9);
+    assert!((c.busbw_gbps.unwrap_or(0.0) - 40.0).abs() < 1e-9);
+    // Rank 1 is the straggler; rank 0 waited 70 µs for it.
+    assert_eq!(a.stragglers[0].rank, 1);
+    assert_eq!(a.stragglers[0].lateness_ns, 70_000);
+    assert_eq!(a.stragglers[0].others_wait_ns, 70_000);
+    // Compute imbalance (200 − 150) / 175.
+    assert!((a.imbalance[0].compute_imbalance - 50.0 / 175.0).abs() < 1e-12);
+    // HTA's overlap on rank 0: 70 / 170.
+    assert!((a.rank_totals[0].overlap_pct_hta.unwrap_or(0.0) - 100.0 * 70.0 / 170.0).abs() < 1e-9);
+}

@@ -1,0 +1,63 @@
+//! The `rankscope` binary as a user runs it: exit codes, output formats, gates.
+
+use std::process::Command;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rankscope"))
+}
+
+fn fixtures(rel: &str) -> String {
+    format!("{}/../rankscope-core/tests/fixtures/{rel}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn analyze_formats_and_gates() {
+    let dir = fixtures("analysis/two_rank_known");
+    let out = bin().args(["analyze", "--json", &dir]).output().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v["schema"], "rankscope.analysis");
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["alignment"][1]["offset_ns"], 1_000_000);
+
+    let out = bin().args(["analyze", "--csv", &dir]).output().unwrap_or_else(|e| panic!("{e}"));
+    let csv = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(lines[0]
+        .starts_with("step,rank,source,start_ns,wall_ns,compute_ns,comm_ns,overlap_ns,exposed_comm_ns"));
+    assert_eq!(lines.len(), 3);
+    assert!(lines[1].starts_with("1,0,gpu,"), "{}", lines[1]);
+
+    let out = bin().args(["analyze", "--md", &dir]).output().unwrap_or_else(|e| panic!("{e}"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("## Findings"));
+
+    // Rank 0 exposes 100 of 300 µs: a 0.3 gate passes, a 0.2 gate fails with exit code 3.
+    let ok = bin().args(["analyze", "--json", &dir, "--fail-on", "exposed_comm_ratio>0.5"]).output();
+    assert_eq!(ok.map(|o| o.status.code()).ok().flatten(), Some(0));
+    let bad = bin()
+        .args(["analyze", "--json", &dir, "--fail-on", "exposed_comm_ratio>0.2"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(bad.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("gate failed: exposed_comm_ratio"));
+    let usage =
+        bin().args(["analyze", &dir, "--fail-on", "nonsense>1"]).output().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(usage.status.code(), Some(2));
+    let off =
+        bin().args(["analyze", "--json", &dir, "--offset", "1=5"]).output().unwrap_or_else(|e| panic!("{e}"));
+    let v: serde_json::Value = serde_json::from_slice(&off.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v["alignment"][1]["method"], "user");
+}
+
+#[test]
+fn inspect_reports_a_broken_file_and_keeps_the_rest() {
+    let good = fixtures("edge/truncated_mid_event.json");
+    let bad = fixtures("edge/not_a_trace_binary.json");
+    let out = bin().args(["inspect", "--json", &good, &bad]).output().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v["files"].as_array().map(Vec::len), Some(1));
+    assert_eq!(v["files"][0]["diagnostics"][0]["kind"], "truncated");
+    let err = v["failed"][0]["error"].as_str().unwrap_or("");
+    assert!(err.contains("not_a_trace_binary.json") && err.contains("at byte 0"), "{err}");
+}
