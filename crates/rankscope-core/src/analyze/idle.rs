@@ -1,13 +1,18 @@
 //! GPU idle and launch analysis per stream.
 //!
-//! **Gaps** are the idle intervals between consecutive kernels (and memory operations) on one
-//! GPU stream, inside the rank's step windows. Each gap is classified as HTA does:
-//! - **host wait**: the host launched the next kernel only after the previous one had finished
-//!   (the launch call ended after the gap began): the GPU starved because the CPU was late —
-//!   the CPU-bound symptom;
-//! - **kernel wait**: a short gap (below `kernel_wait_threshold_ns`, default 30 µs) between
-//!   kernels that were already queued: launch/scheduling overhead between back-to-back kernels;
-//! - **other**: the rest (waiting on another stream, on a collective, on data).
+//! **Per-stream gaps, as HTA defines them** (`get_idle_time_breakdown`): on each GPU stream,
+//! events (kernels, memcpy, memset) sorted by start; for each event after the first, its gap is
+//! its start minus the previous event's end. A gap is
+//! - **host wait** when the event's launch call *started* after the previous event had ended
+//!   (the host had not even begun to launch it: CPU-bound);
+//! - **kernel wait** otherwise, when shorter than the threshold (default 30 µs): back-to-back
+//!   kernels already queued, the launch/scheduling overhead between them;
+//! - **other** otherwise, including events with no launch in the trace.
+//! Over the whole trace, between steps included. One difference from HTA: where events on one
+//! stream overlap, HTA sums the negative "gap" as is; rankscope counts it as 0.
+//!
+//! The per-step idle split in the breakdown (`cpu_bound_ns`, ...) is a different figure: gaps
+//! of the union of all streams, inside the step, judged by the launch call's *end*.
 //!
 //! **Launch statistics** over linked kernels: runtime call duration (the `cudaLaunchKernel` /
 //! `hipLaunchKernel` slice) and launch delay = kernel start − launch call end (queueing on the
@@ -60,8 +65,8 @@ pub struct AllocInStep {
     pub time_ns: i64,
 }
 
-/// Per-stream idle breakdown of one rank inside `windows` (`(step, start, end)`).
-pub fn stream_idle(r: &RankEntry, windows: &[(u32, i64, i64)], threshold: i64) -> Vec<StreamIdle> {
+/// Per-stream idle breakdown of one rank (see the module doc).
+pub fn stream_idle(r: &RankEntry, threshold: i64) -> Vec<StreamIdle> {
     let t = &r.trace;
     let e = &t.events;
     let mut by_lane: std::collections::BTreeMap<LaneId, Vec<usize>> = Default::default();
@@ -74,58 +79,35 @@ pub fn stream_idle(r: &RankEntry, windows: &[(u32, i64, i64)], threshold: i64) -
         }
     }
     let mut out = Vec::new();
-    for (lane, idx) in by_lane {
+    for (lane, mut idx) in by_lane {
+        idx.sort_by_key(|&i| (e.ts_ns[i], i));
         let l = lane.0 as usize;
         let mut s = StreamIdle {
             rank: r.rank,
             device: t.lanes.device.get(l).copied().unwrap_or(-1),
             stream: t.lanes.stream.get(l).copied().unwrap_or(-1),
             kernels: idx.len(),
-            busy_ns: 0,
+            busy_ns: super::intervals::Set::from_sorted(idx.iter().map(|&i| (e.ts_ns[i], e.end_ns(i))))
+                .len_ns(),
             idle_ns: 0,
             host_wait_ns: 0,
             kernel_wait_ns: 0,
             other_ns: 0,
             density: 0.0,
         };
-        for &(_, lo, hi) in windows {
-            let inside: Vec<usize> =
-                idx.iter().copied().filter(|&i| e.end_ns(i) > lo && e.ts_ns[i] < hi).collect();
-            let mut cursor = lo;
-            let mut prev_end: Option<i64> = None;
-            for &i in &inside {
-                let start = e.ts_ns[i].max(lo);
-                let end = e.end_ns(i).min(hi);
-                if start > cursor {
-                    let gap = start - cursor;
-                    s.idle_ns += gap;
-                    // Only gaps between two kernels are classified; the lead-in before the
-                    // window's first kernel counts as other.
-                    match prev_end {
-                        Some(pe) => {
-                            let launch_end =
-                                r.norm.links.launch_of(EventIdx(i as u32)).map(|x| e.end_ns(x.0 as usize));
-                            if launch_end.is_some_and(|le| le > pe) {
-                                s.host_wait_ns += gap;
-                            } else if gap < threshold {
-                                s.kernel_wait_ns += gap;
-                            } else {
-                                s.other_ns += gap;
-                            }
-                        }
-                        None => s.other_ns += gap,
-                    }
-                }
-                if end > cursor {
-                    s.busy_ns += end - start.max(cursor);
-                    cursor = end;
-                }
-                prev_end = Some(prev_end.map_or(end, |p: i64| p.max(end)));
+        for w in idx.windows(2) {
+            let (prev, cur) = (w[0], w[1]);
+            let prev_end = e.end_ns(prev);
+            let gap = (e.ts_ns[cur] - prev_end).max(0);
+            let launch_start = r.norm.links.launch_of(EventIdx(cur as u32)).map(|x| e.ts_ns[x.0 as usize]);
+            if launch_start.is_some_and(|ls| ls > prev_end) {
+                s.host_wait_ns += gap;
+            } else if launch_start.is_some() && gap < threshold {
+                s.kernel_wait_ns += gap;
+            } else {
+                s.other_ns += gap;
             }
-            if hi > cursor && !inside.is_empty() {
-                s.idle_ns += hi - cursor;
-                s.other_ns += hi - cursor;
-            }
+            s.idle_ns += gap;
         }
         let total = s.busy_ns + s.idle_ns;
         s.density = if total > 0 { s.busy_ns as f64 / total as f64 } else { 0.0 };

@@ -197,7 +197,7 @@ pub fn analyze(job: &Job, opts: &Options) -> Analysis {
         for (&(step, _, _), row) in windows.iter().zip(rows) {
             per_step.entry(step).or_default().push(row);
         }
-        gpu_idle.extend(idle::stream_idle(r, &windows, opts.kernel_wait_threshold_ns));
+        gpu_idle.extend(idle::stream_idle(r, opts.kernel_wait_threshold_ns));
         launches.extend(idle::launch_stats(r));
         allocations.extend(idle::allocations(job, r));
     }
