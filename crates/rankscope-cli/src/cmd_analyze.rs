@@ -11,6 +11,8 @@ use crate::load;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Trace files (.json, .json.gz, .pt.trace.json) or directories holding them: one per rank.
+    /// nccl-tests output files given here too (recognised by content) place the trace's
+    /// collectives against what the fabric delivered.
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
     /// The full analysis as JSON (schema `rankscope.analysis`, see docs/analysis-schema.md).
@@ -63,7 +65,32 @@ pub fn run(a: Args) -> Result<u8> {
         .iter()
         .map(|g| g.parse::<report::Gate>().map_err(anyhow::Error::msg))
         .collect::<Result<_>>()?;
-    let (job, failed) = load::load_job(&files, &explicit, &rules, 4 << 20);
+    let mut traces = Vec::new();
+    let mut perf = Vec::new();
+    for f in files {
+        match load::sniff_file(&f) {
+            load::InputKind::Trace => traces.push(f),
+            load::InputKind::NcclTests => perf.push(f),
+            load::InputKind::NcclLog => {
+                eprintln!("rankscope: {} is an NCCL_DEBUG log: read it with `rankscope nccl`", f.display())
+            }
+        }
+    }
+    if !perf.is_empty() {
+        let texts: Vec<(String, Vec<u8>)> = perf
+            .iter()
+            .map(|p| {
+                Ok((
+                    p.display().to_string(),
+                    std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?,
+                ))
+            })
+            .collect::<Result<_>>()?;
+        let inputs: Vec<rankscope_core::nccl::Input<'_>> =
+            texts.iter().map(|(n, b)| rankscope_core::nccl::Input { name: n, bytes: b }).collect();
+        opts.fabric = Some(rankscope_core::nccl::analyze_tests(&inputs, None));
+    }
+    let (job, failed) = load::load_job(&traces, &explicit, &rules, 4 << 20);
     for f in &failed {
         eprintln!("rankscope: {}", f.error);
     }

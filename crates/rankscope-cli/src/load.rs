@@ -167,3 +167,34 @@ pub fn load_rules(path: Option<&Path>) -> Result<Rules> {
         }
     }
 }
+
+/// What an input file is, by content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputKind {
+    Trace,
+    NcclTests,
+    NcclLog,
+}
+
+/// Sniffs a file's first 64 KiB: JSON or gzip is a trace; otherwise NCCL text if it looks like
+/// it; anything else is handed to the trace reader, which says precisely why it is not a trace.
+pub fn sniff_file(path: &Path) -> InputKind {
+    let mut head = vec![0u8; 64 << 10];
+    let n = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)).unwrap_or(0);
+    let head = &head[..n];
+    let first = head.iter().copied().find(|b| !b.is_ascii_whitespace());
+    if head.starts_with(&[0x1f, 0x8b])
+        || matches!(first, Some(b'{' | b'['))
+        || head.starts_with(&[0xEF, 0xBB, 0xBF])
+    {
+        return InputKind::Trace;
+    }
+    let kinds = rankscope_core::nccl::sniff_all(head);
+    if kinds.contains(&rankscope_core::nccl::Kind::NcclTests) {
+        InputKind::NcclTests
+    } else if kinds.contains(&rankscope_core::nccl::Kind::NcclLog) {
+        InputKind::NcclLog
+    } else {
+        InputKind::Trace
+    }
+}

@@ -307,3 +307,26 @@ fn hand_written_two_rank_job_gives_the_known_answers() {
     // HTA's overlap on rank 0: 70 / 170.
     assert!((a.rank_totals[0].overlap_pct_hta.unwrap_or(0.0) - 100.0 * 70.0 / 170.0).abs() < 1e-9);
 }
+
+#[test]
+fn trace_collectives_are_placed_against_nccl_tests() {
+    let path = shared().join("nccl-tests/xxrjun_h100_1node-8gpu_multi-collective.txt");
+    let bytes = read(&path);
+    let tests = rankscope_core::nccl::analyze_tests(
+        &[rankscope_core::nccl::Input { name: "xxrjun.txt", bytes: &bytes }],
+        None,
+    );
+    let opts = Options { fabric: Some(tests), ..Options::default() };
+    let a = analyze(&synth_job(&SynthConfig::default()), &opts);
+    // The 25 MiB bucket all_reduces (80 GB/s busbw by construction) against the H100 node's
+    // nccl-tests curve; the 4-byte loss all_reduce is outside the measured sizes (32 MiB up) and
+    // is not compared.
+    assert_eq!(a.fabric.len(), 1, "{:?}", a.fabric);
+    let c = &a.fabric[0];
+    assert_eq!(c.bytes, 26_214_400);
+    assert!(c.fabric_busbw_gbps > 250.0 && c.fabric_busbw_gbps < 400.0, "{c:?}");
+    assert!((c.fraction - c.achieved_busbw_gbps / c.fabric_busbw_gbps).abs() < 1e-12);
+    assert!(c.fraction > 0.15 && c.fraction < 0.35, "{c:?}");
+    assert!(c.message.contains("all_reduce of 25.0 MiB reaches"), "{}", c.message);
+    assert!(a.findings.iter().any(|f| f.id == "below_fabric"));
+}

@@ -44,6 +44,8 @@ pub struct Thresholds {
     pub small_collectives_per_step: f64,
     /// Step-time jitter (stdev / mean) above this.
     pub step_jitter: f64,
+    /// Achieved busbw below this fraction of what nccl-tests measured at the same size.
+    pub fabric_fraction: f64,
 }
 
 impl Default for Thresholds {
@@ -62,6 +64,7 @@ impl Default for Thresholds {
             small_collective_bytes: 4.0 * 1024.0 * 1024.0,
             small_collectives_per_step: 20.0,
             step_jitter: 0.10,
+            fabric_fraction: 0.5,
         }
     }
 }
@@ -83,6 +86,7 @@ impl Thresholds {
             "small_collective_bytes" => &mut self.small_collective_bytes,
             "small_collectives_per_step" => &mut self.small_collectives_per_step,
             "step_jitter" => &mut self.step_jitter,
+            "fabric_fraction" => &mut self.fabric_fraction,
             _ => return Err(format!("unknown threshold `{name}`")),
         };
         *slot = value;
@@ -392,6 +396,32 @@ pub fn findings(a: &Analysis, ops: &[Op], th: &Thresholds) -> Vec<Finding> {
             steps: all_steps.clone(),
             evidence: BTreeMap::from([("max_jitter".into(), worst), ("threshold".into(), th.step_jitter)]),
             impact_ns: (worst * mean_wall) as i64,
+        });
+    }
+
+    // Collectives far below what the fabric delivers at the same size.
+    for c in a.fabric.iter().filter(|c| c.basis == "transfer" && c.fraction < th.fabric_fraction) {
+        let per_step: f64 = a
+            .collectives
+            .iter()
+            .filter(|x| x.kind == c.kind && x.pg == c.pg)
+            .map(|x| x.transfer_mean_ns.unwrap_or(0) as f64 * x.count as f64)
+            .sum::<f64>()
+            / n_steps;
+        out.push(Finding {
+            id: "below_fabric",
+            severity: if c.fraction < th.fabric_fraction / 2.0 { Severity::High } else { Severity::Medium },
+            message: c.message.clone(),
+            fix: "The fabric can do better than the job gets: check that the job uses the same NCCL settings and transport as the benchmark (NCCL_DEBUG=INFO: NET/IB vs NET/Socket, GDRDMA), that collectives are not split into small chunks (bucket sizes), that compute kernels do not starve NCCL of SMs (NCCL_MIN_NCHANNELS / stream priorities), and that the process group spans the same topology.".into(),
+            ranks: a.ranks.iter().map(|r| r.rank).collect(),
+            steps: all_steps.clone(),
+            evidence: BTreeMap::from([
+                ("fraction".into(), c.fraction),
+                ("achieved_busbw_gbps".into(), c.achieved_busbw_gbps),
+                ("fabric_busbw_gbps".into(), c.fabric_busbw_gbps),
+                ("bytes".into(), c.bytes as f64),
+            ]),
+            impact_ns: (per_step * (1.0 - c.fraction)) as i64,
         });
     }
 

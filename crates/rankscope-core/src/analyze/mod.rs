@@ -12,6 +12,7 @@ pub mod balance;
 pub mod breakdown;
 pub mod collectives;
 pub mod critical_path;
+pub mod fabric;
 pub mod findings;
 pub mod idle;
 pub mod instances;
@@ -32,6 +33,8 @@ pub struct Options {
     pub offsets: Vec<(u32, i64)>,
     pub thresholds: findings::Thresholds,
     pub kernel_wait_threshold_ns: i64,
+    /// nccl-tests results of the same fabric, to place the trace's collectives against.
+    pub fabric: Option<crate::nccl::TestsReport>,
 }
 
 impl Default for Options {
@@ -40,6 +43,7 @@ impl Default for Options {
             offsets: Vec::new(),
             thresholds: findings::Thresholds::default(),
             kernel_wait_threshold_ns: idle::DEFAULT_KERNEL_WAIT_THRESHOLD_NS,
+            fabric: None,
         }
     }
 }
@@ -117,6 +121,8 @@ pub struct Analysis {
     pub launches: Vec<idle::LaunchStats>,
     pub allocations: Vec<idle::AllocInStep>,
     pub critical_path: Vec<critical_path::StepPath>,
+    /// The collectives against nccl-tests (empty without nccl-tests input).
+    pub fabric: Vec<fabric::FabricComparison>,
     pub findings: Vec<findings::Finding>,
     pub diagnostics: Vec<FileDiagnostic>,
     pub errors: Vec<JobError>,
@@ -236,10 +242,14 @@ pub fn analyze(job: &Job, opts: &Options) -> Analysis {
         launches,
         allocations,
         critical_path,
+        fabric: Vec::new(),
         findings: Vec::new(),
         diagnostics,
         errors: job.errors.clone(),
     };
+    if let Some(t) = &opts.fabric {
+        a.fabric = fabric::compare(&a.collectives, t);
+    }
     a.findings = findings::findings(&a, &ops, &opts.thresholds);
     a
 }

@@ -117,6 +117,12 @@ pub fn markdown(a: &Analysis) -> String {
             c.busbw_gbps.map_or("-".into(), |b| format!("{b:.1}")),
         );
     }
+    if !a.fabric.is_empty() {
+        let _ = writeln!(s, "\n## Against the fabric (nccl-tests)\n");
+        for c in &a.fabric {
+            let _ = writeln!(s, "- {}", c.message);
+        }
+    }
     if !a.stragglers.is_empty() {
         let _ = writeln!(s, "\n## Stragglers\n");
         for x in &a.stragglers {

@@ -1,0 +1,128 @@
+//! The trace's collectives against what the fabric delivered in nccl-tests.
+//!
+//! When a run's traces and its nccl-tests output are analysed together, each collective kind
+//! and process group of the trace is placed on the nccl-tests curve of the same collective at
+//! the same message size: achieved busbw (S / transfer time × the nccl-tests factor, see
+//! [`super::collectives`]) against the busbw nccl-tests measured at that size (out-of-place,
+//! interpolated in log(size) between its rows). The fraction says how much of the fabric the
+//! job's communication used: "this run's all_reduce of 64 MB reaches 35% of what the fabric
+//! delivered for 64 MB".
+//!
+//! Sizes outside the range nccl-tests measured (beyond a factor of 2) are not compared.
+//!
+//! Fair comparison needs the transfer time (matched across ranks, sync wait removed). On
+//! single-rank traces only the whole duration is known (`bw_basis: "duration"`), which includes
+//! waiting; the fraction is then a lower bound and says so.
+
+use serde::Serialize;
+
+use super::collectives::CollectiveStats;
+use crate::model::CollKind;
+use crate::nccl::perf::PerfTest;
+use crate::nccl::{Collective, TestsReport};
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct FabricComparison {
+    pub kind: CollKind,
+    pub pg: String,
+    /// Median message size of the trace's collectives of this kind and group.
+    pub bytes: i64,
+    pub group_size: i64,
+    pub achieved_busbw_gbps: f64,
+    /// nccl-tests' measured busbw at `bytes`.
+    pub fabric_busbw_gbps: f64,
+    /// The fitted latency-bandwidth model's busbw at `bytes`, when there is a fit.
+    pub model_busbw_gbps: Option<f64>,
+    /// achieved / fabric.
+    pub fraction: f64,
+    /// `transfer` (fair) or `duration` (a lower bound: includes waiting).
+    pub basis: &'static str,
+    pub fabric_file: String,
+    pub fabric_ranks: Option<u32>,
+    pub message: String,
+}
+
+fn to_tests(kind: CollKind) -> Option<Collective> {
+    Some(match kind {
+        CollKind::AllReduce => Collective::AllReduce,
+        CollKind::AllGather => Collective::AllGather,
+        CollKind::ReduceScatter => Collective::ReduceScatter,
+        CollKind::AllToAll => Collective::AllToAll,
+        CollKind::SendRecv | CollKind::Send | CollKind::Recv => Collective::SendRecv,
+        CollKind::Broadcast => Collective::Broadcast,
+        CollKind::Reduce => Collective::Reduce,
+        CollKind::Gather => Collective::Gather,
+        CollKind::Scatter => Collective::Scatter,
+        CollKind::Unknown | CollKind::Barrier => return None,
+    })
+}
+
+/// The test to compare with: same collective, preferring the same number of ranks, then the
+/// most rows.
+fn pick<'a>(tests: &'a TestsReport, c: Collective, n: i64) -> Option<&'a PerfTest> {
+    tests
+        .tests
+        .iter()
+        .filter(|t| t.collective == Some(c) && !t.rows.is_empty())
+        .max_by_key(|t| (t.n_ranks.map(i64::from) == Some(n), t.rows.len(), std::cmp::Reverse(t.index)))
+}
+
+fn human_bytes(b: i64) -> String {
+    let b = b as f64;
+    if b >= 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.1} GiB", b / (1024.0 * 1024.0 * 1024.0))
+    } else if b >= 1024.0 * 1024.0 {
+        format!("{:.1} MiB", b / (1024.0 * 1024.0))
+    } else if b >= 1024.0 {
+        format!("{:.1} KiB", b / 1024.0)
+    } else {
+        format!("{b:.0} B")
+    }
+}
+
+pub fn compare(colls: &[CollectiveStats], tests: &TestsReport) -> Vec<FabricComparison> {
+    let mut out = Vec::new();
+    for c in colls {
+        let (Some(bytes), Some(achieved)) = (c.bytes_p50, c.busbw_gbps) else { continue };
+        let Some(kind) = to_tests(c.kind) else { continue };
+        let Some(test) = pick(tests, kind, c.group_size) else { continue };
+        // Only inside the sizes nccl-tests measured (with a factor-2 margin): the curve is not
+        // extrapolated, since bandwidth at 4 B says nothing about bandwidth at 32 MiB.
+        let sizes = test.rows.iter().map(|r| r.size_bytes).filter(|&s| s > 0);
+        let (lo, hi) = (sizes.clone().min().unwrap_or(0), sizes.max().unwrap_or(0));
+        if lo == 0 || (bytes as u64) < lo / 2 || bytes as u64 > hi.saturating_mul(2) {
+            continue;
+        }
+        let Some(fabric) = test.measured_busbw_at(bytes as f64).filter(|v| *v > 0.0) else { continue };
+        let model =
+            test.analysis.as_ref().and_then(|a| a.fit.as_ref()).and_then(|f| f.busbw_at(bytes as f64));
+        let fraction = achieved / fabric;
+        let lower = if c.bw_basis == "duration" { "at least " } else { "" };
+        out.push(FabricComparison {
+            kind: c.kind,
+            pg: c.pg.clone(),
+            bytes,
+            group_size: c.group_size,
+            achieved_busbw_gbps: achieved,
+            fabric_busbw_gbps: fabric,
+            model_busbw_gbps: model,
+            fraction,
+            basis: c.bw_basis,
+            fabric_file: test.file.clone(),
+            fabric_ranks: test.n_ranks,
+            message: format!(
+                "This run's {} of {} reaches {lower}{:.0}% of what the fabric delivered for that size in nccl-tests ({:.1} of {:.1} GB/s busbw{}).",
+                c.kind.name(),
+                human_bytes(bytes),
+                100.0 * fraction,
+                achieved,
+                fabric,
+                match test.n_ranks {
+                    Some(n) if i64::from(n) != c.group_size => format!("; nccl-tests ran {n} ranks, the trace's group has {}", c.group_size),
+                    _ => String::new(),
+                }
+            ),
+        });
+    }
+    out
+}
