@@ -59,7 +59,7 @@ fn to_tests(kind: CollKind) -> Option<Collective> {
 
 /// The test to compare with: same collective, preferring the same number of ranks, then the
 /// most rows.
-fn pick<'a>(tests: &'a TestsReport, c: Collective, n: i64) -> Option<&'a PerfTest> {
+fn pick(tests: &TestsReport, c: Collective, n: i64) -> Option<&PerfTest> {
     tests
         .tests
         .iter()

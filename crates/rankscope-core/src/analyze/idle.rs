@@ -8,6 +8,7 @@
 //! - **kernel wait** otherwise, when shorter than the threshold (default 30 µs): back-to-back
 //!   kernels already queued, the launch/scheduling overhead between them;
 //! - **other** otherwise, including events with no launch in the trace.
+//!
 //! Over the whole trace, between steps included. One difference from HTA: where events on one
 //! stream overlap, HTA sums the negative "gap" as is; rankscope counts it as 0.
 //!
