@@ -19,11 +19,12 @@
 use serde::Serialize;
 
 use super::align::RankAlignment;
-use super::breakdown::{rank_sets, step_windows};
+use super::breakdown::RankSets;
 use super::collectives::{offset_of, Op};
-use super::idle::{GapClassifier, DEFAULT_KERNEL_WAIT_THRESHOLD_NS};
+use super::idle::GapClassifier;
 use super::StepEntry;
 use crate::model::*;
+use crate::normalize::job::RankEntry;
 use crate::normalize::Job;
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -55,7 +56,36 @@ pub struct StepPath {
     pub top_events: Vec<PathEvent>,
 }
 
-pub fn paths(job: &Job, ops: &[Op], al: &[RankAlignment], steps: &[StepEntry]) -> Vec<StepPath> {
+/// What the chain needs of each rank, computed once per rank by the caller.
+#[derive(Debug)]
+pub struct RankCtx<'a> {
+    pub rank: &'a RankEntry,
+    pub sets: RankSets,
+    pub windows: Vec<(u32, i64, i64)>,
+    pub gaps: GapClassifier,
+    /// Work events on the rank's metrics side, sorted by start.
+    pub work: Vec<usize>,
+    pub max_work_dur: i64,
+}
+
+impl<'a> RankCtx<'a> {
+    pub fn new(rank: &'a RankEntry, sets: RankSets, windows: Vec<(u32, i64, i64)>, gaps: GapClassifier) -> Self {
+        let e = &rank.trace.events;
+        let side = if sets.source == "gpu" { LaneKind::Gpu } else { LaneKind::Cpu };
+        let mut work: Vec<usize> = (0..e.len())
+            .filter(|&i| {
+                e.kind[i] == EventKind::Slice
+                    && rank.trace.lanes.kind.get(e.lane[i].0 as usize) == Some(&side)
+                    && matches!(e.class[i], Class::Compute | Class::Communication | Class::Memory)
+            })
+            .collect();
+        work.sort_by_key(|&i| (e.ts_ns[i], i));
+        let max_work_dur = work.iter().map(|&i| e.dur_ns[i]).max().unwrap_or(0);
+        RankCtx { rank, sets, windows, gaps, work, max_work_dur }
+    }
+}
+
+pub fn paths(job: &Job, ctx: &[RankCtx<'_>], ops: &[Op], al: &[RankAlignment], steps: &[StepEntry]) -> Vec<StepPath> {
     let (stragglers, _) = super::balance::stragglers(ops);
     let mut out = Vec::new();
     for s in steps {
@@ -66,27 +96,20 @@ pub fn paths(job: &Job, ops: &[Op], al: &[RankAlignment], steps: &[StepEntry]) -
                 None => continue,
             },
         };
-        let Some(r) = job.ranks.iter().find(|x| x.rank == rank) else { continue };
-        let Some(&(_, lo, hi)) = step_windows(r).iter().find(|w| w.0 == s.step) else { continue };
-        let sets = rank_sets(r, &job.strings);
-        let c = sets.compute.clip(lo, hi);
-        let m = sets.comm.clip(lo, hi).subtract(&c);
-        let mem = sets.memory.clip(lo, hi).subtract(&c).subtract(&m);
-        let busy = c.union(&m).union(&mem);
-        let e = &r.trace.events;
-        let side = if sets.source == "gpu" { LaneKind::Gpu } else { LaneKind::Cpu };
-        let split = GapClassifier::new(r, side, DEFAULT_KERNEL_WAIT_THRESHOLD_NS).split(&busy, lo, hi);
-        let work: Vec<usize> = (0..e.len())
-            .filter(|&i| {
-                e.kind[i] == EventKind::Slice
-                    && r.trace.lanes.kind.get(e.lane[i].0 as usize) == Some(&side)
-                    && matches!(e.class[i], Class::Compute | Class::Communication | Class::Memory)
-                    && e.end_ns(i) > lo
-                    && e.ts_ns[i] < hi
-            })
-            .collect();
-        let mut top: Vec<usize> = work.clone();
-        top.sort_by_key(|&i| std::cmp::Reverse(e.end_ns(i).min(hi) - e.ts_ns[i].max(lo)));
+        let Some(c) = ctx.iter().find(|c| c.rank.rank == rank) else { continue };
+        let Some(&(_, lo, hi)) = c.windows.iter().find(|w| w.0 == s.step) else { continue };
+        let sets = &c.sets;
+        let comp = sets.compute.clip(lo, hi);
+        let m = sets.comm.clip(lo, hi).subtract(&comp);
+        let mem = sets.memory.clip(lo, hi).subtract(&comp).subtract(&m);
+        let busy = comp.union(&m).union(&mem);
+        let split = c.gaps.split(&busy, lo, hi);
+        let e = &c.rank.trace.events;
+        let from = c.work.partition_point(|&i| e.ts_ns[i] < lo.saturating_sub(c.max_work_dur));
+        let to = c.work.partition_point(|&i| e.ts_ns[i] < hi);
+        let mut top: Vec<usize> =
+            c.work[from..to.max(from)].iter().copied().filter(|&i| e.end_ns(i) > lo && e.ts_ns[i] < hi).collect();
+        top.sort_by_key(|&i| (std::cmp::Reverse(e.end_ns(i).min(hi) - e.ts_ns[i].max(lo)), i));
         top.truncate(5);
         let off = offset_of(al, rank);
         out.push(StepPath {
@@ -97,7 +120,7 @@ pub fn paths(job: &Job, ops: &[Op], al: &[RankAlignment], steps: &[StepEntry]) -
             start_ns: lo - off,
             end_ns: hi - off,
             length_ns: hi - lo,
-            compute_ns: c.len_ns(),
+            compute_ns: comp.len_ns(),
             communication_ns: m.len_ns(),
             memory_ns: mem.len_ns(),
             cpu_bound_ns: split.cpu_bound_ns,

@@ -151,6 +151,7 @@ pub fn analyze(job: &Job, opts: &Options) -> Analysis {
     let mut gpu_idle = Vec::new();
     let mut launches = Vec::new();
     let mut allocations = Vec::new();
+    let mut ctx = Vec::with_capacity(job.ranks.len());
     for r in &job.ranks {
         let sets = breakdown::rank_sets(r, &job.strings);
         let windows = breakdown::step_windows(r);
@@ -200,10 +201,11 @@ pub fn analyze(job: &Job, opts: &Options) -> Analysis {
                 .then(|| 100.0 * sets.compute.intersect(&sets.comm).len_ns() as f64 / whole_comm as f64),
             step_time: balance::step_time_stats(&rows.iter().map(|s| s.wall_ns).collect::<Vec<_>>()),
         });
-        for (&(step, _, _), row) in windows.iter().zip(rows) {
+        for (&(step, _, _), row) in windows.iter().zip(rows.iter().cloned()) {
             per_step.entry(step).or_default().push(row);
         }
         gpu_idle.extend(idle::stream_idle(r, opts.kernel_wait_threshold_ns));
+        ctx.push(critical_path::RankCtx::new(r, sets, windows, gaps));
         launches.extend(idle::launch_stats(r));
         allocations.extend(idle::allocations(job, r));
     }
@@ -214,7 +216,7 @@ pub fn analyze(job: &Job, opts: &Options) -> Analysis {
     let steps: Vec<StepEntry> =
         per_step.into_iter().map(|(step, per_rank)| StepEntry { step, per_rank }).collect();
     let (stragglers, straggler) = balance::stragglers(&ops);
-    let critical_path = critical_path::paths(job, &ops, &alignment, &steps);
+    let critical_path = critical_path::paths(job, &ctx, &ops, &alignment, &steps);
     let diagnostics: Vec<FileDiagnostic> = job
         .ranks
         .iter()
