@@ -330,3 +330,23 @@ fn trace_collectives_are_placed_against_nccl_tests() {
     assert!(c.message.contains("all_reduce of 25.0 MiB reaches"), "{}", c.message);
     assert!(a.findings.iter().any(|f| f.id == "below_fabric"));
 }
+
+#[test]
+fn rank_parts_survive_serialization_and_combine_to_the_same_analysis() {
+    // The app computes each rank's part in the worker holding its tables and posts it as JSON.
+    let job = assemble(load_dir("traces/param-dlrm-8rank"), &[], &Rules::default());
+    let opts = Options::default();
+    let direct = analyze(&job, &opts);
+    let posted: Vec<rankscope_core::analyze::RankPart> = job
+        .ranks
+        .iter()
+        .rev()
+        .map(|r| {
+            let p = rankscope_core::analyze::rank_part(r, &job.strings, opts.kernel_wait_threshold_ns);
+            let text = serde_json::to_string(&p).unwrap_or_else(|e| panic!("{e}"));
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"))
+        })
+        .collect();
+    let combined = rankscope_core::analyze::combine(posted, job.errors.clone(), &opts);
+    assert_eq!(combined, direct);
+}

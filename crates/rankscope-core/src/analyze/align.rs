@@ -20,7 +20,7 @@
 use serde::Serialize;
 
 use super::instances::{median, Matched};
-use crate::normalize::Job;
+use super::RankPart;
 
 /// The noise floor below which an estimated offset is not applied.
 pub const MIN_APPLIED_OFFSET_NS: i64 = 10_000;
@@ -44,12 +44,13 @@ pub struct RankAlignment {
     pub note: String,
 }
 
-pub fn align(job: &Job, matched: &[Matched], user: &[(u32, i64)]) -> Vec<RankAlignment> {
-    let Some(reference) = job.ranks.first().map(|r| r.rank) else { return Vec::new() };
-    job.ranks
+pub fn align(parts: &[RankPart], matched: &[Matched], user: &[(u32, i64)]) -> Vec<RankAlignment> {
+    let Some(reference) = parts.first().map(|p| p.info.rank) else { return Vec::new() };
+    let ref_part = &parts[0];
+    parts
         .iter()
-        .map(|r| {
-            let rank = r.rank;
+        .map(|p| {
+            let rank = p.info.rank;
             if let Some(&(_, off)) = user.iter().find(|(k, _)| *k == rank) {
                 return RankAlignment {
                     rank,
@@ -90,15 +91,14 @@ pub fn align(job: &Job, matched: &[Matched], user: &[(u32, i64)]) -> Vec<RankAli
                     "collective end times matched with the reference rank",
                 );
             }
-            let rs = &r.norm.steps;
-            let ref_steps = &job.ranks[0].norm.steps;
-            let diffs: Vec<i64> = if rs.synthetic || ref_steps.synthetic {
+            let diffs: Vec<i64> = if p.steps_synthetic || ref_part.steps_synthetic {
                 Vec::new()
             } else {
-                (0..rs.len())
-                    .filter_map(|k| {
-                        let j = ref_steps.number.iter().position(|&n| n == rs.number[k])?;
-                        Some(rs.start_ns[k] - ref_steps.start_ns[j])
+                p.step_starts
+                    .iter()
+                    .filter_map(|&(n, start)| {
+                        let &(_, ref_start) = ref_part.step_starts.iter().find(|s| s.0 == n)?;
+                        Some(start - ref_start)
                     })
                     .collect()
             };

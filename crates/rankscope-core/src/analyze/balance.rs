@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::breakdown::StepRank;
 use super::collectives::{pct, Op};
@@ -126,7 +126,7 @@ pub fn imbalance(step: u32, per_rank: &[StepRank], threshold: f64) -> Option<Imb
     })
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct StepTimeStats {
     pub mean_ns: i64,
     pub p50_ns: i64,

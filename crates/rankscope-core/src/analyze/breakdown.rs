@@ -27,7 +27,7 @@
 //!   rank summary). HTA counts communication hidden under compute as compute in its temporal
 //!   breakdown and rounds timestamps to whole µs; rankscope keeps nanoseconds.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::idle::{GapClassifier, GapSplit};
 use super::intervals::Set;
@@ -112,7 +112,7 @@ fn is_work(t: &RankTrace, i: usize, side: LaneKind) -> bool {
 }
 
 /// One rank's figures for one step. Times in ns on the rank's own clock.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct StepRank {
     pub rank: u32,
     pub start_ns: i64,
@@ -137,7 +137,7 @@ pub struct StepRank {
     pub tb_communication_ns: i64,
     pub tb_other_ns: i64,
     /// `gpu` or `cpu`.
-    pub source: &'static str,
+    pub source: String,
 }
 
 /// Step windows of one rank: `(step, start, end)`, non-overlapping, in time order.
@@ -204,7 +204,7 @@ pub fn window(rank: u32, sets: &RankSets, gaps: Option<&GapClassifier>, start: i
         tb_computation_ns: compute - overlap,
         tb_communication_ns: comm - overlap,
         tb_other_ns: wall - cm.len_ns(),
-        source: sets.source,
+        source: sets.source.to_string(),
     }
 }
 

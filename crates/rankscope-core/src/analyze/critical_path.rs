@@ -16,18 +16,17 @@
 //!
 //! These add up to `length_ns`. `top_events` lists the longest events on the chain.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::align::RankAlignment;
 use super::breakdown::RankSets;
-use super::collectives::{offset_of, Op};
+use super::collectives::offset_of;
 use super::idle::GapClassifier;
 use super::StepEntry;
 use crate::model::*;
 use crate::normalize::job::RankEntry;
-use crate::normalize::Job;
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PathEvent {
     pub name: String,
     pub class: Class,
@@ -35,14 +34,14 @@ pub struct PathEvent {
     pub dur_ns: i64,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct StepPath {
     pub step: u32,
     /// Which level of critical-path analysis this is.
-    pub level: &'static str,
+    pub level: String,
     pub rank: u32,
     /// Why this rank: `straggler` or `longest_step`.
-    pub chosen_as: &'static str,
+    pub chosen_as: String,
     /// Aligned start and end of the chain.
     pub start_ns: i64,
     pub end_ns: i64,
@@ -69,7 +68,12 @@ pub struct RankCtx<'a> {
 }
 
 impl<'a> RankCtx<'a> {
-    pub fn new(rank: &'a RankEntry, sets: RankSets, windows: Vec<(u32, i64, i64)>, gaps: GapClassifier) -> Self {
+    pub fn new(
+        rank: &'a RankEntry,
+        sets: RankSets,
+        windows: Vec<(u32, i64, i64)>,
+        gaps: GapClassifier,
+    ) -> Self {
         let e = &rank.trace.events;
         let side = if sets.source == "gpu" { LaneKind::Gpu } else { LaneKind::Cpu };
         let mut work: Vec<usize> = (0..e.len())
@@ -85,8 +89,59 @@ impl<'a> RankCtx<'a> {
     }
 }
 
-pub fn paths(job: &Job, ctx: &[RankCtx<'_>], ops: &[Op], al: &[RankAlignment], steps: &[StepEntry]) -> Vec<StepPath> {
-    let (stragglers, _) = super::balance::stragglers(ops);
+/// The chain of one rank over one step window (on the rank's own clock; `chosen_as` empty
+/// until the job level decides which rank bounds the step).
+pub fn chain(c: &RankCtx<'_>, strings: &StringTable, step: u32, lo: i64, hi: i64) -> StepPath {
+    let sets = &c.sets;
+    let comp = sets.compute.clip(lo, hi);
+    let m = sets.comm.clip(lo, hi).subtract(&comp);
+    let mem = sets.memory.clip(lo, hi).subtract(&comp).subtract(&m);
+    let busy = comp.union(&m).union(&mem);
+    let split = c.gaps.split(&busy, lo, hi);
+    let e = &c.rank.trace.events;
+    let from = c.work.partition_point(|&i| e.ts_ns[i] < lo.saturating_sub(c.max_work_dur));
+    let to = c.work.partition_point(|&i| e.ts_ns[i] < hi);
+    let mut top: Vec<usize> =
+        c.work[from..to.max(from)].iter().copied().filter(|&i| e.end_ns(i) > lo && e.ts_ns[i] < hi).collect();
+    top.sort_by_key(|&i| (std::cmp::Reverse(e.end_ns(i).min(hi) - e.ts_ns[i].max(lo)), i));
+    top.truncate(5);
+    StepPath {
+        step,
+        level: LEVEL.to_string(),
+        rank: c.rank.rank,
+        chosen_as: String::new(),
+        start_ns: lo,
+        end_ns: hi,
+        length_ns: hi - lo,
+        compute_ns: comp.len_ns(),
+        communication_ns: m.len_ns(),
+        memory_ns: mem.len_ns(),
+        cpu_bound_ns: split.cpu_bound_ns,
+        launch_overhead_ns: split.launch_overhead_ns,
+        idle_ns: split.other_idle_ns,
+        top_events: top
+            .into_iter()
+            .map(|i| PathEvent {
+                name: strings.get(e.name[i]).to_string(),
+                class: e.class[i],
+                start_ns: e.ts_ns[i],
+                dur_ns: e.dur_ns[i],
+            })
+            .collect(),
+    }
+}
+
+/// The level of critical-path analysis implemented.
+pub const LEVEL: &str = "bottleneck_rank_chain";
+
+/// Picks, per step, the chain of the rank that bounds it — the straggler, else the rank with
+/// the longest step — and puts it on the aligned clock.
+pub fn paths(
+    chains: &[Vec<StepPath>],
+    stragglers: &[super::balance::StepStraggler],
+    al: &[RankAlignment],
+    steps: &[StepEntry],
+) -> Vec<StepPath> {
     let mut out = Vec::new();
     for s in steps {
         let (rank, chosen_as) = match stragglers.iter().find(|x| x.step == s.step) {
@@ -96,46 +151,16 @@ pub fn paths(job: &Job, ctx: &[RankCtx<'_>], ops: &[Op], al: &[RankAlignment], s
                 None => continue,
             },
         };
-        let Some(c) = ctx.iter().find(|c| c.rank.rank == rank) else { continue };
-        let Some(&(_, lo, hi)) = c.windows.iter().find(|w| w.0 == s.step) else { continue };
-        let sets = &c.sets;
-        let comp = sets.compute.clip(lo, hi);
-        let m = sets.comm.clip(lo, hi).subtract(&comp);
-        let mem = sets.memory.clip(lo, hi).subtract(&comp).subtract(&m);
-        let busy = comp.union(&m).union(&mem);
-        let split = c.gaps.split(&busy, lo, hi);
-        let e = &c.rank.trace.events;
-        let from = c.work.partition_point(|&i| e.ts_ns[i] < lo.saturating_sub(c.max_work_dur));
-        let to = c.work.partition_point(|&i| e.ts_ns[i] < hi);
-        let mut top: Vec<usize> =
-            c.work[from..to.max(from)].iter().copied().filter(|&i| e.end_ns(i) > lo && e.ts_ns[i] < hi).collect();
-        top.sort_by_key(|&i| (std::cmp::Reverse(e.end_ns(i).min(hi) - e.ts_ns[i].max(lo)), i));
-        top.truncate(5);
+        let Some(p) = chains.iter().flatten().find(|p| p.rank == rank && p.step == s.step) else { continue };
         let off = offset_of(al, rank);
-        out.push(StepPath {
-            step: s.step,
-            level: "bottleneck_rank_chain",
-            rank,
-            chosen_as,
-            start_ns: lo - off,
-            end_ns: hi - off,
-            length_ns: hi - lo,
-            compute_ns: comp.len_ns(),
-            communication_ns: m.len_ns(),
-            memory_ns: mem.len_ns(),
-            cpu_bound_ns: split.cpu_bound_ns,
-            launch_overhead_ns: split.launch_overhead_ns,
-            idle_ns: split.other_idle_ns,
-            top_events: top
-                .into_iter()
-                .map(|i| PathEvent {
-                    name: job.strings.get(e.name[i]).to_string(),
-                    class: e.class[i],
-                    start_ns: e.ts_ns[i] - off,
-                    dur_ns: e.dur_ns[i],
-                })
-                .collect(),
-        });
+        let mut p = p.clone();
+        p.chosen_as = chosen_as.to_string();
+        p.start_ns -= off;
+        p.end_ns -= off;
+        for ev in &mut p.top_events {
+            ev.start_ns -= off;
+        }
+        out.push(p);
     }
     out
 }

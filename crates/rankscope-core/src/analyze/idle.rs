@@ -20,16 +20,15 @@
 //! device), as percentiles; `runtime_outliers` counts launch calls longer than 10× the median
 //! call.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::collectives::pct;
 use crate::model::*;
 use crate::normalize::job::RankEntry;
-use crate::normalize::Job;
 
 pub const DEFAULT_KERNEL_WAIT_THRESHOLD_NS: i64 = 30_000;
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct StreamIdle {
     pub rank: u32,
     pub device: i64,
@@ -44,7 +43,7 @@ pub struct StreamIdle {
     pub density: f64,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct LaunchStats {
     pub rank: u32,
     pub launches: usize,
@@ -57,7 +56,7 @@ pub struct LaunchStats {
     pub runtime_outliers: usize,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct AllocInStep {
     pub rank: u32,
     pub step: u32,
@@ -153,8 +152,7 @@ pub fn launch_stats(r: &RankEntry) -> Option<LaunchStats> {
 }
 
 /// Allocation calls inside steps after the first (warm-up allocations are expected).
-pub fn allocations(job: &Job, r: &RankEntry) -> Vec<AllocInStep> {
-    let _ = job;
+pub fn allocations(r: &RankEntry) -> Vec<AllocInStep> {
     let e = &r.trace.events;
     let first = r.norm.steps.number.first().copied();
     let mut by_step: std::collections::BTreeMap<u32, (usize, i64)> = Default::default();

@@ -15,14 +15,13 @@
 //! when it is clearly more consistent (profiling windows do not always start at the same
 //! collective on every rank).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::model::*;
 use crate::normalize::job::RankEntry;
-use crate::normalize::Job;
 
 /// One collective as executed on one rank.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Instance {
     pub event: EventIdx,
     pub kind: CollKind,
@@ -190,14 +189,18 @@ pub struct MatchInfo {
     pub shifts: Vec<(u32, i64)>,
 }
 
-/// Matches instances across ranks (`insts[k]` belongs to `job.ranks[k]`).
-pub fn match_instances(job: &Job, insts: &[Vec<Instance>]) -> (Vec<Matched>, MatchInfo) {
+/// Matches instances across ranks: `insts[k]` belongs to rank `ranks[k]`; `steps_known` when
+/// every rank has step markers.
+pub fn match_instances(
+    ranks: &[u32],
+    steps_known: bool,
+    insts: &[Vec<Instance>],
+) -> (Vec<Matched>, MatchInfo) {
     let all_seq = insts.iter().all(|v| !v.is_empty() && v.iter().all(|x| x.seq.is_some()));
     // Group per rank by (pg, kind) [ordinal matching] or by (pg) [seq matching].
     // Without sequence numbers, ordinals count within a step: `ProfilerStep#N` numbers are the
     // global iteration count on every rank, so a rank whose profiling window started earlier
     // cannot shift the match. Steps that are unknown (no markers) use whole-trace ordinals.
-    let steps_known = job.ranks.iter().all(|r| !r.norm.steps.synthetic);
     type Key = (String, CollKind, u32);
     let mut groups: std::collections::BTreeMap<Key, Vec<Vec<&Instance>>> = Default::default();
     for (k, v) in insts.iter().enumerate() {
@@ -213,14 +216,14 @@ pub fn match_instances(job: &Job, insts: &[Vec<Instance>]) -> (Vec<Matched>, Mat
             }
         }
     }
-    let mut shifts: Vec<(u32, i64)> = job.ranks.iter().map(|r| (r.rank, 0)).collect();
+    let mut shifts: Vec<(u32, i64)> = ranks.iter().map(|&r| (r, 0)).collect();
     let mut out = Vec::new();
     for ((pg, kind, step), per_rank) in groups {
         if all_seq {
             let mut by_seq: std::collections::BTreeMap<i64, Vec<(u32, &Instance)>> = Default::default();
             for (k, v) in per_rank.iter().enumerate() {
                 for x in v {
-                    by_seq.entry(x.seq.unwrap_or(-1)).or_default().push((job.ranks[k].rank, x));
+                    by_seq.entry(x.seq.unwrap_or(-1)).or_default().push((ranks[k], x));
                 }
             }
             for (seq, v) in by_seq {
@@ -254,7 +257,7 @@ pub fn match_instances(job: &Job, insts: &[Vec<Instance>]) -> (Vec<Matched>, Mat
             }
         }
         for (ord, x0) in reference.iter().enumerate() {
-            let mut ranks = vec![job.ranks[refk].rank];
+            let mut members_ranks = vec![ranks[refk]];
             let mut members = vec![(*x0).clone()];
             for (k, v) in per_rank.iter().enumerate() {
                 if k == refk {
@@ -262,14 +265,14 @@ pub fn match_instances(job: &Job, insts: &[Vec<Instance>]) -> (Vec<Matched>, Mat
                 }
                 let j = ord as i64 + shift_of[k];
                 if let Some(x) = usize::try_from(j).ok().and_then(|j| v.get(j)) {
-                    ranks.push(job.ranks[k].rank);
+                    members_ranks.push(ranks[k]);
                     members.push((*x).clone());
                 }
             }
-            if ranks.len() < 2 {
+            if members_ranks.len() < 2 {
                 continue;
             }
-            let mut pairs: Vec<(u32, Instance)> = ranks.into_iter().zip(members).collect();
+            let mut pairs: Vec<(u32, Instance)> = members_ranks.into_iter().zip(members).collect();
             pairs.sort_by_key(|p| p.0);
             out.push(Matched {
                 kind,

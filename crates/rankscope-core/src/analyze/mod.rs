@@ -19,9 +19,10 @@ pub mod instances;
 pub mod intervals;
 pub mod report;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::model::Diagnostic;
+use crate::model::{Diagnostic, LaneKind, StringTable};
+use crate::normalize::job::RankEntry;
 use crate::normalize::{Job, JobError, RankSource};
 
 pub const ANALYSIS_SCHEMA_VERSION: u32 = 1;
@@ -48,7 +49,7 @@ impl Default for Options {
     }
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RankInfo {
     pub rank: u32,
     /// The file it came from.
@@ -59,7 +60,7 @@ pub struct RankInfo {
     pub events: u64,
     pub steps: Vec<u32>,
     /// Which lanes the time figures come from: `gpu` or `cpu` (CPU-only traces).
-    pub metrics_from: &'static str,
+    pub metrics_from: String,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -69,7 +70,7 @@ pub struct StepEntry {
 }
 
 /// Whole-trace figures of one rank (sums over its steps, and trace-wide overlap).
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RankTotals {
     pub rank: u32,
     pub steps: usize,
@@ -95,7 +96,7 @@ pub struct RankTotals {
     pub step_time: Option<balance::StepTimeStats>,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct FileDiagnostic {
     pub file: String,
     pub rank: u32,
@@ -128,86 +129,125 @@ pub struct Analysis {
     pub errors: Vec<JobError>,
 }
 
-/// Analyzes a job.
-pub fn analyze(job: &Job, opts: &Options) -> Analysis {
-    let world = job
-        .ranks
-        .iter()
-        .filter_map(|r| r.trace.meta.distributed.as_ref().and_then(|d| d.world_size))
-        .max()
-        .unwrap_or(job.ranks.len() as i64);
-    let insts: Vec<Vec<instances::Instance>> =
-        job.ranks.iter().map(|r| instances::rank_instances(r, &job.strings)).collect();
-    let (matched, matching) = instances::match_instances(job, &insts);
-    let alignment = align::align(job, &matched, &opts.offsets);
-    let ops = collectives::ops(&matched, &alignment, world);
-    let insts_ranked: Vec<(u32, Vec<instances::Instance>)> =
-        job.ranks.iter().map(|r| r.rank).zip(insts).collect();
-    let colls = collectives::stats(&ops, &insts_ranked, world);
+/// Everything the analysis needs from one rank, computed where the rank's tables live (a Web
+/// Worker in the app, one thread per file in the CLI) and small enough to send between threads:
+/// instances, per-step rows, totals, idle and launch figures, and the rank's chain per step.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RankPart {
+    pub info: RankInfo,
+    pub world_size: Option<i64>,
+    pub instances: Vec<instances::Instance>,
+    /// `(step, figures)` per step window, in time order.
+    pub steps: Vec<(u32, breakdown::StepRank)>,
+    /// CPU `ProfilerStep#N` starts, for the step-start alignment fallback.
+    pub step_starts: Vec<(u32, i64)>,
+    pub steps_synthetic: bool,
+    pub totals: RankTotals,
+    pub gpu_idle: Vec<idle::StreamIdle>,
+    pub launch: Option<idle::LaunchStats>,
+    pub allocations: Vec<idle::AllocInStep>,
+    /// This rank's chain for every step (the job level picks the bounding rank's).
+    pub chains: Vec<critical_path::StepPath>,
+    pub diagnostics: Vec<FileDiagnostic>,
+}
 
-    let mut ranks = Vec::new();
-    let mut rank_totals = Vec::new();
+/// The per-rank half of the analysis.
+pub fn rank_part(r: &RankEntry, strings: &StringTable, kernel_wait_threshold_ns: i64) -> RankPart {
+    let sets = breakdown::rank_sets(r, strings);
+    let windows = breakdown::step_windows(r);
+    let side = if sets.source == "gpu" { LaneKind::Gpu } else { LaneKind::Cpu };
+    let gaps = idle::GapClassifier::new(r, side, kernel_wait_threshold_ns);
+    let rows: Vec<breakdown::StepRank> =
+        windows.iter().map(|&(_, lo, hi)| breakdown::window(r.rank, &sets, Some(&gaps), lo, hi)).collect();
+    let d = r.trace.meta.distributed.clone().unwrap_or_default();
+    let info = RankInfo {
+        rank: r.rank,
+        source: r.trace.source.clone(),
+        rank_source: r.source,
+        world_size: d.world_size,
+        backend: d.backend,
+        events: r.trace.counts.total,
+        steps: r.norm.steps.number.clone(),
+        metrics_from: sets.source.to_string(),
+    };
+    let sum = |f: fn(&breakdown::StepRank) -> i64| rows.iter().map(f).sum::<i64>();
+    let wall = sum(|s| s.wall_ns);
+    let comm = sum(|s| s.comm_ns);
+    let overlap = sum(|s| s.overlap_ns);
+    let exposed = sum(|s| s.exposed_comm_ns);
+    let whole_comm = sets.comm.len_ns();
+    let ratio = |a: i64, b: i64| if b > 0 { a as f64 / b as f64 } else { 0.0 };
+    let totals = RankTotals {
+        rank: r.rank,
+        steps: rows.len(),
+        wall_ns: wall,
+        compute_ns: sum(|s| s.compute_ns),
+        comm_ns: comm,
+        overlap_ns: overlap,
+        exposed_comm_ns: exposed,
+        memory_ns: sum(|s| s.memory_ns),
+        idle_ns: sum(|s| s.idle_ns),
+        cpu_bound_ns: sum(|s| s.cpu_bound_ns),
+        launch_overhead_ns: sum(|s| s.launch_overhead_ns),
+        host_sync_ns: sum(|s| s.host_sync_ns),
+        data_loading_ns: sum(|s| s.data_loading_ns),
+        exposed_comm_ratio: ratio(exposed, wall),
+        comm_ratio: ratio(comm, wall),
+        overlap_coverage: ratio(overlap, comm),
+        overlap_pct_hta: (whole_comm > 0)
+            .then(|| 100.0 * sets.compute.intersect(&sets.comm).len_ns() as f64 / whole_comm as f64),
+        step_time: balance::step_time_stats(&rows.iter().map(|s| s.wall_ns).collect::<Vec<_>>()),
+    };
+    let gpu_idle = idle::stream_idle(r, kernel_wait_threshold_ns);
+    let launch = idle::launch_stats(r);
+    let allocations = idle::allocations(r);
+    let instances = instances::rank_instances(r, strings);
+    let steps: Vec<(u32, breakdown::StepRank)> = windows.iter().map(|w| w.0).zip(rows).collect();
+    let ctx = critical_path::RankCtx::new(r, sets, windows, gaps);
+    let chains =
+        ctx.windows.iter().map(|&(step, lo, hi)| critical_path::chain(&ctx, strings, step, lo, hi)).collect();
+    let st = &r.norm.steps;
+    RankPart {
+        info,
+        world_size: d.world_size,
+        instances,
+        steps,
+        step_starts: st.number.iter().copied().zip(st.start_ns.iter().copied()).collect(),
+        steps_synthetic: st.synthetic,
+        totals,
+        gpu_idle,
+        launch,
+        allocations,
+        chains,
+        diagnostics: r
+            .trace
+            .diagnostics
+            .sorted()
+            .into_iter()
+            .map(|d| FileDiagnostic { file: r.trace.source.clone(), rank: r.rank, diagnostic: d })
+            .collect(),
+    }
+}
+
+/// The job half: matching, alignment, collectives, stragglers, balance, critical path,
+/// fabric join and findings, from every rank's part (sorted by rank).
+pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) -> Analysis {
+    parts.sort_by_key(|p| p.info.rank);
+    let world = parts.iter().filter_map(|p| p.world_size).max().unwrap_or(parts.len() as i64);
+    let ranks: Vec<u32> = parts.iter().map(|p| p.info.rank).collect();
+    let steps_known = parts.iter().all(|p| !p.steps_synthetic);
+    let insts: Vec<Vec<instances::Instance>> =
+        parts.iter_mut().map(|p| std::mem::take(&mut p.instances)).collect();
+    let (matched, matching) = instances::match_instances(&ranks, steps_known, &insts);
+    let alignment = align::align(&parts, &matched, &opts.offsets);
+    let ops = collectives::ops(&matched, &alignment, world);
+    let insts_ranked: Vec<(u32, Vec<instances::Instance>)> = ranks.iter().copied().zip(insts).collect();
+    let colls = collectives::stats(&ops, &insts_ranked, world);
     let mut per_step: std::collections::BTreeMap<u32, Vec<breakdown::StepRank>> = Default::default();
-    let mut gpu_idle = Vec::new();
-    let mut launches = Vec::new();
-    let mut allocations = Vec::new();
-    let mut ctx = Vec::with_capacity(job.ranks.len());
-    for r in &job.ranks {
-        let sets = breakdown::rank_sets(r, &job.strings);
-        let windows = breakdown::step_windows(r);
-        let side =
-            if sets.source == "gpu" { crate::model::LaneKind::Gpu } else { crate::model::LaneKind::Cpu };
-        let gaps = idle::GapClassifier::new(r, side, opts.kernel_wait_threshold_ns);
-        let rows: Vec<breakdown::StepRank> = windows
-            .iter()
-            .map(|&(_, lo, hi)| breakdown::window(r.rank, &sets, Some(&gaps), lo, hi))
-            .collect();
-        let d = r.trace.meta.distributed.clone().unwrap_or_default();
-        ranks.push(RankInfo {
-            rank: r.rank,
-            source: r.trace.source.clone(),
-            rank_source: r.source,
-            world_size: d.world_size,
-            backend: d.backend,
-            events: r.trace.counts.total,
-            steps: r.norm.steps.number.clone(),
-            metrics_from: sets.source,
-        });
-        let sum = |f: fn(&breakdown::StepRank) -> i64| rows.iter().map(f).sum::<i64>();
-        let wall = sum(|s| s.wall_ns);
-        let comm = sum(|s| s.comm_ns);
-        let overlap = sum(|s| s.overlap_ns);
-        let exposed = sum(|s| s.exposed_comm_ns);
-        let whole_comm = sets.comm.len_ns();
-        let ratio = |a: i64, b: i64| if b > 0 { a as f64 / b as f64 } else { 0.0 };
-        rank_totals.push(RankTotals {
-            rank: r.rank,
-            steps: rows.len(),
-            wall_ns: wall,
-            compute_ns: sum(|s| s.compute_ns),
-            comm_ns: comm,
-            overlap_ns: overlap,
-            exposed_comm_ns: exposed,
-            memory_ns: sum(|s| s.memory_ns),
-            idle_ns: sum(|s| s.idle_ns),
-            cpu_bound_ns: sum(|s| s.cpu_bound_ns),
-            launch_overhead_ns: sum(|s| s.launch_overhead_ns),
-            host_sync_ns: sum(|s| s.host_sync_ns),
-            data_loading_ns: sum(|s| s.data_loading_ns),
-            exposed_comm_ratio: ratio(exposed, wall),
-            comm_ratio: ratio(comm, wall),
-            overlap_coverage: ratio(overlap, comm),
-            overlap_pct_hta: (whole_comm > 0)
-                .then(|| 100.0 * sets.compute.intersect(&sets.comm).len_ns() as f64 / whole_comm as f64),
-            step_time: balance::step_time_stats(&rows.iter().map(|s| s.wall_ns).collect::<Vec<_>>()),
-        });
-        for (&(step, _, _), row) in windows.iter().zip(rows.iter().cloned()) {
-            per_step.entry(step).or_default().push(row);
+    for p in &parts {
+        for (step, row) in &p.steps {
+            per_step.entry(*step).or_default().push(row.clone());
         }
-        gpu_idle.extend(idle::stream_idle(r, opts.kernel_wait_threshold_ns));
-        ctx.push(critical_path::RankCtx::new(r, sets, windows, gaps));
-        launches.extend(idle::launch_stats(r));
-        allocations.extend(idle::allocations(job, r));
     }
     let imbalance: Vec<balance::Imbalance> = per_step
         .iter()
@@ -216,42 +256,38 @@ pub fn analyze(job: &Job, opts: &Options) -> Analysis {
     let steps: Vec<StepEntry> =
         per_step.into_iter().map(|(step, per_rank)| StepEntry { step, per_rank }).collect();
     let (stragglers, straggler) = balance::stragglers(&ops);
-    let critical_path = critical_path::paths(job, &ctx, &ops, &alignment, &steps);
-    let diagnostics: Vec<FileDiagnostic> = job
-        .ranks
-        .iter()
-        .flat_map(|r| {
-            r.trace.diagnostics.sorted().into_iter().map(move |d| FileDiagnostic {
-                file: r.trace.source.clone(),
-                rank: r.rank,
-                diagnostic: d,
-            })
-        })
-        .collect();
+    let chains: Vec<Vec<critical_path::StepPath>> = parts.iter().map(|p| p.chains.clone()).collect();
+    let critical_path = critical_path::paths(&chains, &stragglers, &alignment, &steps);
     let mut a = Analysis {
         schema: "rankscope.analysis",
         schema_version: ANALYSIS_SCHEMA_VERSION,
-        ranks,
+        ranks: parts.iter().map(|p| p.info.clone()).collect(),
         steps,
-        rank_totals,
+        rank_totals: parts.iter().map(|p| p.totals.clone()).collect(),
         alignment,
         matching,
         collectives: colls,
         stragglers,
         straggler,
         imbalance,
-        gpu_idle,
-        launches,
-        allocations,
+        gpu_idle: parts.iter().flat_map(|p| p.gpu_idle.iter().cloned()).collect(),
+        launches: parts.iter().filter_map(|p| p.launch.clone()).collect(),
+        allocations: parts.iter().flat_map(|p| p.allocations.iter().cloned()).collect(),
         critical_path,
         fabric: Vec::new(),
         findings: Vec::new(),
-        diagnostics,
-        errors: job.errors.clone(),
+        diagnostics: parts.iter().flat_map(|p| p.diagnostics.iter().cloned()).collect(),
+        errors,
     };
     if let Some(t) = &opts.fabric {
         a.fabric = fabric::compare(&a.collectives, t);
     }
     a.findings = findings::findings(&a, &ops, &opts.thresholds);
     a
+}
+
+/// Analyzes a job: every rank's part, then the job level.
+pub fn analyze(job: &Job, opts: &Options) -> Analysis {
+    let parts = job.ranks.iter().map(|r| rank_part(r, &job.strings, opts.kernel_wait_threshold_ns)).collect();
+    combine(parts, job.errors.clone(), opts)
 }

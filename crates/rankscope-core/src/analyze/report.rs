@@ -53,7 +53,7 @@ pub fn markdown(a: &Analysis) -> String {
         a.ranks.len(),
         world.map(|w| format!(" of world size {w}")).unwrap_or_default(),
         a.steps.len(),
-        a.ranks.first().map_or("?", |r| r.metrics_from)
+        a.ranks.first().map_or("?", |r| r.metrics_from.as_str())
     );
     let _ = writeln!(s, "## Findings\n");
     if a.findings.is_empty() {

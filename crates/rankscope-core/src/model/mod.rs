@@ -23,7 +23,7 @@ pub const NONE_U64: u64 = u64::MAX;
 pub struct LaneId(pub u32);
 
 /// Index of a row in an [`EventTable`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize)]
 pub struct EventIdx(pub u32);
 
 /// What an event row is.

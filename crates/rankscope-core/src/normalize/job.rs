@@ -12,7 +12,7 @@ use super::{normalize_rank, Normalized, Rules};
 use crate::model::*;
 
 /// Where a rank number came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RankSource {
     User,
@@ -22,7 +22,7 @@ pub enum RankSource {
 }
 
 /// A job-level error.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, serde::Deserialize)]
 pub enum JobError {
     #[error("two files claim rank {rank}: {first} and {second} (map ranks explicitly with --rank FILE=N)")]
     DuplicateRank { rank: u32, first: String, second: String },
