@@ -44,12 +44,7 @@ pub struct Args {
 /// Exit codes: 0 fine; 1 a file is not a trace or two files claim one rank; 2 usage or I/O
 /// error; 3 a `--fail-on` gate failed.
 pub fn run(a: Args) -> Result<u8> {
-    let files = load::expand(&a.paths)?;
-    if files.is_empty() {
-        anyhow::bail!("no .json or .json.gz files under the given paths");
-    }
-    let explicit = load::parse_rank_map(&a.rank)?;
-    let rules = load::load_rules(a.rules.as_deref())?;
+    let (files, explicit, rules) = load::inputs(&a.paths, &a.rank, a.rules.as_deref())?;
     let mut opts = Options::default();
     for o in &a.offset {
         let (r, ns) = o.split_once('=').with_context(|| format!("--offset expects RANK=NS, got `{o}`"))?;

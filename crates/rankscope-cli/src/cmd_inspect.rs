@@ -29,12 +29,7 @@ pub struct Args {
 /// Exit codes: 0 all good; 1 some file is not a trace or the files conflict (two claim one
 /// rank); 2 usage or I/O error.
 pub fn run(a: Args) -> Result<u8> {
-    let files = load::expand(&a.paths)?;
-    if files.is_empty() {
-        anyhow::bail!("no .json or .json.gz files under the given paths");
-    }
-    let explicit = load::parse_rank_map(&a.rank)?;
-    let rules = load::load_rules(a.rules.as_deref())?;
+    let (files, explicit, rules) = load::inputs(&a.paths, &a.rank, a.rules.as_deref())?;
     let (job, failed) = load::load_job(&files, &explicit, &rules, a.chunk_kib.max(1) * 1024);
     let report = inspect::report(&job, failed);
     if a.json {

@@ -198,3 +198,19 @@ pub fn sniff_file(path: &Path) -> InputKind {
         InputKind::Trace
     }
 }
+
+/// Explicit `FILE=N` rank mappings.
+pub type RankMap = Vec<(String, u32)>;
+
+/// The inputs every trace command shares: files from paths, explicit ranks, rules.
+pub fn inputs(
+    paths: &[PathBuf],
+    rank: &[String],
+    rules: Option<&Path>,
+) -> Result<(Vec<PathBuf>, RankMap, Rules)> {
+    let files = expand(paths)?;
+    if files.is_empty() {
+        anyhow::bail!("no .json or .json.gz files under the given paths");
+    }
+    Ok((files, parse_rank_map(rank)?, load_rules(rules)?))
+}

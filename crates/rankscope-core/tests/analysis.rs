@@ -22,21 +22,6 @@ fn synth_job(cfg: &SynthConfig) -> Job {
     assemble(traces, &[], &Rules::default())
 }
 
-fn load_dir(dir: &str) -> Vec<RankTrace> {
-    let mut files: Vec<_> = std::fs::read_dir(shared().join(dir))
-        .unwrap_or_else(|e| panic!("{dir}: {e}"))
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .collect();
-    files.sort();
-    files
-        .iter()
-        .map(|p| {
-            ingest_chunked(&p.display().to_string(), &read(p), 1 << 20).unwrap_or_else(|e| panic!("{e}"))
-        })
-        .collect()
-}
-
 /// Moves every timestamp of a trace by `d` ns, as a host clock off by `d` would.
 fn shift(t: &mut RankTrace, d: i64) {
     for x in t.events.ts_ns.iter_mut().chain(t.flows.ts_ns.iter_mut()).chain(t.counters.ts_ns.iter_mut()) {

@@ -8,7 +8,6 @@ mod common;
 
 use common::*;
 use rankscope_core::analyze::{analyze, Analysis, Options};
-use rankscope_core::model::RankTrace;
 use rankscope_core::normalize::{assemble, Rules};
 use serde_json::Value;
 
@@ -19,19 +18,7 @@ fn expectations(name: &str) -> Value {
 }
 
 fn analyze_dir(dir: &str) -> Analysis {
-    let mut files: Vec<_> = std::fs::read_dir(shared().join(dir))
-        .unwrap_or_else(|e| panic!("{dir}: {e}"))
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .collect();
-    files.sort();
-    let traces: Vec<RankTrace> = files
-        .iter()
-        .map(|p| {
-            ingest_chunked(&p.display().to_string(), &read(p), 1 << 20).unwrap_or_else(|e| panic!("{e}"))
-        })
-        .collect();
-    analyze(&assemble(traces, &[], &Rules::default()), &Options::default())
+    analyze(&assemble(load_dir(dir), &[], &Rules::default()), &Options::default())
 }
 
 fn f(v: &Value) -> f64 {
@@ -154,18 +141,7 @@ fn where_hta_fails_on_cpu_only_traces_rankscope_answers() {
 fn dlrm_per_stream_idle_breakdown_equals_hta() {
     let hta = expectations("hta_expectations.json");
     let ranks = &hta["sets"]["param-dlrm-8rank"]["idle_time_breakdown"]["ranks"];
-    let mut files: Vec<_> = std::fs::read_dir(shared().join("traces/param-dlrm-8rank"))
-        .unwrap_or_else(|e| panic!("{e}"))
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .collect();
-    files.sort();
-    let traces: Vec<RankTrace> = files
-        .iter()
-        .map(|p| {
-            ingest_chunked(&p.display().to_string(), &read(p), 1 << 20).unwrap_or_else(|e| panic!("{e}"))
-        })
-        .collect();
+    let traces = load_dir("traces/param-dlrm-8rank");
     let job = assemble(traces, &[], &Rules::default());
     let a = analyze(&job, &Options::default());
     assert_eq!(a.gpu_idle.len(), 32);

@@ -177,19 +177,7 @@ fn display_time_unit_ns_is_noted_and_ignored() {
 
 #[test]
 fn dlrm_set_is_one_job_of_eight_ranks() {
-    let dir = shared().join("traces/param-dlrm-8rank");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{e}"))
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .collect();
-    files.sort();
-    let traces: Vec<RankTrace> = files
-        .iter()
-        .map(|p| {
-            ingest_chunked(&p.display().to_string(), &read(p), 1 << 20).unwrap_or_else(|e| panic!("{e}"))
-        })
-        .collect();
+    let traces = load_dir("traces/param-dlrm-8rank");
     let job = rankscope_core::normalize::assemble(traces, &[], &rankscope_core::normalize::Rules::default());
     assert!(job.errors.is_empty(), "{:?}", job.errors);
     let ranks: Vec<u32> = job.ranks.iter().map(|r| r.rank).collect();

@@ -136,48 +136,80 @@ fn median_f(mut v: Vec<f64>) -> Option<f64> {
     Some(v[(v.len() - 1) / 2])
 }
 
+/// Cross-rank timing of a group of matched collectives.
+struct Timing {
+    transfer_mean_ns: i64,
+    sync_wait_mean_ns: i64,
+    /// Sorted.
+    skews: Vec<i64>,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn summarize(
+    kind: CollKind,
+    pg: String,
+    count: usize,
+    group_size: i64,
+    mut durs: Vec<i64>,
+    mut bytes: Vec<i64>,
+    timing: Option<Timing>,
+    algbw: Vec<f64>,
+) -> CollectiveStats {
+    durs.sort_unstable();
+    bytes.sort_unstable();
+    let alg = median_f(algbw);
+    CollectiveStats {
+        kind,
+        pg,
+        count,
+        instances: durs.len(),
+        group_size,
+        bytes_total: bytes.iter().sum(),
+        bytes_p50: (!bytes.is_empty()).then(|| pct(&bytes, 50.0)),
+        dur_mean_ns: durs.iter().sum::<i64>() / durs.len().max(1) as i64,
+        dur_p50_ns: pct(&durs, 50.0),
+        dur_p95_ns: pct(&durs, 95.0),
+        dur_p99_ns: pct(&durs, 99.0),
+        dur_max_ns: durs.last().copied().unwrap_or(0),
+        transfer_mean_ns: timing.as_ref().map(|t| t.transfer_mean_ns),
+        sync_wait_mean_ns: timing.as_ref().map(|t| t.sync_wait_mean_ns),
+        skew_p50_ns: timing.as_ref().map(|t| pct(&t.skews, 50.0)),
+        skew_max_ns: timing.as_ref().and_then(|t| t.skews.last().copied()),
+        algbw_gbps: alg,
+        busbw_gbps: alg.map(|a| a * busbw_factor(kind, group_size)),
+        bw_basis: if timing.is_some() { "transfer" } else { "duration" },
+    }
+}
+
 pub fn stats(ops: &[Op], insts: &[(u32, Vec<Instance>)], world: i64) -> Vec<CollectiveStats> {
-    let mut out = Vec::new();
     if !ops.is_empty() {
         let mut groups: BTreeMap<(CollKind, String), Vec<&Op>> = BTreeMap::new();
         for o in ops {
             groups.entry((o.kind, o.pg.clone())).or_default().push(o);
         }
-        for ((kind, pg), v) in groups {
-            let mut durs: Vec<i64> = v.iter().flat_map(|o| o.dur_ns.iter().copied()).collect();
-            durs.sort_unstable();
-            let mut bytes: Vec<i64> = v.iter().filter_map(|o| o.bytes).collect();
-            bytes.sort_unstable();
-            let mut skews: Vec<i64> = v.iter().map(|o| o.skew_ns).collect();
-            skews.sort_unstable();
-            let waits: Vec<i64> = v.iter().flat_map(|o| o.sync_wait_ns.iter().copied()).collect();
-            let algbw: Vec<f64> =
-                v.iter().filter_map(|o| Some(o.bytes? as f64 / o.transfer_ns.max(1) as f64)).collect();
-            let n = v.iter().map(|o| o.group_size).max().unwrap_or(world);
-            let alg = median_f(algbw);
-            out.push(CollectiveStats {
-                kind,
-                pg,
-                count: v.len(),
-                instances: durs.len(),
-                group_size: n,
-                bytes_total: bytes.iter().sum(),
-                bytes_p50: (!bytes.is_empty()).then(|| pct(&bytes, 50.0)),
-                dur_mean_ns: durs.iter().sum::<i64>() / durs.len().max(1) as i64,
-                dur_p50_ns: pct(&durs, 50.0),
-                dur_p95_ns: pct(&durs, 95.0),
-                dur_p99_ns: pct(&durs, 99.0),
-                dur_max_ns: durs.last().copied().unwrap_or(0),
-                transfer_mean_ns: Some(v.iter().map(|o| o.transfer_ns).sum::<i64>() / v.len() as i64),
-                sync_wait_mean_ns: Some(waits.iter().sum::<i64>() / waits.len().max(1) as i64),
-                skew_p50_ns: Some(pct(&skews, 50.0)),
-                skew_max_ns: skews.last().copied(),
-                algbw_gbps: alg,
-                busbw_gbps: alg.map(|a| a * busbw_factor(kind, n)),
-                bw_basis: "transfer",
-            });
-        }
-        return out;
+        return groups
+            .into_iter()
+            .map(|((kind, pg), v)| {
+                let waits: Vec<i64> = v.iter().flat_map(|o| o.sync_wait_ns.iter().copied()).collect();
+                let mut skews: Vec<i64> = v.iter().map(|o| o.skew_ns).collect();
+                skews.sort_unstable();
+                let timing = Timing {
+                    transfer_mean_ns: v.iter().map(|o| o.transfer_ns).sum::<i64>() / v.len() as i64,
+                    sync_wait_mean_ns: waits.iter().sum::<i64>() / waits.len().max(1) as i64,
+                    skews,
+                };
+                summarize(
+                    kind,
+                    pg,
+                    v.len(),
+                    v.iter().map(|o| o.group_size).max().unwrap_or(world),
+                    v.iter().flat_map(|o| o.dur_ns.iter().copied()).collect(),
+                    v.iter().filter_map(|o| o.bytes).collect(),
+                    Some(timing),
+                    v.iter().filter_map(|o| Some(o.bytes? as f64 / o.transfer_ns.max(1) as f64)).collect(),
+                )
+            })
+            .collect();
     }
     // Nothing matched: per-rank durations only.
     let mut groups: BTreeMap<(CollKind, String), Vec<&Instance>> = BTreeMap::new();
@@ -186,38 +218,23 @@ pub fn stats(ops: &[Op], insts: &[(u32, Vec<Instance>)], world: i64) -> Vec<Coll
             groups.entry((x.kind, x.pg.clone())).or_default().push(x);
         }
     }
-    for ((kind, pg), v) in groups {
-        let mut durs: Vec<i64> = v.iter().map(|x| x.end_ns - x.start_ns).collect();
-        durs.sort_unstable();
-        let mut bytes: Vec<i64> = v.iter().filter_map(|x| x.bytes).collect();
-        bytes.sort_unstable();
-        let n = v.iter().find_map(|x| x.group_size).unwrap_or(world);
-        let alg = median_f(
-            v.iter().filter_map(|x| Some(x.bytes? as f64 / (x.end_ns - x.start_ns).max(1) as f64)).collect(),
-        );
-        out.push(CollectiveStats {
-            kind,
-            pg,
-            count: v.len(),
-            instances: v.len(),
-            group_size: n,
-            bytes_total: bytes.iter().sum(),
-            bytes_p50: (!bytes.is_empty()).then(|| pct(&bytes, 50.0)),
-            dur_mean_ns: durs.iter().sum::<i64>() / durs.len().max(1) as i64,
-            dur_p50_ns: pct(&durs, 50.0),
-            dur_p95_ns: pct(&durs, 95.0),
-            dur_p99_ns: pct(&durs, 99.0),
-            dur_max_ns: durs.last().copied().unwrap_or(0),
-            transfer_mean_ns: None,
-            sync_wait_mean_ns: None,
-            skew_p50_ns: None,
-            skew_max_ns: None,
-            algbw_gbps: alg,
-            busbw_gbps: alg.map(|a| a * busbw_factor(kind, n)),
-            bw_basis: "duration",
-        });
-    }
-    out
+    groups
+        .into_iter()
+        .map(|((kind, pg), v)| {
+            summarize(
+                kind,
+                pg,
+                v.len(),
+                v.iter().find_map(|x| x.group_size).unwrap_or(world),
+                v.iter().map(|x| x.end_ns - x.start_ns).collect(),
+                v.iter().filter_map(|x| x.bytes).collect(),
+                None,
+                v.iter()
+                    .filter_map(|x| Some(x.bytes? as f64 / (x.end_ns - x.start_ns).max(1) as f64))
+                    .collect(),
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -34,3 +34,19 @@ pub fn job_of(name: &str, bytes: &[u8], chunk: usize) -> Job {
     let t = ingest_chunked(name, bytes, chunk).unwrap_or_else(|e| panic!("{e}"));
     assemble(vec![t], &[], &Rules::default())
 }
+
+/// Every file of a folder under `shared/`, sorted, ingested in 1 MiB chunks.
+pub fn load_dir(dir: &str) -> Vec<RankTrace> {
+    let mut files: Vec<_> = std::fs::read_dir(shared().join(dir))
+        .unwrap_or_else(|e| panic!("{dir}: {e}"))
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|p| {
+            ingest_chunked(&p.display().to_string(), &read(p), 1 << 20).unwrap_or_else(|e| panic!("{e}"))
+        })
+        .collect()
+}
