@@ -70,7 +70,7 @@ pub struct LaneSummary {
     /// The lane's id within its rank (what tile queries name).
     pub lane: u32,
     pub gpu: bool,
-    /// `thread 123 (python)`, `GPU 0 stream 7`.
+    /// The thread's name (Kineto writes `thread 123 (python)`), `thread 123`, or `GPU 0 stream 7`.
     pub label: String,
     pub events: u32,
     /// Rows of nested slices the timeline draws for it.
@@ -144,10 +144,11 @@ impl RankSummary {
                 let name = strings.get(t.lanes.name[l]);
                 let label = if gpu {
                     format!("GPU {} stream {}", t.lanes.device[l], t.lanes.stream[l])
-                } else if name.is_empty() || name == tid {
+                } else if name.is_empty() {
                     format!("thread {tid}")
                 } else {
-                    format!("thread {tid} ({name})")
+                    // Kineto's own names already read `thread 123 (python)`.
+                    name.to_string()
                 };
                 let tid_num = match t.lanes.tid[l] {
                     crate::model::IdKey::Int(v) => v,

@@ -1,0 +1,348 @@
+//! The workers, seen from the UI: start them, hand out loads, route their answers.
+//!
+//! Up to `navigator.hardwareConcurrency` workers; each reads one file at a time and keeps every
+//! rank it read, so a question about a rank goes to the worker that holds it. Loads wait in a
+//! queue for a free worker. Answers about loads become reducer [`Action`]s; tiles and picks go to
+//! the timeline's sinks (they are drawing data, not UI state).
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
+use std::rc::Rc;
+
+use js_sys::Array;
+use rankscope_core::view::{EventDetail, Tile, TileKey};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use web_sys::{MessageEvent, Worker};
+use yew::Callback;
+
+use crate::protocol::*;
+use crate::state::Action;
+
+/// A load waiting for a worker.
+#[derive(Debug)]
+pub enum Task {
+    File(FileId, web_sys::File),
+    Demo(FileId, u32),
+}
+
+impl Task {
+    fn file(&self) -> FileId {
+        match self {
+            Task::File(f, _) | Task::Demo(f, _) => *f,
+        }
+    }
+}
+
+pub type TileSink = Rc<dyn Fn(FileId, Tile)>;
+pub type PickSink = Rc<dyn Fn(FileId, u32, Option<EventDetail>)>;
+
+struct Slot {
+    worker: Worker,
+    ready: bool,
+    /// Messages posted before the worker said `Ready` (a worker drops messages that arrive
+    /// before its handler is installed).
+    outbox: Vec<Array>,
+    busy: Option<FileId>,
+    dead: bool,
+    _on_message: Closure<dyn FnMut(MessageEvent)>,
+    _on_error: Closure<dyn FnMut(web_sys::Event)>,
+}
+
+struct Inner {
+    slots: Vec<Slot>,
+    max: usize,
+    queue: VecDeque<Task>,
+    holder: BTreeMap<FileId, usize>,
+    dispatch: Callback<Action>,
+    tile_sink: Option<TileSink>,
+    pick_sink: Option<PickSink>,
+}
+
+/// The worker pool of one job. Dropping it does not stop the workers: call [`Pool::terminate`].
+#[derive(Clone)]
+pub struct Pool {
+    inner: Rc<RefCell<Inner>>,
+}
+
+impl PartialEq for Pool {
+    fn eq(&self, other: &Self) -> bool {
+        Rc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Pool")
+    }
+}
+
+fn now_ms() -> f64 {
+    web_sys::window().and_then(|w| w.performance()).map_or(0.0, |p| p.now())
+}
+
+fn message(m: &ToWorker, extra: Option<&JsValue>) -> Array {
+    let a = Array::of1(&JsValue::from_str(&encode(m)));
+    if let Some(x) = extra {
+        a.push(x);
+    }
+    a
+}
+
+impl Pool {
+    pub fn new(dispatch: Callback<Action>) -> Pool {
+        let cores = web_sys::window().map_or(2.0, |w| w.navigator().hardware_concurrency());
+        let max = (cores as usize).clamp(1, 16);
+        Pool {
+            inner: Rc::new(RefCell::new(Inner {
+                slots: Vec::new(),
+                max,
+                queue: VecDeque::new(),
+                holder: BTreeMap::new(),
+                dispatch,
+                tile_sink: None,
+                pick_sink: None,
+            })),
+        }
+    }
+
+    /// Queues loads; they start as workers free up.
+    pub fn load(&self, tasks: Vec<Task>) {
+        self.inner.borrow_mut().queue.extend(tasks);
+        pump(&self.inner);
+    }
+
+    pub fn cancel(&self, file: FileId) {
+        let dispatch = {
+            let mut inner = self.inner.borrow_mut();
+            let queued = inner.queue.len();
+            inner.queue.retain(|t| t.file() != file);
+            if inner.queue.len() != queued {
+                Some(inner.dispatch.clone())
+            } else {
+                if let Some(&s) = inner.holder.get(&file) {
+                    if inner.slots.get(s).is_some_and(|x| x.busy == Some(file)) {
+                        send(&mut inner.slots[s], message(&ToWorker::Cancel { file }, None));
+                    }
+                }
+                None
+            }
+        };
+        if let Some(d) = dispatch {
+            d.emit(Action::Cancelled { file });
+        }
+    }
+
+    pub fn tile(&self, file: FileId, key: TileKey) {
+        self.ask(file, &ToWorker::Tile { file, key });
+    }
+
+    pub fn pick(&self, file: FileId, req: u32, lane: u32, depth: u32, t_ns: i64, slop_ns: i64) {
+        self.ask(file, &ToWorker::Pick { file, req, lane, depth, t_ns, slop_ns });
+    }
+
+    fn ask(&self, file: FileId, m: &ToWorker) {
+        let mut inner = self.inner.borrow_mut();
+        if let Some(&s) = inner.holder.get(&file) {
+            if let Some(slot) = inner.slots.get_mut(s) {
+                send(slot, message(m, None));
+            }
+        }
+    }
+
+    pub fn set_sinks(&self, tile: Option<TileSink>, pick: Option<PickSink>) {
+        let mut inner = self.inner.borrow_mut();
+        inner.tile_sink = tile;
+        inner.pick_sink = pick;
+    }
+
+    /// Stops every worker (their ranks are gone).
+    pub fn terminate(&self) {
+        let mut inner = self.inner.borrow_mut();
+        for s in &mut inner.slots {
+            s.worker.terminate();
+            s.dead = true;
+        }
+        inner.queue.clear();
+        inner.holder.clear();
+    }
+
+    /// Number of workers started so far.
+    pub fn workers(&self) -> usize {
+        self.inner.borrow().slots.len()
+    }
+}
+
+fn send(slot: &mut Slot, msg: Array) {
+    if slot.dead {
+        return;
+    }
+    if !slot.ready {
+        slot.outbox.push(msg);
+    } else if let Err(e) = slot.worker.post_message(&msg) {
+        web_sys::console::error_2(&"rankscope: cannot post to a worker".into(), &e);
+    }
+}
+
+fn spawn(inner_rc: &Rc<RefCell<Inner>>, index: usize) -> Result<Slot, JsValue> {
+    let worker = Worker::new("./worker_loader.js")?;
+    let weak = Rc::downgrade(inner_rc);
+    let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
+        if let Some(inner) = weak.upgrade() {
+            let data: Array = ev.data().unchecked_into();
+            match decode::<FromWorker>(&data.get(0).as_string().unwrap_or_default()) {
+                Ok(m) => on_message(&inner, index, m),
+                Err(e) => web_sys::console::error_1(&e.into()),
+            }
+        }
+    });
+    let weak = Rc::downgrade(inner_rc);
+    let on_error = Closure::<dyn FnMut(web_sys::Event)>::new(move |ev: web_sys::Event| {
+        ev.prevent_default();
+        let text = ev
+            .dyn_ref::<web_sys::ErrorEvent>()
+            .map(|e| e.message())
+            .unwrap_or_else(|| "the worker could not start".to_string());
+        if let Some(inner) = weak.upgrade() {
+            on_worker_error(&inner, index, text);
+        }
+    });
+    worker.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+    worker.set_onerror(Some(on_error.as_ref().unchecked_ref()));
+    Ok(Slot {
+        worker,
+        ready: false,
+        outbox: Vec::new(),
+        busy: None,
+        dead: false,
+        _on_message: on_message,
+        _on_error: on_error,
+    })
+}
+
+/// Starts queued loads on idle workers, starting workers up to the limit.
+fn pump(inner_rc: &Rc<RefCell<Inner>>) {
+    let mut started = Vec::new();
+    let mut failed = Vec::new();
+    {
+        let mut inner = inner_rc.borrow_mut();
+        while !inner.queue.is_empty() {
+            let idle = inner.slots.iter().position(|s| !s.dead && s.busy.is_none());
+            let slot = match idle {
+                Some(i) => i,
+                None if inner.slots.iter().filter(|s| !s.dead).count() < inner.max => {
+                    let index = inner.slots.len();
+                    match spawn(inner_rc, index) {
+                        Ok(s) => {
+                            inner.slots.push(s);
+                            index
+                        }
+                        Err(e) => {
+                            // No worker at all: every queued file fails with the reason.
+                            let why = crate::worker::js_text(&e);
+                            while let Some(t) = inner.queue.pop_front() {
+                                failed.push((t.file(), format!("cannot start a worker: {why}")));
+                            }
+                            break;
+                        }
+                    }
+                }
+                None => break,
+            };
+            let Some(task) = inner.queue.pop_front() else { break };
+            let file = task.file();
+            let msg = match &task {
+                Task::File(_, f) => message(&ToWorker::Load { file, name: f.name() }, Some(f.as_ref())),
+                Task::Demo(_, rank) => message(&ToWorker::Demo { file, rank: *rank }, None),
+            };
+            inner.holder.insert(file, slot);
+            inner.slots[slot].busy = Some(file);
+            send(&mut inner.slots[slot], msg);
+            started.push(file);
+        }
+    }
+    let dispatch = inner_rc.borrow().dispatch.clone();
+    let now = now_ms();
+    for file in started {
+        dispatch.emit(Action::Started { file, now_ms: now });
+    }
+    for (file, error) in failed {
+        dispatch.emit(Action::Failed { file, error });
+    }
+}
+
+fn on_message(inner_rc: &Rc<RefCell<Inner>>, index: usize, m: FromWorker) {
+    let (dispatch, tile_sink, pick_sink) = {
+        let i = inner_rc.borrow();
+        (i.dispatch.clone(), i.tile_sink.clone(), i.pick_sink.clone())
+    };
+    let done = |file: FileId, keep: bool| {
+        let mut inner = inner_rc.borrow_mut();
+        if let Some(s) = inner.slots.get_mut(index) {
+            if s.busy == Some(file) {
+                s.busy = None;
+            }
+        }
+        if !keep {
+            inner.holder.remove(&file);
+        }
+    };
+    match m {
+        FromWorker::Ready => {
+            let mut inner = inner_rc.borrow_mut();
+            if let Some(s) = inner.slots.get_mut(index) {
+                s.ready = true;
+                for msg in std::mem::take(&mut s.outbox) {
+                    send(s, msg);
+                }
+            }
+        }
+        FromWorker::Progress { file, phase, input_bytes, events, .. } => {
+            dispatch.emit(Action::Progress { file, phase, input_bytes, events, now_ms: now_ms() });
+        }
+        FromWorker::Loaded { file, summary } => {
+            done(file, true);
+            dispatch.emit(Action::Loaded { file, summary });
+            pump(inner_rc);
+        }
+        FromWorker::Failed { file, error } => {
+            done(file, false);
+            dispatch.emit(Action::Failed { file, error });
+            pump(inner_rc);
+        }
+        FromWorker::Cancelled { file } => {
+            done(file, false);
+            dispatch.emit(Action::Cancelled { file });
+            pump(inner_rc);
+        }
+        FromWorker::Tile { file, tile } => {
+            if let Some(sink) = tile_sink {
+                sink(file, *tile);
+            }
+        }
+        FromWorker::Picked { file, req, detail } => {
+            if let Some(sink) = pick_sink {
+                sink(file, req, detail.map(|d| *d));
+            }
+        }
+    }
+}
+
+/// A worker died (a panic in its wasm, or it could not load): its current file fails, the ranks
+/// it held are gone, and the remaining loads go to the other workers (or a new one).
+fn on_worker_error(inner_rc: &Rc<RefCell<Inner>>, index: usize, text: String) {
+    let (busy, dispatch) = {
+        let mut inner = inner_rc.borrow_mut();
+        let Some(s) = inner.slots.get_mut(index) else { return };
+        s.worker.terminate();
+        s.dead = true;
+        let busy = s.busy.take();
+        inner.holder.retain(|_, &mut v| v != index);
+        (busy, inner.dispatch.clone())
+    };
+    web_sys::console::error_1(&format!("rankscope worker {index} died: {text}").into());
+    if let Some(file) = busy {
+        dispatch.emit(Action::Failed { file, error: format!("the worker reading this file failed: {text}") });
+    }
+    pump(inner_rc);
+}

@@ -1,0 +1,97 @@
+//! The messages between the UI (main thread) and the workers.
+//!
+//! Each worker holds the ranks it read (their full tables, a [`RankView`] each) and answers small
+//! questions about them; only summaries, tiles and event details cross. A message is JSON text
+//! (serde_json: `i64` nanoseconds stay exact, which a JS number would not keep) posted as the
+//! first element of a JS array; a `Load` carries the `File` object as the second element
+//! (structured clone of the handle: the bytes are read inside the worker with `File.stream()`).
+//!
+//! ```text
+//! worker → UI   Ready                          once its wasm is running (the pool queues until then)
+//! UI → worker   Load {file, name} + File       read, ingest, normalize; keep the RankView
+//!               Demo {file, rank}              generate the demo rank, then the same as Load
+//! worker → UI   Progress {file, phase, bytes…} at most every PROGRESS_MS while reading
+//!               Loaded {file, summary}         RankSummary (a few kB)
+//!               Failed {file, error}           not a trace at all / unreadable; the rest go on
+//! UI → worker   Cancel {file}                  stop reading after the current chunk
+//! worker → UI   Cancelled {file}
+//! UI → worker   Tile {file, key}               level-of-detail boxes of one lane over one tile
+//! worker → UI   Tile {file, tile}
+//! UI → worker   Pick {file, req, lane, depth, t_ns, slop_ns}   what is under the pointer
+//! worker → UI   Picked {file, req, detail}
+//! ```
+//!
+//! [`RankView`]: rankscope_core::view::RankView
+
+use rankscope_core::view::{EventDetail, RankSummary, Tile, TileKey};
+use serde::{Deserialize, Serialize};
+
+/// A file of the current job: its position in load order.
+pub type FileId = u32;
+
+/// Bytes handed to the parser at a time: stream chunks are gathered up to this size.
+pub const CHUNK_BYTES: usize = 4 << 20;
+/// Least time between two progress messages of one file.
+pub const PROGRESS_MS: f64 = 100.0;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ToWorker {
+    Load { file: FileId, name: String },
+    Demo { file: FileId, rank: u32 },
+    Cancel { file: FileId },
+    Tile { file: FileId, key: TileKey },
+    Pick { file: FileId, req: u32, lane: u32, depth: u32, t_ns: i64, slop_ns: i64 },
+}
+
+/// Where a file's load is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Phase {
+    Reading,
+    Normalizing,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum FromWorker {
+    Ready,
+    Progress { file: FileId, phase: Phase, input_bytes: u64, text_bytes: u64, events: u64 },
+    Loaded { file: FileId, summary: Box<RankSummary> },
+    Failed { file: FileId, error: String },
+    Cancelled { file: FileId },
+    Tile { file: FileId, tile: Box<Tile> },
+    Picked { file: FileId, req: u32, detail: Option<Box<EventDetail>> },
+}
+
+/// Encodes a message (serde_json cannot fail on these types; an empty string is ignored by the
+/// receiver rather than trusted).
+pub fn encode<T: Serialize>(m: &T) -> String {
+    serde_json::to_string(m).unwrap_or_default()
+}
+
+pub fn decode<'a, T: Deserialize<'a>>(s: &'a str) -> Result<T, String> {
+    serde_json::from_str(s).map_err(|e| format!("bad message: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_round_trip_with_exact_nanoseconds() {
+        let key = TileKey { lane: 3, level: 12, index: 1_716_404_512_093_771_204 / (256 << 12) };
+        let m = ToWorker::Pick {
+            file: 2,
+            req: 9,
+            lane: 3,
+            depth: 1,
+            t_ns: 1_716_404_512_093_771_205,
+            slop_ns: 40,
+        };
+        assert_eq!(decode::<ToWorker>(&encode(&m)), Ok(m));
+        let t = FromWorker::Tile {
+            file: 1,
+            tile: Box::new(Tile { key, start_ns: vec![i64::MAX - 1], ..Tile::default() }),
+        };
+        assert_eq!(decode::<FromWorker>(&encode(&t)), Ok(t));
+        assert!(decode::<FromWorker>("{").is_err());
+    }
+}

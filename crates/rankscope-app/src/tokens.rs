@@ -1,0 +1,24 @@
+//! Design tokens of the canvas views. Colours are CSS custom properties in `www/style.css` (one
+//! place for both themes; the canvas reads them with `getComputedStyle`), sizes are here.
+
+use rankscope_core::model::Class;
+
+/// Height of one nesting row of a lane, CSS px.
+pub const ROW_H: f64 = 14.0;
+/// Height of a rank's header row.
+pub const RANK_H: f64 = 20.0;
+/// Space below each lane.
+pub const LANE_GAP: f64 = 3.0;
+/// Width of the lane-label gutter.
+pub const GUTTER_W: f64 = 190.0;
+/// Height of the time ruler.
+pub const RULER_H: f64 = 22.0;
+/// Font of labels on the canvas.
+pub const FONT: &str = "11px system-ui, sans-serif";
+/// Approximate width of one character of [`FONT`] (for cutting labels without measuring each).
+pub const CHAR_W: f64 = 6.2;
+
+/// The CSS custom property holding the colour of a class (`--class-compute`, ...).
+pub fn class_var(c: Class) -> String {
+    format!("--class-{}", c.name().replace('_', "-"))
+}

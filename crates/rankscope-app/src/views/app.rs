@@ -1,0 +1,228 @@
+//! The root component: the reducer, the worker pool, the URL hash, global keys, drop anywhere.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use web_sys::File;
+use yew::prelude::*;
+
+use super::diagnostics::Diagnostics;
+use super::files::Files;
+use super::help::Help;
+use super::landing::Landing;
+use super::summary::Summary;
+use super::timeline::Timeline;
+use super::topbar::TopBar;
+use super::{Ctx, Listener};
+use crate::hash::{self, HashState};
+use crate::pool::{Pool, Task};
+use crate::state::{Action, State, View};
+
+/// What starts a job.
+#[derive(Debug)]
+enum Load {
+    Files(Vec<File>),
+    Demo,
+}
+
+fn window() -> Option<web_sys::Window> {
+    web_sys::window()
+}
+
+/// Whether a key event was typed into a text field (then it is not a shortcut).
+fn in_text_field(e: &web_sys::KeyboardEvent) -> bool {
+    e.target()
+        .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
+        .is_some_and(|el| matches!(el.tag_name().as_str(), "INPUT" | "TEXTAREA" | "SELECT"))
+}
+
+#[function_component(App)]
+pub fn app() -> Html {
+    let state = use_reducer(State::default);
+    let pool: Rc<RefCell<Option<Pool>>> = use_mut_ref(|| None);
+    let dispatch = {
+        let d = state.dispatcher();
+        Callback::from(move |a: Action| d.dispatch(a))
+    };
+    let ctx = Ctx { pool: pool.clone(), dispatch: dispatch.clone() };
+
+    let start = {
+        let pool = pool.clone();
+        let dispatch = dispatch.clone();
+        Callback::from(move |load: Load| {
+            if let Some(old) = pool.borrow_mut().take() {
+                old.terminate();
+            }
+            let p = Pool::new(dispatch.clone());
+            let (names, tasks, demo): (Vec<(String, u64)>, Vec<Task>, bool) = match load {
+                Load::Files(files) => {
+                    if files.is_empty() {
+                        return;
+                    }
+                    let names = files.iter().map(|f| (f.name(), f.size() as u64)).collect();
+                    let tasks = files.into_iter().enumerate().map(|(i, f)| Task::File(i as u32, f)).collect();
+                    (names, tasks, false)
+                }
+                Load::Demo => {
+                    let n = rankscope_core::synth::SynthConfig::default().ranks;
+                    let names = (0..n).map(|r| (rankscope_core::synth::file_name(r, false), 0)).collect();
+                    let tasks = (0..n).map(|r| Task::Demo(r, r)).collect();
+                    (names, tasks, true)
+                }
+            };
+            dispatch.emit(Action::Start { files: names, demo });
+            *pool.borrow_mut() = Some(p.clone());
+            p.load(tasks);
+        })
+    };
+
+    // Back on the landing page: the workers and their ranks go.
+    {
+        let pool = pool.clone();
+        use_effect_with(state.files.is_empty(), move |empty| {
+            if *empty {
+                if let Some(old) = pool.borrow_mut().take() {
+                    old.terminate();
+                }
+            }
+        });
+    }
+
+    // The URL hash: read once at start and on every hashchange; written on every change of
+    // view or window.
+    {
+        let dispatch = dispatch.clone();
+        use_effect_with((), move |_| {
+            let apply = move || {
+                let h = hash::parse(&window().and_then(|w| w.location().hash().ok()).unwrap_or_default());
+                if let Some(v) = h.view {
+                    dispatch.emit(Action::SetView(v));
+                }
+                if h.window.is_some() {
+                    dispatch.emit(Action::SetWindow(h.window));
+                }
+            };
+            apply();
+            let l = window().map(|w| Listener::new(w.into(), "hashchange", move |_| apply()));
+            move || drop(l)
+        });
+    }
+    {
+        use_effect_with((state.view, state.window), move |(view, win)| {
+            let h = hash::format(&HashState { view: Some(*view), window: *win });
+            if let Some(w) = window() {
+                if w.location().hash().ok().as_deref() != Some(h.as_str()) {
+                    if let Ok(hist) = w.history() {
+                        let _ = hist.replace_state_with_url(&JsValue::NULL, "", Some(&h));
+                    }
+                }
+            }
+        });
+    }
+
+    // Global keys: help and view switching (the timeline handles its own).
+    {
+        let dispatch = dispatch.clone();
+        let ready = state.ready();
+        use_effect_with(ready, move |&ready| {
+            let l = window().map(|w| {
+                Listener::new(w.into(), "keydown", move |e| {
+                    let Some(k) = e.dyn_ref::<web_sys::KeyboardEvent>() else { return };
+                    if in_text_field(k) || k.ctrl_key() || k.meta_key() || k.alt_key() {
+                        return;
+                    }
+                    match k.key().as_str() {
+                        "?" => dispatch.emit(Action::ToggleHelp),
+                        "Escape" => dispatch.emit(Action::CloseHelp),
+                        "1" | "2" | "3" if ready => {
+                            let i = k.key().parse::<usize>().unwrap_or(1) - 1;
+                            if let Some(&v) = View::ALL.get(i) {
+                                dispatch.emit(Action::SetView(v));
+                            }
+                        }
+                        _ => {}
+                    }
+                })
+            });
+            move || drop(l)
+        });
+    }
+
+    // Drop files anywhere on the page.
+    {
+        let start = start.clone();
+        use_effect_with((), move |_| {
+            let ls = window().map(|w| {
+                let over = Listener::new(w.clone().into(), "dragover", |e| e.prevent_default());
+                let drop_l = Listener::new(w.into(), "drop", move |e| {
+                    e.prevent_default();
+                    let Some(d) = e.dyn_ref::<web_sys::DragEvent>() else { return };
+                    let files = d.data_transfer().and_then(|t| t.files());
+                    let mut out = Vec::new();
+                    if let Some(list) = files {
+                        for i in 0..list.length() {
+                            out.extend(list.get(i));
+                        }
+                    }
+                    start.emit(Load::Files(out));
+                });
+                (over, drop_l)
+            });
+            move || drop(ls)
+        });
+    }
+
+    let on_files = {
+        let start = start.clone();
+        Callback::from(move |files: Vec<File>| start.emit(Load::Files(files)))
+    };
+    let on_demo = {
+        let start = start.clone();
+        Callback::from(move |_| start.emit(Load::Demo))
+    };
+
+    let ready = state.ready();
+    let loading = state.loading();
+    let done = state.files.iter().filter(|f| f.status.is_done()).count();
+    let status = if loading {
+        format!("reading {done} of {} files…", state.files.len())
+    } else if let Some(job) = &state.job {
+        if job.ranks.is_empty() {
+            "no file could be read".to_string()
+        } else {
+            format!("{} ranks ready", job.ranks.len())
+        }
+    } else {
+        String::new()
+    };
+    let body = if state.files.is_empty() {
+        html! { <Landing {on_files} {on_demo} /> }
+    } else {
+        let show_files = loading || !ready || matches!(state.view, View::Summary | View::Diagnostics);
+        let view = match (&state.job, ready) {
+            (Some(job), true) => match state.view {
+                View::Summary => html! { <Summary job={job.clone()} demo={state.demo} /> },
+                View::Timeline => html! { <Timeline job={job.clone()} window={state.window} /> },
+                View::Diagnostics => html! { <Diagnostics job={job.clone()} /> },
+            },
+            _ => html! {},
+        };
+        html! {
+            <>
+                <TopBar view={state.view} {ready} demo={state.demo} {status} />
+                <main class={classes!("content", (state.view == View::Timeline && ready).then_some("full"))}>
+                    { view }
+                    if show_files { <Files files={state.files.clone()} /> }
+                </main>
+            </>
+        }
+    };
+    html! {
+        <ContextProvider<Ctx> context={ctx}>
+            { body }
+            if state.help { <Help /> }
+        </ContextProvider<Ctx>>
+    }
+}

@@ -1,0 +1,94 @@
+//! The files of the job: per-file progress (bytes, MB/s), cancel, and errors.
+
+use yew::prelude::*;
+
+use super::Ctx;
+use crate::format;
+use crate::protocol::Phase;
+use crate::state::{FileEntry, FileStatus};
+
+#[derive(Properties, PartialEq, Debug)]
+pub struct Props {
+    pub files: Vec<FileEntry>,
+}
+
+#[function_component(Files)]
+pub fn files(p: &Props) -> Html {
+    let ctx = use_context::<Ctx>();
+    let cancel = |id: u32| {
+        let ctx = ctx.clone();
+        Callback::from(move |_| {
+            if let Some(pool) = ctx.as_ref().and_then(Ctx::pool) {
+                pool.cancel(id);
+            }
+        })
+    };
+    let loading: Vec<u32> = p.files.iter().filter(|f| !f.status.is_done()).map(|f| f.id).collect();
+    let cancel_all = {
+        let ctx = ctx.clone();
+        let ids = loading.clone();
+        Callback::from(move |_| {
+            if let Some(pool) = ctx.as_ref().and_then(Ctx::pool) {
+                for &id in &ids {
+                    pool.cancel(id);
+                }
+            }
+        })
+    };
+    let ready = p.files.iter().filter(|f| f.status == FileStatus::Ready).count();
+    html! {
+        <section class="files" data-testid="files">
+            <h2>
+                {format!("Files · {ready} of {} read", p.files.len())}
+                if !loading.is_empty() {
+                    <button class="small" data-testid="cancel-all" onclick={cancel_all}>{"Cancel all"}</button>
+                }
+            </h2>
+            <table class="file-table">
+                <tbody>
+                { for p.files.iter().map(|f| {
+                    let status = match &f.status {
+                        FileStatus::Queued => html! { <span class="muted">{"waiting for a worker"}</span> },
+                        FileStatus::Loading { phase, input_bytes, events, mb_per_s } => {
+                            let max = f.size.max(*input_bytes).max(1);
+                            let what = match phase {
+                                Phase::Reading => format!(
+                                    "{} of {} · {:.0} MB/s · {} events",
+                                    format::bytes(*input_bytes), format::bytes(f.size), mb_per_s, format::thousands(*events)
+                                ),
+                                Phase::Normalizing => format!("normalizing {} events", format::thousands(*events)),
+                            };
+                            html! { <>
+                                <progress max={max.to_string()} value={input_bytes.to_string()}></progress>
+                                <span class="muted">{what}</span>
+                            </> }
+                        }
+                        FileStatus::Ready => {
+                            let s = f.summary.as_ref();
+                            html! { <span class="ok">{format!(
+                                "rank {} · {} events",
+                                s.map_or(0, |s| s.rank),
+                                format::thousands(s.map_or(0, |s| s.events))
+                            )}</span> }
+                        }
+                        FileStatus::Failed(e) => html! { <span class="error" data-testid="file-error">{e.clone()}</span> },
+                        FileStatus::Cancelled => html! { <span class="muted">{"cancelled"}</span> },
+                    };
+                    html! {
+                        <tr key={f.id} data-testid="file-row">
+                            <td class="name" title={f.name.clone()}>{f.name.clone()}</td>
+                            <td class="num">{if f.size > 0 { format::bytes(f.size) } else { String::new() }}</td>
+                            <td class="status">{status}</td>
+                            <td>
+                                if !f.status.is_done() {
+                                    <button class="small" data-testid="cancel" onclick={cancel(f.id)}>{"Cancel"}</button>
+                                }
+                            </td>
+                        </tr>
+                    }
+                }) }
+                </tbody>
+            </table>
+        </section>
+    }
+}

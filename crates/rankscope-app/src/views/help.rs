@@ -1,0 +1,41 @@
+//! The keyboard help overlay (`?`).
+
+use yew::prelude::*;
+
+use super::Ctx;
+use crate::state::Action;
+
+const KEYS: &[(&str, &str)] = &[
+    ("?", "show or hide this help"),
+    ("1 / 2 / 3", "Summary, Timeline, Diagnostics"),
+    ("W / S", "zoom in / out (timeline, at the pointer)"),
+    ("A / D", "pan left / right"),
+    ("Ctrl + wheel", "zoom at the pointer"),
+    ("Shift + wheel", "pan"),
+    ("wheel", "scroll ranks and lanes"),
+    ("drag", "pan in time and scroll"),
+    ("0", "show the whole job"),
+    ("Esc", "close this help, clear the selection"),
+];
+
+#[function_component(Help)]
+pub fn help() -> Html {
+    let ctx = use_context::<Ctx>();
+    let close = Callback::from(move |_| {
+        if let Some(c) = &ctx {
+            c.dispatch.emit(Action::CloseHelp);
+        }
+    });
+    html! {
+        <div class="overlay" data-testid="help" onclick={close.clone()}>
+            <div class="help" role="dialog" aria-label="Keyboard shortcuts">
+                <h2>{"Keyboard"}</h2>
+                <table>
+                    { for KEYS.iter().map(|(k, what)| html! { <tr><td><kbd>{*k}</kbd></td><td>{*what}</td></tr> }) }
+                </table>
+                <p class="muted">{"Everything runs in this tab: your files are never uploaded."}</p>
+                <button onclick={close}>{"Close"}</button>
+            </div>
+        </div>
+    }
+}

@@ -1,0 +1,96 @@
+//! The components, one per file. `app` is the root: it owns the reducer and the worker pool.
+
+pub mod app;
+pub mod diagnostics;
+pub mod files;
+pub mod help;
+pub mod landing;
+pub mod summary;
+pub mod timeline;
+pub mod topbar;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use yew::Callback;
+
+use crate::pool::Pool;
+use crate::state::Action;
+
+/// What every component may reach: the current job's worker pool and the reducer's dispatcher.
+#[derive(Clone, Debug)]
+pub struct Ctx {
+    pub pool: Rc<RefCell<Option<Pool>>>,
+    pub dispatch: Callback<Action>,
+}
+
+impl PartialEq for Ctx {
+    fn eq(&self, other: &Self) -> bool {
+        Rc::ptr_eq(&self.pool, &other.pool)
+    }
+}
+
+impl Ctx {
+    pub fn pool(&self) -> Option<Pool> {
+        self.pool.borrow().clone()
+    }
+}
+
+/// A DOM event listener that lives as long as this value: removed when dropped.
+pub struct Listener {
+    target: web_sys::EventTarget,
+    kind: &'static str,
+    closure: Closure<dyn FnMut(web_sys::Event)>,
+}
+
+impl std::fmt::Debug for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Listener({})", self.kind)
+    }
+}
+
+impl Listener {
+    pub fn new(
+        target: web_sys::EventTarget,
+        kind: &'static str,
+        f: impl FnMut(web_sys::Event) + 'static,
+    ) -> Listener {
+        Self::with_passive(target, kind, true, f)
+    }
+
+    /// A listener that may call `preventDefault` on events the browser would otherwise treat as
+    /// passive (wheel: so that Ctrl+wheel zooms the timeline, not the page).
+    pub fn active(
+        target: web_sys::EventTarget,
+        kind: &'static str,
+        f: impl FnMut(web_sys::Event) + 'static,
+    ) -> Listener {
+        Self::with_passive(target, kind, false, f)
+    }
+
+    fn with_passive(
+        target: web_sys::EventTarget,
+        kind: &'static str,
+        passive: bool,
+        f: impl FnMut(web_sys::Event) + 'static,
+    ) -> Listener {
+        let closure = Closure::<dyn FnMut(web_sys::Event)>::new(f);
+        let opts = web_sys::AddEventListenerOptions::new();
+        opts.set_passive(passive);
+        let _ = target.add_event_listener_with_callback_and_add_event_listener_options(
+            kind,
+            closure.as_ref().unchecked_ref(),
+            &opts,
+        );
+        Listener { target, kind, closure }
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        let _ =
+            self.target.remove_event_listener_with_callback(self.kind, self.closure.as_ref().unchecked_ref());
+    }
+}

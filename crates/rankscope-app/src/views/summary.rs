@@ -1,0 +1,86 @@
+//! Summary: job facts and one row per rank.
+
+use yew::prelude::*;
+
+use crate::format;
+use crate::state::JobView;
+
+#[derive(Properties, PartialEq, Debug)]
+pub struct Props {
+    pub job: std::rc::Rc<JobView>,
+    pub demo: bool,
+}
+
+#[function_component(Summary)]
+pub fn summary(p: &Props) -> Html {
+    let f = &p.job.facts;
+    let world = if f.world_sizes.is_empty() {
+        "not recorded".to_string()
+    } else {
+        f.world_sizes.iter().map(|w| w.to_string()).collect::<Vec<_>>().join(" / ")
+    };
+    let steps = match (f.steps.first(), f.steps.last()) {
+        _ if f.steps_synthetic && f.steps.len() <= 1 => "none marked (whole trace as one step)".to_string(),
+        (Some(a), Some(b)) if a != b => format!("{} (#{a} – #{b})", f.steps.len()),
+        (Some(a), _) => format!("1 (#{a})"),
+        _ => "none".to_string(),
+    };
+    let devices = if f.devices.is_empty() {
+        "none recorded (CPU only)".to_string()
+    } else {
+        f.devices.iter().map(|(n, k)| format!("{n} (up to {k} per file)")).collect::<Vec<_>>().join(", ")
+    };
+    let fact = |k: &str, v: String, id: &str| {
+        html! { <div class="fact"><dt>{k.to_string()}</dt><dd data-testid={id.to_string()}>{v}</dd></div> }
+    };
+    html! {
+        <section class="summary" data-testid="summary">
+            if p.demo {
+                <p class="banner">{"Synthetic demo: 8 ranks generated in this tab by rankscope's trace generator (rank 5 is a straggler; part of the gradient communication is exposed)."}</p>
+            }
+            <dl class="facts">
+                { fact("Ranks", format!("{}{}", f.ranks,
+                    if f.missing_ranks.is_empty() { String::new() } else { format!(" ({} missing: {:?})", f.missing_ranks.len(), f.missing_ranks) }), "fact-ranks") }
+                { fact("World size", world, "fact-world-size") }
+                { fact("Backend", if f.backends.is_empty() { "not recorded".into() } else { f.backends.join(", ") }, "fact-backend") }
+                { fact("Devices", devices, "fact-devices") }
+                { fact("Steps", steps, "fact-steps") }
+                { fact("Span", format!("{} (raw clocks, not aligned)", format::duration((f.span_end_ns - f.span_start_ns) as f64)), "fact-span") }
+                { fact("Events", format::thousands(f.events), "fact-events") }
+                { fact("Read", format::bytes(f.input_bytes), "fact-bytes") }
+            </dl>
+            if !f.duplicate_ranks.is_empty() {
+                <p class="error">{format!("Several files claim rank(s) {:?}: see Diagnostics.", f.duplicate_ranks)}</p>
+            }
+            <table class="ranks" data-testid="rank-table">
+                <thead><tr>
+                    <th>{"Rank"}</th><th>{"File"}</th><th class="num">{"Events"}</th><th class="num">{"Steps"}</th>
+                    <th class="num">{"GPU ops"}</th><th class="num">{"Comm kernels"}</th><th class="num">{"Span"}</th>
+                    <th class="num">{"Diagnostics"}</th>
+                </tr></thead>
+                <tbody>
+                { for p.job.ranks.iter().map(|(id, r)| {
+                    let problems = r.problems();
+                    html! {
+                        <tr key={*id} data-testid="rank-row" data-rank={r.rank.to_string()} data-events={r.events.to_string()}
+                            data-steps={r.steps.len().to_string()} data-gpu-ops={r.gpu_ops.to_string()}
+                            data-comm-kernels={r.comm_kernels.to_string()} data-diagnostics={r.diagnostics.len().to_string()}>
+                            <td class="num">{r.rank}</td>
+                            <td class="name" title={r.file.clone()}>{r.file.clone()}</td>
+                            <td class="num">{format::thousands(r.events)}</td>
+                            <td class="num">{if r.steps_synthetic { "–".to_string() } else { r.steps.len().to_string() }}</td>
+                            <td class="num">{format::thousands(r.gpu_ops)}</td>
+                            <td class="num">{format::thousands(r.comm_kernels)}</td>
+                            <td class="num">{format::duration((r.span_end_ns - r.span_start_ns) as f64)}</td>
+                            <td class="num">
+                                {r.diagnostics.len()}
+                                if problems > 0 { <span class="warn">{format!(" ({problems} problem{})", if problems == 1 { "" } else { "s" })}</span> }
+                            </td>
+                        </tr>
+                    }
+                }) }
+                </tbody>
+            </table>
+        </section>
+    }
+}

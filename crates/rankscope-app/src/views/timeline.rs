@@ -1,0 +1,856 @@
+//! Timeline: every rank's CPU threads and GPU streams on one canvas.
+//!
+//! The canvas never sees events: it draws level-of-detail tiles (see
+//! `rankscope_core::view::timeline`) that the workers compute and this component caches. At each
+//! frame it picks the level whose pixel is at most the screen's, draws the tiles it has, and for
+//! a missing one asks the worker and meanwhile draws the nearest coarser tile it has, so zoom and
+//! pan never wait. Interaction follows Perfetto: Ctrl+wheel zooms at the pointer, Shift+wheel
+//! pans, wheel scrolls, drag pans, W/S zoom and A/D pan.
+//!
+//! Time runs on each rank's own clock (raw; the analysis' alignment offsets plug in as
+//! `RowKind::Rank::offset_ns`). Positions are computed as `i64` ns relative to the job's first
+//! event before they become `f64` pixels, so a nanosecond stays a nanosecond at any zoom.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::rc::{Rc, Weak};
+
+use rankscope_core::model::Class;
+use rankscope_core::view::timeline::{level_for, tiles_covering, MAX_LEVEL, NO_LABEL};
+use rankscope_core::view::{EventDetail, Tile, TileKey};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use web_sys::{CanvasRenderingContext2d, HtmlCanvasElement};
+use yew::prelude::*;
+
+use super::{Ctx, Listener};
+use crate::format;
+use crate::pool::Pool;
+use crate::protocol::FileId;
+use crate::state::{Action, JobView};
+use crate::tokens::*;
+
+#[derive(Properties, PartialEq, Debug)]
+pub struct Props {
+    pub job: Rc<JobView>,
+    /// The window from the URL hash (ns from the job's first event).
+    pub window: Option<(i64, i64)>,
+}
+
+#[derive(Debug, Clone)]
+enum RowKind {
+    Rank { label: String, steps: Vec<(u32, i64, i64)>, offset_ns: i64 },
+    Lane { file: FileId, lane: u32, label: String, depth: u32, offset_ns: i64 },
+}
+
+#[derive(Debug, Clone)]
+struct Row {
+    kind: RowKind,
+    /// Top in content coordinates (before scrolling), CSS px.
+    y: f64,
+    h: f64,
+    /// Bottom of the rank group this row belongs to (for step lines).
+    group_end: f64,
+}
+
+#[derive(Debug, Default, Clone)]
+struct Colors {
+    class: Vec<String>,
+    text_on: Vec<String>,
+    bg: String,
+    fg: String,
+    muted: String,
+    header: String,
+    lane_alt: String,
+    step: String,
+    ruler: String,
+}
+
+fn css_var(style: &web_sys::CssStyleDeclaration, name: &str, fallback: &str) -> String {
+    let v = style.get_property_value(name).unwrap_or_default();
+    let v = v.trim();
+    if v.is_empty() {
+        fallback.to_string()
+    } else {
+        v.to_string()
+    }
+}
+
+/// Black or white text, whichever reads better on `hex` (`#rrggbb`).
+fn text_on(hex: &str) -> String {
+    let h = hex.trim_start_matches('#');
+    let c = |i: usize| {
+        h.get(i..i + 2).and_then(|s| u8::from_str_radix(s, 16).ok()).map_or(0.5, |v| f64::from(v) / 255.0)
+    };
+    let lum = 0.2126 * c(0) + 0.7152 * c(2) + 0.0722 * c(4);
+    if lum > 0.5 { "#000000" } else { "#ffffff" }.to_string()
+}
+
+fn read_colors() -> Colors {
+    let Some(style) = web_sys::window()
+        .zip(web_sys::window().and_then(|w| w.document()).and_then(|d| d.document_element()))
+        .and_then(|(w, el)| w.get_computed_style(&el).ok().flatten())
+    else {
+        return Colors::default();
+    };
+    let class: Vec<String> = Class::ALL.iter().map(|&c| css_var(&style, &class_var(c), "#888888")).collect();
+    Colors {
+        text_on: class.iter().map(|c| text_on(c)).collect(),
+        class,
+        bg: css_var(&style, "--bg", "#ffffff"),
+        fg: css_var(&style, "--fg", "#111111"),
+        muted: css_var(&style, "--muted", "#666666"),
+        header: css_var(&style, "--panel", "#f2f2f2"),
+        lane_alt: css_var(&style, "--lane-alt", "#fafafa"),
+        step: css_var(&style, "--step-line", "#444444"),
+        ruler: css_var(&style, "--ruler", "#eeeeee"),
+    }
+}
+
+struct Ctl {
+    canvas: NodeRef,
+    pool: Option<Pool>,
+    dispatch: Option<Callback<Action>>,
+    origin: i64,
+    total_ns: f64,
+    /// View start (ns from `origin`) and zoom.
+    t0: f64,
+    ns_per_px: f64,
+    scroll_y: f64,
+    width: f64,
+    height: f64,
+    rows: Vec<Row>,
+    content_h: f64,
+    cache: HashMap<(FileId, TileKey), Rc<Tile>>,
+    inflight: HashSet<(FileId, TileKey)>,
+    colors: Colors,
+    pointer: Option<(f64, f64)>,
+    hover: Option<(FileId, EventDetail)>,
+    pick_req: u32,
+    drag: Option<(f64, f64, f64, f64, bool)>,
+    frame_pending: bool,
+    frame: Option<Closure<dyn FnMut()>>,
+    settle: Option<(i32, Closure<dyn FnMut()>)>,
+    /// The window last written to the state (to tell our own updates from the hash's).
+    published: Option<(i64, i64)>,
+}
+
+impl Ctl {
+    fn new(canvas: NodeRef) -> Ctl {
+        Ctl {
+            canvas,
+            pool: None,
+            dispatch: None,
+            origin: 0,
+            total_ns: 1.0,
+            t0: 0.0,
+            ns_per_px: 1.0,
+            scroll_y: 0.0,
+            width: 800.0,
+            height: 600.0,
+            rows: Vec::new(),
+            content_h: 0.0,
+            cache: HashMap::new(),
+            inflight: HashSet::new(),
+            colors: Colors::default(),
+            pointer: None,
+            hover: None,
+            pick_req: 0,
+            drag: None,
+            frame_pending: false,
+            frame: None,
+            settle: None,
+            published: None,
+        }
+    }
+
+    fn plot_w(&self) -> f64 {
+        (self.width - GUTTER_W).max(10.0)
+    }
+
+    fn layout(&mut self, job: &JobView) {
+        self.origin = job.facts.span_start_ns;
+        self.total_ns = ((job.facts.span_end_ns - job.facts.span_start_ns) as f64).max(1.0);
+        let mut rows = Vec::new();
+        let mut y = RULER_H;
+        for (file, r) in &job.ranks {
+            let start = rows.len();
+            let offset_ns = 0;
+            rows.push(Row {
+                kind: RowKind::Rank {
+                    label: format!("rank {} · {}", r.rank, r.file),
+                    steps: if r.steps_synthetic {
+                        Vec::new()
+                    } else {
+                        r.steps.iter().map(|s| (s.step, s.start_ns, s.end_ns)).collect()
+                    },
+                    offset_ns,
+                },
+                y,
+                h: RANK_H,
+                group_end: 0.0,
+            });
+            y += RANK_H;
+            for l in r.lanes.iter().filter(|l| l.events > 0) {
+                let depth = l.depth.max(1);
+                let h = f64::from(depth) * ROW_H + LANE_GAP;
+                rows.push(Row {
+                    kind: RowKind::Lane {
+                        file: *file,
+                        lane: l.lane,
+                        label: l.label.clone(),
+                        depth,
+                        offset_ns,
+                    },
+                    y,
+                    h,
+                    group_end: 0.0,
+                });
+                y += h;
+            }
+            for row in &mut rows[start..] {
+                row.group_end = y;
+            }
+        }
+        self.rows = rows;
+        self.content_h = y;
+    }
+
+    fn fit(&mut self) {
+        self.ns_per_px = (self.total_ns * 1.02 / self.plot_w()).max(0.05);
+        self.t0 = -self.total_ns * 0.01;
+    }
+
+    fn clamp(&mut self) {
+        let max_npp = (self.total_ns * 1.5 / self.plot_w()).max(1.0);
+        self.ns_per_px = self.ns_per_px.clamp(0.05, max_npp);
+        let vis = self.plot_w() * self.ns_per_px;
+        self.t0 = self.t0.clamp(-vis * 0.5, self.total_ns - vis * 0.5);
+        let max_scroll = (self.content_h - self.height + 40.0).max(0.0);
+        self.scroll_y = self.scroll_y.clamp(0.0, max_scroll);
+    }
+
+    /// Zooms by `factor` (< 1 zooms in) keeping the time under canvas x `x` in place.
+    fn zoom_at(&mut self, factor: f64, x: f64) {
+        let px = (x - GUTTER_W).clamp(0.0, self.plot_w());
+        let t = self.t0 + px * self.ns_per_px;
+        self.ns_per_px *= factor;
+        self.clamp();
+        self.t0 = t - px * self.ns_per_px;
+        self.clamp();
+    }
+
+    fn x_of(&self, abs_ns: i64, offset_ns: i64) -> f64 {
+        let rel = abs_ns.saturating_add(offset_ns).saturating_sub(self.origin) as f64;
+        GUTTER_W + (rel - self.t0) / self.ns_per_px
+    }
+
+    /// The lane row and nesting depth under content y, with its file.
+    fn lane_at(&self, y: f64) -> Option<(FileId, u32, u32, i64)> {
+        let cy = y + self.scroll_y;
+        let row = self.rows.iter().find(|r| cy >= r.y && cy < r.y + r.h)?;
+        match &row.kind {
+            RowKind::Lane { file, lane, depth, offset_ns, .. } => {
+                let d = ((cy - row.y) / ROW_H).floor() as u32;
+                (d < *depth).then_some((*file, *lane, d, *offset_ns))
+            }
+            RowKind::Rank { .. } => None,
+        }
+    }
+
+    fn window_ns(&self) -> (i64, i64) {
+        (self.t0.round() as i64, (self.t0 + self.plot_w() * self.ns_per_px).round() as i64)
+    }
+}
+
+type Shared = Rc<RefCell<Ctl>>;
+
+fn request_frame(c: &Shared) {
+    let mut ctl = c.borrow_mut();
+    if ctl.frame_pending {
+        return;
+    }
+    if ctl.frame.is_none() {
+        let weak = Rc::downgrade(c);
+        ctl.frame = Some(Closure::new(move || {
+            if let Some(c) = weak.upgrade() {
+                c.borrow_mut().frame_pending = false;
+                draw(&c);
+            }
+        }));
+    }
+    if let (Some(w), Some(f)) = (web_sys::window(), ctl.frame.as_ref()) {
+        if w.request_animation_frame(f.as_ref().unchecked_ref()).is_ok() {
+            ctl.frame_pending = true;
+        }
+    }
+}
+
+/// After the view stops moving, the window goes to the state (and so to the URL hash).
+fn settle_later(c: &Shared) {
+    let Some(w) = web_sys::window() else { return };
+    let mut ctl = c.borrow_mut();
+    if let Some((id, _)) = ctl.settle.take() {
+        w.clear_timeout_with_handle(id);
+    }
+    let weak: Weak<RefCell<Ctl>> = Rc::downgrade(c);
+    let cb = Closure::<dyn FnMut()>::new(move || {
+        if let Some(c) = weak.upgrade() {
+            let (win, dispatch) = {
+                let mut ctl = c.borrow_mut();
+                let win = ctl.window_ns();
+                ctl.published = Some(win);
+                (win, ctl.dispatch.clone())
+            };
+            if let Some(d) = dispatch {
+                d.emit(Action::SetWindow(Some(win)));
+            }
+        }
+    });
+    if let Ok(id) = w.set_timeout_with_callback_and_timeout_and_arguments_0(cb.as_ref().unchecked_ref(), 300)
+    {
+        ctl.settle = Some((id, cb));
+    }
+}
+
+fn moved(c: &Shared) {
+    c.borrow_mut().clamp();
+    request_frame(c);
+    settle_later(c);
+}
+
+fn fit_text(s: &str, width: f64) -> Option<String> {
+    let n = ((width - 6.0) / CHAR_W).floor();
+    if n < 3.0 {
+        return None;
+    }
+    let n = n as usize;
+    if s.chars().count() <= n {
+        Some(s.to_string())
+    } else {
+        Some(s.chars().take(n.saturating_sub(1)).chain(std::iter::once('…')).collect())
+    }
+}
+
+fn draw(c: &Shared) {
+    let mut guard = c.borrow_mut();
+    let ctl = &mut *guard;
+    let Some(canvas) = ctl.canvas.cast::<HtmlCanvasElement>() else { return };
+    let Some(parent) = canvas.parent_element() else { return };
+    let (w, h) = (f64::from(parent.client_width()).max(200.0), f64::from(parent.client_height()).max(200.0));
+    let dpr = web_sys::window().map_or(1.0, |w| w.device_pixel_ratio()).max(1.0);
+    if (w - ctl.width).abs() > 0.5 || (h - ctl.height).abs() > 0.5 || canvas.width() != (w * dpr) as u32 {
+        ctl.width = w;
+        ctl.height = h;
+        canvas.set_width((w * dpr) as u32);
+        canvas.set_height((h * dpr) as u32);
+        ctl.clamp();
+    }
+    let Some(g) =
+        canvas.get_context("2d").ok().flatten().and_then(|x| x.dyn_into::<CanvasRenderingContext2d>().ok())
+    else {
+        return;
+    };
+    if ctl.colors.class.is_empty() {
+        ctl.colors = read_colors();
+    }
+    let col = ctl.colors.clone();
+    let _ = g.set_transform(dpr, 0.0, 0.0, dpr, 0.0, 0.0);
+    g.set_fill_style_str(&col.bg);
+    g.fill_rect(0.0, 0.0, w, h);
+    g.set_font(FONT);
+    g.set_text_baseline("middle");
+
+    let level = level_for(ctl.ns_per_px);
+    let (t0, t1) = (ctl.t0, ctl.t0 + ctl.plot_w() * ctl.ns_per_px);
+    let mut wanted: Vec<(FileId, TileKey)> = Vec::new();
+    let rows = ctl.rows.clone();
+    for (i, row) in rows.iter().enumerate() {
+        let y = row.y - ctl.scroll_y;
+        if y + row.h < RULER_H || y > h {
+            continue;
+        }
+        match &row.kind {
+            RowKind::Rank { label, .. } => {
+                g.set_fill_style_str(&col.header);
+                g.fill_rect(0.0, y, w, row.h);
+                g.set_fill_style_str(&col.fg);
+                if let Some(t) = fit_text(label, GUTTER_W - 4.0) {
+                    g.fill_text(&t, 6.0, y + row.h / 2.0).ok();
+                }
+            }
+            RowKind::Lane { file, lane, depth, offset_ns, label } => {
+                if i % 2 == 0 {
+                    g.set_fill_style_str(&col.lane_alt);
+                    g.fill_rect(GUTTER_W, y, w - GUTTER_W, row.h - LANE_GAP);
+                }
+                g.save();
+                g.begin_path();
+                g.rect(GUTTER_W, y, w - GUTTER_W, row.h);
+                g.clip();
+                let abs0 = ctl.origin + t0.floor() as i64 - offset_ns;
+                let abs1 = ctl.origin + t1.ceil() as i64 - offset_ns;
+                for key in tiles_covering(*lane, level, abs0, abs1) {
+                    let tile = match ctl.cache.get(&(*file, key)) {
+                        Some(t) => Some(t.clone()),
+                        None => {
+                            wanted.push((*file, key));
+                            (1..=8u8)
+                                .filter(|k| level + k <= MAX_LEVEL)
+                                .map(|k| TileKey {
+                                    lane: *lane,
+                                    level: level + k,
+                                    index: key.index.div_euclid(1 << k),
+                                })
+                                .find_map(|k2| ctl.cache.get(&(*file, k2)).cloned())
+                        }
+                    };
+                    if let Some(t) = tile {
+                        draw_tile(&g, ctl, &t, y, *offset_ns, &col);
+                    }
+                }
+                g.restore();
+                // Gutter label.
+                g.set_fill_style_str(&col.bg);
+                g.fill_rect(0.0, y, GUTTER_W, row.h);
+                g.set_fill_style_str(&col.muted);
+                if let Some(t) = fit_text(label, GUTTER_W - 10.0) {
+                    g.fill_text(&t, 12.0, y + ROW_H / 2.0).ok();
+                }
+                if *depth > 1 {
+                    g.set_fill_style_str(&col.ruler);
+                    g.fill_rect(0.0, y + row.h - 1.0, GUTTER_W, 1.0);
+                }
+            }
+        }
+    }
+    // Step boundaries: a line at each step start (and the last end) across the rank's lanes.
+    g.set_stroke_style_str(&col.step);
+    g.set_line_width(1.0);
+    for row in &rows {
+        let RowKind::Rank { steps, offset_ns, .. } = &row.kind else { continue };
+        let y0 = (row.y - ctl.scroll_y).max(RULER_H);
+        let y1 = (row.group_end - ctl.scroll_y).min(h);
+        if y1 <= y0 {
+            continue;
+        }
+        let mut marks: Vec<(f64, Option<u32>)> =
+            steps.iter().map(|&(n, s, _)| (ctl.x_of(s, *offset_ns), Some(n))).collect();
+        if let Some(&(_, _, e)) = steps.last() {
+            marks.push((ctl.x_of(e, *offset_ns), None));
+        }
+        let _ = g.set_line_dash(&js_sys::Array::of2(&4.0.into(), &3.0.into()));
+        for (x, n) in marks {
+            if x < GUTTER_W || x > w {
+                continue;
+            }
+            g.begin_path();
+            g.move_to(x.floor() + 0.5, y0);
+            g.line_to(x.floor() + 0.5, y1);
+            g.stroke();
+            if let Some(n) = n {
+                let hy = row.y - ctl.scroll_y + RANK_H / 2.0;
+                if hy > RULER_H && x > GUTTER_W + 2.0 {
+                    g.set_fill_style_str(&col.fg);
+                    g.fill_text(&format!("step {n}"), x + 4.0, hy).ok();
+                }
+            }
+        }
+        let _ = g.set_line_dash(&js_sys::Array::new());
+    }
+    draw_ruler(&g, ctl, w, &col);
+    draw_hover(&g, ctl, w, h, &col);
+
+    // Ask for the tiles this frame lacked (nearest to the centre first is not needed: a worker
+    // answers a tile in well under a frame).
+    let pool = ctl.pool.clone();
+    let mut asks = Vec::new();
+    for k in wanted {
+        if ctl.inflight.insert(k) {
+            asks.push(k);
+        }
+    }
+    drop(guard);
+    if let Some(p) = pool {
+        for (file, key) in asks {
+            p.tile(file, key);
+        }
+    }
+}
+
+fn draw_tile(g: &CanvasRenderingContext2d, ctl: &Ctl, t: &Tile, y: f64, offset_ns: i64, col: &Colors) {
+    let w = ctl.width;
+    for k in 0..t.len() {
+        let x0 = ctl.x_of(t.start_ns[k], offset_ns);
+        let x1 = ctl.x_of(t.end_ns[k], offset_ns);
+        if x1 < GUTTER_W || x0 > w {
+            continue;
+        }
+        let x0c = x0.max(GUTTER_W - 1.0);
+        let x1c = x1.min(w + 1.0);
+        let bw = (x1c - x0c).max(1.0);
+        let by = y + f64::from(t.depth[k]) * ROW_H;
+        let class = t.class[k] as usize;
+        g.set_fill_style_str(col.class.get(class).map_or("#888", String::as_str));
+        g.fill_rect(x0c, by, bw, ROW_H - 1.0);
+        if t.label[k] != NO_LABEL && bw > 30.0 {
+            if let Some(text) = t.labels.get(t.label[k] as usize).and_then(|s| fit_text(s, bw)) {
+                g.set_fill_style_str(col.text_on.get(class).map_or("#000", String::as_str));
+                g.fill_text(&text, x0c + 3.0, by + ROW_H / 2.0).ok();
+            }
+        }
+    }
+}
+
+/// A tick spacing of 1, 2 or 5 × 10^k ns giving about `target` ns between ticks.
+fn nice_step(target: f64) -> f64 {
+    let p = 10f64.powf(target.max(1.0).log10().floor());
+    [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * p).find(|&s| s >= target).unwrap_or(10.0 * p)
+}
+
+fn draw_ruler(g: &CanvasRenderingContext2d, ctl: &Ctl, w: f64, col: &Colors) {
+    g.set_fill_style_str(&col.ruler);
+    g.fill_rect(0.0, 0.0, w, RULER_H);
+    let step = nice_step(110.0 * ctl.ns_per_px);
+    let first = (ctl.t0 / step).ceil() * step;
+    g.set_fill_style_str(&col.fg);
+    g.set_stroke_style_str(&col.muted);
+    let mut t = first;
+    let end = ctl.t0 + ctl.plot_w() * ctl.ns_per_px;
+    while t <= end {
+        let x = GUTTER_W + (t - ctl.t0) / ctl.ns_per_px;
+        g.begin_path();
+        g.move_to(x.floor() + 0.5, RULER_H - 6.0);
+        g.line_to(x.floor() + 0.5, RULER_H);
+        g.stroke();
+        g.fill_text(&format::duration(t), x + 3.0, RULER_H / 2.0).ok();
+        t += step;
+    }
+    g.set_fill_style_str(&col.ruler);
+    g.fill_rect(0.0, 0.0, GUTTER_W, RULER_H);
+    g.set_fill_style_str(&col.muted);
+    let win = format!("{} visible", format::duration(ctl.plot_w() * ctl.ns_per_px));
+    g.fill_text(&win, 6.0, RULER_H / 2.0).ok();
+}
+
+fn draw_hover(g: &CanvasRenderingContext2d, ctl: &Ctl, w: f64, h: f64, col: &Colors) {
+    let (Some((px, py)), Some((_, d))) = (ctl.pointer, ctl.hover.as_ref()) else { return };
+    if ctl.drag.is_some() {
+        return;
+    }
+    let mut lines = vec![d.name.clone()];
+    lines.push(format!(
+        "{} · {}{}",
+        d.class.replace('_', " "),
+        if d.instant { "instant".to_string() } else { format::duration(d.dur_ns as f64) },
+        d.step.map(|s| format!(" · step {s}")).unwrap_or_default()
+    ));
+    if !d.cat.is_empty() {
+        lines.push(format!("category {}", d.cat));
+    }
+    for (k, v) in d.args.iter().take(6) {
+        lines.push(format!("{k}: {v}"));
+    }
+    if let Some(l) = &d.launch {
+        lines.push(format!("launched by {l}"));
+    }
+    let lines: Vec<String> = lines.into_iter().map(|l| fit_text(&l, 460.0).unwrap_or(l)).collect();
+    let bw = lines.iter().map(|l| l.chars().count() as f64 * CHAR_W + 16.0).fold(120.0, f64::max).min(480.0);
+    let bh = lines.len() as f64 * 15.0 + 10.0;
+    let x = if px + 16.0 + bw > w { (px - 16.0 - bw).max(0.0) } else { px + 16.0 };
+    let y = if py + 16.0 + bh > h { (py - 16.0 - bh).max(0.0) } else { py + 16.0 };
+    g.set_fill_style_str(&col.header);
+    g.set_global_alpha(0.96);
+    g.fill_rect(x, y, bw, bh);
+    g.set_global_alpha(1.0);
+    g.set_stroke_style_str(&col.muted);
+    g.stroke_rect(x + 0.5, y + 0.5, bw, bh);
+    g.set_fill_style_str(&col.fg);
+    for (i, l) in lines.iter().enumerate() {
+        g.fill_text(l, x + 8.0, y + 12.0 + i as f64 * 15.0).ok();
+    }
+}
+
+fn pick_at(c: &Shared, x: f64, y: f64) {
+    let (pool, ask) = {
+        let mut ctl = c.borrow_mut();
+        ctl.pointer = Some((x, y));
+        let hit = if x > GUTTER_W && y > RULER_H { ctl.lane_at(y) } else { None };
+        match hit {
+            Some((file, lane, depth, offset_ns)) => {
+                let t = ctl.origin + (ctl.t0 + (x - GUTTER_W) * ctl.ns_per_px).round() as i64 - offset_ns;
+                let slop = (3.0 * ctl.ns_per_px).ceil() as i64;
+                ctl.pick_req = ctl.pick_req.wrapping_add(1);
+                (ctl.pool.clone(), Some((file, ctl.pick_req, lane, depth, t, slop)))
+            }
+            None => {
+                ctl.hover = None;
+                (None, None)
+            }
+        }
+    };
+    if let (Some(p), Some((file, req, lane, depth, t, slop))) = (pool, ask) {
+        p.pick(file, req, lane, depth, t, slop);
+    }
+    request_frame(c);
+}
+
+fn key_action(c: &Shared, key: &str) -> bool {
+    {
+        let mut ctl = c.borrow_mut();
+        let x = ctl.pointer.map_or(GUTTER_W + ctl.plot_w() / 2.0, |p| p.0);
+        let pan = ctl.plot_w() * ctl.ns_per_px * 0.15;
+        match key {
+            "w" | "W" => ctl.zoom_at(0.8, x),
+            "s" | "S" => ctl.zoom_at(1.25, x),
+            "a" | "A" => ctl.t0 -= pan,
+            "d" | "D" => ctl.t0 += pan,
+            "0" => ctl.fit(),
+            _ => return false,
+        }
+    }
+    moved(c);
+    true
+}
+
+#[function_component(Timeline)]
+pub fn timeline(p: &Props) -> Html {
+    let canvas = use_node_ref();
+    let ctx = use_context::<Ctx>();
+    let ctl: Shared = {
+        let canvas = canvas.clone();
+        use_mut_ref(move || Ctl::new(canvas))
+    };
+    let selected = use_state(|| None::<EventDetail>);
+
+    // Layout, pool and sinks follow the job.
+    {
+        let ctl = ctl.clone();
+        let ctx = ctx.clone();
+        use_effect_with(p.job.clone(), move |job| {
+            let pool = ctx.as_ref().and_then(Ctx::pool);
+            {
+                let mut c = ctl.borrow_mut();
+                c.pool = pool.clone();
+                c.dispatch = ctx.as_ref().map(|x| x.dispatch.clone());
+                c.layout(job);
+                c.cache.clear();
+                c.inflight.clear();
+                if let Some(canvas) = c.canvas.cast::<HtmlCanvasElement>().and_then(|e| e.parent_element()) {
+                    c.width = f64::from(canvas.client_width()).max(200.0);
+                    c.height = f64::from(canvas.client_height()).max(200.0);
+                }
+                c.fit();
+            }
+            if let Some(pool) = &pool {
+                let weak = Rc::downgrade(&ctl);
+                let tile_sink: crate::pool::TileSink = Rc::new(move |file, tile: Tile| {
+                    if let Some(c) = weak.upgrade() {
+                        {
+                            let mut cm = c.borrow_mut();
+                            cm.inflight.remove(&(file, tile.key));
+                            if cm.cache.len() > 50_000 {
+                                cm.cache.clear();
+                            }
+                            cm.cache.insert((file, tile.key), Rc::new(tile));
+                        }
+                        request_frame(&c);
+                    }
+                });
+                let weak = Rc::downgrade(&ctl);
+                let pick_sink: crate::pool::PickSink = Rc::new(move |file, req, detail| {
+                    if let Some(c) = weak.upgrade() {
+                        {
+                            let mut cm = c.borrow_mut();
+                            if req != cm.pick_req {
+                                return;
+                            }
+                            cm.hover = detail.map(|d| (file, d));
+                        }
+                        request_frame(&c);
+                    }
+                });
+                pool.set_sinks(Some(tile_sink), Some(pick_sink));
+            }
+            request_frame(&ctl);
+            move || {
+                if let Some(p) = pool {
+                    p.set_sinks(None, None);
+                }
+            }
+        });
+    }
+
+    // A window from the URL hash (not one we wrote ourselves).
+    {
+        let ctl = ctl.clone();
+        use_effect_with(p.window, move |win| {
+            if let Some((a, b)) = *win {
+                let mine = ctl.borrow().published == Some((a, b));
+                if !mine && b > a {
+                    {
+                        let mut c = ctl.borrow_mut();
+                        c.t0 = a as f64;
+                        c.ns_per_px = (b - a) as f64 / c.plot_w();
+                        c.clamp();
+                    }
+                    request_frame(&ctl);
+                }
+            }
+        });
+    }
+
+    // Wheel (not passive: it must not scroll or zoom the page), keys, resize, theme.
+    {
+        let ctl = ctl.clone();
+        let canvas = canvas.clone();
+        let selected = selected.clone();
+        use_effect_with((), move |_| {
+            let mut keep: Vec<Listener> = Vec::new();
+            if let Some(el) = canvas.cast::<HtmlCanvasElement>() {
+                let c = ctl.clone();
+                keep.push(Listener::active(el.into(), "wheel", move |e: web_sys::Event| {
+                    let Some(w) = e.dyn_ref::<web_sys::WheelEvent>() else { return };
+                    e.prevent_default();
+                    let scale = match w.delta_mode() {
+                        1 => 16.0,
+                        2 => 400.0,
+                        _ => 1.0,
+                    };
+                    let (dx, dy) = (w.delta_x() * scale, w.delta_y() * scale);
+                    {
+                        let mut cm = c.borrow_mut();
+                        if w.ctrl_key() || w.meta_key() {
+                            cm.zoom_at((dy * 0.002).exp(), f64::from(w.offset_x()));
+                        } else if w.shift_key() || dx.abs() > dy.abs() {
+                            let d = if dx.abs() > dy.abs() { dx } else { dy };
+                            cm.t0 += d * cm.ns_per_px;
+                        } else {
+                            cm.scroll_y += dy;
+                        }
+                    }
+                    moved(&c);
+                }));
+            }
+            if let Some(win) = web_sys::window() {
+                let c = ctl.clone();
+                let selected = selected.clone();
+                keep.push(Listener::active(win.clone().into(), "keydown", move |e: web_sys::Event| {
+                    let Some(k) = e.dyn_ref::<web_sys::KeyboardEvent>() else { return };
+                    if k.ctrl_key() || k.meta_key() || k.alt_key() {
+                        return;
+                    }
+                    if k.key() == "Escape" {
+                        selected.set(None);
+                    }
+                    if key_action(&c, &k.key()) {
+                        e.prevent_default();
+                    }
+                }));
+                let c = ctl.clone();
+                keep.push(Listener::new(win.clone().into(), "resize", move |_| request_frame(&c)));
+                if let Ok(Some(mq)) = win.match_media("(prefers-color-scheme: dark)") {
+                    let c = ctl.clone();
+                    keep.push(Listener::new(mq.into(), "change", move |_| {
+                        c.borrow_mut().colors = Colors::default();
+                        request_frame(&c);
+                    }));
+                }
+            }
+            move || drop(keep)
+        });
+    }
+
+    let on_down = {
+        let ctl = ctl.clone();
+        Callback::from(move |e: MouseEvent| {
+            if e.button() != 0 {
+                return;
+            }
+            let mut c = ctl.borrow_mut();
+            c.drag = Some((f64::from(e.offset_x()), f64::from(e.offset_y()), c.t0, c.scroll_y, false));
+        })
+    };
+    let on_move = {
+        let ctl = ctl.clone();
+        Callback::from(move |e: MouseEvent| {
+            let (x, y) = (f64::from(e.offset_x()), f64::from(e.offset_y()));
+            let dragging = {
+                let mut c = ctl.borrow_mut();
+                let npp = c.ns_per_px;
+                match c.drag.as_mut() {
+                    Some((x0, y0, t0, s0, moved_any)) => {
+                        if (x - *x0).abs() + (y - *y0).abs() > 3.0 {
+                            *moved_any = true;
+                        }
+                        let (nt, ns) = (*t0 - (x - *x0) * npp, *s0 - (y - *y0));
+                        c.t0 = nt;
+                        c.scroll_y = ns;
+                        c.pointer = Some((x, y));
+                        true
+                    }
+                    None => false,
+                }
+            };
+            if dragging {
+                moved(&ctl);
+            } else {
+                pick_at(&ctl, x, y);
+            }
+        })
+    };
+    let on_up = {
+        let ctl = ctl.clone();
+        let selected = selected.clone();
+        Callback::from(move |_e: MouseEvent| {
+            let click = {
+                let mut c = ctl.borrow_mut();
+                let was = c.drag.take();
+                matches!(was, Some((_, _, _, _, false)))
+            };
+            if click {
+                let hover = ctl.borrow().hover.clone();
+                selected.set(hover.map(|(_, d)| d));
+            }
+            request_frame(&ctl);
+        })
+    };
+    let on_leave = {
+        let ctl = ctl.clone();
+        Callback::from(move |_e: MouseEvent| {
+            {
+                let mut c = ctl.borrow_mut();
+                c.drag = None;
+                c.pointer = None;
+                c.hover = None;
+            }
+            request_frame(&ctl);
+        })
+    };
+
+    let legend = Class::ALL.iter().filter(|c| !matches!(c, Class::Other)).map(|&c| {
+        html! { <span class="legend-item"><span class={classes!("swatch", format!("c-{}", c.name().replace('_', "-")))}></span>{c.name().replace('_', " ")}</span> }
+    });
+    html! {
+        <section class="timeline-view">
+            <div class="timeline-bar">
+                <span class="legend">{ for legend }</span>
+                <span class="muted">{"Ctrl+wheel or W/S zoom · drag, Shift+wheel or A/D pan · 0 fits · ? help · raw clocks (not aligned)"}</span>
+            </div>
+            <div class="timeline" data-testid="timeline">
+                <canvas ref={canvas} tabindex="0" aria-label="Timeline of every rank's threads and streams"
+                    onmousedown={on_down} onmousemove={on_move} onmouseup={on_up} onmouseleave={on_leave}></canvas>
+            </div>
+            if let Some(d) = &*selected {
+                <aside class="selection" data-testid="selection">
+                    <strong>{d.name.clone()}</strong>
+                    <span>{format!(" · {} · {} · starts at {} ns{}", d.class.replace('_', " "),
+                        if d.instant { "instant".to_string() } else { format::duration(d.dur_ns as f64) },
+                        d.start_ns, d.step.map(|s| format!(" · step {s}")).unwrap_or_default())}</span>
+                    if let Some(l) = &d.launch { <span>{format!(" · launched by {l}")}</span> }
+                    { for d.args.iter().map(|(k, v)| html! { <span class="arg">{format!(" · {k}: {v}")}</span> }) }
+                </aside>
+            }
+        </section>
+    }
+}

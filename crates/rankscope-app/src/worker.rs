@@ -1,0 +1,240 @@
+//! The worker side: reads files into the core and answers the UI's questions.
+//!
+//! One worker handles one load at a time (the pool sees to that) and keeps every rank it loaded,
+//! so later questions about a rank go to the worker that holds it. The read loop awaits each
+//! stream chunk, so cancel, tile and pick messages are answered between chunks.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
+
+use js_sys::{Array, Reflect, Uint8Array};
+use rankscope_core::normalize::Rules;
+use rankscope_core::parse::FileIngest;
+use rankscope_core::synth::{self, SynthConfig};
+use rankscope_core::view::RankView;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::{spawn_local, JsFuture};
+use web_sys::{DedicatedWorkerGlobalScope, MessageEvent, ReadableStreamDefaultReader};
+
+use crate::protocol::*;
+
+#[derive(Default)]
+struct State {
+    ranks: BTreeMap<FileId, RankView>,
+    cancelled: BTreeSet<FileId>,
+}
+
+fn scope() -> DedicatedWorkerGlobalScope {
+    js_sys::global().unchecked_into()
+}
+
+fn post(m: &FromWorker) {
+    let msg = Array::of1(&JsValue::from_str(&encode(m)));
+    if let Err(e) = scope().post_message(&msg) {
+        web_sys::console::error_2(&"rankscope worker: cannot post".into(), &e);
+    }
+}
+
+fn now_ms() -> f64 {
+    scope().performance().map_or(0.0, |p| p.now())
+}
+
+/// Entry point of the worker binary.
+pub fn start() {
+    crate::install_panic_hook();
+    let state = Rc::new(RefCell::new(State::default()));
+    let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
+        let data: Array = ev.data().unchecked_into();
+        let text = data.get(0).as_string().unwrap_or_default();
+        match decode::<ToWorker>(&text) {
+            Ok(m) => handle(&state, m, data.get(1)),
+            Err(e) => web_sys::console::error_1(&e.into()),
+        }
+    });
+    scope().set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+    // The worker lives as long as the page: its handler must too.
+    on_message.forget();
+    post(&FromWorker::Ready);
+}
+
+fn handle(state: &Rc<RefCell<State>>, m: ToWorker, extra: JsValue) {
+    match m {
+        ToWorker::Load { file, name } => {
+            let st = state.clone();
+            spawn_local(async move {
+                let result = match extra.dyn_into::<web_sys::File>() {
+                    Ok(f) => read_file(&st, file, &name, f).await,
+                    Err(_) => Err(format!("{name}: no file was sent")),
+                };
+                finish(&st, file, result);
+            });
+        }
+        ToWorker::Demo { file, rank } => {
+            let st = state.clone();
+            spawn_local(async move {
+                let result = demo(&st, file, rank).await;
+                finish(&st, file, result);
+            });
+        }
+        ToWorker::Cancel { file } => {
+            state.borrow_mut().cancelled.insert(file);
+        }
+        ToWorker::Tile { file, key } => {
+            let st = state.borrow();
+            if let Some(v) = st.ranks.get(&file) {
+                post(&FromWorker::Tile { file, tile: Box::new(v.tile(key)) });
+            }
+        }
+        ToWorker::Pick { file, req, lane, depth, t_ns, slop_ns } => {
+            let st = state.borrow();
+            let detail = st.ranks.get(&file).and_then(|v| v.pick(lane, depth, t_ns, slop_ns)).map(Box::new);
+            post(&FromWorker::Picked { file, req, detail });
+        }
+    }
+}
+
+/// What a load ends with: the finished ingest, or why there is none.
+enum Outcome {
+    Done(Box<FileIngest>),
+    Cancelled,
+}
+
+fn finish(state: &Rc<RefCell<State>>, file: FileId, result: Result<Outcome, String>) {
+    state.borrow_mut().cancelled.remove(&file);
+    let ingest = match result {
+        Ok(Outcome::Done(i)) => i,
+        Ok(Outcome::Cancelled) => return post(&FromWorker::Cancelled { file }),
+        Err(error) => return post(&FromWorker::Failed { file, error }),
+    };
+    let p = ingest.progress();
+    post(&FromWorker::Progress {
+        file,
+        phase: Phase::Normalizing,
+        input_bytes: p.input_bytes,
+        text_bytes: p.text_bytes,
+        events: p.events,
+    });
+    match ingest.finish() {
+        Ok(trace) => {
+            let view = RankView::new(trace, &Rules::default());
+            match view.summary() {
+                Some(summary) => {
+                    state.borrow_mut().ranks.insert(file, view);
+                    post(&FromWorker::Loaded { file, summary: Box::new(summary) });
+                }
+                None => post(&FromWorker::Failed { file, error: "no rank could be built".into() }),
+            }
+        }
+        Err(e) => post(&FromWorker::Failed { file, error: e.to_string() }),
+    }
+}
+
+/// Feeds gathered bytes and reports progress (throttled).
+struct Feeder {
+    file: FileId,
+    ingest: Box<FileIngest>,
+    buf: Vec<u8>,
+    last_post: f64,
+}
+
+impl Feeder {
+    fn new(file: FileId, name: &str) -> Feeder {
+        Feeder {
+            file,
+            ingest: Box::new(FileIngest::new(name)),
+            buf: Vec::with_capacity(CHUNK_BYTES),
+            last_post: 0.0,
+        }
+    }
+
+    fn flush(&mut self) {
+        if !self.buf.is_empty() {
+            self.ingest.feed(&self.buf);
+            self.buf.clear();
+        }
+        let t = now_ms();
+        if t - self.last_post >= PROGRESS_MS {
+            self.last_post = t;
+            let p = self.ingest.progress();
+            post(&FromWorker::Progress {
+                file: self.file,
+                phase: Phase::Reading,
+                input_bytes: p.input_bytes,
+                text_bytes: p.text_bytes,
+                events: p.events,
+            });
+        }
+    }
+}
+
+fn is_cancelled(state: &Rc<RefCell<State>>, file: FileId) -> bool {
+    state.borrow().cancelled.contains(&file)
+}
+
+/// Reads a `File` with `File.stream()`, gathering the stream's chunks into [`CHUNK_BYTES`]
+/// pieces copied straight into wasm memory: the file is never one JS string or one buffer.
+async fn read_file(
+    state: &Rc<RefCell<State>>,
+    file: FileId,
+    name: &str,
+    f: web_sys::File,
+) -> Result<Outcome, String> {
+    let reader: ReadableStreamDefaultReader = f.stream().get_reader().unchecked_into();
+    let mut feeder = Feeder::new(file, name);
+    loop {
+        let r = JsFuture::from(reader.read())
+            .await
+            .map_err(|e| format!("{name}: cannot read the file ({})", js_text(&e)))?;
+        if Reflect::get(&r, &"done".into()).ok().and_then(|d| d.as_bool()).unwrap_or(true) {
+            break;
+        }
+        let value: Uint8Array = Reflect::get(&r, &"value".into()).map_err(|e| js_text(&e))?.unchecked_into();
+        let start = feeder.buf.len();
+        feeder.buf.resize(start + value.length() as usize, 0);
+        value.copy_to(&mut feeder.buf[start..]);
+        if feeder.buf.len() >= CHUNK_BYTES {
+            feeder.flush();
+        }
+        if is_cancelled(state, file) {
+            let _ = reader.cancel();
+            return Ok(Outcome::Cancelled);
+        }
+        if feeder.ingest.failed() {
+            // Not a trace: stop reading, `finish` names the file and the offset.
+            let _ = reader.cancel();
+            break;
+        }
+    }
+    feeder.flush();
+    Ok(Outcome::Done(feeder.ingest))
+}
+
+/// Generates demo rank `rank` and ingests it through the same chunked path as a file.
+async fn demo(state: &Rc<RefCell<State>>, file: FileId, rank: u32) -> Result<Outcome, String> {
+    let mut bytes = Vec::new();
+    synth::write_rank(&SynthConfig::default(), rank, &mut bytes)
+        .map_err(|e| format!("demo rank {rank}: {e}"))?;
+    let mut feeder = Feeder::new(file, &synth::file_name(rank, false));
+    for chunk in bytes.chunks(CHUNK_BYTES) {
+        feeder.buf.extend_from_slice(chunk);
+        feeder.flush();
+        // Let cancel and other messages in between chunks.
+        yield_now().await;
+        if is_cancelled(state, file) {
+            return Ok(Outcome::Cancelled);
+        }
+    }
+    Ok(Outcome::Done(feeder.ingest))
+}
+
+async fn yield_now() {
+    let _ = JsFuture::from(js_sys::Promise::resolve(&JsValue::UNDEFINED)).await;
+}
+
+pub fn js_text(v: &JsValue) -> String {
+    v.as_string()
+        .or_else(|| v.dyn_ref::<js_sys::Error>().map(|e| String::from(e.message())))
+        .unwrap_or_else(|| format!("{v:?}"))
+}

@@ -1,0 +1,231 @@
+// End-to-end tests of the web app: the built dist/ served on 127.0.0.1, driven in headless
+// Chromium (Debian's /usr/bin/chromium) with playwright-core. Run by ./x test after
+// `trunk build --release` and `cargo build --release -p rankscope-cli`.
+//
+// The figures the app shows are compared with `rankscope inspect --json` on the same files.
+// Every request the browser makes is recorded; none may leave the page's origin. A screenshot
+// of each view goes to target/e2e-screenshots/.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+import { serve } from './server.mjs';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const SHARED = process.env.RANKSCOPE_SHARED ?? path.join(ROOT, '../shared');
+const BIN = process.env.RANKSCOPE_BIN ?? path.join(ROOT, 'target/release/rankscope');
+const SHOTS = path.join(ROOT, 'target/e2e-screenshots');
+const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+
+const traces = (dir) => {
+  const d = path.join(SHARED, 'traces', dir);
+  return fs.readdirSync(d).filter((f) => f.endsWith('.json') || f.endsWith('.json.gz')).sort().map((f) => path.join(d, f));
+};
+
+let server, origin, context, profile;
+const requests = [];
+const pageErrors = [];
+
+before(async () => {
+  fs.mkdirSync(SHOTS, { recursive: true });
+  ({ server, url: origin } = await serve(path.join(ROOT, 'dist'), 0));
+  profile = fs.mkdtempSync(path.join(os.tmpdir(), 'rankscope-e2e-'));
+  context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    viewport: { width: 1280, height: 800 },
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  context.on('request', (r) => requests.push(r.url()));
+  // Workers' requests (their scripts and wasm) are recorded too.
+  context.on('serviceworker', () => {});
+});
+
+after(async () => {
+  await context?.close();
+  server?.close();
+  if (profile) fs.rmSync(profile, { recursive: true, force: true });
+});
+
+async function openApp() {
+  const page = await context.newPage();
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  page.on('console', (m) => {
+    if (m.type() === 'error') pageErrors.push(m.text());
+  });
+  page.on('worker', (w) => w.on('console', (m) => m.type() === 'error' && pageErrors.push(`worker: ${m.text()}`)));
+  await page.goto(origin);
+  await page.waitForSelector('[data-testid=open-demo]');
+  return page;
+}
+
+async function ready(page, timeout = 120_000) {
+  await page.waitForSelector('[data-testid=analysis-ready]', { timeout });
+}
+
+/** The rank table as the app shows it: {rank, events, steps, gpuOps, commKernels}. */
+async function rankTable(page) {
+  return page.$$eval('[data-testid=rank-table] [data-testid=rank-row]', (rows) =>
+    rows.map((r) => ({
+      rank: Number(r.dataset.rank),
+      events: Number(r.dataset.events),
+      steps: Number(r.dataset.steps),
+      gpuOps: Number(r.dataset.gpuOps),
+      commKernels: Number(r.dataset.commKernels),
+    })));
+}
+
+/** The same figures from the CLI. */
+function inspect(files) {
+  const out = execFileSync(BIN, ['inspect', '--json', ...files], { maxBuffer: 64 << 20 }).toString();
+  const report = JSON.parse(out);
+  return report.files
+    .map((f) => ({ rank: f.rank, events: f.events.total, steps: f.steps.length, gpuOps: f.events.gpu_ops }))
+    .sort((a, b) => a.rank - b.rank);
+}
+
+async function shot(page, name) {
+  await page.screenshot({ path: path.join(SHOTS, `${name}.png`) });
+}
+
+async function loadFiles(page, files) {
+  const t0 = Date.now();
+  await page.setInputFiles('[data-testid=file-input]', files);
+  await ready(page);
+  return Date.now() - t0;
+}
+
+function compareWithCli(shown, files) {
+  const cli = inspect(files);
+  assert.deepEqual(shown.map(({ rank, events, steps, gpuOps }) => ({ rank, events, steps, gpuOps })), cli);
+}
+
+test('the demo opens: 8 synthetic ranks, every view renders', async () => {
+  const page = await openApp();
+  await shot(page, '01-landing');
+  await page.click('[data-testid=open-demo]');
+  await ready(page);
+  const rows = await rankTable(page);
+  assert.deepEqual(rows.map((r) => r.rank), [0, 1, 2, 3, 4, 5, 6, 7]);
+  assert.ok(rows.every((r) => r.events > 10_000 && r.steps === 6 && r.commKernels > 0));
+  assert.match(await page.textContent('.banner'), /[Ss]ynthetic/);
+  assert.equal(await page.textContent('[data-testid=fact-world-size]'), '8');
+  await shot(page, '02-demo-summary');
+  await page.click('[data-testid=nav-diagnostics]');
+  await page.waitForSelector('[data-testid=diagnostics]');
+  assert.equal(await page.locator('[data-testid=diag-file]').count(), 8);
+  await shot(page, '03-demo-diagnostics');
+  await page.click('[data-testid=nav-timeline]');
+  await page.waitForSelector('[data-testid=timeline] canvas');
+  await page.waitForTimeout(800);
+  await shot(page, '04-demo-timeline');
+  assert.match(await page.evaluate(() => location.hash), /view=timeline/);
+  await page.keyboard.press('?');
+  await page.waitForSelector('[data-testid=help]');
+  await shot(page, '05-help');
+  await page.keyboard.press('Escape');
+  await page.close();
+});
+
+test('timeline: zoom and pan with keys, wheel and drag; the URL hash keeps the window', async () => {
+  const page = await openApp();
+  await page.click('[data-testid=open-demo]');
+  await ready(page);
+  await page.click('[data-testid=nav-timeline]');
+  const canvas = page.locator('[data-testid=timeline] canvas');
+  const box = await canvas.boundingBox();
+  const windowOf = async () => {
+    await page.waitForTimeout(450); // the hash is written once the view settles
+    const h = new URLSearchParams((await page.evaluate(() => location.hash)).slice(1));
+    return [Number(h.get('t0')), Number(h.get('t1'))];
+  };
+  await page.mouse.move(box.x + box.width * 0.6, box.y + 200);
+  await page.keyboard.press('0');
+  const [a0, a1] = await windowOf();
+  for (let i = 0; i < 8; i++) await page.keyboard.press('w');
+  const [b0, b1] = await windowOf();
+  assert.ok(b1 - b0 < (a1 - a0) / 4, `W zooms in: ${a1 - a0} → ${b1 - b0}`);
+  await page.keyboard.press('d');
+  const [c0, c1] = await windowOf();
+  assert.ok(c0 > b0 && Math.abs((c1 - c0) - (b1 - b0)) <= 2, 'D pans right, same width');
+  await page.keyboard.down('Control');
+  await page.mouse.wheel(0, -400);
+  await page.keyboard.up('Control');
+  const [d0, d1] = await windowOf();
+  assert.ok(d1 - d0 < c1 - c0, 'Ctrl+wheel zooms in');
+  await page.mouse.move(box.x + 600, box.y + 300);
+  await page.mouse.down();
+  await page.mouse.move(box.x + 400, box.y + 300, { steps: 5 });
+  await page.mouse.up();
+  const [e0] = await windowOf();
+  assert.ok(e0 > d0, 'dragging left moves later in time');
+  await shot(page, '06-timeline-zoomed');
+  // A reload with the hash lands on the same view and window.
+  const hash = await page.evaluate(() => location.hash);
+  await page.goto('about:blank');
+  await page.goto(origin + hash);
+  await page.click('[data-testid=open-demo]');
+  await ready(page);
+  assert.equal(await page.evaluate(() => location.hash), hash);
+  await page.close();
+});
+
+test('the 8-rank DLRM set: the rank table equals rankscope inspect', async () => {
+  const files = traces('param-dlrm-8rank');
+  const page = await openApp();
+  const ms = await loadFiles(page, files);
+  console.log(`DLRM 8 ranks: file selection to analysis-ready in ${ms} ms`);
+  const shown = await rankTable(page);
+  assert.equal(shown.length, 8);
+  compareWithCli(shown, files);
+  await shot(page, '07-dlrm-summary');
+  await page.click('[data-testid=nav-timeline]');
+  await page.waitForTimeout(1000);
+  await shot(page, '08-dlrm-timeline');
+  await page.close();
+});
+
+test('the 4-rank gloo set (gzip, CPU only): the rank table equals rankscope inspect', async () => {
+  const files = traces('ddp-gloo-cpu-4rank');
+  const page = await openApp();
+  const ms = await loadFiles(page, files);
+  console.log(`gloo 4 ranks: file selection to analysis-ready in ${ms} ms`);
+  const shown = await rankTable(page);
+  assert.equal(shown.length, 4);
+  compareWithCli(shown, files);
+  assert.ok(shown.every((r) => r.commKernels === 0), 'gloo runs on the CPU: no communication kernels');
+  await shot(page, '09-gloo-summary');
+  await page.click('[data-testid=nav-timeline]');
+  await page.waitForTimeout(1000);
+  await shot(page, '10-gloo-timeline');
+  await page.close();
+});
+
+test('a broken file shows its error while the others load', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rankscope-broken-'));
+  const broken = path.join(dir, 'rank9.pt.trace.json');
+  fs.writeFileSync(broken, Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13, 73, 72, 68, 82]));
+  const good = traces('ddp-gloo-cpu-4rank').slice(0, 2);
+  const page = await openApp();
+  await loadFiles(page, [good[0], broken, good[1]]);
+  const errors = page.locator('[data-testid=file-error]');
+  assert.equal(await errors.count(), 1);
+  assert.match(await errors.first().textContent(), /rank9\.pt\.trace\.json/);
+  assert.equal((await rankTable(page)).length, 2);
+  compareWithCli(await rankTable(page), good);
+  await shot(page, '11-broken-file');
+  await page.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+test('no request leaves the page\'s origin, and nothing failed on the page', () => {
+  assert.ok(requests.length > 0);
+  const outside = requests.filter((u) => !u.startsWith(origin) && !u.startsWith('data:'));
+  assert.deepEqual(outside, []);
+  assert.deepEqual(pageErrors, []);
+});
