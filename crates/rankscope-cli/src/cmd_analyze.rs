@@ -36,6 +36,10 @@ pub struct Args {
     /// Fail (exit 3) when a job metric crosses a bound, e.g. `--fail-on 'exposed_comm_ratio>0.3'`.
     #[arg(long = "fail-on", value_name = "METRIC>VALUE")]
     pub fail_on: Vec<String>,
+    /// Also write every rank into one aligned Chrome trace (one process per rank, offsets
+    /// applied) that Perfetto and chrome://tracing open.
+    #[arg(long, value_name = "FILE")]
+    pub merged_trace: Option<PathBuf>,
     /// Extra classification rules (JSON), tried before the defaults.
     #[arg(long, value_name = "FILE")]
     pub rules: Option<PathBuf>,
@@ -93,6 +97,9 @@ pub fn run(a: Args) -> Result<u8> {
         anyhow::bail!("no file could be read as a trace");
     }
     let analysis = analyze::analyze(&job, &opts);
+    if let Some(path) = &a.merged_trace {
+        write_merged(path, &job, &analysis).with_context(|| format!("cannot write {}", path.display()))?;
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&analysis)?);
     } else if a.csv {
@@ -111,4 +118,27 @@ pub fn run(a: Args) -> Result<u8> {
     } else {
         1
     })
+}
+
+/// Writes the merged, aligned trace of every rank.
+fn write_merged(
+    path: &std::path::Path,
+    job: &rankscope_core::normalize::Job,
+    a: &analyze::Analysis,
+) -> Result<()> {
+    use rankscope_core::export;
+    use std::io::Write;
+    let offset = |rank: u32| a.alignment.iter().find(|x| x.rank == rank).map_or(0, |x| x.offset_ns);
+    let ranks: Vec<_> = job.ranks.iter().map(|r| (r, offset(r.rank))).collect();
+    let origin = export::origin(&ranks);
+    let methods: Vec<(u32, i64, &str)> =
+        a.alignment.iter().map(|x| (x.rank, x.offset_ns, x.method)).collect();
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    export::write_header(&mut out, origin, &methods)?;
+    for (k, (r, off)) in ranks.iter().enumerate() {
+        export::write_rank(&mut out, r, &job.strings, *off, origin, k == 0)?;
+    }
+    export::write_footer(&mut out)?;
+    out.flush()?;
+    Ok(())
 }

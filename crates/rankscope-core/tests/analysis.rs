@@ -335,3 +335,52 @@ fn rank_parts_survive_serialization_and_combine_to_the_same_analysis() {
     let combined = rankscope_core::analyze::combine(posted, job.errors.clone(), &opts);
     assert_eq!(combined, direct);
 }
+
+#[test]
+fn merged_trace_puts_every_rank_on_the_aligned_clock() {
+    let mut traces = load_dir("traces/param-dlrm-8rank");
+    let shifts: Vec<i64> = (0..8).map(|r| r as i64 * 700_000 - 2_000_000).collect();
+    for (t, &d) in traces.iter_mut().zip(&shifts) {
+        shift(t, d);
+    }
+    let job = assemble(traces, &[], &Rules::default());
+    let a = analyze(&job, &Options::default());
+    let ranks: Vec<_> = job.ranks.iter().map(|r| (r, a.alignment[r.rank as usize].offset_ns)).collect();
+    let origin = rankscope_core::export::origin(&ranks);
+    let mut out = Vec::new();
+    let methods: Vec<(u32, i64, &str)> =
+        a.alignment.iter().map(|x| (x.rank, x.offset_ns, x.method)).collect();
+    rankscope_core::export::write_header(&mut out, origin, &methods).unwrap_or_else(|e| panic!("{e}"));
+    for (k, (r, off)) in ranks.iter().enumerate() {
+        rankscope_core::export::write_rank(&mut out, r, &job.strings, *off, origin, k == 0)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    rankscope_core::export::write_footer(&mut out).unwrap_or_else(|e| panic!("{e}"));
+    // Valid JSON, one process per rank, every event kept.
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap_or_else(|e| panic!("{e}"));
+    let events = v["traceEvents"].as_array().cloned().unwrap_or_default();
+    for r in &job.ranks {
+        let n = events.iter().filter(|e| e["pid"] == r.rank && (e["ph"] == "X" || e["ph"] == "i")).count();
+        assert_eq!(n, r.trace.events.len(), "rank {}", r.rank);
+    }
+    // The last all_reduce kernel ends at the same aligned instant on every rank (±20 µs).
+    let ends: Vec<f64> = (0..8u32)
+        .map(|rank| {
+            events
+                .iter()
+                .filter(|e| {
+                    e["pid"] == rank && e["args"]["collective"] == "all_reduce" && e["cat"] == "kernel"
+                })
+                .map(|e| e["ts"].as_f64().unwrap_or(0.0) + e["dur"].as_f64().unwrap_or(0.0))
+                .fold(f64::MIN, f64::max)
+        })
+        .collect();
+    let spread =
+        ends.iter().cloned().fold(f64::MIN, f64::max) - ends.iter().cloned().fold(f64::MAX, f64::min);
+    assert!(spread < 20.0, "aligned all_reduce ends spread {spread} µs: {ends:?}");
+    // And rankscope reads its own output back as one trace with 8 processes' lanes.
+    let back = ingest_chunked("merged.json", &out, 1 << 16).unwrap_or_else(|e| panic!("{e}"));
+    let total: usize = job.ranks.iter().map(|r| r.trace.events.len()).sum();
+    assert_eq!(back.events.len(), total);
+    assert!(back.diagnostics.iter().all(|d| d.severity < rankscope_core::model::Severity::DataLoss));
+}
