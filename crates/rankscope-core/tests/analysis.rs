@@ -384,3 +384,18 @@ fn merged_trace_puts_every_rank_on_the_aligned_clock() {
     assert_eq!(back.events.len(), total);
     assert!(back.diagnostics.iter().all(|d| d.severity < rankscope_core::model::Severity::DataLoss));
 }
+
+#[test]
+fn all_gather_size_from_input_dims_is_the_gathered_output() {
+    // B200 vLLM trace: `nccl:_all_gather_base` with Input Dims [[1, 25136]] of BFloat16 on a
+    // world of 8: nccl-tests' S for all_gather is the gathered output, 8 × 25136 × 2 bytes.
+    let f = "traces/tracelens/b200_eager_trace.json.gz";
+    let t = ingest_chunked(f, &read(&shared().join(f)), 1 << 20).unwrap_or_else(|e| panic!("{e}"));
+    let a = analyze(&assemble(vec![t], &[], &Rules::default()), &Options::default());
+    let ag = a
+        .collectives
+        .iter()
+        .find(|c| c.kind.name() == "all_gather")
+        .unwrap_or_else(|| panic!("{:?}", a.collectives));
+    assert_eq!(ag.bytes_p50, Some(8 * 25_136 * 2));
+}

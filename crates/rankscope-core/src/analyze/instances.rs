@@ -55,11 +55,11 @@ pub fn dtype_bytes(dtype: &str) -> Option<i64> {
 /// the input and output buffers (all_reduce: either; all_gather: the gathered output;
 /// reduce_scatter: the full input). From `In/Out msg size` when written, else `In/Out msg
 /// nelems` (or the first input's element count from `Input Dims`) × dtype size.
-fn args_bytes(t: &RankTrace, strings: &StringTable, a: usize) -> Option<i64> {
+fn args_bytes(t: &RankTrace, strings: &StringTable, a: usize) -> Option<Size> {
     let c = &t.comm;
     let sizes = [c.in_bytes.get(a), c.out_bytes.get(a)];
     if let Some(b) = sizes.iter().flatten().copied().filter(|&&b| b >= 0).max() {
-        return Some(*b);
+        return Some(Size { bytes: *b, input_only: false });
     }
     let n = [c.in_nelems.get(a), c.out_nelems.get(a)]
         .iter()
@@ -68,13 +68,21 @@ fn args_bytes(t: &RankTrace, strings: &StringTable, a: usize) -> Option<i64> {
         .filter(|&&n| n >= 0)
         .max()
         .copied();
-    let n = match (n, c.input_elems.get(a)) {
-        (Some(n), _) => n,
-        (None, Some(&n)) if n >= 0 => n,
+    let (n, input_only) = match (n, c.input_elems.get(a)) {
+        (Some(n), _) => (n, false),
+        (None, Some(&n)) if n >= 0 => (n, true),
         _ => return None,
     };
     let size = dtype_bytes(strings.get(*c.dtype.get(a)?))?;
-    Some(n.saturating_mul(size))
+    Some(Size { bytes: n.saturating_mul(size), input_only })
+}
+
+/// A message size, and whether only the input tensor was known (`Input Dims` of a `nccl:*`
+/// annotation): for all_gather the collective's size is then the input times the group size.
+#[derive(Debug, Clone, Copy)]
+struct Size {
+    bytes: i64,
+    input_only: bool,
 }
 
 /// The instances of one rank, in time order.
@@ -115,7 +123,7 @@ pub fn rank_instances(r: &RankEntry, strings: &StringTable) -> Vec<Instance> {
             })
         });
         let rows: Vec<usize> = [own, via_ext, via_launch].into_iter().flatten().collect();
-        let bytes = rows.iter().find_map(|&a| args_bytes(t, strings, a));
+        let size = rows.iter().find_map(|&a| args_bytes(t, strings, a));
         let pg = rows
             .iter()
             .map(|&a| t.comm.pg_name.get(a).copied().unwrap_or(StrId::EMPTY))
@@ -134,6 +142,11 @@ pub fn rank_instances(r: &RankEntry, strings: &StringTable) -> Vec<Instance> {
                 .find(|k| *k != CollKind::Unknown)
                 .unwrap_or(CollKind::Unknown);
         }
+        let world = t.meta.distributed.as_ref().and_then(|d| d.world_size);
+        let bytes = size.map(|s| match (kind, s.input_only, group_size.or(world)) {
+            (CollKind::AllGather, true, Some(n)) if n > 0 => s.bytes.saturating_mul(n),
+            _ => s.bytes,
+        });
         out.push(Instance {
             event: EventIdx(i as u32),
             kind,
