@@ -440,19 +440,25 @@ fn draw(c: &Shared) {
             marks.push((ctl.x_of(e, *offset_ns), None));
         }
         let _ = g.set_line_dash(&js_sys::Array::of2(&4.0.into(), &3.0.into()));
+        // Hundreds of steps at full zoom-out: a line only where it stands apart from the last,
+        // a label only where it fits.
+        let (mut last_line, mut last_label) = (f64::MIN, f64::MIN);
         for (x, n) in marks {
-            if x < GUTTER_W || x > w {
+            if x < GUTTER_W || x > w || x - last_line < 6.0 {
                 continue;
             }
+            last_line = x;
             g.begin_path();
             g.move_to(x.floor() + 0.5, y0);
             g.line_to(x.floor() + 0.5, y1);
             g.stroke();
             if let Some(n) = n {
                 let hy = row.y - ctl.scroll_y + RANK_H / 2.0;
-                if hy > RULER_H && x > GUTTER_W + 2.0 {
+                let text = format!("step {n}");
+                if hy > RULER_H && x > GUTTER_W + 2.0 && x - last_label > text.len() as f64 * CHAR_W + 10.0 {
+                    last_label = x;
                     g.set_fill_style_str(&col.fg);
-                    g.fill_text(&format!("step {n}"), x + 4.0, hy).ok();
+                    g.fill_text(&text, x + 4.0, hy).ok();
                 }
             }
         }
