@@ -165,6 +165,11 @@ test('timeline: zoom and pan with keys, wheel and drag; the URL hash keeps the w
   const [e0] = await windowOf();
   assert.ok(e0 > d0, 'dragging left moves later in time');
   await shot(page, '06-timeline-zoomed');
+  // A click on a rank's header folds its lanes: rank 1's header moves up to just below rank 0's.
+  await page.mouse.click(box.x + 60, box.y + 22 + 10);
+  await page.waitForTimeout(200);
+  await shot(page, '06b-timeline-folded');
+  await page.mouse.click(box.x + 60, box.y + 22 + 10);
   // Hover over the GPU stream row of rank 0 shows the event under the pointer.
   await page.keyboard.press('0');
   await page.waitForTimeout(300);
