@@ -165,6 +165,23 @@ test('timeline: zoom and pan with keys, wheel and drag; the URL hash keeps the w
   const [e0] = await windowOf();
   assert.ok(e0 > d0, 'dragging left moves later in time');
   await shot(page, '06-timeline-zoomed');
+  // A click on a rank's header folds its lanes: rank 1's header moves up to just below rank 0's.
+  await page.mouse.click(box.x + 60, box.y + 22 + 10);
+  await page.waitForTimeout(200);
+  await shot(page, '06b-timeline-folded');
+  await page.mouse.click(box.x + 60, box.y + 22 + 10);
+  // Hover over the GPU stream row of rank 0 shows the event under the pointer.
+  await page.keyboard.press('0');
+  await page.waitForTimeout(300);
+  // Rows are drawn on the canvas: aim at rank 0's first CPU lane, below the ruler and header.
+  await page.mouse.move(box.x + box.width * 0.5, box.y + 50);
+  await page.waitForTimeout(400);
+  await shot(page, '07-timeline-hover');
+  // The dark theme follows the OS.
+  await page.emulateMedia({ colorScheme: 'dark' });
+  await page.waitForTimeout(400);
+  await shot(page, '08-timeline-dark');
+  await page.emulateMedia({ colorScheme: 'light' });
   // A reload with the hash lands on the same view and window.
   const hash = await page.evaluate(() => location.hash);
   await page.goto('about:blank');
@@ -183,10 +200,10 @@ test('the 8-rank DLRM set: the rank table equals rankscope inspect', async () =>
   const shown = await rankTable(page);
   assert.equal(shown.length, 8);
   compareWithCli(shown, files);
-  await shot(page, '07-dlrm-summary');
+  await shot(page, '09-dlrm-summary');
   await page.click('[data-testid=nav-timeline]');
   await page.waitForTimeout(1000);
-  await shot(page, '08-dlrm-timeline');
+  await shot(page, '10-dlrm-timeline');
   await page.close();
 });
 
@@ -199,10 +216,10 @@ test('the 4-rank gloo set (gzip, CPU only): the rank table equals rankscope insp
   assert.equal(shown.length, 4);
   compareWithCli(shown, files);
   assert.ok(shown.every((r) => r.commKernels === 0), 'gloo runs on the CPU: no communication kernels');
-  await shot(page, '09-gloo-summary');
+  await shot(page, '11-gloo-summary');
   await page.click('[data-testid=nav-timeline]');
   await page.waitForTimeout(1000);
-  await shot(page, '10-gloo-timeline');
+  await shot(page, '12-gloo-timeline');
   await page.close();
 });
 
@@ -218,9 +235,51 @@ test('a broken file shows its error while the others load', async () => {
   assert.match(await errors.first().textContent(), /rank9\.pt\.trace\.json/);
   assert.equal((await rankTable(page)).length, 2);
   compareWithCli(await rankTable(page), good);
-  await shot(page, '11-broken-file');
+  await shot(page, '13-broken-file');
   await page.close();
   fs.rmSync(dir, { recursive: true, force: true });
+});
+
+test('a load can be cancelled while it reads; the other files still make the job', async () => {
+  // A synthetic rank big enough to take a while to read (about 300 MB).
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rankscope-big-'));
+  execFileSync(BIN, ['synth', '--out', dir, '--ranks', '2', '--no-straggler', '--target-mb', '300']);
+  const big = path.join(dir, 'rank1.pt.trace.json');
+  const small = traces('ddp-gloo-cpu-4rank')[0];
+  const page = await openApp();
+  await page.setInputFiles('[data-testid=file-input]', [small, big]);
+  const row = page.locator('[data-testid=file-row]', { hasText: 'rank1.pt.trace.json' });
+  await row.locator('progress').waitFor();
+  await page.waitForFunction(() => {
+    const rows = [...document.querySelectorAll('[data-testid=file-row]')];
+    const p = rows.find((r) => r.textContent.includes('rank1.pt.trace.json'))?.querySelector('progress');
+    return p && Number(p.value) > 0;
+  });
+  await shot(page, '14-loading-progress');
+  await row.locator('[data-testid=cancel]').click();
+  await ready(page);
+  assert.match(await row.textContent(), /cancelled/);
+  assert.deepEqual((await rankTable(page)).map((r) => r.rank), [0]);
+  await page.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+test('files dropped anywhere on the page load', async () => {
+  const files = traces('ddp-gloo-cpu-4rank');
+  const page = await openApp();
+  const payload = files.map((f) => ({ name: path.basename(f), b64: fs.readFileSync(f).toString('base64') }));
+  const dt = await page.evaluateHandle((list) => {
+    const t = new DataTransfer();
+    for (const { name, b64 } of list) {
+      const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+      t.items.add(new File([bytes], name));
+    }
+    return t;
+  }, payload);
+  await page.dispatchEvent('body', 'drop', { dataTransfer: dt });
+  await ready(page);
+  compareWithCli(await rankTable(page), files);
+  await page.close();
 });
 
 test('no request leaves the page\'s origin, and nothing failed on the page', () => {

@@ -247,8 +247,7 @@ fn assemble(files: &mut [FileEntry]) -> JobView {
         }
     }
     ranks.sort_by(|a, b| (a.1.rank, &a.1.file).cmp(&(b.1.rank, &b.1.file)));
-    let summaries: Vec<RankSummary> = ranks.iter().map(|(_, s)| (**s).clone()).collect();
-    JobView { facts: JobFacts::from_ranks(&summaries), ranks }
+    JobView { facts: JobFacts::from_ranks(ranks.iter().map(|(_, s)| &**s)), ranks }
 }
 
 #[cfg(test)]

@@ -158,15 +158,24 @@ pub fn app() -> Html {
                 let over = Listener::new(w.clone().into(), "dragover", |e| e.prevent_default());
                 let drop_l = Listener::new(w.into(), "drop", move |e| {
                     e.prevent_default();
-                    let Some(d) = e.dyn_ref::<web_sys::DragEvent>() else { return };
-                    let files = d.data_transfer().and_then(|t| t.files());
-                    let mut out = Vec::new();
-                    if let Some(list) = files {
-                        for i in 0..list.length() {
-                            out.extend(list.get(i));
+                    let Some(dt) = e.dyn_ref::<web_sys::DragEvent>().and_then(|d| d.data_transfer()) else {
+                        return;
+                    };
+                    let entries = crate::dropped::entries(&dt);
+                    let start = start.clone();
+                    if entries.is_empty() {
+                        let mut out = Vec::new();
+                        if let Some(list) = dt.files() {
+                            for i in 0..list.length() {
+                                out.extend(list.get(i));
+                            }
                         }
+                        start.emit(Load::Files(out));
+                    } else {
+                        wasm_bindgen_futures::spawn_local(async move {
+                            start.emit(Load::Files(crate::dropped::files(entries).await));
+                        });
                     }
-                    start.emit(Load::Files(out));
                 });
                 (over, drop_l)
             });

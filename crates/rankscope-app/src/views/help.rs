@@ -15,6 +15,8 @@ const KEYS: &[(&str, &str)] = &[
     ("wheel", "scroll ranks and lanes"),
     ("drag", "pan in time and scroll"),
     ("0", "show the whole job"),
+    ("click a rank's header", "fold or unfold its lanes"),
+    ("hover / click", "details of an event"),
     ("Esc", "close this help, clear the selection"),
 ];
 

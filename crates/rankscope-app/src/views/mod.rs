@@ -52,33 +52,28 @@ impl std::fmt::Debug for Listener {
 }
 
 impl Listener {
+    /// A listener with the browser's default options (it may call `preventDefault`, except on
+    /// the events browsers make passive by default: wheel and touch on the window/document).
     pub fn new(
         target: web_sys::EventTarget,
         kind: &'static str,
         f: impl FnMut(web_sys::Event) + 'static,
     ) -> Listener {
-        Self::with_passive(target, kind, true, f)
+        let closure = Closure::<dyn FnMut(web_sys::Event)>::new(f);
+        let _ = target.add_event_listener_with_callback(kind, closure.as_ref().unchecked_ref());
+        Listener { target, kind, closure }
     }
 
-    /// A listener that may call `preventDefault` on events the browser would otherwise treat as
-    /// passive (wheel: so that Ctrl+wheel zooms the timeline, not the page).
+    /// A listener that may call `preventDefault` even on events browsers treat as passive
+    /// (wheel: so that Ctrl+wheel zooms the timeline, not the page).
     pub fn active(
         target: web_sys::EventTarget,
         kind: &'static str,
         f: impl FnMut(web_sys::Event) + 'static,
     ) -> Listener {
-        Self::with_passive(target, kind, false, f)
-    }
-
-    fn with_passive(
-        target: web_sys::EventTarget,
-        kind: &'static str,
-        passive: bool,
-        f: impl FnMut(web_sys::Event) + 'static,
-    ) -> Listener {
         let closure = Closure::<dyn FnMut(web_sys::Event)>::new(f);
         let opts = web_sys::AddEventListenerOptions::new();
-        opts.set_passive(passive);
+        opts.set_passive(false);
         let _ = target.add_event_listener_with_callback_and_add_event_listener_options(
             kind,
             closure.as_ref().unchecked_ref(),

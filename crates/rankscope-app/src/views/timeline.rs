@@ -39,7 +39,7 @@ pub struct Props {
 
 #[derive(Debug, Clone)]
 enum RowKind {
-    Rank { label: String, steps: Vec<(u32, i64, i64)>, offset_ns: i64 },
+    Rank { file: FileId, label: String, steps: Vec<(u32, i64, i64)>, offset_ns: i64 },
     Lane { file: FileId, lane: u32, label: String, depth: u32, offset_ns: i64 },
 }
 
@@ -133,6 +133,9 @@ struct Ctl {
     settle: Option<(i32, Closure<dyn FnMut()>)>,
     /// The window last written to the state (to tell our own updates from the hash's).
     published: Option<(i64, i64)>,
+    /// Rank groups folded to their header (click the header to fold or unfold).
+    collapsed: HashSet<FileId>,
+    job: Option<Rc<JobView>>,
 }
 
 impl Ctl {
@@ -161,6 +164,8 @@ impl Ctl {
             frame: None,
             settle: None,
             published: None,
+            collapsed: HashSet::new(),
+            job: None,
         }
     }
 
@@ -178,7 +183,13 @@ impl Ctl {
             let offset_ns = 0;
             rows.push(Row {
                 kind: RowKind::Rank {
-                    label: format!("rank {} · {}", r.rank, r.file),
+                    file: *file,
+                    label: format!(
+                        "{} rank {} · {}",
+                        if self.collapsed.contains(file) { "▸" } else { "▾" },
+                        r.rank,
+                        r.file
+                    ),
                     steps: if r.steps_synthetic {
                         Vec::new()
                     } else {
@@ -191,7 +202,8 @@ impl Ctl {
                 group_end: 0.0,
             });
             y += RANK_H;
-            for l in r.lanes.iter().filter(|l| l.events > 0) {
+            let lanes = if self.collapsed.contains(file) { &r.lanes[..0] } else { &r.lanes[..] };
+            for l in lanes.iter().filter(|l| l.events > 0) {
                 let depth = l.depth.max(1);
                 let h = f64::from(depth) * ROW_H + LANE_GAP;
                 rows.push(Row {
@@ -243,6 +255,26 @@ impl Ctl {
     fn x_of(&self, abs_ns: i64, offset_ns: i64) -> f64 {
         let rel = abs_ns.saturating_add(offset_ns).saturating_sub(self.origin) as f64;
         GUTTER_W + (rel - self.t0) / self.ns_per_px
+    }
+
+    /// The rank group whose header is at canvas y.
+    fn header_at(&self, y: f64) -> Option<FileId> {
+        let cy = y + self.scroll_y;
+        self.rows.iter().find(|r| cy >= r.y && cy < r.y + r.h).and_then(|r| match r.kind {
+            RowKind::Rank { file, .. } => Some(file),
+            RowKind::Lane { .. } => None,
+        })
+    }
+
+    /// Folds or unfolds a rank group.
+    fn toggle(&mut self, file: FileId) {
+        if !self.collapsed.remove(&file) {
+            self.collapsed.insert(file);
+        }
+        if let Some(job) = self.job.clone() {
+            self.layout(&job);
+            self.clamp();
+        }
     }
 
     /// The lane row and nesting depth under content y, with its file.
@@ -440,19 +472,25 @@ fn draw(c: &Shared) {
             marks.push((ctl.x_of(e, *offset_ns), None));
         }
         let _ = g.set_line_dash(&js_sys::Array::of2(&4.0.into(), &3.0.into()));
+        // Hundreds of steps at full zoom-out: a line only where it stands apart from the last,
+        // a label only where it fits.
+        let (mut last_line, mut last_label) = (f64::MIN, f64::MIN);
         for (x, n) in marks {
-            if x < GUTTER_W || x > w {
+            if x < GUTTER_W || x > w || x - last_line < 6.0 {
                 continue;
             }
+            last_line = x;
             g.begin_path();
             g.move_to(x.floor() + 0.5, y0);
             g.line_to(x.floor() + 0.5, y1);
             g.stroke();
             if let Some(n) = n {
                 let hy = row.y - ctl.scroll_y + RANK_H / 2.0;
-                if hy > RULER_H && x > GUTTER_W + 2.0 {
+                let text = format!("step {n}");
+                if hy > RULER_H && x > GUTTER_W + 2.0 && x - last_label > text.len() as f64 * CHAR_W + 10.0 {
+                    last_label = x;
                     g.set_fill_style_str(&col.fg);
-                    g.fill_text(&format!("step {n}"), x + 4.0, hy).ok();
+                    g.fill_text(&text, x + 4.0, hy).ok();
                 }
             }
         }
@@ -633,6 +671,8 @@ pub fn timeline(p: &Props) -> Html {
                 let mut c = ctl.borrow_mut();
                 c.pool = pool.clone();
                 c.dispatch = ctx.as_ref().map(|x| x.dispatch.clone());
+                c.job = Some(job.clone());
+                c.collapsed.clear();
                 c.layout(job);
                 c.cache.clear();
                 c.inflight.clear();
@@ -806,7 +846,16 @@ pub fn timeline(p: &Props) -> Html {
             let click = {
                 let mut c = ctl.borrow_mut();
                 let was = c.drag.take();
-                matches!(was, Some((_, _, _, _, false)))
+                match was {
+                    Some((_, y, _, _, false)) => match c.header_at(y) {
+                        Some(file) if y > RULER_H => {
+                            c.toggle(file);
+                            false
+                        }
+                        _ => true,
+                    },
+                    _ => false,
+                }
             };
             if click {
                 let hover = ctl.borrow().hover.clone();
@@ -835,7 +884,7 @@ pub fn timeline(p: &Props) -> Html {
         <section class="timeline-view">
             <div class="timeline-bar">
                 <span class="legend">{ for legend }</span>
-                <span class="muted">{"Ctrl+wheel or W/S zoom · drag, Shift+wheel or A/D pan · 0 fits · ? help · raw clocks (not aligned)"}</span>
+                <span class="muted">{"Ctrl+wheel or W/S zoom · drag, Shift+wheel or A/D pan · 0 fits · click a rank to fold it · ? help · raw clocks (not aligned)"}</span>
             </div>
             <div class="timeline" data-testid="timeline">
                 <canvas ref={canvas} tabindex="0" aria-label="Timeline of every rank's threads and streams"

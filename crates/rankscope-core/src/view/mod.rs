@@ -13,7 +13,7 @@ pub mod timeline;
 use serde::{Deserialize, Serialize};
 
 use crate::inspect::{self, FileReport};
-use crate::model::{Class, EventKind, LaneKind, RankTrace, NONE_U32};
+use crate::model::{EventKind, LaneKind, RankTrace, NONE_U32};
 use crate::normalize::{assemble, job::RankEntry, Job, Rules};
 pub use ranks::{apply_decision, decide_ranks, RankClaim, RankDecision};
 pub use summary::{JobFacts, RankSummary};
@@ -142,11 +142,6 @@ pub struct EventDetail {
     pub launch: Option<String>,
     /// Communication arguments, as `(name, value)`.
     pub args: Vec<(String, String)>,
-}
-
-/// The names of the classes, indexed by their `u8` value (the legend of the timeline).
-pub fn class_names() -> Vec<&'static str> {
-    Class::ALL.iter().map(|c| c.name()).collect()
 }
 
 #[cfg(test)]

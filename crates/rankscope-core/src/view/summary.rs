@@ -237,7 +237,7 @@ pub struct JobFacts {
 }
 
 impl JobFacts {
-    pub fn from_ranks(ranks: &[RankSummary]) -> JobFacts {
+    pub fn from_ranks<'a>(ranks: impl IntoIterator<Item = &'a RankSummary>) -> JobFacts {
         let mut f = JobFacts { span_start_ns: i64::MAX, span_end_ns: i64::MIN, ..JobFacts::default() };
         let mut seen = BTreeSet::new();
         let mut dup = BTreeSet::new();

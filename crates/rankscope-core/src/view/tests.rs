@@ -1,5 +1,6 @@
 use super::timeline::{level_for, tiles_covering, MAX_DEPTH, NO_LABEL, TILE_PX};
 use super::*;
+use crate::model::Class;
 use crate::parse::ingest_bytes;
 
 fn view_of(name: &str, json: &str) -> RankView {
