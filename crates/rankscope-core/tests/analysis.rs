@@ -213,7 +213,9 @@ fn interval_figures_are_consistent_on_every_real_set() {
             }
         }
         for p in &a.critical_path {
-            assert_eq!(p.level, "bottleneck_rank_chain");
+            // Both real sets have collectives matched across ranks: the cross-rank chain.
+            assert_eq!(p.level, "cross_rank_collective_chain");
+            assert!(p.hops.windows(2).all(|w| w[0].start_ns <= w[1].start_ns), "{dir} {p:?}");
             assert_eq!(
                 p.compute_ns
                     + p.communication_ns
@@ -289,6 +291,14 @@ fn hand_written_two_rank_job_gives_the_known_answers() {
     assert_eq!(a.stragglers[0].others_wait_ns, 70_000);
     // Compute imbalance (200 − 150) / 175.
     assert!((a.imbalance[0].compute_imbalance - 50.0 / 175.0).abs() < 1e-12);
+    // The critical path: rank 1's compute up to its (late) arrival, the transfer, then rank 0's
+    // tail (both end at 300 µs; the lower rank on the tie): 150 + 100 + 50 µs.
+    let p = &a.critical_path[0];
+    assert_eq!(p.level, "cross_rank_collective_chain");
+    let hops: Vec<(u32, &str, i64)> =
+        p.hops.iter().map(|h| (h.rank, h.what.as_str(), h.end_ns - h.start_ns)).collect();
+    assert_eq!(hops, [(1, "work", 150_000), (1, "collective", 100_000), (0, "tail", 50_000)]);
+    assert_eq!((p.length_ns, p.compute_ns, p.communication_ns, p.idle_ns), (300_000, 200_000, 100_000, 0));
     // HTA's overlap on rank 0: 70 / 170.
     assert!((a.rank_totals[0].overlap_pct_hta.unwrap_or(0.0) - 100.0 * 70.0 / 170.0).abs() < 1e-9);
 }

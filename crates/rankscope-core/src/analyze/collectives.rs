@@ -52,6 +52,9 @@ pub struct Op {
     pub transfer_ns: i64,
     pub skew_ns: i64,
     pub last_arriver: u32,
+    /// Per rank (same order as `ranks`): the instance's event on that rank.
+    #[serde(skip)]
+    pub events: Vec<crate::model::EventIdx>,
 }
 
 pub fn offset_of(al: &[RankAlignment], rank: u32) -> i64 {
@@ -87,6 +90,7 @@ pub fn ops(matched: &[Matched], al: &[RankAlignment], world: i64) -> Vec<Op> {
                 transfer_ns: transfer,
                 skew_ns: hi - lo,
                 last_arriver: last,
+                events: m.per_rank.iter().map(|x| x.event).collect(),
             }
         })
         .collect()

@@ -148,6 +148,8 @@ pub struct RankPart {
     pub allocations: Vec<idle::AllocInStep>,
     /// This rank's chain for every step (the job level picks the bounding rank's).
     pub chains: Vec<critical_path::StepPath>,
+    /// This rank's work before each of its collectives, for the cross-rank critical path.
+    pub segments: Vec<critical_path::Segment>,
     pub diagnostics: Vec<FileDiagnostic>,
 }
 
@@ -206,6 +208,7 @@ pub fn rank_part(r: &RankEntry, strings: &StringTable, kernel_wait_threshold_ns:
     let ctx = critical_path::RankCtx::new(r, sets, windows, gaps);
     let chains =
         ctx.windows.iter().map(|&(step, lo, hi)| critical_path::chain(&ctx, strings, step, lo, hi)).collect();
+    let segments = critical_path::segments(&ctx, &instances);
     let st = &r.norm.steps;
     RankPart {
         info,
@@ -219,6 +222,7 @@ pub fn rank_part(r: &RankEntry, strings: &StringTable, kernel_wait_threshold_ns:
         launch,
         allocations,
         chains,
+        segments,
         diagnostics: r
             .trace
             .diagnostics
@@ -257,7 +261,9 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
         per_step.into_iter().map(|(step, per_rank)| StepEntry { step, per_rank }).collect();
     let (stragglers, straggler) = balance::stragglers(&ops);
     let chains: Vec<Vec<critical_path::StepPath>> = parts.iter().map(|p| p.chains.clone()).collect();
-    let critical_path = critical_path::paths(&chains, &stragglers, &alignment, &steps);
+    let segments: Vec<(u32, Vec<critical_path::Segment>)> =
+        parts.iter().map(|p| (p.info.rank, p.segments.clone())).collect();
+    let critical_path = critical_path::paths(&chains, &segments, &ops, &stragglers, &alignment, &steps);
     let mut a = Analysis {
         schema: "rankscope.analysis",
         schema_version: ANALYSIS_SCHEMA_VERSION,

@@ -138,12 +138,13 @@ pub fn markdown(a: &Analysis) -> String {
         }
     }
     if !a.critical_path.is_empty() {
-        let _ = writeln!(s, "\n## Critical path (level: bottleneck rank's chain)\n");
+        let _ = writeln!(s, "\n## Critical path\n");
         for p in &a.critical_path {
             let _ = writeln!(
                 s,
-                "- step {}: rank {} ({}), {} ms = compute {} + exposed comm {} + memory {} + CPU-bound {} + launch overhead {} + idle {}",
+                "- step {} ({}): rank {} ({}), {} ms = compute {} + exposed comm {} + memory {} + CPU-bound {} + launch overhead {} + idle {}",
                 p.step,
+                p.level,
                 p.rank,
                 p.chosen_as,
                 ms(p.length_ns),
@@ -154,6 +155,17 @@ pub fn markdown(a: &Analysis) -> String {
                 ms(p.launch_overhead_ns),
                 ms(p.idle_ns)
             );
+            if !p.hops.is_empty() {
+                let ranks: Vec<String> = p
+                    .hops
+                    .iter()
+                    .map(|h| match h.collective {
+                        Some(k) => format!("{}@{}", k.name(), h.rank),
+                        None => format!("r{}", h.rank),
+                    })
+                    .collect();
+                let _ = writeln!(s, "  path: {}", ranks.join(" → "));
+            }
         }
     }
     let diags: Vec<_> =
