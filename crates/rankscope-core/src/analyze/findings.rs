@@ -62,7 +62,7 @@ impl Default for Thresholds {
             host_sync_ratio: 0.05,
             alloc_calls_per_step: 1.0,
             small_collective_bytes: 4.0 * 1024.0 * 1024.0,
-            small_collectives_per_step: 20.0,
+            small_collectives_per_step: 8.0,
             step_jitter: 0.10,
             fabric_fraction: 0.5,
         }
