@@ -159,6 +159,37 @@ fn hex4(s: &[u8], i: usize) -> Res<u32> {
     Ok(v)
 }
 
+/// Steps to the next member of an object whose `{` was consumed: returns the member's key (its
+/// raw bytes; empty for a key written with escapes, which no key rankscope reads has) with the
+/// position after its `:`, or `None` after the closing `}` (a trailing comma is tolerated).
+/// `first` tracks whether a `,` must come first.
+#[inline]
+pub fn next_key<'a>(
+    buf: &'a [u8],
+    pos: &mut usize,
+    first: &mut bool,
+    scratch: &mut Vec<u8>,
+) -> Res<Option<&'a [u8]>> {
+    let mut b = peek(buf, pos)?;
+    if !*first && b == b',' {
+        *pos += 1;
+        b = peek(buf, pos)?;
+    } else if !*first && b != b'}' {
+        return Err(Stop::Bad(*pos));
+    }
+    if b == b'}' {
+        *pos += 1;
+        return Ok(None);
+    }
+    *first = false;
+    let key: &[u8] = match string(buf, pos, scratch)? {
+        Str::Raw(k) => k,
+        Str::Escaped => &[],
+    };
+    expect(buf, pos, b':')?;
+    Ok(Some(key))
+}
+
 /// Skips a string whose opening quote is at `*pos`.
 #[inline]
 fn skip_string(buf: &[u8], pos: &mut usize) -> Res<()> {

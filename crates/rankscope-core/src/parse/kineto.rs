@@ -752,29 +752,7 @@ impl TraceParser {
         json::expect(buf, pos, b'{')?;
         let mut ev = Ev::default();
         let mut first = true;
-        loop {
-            let b = json::peek(buf, pos)?;
-            if b == b'}' {
-                *pos += 1;
-                break;
-            }
-            if !first {
-                if b != b',' {
-                    return Err(Stop::Bad(*pos));
-                }
-                *pos += 1;
-                if json::peek(buf, pos)? == b'}' {
-                    *pos += 1;
-                    break;
-                }
-            }
-            first = false;
-            let k = json::string(buf, pos, &mut self.key_scratch)?;
-            let key: &[u8] = match k {
-                Str::Raw(b) => b,
-                Str::Escaped => &[],
-            };
-            json::expect(buf, pos, b':')?;
+        while let Some(key) = json::next_key(buf, pos, &mut first, &mut self.key_scratch)? {
             match key {
                 b"ph" => {
                     let at = base + *pos as u64;
@@ -840,29 +818,7 @@ impl TraceParser {
         }
         *pos += 1;
         let mut first = true;
-        loop {
-            let b = json::peek(buf, pos)?;
-            if b == b'}' {
-                *pos += 1;
-                return Ok(());
-            }
-            if !first {
-                if b != b',' {
-                    return Err(Stop::Bad(*pos));
-                }
-                *pos += 1;
-                if json::peek(buf, pos)? == b'}' {
-                    *pos += 1;
-                    return Ok(());
-                }
-            }
-            first = false;
-            let k = json::string(buf, pos, &mut self.key_scratch)?;
-            let key: &[u8] = match k {
-                Str::Raw(b) => b,
-                Str::Escaped => &[],
-            };
-            json::expect(buf, pos, b':')?;
+        while let Some(key) = json::next_key(buf, pos, &mut first, &mut self.key_scratch)? {
             match key {
                 b"correlation" => a.correlation = self.read_num(buf, pos, base, 0)?,
                 b"External id" | b"external id" => a.external_id = self.read_num(buf, pos, base, 0)?,
@@ -899,6 +855,7 @@ impl TraceParser {
                 }
             }
         }
+        Ok(())
     }
 
     /// `Process Group Ranks` is usually a string (`"[0, 1]"`); an array (possibly cut with
