@@ -36,6 +36,8 @@ impl Task {
 
 pub type TileSink = Rc<dyn Fn(FileId, Tile)>;
 pub type PickSink = Rc<dyn Fn(FileId, u32, Option<EventDetail>)>;
+/// Pieces of an export: `(file, req, Ok((bytes, last)) | Err(why))`.
+pub type ExportSink = Rc<dyn Fn(FileId, u32, Result<(js_sys::Uint8Array, bool), String>)>;
 
 struct Slot {
     worker: Worker,
@@ -57,6 +59,7 @@ struct Inner {
     dispatch: Callback<Action>,
     tile_sink: Option<TileSink>,
     pick_sink: Option<PickSink>,
+    export_sink: Option<ExportSink>,
 }
 
 /// The worker pool of one job. Dropping it does not stop the workers: call [`Pool::terminate`].
@@ -102,6 +105,7 @@ impl Pool {
                 dispatch,
                 tile_sink: None,
                 pick_sink: None,
+                export_sink: None,
             })),
         }
     }
@@ -139,6 +143,20 @@ impl Pool {
 
     pub fn pick(&self, file: FileId, req: u32, lane: u32, depth: u32, t_ns: i64, slop_ns: i64) {
         self.ask(file, &ToWorker::Pick { file, req, lane, depth, t_ns, slop_ns });
+    }
+
+    /// Tells the worker holding `file` the job-level rank decision; it answers with a new part.
+    pub fn reanalyze(&self, file: FileId, decision: rankscope_core::view::RankDecision) {
+        self.ask(file, &ToWorker::Reanalyze { file, decision: Box::new(decision) });
+    }
+
+    /// Asks for `file`'s piece of the merged Chrome trace; the pieces go to the export sink.
+    pub fn export(&self, file: FileId, req: u32, offset_ns: i64, origin_ns: i64, first: bool) {
+        self.ask(file, &ToWorker::Export { file, req, offset_ns, origin_ns, first });
+    }
+
+    pub fn set_export_sink(&self, sink: Option<ExportSink>) {
+        self.inner.borrow_mut().export_sink = sink;
     }
 
     fn ask(&self, file: FileId, m: &ToWorker) {
@@ -191,7 +209,7 @@ fn spawn(inner_rc: &Rc<RefCell<Inner>>, index: usize) -> Result<Slot, JsValue> {
         if let Some(inner) = weak.upgrade() {
             let data: Array = ev.data().unchecked_into();
             match decode::<FromWorker>(&data.get(0).as_string().unwrap_or_default()) {
-                Ok(m) => on_message(&inner, index, m),
+                Ok(m) => on_message(&inner, index, m, data.get(1)),
                 Err(e) => web_sys::console::error_1(&e.into()),
             }
         }
@@ -271,10 +289,10 @@ fn pump(inner_rc: &Rc<RefCell<Inner>>) {
     }
 }
 
-fn on_message(inner_rc: &Rc<RefCell<Inner>>, index: usize, m: FromWorker) {
-    let (dispatch, tile_sink, pick_sink) = {
+fn on_message(inner_rc: &Rc<RefCell<Inner>>, index: usize, m: FromWorker, extra: JsValue) {
+    let (dispatch, tile_sink, pick_sink, export_sink) = {
         let i = inner_rc.borrow();
-        (i.dispatch.clone(), i.tile_sink.clone(), i.pick_sink.clone())
+        (i.dispatch.clone(), i.tile_sink.clone(), i.pick_sink.clone(), i.export_sink.clone())
     };
     let done = |file: FileId, keep: bool| {
         let mut inner = inner_rc.borrow_mut();
@@ -300,10 +318,24 @@ fn on_message(inner_rc: &Rc<RefCell<Inner>>, index: usize, m: FromWorker) {
         FromWorker::Progress { file, phase, input_bytes, events, .. } => {
             dispatch.emit(Action::Progress { file, phase, input_bytes, events, now_ms: now_ms() });
         }
-        FromWorker::Loaded { file, summary } => {
+        FromWorker::Loaded { file, summary, part, first_ns } => {
             done(file, true);
-            dispatch.emit(Action::Loaded { file, summary });
+            dispatch.emit(Action::Loaded { file, summary, part, first_ns });
             pump(inner_rc);
+        }
+        FromWorker::Part { file, part } => dispatch.emit(Action::Part { file, part }),
+        FromWorker::ExportChunk { file, req, last } => {
+            if let Some(sink) = export_sink {
+                match extra.dyn_into::<js_sys::Uint8Array>() {
+                    Ok(bytes) => sink(file, req, Ok((bytes, last))),
+                    Err(_) => sink(file, req, Err("a piece of the export came without its bytes".into())),
+                }
+            }
+        }
+        FromWorker::ExportFailed { file, req, error } => {
+            if let Some(sink) = export_sink {
+                sink(file, req, Err(error));
+            }
         }
         FromWorker::Failed { file, error } => {
             done(file, false);

@@ -19,11 +19,16 @@
 //! worker → UI   Tile {file, tile}
 //! UI → worker   Pick {file, req, lane, depth, t_ns, slop_ns}   what is under the pointer
 //! worker → UI   Picked {file, req, detail}
+//! UI → worker   Export {file, req, offset_ns, origin_ns, first}   this rank's piece of the merged
+//!                                              Chrome trace, with the job's alignment
+//! worker → UI   ExportChunk {file, req, last} + Uint8Array   the piece, in pieces of ≤ CHUNK_BYTES
+//!               (the bytes are transferred, never a JS string)
 //! ```
 //!
 //! [`RankView`]: rankscope_core::view::RankView
 
-use rankscope_core::view::{EventDetail, RankSummary, Tile, TileKey};
+use rankscope_core::analyze::RankPart;
+use rankscope_core::view::{EventDetail, RankDecision, RankSummary, Tile, TileKey};
 use serde::{Deserialize, Serialize};
 
 /// A file of the current job: its position in load order.
@@ -41,6 +46,8 @@ pub enum ToWorker {
     Cancel { file: FileId },
     Tile { file: FileId, key: TileKey },
     Pick { file: FileId, req: u32, lane: u32, depth: u32, t_ns: i64, slop_ns: i64 },
+    Reanalyze { file: FileId, decision: Box<RankDecision> },
+    Export { file: FileId, req: u32, offset_ns: i64, origin_ns: i64, first: bool },
 }
 
 /// Where a file's load is.
@@ -54,7 +61,10 @@ pub enum Phase {
 pub enum FromWorker {
     Ready,
     Progress { file: FileId, phase: Phase, input_bytes: u64, text_bytes: u64, events: u64 },
-    Loaded { file: FileId, summary: Box<RankSummary> },
+    Loaded { file: FileId, summary: Box<RankSummary>, part: Box<RankPart>, first_ns: Option<i64> },
+    Part { file: FileId, part: Box<RankPart> },
+    ExportChunk { file: FileId, req: u32, last: bool },
+    ExportFailed { file: FileId, req: u32, error: String },
     Failed { file: FileId, error: String },
     Cancelled { file: FileId },
     Tile { file: FileId, tile: Box<Tile> },

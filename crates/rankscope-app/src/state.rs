@@ -5,14 +5,21 @@
 //! timeline window. The big tables are not here: they stay in the workers (see
 //! [`crate::protocol`]).
 //!
-//! Adding a view (Ranks × steps, Collectives, Alignment and Findings when the analysis report
-//! lands): a [`View`] variant with its name, a component in `views/`, and, for data, one more
-//! field of [`JobView`] filled when the job is assembled (the analysis report is computed from the
-//! same per-rank inputs, so it arrives the same way the summaries do).
+//! The analysis arrives the way the summaries do: each worker sends its rank's
+//! `analyze::RankPart` with `Loaded`. Once every file is done the ranks are decided across files
+//! ([`Assembly`]); a file whose rank decision differs from the one its worker made alone gets
+//! its part recomputed by that worker (`Reanalyze`), and when every part is final the reducer
+//! runs `analyze::combine`, exactly what `rankscope analyze` runs, and the [`JobView`] exists.
+//!
+//! Adding a view: a [`View`] variant with its name, a component in `views/`, and, for data, one
+//! more field of [`JobView`] filled when the job is assembled.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
-use rankscope_core::view::{apply_decision, decide_ranks, JobFacts, RankClaim, RankSummary};
+use rankscope_core::analyze::{self, Analysis, RankPart};
+use rankscope_core::normalize::JobError;
+use rankscope_core::view::{apply_decision, decide_job, JobFacts, RankClaim, RankDecision, RankSummary};
 use yew::Reducible;
 
 use crate::protocol::{FileId, Phase};
@@ -21,18 +28,25 @@ use crate::protocol::{FileId, Phase};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum View {
     Summary,
+    Steps,
     Timeline,
+    Collectives,
+    Alignment,
     Diagnostics,
 }
 
 impl View {
-    pub const ALL: [View; 3] = [View::Summary, View::Timeline, View::Diagnostics];
+    pub const ALL: [View; 6] =
+        [View::Summary, View::Steps, View::Timeline, View::Collectives, View::Alignment, View::Diagnostics];
 
     /// The name in the URL hash.
     pub fn name(self) -> &'static str {
         match self {
             View::Summary => "summary",
+            View::Steps => "steps",
             View::Timeline => "timeline",
+            View::Collectives => "collectives",
+            View::Alignment => "alignment",
             View::Diagnostics => "diagnostics",
         }
     }
@@ -40,7 +54,10 @@ impl View {
     pub fn title(self) -> &'static str {
         match self {
             View::Summary => "Summary",
+            View::Steps => "Ranks × steps",
             View::Timeline => "Timeline",
+            View::Collectives => "Collectives",
+            View::Alignment => "Alignment",
             View::Diagnostics => "Diagnostics",
         }
     }
@@ -75,14 +92,51 @@ pub struct FileEntry {
     /// `performance.now()` when its worker started on it.
     pub started_ms: Option<f64>,
     pub summary: Option<Rc<RankSummary>>,
+    /// Its earliest event start (absolute ns, own clock).
+    pub first_ns: Option<i64>,
 }
 
-/// The job, assembled once every file is done: ranks decided across files, facts computed.
+/// The ranks decided across files, waiting for the parts that must be recomputed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Assembly {
+    /// `(file, summary)` sorted by rank, then file name.
+    pub ranks: Vec<(FileId, Rc<RankSummary>)>,
+    pub facts: JobFacts,
+    pub errors: Vec<JobError>,
+    /// Files whose worker decided another rank (or other rank diagnostics) than the job did,
+    /// with the job's decision: their parts are recomputed.
+    pub requests: Vec<(FileId, RankDecision)>,
+    /// Counts assemblies, so that the requests are sent once per assembly.
+    pub generation: u32,
+}
+
+/// The job, assembled once every file is done: ranks decided across files, facts computed,
+/// analysis combined.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobView {
     /// `(file, summary)` sorted by rank, then file name.
     pub ranks: Vec<(FileId, Rc<RankSummary>)>,
     pub facts: JobFacts,
+    /// `rankscope analyze --json` of the same files.
+    pub analysis: Rc<Analysis>,
+    /// Per collective (kind, process group): its earliest execution on any rank (aligned):
+    /// `(file, start_ns, end_ns)` on that rank's own clock.
+    pub first_op: BTreeMap<(String, String), (FileId, i64, i64)>,
+    /// Per file: the alignment's offset of its rank (aligned time = own time − offset).
+    pub offsets: BTreeMap<FileId, i64>,
+    /// Earliest aligned event start over all ranks: time 0 of the merged trace.
+    pub origin_ns: i64,
+}
+
+impl JobView {
+    /// The file of a rank (the first one when several claim it).
+    pub fn file_of(&self, rank: u32) -> Option<FileId> {
+        self.ranks.iter().find(|(_, s)| s.rank == rank).map(|(f, _)| *f)
+    }
+
+    pub fn offset(&self, file: FileId) -> i64 {
+        self.offsets.get(&file).copied().unwrap_or(0)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -94,17 +148,45 @@ pub struct State {
     pub help: bool,
     /// Timeline window, ns relative to the job's first event (None: the whole job).
     pub window: Option<(i64, i64)>,
+    /// The rank the timeline shows first (from a heatmap cell, a collective, the URL hash).
+    pub focus: Option<u32>,
+    /// The step the timeline window came from (kept in the URL hash).
+    pub step: Option<u32>,
+    /// Timeline on the aligned clock (each rank's time − its alignment offset) or the raw ones.
+    pub aligned: bool,
+    /// Each file's analysis part, as its worker last sent it.
+    pub parts: BTreeMap<FileId, Rc<RankPart>>,
+    pub assembly: Option<Rc<Assembly>>,
+    /// Parts still to be recomputed for the current assembly.
+    pub awaiting: BTreeSet<FileId>,
+    /// Assemblies so far (never reset: tells one job's assembly from the next one's).
+    pub assemblies: u32,
     pub job: Option<Rc<JobView>>,
 }
 
 impl Default for State {
     fn default() -> Self {
-        State { files: Vec::new(), demo: false, view: View::Summary, help: false, window: None, job: None }
+        State {
+            files: Vec::new(),
+            demo: false,
+            view: View::Summary,
+            help: false,
+            window: None,
+            focus: None,
+            step: None,
+            aligned: true,
+            parts: BTreeMap::new(),
+            assembly: None,
+            awaiting: BTreeSet::new(),
+            assemblies: 0,
+            job: None,
+        }
     }
 }
 
 impl State {
-    /// Every file is done and at least one is a rank: the views can show the job.
+    /// Every file is done, at least one is a rank, and the analysis is combined: the views can
+    /// show the job.
     pub fn ready(&self) -> bool {
         self.job.as_ref().is_some_and(|j| !j.ranks.is_empty())
     }
@@ -135,6 +217,13 @@ pub enum Action {
     Loaded {
         file: FileId,
         summary: Box<RankSummary>,
+        part: Box<RankPart>,
+        first_ns: Option<i64>,
+    },
+    /// A recomputed analysis part (after `Reanalyze`).
+    Part {
+        file: FileId,
+        part: Box<RankPart>,
     },
     Failed {
         file: FileId,
@@ -147,6 +236,16 @@ pub enum Action {
     ToggleHelp,
     CloseHelp,
     SetWindow(Option<(i64, i64)>),
+    /// The timeline at `file`'s rank over `[start_ns, end_ns]` of its own clock (with a margin),
+    /// from `step` when it came from one.
+    Open {
+        file: FileId,
+        step: Option<u32>,
+        start_ns: i64,
+        end_ns: i64,
+    },
+    SetFocus(Option<u32>, Option<u32>),
+    SetAligned(bool),
     /// Back to the landing page.
     Reset,
 }
@@ -168,9 +267,13 @@ impl Reducible for State {
                         status: FileStatus::Queued,
                         started_ms: None,
                         summary: None,
+                        first_ns: None,
                     })
                     .collect();
                 s.demo = demo;
+                s.parts.clear();
+                s.assembly = None;
+                s.awaiting.clear();
                 s.job = None;
             }
             Action::Started { file, now_ms } => {
@@ -194,11 +297,18 @@ impl Reducible for State {
                     }
                 }
             }
-            Action::Loaded { file, summary } => {
+            Action::Loaded { file, summary, part, first_ns } => {
                 if let Some(f) = s.files.get_mut(file as usize) {
                     f.size = f.size.max(summary.input_bytes);
                     f.summary = Some(Rc::new(*summary));
+                    f.first_ns = first_ns;
                     f.status = FileStatus::Ready;
+                    s.parts.insert(file, Rc::new(*part));
+                }
+            }
+            Action::Part { file, part } => {
+                if s.awaiting.remove(&file) {
+                    s.parts.insert(file, Rc::new(*part));
                 }
             }
             Action::Failed { file, error } => {
@@ -217,17 +327,97 @@ impl Reducible for State {
             Action::ToggleHelp => s.help = !s.help,
             Action::CloseHelp => s.help = false,
             Action::SetWindow(w) => s.window = w,
-            Action::Reset => s = State { view: s.view, ..State::default() },
+            Action::Open { file, step, start_ns, end_ns } => {
+                if let Some(job) = s.job.clone() {
+                    let off = if s.aligned { job.offset(file) } else { 0 };
+                    let origin = job.facts.span_start_ns;
+                    let pad = ((end_ns - start_ns) / 20).max(if step.is_some() { 0 } else { 20_000 });
+                    s.view = View::Timeline;
+                    s.focus = job.ranks.iter().find(|(f, _)| *f == file).map(|(_, r)| r.rank);
+                    s.step = step;
+                    s.window = Some((start_ns - off - origin - pad, end_ns - off - origin + pad));
+                }
+            }
+            Action::SetFocus(rank, step) => {
+                s.focus = rank;
+                s.step = step;
+            }
+            Action::SetAligned(a) => s.aligned = a,
+            Action::Reset => {
+                s = State { view: s.view, aligned: s.aligned, assemblies: s.assemblies, ..State::default() };
+            }
         }
-        if s.job.is_none() && !s.files.is_empty() && !s.loading() {
-            s.job = Some(Rc::new(assemble(&mut s.files)));
+        if s.assembly.is_none() && !s.files.is_empty() && !s.loading() {
+            s.assemblies = s.assemblies.wrapping_add(1);
+            let a = assemble(&mut s.files, &s.parts, s.assemblies);
+            s.awaiting = a.requests.iter().map(|(f, _)| *f).collect();
+            s.assembly = Some(Rc::new(a));
+        }
+        if s.job.is_none() && s.awaiting.is_empty() {
+            if let Some(a) = &s.assembly {
+                s.job = Some(Rc::new(combine(a, &s.files, &s.parts)));
+            }
         }
         Rc::new(s)
     }
 }
 
-/// Decides ranks across the loaded files (as the CLI does) and computes the job facts.
-fn assemble(files: &mut [FileEntry]) -> JobView {
+/// The rank a worker decided for its file alone (what its first part was computed with).
+fn own_decision(s: &RankSummary) -> RankDecision {
+    let claim = RankClaim { file: s.file.clone(), claimed_rank: s.claimed_rank };
+    decide_job(&[claim]).0.into_iter().next().unwrap_or(RankDecision {
+        rank: 0,
+        rank_source: String::new(),
+        diagnostics: Vec::new(),
+        raw: Vec::new(),
+    })
+}
+
+/// Runs the job half of the analysis on the final parts (in rank order, as the CLI's job has
+/// them) and derives what the views need from it.
+fn combine(a: &Assembly, files: &[FileEntry], parts: &BTreeMap<FileId, Rc<RankPart>>) -> JobView {
+    let parts: Vec<(FileId, RankPart)> =
+        a.ranks.iter().filter_map(|(f, _)| parts.get(f).map(|p| (*f, (**p).clone()))).collect();
+    let analysis = analyze::combine(
+        parts.iter().map(|(_, p)| p.clone()).collect(),
+        a.errors.clone(),
+        &analyze::Options::default(),
+    );
+    let offset_of_rank =
+        |rank: u32| analysis.alignment.iter().find(|x| x.rank == rank).map_or(0, |x| x.offset_ns);
+    let offsets: BTreeMap<FileId, i64> =
+        parts.iter().map(|(f, p)| (*f, offset_of_rank(p.info.rank))).collect();
+    let mut first_op: BTreeMap<(String, String), (FileId, i64, i64)> = BTreeMap::new();
+    for (f, p) in &parts {
+        let off = offsets.get(f).copied().unwrap_or(0);
+        for i in &p.instances {
+            let key = (i.kind.name().to_string(), i.pg.clone());
+            let better = first_op
+                .get(&key)
+                .is_none_or(|&(g, s, _)| i.start_ns - off < s - offsets.get(&g).copied().unwrap_or(0));
+            if better {
+                first_op.insert(key, (*f, i.start_ns, i.end_ns));
+            }
+        }
+    }
+    let origin_ns = files
+        .iter()
+        .filter_map(|f| f.first_ns.map(|t| t - offsets.get(&f.id).copied().unwrap_or(0)))
+        .min()
+        .unwrap_or(a.facts.span_start_ns);
+    JobView {
+        ranks: a.ranks.clone(),
+        facts: a.facts.clone(),
+        analysis: Rc::new(analysis),
+        first_op,
+        offsets,
+        origin_ns,
+    }
+}
+
+/// Decides ranks across the loaded files (as the CLI does), computes the job facts, and lists
+/// the parts to recompute.
+fn assemble(files: &mut [FileEntry], parts: &BTreeMap<FileId, Rc<RankPart>>, generation: u32) -> Assembly {
     let loaded: Vec<usize> =
         files.iter().enumerate().filter(|(_, f)| f.summary.is_some()).map(|(i, _)| i).collect();
     let claims: Vec<RankClaim> = loaded
@@ -235,11 +425,15 @@ fn assemble(files: &mut [FileEntry]) -> JobView {
         .filter_map(|&i| files[i].summary.as_ref())
         .map(|s| RankClaim { file: s.file.clone(), claimed_rank: s.claimed_rank })
         .collect();
-    let decisions = decide_ranks(&claims);
+    let (decisions, errors) = decide_job(&claims);
     let mut ranks = Vec::new();
+    let mut requests = Vec::new();
     for (&i, d) in loaded.iter().zip(&decisions) {
         let f = &mut files[i];
         if let Some(s) = f.summary.as_mut() {
+            if own_decision(s) != *d || !parts.contains_key(&f.id) {
+                requests.push((f.id, d.clone()));
+            }
             let mut patched = (**s).clone();
             apply_decision(&mut patched, d);
             *s = Rc::new(patched);
@@ -247,7 +441,13 @@ fn assemble(files: &mut [FileEntry]) -> JobView {
         }
     }
     ranks.sort_by(|a, b| (a.1.rank, &a.1.file).cmp(&(b.1.rank, &b.1.file)));
-    JobView { facts: JobFacts::from_ranks(ranks.iter().map(|(_, s)| &**s)), ranks }
+    Assembly {
+        facts: JobFacts::from_ranks(ranks.iter().map(|(_, s)| &**s)),
+        ranks,
+        errors,
+        requests,
+        generation,
+    }
 }
 
 #[cfg(test)]
@@ -255,7 +455,7 @@ mod tests {
     use super::*;
     use rankscope_core::view::RankView;
 
-    fn summary(name: &str, claimed: Option<i64>) -> Box<RankSummary> {
+    fn loaded(file: FileId, name: &str, claimed: Option<i64>) -> Action {
         let json = match claimed {
             Some(r) => format!(
                 r#"{{"distributedInfo":{{"rank":{r},"world_size":4}},"traceEvents":[{{"ph":"X","name":"a","pid":1,"tid":1,"ts":1,"dur":2}}]}}"#
@@ -263,7 +463,13 @@ mod tests {
             None => r#"{"traceEvents":[{"ph":"X","name":"a","pid":1,"tid":1,"ts":1,"dur":2}]}"#.to_string(),
         };
         let t = rankscope_core::parse::ingest_bytes(name, json.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
-        Box::new(RankView::new(t, &Default::default()).summary().unwrap_or_else(|| panic!("summary")))
+        let v = RankView::new(t, &Default::default());
+        Action::Loaded {
+            file,
+            summary: Box::new(v.summary().unwrap_or_else(|| panic!("summary"))),
+            part: Box::new(v.analysis_part().unwrap_or_else(|| panic!("part"))),
+            first_ns: v.first_ns(),
+        }
     }
 
     #[test]
@@ -282,10 +488,27 @@ mod tests {
         assert!(
             matches!(s.files[0].status, FileStatus::Loading { mb_per_s, .. } if (mb_per_s - 2.0).abs() < 1e-9)
         );
-        s = s.reduce(Action::Loaded { file: 0, summary: summary("b.json", None) });
+        s = s.reduce(loaded(0, "b.json", None));
         s = s.reduce(Action::Failed { file: 2, error: "bad.png: not a trace".into() });
         assert!(s.job.is_none() && !s.ready(), "a file is still loading");
-        s = s.reduce(Action::Loaded { file: 1, summary: summary("a.json", Some(0)) });
+        s = s.reduce(loaded(1, "a.json", Some(0)));
+        // b.json's worker gave it rank 0 alone; the job gives it rank 1: its part is recomputed.
+        assert!(!s.ready(), "b.json's part waits for the job's rank");
+        let a = s.assembly.clone().unwrap_or_else(|| panic!("assembly"));
+        assert_eq!(a.requests.iter().map(|(f, d)| (*f, d.rank)).collect::<Vec<_>>(), [(0, 1)]);
+        let mut v = RankView::new(
+            rankscope_core::parse::ingest_bytes(
+                "b.json",
+                br#"{"traceEvents":[{"ph":"X","name":"a","pid":1,"tid":1,"ts":1,"dur":2}]}"#,
+            )
+            .unwrap_or_else(|e| panic!("{e}")),
+            &Default::default(),
+        );
+        v.apply_decision(&a.requests[0].1);
+        s = s.reduce(Action::Part {
+            file: 0,
+            part: Box::new(v.analysis_part().unwrap_or_else(|| panic!("part"))),
+        });
         assert!(s.ready());
         let job = s.job.clone().unwrap_or_else(|| panic!("job"));
         // a.json claims rank 0; b.json gets the smallest free rank by load order.
@@ -293,6 +516,10 @@ mod tests {
             job.ranks.iter().map(|(_, r)| (r.rank, r.file.as_str(), r.rank_source.as_str())).collect();
         assert_eq!(got, [(0, "a.json", "distributed_info"), (1, "b.json", "load_order")]);
         assert_eq!(job.facts.missing_ranks, [2, 3]);
+        let ranks: Vec<(u32, &str)> =
+            job.analysis.ranks.iter().map(|r| (r.rank, r.source.as_str())).collect();
+        assert_eq!(ranks, [(0, "a.json"), (1, "b.json")]);
+        assert!(job.analysis.rank_totals.iter().zip([0, 1]).all(|(t, r)| t.rank == r));
         // Late progress does not revive a finished file.
         let s2 = s.clone().reduce(Action::Progress {
             file: 2,

@@ -22,3 +22,10 @@ pub const CHAR_W: f64 = 6.2;
 pub fn class_var(c: Class) -> String {
     format!("--class-{}", c.name().replace('_', "-"))
 }
+
+/// Ranks × steps heatmap: colour bins (`heat-0` … `heat-8` in `www/style.css`), row height,
+/// rank-label width and the width the grid aims at (CSS px; readable at 1280×800).
+pub const HEAT_BINS: usize = 9;
+pub const HEAT_CELL_H: f64 = 24.0;
+pub const HEAT_LABEL_W: f64 = 70.0;
+pub const HEAT_WIDTH: f64 = 1180.0;

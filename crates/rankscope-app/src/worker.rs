@@ -87,6 +87,30 @@ fn handle(state: &Rc<RefCell<State>>, m: ToWorker, extra: JsValue) {
                 post(&FromWorker::Tile { file, tile: Box::new(v.tile(key)) });
             }
         }
+        ToWorker::Reanalyze { file, decision } => {
+            let mut st = state.borrow_mut();
+            if let Some(v) = st.ranks.get_mut(&file) {
+                v.apply_decision(&decision);
+                if let Some(part) = v.analysis_part() {
+                    post(&FromWorker::Part { file, part: Box::new(part) });
+                }
+            }
+        }
+        ToWorker::Export { file, req, offset_ns, origin_ns, first } => {
+            let st = state.borrow();
+            let Some(v) = st.ranks.get(&file) else {
+                return post(&FromWorker::ExportFailed {
+                    file,
+                    req,
+                    error: "this rank is not loaded".into(),
+                });
+            };
+            let mut out = ChunkPoster { file, req, buf: Vec::with_capacity(CHUNK_BYTES) };
+            match v.write_trace(&mut out, offset_ns, origin_ns, first) {
+                Ok(_) => out.send(true),
+                Err(e) => post(&FromWorker::ExportFailed { file, req, error: e.to_string() }),
+            }
+        }
         ToWorker::Pick { file, req, lane, depth, t_ns, slop_ns } => {
             let st = state.borrow();
             let detail = st.ranks.get(&file).and_then(|v| v.pick(lane, depth, t_ns, slop_ns)).map(Box::new);
@@ -119,15 +143,58 @@ fn finish(state: &Rc<RefCell<State>>, file: FileId, result: Result<Outcome, Stri
     match ingest.finish() {
         Ok(trace) => {
             let view = RankView::new(trace, &Rules::default());
-            match view.summary() {
-                Some(summary) => {
+            match (view.summary(), view.analysis_part()) {
+                (Some(summary), Some(part)) => {
+                    let first_ns = view.first_ns();
                     state.borrow_mut().ranks.insert(file, view);
-                    post(&FromWorker::Loaded { file, summary: Box::new(summary) });
+                    post(&FromWorker::Loaded {
+                        file,
+                        summary: Box::new(summary),
+                        part: Box::new(part),
+                        first_ns,
+                    });
                 }
-                None => post(&FromWorker::Failed { file, error: "no rank could be built".into() }),
+                _ => post(&FromWorker::Failed { file, error: "no rank could be built".into() }),
             }
         }
         Err(e) => post(&FromWorker::Failed { file, error: e.to_string() }),
+    }
+}
+
+/// A `Write` that posts what is written to the UI in pieces of [`CHUNK_BYTES`], each a
+/// transferred `Uint8Array`: a rank's piece of the merged trace is never whole in memory.
+struct ChunkPoster {
+    file: FileId,
+    req: u32,
+    buf: Vec<u8>,
+}
+
+impl ChunkPoster {
+    fn send(&mut self, last: bool) {
+        let bytes = Uint8Array::from(&self.buf[..]);
+        self.buf.clear();
+        let msg = Array::of2(
+            &JsValue::from_str(&encode(&FromWorker::ExportChunk { file: self.file, req: self.req, last })),
+            &bytes,
+        );
+        let transfer = Array::of1(&bytes.buffer());
+        if let Err(e) = scope().post_message_with_transfer(&msg, &transfer) {
+            web_sys::console::error_2(&"rankscope worker: cannot post".into(), &e);
+        }
+    }
+}
+
+impl std::io::Write for ChunkPoster {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= CHUNK_BYTES {
+            self.send(false);
+        }
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

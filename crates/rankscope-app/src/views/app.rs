@@ -8,10 +8,13 @@ use wasm_bindgen::JsCast;
 use web_sys::File;
 use yew::prelude::*;
 
+use super::alignment::Alignment;
+use super::collectives::Collectives;
 use super::diagnostics::Diagnostics;
 use super::files::Files;
 use super::help::Help;
 use super::landing::Landing;
+use super::steps::Steps;
 use super::summary::Summary;
 use super::timeline::Timeline;
 use super::topbar::TopBar;
@@ -103,6 +106,10 @@ pub fn app() -> Html {
                 if h.window.is_some() {
                     dispatch.emit(Action::SetWindow(h.window));
                 }
+                if h.rank.is_some() || h.step.is_some() {
+                    dispatch.emit(Action::SetFocus(h.rank, h.step));
+                }
+                dispatch.emit(Action::SetAligned(h.aligned));
             };
             apply();
             let l = window().map(|w| Listener::new(w.into(), "hashchange", move |_| apply()));
@@ -110,13 +117,35 @@ pub fn app() -> Html {
         });
     }
     {
-        use_effect_with((state.view, state.window), move |(view, win)| {
-            let h = hash::format(&HashState { view: Some(*view), window: *win });
-            if let Some(w) = window() {
-                if w.location().hash().ok().as_deref() != Some(h.as_str()) {
-                    if let Ok(hist) = w.history() {
-                        let _ = hist.replace_state_with_url(&JsValue::NULL, "", Some(&h));
+        use_effect_with(
+            (state.view, state.window, state.focus, state.step, state.aligned),
+            move |(view, win, rank, step, aligned)| {
+                let h = hash::format(&HashState {
+                    view: Some(*view),
+                    window: *win,
+                    rank: *rank,
+                    step: *step,
+                    aligned: *aligned,
+                });
+                if let Some(w) = window() {
+                    if w.location().hash().ok().as_deref() != Some(h.as_str()) {
+                        if let Ok(hist) = w.history() {
+                            let _ = hist.replace_state_with_url(&JsValue::NULL, "", Some(&h));
+                        }
                     }
+                }
+            },
+        );
+    }
+
+    // Parts to recompute with the job's rank decisions: asked once per assembly.
+    {
+        let pool = pool.clone();
+        let requests = state.assembly.as_ref().map(|a| (a.generation, a.requests.clone()));
+        use_effect_with(requests.as_ref().map(|r| r.0), move |_| {
+            if let (Some(p), Some((_, reqs))) = (pool.borrow().as_ref(), requests) {
+                for (file, d) in reqs {
+                    p.reanalyze(file, d);
                 }
             }
         });
@@ -136,7 +165,7 @@ pub fn app() -> Html {
                     match k.key().as_str() {
                         "?" => dispatch.emit(Action::ToggleHelp),
                         "Escape" => dispatch.emit(Action::CloseHelp),
-                        "1" | "2" | "3" if ready => {
+                        "1" | "2" | "3" | "4" | "5" | "6" if ready => {
                             let i = k.key().parse::<usize>().unwrap_or(1) - 1;
                             if let Some(&v) = View::ALL.get(i) {
                                 dispatch.emit(Action::SetView(v));
@@ -197,6 +226,8 @@ pub fn app() -> Html {
     let done = state.files.iter().filter(|f| f.status.is_done()).count();
     let status = if loading {
         format!("reading {done} of {} files…", state.files.len())
+    } else if state.job.is_none() && state.assembly.is_some() {
+        "analyzing…".to_string()
     } else if let Some(job) = &state.job {
         if job.ranks.is_empty() {
             "no file could be read".to_string()
@@ -213,7 +244,12 @@ pub fn app() -> Html {
         let view = match (&state.job, ready) {
             (Some(job), true) => match state.view {
                 View::Summary => html! { <Summary job={job.clone()} demo={state.demo} /> },
-                View::Timeline => html! { <Timeline job={job.clone()} window={state.window} /> },
+                View::Steps => html! { <Steps job={job.clone()} /> },
+                View::Timeline => html! {
+                    <Timeline job={job.clone()} window={state.window} focus={state.focus} aligned={state.aligned} />
+                },
+                View::Collectives => html! { <Collectives job={job.clone()} /> },
+                View::Alignment => html! { <Alignment job={job.clone()} /> },
                 View::Diagnostics => html! { <Diagnostics job={job.clone()} /> },
             },
             _ => html! {},

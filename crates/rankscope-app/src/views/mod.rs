@@ -1,10 +1,14 @@
 //! The components, one per file. `app` is the root: it owns the reducer and the worker pool.
 
+pub mod alignment;
 pub mod app;
+pub mod collectives;
 pub mod diagnostics;
 pub mod files;
+pub mod findings;
 pub mod help;
 pub mod landing;
+pub mod steps;
 pub mod summary;
 pub mod timeline;
 pub mod topbar;

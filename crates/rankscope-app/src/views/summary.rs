@@ -1,7 +1,8 @@
-//! Summary: job facts and one row per rank.
+//! Summary: job facts, the findings, and one row per rank with its headline figures.
 
 use yew::prelude::*;
 
+use super::findings::Findings;
 use crate::format;
 use crate::state::JobView;
 
@@ -30,6 +31,7 @@ pub fn summary(p: &Props) -> Html {
     } else {
         f.devices.iter().map(|(n, k)| format!("{n} (up to {k} per file)")).collect::<Vec<_>>().join(", ")
     };
+    let a = &p.job.analysis;
     let fact = |k: &str, v: String, id: &str| {
         html! { <div class="fact"><dt>{k.to_string()}</dt><dd data-testid={id.to_string()}>{v}</dd></div> }
     };
@@ -49,6 +51,7 @@ pub fn summary(p: &Props) -> Html {
                 { fact("Events", format::thousands(f.events), "fact-events") }
                 { fact("Read", format::bytes(f.input_bytes), "fact-bytes") }
             </dl>
+            <Findings job={p.job.clone()} />
             if !f.duplicate_ranks.is_empty() {
                 <p class="error">{format!("Several files claim rank(s) {:?}: see Diagnostics.", f.duplicate_ranks)}</p>
             }
@@ -56,15 +59,28 @@ pub fn summary(p: &Props) -> Html {
                 <thead><tr>
                     <th>{"Rank"}</th><th>{"File"}</th><th class="num">{"Events"}</th><th class="num">{"Steps"}</th>
                     <th class="num">{"GPU ops"}</th><th class="num">{"Comm kernels"}</th><th class="num">{"Span"}</th>
+                    <th class="num" title="exposed communication / step time: communication not hidden under compute">{"Exposed comm"}</th>
+                    <th class="num" title="share of communication overlapped by compute">{"Overlap"}</th>
+                    <th class="num" title="idle / step time: neither compute, communication nor memory">{"Idle"}</th>
+                    <th class="num" title="median step time">{"Step p50"}</th>
                     <th class="num">{"Diagnostics"}</th>
                 </tr></thead>
                 <tbody>
                 { for p.job.ranks.iter().map(|(id, r)| {
                     let problems = r.problems();
+                    let t = a.rank_totals.iter().find(|t| t.rank == r.rank);
+                    let pct = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{:.1}%", 100.0 * v));
+                    let idle = t.and_then(|t| (t.wall_ns > 0).then(|| t.idle_ns as f64 / t.wall_ns as f64));
+                    let p50 = t.and_then(|t| t.step_time.as_ref()).map(|s| s.p50_ns);
                     html! {
                         <tr key={*id} data-testid="rank-row" data-rank={r.rank.to_string()} data-events={r.events.to_string()}
                             data-steps={r.steps.len().to_string()} data-gpu-ops={r.gpu_ops.to_string()}
-                            data-comm-kernels={r.comm_kernels.to_string()} data-diagnostics={r.diagnostics.len().to_string()}>
+                            data-comm-kernels={r.comm_kernels.to_string()} data-diagnostics={r.diagnostics.len().to_string()}
+                            data-exposed-comm-ratio={t.map(|t| t.exposed_comm_ratio.to_string()).unwrap_or_default()}
+                            data-overlap-coverage={t.map(|t| t.overlap_coverage.to_string()).unwrap_or_default()}
+                            data-idle-ns={t.map(|t| t.idle_ns.to_string()).unwrap_or_default()}
+                            data-wall-ns={t.map(|t| t.wall_ns.to_string()).unwrap_or_default()}
+                            data-step-p50-ns={p50.map(|v| v.to_string()).unwrap_or_default()}>
                             <td class="num">{r.rank}</td>
                             <td class="name" title={r.file.clone()}>{r.file.clone()}</td>
                             <td class="num">{format::thousands(r.events)}</td>
@@ -72,6 +88,10 @@ pub fn summary(p: &Props) -> Html {
                             <td class="num">{format::thousands(r.gpu_ops)}</td>
                             <td class="num">{format::thousands(r.comm_kernels)}</td>
                             <td class="num">{format::duration((r.span_end_ns - r.span_start_ns) as f64)}</td>
+                            <td class="num" data-testid="exposed-pct">{pct(t.map(|t| t.exposed_comm_ratio))}</td>
+                            <td class="num">{pct(t.and_then(|t| (t.comm_ns > 0).then_some(t.overlap_coverage)))}</td>
+                            <td class="num">{pct(idle)}</td>
+                            <td class="num">{p50.map_or("–".to_string(), |v| format::duration(v as f64))}</td>
                             <td class="num">
                                 {r.diagnostics.len()}
                                 if problems > 0 { <span class="warn">{format!(" ({problems} problem{})", if problems == 1 { "" } else { "s" })}</span> }

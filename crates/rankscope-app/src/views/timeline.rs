@@ -7,8 +7,9 @@
 //! pan never wait. Interaction follows Perfetto: Ctrl+wheel zooms at the pointer, Shift+wheel
 //! pans, wheel scrolls, drag pans, W/S zoom and A/D pan.
 //!
-//! Time runs on each rank's own clock (raw; the analysis' alignment offsets plug in as
-//! `RowKind::Rank::offset_ns`). Positions are computed as `i64` ns relative to the job's first
+//! Time runs on the aligned clock (each rank's time − the analysis' alignment offset of its
+//! rank; a row's `offset_ns` is the shift added to its rank's times) or, with the toggle, on each
+//! rank's own clock. Positions are computed as `i64` ns relative to the job's first
 //! event before they become `f64` pixels, so a nanosecond stays a nanosecond at any zoom.
 
 use std::cell::RefCell;
@@ -35,6 +36,10 @@ pub struct Props {
     pub job: Rc<JobView>,
     /// The window from the URL hash (ns from the job's first event).
     pub window: Option<(i64, i64)>,
+    /// The rank to scroll to.
+    pub focus: Option<u32>,
+    /// Aligned clocks (each rank's time − its alignment offset) or raw.
+    pub aligned: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -136,6 +141,7 @@ struct Ctl {
     /// Rank groups folded to their header (click the header to fold or unfold).
     collapsed: HashSet<FileId>,
     job: Option<Rc<JobView>>,
+    aligned: bool,
 }
 
 impl Ctl {
@@ -166,6 +172,7 @@ impl Ctl {
             published: None,
             collapsed: HashSet::new(),
             job: None,
+            aligned: true,
         }
     }
 
@@ -180,7 +187,7 @@ impl Ctl {
         let mut y = RULER_H;
         for (file, r) in &job.ranks {
             let start = rows.len();
-            let offset_ns = 0;
+            let offset_ns = if self.aligned { -job.offset(*file) } else { 0 };
             rows.push(Row {
                 kind: RowKind::Rank {
                     file: *file,
@@ -287,6 +294,17 @@ impl Ctl {
                 (d < *depth).then_some((*file, *lane, d, *offset_ns))
             }
             RowKind::Rank { .. } => None,
+        }
+    }
+
+    /// Scrolls so that `rank`'s group is at the top.
+    fn scroll_to_rank(&mut self, rank: u32) {
+        let Some(file) = self.job.as_ref().and_then(|j| j.file_of(rank)) else { return };
+        if let Some(r) =
+            self.rows.iter().find(|r| matches!(r.kind, RowKind::Rank { file: f, .. } if f == file))
+        {
+            self.scroll_y = r.y - RULER_H;
+            self.clamp();
         }
     }
 
@@ -665,10 +683,13 @@ pub fn timeline(p: &Props) -> Html {
     {
         let ctl = ctl.clone();
         let ctx = ctx.clone();
-        use_effect_with(p.job.clone(), move |job| {
+        let focus = p.focus;
+        let has_window = p.window.is_some();
+        use_effect_with((p.job.clone(), p.aligned), move |(job, aligned)| {
             let pool = ctx.as_ref().and_then(Ctx::pool);
             {
                 let mut c = ctl.borrow_mut();
+                c.aligned = *aligned;
                 c.pool = pool.clone();
                 c.dispatch = ctx.as_ref().map(|x| x.dispatch.clone());
                 c.job = Some(job.clone());
@@ -680,7 +701,12 @@ pub fn timeline(p: &Props) -> Html {
                     c.width = f64::from(canvas.client_width()).max(200.0);
                     c.height = f64::from(canvas.client_height()).max(200.0);
                 }
-                c.fit();
+                if !has_window {
+                    c.fit();
+                }
+                if let Some(r) = focus {
+                    c.scroll_to_rank(r);
+                }
             }
             if let Some(pool) = &pool {
                 let weak = Rc::downgrade(&ctl);
@@ -721,21 +747,27 @@ pub fn timeline(p: &Props) -> Html {
         });
     }
 
-    // A window from the URL hash (not one we wrote ourselves).
+    // A window from the URL hash or another view (not one we wrote ourselves), and the rank to
+    // show first.
     {
         let ctl = ctl.clone();
-        use_effect_with(p.window, move |win| {
+        use_effect_with((p.window, p.focus), move |(win, focus)| {
             if let Some((a, b)) = *win {
                 let mine = ctl.borrow().published == Some((a, b));
                 if !mine && b > a {
                     {
                         let mut c = ctl.borrow_mut();
-                        c.t0 = a as f64;
                         c.ns_per_px = (b - a) as f64 / c.plot_w();
+                        c.clamp();
+                        c.t0 = a as f64;
                         c.clamp();
                     }
                     request_frame(&ctl);
                 }
+            }
+            if let Some(r) = *focus {
+                ctl.borrow_mut().scroll_to_rank(r);
+                request_frame(&ctl);
             }
         });
     }
@@ -880,13 +912,30 @@ pub fn timeline(p: &Props) -> Html {
     let legend = Class::ALL.iter().filter(|c| !matches!(c, Class::Other)).map(|&c| {
         html! { <span class="legend-item"><span class={classes!("swatch", format!("c-{}", c.name().replace('_', "-")))}></span>{c.name().replace('_', " ")}</span> }
     });
+    let toggle_clock = {
+        let ctx = ctx.clone();
+        let aligned = p.aligned;
+        Callback::from(move |_| {
+            if let Some(c) = &ctx {
+                c.dispatch.emit(Action::SetAligned(!aligned));
+            }
+        })
+    };
+    let focus_file = p.focus.and_then(|r| p.job.file_of(r));
     html! {
         <section class="timeline-view">
             <div class="timeline-bar">
+                <span class="clock" role="group" aria-label="Clocks">
+                    <button class={classes!("tab", p.aligned.then_some("active"))} data-testid="clock-aligned"
+                        disabled={p.aligned} onclick={toggle_clock.clone()} title="each rank's time − its alignment offset">{"Aligned"}</button>
+                    <button class={classes!("tab", (!p.aligned).then_some("active"))} data-testid="clock-raw"
+                        disabled={!p.aligned} onclick={toggle_clock} title="each rank's own clock, as written">{"Raw clocks"}</button>
+                </span>
                 <span class="legend">{ for legend }</span>
-                <span class="muted">{"Ctrl+wheel or W/S zoom · drag, Shift+wheel or A/D pan · 0 fits · click a rank to fold it · ? help · raw clocks (not aligned)"}</span>
+                <span class="muted">{"Ctrl+wheel or W/S zoom · drag, Shift+wheel or A/D pan · 0 fits · click a rank to fold it · ? help"}</span>
             </div>
-            <div class="timeline" data-testid="timeline">
+            <div class="timeline" data-testid="timeline" data-clock={if p.aligned { "aligned" } else { "raw" }}
+                data-focus-rank={p.focus.map(|r| r.to_string())} data-focus-file={focus_file.map(|f| f.to_string())}>
                 <canvas ref={canvas} tabindex="0" aria-label="Timeline of every rank's threads and streams"
                     onmousedown={on_down} onmousemove={on_move} onmouseup={on_up} onmouseleave={on_leave}></canvas>
             </div>

@@ -12,10 +12,12 @@ pub mod timeline;
 
 use serde::{Deserialize, Serialize};
 
+use crate::analyze::{self, RankPart};
 use crate::inspect::{self, FileReport};
-use crate::model::{EventKind, LaneKind, RankTrace, NONE_U32};
+use crate::model::{Diagnostics, EventKind, LaneKind, RankTrace, NONE_U32};
+use crate::normalize::RankSource;
 use crate::normalize::{assemble, job::RankEntry, Job, Rules};
-pub use ranks::{apply_decision, decide_ranks, RankClaim, RankDecision};
+pub use ranks::{apply_decision, decide_job, decide_ranks, RankClaim, RankDecision};
 pub use summary::{JobFacts, RankSummary};
 pub use timeline::{Tile, TileKey, TimelineIndex};
 
@@ -48,6 +50,50 @@ impl RankView {
 
     pub fn job(&self) -> &Job {
         &self.job
+    }
+
+    /// Puts the job-level rank decision into this rank's tables (its number, where it came from
+    /// and the diagnostics the decision adds), so that what is computed from them afterwards
+    /// (the analysis part) is what the CLI computes for the same file among the same files.
+    pub fn apply_decision(&mut self, d: &RankDecision) {
+        let Some(e) = self.job.ranks.first_mut() else { return };
+        e.rank = d.rank;
+        if let Ok(s) = serde_json::from_value::<RankSource>(serde_json::Value::String(d.rank_source.clone()))
+        {
+            e.source = s;
+        }
+        let mut diags = Diagnostics::default();
+        for x in e.trace.diagnostics.iter().filter(|x| !ranks::RANK_KINDS.contains(&x.kind)).chain(&d.raw) {
+            diags.add_n(x.kind, x.count, x.first_offset, || x.message.clone());
+        }
+        e.trace.diagnostics = diags;
+    }
+
+    /// This rank's half of the analysis (`analyze::rank_part`), with the default kernel-wait
+    /// threshold, as `rankscope analyze` computes it.
+    pub fn analysis_part(&self) -> Option<RankPart> {
+        let e = self.entry()?;
+        Some(analyze::rank_part(e, &self.job.strings, analyze::idle::DEFAULT_KERNEL_WAIT_THRESHOLD_NS))
+    }
+
+    /// The earliest event start (absolute ns, own clock): the merged trace's origin is the
+    /// smallest of these minus each rank's offset (`export::origin`).
+    pub fn first_ns(&self) -> Option<i64> {
+        self.entry()?.trace.events.ts_ns.iter().min().copied()
+    }
+
+    /// Writes this rank's piece of the merged, aligned Chrome trace (`export::write_rank`).
+    pub fn write_trace<W: std::io::Write>(
+        &self,
+        out: &mut W,
+        offset_ns: i64,
+        origin_ns: i64,
+        first: bool,
+    ) -> std::io::Result<u64> {
+        match self.entry() {
+            Some(e) => crate::export::write_rank(out, e, &self.job.strings, offset_ns, origin_ns, first),
+            None => Ok(0),
+        }
     }
 
     pub fn summary(&self) -> Option<RankSummary> {

@@ -9,8 +9,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::summary::{sort_diagnostics, DiagSummary, RankSummary};
-use crate::model::{DiagKind, DistributedInfo, RankTrace};
-use crate::normalize::{assemble, Rules};
+use crate::model::{DiagKind, Diagnostic, DistributedInfo, RankTrace};
+use crate::normalize::{assemble, JobError, Rules};
 
 /// What one file says about its rank.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,9 +26,13 @@ pub struct RankDecision {
     pub rank: u32,
     pub rank_source: String,
     pub diagnostics: Vec<DiagSummary>,
+    /// The same diagnostics as the core records them (what a worker puts into its rank's table
+    /// so that the analysis it computes lists them as the CLI's does).
+    #[serde(default)]
+    pub raw: Vec<Diagnostic>,
 }
 
-const RANK_KINDS: [DiagKind; 4] = [
+pub const RANK_KINDS: [DiagKind; 4] = [
     DiagKind::RankFromFileName,
     DiagKind::RankFromLoadOrder,
     DiagKind::RankFromUser,
@@ -37,6 +41,12 @@ const RANK_KINDS: [DiagKind; 4] = [
 
 /// Decides every file's rank, in load order; `result[i]` is for `claims[i]`.
 pub fn decide_ranks(claims: &[RankClaim]) -> Vec<RankDecision> {
+    decide_job(claims).0
+}
+
+/// [`decide_ranks`], with the job-level errors the CLI reports for the same files (two files
+/// claiming one rank).
+pub fn decide_job(claims: &[RankClaim]) -> (Vec<RankDecision>, Vec<JobError>) {
     let stand_ins: Vec<RankTrace> = claims
         .iter()
         .enumerate()
@@ -53,24 +63,29 @@ pub fn decide_ranks(claims: &[RankClaim]) -> Vec<RankDecision> {
     let job = assemble(stand_ins, &[], &Rules::default());
     let mut out: Vec<Option<RankDecision>> = vec![None; claims.len()];
     for e in &job.ranks {
-        let diagnostics = RANK_KINDS
-            .iter()
-            .filter_map(|&k| e.trace.diagnostics.get(k))
-            .map(DiagSummary::from_diagnostic)
-            .collect();
+        let raw: Vec<Diagnostic> =
+            RANK_KINDS.iter().filter_map(|&k| e.trace.diagnostics.get(k)).cloned().collect();
+        let diagnostics = raw.iter().map(DiagSummary::from_diagnostic).collect();
         let source = serde_json::to_value(e.source)
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default();
         if let Some(slot) = out.get_mut(e.trace.input_bytes as usize) {
-            *slot = Some(RankDecision { rank: e.rank, rank_source: source, diagnostics });
+            *slot = Some(RankDecision { rank: e.rank, rank_source: source, diagnostics, raw });
         }
     }
-    out.into_iter()
+    let decisions = out
+        .into_iter()
         .map(|d| {
-            d.unwrap_or(RankDecision { rank: 0, rank_source: "load_order".into(), diagnostics: Vec::new() })
+            d.unwrap_or(RankDecision {
+                rank: 0,
+                rank_source: "load_order".into(),
+                diagnostics: Vec::new(),
+                raw: Vec::new(),
+            })
         })
-        .collect()
+        .collect();
+    (decisions, job.errors)
 }
 
 /// Puts a decision into a summary made by a worker that saw only its own file.

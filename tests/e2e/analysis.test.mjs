@@ -1,0 +1,170 @@
+// End-to-end tests of the analysis views: what the app shows equals `rankscope analyze --json`
+// on the same files (findings, per-rank headline figures, alignment, collectives); a heatmap
+// cell opens the timeline at its rank; the exports (JSON, CSV, Markdown, merged Chrome trace,
+// PNG) are built in the browser and equal the CLI's. Screenshots of every view go to
+// target/e2e-screenshots/ (2x-prefixed).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+import { serve } from './server.mjs';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const SHARED = process.env.RANKSCOPE_SHARED ?? path.join(ROOT, '../shared');
+const BIN = process.env.RANKSCOPE_BIN ?? path.join(ROOT, 'target/release/rankscope');
+const SHOTS = path.join(ROOT, 'target/e2e-screenshots');
+const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+
+const traces = (dir) => {
+  const d = path.join(SHARED, 'traces', dir);
+  return fs.readdirSync(d).filter((f) => f.endsWith('.json') || f.endsWith('.json.gz')).sort().map((f) => path.join(d, f));
+};
+
+let server, origin, context, profile;
+const requests = [];
+const pageErrors = [];
+
+before(async () => {
+  fs.mkdirSync(SHOTS, { recursive: true });
+  ({ server, url: origin } = await serve(path.join(ROOT, 'dist'), 0));
+  profile = fs.mkdtempSync(path.join(os.tmpdir(), 'rankscope-e2e-'));
+  context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    acceptDownloads: true,
+    viewport: { width: 1280, height: 800 },
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  context.on('request', (r) => requests.push(r.url()));
+});
+
+after(async () => {
+  await context?.close();
+  server?.close();
+  if (profile) fs.rmSync(profile, { recursive: true, force: true });
+});
+
+async function openWith(files) {
+  const page = await context.newPage();
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  page.on('console', (m) => m.type() === 'error' && pageErrors.push(m.text()));
+  page.on('worker', (w) => w.on('console', (m) => m.type() === 'error' && pageErrors.push(`worker: ${m.text()}`)));
+  await page.goto(origin);
+  await page.waitForSelector('[data-testid=open-demo]');
+  const t0 = Date.now();
+  await page.setInputFiles('[data-testid=file-input]', files);
+  await page.waitForSelector('[data-testid=analysis-ready]', { timeout: 120_000 });
+  return { page, ms: Date.now() - t0 };
+}
+
+const shot = (page, name) => page.screenshot({ path: path.join(SHOTS, `${name}.png`) });
+
+function analyze(files, ...flags) {
+  return execFileSync(BIN, ['analyze', ...flags, ...files], { maxBuffer: 256 << 20 }).toString();
+}
+
+/** The CLI's report with file paths reduced to the names the browser sees. */
+function cliReport(files) {
+  const a = JSON.parse(analyze(files, '--json'));
+  for (const r of a.ranks) r.source = path.basename(r.source);
+  for (const d of a.diagnostics) d.file = path.basename(d.file);
+  return a;
+}
+
+async function shownFigures(page) {
+  await page.click('[data-testid=nav-summary]');
+  const findings = await page.$$eval('[data-testid=findings] > [data-testid=finding]', (els) => els.map((e) => e.dataset.id));
+  const ranks = await page.$$eval('[data-testid=rank-row]', (rows) => rows.map((r) => ({
+    rank: Number(r.dataset.rank),
+    exposed: Number(r.dataset.exposedCommRatio),
+    overlap: Number(r.dataset.overlapCoverage),
+    idle: Number(r.dataset.idleNs),
+    p50: Number(r.dataset.stepP50Ns),
+  })));
+  await page.click('[data-testid=nav-alignment]');
+  const alignment = await page.$$eval('[data-testid=alignment-table] [data-testid=alignment-row]', (rows) => rows.map((r) => ({
+    rank: Number(r.dataset.rank), method: r.dataset.method, offset: Number(r.dataset.offsetNs),
+    residual: Number(r.dataset.residualNs), anchors: Number(r.dataset.anchors),
+  })));
+  await page.click('[data-testid=nav-collectives]');
+  const collectives = await page.$$eval('[data-testid=collectives-table] [data-testid=collective-row]', (rows) => rows.map((r) => ({
+    kind: r.dataset.kind, pg: r.dataset.pg, count: Number(r.dataset.count), instances: Number(r.dataset.instances),
+  })));
+  return { findings, ranks, alignment, collectives };
+}
+
+function expectedFigures(a) {
+  const byKind = (x, y) => (x.kind + x.pg).localeCompare(y.kind + y.pg);
+  return {
+    findings: a.findings.map((f) => f.id),
+    ranks: a.rank_totals.map((t) => ({
+      rank: t.rank, exposed: t.exposed_comm_ratio, overlap: t.overlap_coverage, idle: t.idle_ns,
+      p50: t.step_time ? t.step_time.p50_ns : 0,
+    })),
+    alignment: a.alignment.map((x) => ({ rank: x.rank, method: x.method, offset: x.offset_ns, residual: x.residual_ns, anchors: x.anchors })),
+    collectives: a.collectives.map((c) => ({ kind: c.kind, pg: c.pg, count: c.count, instances: c.instances })).sort(byKind),
+  };
+}
+
+async function checkAgainstCli(set, n, prefix) {
+  const files = traces(set);
+  const { page, ms } = await openWith(files);
+  console.log(`${set}: file selection to analysis-ready in ${ms} ms`);
+  const shown = await shownFigures(page);
+  shown.collectives.sort((x, y) => (x.kind + x.pg).localeCompare(y.kind + y.pg));
+  const want = expectedFigures(cliReport(files));
+  assert.equal(shown.ranks.length, n);
+  assert.deepEqual(shown, want);
+  // Screenshots of every analysis view, at 1280×800.
+  await page.click('[data-testid=nav-summary]');
+  await shot(page, `${prefix}-summary`);
+  await page.click('[data-testid=nav-steps]');
+  await page.waitForSelector('[data-testid=heatmap]');
+  await shot(page, `${prefix}-steps`);
+  await page.click('[data-testid=nav-collectives]');
+  await shot(page, `${prefix}-collectives`);
+  await page.click('[data-testid=nav-alignment]');
+  await shot(page, `${prefix}-alignment`);
+  return { page, files };
+}
+
+test('DLRM 8 ranks: findings, rank figures, alignment and collectives equal rankscope analyze', async () => {
+  const { page } = await checkAgainstCli('param-dlrm-8rank', 8, '20-dlrm');
+  await page.close();
+});
+
+test('gloo 4 ranks: findings, rank figures, alignment and collectives equal rankscope analyze', async () => {
+  const { page } = await checkAgainstCli('ddp-gloo-cpu-4rank', 4, '30-gloo');
+  await page.close();
+});
+
+test('a heatmap cell opens the timeline at that rank and step', async () => {
+  const { page } = await openWith(traces('ddp-gloo-cpu-4rank'));
+  await page.click('[data-testid=nav-steps]');
+  await page.click('[data-testid=metric-idle]');
+  assert.equal(await page.getAttribute('[data-testid=heatmap]', 'data-metric'), 'idle');
+  const cell = page.locator('[data-testid=heat-cell][data-rank="2"]').nth(1);
+  const step = await cell.getAttribute('data-step');
+  await cell.click();
+  await page.waitForSelector('[data-testid=timeline] canvas');
+  assert.equal(await page.getAttribute('[data-testid=timeline]', 'data-focus-rank'), '2');
+  const h = new URLSearchParams((await page.evaluate(() => location.hash)).slice(1));
+  assert.equal(h.get('view'), 'timeline');
+  assert.equal(h.get('rank'), '2');
+  assert.equal(h.get('step'), step);
+  await page.waitForTimeout(800);
+  await shot(page, '31-gloo-timeline-from-heatmap');
+  await page.close();
+});
+
+test('no request leaves the page\'s origin, and nothing failed on the page', () => {
+  assert.ok(requests.length > 0);
+  const outside = requests.filter((u) => !u.startsWith(origin) && !u.startsWith('data:') && !u.startsWith(`blob:${origin}`));
+  assert.deepEqual(outside, []);
+  assert.deepEqual(pageErrors, []);
+});
