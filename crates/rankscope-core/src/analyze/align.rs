@@ -144,7 +144,23 @@ fn estimate(rank: u32, method: &'static str, mut diffs: Vec<i64>, why: &str) -> 
         note: if applied {
             format!("{why}; median of {} differences", diffs.len())
         } else {
-            format!("{why}; the estimate ({est} ns) is within the noise (±{noise} ns): clocks taken as shared, not corrected")
+            format!(
+                "{why}; the estimate ({}) is within the noise (±{}): clocks taken as shared, not corrected",
+                human_ns(est),
+                human_ns(noise)
+            )
         },
+    }
+}
+
+/// A duration for people: ns, µs or ms with three significant decimals.
+fn human_ns(ns: i64) -> String {
+    let a = ns.unsigned_abs();
+    if a < 1_000 {
+        format!("{ns} ns")
+    } else if a < 1_000_000 {
+        format!("{:.1} µs", ns as f64 / 1e3)
+    } else {
+        format!("{:.3} ms", ns as f64 / 1e6)
     }
 }
