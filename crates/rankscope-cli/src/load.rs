@@ -176,19 +176,19 @@ pub enum InputKind {
     NcclLog,
 }
 
-/// Sniffs a file's first 64 KiB: JSON or gzip is a trace; otherwise NCCL text if it looks like
-/// it; anything else is handed to the trace reader, which says precisely why it is not a trace.
+/// Sniffs a file's first 64 KiB: gzip or a JSON object is a trace; otherwise NCCL text if it
+/// looks like it; anything else (a bare JSON array too) is handed to the trace reader, which
+/// says precisely why it is not a trace when it is not one.
 pub fn sniff_file(path: &Path) -> InputKind {
     let mut head = vec![0u8; 64 << 10];
     let n = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)).unwrap_or(0);
     let head = &head[..n];
     let first = head.iter().copied().find(|b| !b.is_ascii_whitespace());
-    if head.starts_with(&[0x1f, 0x8b])
-        || matches!(first, Some(b'{' | b'['))
-        || head.starts_with(&[0xEF, 0xBB, 0xBF])
-    {
+    if head.starts_with(&[0x1f, 0x8b]) || first == Some(b'{') || head.starts_with(&[0xEF, 0xBB, 0xBF]) {
         return InputKind::Trace;
     }
+    // `[` opens a bare-array trace, but also mpirun's `[1,0]<stdout>:` line tags: the NCCL
+    // sniffer decides.
     let kinds = rankscope_core::nccl::sniff_all(head);
     if kinds.contains(&rankscope_core::nccl::Kind::NcclTests) {
         InputKind::NcclTests

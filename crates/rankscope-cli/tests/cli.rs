@@ -61,3 +61,22 @@ fn inspect_reports_a_broken_file_and_keeps_the_rest() {
     let err = v["failed"][0]["error"].as_str().unwrap_or("");
     assert!(err.contains("not_a_trace_binary.json") && err.contains("at byte 0"), "{err}");
 }
+
+#[test]
+fn analyze_recognises_every_nccl_tests_file_by_content() {
+    let trace = fixtures("analysis/two_rank_known");
+    let dir = format!("{}/../../../shared/nccl-tests", env!("CARGO_MANIFEST_DIR"));
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 10);
+    for f in files {
+        let out =
+            bin().args(["analyze", "--json", &trace]).arg(&f).output().unwrap_or_else(|e| panic!("{e}"));
+        // mpirun's `[1,0]<stdout>:` tags start with `[` like a bare JSON array: not a trace.
+        assert_eq!(out.status.code(), Some(0), "{}: {}", f.display(), String::from_utf8_lossy(&out.stderr));
+    }
+}
