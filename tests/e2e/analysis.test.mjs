@@ -162,6 +162,97 @@ test('a heatmap cell opens the timeline at that rank and step', async () => {
   await page.close();
 });
 
+/** Clicks `selector` and returns the downloaded file's bytes and suggested name. */
+async function download(page, selector) {
+  const [d] = await Promise.all([page.waitForEvent('download', { timeout: 60_000 }), page.click(selector)]);
+  const file = await d.path();
+  return { name: d.suggestedFilename(), bytes: fs.readFileSync(file) };
+}
+
+test('exports: JSON, CSV and Markdown are the CLI\'s; the merged trace is the CLI\'s and parses back', async () => {
+  const files = traces('param-dlrm-8rank');
+  const dir = path.dirname(files[0]) + '/';
+  const { page } = await openWith(files);
+  await page.click('[data-testid=nav-summary]');
+  // The CLI names files by the paths it was given; the browser knows only their names.
+  const cli = (...flags) => analyze(files, ...flags).replaceAll(dir, '');
+  const json = await download(page, '[data-testid=export-json]');
+  assert.equal(json.name, 'rankscope-analysis.json');
+  assert.equal(json.bytes.toString(), cli('--json'));
+  const csv = await download(page, '[data-testid=export-csv]');
+  assert.equal(csv.bytes.toString(), cli('--csv'));
+  const md = await download(page, '[data-testid=export-md]');
+  assert.equal(md.bytes.toString(), cli('--md'));
+
+  const merged = await download(page, '[data-testid=export-trace]');
+  assert.equal(merged.name, 'rankscope-merged-trace.json');
+  await page.waitForSelector('[data-testid=export-status]:has-text("saved")');
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rankscope-merged-'));
+  const want = path.join(tmp, 'cli.json');
+  analyze(files, '--merged-trace', want);
+  assert.ok(merged.bytes.equals(fs.readFileSync(want)), 'the merged trace is byte for byte the CLI\'s');
+  const doc = JSON.parse(merged.bytes.toString());
+  const procs = doc.traceEvents.filter((e) => e.ph === 'M' && e.name === 'process_name');
+  assert.deepEqual(procs.map((e) => e.pid).sort(), [0, 1, 2, 3, 4, 5, 6, 7]);
+  assert.equal(new Set(procs.map((e) => e.pid)).size, 8, 'one process per rank');
+  // Per rank, as many slices and instants as the rank's event table has rows.
+  const rows = JSON.parse(execFileSync(BIN, ['inspect', '--json', ...files], { maxBuffer: 64 << 20 }).toString());
+  const counts = {};
+  for (const e of doc.traceEvents) if (e.ph === 'X' || e.ph === 'i') counts[e.pid] = (counts[e.pid] ?? 0) + 1;
+  const shownRows = await page.$$eval('[data-testid=rank-row]', (rs) => rs.map((r) => [Number(r.dataset.rank), Number(r.dataset.rows)]));
+  for (const [rank, n] of shownRows) assert.equal(counts[rank], n, `rank ${rank}: events in the merged trace`);
+  assert.equal(rows.files.length, 8);
+  assert.deepEqual(doc.otherData.rankscope.alignment.map((x) => x.rank), [0, 1, 2, 3, 4, 5, 6, 7]);
+  fs.rmSync(tmp, { recursive: true, force: true });
+  await shot(page, '21-dlrm-summary-exported');
+
+  // Search by name highlights matches; their count is every rank's events with that name.
+  await page.click('[data-testid=nav-timeline]');
+  await page.fill('[data-testid=timeline-search]', 'nccl');
+  await page.waitForSelector('[data-testid=search-count]');
+  await page.waitForFunction((n) => Number(document.querySelector('[data-testid=search-count]').dataset.count) === n,
+    doc.traceEvents.filter((e) => (e.ph === 'X' || e.ph === 'i') && e.name.toLowerCase().includes('nccl')).length);
+  await page.waitForTimeout(500);
+  await shot(page, '22-dlrm-timeline-search');
+  await page.fill('[data-testid=timeline-search]', '');
+
+  // Clicking a kernel selects it and shows its launch → kernel flow.
+  const canvas = page.locator('[data-testid=timeline] canvas');
+  const box = await canvas.boundingBox();
+  const layout = JSON.parse(await canvas.getAttribute('data-layout'));
+  const gpu = layout.find((l) => l.rank === 0 && l.gpu);
+  assert.ok(gpu, 'rank 0 has a GPU stream');
+  let linked = false;
+  for (let x = 200; x < box.width - 10 && !linked; x += 7) {
+    await page.mouse.move(box.x + x, box.y + gpu.y + 7);
+    await page.waitForTimeout(40);
+    await page.mouse.down();
+    await page.mouse.up();
+    linked = (await page.locator('[data-testid=selection-link]').count()) > 0;
+  }
+  assert.ok(linked, 'a kernel of rank 0 was selected with its flow');
+  await page.mouse.move(box.x + 100, box.y + box.height - 20);
+  await page.waitForTimeout(300);
+  await shot(page, '23-dlrm-timeline-selected');
+  const png = await download(page, '[data-testid=export-png]');
+  assert.equal(png.name, 'rankscope-timeline.png');
+  assert.ok(png.bytes.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])), 'a PNG');
+  assert.ok(png.bytes.length > 10_000);
+  await page.close();
+});
+
+test('the raw / aligned clock toggle is kept in the URL hash', async () => {
+  const { page } = await openWith(traces('ddp-gloo-cpu-4rank'));
+  await page.click('[data-testid=nav-timeline]');
+  assert.equal(await page.getAttribute('[data-testid=timeline]', 'data-clock'), 'aligned');
+  await page.click('[data-testid=clock-raw]');
+  assert.equal(await page.getAttribute('[data-testid=timeline]', 'data-clock'), 'raw');
+  assert.match(await page.evaluate(() => location.hash), /clock=raw/);
+  await page.click('[data-testid=clock-aligned]');
+  assert.doesNotMatch(await page.evaluate(() => location.hash), /clock=raw/);
+  await page.close();
+});
+
 test('no request leaves the page\'s origin, and nothing failed on the page', () => {
   assert.ok(requests.length > 0);
   const outside = requests.filter((u) => !u.startsWith(origin) && !u.startsWith('data:') && !u.startsWith(`blob:${origin}`));

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 
 use js_sys::Array;
-use rankscope_core::view::{EventDetail, Tile, TileKey};
+use rankscope_core::view::{EventDetail, Found, Tile, TileKey};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use web_sys::{MessageEvent, Worker};
@@ -36,6 +36,7 @@ impl Task {
 
 pub type TileSink = Rc<dyn Fn(FileId, Tile)>;
 pub type PickSink = Rc<dyn Fn(FileId, u32, Option<EventDetail>)>;
+pub type FoundSink = Rc<dyn Fn(FileId, u32, Found)>;
 /// Pieces of an export: `(file, req, Ok((bytes, last)) | Err(why))`.
 pub type ExportSink = Rc<dyn Fn(FileId, u32, Result<(js_sys::Uint8Array, bool), String>)>;
 
@@ -60,6 +61,7 @@ struct Inner {
     tile_sink: Option<TileSink>,
     pick_sink: Option<PickSink>,
     export_sink: Option<ExportSink>,
+    found_sink: Option<FoundSink>,
 }
 
 /// The worker pool of one job. Dropping it does not stop the workers: call [`Pool::terminate`].
@@ -106,6 +108,7 @@ impl Pool {
                 tile_sink: None,
                 pick_sink: None,
                 export_sink: None,
+                found_sink: None,
             })),
         }
     }
@@ -153,6 +156,15 @@ impl Pool {
     /// Asks for `file`'s piece of the merged Chrome trace; the pieces go to the export sink.
     pub fn export(&self, file: FileId, req: u32, offset_ns: i64, origin_ns: i64, first: bool) {
         self.ask(file, &ToWorker::Export { file, req, offset_ns, origin_ns, first });
+    }
+
+    /// Searches `file`'s events by name; the answer goes to the found sink.
+    pub fn search(&self, file: FileId, req: u32, query: &str) {
+        self.ask(file, &ToWorker::Search { file, req, query: query.to_string() });
+    }
+
+    pub fn set_found_sink(&self, sink: Option<FoundSink>) {
+        self.inner.borrow_mut().found_sink = sink;
     }
 
     pub fn set_export_sink(&self, sink: Option<ExportSink>) {
@@ -290,9 +302,15 @@ fn pump(inner_rc: &Rc<RefCell<Inner>>) {
 }
 
 fn on_message(inner_rc: &Rc<RefCell<Inner>>, index: usize, m: FromWorker, extra: JsValue) {
-    let (dispatch, tile_sink, pick_sink, export_sink) = {
+    let (dispatch, tile_sink, pick_sink, export_sink, found_sink) = {
         let i = inner_rc.borrow();
-        (i.dispatch.clone(), i.tile_sink.clone(), i.pick_sink.clone(), i.export_sink.clone())
+        (
+            i.dispatch.clone(),
+            i.tile_sink.clone(),
+            i.pick_sink.clone(),
+            i.export_sink.clone(),
+            i.found_sink.clone(),
+        )
     };
     let done = |file: FileId, keep: bool| {
         let mut inner = inner_rc.borrow_mut();
@@ -324,6 +342,11 @@ fn on_message(inner_rc: &Rc<RefCell<Inner>>, index: usize, m: FromWorker, extra:
             pump(inner_rc);
         }
         FromWorker::Part { file, part } => dispatch.emit(Action::Part { file, part }),
+        FromWorker::Found { file, req, found } => {
+            if let Some(sink) = found_sink {
+                sink(file, req, *found);
+            }
+        }
         FromWorker::ExportChunk { file, req, last } => {
             if let Some(sink) = export_sink {
                 match extra.dyn_into::<js_sys::Uint8Array>() {

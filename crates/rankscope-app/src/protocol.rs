@@ -19,6 +19,8 @@
 //! worker → UI   Tile {file, tile}
 //! UI → worker   Pick {file, req, lane, depth, t_ns, slop_ns}   what is under the pointer
 //! worker → UI   Picked {file, req, detail}
+//! UI → worker   Search {file, req, query}      events whose name contains the query
+//! worker → UI   Found {file, req, found}       how many, and where the first SEARCH_LIMIT are drawn
 //! UI → worker   Export {file, req, offset_ns, origin_ns, first}   this rank's piece of the merged
 //!                                              Chrome trace, with the job's alignment
 //! worker → UI   ExportChunk {file, req, last} + Uint8Array   the piece, in pieces of ≤ CHUNK_BYTES
@@ -28,7 +30,7 @@
 //! [`RankView`]: rankscope_core::view::RankView
 
 use rankscope_core::analyze::RankPart;
-use rankscope_core::view::{EventDetail, RankDecision, RankSummary, Tile, TileKey};
+use rankscope_core::view::{EventDetail, Found, RankDecision, RankSummary, Tile, TileKey};
 use serde::{Deserialize, Serialize};
 
 /// A file of the current job: its position in load order.
@@ -36,6 +38,8 @@ pub type FileId = u32;
 
 /// Bytes handed to the parser at a time: stream chunks are gathered up to this size.
 pub const CHUNK_BYTES: usize = 4 << 20;
+/// Most search matches of one rank the timeline is told where to draw.
+pub const SEARCH_LIMIT: usize = 20_000;
 /// Least time between two progress messages of one file.
 pub const PROGRESS_MS: f64 = 100.0;
 
@@ -47,6 +51,7 @@ pub enum ToWorker {
     Tile { file: FileId, key: TileKey },
     Pick { file: FileId, req: u32, lane: u32, depth: u32, t_ns: i64, slop_ns: i64 },
     Reanalyze { file: FileId, decision: Box<RankDecision> },
+    Search { file: FileId, req: u32, query: String },
     Export { file: FileId, req: u32, offset_ns: i64, origin_ns: i64, first: bool },
 }
 
@@ -63,6 +68,7 @@ pub enum FromWorker {
     Progress { file: FileId, phase: Phase, input_bytes: u64, text_bytes: u64, events: u64 },
     Loaded { file: FileId, summary: Box<RankSummary>, part: Box<RankPart>, first_ns: Option<i64> },
     Part { file: FileId, part: Box<RankPart> },
+    Found { file: FileId, req: u32, found: Box<Found> },
     ExportChunk { file: FileId, req: u32, last: bool },
     ExportFailed { file: FileId, req: u32, error: String },
     Failed { file: FileId, error: String },

@@ -96,6 +96,11 @@ fn handle(state: &Rc<RefCell<State>>, m: ToWorker, extra: JsValue) {
                 }
             }
         }
+        ToWorker::Search { file, req, query } => {
+            let st = state.borrow();
+            let found = st.ranks.get(&file).map(|v| v.search(&query, SEARCH_LIMIT)).unwrap_or_default();
+            post(&FromWorker::Found { file, req, found: Box::new(found) });
+        }
         ToWorker::Export { file, req, offset_ns, origin_ns, first } => {
             let st = state.borrow();
             let Some(v) = st.ranks.get(&file) else {

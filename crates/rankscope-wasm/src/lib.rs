@@ -8,6 +8,13 @@
 //! const rank = ingest.finish();          // throws when the file is not a trace at all
 //! rank.summary();                        // RankSummary: counts, steps, lanes, diagnostics
 //! rank.tile(lane, level, index);         // Tile: level-of-detail boxes for the timeline
+//! rank.search("nccl");                   // Found: events whose name contains the query
+//!
+//! // The analysis, as `rankscope analyze` makes it: one part per rank, then the job.
+//! const decisions = decideRanks(ranks.map((r) => claimOf(r.summary())));
+//! ranks.forEach((r, i) => r.applyDecision(decisions[i]));
+//! const job = analyzeParts(ranks.map((r) => r.analysisPart()));
+//! job.report(); job.json(); job.csv(); job.markdown();
 //! ```
 //!
 //! Every value crosses as a plain JS object (serde-wasm-bindgen). **64-bit integers are
@@ -18,6 +25,7 @@
 //! No logic lives here: ingest, normalization, reports, tiles and the demo generator are the
 //! core's; this crate only converts.
 
+use rankscope_core::analyze::{self, report, Analysis, RankPart};
 use rankscope_core::inspect::{self, FailedFile};
 use rankscope_core::model::RankTrace;
 use rankscope_core::normalize::{assemble, Rules};
@@ -60,7 +68,9 @@ export interface JobFacts {
   span_start_ns: bigint; span_end_ns: bigint; events: bigint; input_bytes: bigint;
 }
 export interface RankClaim { file: string; claimed_rank: bigint | number | null; }
-export interface RankDecision { rank: number; rank_source: string; diagnostics: DiagSummary[]; }
+export interface RankDecision {
+  rank: number; rank_source: string; diagnostics: DiagSummary[]; raw: Record<string, unknown>[];
+}
 export interface TileKey { lane: number; level: number; index: bigint; }
 /** Level-of-detail boxes of one lane over one tile of time (columns; times absolute ns). */
 export interface Tile {
@@ -70,7 +80,18 @@ export interface Tile {
 export interface EventDetail {
   event: number; name: string; cat: string; class: string; class_id: number; instant: boolean;
   start_ns: bigint; dur_ns: bigint; step: number | null; gpu: boolean; launch: string | null;
-  args: [string, string][];
+  link: { name: string; place: Hit } | null; args: [string, string][];
+}
+export interface Hit { lane: number; depth: number; start_ns: bigint; end_ns: bigint; }
+export interface Found { total: bigint; hits: Hit[]; }
+/** This rank's half of the analysis (`analyze::rank_part`): pass it back to `analyzeParts`. */
+export type RankPart = Record<string, unknown>;
+/** The `rankscope.analysis` report (docs/analysis-schema.md). */
+export interface AnalysisReport {
+  schema: "rankscope.analysis"; schema_version: number; ranks: Record<string, unknown>[];
+  steps: Record<string, unknown>[]; rank_totals: Record<string, unknown>[];
+  alignment: Record<string, unknown>[]; collectives: Record<string, unknown>[];
+  findings: Record<string, unknown>[]; [field: string]: unknown;
 }
 /** The `rankscope.inspect` report (docs/inspect-schema.md). */
 export interface InspectReport {
@@ -153,6 +174,30 @@ impl Rank {
         to_js(&self.view.tile(TileKey { lane, level, index }))
     }
 
+    /// Events whose name contains `query` (case-insensitive): the count and the first `limit`.
+    #[wasm_bindgen(unchecked_return_type = "Found")]
+    pub fn search(&self, query: &str, limit: u32) -> Result<JsValue, JsError> {
+        to_js(&self.view.search(query, limit as usize))
+    }
+
+    /// Puts the job-level rank decision (from `decideRanks` over every file) into this rank.
+    #[wasm_bindgen(js_name = applyDecision)]
+    pub fn apply_decision(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "RankDecision")] decision: JsValue,
+    ) -> Result<(), JsError> {
+        let d: view::RankDecision = serde_wasm_bindgen::from_value(decision)?;
+        self.view.apply_decision(&d);
+        Ok(())
+    }
+
+    /// This rank's half of the analysis (after `applyDecision`).
+    #[wasm_bindgen(js_name = analysisPart, unchecked_return_type = "RankPart")]
+    pub fn analysis_part(&self) -> Result<JsValue, JsError> {
+        let p = self.view.analysis_part().ok_or_else(|| JsError::new("no rank"))?;
+        to_js(&p)
+    }
+
     /// The event drawn at `t_ns` in row `depth` of `lane`, within `slop_ns`; `undefined` if none.
     #[wasm_bindgen(unchecked_return_type = "EventDetail | undefined")]
     pub fn pick(&self, lane: u32, depth: u32, t_ns: i64, slop_ns: i64) -> Result<JsValue, JsError> {
@@ -195,6 +240,49 @@ impl JobBuilder {
         let job = assemble(std::mem::take(&mut self.traces), &[], &Rules::default());
         to_js(&inspect::report(&job, std::mem::take(&mut self.failed)))
     }
+}
+
+/// The analysis of a job, combined from every rank's part (`rankscope analyze`).
+#[wasm_bindgen]
+#[derive(Debug)]
+pub struct JobAnalysis {
+    analysis: Analysis,
+}
+
+#[wasm_bindgen]
+impl JobAnalysis {
+    /// The `rankscope.analysis` report as a JS object.
+    #[wasm_bindgen(unchecked_return_type = "AnalysisReport")]
+    pub fn report(&self) -> Result<JsValue, JsError> {
+        to_js(&self.analysis)
+    }
+
+    /// The report as `rankscope analyze --json` prints it.
+    pub fn json(&self) -> Result<String, JsError> {
+        serde_json::to_string_pretty(&self.analysis)
+            .map(|s| s + "\n")
+            .map_err(|e| JsError::new(&e.to_string()))
+    }
+
+    /// `rankscope analyze --csv`: the rank × step table.
+    pub fn csv(&self) -> String {
+        report::csv(&self.analysis)
+    }
+
+    /// `rankscope analyze --md`: the report a person reads.
+    pub fn markdown(&self) -> String {
+        report::markdown(&self.analysis)
+    }
+}
+
+/// Combines the parts of every rank (`Rank.analysisPart()`, any order) into the job's analysis,
+/// with the default options, as `rankscope analyze` does.
+#[wasm_bindgen(js_name = analyzeParts)]
+pub fn analyze_parts(
+    #[wasm_bindgen(unchecked_param_type = "RankPart[]")] parts: JsValue,
+) -> Result<JobAnalysis, JsError> {
+    let parts: Vec<RankPart> = serde_wasm_bindgen::from_value(parts)?;
+    Ok(JobAnalysis { analysis: analyze::combine(parts, Vec::new(), &analyze::Options::default()) })
 }
 
 /// Decides every file's rank from the claims of all files, in load order, as the CLI does.

@@ -111,3 +111,30 @@ fn ranks_are_decided_across_files() {
     assert_eq!(get(&d.get(1), "rank_source").as_string().as_deref(), Some("load_order"));
     assert!(decide_ranks(JsValue::from_str("nope")).is_err());
 }
+
+#[wasm_bindgen_test]
+fn the_analysis_combines_parts_and_renders_like_the_cli() {
+    let parts = Array::new();
+    let mut ranks = Vec::new();
+    for r in [0, 1] {
+        let bytes = demo_rank(r).unwrap_or_else(|_| panic!("demo"));
+        ranks.push(ingest(&demo_file_name(r), &bytes, 4 << 20).finish().unwrap_or_else(|_| panic!("finish")));
+    }
+    for rank in &ranks {
+        let p = rank.analysis_part().unwrap_or_else(|_| panic!("part"));
+        parts.push(&p);
+    }
+    // Search and the flow link cross too.
+    let found = ranks[0].search("nccl", 5).unwrap_or_else(|_| panic!("search"));
+    assert!(get(&found, "total").is_bigint());
+    assert_eq!(get(&found, "hits").unchecked_into::<Array>().length(), 5);
+    let job = analyze_parts(parts.into()).unwrap_or_else(|_| panic!("analyze"));
+    let rep = job.report().unwrap_or_else(|_| panic!("report"));
+    assert_eq!(get(&rep, "schema").as_string().as_deref(), Some("rankscope.analysis"));
+    assert_eq!(get(&rep, "rank_totals").unchecked_into::<Array>().length(), 2);
+    let json = job.json().unwrap_or_else(|_| panic!("json"));
+    assert!(json.starts_with("{\n  \"schema\": \"rankscope.analysis\""), "{}", &json[..60.min(json.len())]);
+    assert!(job.csv().starts_with("step,rank,source,"));
+    assert!(job.markdown().starts_with("# rankscope analysis"));
+    assert!(analyze_parts(JsValue::from_str("nope")).is_err());
+}

@@ -4,6 +4,7 @@ pub mod alignment;
 pub mod app;
 pub mod collectives;
 pub mod diagnostics;
+pub mod exports;
 pub mod files;
 pub mod findings;
 pub mod help;

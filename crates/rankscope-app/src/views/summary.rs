@@ -2,6 +2,7 @@
 
 use yew::prelude::*;
 
+use super::exports::Exports;
 use super::findings::Findings;
 use crate::format;
 use crate::state::JobView;
@@ -51,6 +52,7 @@ pub fn summary(p: &Props) -> Html {
                 { fact("Events", format::thousands(f.events), "fact-events") }
                 { fact("Read", format::bytes(f.input_bytes), "fact-bytes") }
             </dl>
+            <Exports job={p.job.clone()} />
             <Findings job={p.job.clone()} />
             if !f.duplicate_ranks.is_empty() {
                 <p class="error">{format!("Several files claim rank(s) {:?}: see Diagnostics.", f.duplicate_ranks)}</p>
@@ -75,7 +77,7 @@ pub fn summary(p: &Props) -> Html {
                     html! {
                         <tr key={*id} data-testid="rank-row" data-rank={r.rank.to_string()} data-events={r.events.to_string()}
                             data-steps={r.steps.len().to_string()} data-gpu-ops={r.gpu_ops.to_string()}
-                            data-comm-kernels={r.comm_kernels.to_string()} data-diagnostics={r.diagnostics.len().to_string()}
+                            data-comm-kernels={r.comm_kernels.to_string()} data-diagnostics={r.diagnostics.len().to_string()} data-rows={r.rows.to_string()}
                             data-exposed-comm-ratio={t.map(|t| t.exposed_comm_ratio.to_string()).unwrap_or_default()}
                             data-overlap-coverage={t.map(|t| t.overlap_coverage.to_string()).unwrap_or_default()}
                             data-idle-ns={t.map(|t| t.idle_ns.to_string()).unwrap_or_default()}

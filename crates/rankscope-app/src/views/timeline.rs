@@ -18,7 +18,7 @@ use std::rc::{Rc, Weak};
 
 use rankscope_core::model::Class;
 use rankscope_core::view::timeline::{level_for, tiles_covering, MAX_LEVEL, NO_LABEL};
-use rankscope_core::view::{EventDetail, Tile, TileKey};
+use rankscope_core::view::{EventDetail, Found, Hit, Tile, TileKey};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use web_sys::{CanvasRenderingContext2d, HtmlCanvasElement};
@@ -69,6 +69,8 @@ struct Colors {
     lane_alt: String,
     step: String,
     ruler: String,
+    highlight: String,
+    select: String,
 }
 
 fn css_var(style: &web_sys::CssStyleDeclaration, name: &str, fallback: &str) -> String {
@@ -109,6 +111,8 @@ fn read_colors() -> Colors {
         lane_alt: css_var(&style, "--lane-alt", "#fafafa"),
         step: css_var(&style, "--step-line", "#444444"),
         ruler: css_var(&style, "--ruler", "#eeeeee"),
+        highlight: css_var(&style, "--highlight", "#ffd400"),
+        select: css_var(&style, "--select", "#d81b60"),
     }
 }
 
@@ -130,7 +134,15 @@ struct Ctl {
     inflight: HashSet<(FileId, TileKey)>,
     colors: Colors,
     pointer: Option<(f64, f64)>,
-    hover: Option<(FileId, EventDetail)>,
+    /// The event under the pointer: file, lane, nesting row, details.
+    hover: Option<(FileId, u32, u32, EventDetail)>,
+    /// Where the pending pick asked (file, lane, row).
+    pick_at: (FileId, u32, u32),
+    /// The clicked event (file, lane, row, details): outlined, with its launch → kernel flow.
+    selected: Option<(FileId, u32, u32, EventDetail)>,
+    /// Search matches per file, for the current `search_req`.
+    found: HashMap<FileId, Found>,
+    search_req: u32,
     pick_req: u32,
     drag: Option<(f64, f64, f64, f64, bool)>,
     frame_pending: bool,
@@ -164,6 +176,10 @@ impl Ctl {
             colors: Colors::default(),
             pointer: None,
             hover: None,
+            pick_at: (0, 0, 0),
+            selected: None,
+            found: HashMap::new(),
+            search_req: 0,
             pick_req: 0,
             drag: None,
             frame_pending: false,
@@ -185,6 +201,9 @@ impl Ctl {
         self.total_ns = ((job.facts.span_end_ns - job.facts.span_start_ns) as f64).max(1.0);
         let mut rows = Vec::new();
         let mut y = RULER_H;
+        // The lanes' places, as a test hook on the canvas (`data-layout`): the e2e tests aim at
+        // events with it.
+        let mut places: Vec<String> = Vec::new();
         for (file, r) in &job.ranks {
             let start = rows.len();
             let offset_ns = if self.aligned { -job.offset(*file) } else { 0 };
@@ -213,6 +232,10 @@ impl Ctl {
             for l in lanes.iter().filter(|l| l.events > 0) {
                 let depth = l.depth.max(1);
                 let h = f64::from(depth) * ROW_H + LANE_GAP;
+                places.push(format!(
+                    r#"{{"rank":{},"file":{},"lane":{},"gpu":{},"y":{y},"h":{h}}}"#,
+                    r.rank, file, l.lane, l.gpu
+                ));
                 rows.push(Row {
                     kind: RowKind::Lane {
                         file: *file,
@@ -233,6 +256,9 @@ impl Ctl {
         }
         self.rows = rows;
         self.content_h = y;
+        if let Some(c) = self.canvas.cast::<HtmlCanvasElement>() {
+            let _ = c.set_attribute("data-layout", &format!("[{}]", places.join(",")));
+        }
     }
 
     fn fit(&mut self) {
@@ -295,6 +321,26 @@ impl Ctl {
             }
             RowKind::Rank { .. } => None,
         }
+    }
+
+    /// Canvas y of the middle of nesting row `depth` of `lane` of `file` (None: folded away).
+    fn row_mid(&self, file: FileId, lane: u32, depth: u32) -> Option<f64> {
+        self.rows.iter().find_map(|r| match r.kind {
+            RowKind::Lane { file: f, lane: l, .. } if f == file && l == lane => {
+                Some(r.y - self.scroll_y + f64::from(depth) * ROW_H + ROW_H / 2.0)
+            }
+            _ => None,
+        })
+    }
+
+    fn offset_of(&self, file: FileId) -> i64 {
+        self.rows
+            .iter()
+            .find_map(|r| match r.kind {
+                RowKind::Rank { file: f, offset_ns, .. } if f == file => Some(offset_ns),
+                _ => None,
+            })
+            .unwrap_or(0)
     }
 
     /// Scrolls so that `rank`'s group is at the top.
@@ -459,6 +505,26 @@ fn draw(c: &Shared) {
                         draw_tile(&g, ctl, &t, y, *offset_ns, &col);
                     }
                 }
+                if let Some(found) = ctl.found.get(file) {
+                    g.set_stroke_style_str(&col.highlight);
+                    g.set_line_width(2.0);
+                    for hit in found.hits.iter().filter(|h| h.lane == *lane) {
+                        outline(&g, ctl, hit, y, *offset_ns);
+                    }
+                }
+                if let Some((f, l, d, sel)) = &ctl.selected {
+                    if f == file && l == lane {
+                        g.set_stroke_style_str(&col.select);
+                        g.set_line_width(2.0);
+                        let hit = Hit {
+                            lane: *l,
+                            depth: *d,
+                            start_ns: sel.start_ns,
+                            end_ns: sel.start_ns + sel.dur_ns,
+                        };
+                        outline(&g, ctl, &hit, y, *offset_ns);
+                    }
+                }
                 g.restore();
                 // Gutter label.
                 g.set_fill_style_str(&col.bg);
@@ -514,6 +580,7 @@ fn draw(c: &Shared) {
         }
         let _ = g.set_line_dash(&js_sys::Array::new());
     }
+    draw_flow(&g, ctl, &col);
     draw_ruler(&g, ctl, w, &col);
     draw_hover(&g, ctl, w, h, &col);
 
@@ -532,6 +599,52 @@ fn draw(c: &Shared) {
             p.tile(file, key);
         }
     }
+}
+
+/// Outlines an event (a search match, the selection), at least 3 px wide so it shows at any zoom.
+fn outline(g: &CanvasRenderingContext2d, ctl: &Ctl, hit: &Hit, y: f64, offset_ns: i64) {
+    let x0 = ctl.x_of(hit.start_ns, offset_ns);
+    let x1 = ctl.x_of(hit.end_ns, offset_ns);
+    if x1 < GUTTER_W - 2.0 || x0 > ctl.width + 2.0 {
+        return;
+    }
+    let w = (x1 - x0).max(3.0);
+    let by = y + f64::from(hit.depth) * ROW_H;
+    g.stroke_rect(x0 - 1.0, by, w + 1.0, ROW_H - 1.0);
+}
+
+/// The selected event's launch → kernel flow: an arrow from the launch to the GPU work.
+fn draw_flow(g: &CanvasRenderingContext2d, ctl: &Ctl, col: &Colors) {
+    let Some((file, lane, depth, d)) = &ctl.selected else { return };
+    let Some(link) = &d.link else { return };
+    let off = ctl.offset_of(*file);
+    let (Some(ya), Some(yb)) =
+        (ctl.row_mid(*file, *lane, *depth), ctl.row_mid(*file, link.place.lane, link.place.depth))
+    else {
+        return;
+    };
+    let xa = ctl.x_of(d.start_ns, off);
+    let xb = ctl.x_of(link.place.start_ns, off);
+    // From the launch (CPU) to the kernel (GPU).
+    let ((x0, y0), (x1, y1)) = if d.gpu { ((xb, yb), (xa, ya)) } else { ((xa, ya), (xb, yb)) };
+    g.save();
+    g.begin_path();
+    g.rect(GUTTER_W, RULER_H, ctl.width - GUTTER_W, ctl.height - RULER_H);
+    g.clip();
+    g.set_stroke_style_str(&col.select);
+    g.set_fill_style_str(&col.select);
+    g.set_line_width(1.5);
+    g.begin_path();
+    g.move_to(x0, y0);
+    g.bezier_curve_to(x0 + 20.0, y0, x1 - 20.0, y1, x1, y1);
+    g.stroke();
+    g.begin_path();
+    g.move_to(x1, y1);
+    g.line_to(x1 - 7.0, y1 - 4.0);
+    g.line_to(x1 - 7.0, y1 + 4.0);
+    g.close_path();
+    g.fill();
+    g.restore();
 }
 
 fn draw_tile(g: &CanvasRenderingContext2d, ctl: &Ctl, t: &Tile, y: f64, offset_ns: i64, col: &Colors) {
@@ -590,7 +703,7 @@ fn draw_ruler(g: &CanvasRenderingContext2d, ctl: &Ctl, w: f64, col: &Colors) {
 }
 
 fn draw_hover(g: &CanvasRenderingContext2d, ctl: &Ctl, w: f64, h: f64, col: &Colors) {
-    let (Some((px, py)), Some((_, d))) = (ctl.pointer, ctl.hover.as_ref()) else { return };
+    let (Some((px, py)), Some((_, _, _, d))) = (ctl.pointer, ctl.hover.as_ref()) else { return };
     if ctl.drag.is_some() {
         return;
     }
@@ -637,6 +750,7 @@ fn pick_at(c: &Shared, x: f64, y: f64) {
                 let t = ctl.origin + (ctl.t0 + (x - GUTTER_W) * ctl.ns_per_px).round() as i64 - offset_ns;
                 let slop = (3.0 * ctl.ns_per_px).ceil() as i64;
                 ctl.pick_req = ctl.pick_req.wrapping_add(1);
+                ctl.pick_at = (file, lane, depth);
                 (ctl.pool.clone(), Some((file, ctl.pick_req, lane, depth, t, slop)))
             }
             None => {
@@ -678,6 +792,8 @@ pub fn timeline(p: &Props) -> Html {
         use_mut_ref(move || Ctl::new(canvas))
     };
     let selected = use_state(|| None::<EventDetail>);
+    // Events matching the search, over every rank (None: no search).
+    let matches = use_state(|| None::<u64>);
 
     // Layout, pool and sinks follow the job.
     {
@@ -685,6 +801,7 @@ pub fn timeline(p: &Props) -> Html {
         let ctx = ctx.clone();
         let focus = p.focus;
         let has_window = p.window.is_some();
+        let matches = matches.clone();
         use_effect_with((p.job.clone(), p.aligned), move |(job, aligned)| {
             let pool = ctx.as_ref().and_then(Ctx::pool);
             {
@@ -731,17 +848,36 @@ pub fn timeline(p: &Props) -> Html {
                             if req != cm.pick_req {
                                 return;
                             }
-                            cm.hover = detail.map(|d| (file, d));
+                            let (f, lane, depth) = cm.pick_at;
+                            cm.hover = detail.filter(|_| f == file).map(|d| (file, lane, depth, d));
                         }
                         request_frame(&c);
                     }
                 });
                 pool.set_sinks(Some(tile_sink), Some(pick_sink));
+                let weak = Rc::downgrade(&ctl);
+                let matches = matches.clone();
+                let found_sink: crate::pool::FoundSink = Rc::new(move |file, req, found: Found| {
+                    if let Some(c) = weak.upgrade() {
+                        let total = {
+                            let mut cm = c.borrow_mut();
+                            if req != cm.search_req {
+                                return;
+                            }
+                            cm.found.insert(file, found);
+                            cm.found.values().map(|f| f.total).sum::<u64>()
+                        };
+                        matches.set(Some(total));
+                        request_frame(&c);
+                    }
+                });
+                pool.set_found_sink(Some(found_sink));
             }
             request_frame(&ctl);
             move || {
                 if let Some(p) = pool {
                     p.set_sinks(None, None);
+                    p.set_found_sink(None);
                 }
             }
         });
@@ -812,8 +948,17 @@ pub fn timeline(p: &Props) -> Html {
                     if k.ctrl_key() || k.meta_key() || k.alt_key() {
                         return;
                     }
+                    let typing = e
+                        .target()
+                        .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
+                        .is_some_and(|el| matches!(el.tag_name().as_str(), "INPUT" | "TEXTAREA" | "SELECT"));
+                    if typing {
+                        return;
+                    }
                     if k.key() == "Escape" {
                         selected.set(None);
+                        c.borrow_mut().selected = None;
+                        request_frame(&c);
                     }
                     if key_action(&c, &k.key()) {
                         e.prevent_default();
@@ -891,7 +1036,8 @@ pub fn timeline(p: &Props) -> Html {
             };
             if click {
                 let hover = ctl.borrow().hover.clone();
-                selected.set(hover.map(|(_, d)| d));
+                ctl.borrow_mut().selected = hover.clone();
+                selected.set(hover.map(|(_, _, _, d)| d));
             }
             request_frame(&ctl);
         })
@@ -922,6 +1068,46 @@ pub fn timeline(p: &Props) -> Html {
         })
     };
     let focus_file = p.focus.and_then(|r| p.job.file_of(r));
+    let on_search = {
+        let ctl = ctl.clone();
+        let matches = matches.clone();
+        let files: Vec<FileId> = p.job.ranks.iter().map(|(f, _)| *f).collect();
+        Callback::from(move |e: InputEvent| {
+            let input: web_sys::HtmlInputElement = e.target_unchecked_into();
+            let q = input.value();
+            let pool = {
+                let mut c = ctl.borrow_mut();
+                c.search_req = c.search_req.wrapping_add(1);
+                c.found.clear();
+                c.pool.clone()
+            };
+            if q.trim().is_empty() {
+                matches.set(None);
+            } else if let Some(pool) = pool {
+                let req = ctl.borrow().search_req;
+                for &f in &files {
+                    pool.search(f, req, &q);
+                }
+            }
+            request_frame(&ctl);
+        })
+    };
+    let on_png = {
+        let canvas = canvas.clone();
+        Callback::from(move |_| {
+            let Some(el) = canvas.cast::<HtmlCanvasElement>() else { return };
+            let cb = Closure::once_into_js(move |blob: JsValue| {
+                if let Ok(b) = blob.dyn_into::<web_sys::Blob>() {
+                    if let Err(e) = crate::download::save_blob(&b, "rankscope-timeline.png") {
+                        web_sys::console::error_2(&"rankscope: cannot save the PNG".into(), &e);
+                    }
+                }
+            });
+            if let Err(e) = el.to_blob(cb.unchecked_ref()) {
+                web_sys::console::error_2(&"rankscope: cannot draw the PNG".into(), &e);
+            }
+        })
+    };
     html! {
         <section class="timeline-view">
             <div class="timeline-bar">
@@ -931,8 +1117,17 @@ pub fn timeline(p: &Props) -> Html {
                     <button class={classes!("tab", (!p.aligned).then_some("active"))} data-testid="clock-raw"
                         disabled={!p.aligned} onclick={toggle_clock} title="each rank's own clock, as written">{"Raw clocks"}</button>
                 </span>
+                <input type="search" class="search" placeholder="Search names…" aria-label="Search events by name"
+                    data-testid="timeline-search" oninput={on_search} />
+                if let Some(n) = *matches {
+                    <span class="muted" data-testid="search-count" data-count={n.to_string()}>
+                        {format!("{} match{}", format::thousands(n), if n == 1 { "" } else { "es" })}
+                    </span>
+                }
                 <span class="legend">{ for legend }</span>
-                <span class="muted">{"Ctrl+wheel or W/S zoom · drag, Shift+wheel or A/D pan · 0 fits · click a rank to fold it · ? help"}</span>
+                <span class="spacer"></span>
+                <span class="muted keys" title="Ctrl+wheel or W/S zoom · drag, Shift+wheel or A/D pan · 0 fits · click a rank's header to fold it · click an event for its details and flow">{"keys: ?"}</span>
+                <button class="small" data-testid="export-png" onclick={on_png} title="Save what the timeline shows as a PNG">{"PNG"}</button>
             </div>
             <div class="timeline" data-testid="timeline" data-clock={if p.aligned { "aligned" } else { "raw" }}
                 data-focus-rank={p.focus.map(|r| r.to_string())} data-focus-file={focus_file.map(|f| f.to_string())}>
@@ -946,6 +1141,11 @@ pub fn timeline(p: &Props) -> Html {
                         if d.instant { "instant".to_string() } else { format::duration(d.dur_ns as f64) },
                         d.start_ns, d.step.map(|s| format!(" · step {s}")).unwrap_or_default())}</span>
                     if let Some(l) = &d.launch { <span>{format!(" · launched by {l}")}</span> }
+                    if let Some(l) = &d.link {
+                        <span data-testid="selection-link">{
+                            if d.gpu { format!(" · flow: {} → this kernel", l.name) } else { format!(" · flow: this launch → {}", l.name) }
+                        }</span>
+                    }
                     { for d.args.iter().map(|(k, v)| html! { <span class="arg">{format!(" · {k}: {v}")}</span> }) }
                 </aside>
             }

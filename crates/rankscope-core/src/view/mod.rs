@@ -114,6 +114,48 @@ impl RankView {
         self.detail(i)
     }
 
+    /// The events whose name contains `query` (case-insensitive): how many, and where the
+    /// timeline draws the first `limit` of them.
+    pub fn search(&self, query: &str, limit: usize) -> Found {
+        let q = query.trim().to_lowercase();
+        let Some(e) = self.entry() else { return Found::default() };
+        if q.is_empty() {
+            return Found::default();
+        }
+        // Match each distinct name once, then the events by id.
+        let mut hit_ids = vec![false; self.job.strings.len()];
+        for (id, s) in self.job.strings.iter() {
+            if s.to_lowercase().contains(&q) {
+                if let Some(h) = hit_ids.get_mut(id.0 as usize) {
+                    *h = true;
+                }
+            }
+        }
+        let ev = &e.trace.events;
+        let mut found = Found::default();
+        for i in 0..ev.len() {
+            if !hit_ids.get(ev.name[i].0 as usize).copied().unwrap_or(false) {
+                continue;
+            }
+            let lane = ev.lane[i].0;
+            let Some(depth) = self.index.depth_of(lane, i as u32) else { continue };
+            found.total += 1;
+            if found.hits.len() < limit {
+                found.hits.push(Hit { lane, depth, start_ns: ev.ts_ns[i], end_ns: ev.end_ns(i) });
+            }
+        }
+        found
+    }
+
+    /// Where the timeline draws event row `i`.
+    fn place(&self, i: usize) -> Option<Hit> {
+        let e = self.entry()?;
+        let ev = &e.trace.events;
+        let lane = *ev.lane.get(i)?;
+        let depth = self.index.depth_of(lane.0, i as u32)?;
+        Some(Hit { lane: lane.0, depth, start_ns: ev.ts_ns[i], end_ns: ev.end_ns(i) })
+    }
+
     /// Details of event row `i`.
     pub fn detail(&self, i: u32) -> Option<EventDetail> {
         let entry = self.entry()?;
@@ -146,14 +188,26 @@ impl RankView {
                 push("seq", c.seq[a].to_string());
             }
         }
+        let links = &entry.norm.links;
         let launch = if gpu {
-            entry.norm.links.launch_of(crate::model::EventIdx(i)).map(|l| {
+            links.launch_of(crate::model::EventIdx(i)).map(|l| {
                 let l = l.0 as usize;
                 format!("{} at {} ns", s.get(ev.name[l]), ev.ts_ns[l])
             })
         } else {
             None
         };
+        // The other end of the launch → kernel flow: the launch of GPU work, or the first GPU
+        // event a runtime call launched.
+        let other = if gpu {
+            links.launch_of(crate::model::EventIdx(i)).map(|l| l.0 as usize)
+        } else {
+            links.launch.iter().position(|l| l.0 == i).and_then(|k| links.gpu.get(k)).map(|g| g.0 as usize)
+        };
+        let link = other.and_then(|o| {
+            let place = self.place(o)?;
+            Some(FlowEnd { name: s.get(ev.name[o]).to_string(), place })
+        });
         Some(EventDetail {
             event: i,
             name: s.get(ev.name[k]).to_string(),
@@ -166,6 +220,7 @@ impl RankView {
             step: Some(ev.step[k]).filter(|&x| x != NONE_U32),
             gpu,
             launch,
+            link,
             args,
         })
     }
@@ -186,8 +241,36 @@ pub struct EventDetail {
     pub gpu: bool,
     /// For GPU work: the runtime call that launched it.
     pub launch: Option<String>,
+    /// The other end of its launch → kernel flow (the launch of a kernel, the first kernel of a
+    /// launch), where the timeline draws it.
+    pub link: Option<FlowEnd>,
     /// Communication arguments, as `(name, value)`.
     pub args: Vec<(String, String)>,
+}
+
+/// One end of a launch → kernel flow.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowEnd {
+    pub name: String,
+    pub place: Hit,
+}
+
+/// Where the timeline draws an event: lane, nesting row, start and end (absolute ns, own clock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hit {
+    pub lane: u32,
+    pub depth: u32,
+    pub start_ns: i64,
+    pub end_ns: i64,
+}
+
+/// The result of a search by name in one rank.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Found {
+    /// Matching events drawn by the timeline.
+    pub total: u64,
+    /// The first of them, in time order.
+    pub hits: Vec<Hit>,
 }
 
 #[cfg(test)]

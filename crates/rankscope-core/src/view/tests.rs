@@ -242,3 +242,38 @@ fn job_facts_from_summaries() {
     assert!(f.span_end_ns > f.span_start_ns);
     assert_eq!(f.events, sums.iter().map(|s| s.events).sum::<u64>());
 }
+
+/// A launch and its kernel, linked by correlation id.
+const LAUNCHED: &str = r#"{"traceEvents":[
+ {"ph":"X","name":"ProfilerStep#1","cat":"user_annotation","pid":1,"tid":1,"ts":0,"dur":100},
+ {"ph":"X","name":"cudaLaunchKernel","cat":"cuda_runtime","pid":1,"tid":1,"ts":10,"dur":5,"args":{"correlation":7}},
+ {"ph":"X","name":"volta_sgemm","cat":"kernel","pid":0,"tid":7,"ts":20,"dur":30,"args":{"correlation":7,"device":0,"stream":7}}
+]}"#;
+
+#[test]
+fn search_finds_names_and_where_they_are_drawn() {
+    let v = view_of("nested.json", NESTED);
+    let cpu = lane_of(&v, false);
+    let f = v.search("ATEN::", 10);
+    assert_eq!(f.total, 2);
+    let hits: Vec<(u32, u32, i64)> = f.hits.iter().map(|h| (h.lane, h.depth, h.start_ns)).collect();
+    assert_eq!(hits, [(cpu, 2, 20_000), (cpu, 2, 30_000)]);
+    assert_eq!(v.search("aten", 1).hits.len(), 1, "at most `limit` places");
+    assert_eq!(v.search("  ", 10), Found::default());
+    assert_eq!(v.search("nothing-like-this", 10).total, 0);
+}
+
+#[test]
+fn a_launch_and_its_kernel_link_to_each_other() {
+    let v = view_of("launched.json", LAUNCHED);
+    let (cpu, gpu) = (lane_of(&v, false), lane_of(&v, true));
+    let k = v.pick(gpu, 0, 30_000, 0).unwrap_or_else(|| panic!("kernel"));
+    let l = k.link.unwrap_or_else(|| panic!("the kernel links to its launch"));
+    assert_eq!(
+        (l.name.as_str(), l.place.lane, l.place.depth, l.place.start_ns),
+        ("cudaLaunchKernel", cpu, 1, 10_000)
+    );
+    let launch = v.pick(cpu, 1, 12_000, 0).unwrap_or_else(|| panic!("launch"));
+    let l = launch.link.unwrap_or_else(|| panic!("the launch links to its kernel"));
+    assert_eq!((l.name.as_str(), l.place.lane, l.place.end_ns), ("volta_sgemm", gpu, 50_000));
+}

@@ -84,6 +84,16 @@ impl TimelineIndex {
         TimelineIndex { rows, hidden }
     }
 
+    /// The nesting row event row `event` of `lane` is drawn in (None: too deep to draw).
+    pub fn depth_of(&self, lane: u32, event: u32) -> Option<u32> {
+        // Each row lists its events in table order (the loop in `build`).
+        self.rows
+            .get(lane as usize)?
+            .iter()
+            .position(|row| row.binary_search(&event).is_ok())
+            .map(|d| d as u32)
+    }
+
     /// Number of rows (nesting depths) of a lane.
     pub fn depth(&self, lane: u32) -> u32 {
         self.rows.get(lane as usize).map_or(0, |r| r.len() as u32)
