@@ -217,12 +217,12 @@ fn interval_figures_are_consistent_on_every_real_set() {
             assert_eq!(p.level, "cross_rank_collective_chain");
             assert!(p.hops.windows(2).all(|w| w[0].start_ns <= w[1].start_ns), "{dir} {p:?}");
             assert_eq!(
-                p.compute_ns
-                    + p.communication_ns
-                    + p.memory_ns
-                    + p.cpu_bound_ns
-                    + p.launch_overhead_ns
-                    + p.idle_ns,
+                p.split.compute_ns
+                    + p.split.communication_ns
+                    + p.split.memory_ns
+                    + p.split.cpu_bound_ns
+                    + p.split.launch_overhead_ns
+                    + p.split.idle_ns,
                 p.length_ns,
                 "{dir} {p:?}"
             );
@@ -298,7 +298,10 @@ fn hand_written_two_rank_job_gives_the_known_answers() {
     let hops: Vec<(u32, &str, i64)> =
         p.hops.iter().map(|h| (h.rank, h.what.as_str(), h.end_ns - h.start_ns)).collect();
     assert_eq!(hops, [(1, "work", 150_000), (1, "collective", 100_000), (0, "tail", 50_000)]);
-    assert_eq!((p.length_ns, p.compute_ns, p.communication_ns, p.idle_ns), (300_000, 200_000, 100_000, 0));
+    assert_eq!(
+        (p.length_ns, p.split.compute_ns, p.split.communication_ns, p.split.idle_ns),
+        (300_000, 200_000, 100_000, 0)
+    );
     // HTA's overlap on rank 0: 70 / 170.
     assert!((a.rank_totals[0].overlap_pct_hta.unwrap_or(0.0) - 100.0 * 70.0 / 170.0).abs() < 1e-9);
 }

@@ -59,12 +59,9 @@ pub struct StepPath {
     /// The sum of the parts below. On level 2 it can be shorter than `end_ns − start_ns` where
     /// the path waits in a collective that is not chained.
     pub length_ns: i64,
-    pub compute_ns: i64,
-    pub communication_ns: i64,
-    pub memory_ns: i64,
-    pub cpu_bound_ns: i64,
-    pub launch_overhead_ns: i64,
-    pub idle_ns: i64,
+    /// The parts (flattened into the step's JSON object).
+    #[serde(flatten)]
+    pub split: Split,
     pub top_events: Vec<PathEvent>,
     /// Level 2: the path, hop by hop (aligned times).
     #[serde(default)]
@@ -103,8 +100,8 @@ impl Split {
             + self.idle_ns
     }
 
-    /// The share `num / den` of every part (rounded down; the remainder goes to idle so the
-    /// parts still add up to `num`... of the total's share).
+    /// The share `num / den` of every part, rounded down, with the rounding remainder put in
+    /// idle so the parts add up to the same share of the total.
     fn scaled(&self, num: i64, den: i64) -> Split {
         if den <= 0 || num >= den {
             return *self;
@@ -246,12 +243,7 @@ pub fn chain(c: &RankCtx<'_>, strings: &StringTable, step: u32, lo: i64, hi: i64
         start_ns: lo,
         end_ns: hi,
         length_ns: hi - lo,
-        compute_ns: split.compute_ns,
-        communication_ns: split.communication_ns,
-        memory_ns: split.memory_ns,
-        cpu_bound_ns: split.cpu_bound_ns,
-        launch_overhead_ns: split.launch_overhead_ns,
-        idle_ns: split.idle_ns,
+        split,
         hops: Vec::new(),
         top_events: top
             .into_iter()
@@ -407,12 +399,7 @@ fn level2(
         start_ns: hops.first().map_or(start, |h| h.start_ns),
         end_ns: hops.iter().map(|h| h.end_ns).max().unwrap_or(start),
         length_ns: total.total(),
-        compute_ns: total.compute_ns,
-        communication_ns: total.communication_ns,
-        memory_ns: total.memory_ns,
-        cpu_bound_ns: total.cpu_bound_ns,
-        launch_overhead_ns: total.launch_overhead_ns,
-        idle_ns: total.idle_ns,
+        split: total,
         top_events: top,
         hops,
     })

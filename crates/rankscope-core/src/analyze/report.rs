@@ -148,12 +148,12 @@ pub fn markdown(a: &Analysis) -> String {
                 p.rank,
                 p.chosen_as,
                 ms(p.length_ns),
-                ms(p.compute_ns),
-                ms(p.communication_ns),
-                ms(p.memory_ns),
-                ms(p.cpu_bound_ns),
-                ms(p.launch_overhead_ns),
-                ms(p.idle_ns)
+                ms(p.split.compute_ns),
+                ms(p.split.communication_ns),
+                ms(p.split.memory_ns),
+                ms(p.split.cpu_bound_ns),
+                ms(p.split.launch_overhead_ns),
+                ms(p.split.idle_ns)
             );
             if !p.hops.is_empty() {
                 let ranks: Vec<String> = p
