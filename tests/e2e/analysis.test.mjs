@@ -5,7 +5,7 @@
 // target/e2e-screenshots/ (2x-prefixed).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -162,6 +162,12 @@ test('a heatmap cell opens the timeline at that rank and step', async () => {
   await page.close();
 });
 
+/** A CLI command's JSON output, whatever its exit code (findings make `nccl` exit 1). */
+function cliOut(...args) {
+  const r = spawnSync(BIN, args, { maxBuffer: 64 << 20 });
+  return JSON.parse(r.stdout.toString());
+}
+
 /** Clicks `selector` and returns the downloaded file's bytes and suggested name. */
 async function download(page, selector) {
   const [d] = await Promise.all([page.waitForEvent('download', { timeout: 60_000 }), page.click(selector)]);
@@ -250,6 +256,58 @@ test('the raw / aligned clock toggle is kept in the URL hash', async () => {
   assert.match(await page.evaluate(() => location.hash), /clock=raw/);
   await page.click('[data-testid=clock-aligned]');
   assert.doesNotMatch(await page.evaluate(() => location.hash), /clock=raw/);
+  await page.close();
+});
+
+test('Fabric: NCCL logs and nccl-tests output dropped with the traces; the analysis places the collectives against them', async () => {
+  const traceFiles = traces('ddp-gloo-cpu-4rank');
+  const tests = path.join(SHARED, 'nccl-tests', 'xxrjun_h100_1node-8gpu_multi-collective.txt');
+  const log = path.join(SHARED, 'nccl-logs', 'ssbandjl_2node-4rank-v100-RoCE_nccl2.26.6-PATCHED-mixed-format.log');
+  const files = [...traceFiles, tests, log];
+  const { page } = await openWith(files);
+  // Recognised by content: the two text files are not ranks.
+  await page.click('[data-testid=nav-summary]');
+  assert.equal(await page.locator('[data-testid=rank-row]').count(), 4);
+  // The analysis is `rankscope analyze` on the same files (the log is not its input there either).
+  const strip = (t) => t.replaceAll(path.dirname(traceFiles[0]) + '/', '').replaceAll(path.dirname(tests) + '/', '')
+    .replaceAll(path.dirname(log) + '/', '');
+  const json = await download(page, '[data-testid=export-json]');
+  const cliJson = strip(execFileSync(BIN, ['analyze', '--json', ...files], { maxBuffer: 64 << 20, stdio: ['ignore', 'pipe', 'ignore'] }).toString());
+  assert.equal(json.bytes.toString(), cliJson);
+  assert.ok(JSON.parse(cliJson).fabric.length > 0, 'the join has rows');
+  await page.click('[data-testid=nav-fabric]');
+  await page.waitForSelector('[data-testid=fabric]');
+  const nccl = cliOut('nccl', '--json', log);
+  const perf = cliOut('nccl-tests', '--json', tests, log);
+  assert.equal(await page.locator('[data-testid=fabric-rank]').count(), nccl.ranks.length);
+  const ids = await page.$$eval('[data-testid=fabric-finding]', (els) => els.map((e) => e.dataset.id));
+  assert.deepEqual(ids, [...nccl.findings.map((f) => f.id), ...perf.findings.map((f) => f.id)]);
+  const charts = await page.$$eval('[data-testid=fabric-chart]', (els) => els.map((e) => ({
+    collective: e.dataset.collective, points: Number(e.dataset.points), alpha: e.dataset.alphaUs ? Number(e.dataset.alphaUs) : null,
+  })));
+  assert.deepEqual(charts, perf.tests.map((t) => ({
+    collective: t.collective ?? 'unknown collective', points: t.rows.filter((r) => r.size_bytes > 0).length,
+    alpha: t.analysis?.fit ? t.analysis.fit.alpha_us : null,
+  })));
+  assert.equal(await page.locator('[data-testid=fabric-join] tbody tr').count(), JSON.parse(cliJson).fabric.length);
+  await shot(page, '40-fabric');
+  await page.evaluate(() => window.scrollTo(0, document.body.scrollHeight));
+  await shot(page, '41-fabric-charts');
+  await page.close();
+});
+
+test('Fabric alone: an NCCL log without traces', async () => {
+  const log = path.join(SHARED, 'nccl-logs', 'aws-hpc-tutorials_2node-a10g_NET-Socket_nccl2.11.4.log');
+  const { page } = await openWith([log]);
+  await page.waitForSelector('[data-testid=fabric]');
+  const nccl = cliOut('nccl', '--json', log);
+  // This log holds an all_reduce_perf table too: it is read as nccl-tests output as well.
+  const perf = cliOut('nccl-tests', '--json', log);
+  assert.ok(perf.tests.length > 0);
+  const ids = await page.$$eval('[data-testid=fabric-finding]', (els) => els.map((e) => e.dataset.id));
+  assert.deepEqual(ids, [...nccl.findings.map((f) => f.id), ...perf.findings.map((f) => f.id)]);
+  assert.ok(ids.includes('log.net-socket-multinode') || ids.some((i) => i.includes('socket')), `NET/Socket is named: ${ids}`);
+  await shot(page, '42-fabric-log-only');
   await page.close();
 });
 

@@ -342,6 +342,12 @@ fn on_message(inner_rc: &Rc<RefCell<Inner>>, index: usize, m: FromWorker, extra:
             pump(inner_rc);
         }
         FromWorker::Part { file, part } => dispatch.emit(Action::Part { file, part }),
+        FromWorker::Text { file, kinds } => {
+            done(file, false);
+            let bytes = extra.dyn_into::<js_sys::Uint8Array>().map(|b| b.to_vec()).unwrap_or_default();
+            dispatch.emit(Action::Text { file, kinds, bytes: Rc::new(bytes) });
+            pump(inner_rc);
+        }
         FromWorker::Found { file, req, found } => {
             if let Some(sink) = found_sink {
                 sink(file, req, *found);

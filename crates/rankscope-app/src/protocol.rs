@@ -11,6 +11,8 @@
 //! UI → worker   Load {file, name} + File       read, ingest, normalize; keep the RankView
 //!               Demo {file, rank}              generate the demo rank, then the same as Load
 //! worker → UI   Progress {file, phase, bytes…} at most every PROGRESS_MS while reading
+//!               Text {file, kinds} + Uint8Array  not a trace but NCCL text (an NCCL_DEBUG log,
+//!               nccl-tests output), recognised by content: its bytes, for the job's Fabric
 //!               Loaded {file, summary}         RankSummary (a few kB)
 //!               Failed {file, error}           not a trace at all / unreadable; the rest go on
 //! UI → worker   Cancel {file}                  stop reading after the current chunk
@@ -55,6 +57,36 @@ pub enum ToWorker {
     Export { file: FileId, req: u32, offset_ns: i64, origin_ns: i64, first: bool },
 }
 
+/// Bytes of a file's start that decide what it is.
+pub const SNIFF_BYTES: usize = 64 << 10;
+
+/// NCCL text the app reads beside traces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum TextKind {
+    NcclLog,
+    NcclTests,
+}
+
+/// What a file is from its first [`SNIFF_BYTES`], as `rankscope analyze` decides it: gzip, JSON
+/// or a byte-order mark make a trace; otherwise the NCCL kinds found in it (none: a trace, whose
+/// reading will say what is wrong with it).
+pub fn sniff(head: &[u8]) -> Vec<TextKind> {
+    let first = head.iter().copied().find(|b| !b.is_ascii_whitespace());
+    if head.starts_with(&[0x1f, 0x8b])
+        || matches!(first, Some(b'{' | b'['))
+        || head.starts_with(&[0xEF, 0xBB, 0xBF])
+    {
+        return Vec::new();
+    }
+    rankscope_core::nccl::sniff_all(head)
+        .into_iter()
+        .map(|k| match k {
+            rankscope_core::nccl::Kind::NcclLog => TextKind::NcclLog,
+            rankscope_core::nccl::Kind::NcclTests => TextKind::NcclTests,
+        })
+        .collect()
+}
+
 /// Where a file's load is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Phase {
@@ -66,6 +98,7 @@ pub enum Phase {
 pub enum FromWorker {
     Ready,
     Progress { file: FileId, phase: Phase, input_bytes: u64, text_bytes: u64, events: u64 },
+    Text { file: FileId, kinds: Vec<TextKind> },
     Loaded { file: FileId, summary: Box<RankSummary>, part: Box<RankPart>, first_ns: Option<i64> },
     Part { file: FileId, part: Box<RankPart> },
     Found { file: FileId, req: u32, found: Box<Found> },
@@ -109,5 +142,19 @@ mod tests {
         };
         assert_eq!(decode::<FromWorker>(&encode(&t)), Ok(t));
         assert!(decode::<FromWorker>("{").is_err());
+    }
+
+    #[test]
+    fn files_are_told_apart_by_content() {
+        assert_eq!(sniff(b"  {\"traceEvents\": []}"), []);
+        assert_eq!(sniff(&[0x1f, 0x8b, 8, 0]), []);
+        assert_eq!(
+            sniff(b"host:1:2 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"),
+            [TextKind::NcclLog]
+        );
+        let tests = b"# nThread 1 nGpus 1 minBytes 8 maxBytes 128 step: 2(factor) warmup iters: 5 iters: 20\n\
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n";
+        assert_eq!(sniff(tests), [TextKind::NcclTests]);
+        assert_eq!(sniff(b"hello"), []);
     }
 }

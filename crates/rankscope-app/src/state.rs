@@ -22,7 +22,8 @@ use rankscope_core::normalize::JobError;
 use rankscope_core::view::{apply_decision, decide_job, JobFacts, RankClaim, RankDecision, RankSummary};
 use yew::Reducible;
 
-use crate::protocol::{FileId, Phase};
+use crate::protocol::{FileId, Phase, TextKind};
+use rankscope_core::nccl::{self, LogReport, TestsReport};
 
 /// The views, in the order of the navigation bar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,12 +33,20 @@ pub enum View {
     Timeline,
     Collectives,
     Alignment,
+    Fabric,
     Diagnostics,
 }
 
 impl View {
-    pub const ALL: [View; 6] =
-        [View::Summary, View::Steps, View::Timeline, View::Collectives, View::Alignment, View::Diagnostics];
+    pub const ALL: [View; 7] = [
+        View::Summary,
+        View::Steps,
+        View::Timeline,
+        View::Collectives,
+        View::Alignment,
+        View::Fabric,
+        View::Diagnostics,
+    ];
 
     /// The name in the URL hash.
     pub fn name(self) -> &'static str {
@@ -47,6 +56,7 @@ impl View {
             View::Timeline => "timeline",
             View::Collectives => "collectives",
             View::Alignment => "alignment",
+            View::Fabric => "fabric",
             View::Diagnostics => "diagnostics",
         }
     }
@@ -58,6 +68,7 @@ impl View {
             View::Timeline => "Timeline",
             View::Collectives => "Collectives",
             View::Alignment => "Alignment",
+            View::Fabric => "Fabric",
             View::Diagnostics => "Diagnostics",
         }
     }
@@ -94,6 +105,16 @@ pub struct FileEntry {
     pub summary: Option<Rc<RankSummary>>,
     /// Its earliest event start (absolute ns, own clock).
     pub first_ns: Option<i64>,
+    /// NCCL text rather than a trace: what it holds.
+    pub text: Option<Vec<TextKind>>,
+}
+
+/// The NCCL side of the job: `rankscope nccl` over the NCCL_DEBUG logs and
+/// `rankscope nccl-tests` over the nccl-tests outputs that were loaded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fabric {
+    pub logs: Option<LogReport>,
+    pub tests: Option<TestsReport>,
 }
 
 /// The ranks decided across files, waiting for the parts that must be recomputed.
@@ -126,6 +147,9 @@ pub struct JobView {
     pub offsets: BTreeMap<FileId, i64>,
     /// Earliest aligned event start over all ranks: time 0 of the merged trace.
     pub origin_ns: i64,
+    /// NCCL logs and nccl-tests output, when any were loaded (the tests are also the analysis'
+    /// fabric: `analysis.fabric` places the trace's collectives against them).
+    pub fabric: Option<Rc<Fabric>>,
 }
 
 impl JobView {
@@ -154,6 +178,8 @@ pub struct State {
     pub step: Option<u32>,
     /// Timeline on the aligned clock (each rank's time − its alignment offset) or the raw ones.
     pub aligned: bool,
+    /// The bytes of the NCCL text files.
+    pub texts: BTreeMap<FileId, Rc<Vec<u8>>>,
     /// Each file's analysis part, as its worker last sent it.
     pub parts: BTreeMap<FileId, Rc<RankPart>>,
     pub assembly: Option<Rc<Assembly>>,
@@ -176,6 +202,7 @@ impl Default for State {
             step: None,
             aligned: true,
             parts: BTreeMap::new(),
+            texts: BTreeMap::new(),
             assembly: None,
             awaiting: BTreeSet::new(),
             assemblies: 0,
@@ -188,7 +215,7 @@ impl State {
     /// Every file is done, at least one is a rank, and the analysis is combined: the views can
     /// show the job.
     pub fn ready(&self) -> bool {
-        self.job.as_ref().is_some_and(|j| !j.ranks.is_empty())
+        self.job.as_ref().is_some_and(|j| !j.ranks.is_empty() || j.fabric.is_some())
     }
 
     pub fn loading(&self) -> bool {
@@ -219,6 +246,12 @@ pub enum Action {
         summary: Box<RankSummary>,
         part: Box<RankPart>,
         first_ns: Option<i64>,
+    },
+    /// A file that is NCCL text, with its bytes.
+    Text {
+        file: FileId,
+        kinds: Vec<TextKind>,
+        bytes: Rc<Vec<u8>>,
     },
     /// A recomputed analysis part (after `Reanalyze`).
     Part {
@@ -268,8 +301,10 @@ impl Reducible for State {
                         started_ms: None,
                         summary: None,
                         first_ns: None,
+                        text: None,
                     })
                     .collect();
+                s.texts.clear();
                 s.demo = demo;
                 s.parts.clear();
                 s.assembly = None;
@@ -304,6 +339,14 @@ impl Reducible for State {
                     f.first_ns = first_ns;
                     f.status = FileStatus::Ready;
                     s.parts.insert(file, Rc::new(*part));
+                }
+            }
+            Action::Text { file, kinds, bytes } => {
+                if let Some(f) = s.files.get_mut(file as usize) {
+                    f.size = f.size.max(bytes.len() as u64);
+                    f.text = Some(kinds);
+                    f.status = FileStatus::Ready;
+                    s.texts.insert(file, bytes);
                 }
             }
             Action::Part { file, part } => {
@@ -355,7 +398,12 @@ impl Reducible for State {
         }
         if s.job.is_none() && s.awaiting.is_empty() {
             if let Some(a) = &s.assembly {
-                s.job = Some(Rc::new(combine(a, &s.files, &s.parts)));
+                let job = combine(a, &s.files, &s.parts, &s.texts);
+                // NCCL text only: the Fabric view is all there is to see.
+                if job.ranks.is_empty() && job.fabric.is_some() {
+                    s.view = View::Fabric;
+                }
+                s.job = Some(Rc::new(job));
             }
         }
         Rc::new(s)
@@ -375,14 +423,20 @@ fn own_decision(s: &RankSummary) -> RankDecision {
 
 /// Runs the job half of the analysis on the final parts (in rank order, as the CLI's job has
 /// them) and derives what the views need from it.
-fn combine(a: &Assembly, files: &[FileEntry], parts: &BTreeMap<FileId, Rc<RankPart>>) -> JobView {
+fn combine(
+    a: &Assembly,
+    files: &[FileEntry],
+    parts: &BTreeMap<FileId, Rc<RankPart>>,
+    texts: &BTreeMap<FileId, Rc<Vec<u8>>>,
+) -> JobView {
+    let fabric = fabric(files, texts);
     let parts: Vec<(FileId, RankPart)> =
         a.ranks.iter().filter_map(|(f, _)| parts.get(f).map(|p| (*f, (**p).clone()))).collect();
-    let analysis = analyze::combine(
-        parts.iter().map(|(_, p)| p.clone()).collect(),
-        a.errors.clone(),
-        &analyze::Options::default(),
-    );
+    let opts = analyze::Options {
+        fabric: fabric.as_ref().and_then(|f| f.tests.clone()),
+        ..analyze::Options::default()
+    };
+    let analysis = analyze::combine(parts.iter().map(|(_, p)| p.clone()).collect(), a.errors.clone(), &opts);
     let offset_of_rank =
         |rank: u32| analysis.alignment.iter().find(|x| x.rank == rank).map_or(0, |x| x.offset_ns);
     let offsets: BTreeMap<FileId, i64> =
@@ -412,7 +466,32 @@ fn combine(a: &Assembly, files: &[FileEntry], parts: &BTreeMap<FileId, Rc<RankPa
         first_op,
         offsets,
         origin_ns,
+        fabric: fabric.map(Rc::new),
     }
+}
+
+/// Reads the NCCL text files as the CLI does: nccl-tests output with `nccl::analyze_tests` (as
+/// `rankscope nccl-tests` and `rankscope analyze TRACES... TESTS...`), NCCL_DEBUG logs with
+/// `nccl::analyze_logs` (as `rankscope nccl`). A log holding a perf table is read both ways.
+/// These run on the main thread: the inputs are logs and tables (kB to a few MB, parsed in
+/// milliseconds), and `analyze::combine` needs the `TestsReport` here (the core's NCCL reports
+/// serialize but do not deserialize, so they cannot come from a worker as values).
+fn fabric(files: &[FileEntry], texts: &BTreeMap<FileId, Rc<Vec<u8>>>) -> Option<Fabric> {
+    let of = |k: TextKind| -> Vec<nccl::Input<'_>> {
+        files
+            .iter()
+            .filter(|f| f.text.as_ref().is_some_and(|t| t.contains(&k)))
+            .filter_map(|f| texts.get(&f.id).map(|b| nccl::Input { name: &f.name, bytes: &b[..] }))
+            .collect()
+    };
+    let (logs, tests) = (of(TextKind::NcclLog), of(TextKind::NcclTests));
+    if logs.is_empty() && tests.is_empty() {
+        return None;
+    }
+    Some(Fabric {
+        logs: (!logs.is_empty()).then(|| nccl::analyze_logs(&logs)),
+        tests: (!tests.is_empty()).then(|| nccl::analyze_tests(&tests, None)),
+    })
 }
 
 /// Decides ranks across the loaded files (as the CLI does), computes the job facts, and lists

@@ -29,3 +29,8 @@ pub const HEAT_BINS: usize = 9;
 pub const HEAT_CELL_H: f64 = 24.0;
 pub const HEAT_LABEL_W: f64 = 70.0;
 pub const HEAT_WIDTH: f64 = 1180.0;
+
+/// Fabric charts: width, height and left padding (CSS px).
+pub const CHART_W: f64 = 580.0;
+pub const CHART_H: f64 = 260.0;
+pub const CHART_PAD: f64 = 46.0;

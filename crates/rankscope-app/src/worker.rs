@@ -127,6 +127,8 @@ fn handle(state: &Rc<RefCell<State>>, m: ToWorker, extra: JsValue) {
 /// What a load ends with: the finished ingest, or why there is none.
 enum Outcome {
     Done(Box<FileIngest>),
+    /// NCCL text, whole (such files are logs and tables: kB to a few MB).
+    Text(Vec<TextKind>, Vec<u8>),
     Cancelled,
 }
 
@@ -135,6 +137,14 @@ fn finish(state: &Rc<RefCell<State>>, file: FileId, result: Result<Outcome, Stri
     let ingest = match result {
         Ok(Outcome::Done(i)) => i,
         Ok(Outcome::Cancelled) => return post(&FromWorker::Cancelled { file }),
+        Ok(Outcome::Text(kinds, bytes)) => {
+            let data = Uint8Array::from(&bytes[..]);
+            let msg = Array::of2(&JsValue::from_str(&encode(&FromWorker::Text { file, kinds })), &data);
+            if let Err(e) = scope().post_message_with_transfer(&msg, &Array::of1(&data.buffer())) {
+                web_sys::console::error_2(&"rankscope worker: cannot post".into(), &e);
+            }
+            return;
+        }
         Err(error) => return post(&FromWorker::Failed { file, error }),
     };
     let p = ingest.progress();
@@ -255,6 +265,9 @@ async fn read_file(
 ) -> Result<Outcome, String> {
     let reader: ReadableStreamDefaultReader = f.stream().get_reader().unchecked_into();
     let mut feeder = Feeder::new(file, name);
+    // None until the first SNIFF_BYTES (or the whole file) said what the file is; then the NCCL
+    // kinds it holds (empty: a trace).
+    let mut text: Option<Vec<TextKind>> = None;
     loop {
         let r = JsFuture::from(reader.read())
             .await
@@ -266,7 +279,11 @@ async fn read_file(
         let start = feeder.buf.len();
         feeder.buf.resize(start + value.length() as usize, 0);
         value.copy_to(&mut feeder.buf[start..]);
-        if feeder.buf.len() >= CHUNK_BYTES {
+        if text.is_none() && feeder.buf.len() >= SNIFF_BYTES {
+            text = Some(sniff(&feeder.buf[..SNIFF_BYTES]));
+        }
+        let is_text = text.as_ref().is_some_and(|k| !k.is_empty());
+        if feeder.buf.len() >= CHUNK_BYTES && !is_text {
             feeder.flush();
         }
         if is_cancelled(state, file) {
@@ -278,6 +295,10 @@ async fn read_file(
             let _ = reader.cancel();
             break;
         }
+    }
+    let kinds = text.unwrap_or_else(|| sniff(&feeder.buf));
+    if !kinds.is_empty() {
+        return Ok(Outcome::Text(kinds, std::mem::take(&mut feeder.buf)));
     }
     feeder.flush();
     Ok(Outcome::Done(feeder.ingest))

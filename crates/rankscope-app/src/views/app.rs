@@ -11,6 +11,7 @@ use yew::prelude::*;
 use super::alignment::Alignment;
 use super::collectives::Collectives;
 use super::diagnostics::Diagnostics;
+use super::fabric::Fabric;
 use super::files::Files;
 use super::help::Help;
 use super::landing::Landing;
@@ -165,7 +166,7 @@ pub fn app() -> Html {
                     match k.key().as_str() {
                         "?" => dispatch.emit(Action::ToggleHelp),
                         "Escape" => dispatch.emit(Action::CloseHelp),
-                        "1" | "2" | "3" | "4" | "5" | "6" if ready => {
+                        "1" | "2" | "3" | "4" | "5" | "6" | "7" if ready => {
                             let i = k.key().parse::<usize>().unwrap_or(1) - 1;
                             if let Some(&v) = View::ALL.get(i) {
                                 dispatch.emit(Action::SetView(v));
@@ -242,6 +243,8 @@ pub fn app() -> Html {
     } else {
         let show_files = loading || !ready || matches!(state.view, View::Summary | View::Diagnostics);
         let view = match (&state.job, ready) {
+            // NCCL files only: the Fabric view is all there is.
+            (Some(job), true) if job.ranks.is_empty() => html! { <Fabric job={job.clone()} /> },
             (Some(job), true) => match state.view {
                 View::Summary => html! { <Summary job={job.clone()} demo={state.demo} /> },
                 View::Steps => html! { <Steps job={job.clone()} /> },
@@ -250,6 +253,7 @@ pub fn app() -> Html {
                 },
                 View::Collectives => html! { <Collectives job={job.clone()} /> },
                 View::Alignment => html! { <Alignment job={job.clone()} /> },
+                View::Fabric => html! { <Fabric job={job.clone()} /> },
                 View::Diagnostics => html! { <Diagnostics job={job.clone()} /> },
             },
             _ => html! {},

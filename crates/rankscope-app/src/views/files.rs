@@ -63,6 +63,13 @@ pub fn files(p: &Props) -> Html {
                                 <span class="muted">{what}</span>
                             </> }
                         }
+                        FileStatus::Ready if f.text.is_some() => {
+                            let kinds = f.text.iter().flatten().map(|k| match k {
+                                crate::protocol::TextKind::NcclLog => "NCCL_DEBUG log",
+                                crate::protocol::TextKind::NcclTests => "nccl-tests output",
+                            }).collect::<Vec<_>>().join(" + ");
+                            html! { <span class="ok">{format!("{kinds} · see Fabric")}</span> }
+                        }
                         FileStatus::Ready => {
                             let s = f.summary.as_ref();
                             html! { <span class="ok">{format!(

@@ -27,10 +27,11 @@ fn picked(e: &Event, folder: bool) -> Vec<File> {
     out
 }
 
-/// Names rankscope reads when a folder is chosen (explicitly chosen files are all tried).
+/// Names rankscope reads when a folder is chosen (explicitly chosen files are all tried):
+/// traces, and the logs and text outputs NCCL_DEBUG and nccl-tests write.
 pub fn is_trace_name(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
-    n.ends_with(".json") || n.ends_with(".json.gz")
+    [".json", ".json.gz", ".log", ".txt", ".out"].iter().any(|e| n.ends_with(e))
 }
 
 #[function_component(Landing)]
@@ -59,7 +60,7 @@ pub fn landing(p: &Props) -> Html {
                 <label class="button primary">
                     {"Choose files"}
                     <input type="file" multiple=true class="hidden-input" data-testid="file-input"
-                        accept=".json,.gz,application/json,application/gzip" onchange={on_files} />
+                        accept=".json,.gz,.log,.txt,.out,application/json,application/gzip,text/plain" onchange={on_files} />
                 </label>
                 <label class="button">
                     {"Choose a folder"}
@@ -72,7 +73,8 @@ pub fn landing(p: &Props) -> Html {
                 </button>
             </div>
             <p class="hint">{"…or drop the files anywhere on this page. One trace per rank: \
-                `.json`, `.json.gz` or `.pt.trace.json` as the PyTorch profiler writes them."}</p>
+                `.json`, `.json.gz` or `.pt.trace.json` as the PyTorch profiler writes them, \
+                and, if you have them, the run's NCCL_DEBUG=INFO logs and nccl-tests output (recognised by content)."}</p>
             <p class="hint">{"The demo is a synthetic 8-rank GPU training job made by rankscope's own \
                 trace generator, with a straggler and partly exposed communication to find. \
                 It is generated in this tab."}</p>

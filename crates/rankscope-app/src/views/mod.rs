@@ -5,6 +5,7 @@ pub mod app;
 pub mod collectives;
 pub mod diagnostics;
 pub mod exports;
+pub mod fabric;
 pub mod files;
 pub mod findings;
 pub mod help;
