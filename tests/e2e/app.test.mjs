@@ -116,6 +116,24 @@ test('the demo opens: 8 synthetic ranks, every view renders', async () => {
   assert.match(await page.textContent('.banner'), /[Ss]ynthetic/);
   assert.equal(await page.textContent('[data-testid=fact-world-size]'), '8');
   await shot(page, '02-demo-summary');
+  // The analysis views of the demo (also the README's pictures).
+  await page.click('[data-testid=nav-steps]');
+  await page.waitForSelector('[data-testid=heatmap] [data-testid=heat-cell]');
+  assert.equal(await page.locator('[data-testid=heat-cell]').count(), 8 * 6);
+  await shot(page, '02b-demo-steps');
+  await page.click('[data-testid=nav-collectives]');
+  assert.ok(await page.locator('[data-testid=collective-row]').count() > 0);
+  await shot(page, '02c-demo-collectives');
+  // A collective's row opens the timeline at its first execution.
+  await page.locator('[data-testid=collective-row]').first().click();
+  await page.waitForSelector('[data-testid=timeline] canvas');
+  const h = new URLSearchParams((await page.evaluate(() => location.hash)).slice(1));
+  assert.equal(h.get('view'), 'timeline');
+  assert.ok(h.get('rank') !== null && Number(h.get('t1')) > Number(h.get('t0')));
+  await page.click('[data-testid=nav-alignment]');
+  assert.equal(await page.locator('[data-testid=alignment-row]').count(), 8);
+  await shot(page, '02d-demo-alignment');
+  await page.click('[data-testid=nav-summary]');
   await page.click('[data-testid=nav-diagnostics]');
   await page.waitForSelector('[data-testid=diagnostics]');
   assert.equal(await page.locator('[data-testid=diag-file]').count(), 8);

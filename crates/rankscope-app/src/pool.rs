@@ -392,15 +392,19 @@ fn on_message(inner_rc: &Rc<RefCell<Inner>>, index: usize, m: FromWorker, extra:
 /// A worker died (a panic in its wasm, or it could not load): its current file fails, the ranks
 /// it held are gone, and the remaining loads go to the other workers (or a new one).
 fn on_worker_error(inner_rc: &Rc<RefCell<Inner>>, index: usize, text: String) {
-    let (busy, dispatch) = {
+    let (busy, held, dispatch) = {
         let mut inner = inner_rc.borrow_mut();
         let Some(s) = inner.slots.get_mut(index) else { return };
         s.worker.terminate();
         s.dead = true;
         let busy = s.busy.take();
+        let held: Vec<FileId> = inner.holder.iter().filter(|(_, &v)| v == index).map(|(&f, _)| f).collect();
         inner.holder.retain(|_, &mut v| v != index);
-        (busy, inner.dispatch.clone())
+        (busy, held, inner.dispatch.clone())
     };
+    for file in held.into_iter().filter(|f| Some(*f) != busy) {
+        dispatch.emit(Action::Lost { file });
+    }
     web_sys::console::error_1(&format!("rankscope worker {index} died: {text}").into());
     if let Some(file) = busy {
         dispatch.emit(Action::Failed { file, error: format!("the worker reading this file failed: {text}") });

@@ -253,6 +253,11 @@ pub enum Action {
         kinds: Vec<TextKind>,
         bytes: Rc<Vec<u8>>,
     },
+    /// The worker holding `file` died: a part it was to recompute will not come (the analysis
+    /// goes on without that rank rather than waiting forever).
+    Lost {
+        file: FileId,
+    },
     /// A recomputed analysis part (after `Reanalyze`).
     Part {
         file: FileId,
@@ -347,6 +352,11 @@ impl Reducible for State {
                     f.text = Some(kinds);
                     f.status = FileStatus::Ready;
                     s.texts.insert(file, bytes);
+                }
+            }
+            Action::Lost { file } => {
+                if s.awaiting.remove(&file) {
+                    s.parts.remove(&file);
                 }
             }
             Action::Part { file, part } => {

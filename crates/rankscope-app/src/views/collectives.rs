@@ -105,7 +105,7 @@ pub fn collectives(p: &Props) -> Html {
                             <td class="num">{c.bytes_p50.map(|b| format::bytes(b.max(0) as u64)).unwrap_or_else(|| "–".into())}</td>
                             <td class="num">{format::duration(c.dur_p50_ns as f64)}</td>
                             <td class="num">{format::duration(c.dur_p99_ns as f64)}</td>
-                            <td class="num" title={format!("basis: {}", c.bw_basis)}>{c.busbw_gbps.map(|b| format!("{b:.2} GB/s")).unwrap_or_else(|| "–".into())}</td>
+                            <td class="num" title={format!("basis: {}", c.bw_basis)}>{c.busbw_gbps.map(|b| if b >= 0.01 { format!("{b:.2} GB/s") } else { format!("{:.2} MB/s", b * 1e3) }).unwrap_or_else(|| "–".into())}</td>
                             <td class="num">{c.sync_wait_mean_ns.map(|v| format::duration(v as f64)).unwrap_or_else(|| "–".into())}</td>
                             <td class="num">{c.skew_p50_ns.map(|v| format::duration(v as f64)).unwrap_or_else(|| "–".into())}</td>
                         </tr>

@@ -38,7 +38,7 @@ fn ranges(v: &[u32]) -> String {
 }
 
 fn evidence_value(k: &str, v: f64) -> String {
-    if k.ends_with("_ns") {
+    if k.ends_with("_ns") || k.contains("_ns_") {
         format::duration(v)
     } else if k.ends_with("ratio") || k.ends_with("coverage") || k.ends_with("consistency") || k == "jitter" {
         format!("{:.1}%", 100.0 * v)

@@ -146,6 +146,9 @@ struct Ctl {
     pick_req: u32,
     drag: Option<(f64, f64, f64, f64, bool)>,
     frame_pending: bool,
+    /// The pending animation frame's id (cancelled when the timeline goes away: its closure is
+    /// dropped with this value).
+    frame_id: Option<i32>,
     frame: Option<Closure<dyn FnMut()>>,
     settle: Option<(i32, Closure<dyn FnMut()>)>,
     /// The window last written to the state (to tell our own updates from the hash's).
@@ -154,6 +157,8 @@ struct Ctl {
     collapsed: HashSet<FileId>,
     job: Option<Rc<JobView>>,
     aligned: bool,
+    /// The rank opened from another view: its header is marked.
+    focus: Option<u32>,
 }
 
 impl Ctl {
@@ -183,12 +188,14 @@ impl Ctl {
             pick_req: 0,
             drag: None,
             frame_pending: false,
+            frame_id: None,
             frame: None,
             settle: None,
             published: None,
             collapsed: HashSet::new(),
             job: None,
             aligned: true,
+            focus: None,
         }
     }
 
@@ -376,8 +383,9 @@ fn request_frame(c: &Shared) {
         }));
     }
     if let (Some(w), Some(f)) = (web_sys::window(), ctl.frame.as_ref()) {
-        if w.request_animation_frame(f.as_ref().unchecked_ref()).is_ok() {
+        if let Ok(id) = w.request_animation_frame(f.as_ref().unchecked_ref()) {
             ctl.frame_pending = true;
+            ctl.frame_id = Some(id);
         }
     }
 }
@@ -467,9 +475,20 @@ fn draw(c: &Shared) {
             continue;
         }
         match &row.kind {
-            RowKind::Rank { label, .. } => {
+            RowKind::Rank { label, file, .. } => {
                 g.set_fill_style_str(&col.header);
                 g.fill_rect(0.0, y, w, row.h);
+                if ctl.focus.is_some()
+                    && ctl.focus
+                        == ctl
+                            .job
+                            .as_ref()
+                            .and_then(|j| j.ranks.iter().find(|(f, _)| f == file))
+                            .map(|(_, r)| r.rank)
+                {
+                    g.set_fill_style_str(&col.select);
+                    g.fill_rect(0.0, y, 4.0, row.h);
+                }
                 g.set_fill_style_str(&col.fg);
                 if let Some(t) = fit_text(label, GUTTER_W - 4.0) {
                     g.fill_text(&t, 6.0, y + row.h / 2.0).ok();
@@ -901,10 +920,11 @@ pub fn timeline(p: &Props) -> Html {
                     request_frame(&ctl);
                 }
             }
+            ctl.borrow_mut().focus = *focus;
             if let Some(r) = *focus {
                 ctl.borrow_mut().scroll_to_rank(r);
-                request_frame(&ctl);
             }
+            request_frame(&ctl);
         });
     }
 
@@ -974,7 +994,21 @@ pub fn timeline(p: &Props) -> Html {
                     }));
                 }
             }
-            move || drop(keep)
+            let ctl = ctl.clone();
+            move || {
+                drop(keep);
+                // The frame and settle closures die with the timeline: nothing may call them after.
+                let mut c = ctl.borrow_mut();
+                if let Some(w) = web_sys::window() {
+                    if let (true, Some(id)) = (c.frame_pending, c.frame_id.take()) {
+                        let _ = w.cancel_animation_frame(id);
+                    }
+                    if let Some((id, _)) = c.settle.take() {
+                        w.clear_timeout_with_handle(id);
+                    }
+                }
+                c.frame_pending = false;
+            }
         });
     }
 
