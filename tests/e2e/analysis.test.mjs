@@ -311,6 +311,21 @@ test('Fabric alone: an NCCL log without traces', async () => {
   await page.close();
 });
 
+test('Fabric: the peer transport matrix of a 16-rank EFA job', async () => {
+  const log = path.join(SHARED, 'nccl-logs', 'aws-efa-eks_2node-16rank-p4d_EFA-OFI_nccl2.9.9.log');
+  const { page } = await openWith([log]);
+  await page.waitForSelector('[data-testid=peer-matrix]');
+  const nccl = cliOut('nccl', '--json', log);
+  const n = Math.max(...nccl.peers.map((p) => Math.max(p.from_rank, p.to_rank))) + 1;
+  assert.equal(await page.locator('[data-testid=peer-matrix] tbody tr').count(), n);
+  const cells = await page.$$eval('[data-testid=peer-matrix] tbody tr', (rows) => rows.map((r) => [...r.querySelectorAll('td')].map((td) => td.title)));
+  for (const p of nccl.peers) {
+    for (const t of p.transports) assert.ok(cells[p.from_rank][p.to_rank].split(', ').includes(t), `${p.from_rank} → ${p.to_rank}: ${t}`);
+  }
+  await shot(page, '43-fabric-peer-matrix');
+  await page.close();
+});
+
 test('no request leaves the page\'s origin, and nothing failed on the page', () => {
   assert.ok(requests.length > 0);
   const outside = requests.filter((u) => !u.startsWith(origin) && !u.startsWith('data:') && !u.startsWith(`blob:${origin}`));

@@ -230,7 +230,9 @@ pub fn app() -> Html {
     } else if state.job.is_none() && state.assembly.is_some() {
         "analyzing…".to_string()
     } else if let Some(job) = &state.job {
-        if job.ranks.is_empty() {
+        if job.ranks.is_empty() && job.fabric.is_some() {
+            "NCCL files read (no trace)".to_string()
+        } else if job.ranks.is_empty() {
             "no file could be read".to_string()
         } else {
             format!("{} ranks ready", job.ranks.len())

@@ -46,6 +46,64 @@ fn network(p: Option<&NcclProcess>) -> String {
     s
 }
 
+/// The NCCL version of a process, or of its host when the process line did not say.
+fn version(logs: &LogReport, p: Option<&NcclProcess>, host: &str) -> String {
+    p.and_then(|p| p.nccl_version.clone())
+        .or_else(|| {
+            logs.nccl_versions
+                .iter()
+                .find(|(_, hosts)| hosts.iter().any(|h| h == host))
+                .map(|(v, _)| v.clone())
+        })
+        .unwrap_or_else(|| "–".into())
+}
+
+/// Ranks at most this many get a peer transport matrix (a bigger one is unreadable).
+const MATRIX_MAX_RANKS: u32 = 32;
+
+/// Which transport each rank uses to reach each peer (`P2P/IPC`, `SHM`, `NET/IB`, ...), from
+/// the `Channel NN : a -> b via ...` lines, one matrix per communicator size.
+fn peer_matrix(logs: &LogReport) -> Html {
+    let n = logs.peers.iter().map(|p| p.from_rank.max(p.to_rank) + 1).max().unwrap_or(0);
+    if n == 0 {
+        return html! {};
+    }
+    if n > MATRIX_MAX_RANKS {
+        return html! { <p class="muted">{format!("{n} ranks: the peer transport matrix is shown up to {MATRIX_MAX_RANKS}.")}</p> };
+    }
+    let cell = |from: u32, to: u32| -> Vec<String> {
+        let mut t: Vec<String> = logs
+            .peers
+            .iter()
+            .filter(|p| p.from_rank == from && p.to_rank == to)
+            .flat_map(|p| p.transports.iter().cloned())
+            .collect();
+        t.sort();
+        t.dedup();
+        t
+    };
+    let family = |t: &[String]| -> &'static str {
+        match t.first().map(String::as_str) {
+            None => "none",
+            Some(x) if x.starts_with("P2P") => "p2p",
+            Some(x) if x.starts_with("SHM") => "shm",
+            Some(x) if x.starts_with("NET") || x.starts_with("COLLNET") => "net",
+            Some(_) => "other",
+        }
+    };
+    html! {
+        <table class="peer-matrix" data-testid="peer-matrix">
+            <thead><tr><th>{"from \\ to"}</th>{ for (0..n).map(|t| html! { <th class="num">{t}</th> }) }</tr></thead>
+            <tbody>{ for (0..n).map(|f| html! {
+                <tr><th class="num">{f}</th>{ for (0..n).map(|t| {
+                    let tr = cell(f, t);
+                    html! { <td class={classes!("peer", format!("peer-{}", family(&tr)))} title={tr.join(", ")}>{tr.join(" ")}</td> }
+                }) }</tr>
+            }) }</tbody>
+        </table>
+    }
+}
+
 fn ranks_table(logs: &LogReport) -> Html {
     let gdr = |p: Option<&NcclProcess>| match p.and_then(|p| p.gdr) {
         Some(true) => "on",
@@ -63,7 +121,7 @@ fn ranks_table(logs: &LogReport) -> Html {
                         <td>{"–"}</td>
                         <td>{format!("{}:{}", p.host, p.pid)}</td>
                         <td>{p.cuda_dev.map(|d| format!("cuda {d}")).unwrap_or_else(|| "–".into())}</td>
-                        <td>{p.nccl_version.clone().unwrap_or_else(|| "–".into())}</td>
+                        <td>{version(logs, Some(p), &p.host)}</td>
                         <td>{network(Some(p))}</td>
                         <td>{gdr(Some(p))}</td>
                     </tr>
@@ -83,7 +141,7 @@ fn ranks_table(logs: &LogReport) -> Html {
                         <td>{format!("{}{}",
                             r.cuda_dev.map(|d| format!("cuda {d}")).unwrap_or_else(|| "–".into()),
                             r.bus_id.as_ref().map(|b| format!(" · {b}")).unwrap_or_default())}</td>
-                        <td>{p.and_then(|p| p.nccl_version.clone()).unwrap_or_else(|| "–".into())}</td>
+                        <td>{version(logs, p, &r.host)}</td>
                         <td>{network(p)}</td>
                         <td>{gdr(p)}</td>
                     </tr>
@@ -264,6 +322,10 @@ pub fn fabric(p: &Props) -> Html {
                 <h2>{format!("NCCL ranks · {} host{} · {}", l.hosts.len(), if l.hosts.len() == 1 { "" } else { "s" },
                     l.nccl_versions.keys().map(|v| format!("NCCL {v}")).collect::<Vec<_>>().join(", "))}</h2>
                 { ranks_table(l) }
+                if !l.peers.is_empty() {
+                    <h2>{"Peer transports (from the channel lines)"}</h2>
+                    { peer_matrix(l) }
+                }
             }
             <h2>{"Findings"}</h2>
             <ol class="findings" data-testid="fabric-findings">{ for findings.iter().map(|f| finding(f)) }</ol>
