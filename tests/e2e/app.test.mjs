@@ -11,45 +11,18 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
-import { serve } from './server.mjs';
-
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const SHARED = process.env.RANKSCOPE_SHARED ?? path.join(ROOT, '../shared');
-const BIN = process.env.RANKSCOPE_BIN ?? path.join(ROOT, 'target/release/rankscope');
-const SHOTS = path.join(ROOT, 'target/e2e-screenshots');
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
-
-const traces = (dir) => {
-  const d = path.join(SHARED, 'traces', dir);
-  return fs.readdirSync(d).filter((f) => f.endsWith('.json') || f.endsWith('.json.gz')).sort().map((f) => path.join(d, f));
-};
+import { ROOT, SHARED, BIN, SHOTS, traces, startBrowser, stopBrowser } from './harness.mjs';
 
 let server, origin, context, profile;
 const requests = [];
 const pageErrors = [];
 
 before(async () => {
-  fs.mkdirSync(SHOTS, { recursive: true });
-  ({ server, url: origin } = await serve(path.join(ROOT, 'dist'), 0));
-  profile = fs.mkdtempSync(path.join(os.tmpdir(), 'rankscope-e2e-'));
-  context = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    viewport: { width: 1280, height: 800 },
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
-  context.on('request', (r) => requests.push(r.url()));
-  // Workers' requests (their scripts and wasm) are recorded too.
-  context.on('serviceworker', () => {});
+  ({ server, origin, context, profile } = await startBrowser({ requests }));
 });
 
 after(async () => {
-  await context?.close();
-  server?.close();
-  if (profile) fs.rmSync(profile, { recursive: true, force: true });
+  await stopBrowser({ server, context, profile });
 });
 
 async function openApp() {
