@@ -105,7 +105,9 @@ pub fn is_backend_span(t: &RankTrace, strings: &StringTable, i: usize) -> bool {
 /// Name prefixes of communication backends' own spans.
 pub const BACKEND_PREFIXES: &[&str] = &["gloo:", "nccl:", "mpi:", "ucc:"];
 
-fn is_work(t: &RankTrace, i: usize, side: LaneKind) -> bool {
+/// Whether row `i` is device-style work (compute, communication or memory slice) on a lane of
+/// kind `side`: what busy unions, gaps and chains are made of.
+pub fn is_work(t: &RankTrace, i: usize, side: LaneKind) -> bool {
     t.events.kind[i] == EventKind::Slice
         && t.lanes.kind.get(t.events.lane[i].0 as usize) == Some(&side)
         && matches!(t.events.class[i], Class::Compute | Class::Communication | Class::Memory)

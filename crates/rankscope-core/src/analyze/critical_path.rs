@@ -162,13 +162,8 @@ impl<'a> RankCtx<'a> {
     ) -> Self {
         let e = &rank.trace.events;
         let side = if sets.source == "gpu" { LaneKind::Gpu } else { LaneKind::Cpu };
-        let mut work: Vec<usize> = (0..e.len())
-            .filter(|&i| {
-                e.kind[i] == EventKind::Slice
-                    && rank.trace.lanes.kind.get(e.lane[i].0 as usize) == Some(&side)
-                    && matches!(e.class[i], Class::Compute | Class::Communication | Class::Memory)
-            })
-            .collect();
+        let mut work: Vec<usize> =
+            (0..e.len()).filter(|&i| super::breakdown::is_work(&rank.trace, i, side)).collect();
         work.sort_by_key(|&i| (e.ts_ns[i], i));
         let max_work_dur = work.iter().map(|&i| e.dur_ns[i]).max().unwrap_or(0);
         RankCtx { rank, sets, windows, gaps, work, max_work_dur }

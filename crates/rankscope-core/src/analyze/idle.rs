@@ -71,10 +71,7 @@ pub fn stream_idle(r: &RankEntry, threshold: i64) -> Vec<StreamIdle> {
     let e = &t.events;
     let mut by_lane: std::collections::BTreeMap<LaneId, Vec<usize>> = Default::default();
     for i in 0..e.len() {
-        if e.kind[i] == EventKind::Slice
-            && t.lanes.kind.get(e.lane[i].0 as usize) == Some(&LaneKind::Gpu)
-            && matches!(e.class[i], Class::Compute | Class::Communication | Class::Memory)
-        {
+        if super::breakdown::is_work(t, i, LaneKind::Gpu) {
             by_lane.entry(e.lane[i]).or_default().push(i);
         }
     }
@@ -193,11 +190,7 @@ impl GapClassifier {
         let t = &r.trace;
         let e = &t.events;
         let mut starts: Vec<(i64, i64)> = (0..e.len())
-            .filter(|&i| {
-                e.kind[i] == EventKind::Slice
-                    && t.lanes.kind.get(e.lane[i].0 as usize) == Some(&side)
-                    && matches!(e.class[i], Class::Compute | Class::Communication | Class::Memory)
-            })
+            .filter(|&i| super::breakdown::is_work(t, i, side))
             .map(|i| {
                 let le =
                     r.norm.links.launch_of(EventIdx(i as u32)).map_or(i64::MIN, |l| e.end_ns(l.0 as usize));
