@@ -279,7 +279,7 @@ def run_dp(ctx):
                         log.add("injected_sleep_ms", ms(t0, time.perf_counter()))
                 loss = loss_fn(out, y)
 
-            if cfg.get("log_metrics"):
+            if cfg.get("log_metrics") is True:
                 # INJECTION (host_sync): log global metrics every step the way people do:
                 # for each scalar, a blocking all_reduce of the detached value, then .item()
                 # on the host (4 metrics: loss, accuracy, logit mean, logit std).
@@ -307,6 +307,24 @@ def run_dp(ctx):
             if grad_ready["t"] is not None:
                 log.add("bwd_tail_ms", ms(grad_ready["t"], t1))
                 log.cur["last_grad_ready_unix_ns"] = log.cur["start_unix_ns"] + int((grad_ready["t"] - log._t0) * 1e9)
+
+            if cfg.get("log_metrics") == "grad_norms":
+                # INJECTION (host_sync): log the global norm of every parameter's gradient each
+                # step, as training scripts do to watch for exploding gradients: per parameter a
+                # blocking all_reduce of a 0-dim tensor, then .item() on the host.
+                with record_function("log_metrics"):
+                    for pname, p in net.named_parameters():
+                        if p.grad is None:
+                            continue
+                        t0 = time.perf_counter()
+                        v = p.grad.detach().norm().pow(2)
+                        dist.all_reduce(v)
+                        t1 = time.perf_counter()
+                        value = v.item() ** 0.5
+                        t2 = time.perf_counter()
+                        log.add("metric_allreduce_ms", ms(t0, t1))
+                        log.add("metric_item_ms", ms(t1, t2))
+                    log.cur["logged_grad_norm_last"] = round(value, 6)
 
             with ann(names["optimizer"]), log.timed("optimizer_ms"):
                 opt.step()

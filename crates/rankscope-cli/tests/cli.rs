@@ -17,7 +17,7 @@ fn analyze_formats_and_gates() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(v["schema"], "rankscope.analysis");
-    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["schema_version"], 2);
     assert_eq!(v["alignment"][1]["offset_ns"], 1_000_000);
 
     let out = bin().args(["analyze", "--csv", &dir]).output().unwrap_or_else(|e| panic!("{e}"));

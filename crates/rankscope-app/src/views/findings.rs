@@ -61,7 +61,7 @@ pub fn findings(p: &Props) -> Html {
             { for findings.iter().map(|f| {
                 let sev = severity_name(f.severity);
                 html! {
-                    <li class={classes!("finding", format!("finding-{sev}"))} data-testid="finding" data-id={f.id}
+                    <li class={classes!("finding", format!("finding-{sev}"))} data-testid="finding" data-id={f.id.clone()}
                         data-severity={sev} data-ranks={f.ranks.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(",")}>
                         <div class="finding-head">
                             <span class={classes!("sev", format!("sev-{sev}"))}>{sev}</span>
@@ -69,7 +69,7 @@ pub fn findings(p: &Props) -> Html {
                             if f.impact_ns > 0 { <span class="muted">{format!(" · impact {}", format::duration(f.impact_ns as f64))}</span> }
                         </div>
                         <div class="finding-evidence muted">
-                            <code>{f.id}</code>
+                            <code>{f.id.clone()}</code>
                             if !f.ranks.is_empty() { <span>{format!(" · rank{} {}", if f.ranks.len() == 1 { "" } else { "s" }, ranges(&f.ranks))}</span> }
                             if !f.steps.is_empty() { <span>{format!(" · step{} {}", if f.steps.len() == 1 { "" } else { "s" }, ranges(&f.steps))}</span> }
                             { for f.evidence.iter().map(|(k, v)| html! { <span>{format!(" · {}: {}", k.replace('_', " "), evidence_value(k, *v))}</span> }) }

@@ -127,7 +127,10 @@ pub struct StepRank {
     pub memory_ns: i64,
     pub busy_ns: i64,
     pub idle_ns: i64,
-    /// The idle time split: the device waited for the host to launch (CPU-bound) ...
+    /// The idle time split: the host was loading data (input-bound: host work, not idle) ...
+    #[serde(default)]
+    pub input_ns: i64,
+    /// ... the device waited for the host to launch (CPU-bound) ...
     pub cpu_bound_ns: i64,
     /// ... short gaps between queued kernels (launch overhead) ...
     pub launch_overhead_ns: i64,
@@ -135,6 +138,17 @@ pub struct StepRank {
     pub other_idle_ns: i64,
     pub host_sync_ns: i64,
     pub data_loading_ns: i64,
+    /// Communication split into moving data and waiting for the other ranks (see
+    /// [`super::waits`]); filled at the job level, where collectives are matched.
+    #[serde(default)]
+    pub comm_transfer_ns: i64,
+    #[serde(default)]
+    pub comm_wait_ns: i64,
+    /// The exposed (not under compute) part of each; they add up to `exposed_comm_ns`.
+    #[serde(default)]
+    pub exposed_transfer_ns: i64,
+    #[serde(default)]
+    pub exposed_wait_ns: i64,
     pub tb_computation_ns: i64,
     pub tb_communication_ns: i64,
     pub tb_other_ns: i64,
@@ -181,7 +195,8 @@ pub fn window(rank: u32, sets: &RankSets, gaps: Option<&GapClassifier>, start: i
     let cm = c.union(&m);
     let busy_set = cm.union(&mem);
     let busy = busy_set.len_ns();
-    let split = gaps.map(|g| g.split(&busy_set, start, end)).unwrap_or(GapSplit {
+    let split = gaps.map(|g| g.split(&busy_set, &sets.data_loading, start, end)).unwrap_or(GapSplit {
+        input_ns: 0,
         cpu_bound_ns: 0,
         launch_overhead_ns: 0,
         other_idle_ns: wall - busy,
@@ -198,11 +213,16 @@ pub fn window(rank: u32, sets: &RankSets, gaps: Option<&GapClassifier>, start: i
         memory_ns: mem.len_ns(),
         busy_ns: busy,
         idle_ns: wall - busy,
+        input_ns: split.input_ns,
         cpu_bound_ns: split.cpu_bound_ns,
         launch_overhead_ns: split.launch_overhead_ns,
         other_idle_ns: split.other_idle_ns,
         host_sync_ns: sets.host_sync.len_within(start, end),
         data_loading_ns: sets.data_loading.len_within(start, end),
+        comm_transfer_ns: 0,
+        comm_wait_ns: 0,
+        exposed_transfer_ns: 0,
+        exposed_wait_ns: 0,
         tb_computation_ns: compute - overlap,
         tb_communication_ns: comm - overlap,
         tb_other_ns: wall - cm.len_ns(),

@@ -52,6 +52,10 @@ pub struct Op {
     pub transfer_ns: i64,
     pub skew_ns: i64,
     pub last_arriver: u32,
+    /// The region of the host that issued it (on its lowest rank), filled once regions are
+    /// known; empty when unknown.
+    #[serde(skip)]
+    pub origin: String,
     /// Per rank (same order as `ranks`): the instance's event on that rank.
     #[serde(skip)]
     pub events: Vec<crate::model::EventIdx>,
@@ -90,6 +94,7 @@ pub fn ops(matched: &[Matched], al: &[RankAlignment], world: i64) -> Vec<Op> {
                 transfer_ns: transfer,
                 skew_ns: hi - lo,
                 last_arriver: last,
+                origin: String::new(),
                 events: m.per_rank.iter().map(|x| x.event).collect(),
             }
         })

@@ -85,6 +85,9 @@ pub struct Split {
     pub compute_ns: i64,
     pub communication_ns: i64,
     pub memory_ns: i64,
+    /// The host was loading data while the device had nothing to do (host work, not idle).
+    #[serde(default)]
+    pub input_ns: i64,
     pub cpu_bound_ns: i64,
     pub launch_overhead_ns: i64,
     pub idle_ns: i64,
@@ -95,6 +98,7 @@ impl Split {
         self.compute_ns
             + self.communication_ns
             + self.memory_ns
+            + self.input_ns
             + self.cpu_bound_ns
             + self.launch_overhead_ns
             + self.idle_ns
@@ -111,6 +115,7 @@ impl Split {
             compute_ns: f(self.compute_ns),
             communication_ns: f(self.communication_ns),
             memory_ns: f(self.memory_ns),
+            input_ns: f(self.input_ns),
             cpu_bound_ns: f(self.cpu_bound_ns),
             launch_overhead_ns: f(self.launch_overhead_ns),
             idle_ns: f(self.idle_ns),
@@ -124,6 +129,7 @@ impl Split {
         self.compute_ns += o.compute_ns;
         self.communication_ns += o.communication_ns;
         self.memory_ns += o.memory_ns;
+        self.input_ns += o.input_ns;
         self.cpu_bound_ns += o.cpu_bound_ns;
         self.launch_overhead_ns += o.launch_overhead_ns;
         self.idle_ns += o.idle_ns;
@@ -180,11 +186,12 @@ pub fn split_interval(c: &RankCtx<'_>, lo: i64, hi: i64) -> Split {
     let m = sets.comm.clip(lo, hi).subtract(&comp);
     let mem = sets.memory.clip(lo, hi).subtract(&comp).subtract(&m);
     let busy = comp.union(&m).union(&mem);
-    let g = c.gaps.split(&busy, lo, hi);
+    let g = c.gaps.split(&busy, &sets.data_loading, lo, hi);
     Split {
         compute_ns: comp.len_ns(),
         communication_ns: m.len_ns(),
         memory_ns: mem.len_ns(),
+        input_ns: g.input_ns,
         cpu_bound_ns: g.cpu_bound_ns,
         launch_overhead_ns: g.launch_overhead_ns,
         idle_ns: g.other_idle_ns,

@@ -23,6 +23,10 @@ use crate::nccl::{Collective, TestsReport};
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct FabricComparison {
+    /// False when the nccl-tests run is not of this job's hardware or backend (then `reason`
+    /// says why and no finding is drawn from it).
+    pub comparable: bool,
+    pub reason: Option<String>,
     pub kind: CollKind,
     pub pg: String,
     /// Median message size of the trace's collectives of this kind and group.
@@ -80,7 +84,69 @@ fn human_bytes(b: i64) -> String {
     }
 }
 
-pub fn compare(colls: &[CollectiveStats], tests: &TestsReport) -> Vec<FabricComparison> {
+/// What the job's traces say about their hardware, to check that a nccl-tests run is of the
+/// same fabric before comparing.
+#[derive(Debug, Clone, Default)]
+pub struct TraceFacts {
+    /// `distributedInfo.backend` of the ranks (`nccl`, `gloo`, ...), distinct, sorted.
+    pub backends: Vec<String>,
+    /// Device names of the ranks' `deviceProperties`, distinct, sorted.
+    pub devices: Vec<String>,
+    /// Whether the time figures come from CPU lanes only (no GPU work in the traces).
+    pub cpu_only: bool,
+}
+
+/// The model word of a device name: `Tesla V100-SXM2-32GB` → `v100`, `NVIDIA H100 80GB HBM3`
+/// → `h100`, `AMD Instinct MI300X` → `mi300x`: the first word with both letters and digits
+/// that is not a memory size.
+pub fn device_model(name: &str) -> Option<String> {
+    name.to_ascii_lowercase()
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| w.chars().any(|c| c.is_ascii_digit()) && w.chars().any(|c| c.is_ascii_alphabetic()))
+        .find(|w| !(w.ends_with("gb") && w[..w.len() - 2].chars().all(|c| c.is_ascii_digit())))
+        .map(str::to_string)
+}
+
+/// Why a nccl-tests run cannot stand for this job's fabric, if it cannot.
+fn mismatch(test: &PerfTest, facts: &TraceFacts, group_size: i64) -> Option<String> {
+    if facts.cpu_only {
+        return Some(
+            "the trace's collectives run on the CPU (no GPU work), nccl-tests measures NCCL on GPUs".into(),
+        );
+    }
+    if let Some(b) = facts.backends.iter().find(|b| {
+        let b = b.to_ascii_lowercase();
+        !(b.contains("nccl") || b.contains("rccl") || b.contains("cuda"))
+    }) {
+        return Some(format!("the job's backend is {b}, nccl-tests measures NCCL"));
+    }
+    let trace_models: Vec<String> = facts.devices.iter().filter_map(|d| device_model(d)).collect();
+    let test_models: Vec<String> = {
+        let mut v: Vec<String> = test.devices.iter().filter_map(|d| device_model(&d.name)).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    if !trace_models.is_empty()
+        && !test_models.is_empty()
+        && !test_models.iter().any(|m| trace_models.contains(m))
+    {
+        let names = |v: &[String]| v.join(", ");
+        return Some(format!(
+            "nccl-tests ran on {} devices, the trace on {}",
+            names(&test_models).to_uppercase(),
+            names(&trace_models).to_uppercase()
+        ));
+    }
+    if let Some(n) = test.n_ranks {
+        if i64::from(n) != group_size && n > 1 {
+            return Some(format!("nccl-tests ran {n} ranks, the trace's group has {group_size}"));
+        }
+    }
+    None
+}
+
+pub fn compare(colls: &[CollectiveStats], tests: &TestsReport, facts: &TraceFacts) -> Vec<FabricComparison> {
     let mut out = Vec::new();
     for c in colls {
         let (Some(bytes), Some(achieved)) = (c.bytes_p50, c.busbw_gbps) else { continue };
@@ -98,7 +164,25 @@ pub fn compare(colls: &[CollectiveStats], tests: &TestsReport) -> Vec<FabricComp
             test.analysis.as_ref().and_then(|a| a.fit.as_ref()).and_then(|f| f.busbw_at(bytes as f64));
         let fraction = achieved / fabric;
         let lower = if c.bw_basis == "duration" { "at least " } else { "" };
+        let reason = mismatch(test, facts, c.group_size);
+        let message = match &reason {
+            Some(why) => format!(
+                "Not compared with {} ({}): {why}.",
+                test.file,
+                c.kind.name()
+            ),
+            None => format!(
+                "This run's {} of {} reaches {lower}{:.0}% of what the fabric delivered for that size in nccl-tests ({:.1} of {:.1} GB/s busbw).",
+                c.kind.name(),
+                human_bytes(bytes),
+                100.0 * fraction,
+                achieved,
+                fabric,
+            ),
+        };
         out.push(FabricComparison {
+            comparable: reason.is_none(),
+            reason,
             kind: c.kind,
             pg: c.pg.clone(),
             bytes,
@@ -110,18 +194,7 @@ pub fn compare(colls: &[CollectiveStats], tests: &TestsReport) -> Vec<FabricComp
             basis: c.bw_basis,
             fabric_file: test.file.clone(),
             fabric_ranks: test.n_ranks,
-            message: format!(
-                "This run's {} of {} reaches {lower}{:.0}% of what the fabric delivered for that size in nccl-tests ({:.1} of {:.1} GB/s busbw{}).",
-                c.kind.name(),
-                human_bytes(bytes),
-                100.0 * fraction,
-                achieved,
-                fabric,
-                match test.n_ranks {
-                    Some(n) if i64::from(n) != c.group_size => format!("; nccl-tests ran {n} ranks, the trace's group has {}", c.group_size),
-                    _ => String::new(),
-                }
-            ),
+            message,
         });
     }
     out

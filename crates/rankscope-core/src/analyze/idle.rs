@@ -180,6 +180,8 @@ pub struct GapClassifier {
 /// How a window's idle time splits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct GapSplit {
+    /// The host was loading data (inside a DataLoader iteration): input-bound, host work.
+    pub input_ns: i64,
     pub cpu_bound_ns: i64,
     pub launch_overhead_ns: i64,
     pub other_idle_ns: i64,
@@ -201,11 +203,21 @@ impl GapClassifier {
         GapClassifier { starts, threshold }
     }
 
-    /// Splits the gaps of `busy` inside `[lo, hi)`.
-    pub fn split(&self, busy: &super::intervals::Set, lo: i64, hi: i64) -> GapSplit {
+    /// Splits the gaps of `busy` inside `[lo, hi)`. The part of a gap during which the host
+    /// was loading data (`input`, the DataLoader union) is input time, whatever ends the gap;
+    /// the rest of the gap is classified by the work that ends it.
+    pub fn split(
+        &self,
+        busy: &super::intervals::Set,
+        input: &super::intervals::Set,
+        lo: i64,
+        hi: i64,
+    ) -> GapSplit {
         let mut s = GapSplit::default();
         for &(g0, g1) in busy.gaps(lo, hi).intervals() {
-            let gap = g1 - g0;
+            let loading = input.len_within(g0, g1);
+            s.input_ns += loading;
+            let gap = g1 - g0 - loading;
             let k = self.starts.partition_point(|x| x.0 < g1);
             let next = self.starts.get(k);
             match next {

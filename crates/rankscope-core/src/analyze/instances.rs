@@ -34,6 +34,10 @@ pub struct Instance {
     /// Message size in bytes (the input buffer), when it can be told.
     pub bytes: Option<i64>,
     pub group_size: Option<i64>,
+    /// When the host issued it (rank clock): the launch call of a GPU kernel, the `c10d::*`
+    /// op that enqueued a backend span, else its start. Where in the step it comes from.
+    #[serde(default)]
+    pub issued_ns: i64,
 }
 
 /// Bytes per element of a dtype as Kineto spells it (`Float`, `float`, `c10::BFloat16`, ...).
@@ -92,7 +96,8 @@ pub fn rank_instances(r: &RankEntry, strings: &StringTable) -> Vec<Instance> {
     let lane_kind = |i: usize| t.lanes.kind.get(e.lane[i].0 as usize).copied().unwrap_or(LaneKind::Cpu);
     let comm = |i: usize| e.kind[i] == EventKind::Slice && e.class[i] == Class::Communication;
     let gpu: Vec<usize> = (0..e.len()).filter(|&i| comm(i) && lane_kind(i) == LaneKind::Gpu).collect();
-    let chosen: Vec<usize> = if !gpu.is_empty() {
+    let gpu_side = !gpu.is_empty();
+    let chosen: Vec<usize> = if gpu_side {
         gpu
     } else {
         let cpu: Vec<usize> = (0..e.len()).filter(|&i| comm(i) && lane_kind(i) == LaneKind::Cpu).collect();
@@ -111,8 +116,28 @@ pub fn rank_instances(r: &RankEntry, strings: &StringTable) -> Vec<Instance> {
             host_comm_by_lane.entry(e.lane[i]).or_default().push(i);
         }
     }
+    // Backend spans run on the backend's threads; the op that enqueued each one (`c10d::*` on
+    // the issuing thread) pairs with it in order, when they are as many.
+    let enqueue: Vec<usize> = if gpu_side {
+        Vec::new()
+    } else {
+        let ops: Vec<usize> = (0..e.len())
+            .filter(|&i| {
+                comm(i) && lane_kind(i) == LaneKind::Cpu && strings.get(e.name[i]).starts_with("c10d::")
+            })
+            .collect();
+        let mut ops = top_level(t, ops);
+        ops.sort_by_key(|&i| (e.ts_ns[i], i));
+        if ops.len() == chosen.len() {
+            ops
+        } else {
+            Vec::new()
+        }
+    };
+    let mut chosen = chosen;
+    chosen.sort_by_key(|&i| (e.ts_ns[i], i));
     let mut out = Vec::with_capacity(chosen.len());
-    for i in chosen {
+    for (k, i) in chosen.into_iter().enumerate() {
         let own = (e.args[i] != NONE_U32).then_some(e.args[i] as usize);
         let via_ext = by_ext.get(&e.external_id[i]).copied().filter(|_| e.external_id[i] != NONE_U64);
         let via_launch = r.norm.links.launch_of(EventIdx(i as u32)).and_then(|l| {
@@ -133,14 +158,20 @@ pub fn rank_instances(r: &RankEntry, strings: &StringTable) -> Vec<Instance> {
         let seq = rows.iter().filter_map(|&a| t.comm.seq.get(a).copied()).find(|&s| s >= 0);
         let group_size = rows.iter().filter_map(|&a| t.comm.group_size.get(a).copied()).find(|&g| g > 0);
         let mut kind = e.coll_kind(i);
-        if kind == CollKind::Unknown {
-            // RCCL's `ncclDevKernel_Generic` says nothing: take the kind from the args.
-            kind = rows
-                .iter()
-                .filter_map(|&a| t.comm.collective.get(a).copied())
-                .map(|s| crate::normalize::coll_kind_of(strings.get(s)))
-                .find(|k| *k != CollKind::Unknown)
-                .unwrap_or(CollKind::Unknown);
+        let from_args = rows
+            .iter()
+            .filter_map(|&a| t.comm.collective.get(a).copied())
+            .map(|s| crate::normalize::coll_kind_of(strings.get(s)))
+            .find(|k| *k != CollKind::Unknown);
+        // RCCL's `ncclDevKernel_Generic` says nothing, and NCCL runs all_to_all (and gather,
+        // scatter) as SendRecv kernels: the enclosing op's collective name is more specific.
+        let p2p_kernel = matches!(kind, CollKind::SendRecv | CollKind::Send | CollKind::Recv);
+        if let Some(k) = from_args {
+            if kind == CollKind::Unknown
+                || (p2p_kernel && matches!(k, CollKind::AllToAll | CollKind::Gather | CollKind::Scatter))
+            {
+                kind = k;
+            }
         }
         let world = t.meta.distributed.as_ref().and_then(|d| d.world_size);
         let bytes = size.map(|s| match (kind, s.input_only, group_size.or(world)) {
@@ -157,6 +188,13 @@ pub fn rank_instances(r: &RankEntry, strings: &StringTable) -> Vec<Instance> {
             step: e.step[i],
             bytes,
             group_size,
+            issued_ns: r
+                .norm
+                .links
+                .launch_of(EventIdx(i as u32))
+                .map(|l| e.ts_ns[l.0 as usize])
+                .or_else(|| enqueue.get(k).map(|&q| e.ts_ns[q]))
+                .unwrap_or(e.ts_ns[i]),
         });
     }
     out.sort_by_key(|x| (x.start_ns, x.event));

@@ -171,6 +171,11 @@ impl Set {
         total
     }
 
+    /// Every interval moved by `d` (a clock change).
+    pub fn shifted(&self, d: i64) -> Set {
+        Set { ivs: self.ivs.iter().map(|&(a, b)| (a.saturating_add(d), b.saturating_add(d))).collect() }
+    }
+
     /// The gaps of `self` inside `[lo, hi)` (the complement, clipped).
     pub fn gaps(&self, lo: i64, hi: i64) -> Set {
         Set { ivs: vec![(lo, hi)] }.subtract(self).clip(lo, hi)

@@ -12,12 +12,15 @@ pub mod balance;
 pub mod breakdown;
 pub mod collectives;
 pub mod critical_path;
+pub mod diagnose;
 pub mod fabric;
 pub mod findings;
 pub mod idle;
 pub mod instances;
 pub mod intervals;
+pub mod regions;
 pub mod report;
+pub mod waits;
 
 use serde::{Deserialize, Serialize};
 
@@ -25,7 +28,10 @@ use crate::model::{Diagnostic, LaneKind, StringTable};
 use crate::normalize::job::RankEntry;
 use crate::normalize::{Job, JobError, RankSource};
 
-pub const ANALYSIS_SCHEMA_VERSION: u32 = 1;
+pub const ANALYSIS_SCHEMA_VERSION: u32 = 2;
+
+/// A spread of collective waits across ranks below this is noise, not a late rank.
+pub const WAIT_NOISE_NS: i64 = 50_000;
 
 /// What the user can set.
 #[derive(Debug, Clone)]
@@ -61,6 +67,9 @@ pub struct RankInfo {
     pub steps: Vec<u32>,
     /// Which lanes the time figures come from: `gpu` or `cpu` (CPU-only traces).
     pub metrics_from: String,
+    /// Distinct device names of `deviceProperties`.
+    #[serde(default)]
+    pub devices: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -85,6 +94,18 @@ pub struct RankTotals {
     pub launch_overhead_ns: i64,
     pub host_sync_ns: i64,
     pub data_loading_ns: i64,
+    /// Idle time during which the host was loading data.
+    #[serde(default)]
+    pub input_ns: i64,
+    /// Communication moving data vs waiting for other ranks, and the exposed part of each.
+    #[serde(default)]
+    pub comm_transfer_ns: i64,
+    #[serde(default)]
+    pub comm_wait_ns: i64,
+    #[serde(default)]
+    pub exposed_transfer_ns: i64,
+    #[serde(default)]
+    pub exposed_wait_ns: i64,
     /// exposed_comm / wall.
     pub exposed_comm_ratio: f64,
     /// comm / wall.
@@ -122,6 +143,14 @@ pub struct Analysis {
     pub launches: Vec<idle::LaunchStats>,
     pub allocations: Vec<idle::AllocInStep>,
     pub critical_path: Vec<critical_path::StepPath>,
+    /// Per step: who waited for whom (see [`diagnose`]).
+    pub waits: Vec<diagnose::StepWaits>,
+    /// Per rank × step: host time by annotation and by phase, collective waits taken out.
+    pub regions: Vec<diagnose::RegionRow>,
+    pub phases: Vec<diagnose::PhaseRow>,
+    /// Per rank × step: where its collectives were issued from, and how much of them the host
+    /// was blocked on or left exposed.
+    pub comm_origins: Vec<diagnose::OriginRow>,
     /// The collectives against nccl-tests (empty without nccl-tests input).
     pub fabric: Vec<fabric::FabricComparison>,
     pub findings: Vec<findings::Finding>,
@@ -150,6 +179,15 @@ pub struct RankPart {
     pub chains: Vec<critical_path::StepPath>,
     /// This rank's work before each of its collectives, for the cross-rank critical path.
     pub segments: Vec<critical_path::Segment>,
+    /// The communication union `M` and its part under compute `C ∩ M` (rank clock), from
+    /// which the job level splits exposed communication into transfer and wait.
+    #[serde(default)]
+    pub comm_set: Vec<intervals::Iv>,
+    #[serde(default)]
+    pub overlap_set: Vec<intervals::Iv>,
+    /// Where the host's time goes, by annotation and phase.
+    #[serde(default)]
+    pub regions: regions::RankRegions,
     pub diagnostics: Vec<FileDiagnostic>,
 }
 
@@ -171,6 +209,12 @@ pub fn rank_part(r: &RankEntry, strings: &StringTable, kernel_wait_threshold_ns:
         events: r.trace.counts.total,
         steps: r.norm.steps.number.clone(),
         metrics_from: sets.source.to_string(),
+        devices: {
+            let mut v: Vec<String> = r.trace.meta.devices.iter().map(|d| d.name.clone()).collect();
+            v.sort();
+            v.dedup();
+            v
+        },
     };
     let sum = |f: fn(&breakdown::StepRank) -> i64| rows.iter().map(f).sum::<i64>();
     let wall = sum(|s| s.wall_ns);
@@ -193,6 +237,11 @@ pub fn rank_part(r: &RankEntry, strings: &StringTable, kernel_wait_threshold_ns:
         launch_overhead_ns: sum(|s| s.launch_overhead_ns),
         host_sync_ns: sum(|s| s.host_sync_ns),
         data_loading_ns: sum(|s| s.data_loading_ns),
+        input_ns: sum(|s| s.input_ns),
+        comm_transfer_ns: 0,
+        comm_wait_ns: 0,
+        exposed_transfer_ns: 0,
+        exposed_wait_ns: 0,
         exposed_comm_ratio: ratio(exposed, wall),
         comm_ratio: ratio(comm, wall),
         overlap_coverage: ratio(overlap, comm),
@@ -205,6 +254,9 @@ pub fn rank_part(r: &RankEntry, strings: &StringTable, kernel_wait_threshold_ns:
     let allocations = idle::allocations(r);
     let instances = instances::rank_instances(r, strings);
     let steps: Vec<(u32, breakdown::StepRank)> = windows.iter().map(|w| w.0).zip(rows).collect();
+    let regions = regions::rank_regions(r, strings, &windows);
+    let comm_set = sets.comm.intervals().to_vec();
+    let overlap_set = sets.compute.intersect(&sets.comm).intervals().to_vec();
     let ctx = critical_path::RankCtx::new(r, sets, windows, gaps);
     let chains =
         ctx.windows.iter().map(|&(step, lo, hi)| critical_path::chain(&ctx, strings, step, lo, hi)).collect();
@@ -223,6 +275,9 @@ pub fn rank_part(r: &RankEntry, strings: &StringTable, kernel_wait_threshold_ns:
         allocations,
         chains,
         segments,
+        comm_set,
+        overlap_set,
+        regions,
         diagnostics: r
             .trace
             .diagnostics
@@ -247,10 +302,24 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
     let ops = collectives::ops(&matched, &alignment, world);
     let insts_ranked: Vec<(u32, Vec<instances::Instance>)> = ranks.iter().copied().zip(insts).collect();
     let colls = collectives::stats(&ops, &insts_ranked, world);
+    let waits = waits::rank_waits(&parts, &ops, &alignment);
+    for (p, w) in parts.iter_mut().zip(&waits) {
+        fill_waits(p, w);
+    }
     let mut per_step: std::collections::BTreeMap<u32, Vec<breakdown::StepRank>> = Default::default();
     for p in &parts {
         for (step, row) in &p.steps {
             per_step.entry(*step).or_default().push(row.clone());
+        }
+    }
+    let step_waits = diagnose::step_waits(&per_step, WAIT_NOISE_NS);
+    let (region_rows, phase_rows) = diagnose::host_rows(&parts, &waits);
+    let (origins, origin_of) =
+        diagnose::comm_origins(&parts, &insts_ranked.iter().map(|x| x.1.clone()).collect::<Vec<_>>(), &waits);
+    let mut ops = ops;
+    for o in &mut ops {
+        if let (Some(&r), Some(ev)) = (o.ranks.first(), o.events.first()) {
+            o.origin = origin_of.get(&(r, ev.0)).cloned().unwrap_or_default();
         }
     }
     let imbalance: Vec<balance::Imbalance> = per_step
@@ -280,16 +349,47 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
         launches: parts.iter().filter_map(|p| p.launch.clone()).collect(),
         allocations: parts.iter().flat_map(|p| p.allocations.iter().cloned()).collect(),
         critical_path,
+        waits: step_waits,
+        regions: region_rows,
+        phases: phase_rows,
+        comm_origins: origins,
         fabric: Vec::new(),
         findings: Vec::new(),
         diagnostics: parts.iter().flat_map(|p| p.diagnostics.iter().cloned()).collect(),
         errors,
     };
     if let Some(t) = &opts.fabric {
-        a.fabric = fabric::compare(&a.collectives, t);
+        let mut facts = fabric::TraceFacts {
+            backends: a.ranks.iter().filter_map(|r| r.backend.clone()).collect(),
+            devices: a.ranks.iter().flat_map(|r| r.devices.iter().cloned()).collect(),
+            cpu_only: !a.ranks.is_empty() && a.ranks.iter().all(|r| r.metrics_from == "cpu"),
+        };
+        facts.backends.sort();
+        facts.backends.dedup();
+        facts.devices.sort();
+        facts.devices.dedup();
+        a.fabric = fabric::compare(&a.collectives, t, &facts);
     }
     a.findings = findings::findings(&a, &ops, &opts.thresholds);
     a
+}
+
+/// Writes the transfer / wait split into a part's step rows and totals.
+fn fill_waits(p: &mut RankPart, w: &waits::RankWait) {
+    let t = &mut p.totals;
+    (t.comm_transfer_ns, t.comm_wait_ns, t.exposed_transfer_ns, t.exposed_wait_ns) = (0, 0, 0, 0);
+    for (_, row) in p.steps.iter_mut() {
+        let (lo, hi) = (row.start_ns, row.end_ns);
+        row.comm_transfer_ns = w.transfer.len_within(lo, hi);
+        row.comm_wait_ns = w.wait.len_within(lo, hi);
+        row.exposed_transfer_ns = w.exposed_transfer.len_within(lo, hi);
+        // By difference, so the two exposed parts add up to the exposed communication exactly.
+        row.exposed_wait_ns = (row.exposed_comm_ns - row.exposed_transfer_ns).max(0);
+        t.comm_transfer_ns += row.comm_transfer_ns;
+        t.comm_wait_ns += row.comm_wait_ns;
+        t.exposed_transfer_ns += row.exposed_transfer_ns;
+        t.exposed_wait_ns += row.exposed_wait_ns;
+    }
 }
 
 /// Analyzes a job: every rank's part, then the job level.

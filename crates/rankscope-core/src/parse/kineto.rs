@@ -890,7 +890,6 @@ impl TraceParser {
         }
         *pos += 1;
         let mut product: i64 = 1;
-        let mut n = 0;
         loop {
             match json::peek(buf, pos)? {
                 b']' => {
@@ -899,10 +898,7 @@ impl TraceParser {
                 }
                 b',' => *pos += 1,
                 _ => match self.read_num(buf, pos, base, 0)? {
-                    Some(v) => {
-                        product = product.saturating_mul(v.max(0));
-                        n += 1;
-                    }
+                    Some(v) => product = product.saturating_mul(v.max(0)),
                     None => product = -1,
                 },
             }
@@ -923,7 +919,8 @@ impl TraceParser {
                 _ => return Err(Stop::Bad(*pos)),
             }
         }
-        Ok(if n == 0 || product < 0 { None } else { Some(product) })
+        // `[[]]`: a 0-dim tensor, one element (the caller only sizes it with a tensor dtype).
+        Ok(if product < 0 { None } else { Some(product) })
     }
 
     /// The first string of a list such as `Input type: ["float", "Scalar"]`.

@@ -1,0 +1,520 @@
+//! Attribution: from the per rank × step figures to causes, as an expert reads a slow step
+//! (shared/DOMAIN.md, last section).
+//!
+//! 1. **Who waits for whom.** Every rank's communication is split into transfer and wait
+//!    ([`super::waits`]). Per step, the ranks with the least wait are the step's **late group**
+//!    (within a quarter of the spread from the least); the others waited for them. The time the
+//!    late group costs the step is what the *least-waiting* of the other ranks waited beyond the
+//!    late group, in exposed (not under compute) wait: that much would come off the step if the
+//!    late ranks arrived with the others. It is a per-rank figure, bounded by the step.
+//! 2. **A consistent straggler** is a rank in the late group of at least
+//!    [`super::findings::Thresholds::straggler_consistency`] of the steps that had a measurable
+//!    spread. A late group that changes from step to step is arrival jitter, not a straggler.
+//! 3. **Where the straggler's time went**: the same step on the straggler and on the others
+//!    (the median over them), compared region by region ([`super::regions`]): annotations by
+//!    name and parent, phases, device compute. Time the main thread spent idle or blocked while
+//!    the rank's collective waited is taken out first (`active_ns`), so the waiting ranks' long
+//!    `backward` does not hide the straggler's stall. The cause is the comparison that explains
+//!    most of the excess: data loading (`input_bound`), more device or operator time
+//!    (`compute_imbalance`), or time inside an annotation with no operator running
+//!    (`host_stall`), found by descending from the step into the child region that explains at
+//!    least half of its parent's excess.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::intervals::{Iv, Set};
+use super::regions::Phase;
+use super::waits::RankWait;
+use super::RankPart;
+
+/// One region of one rank in one step (occurrences with the same name and parent summed).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RegionRow {
+    pub rank: u32,
+    pub step: u32,
+    pub name: String,
+    /// The enclosing region's name, or empty at the top.
+    pub parent: String,
+    pub phase: Phase,
+    pub count: u32,
+    pub inclusive_ns: i64,
+    /// Inclusive time minus the exposed collective wait spent idle or blocked inside it.
+    pub active_ns: i64,
+    /// Operators running inside it.
+    pub ops_ns: i64,
+    /// No operator running (and not waiting on a collective).
+    pub free_ns: i64,
+    /// Blocked in a host synchronization (and not waiting on a collective).
+    pub sync_ns: i64,
+    /// Waiting for the other ranks while inside it.
+    pub wait_ns: i64,
+    /// GPU compute launched from inside it.
+    pub device_ns: i64,
+}
+
+/// One phase of one rank in one step (the main thread's partition of the step).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PhaseRow {
+    pub rank: u32,
+    pub step: u32,
+    pub phase: Phase,
+    pub inclusive_ns: i64,
+    pub active_ns: i64,
+}
+
+/// Who waited for whom in one step.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StepWaits {
+    pub step: u32,
+    /// Per rank: total wait and exposed wait in the step.
+    pub ranks: Vec<u32>,
+    pub wait_ns: Vec<i64>,
+    pub exposed_wait_ns: Vec<i64>,
+    /// The ranks the others waited for (empty when the spread is below the noise).
+    pub late: Vec<u32>,
+    /// What the late group cost the step (see the module doc).
+    pub cost_ns: i64,
+}
+
+/// The per-rank × step host breakdown, with collective waits taken out.
+pub fn host_rows(parts: &[RankPart], waits: &[RankWait]) -> (Vec<RegionRow>, Vec<PhaseRow>) {
+    let mut regions = Vec::new();
+    let mut phases = Vec::new();
+    for (p, w) in parts.iter().zip(waits) {
+        let rr = &p.regions;
+        let free_wait = Set::from_sorted(rr.free_gaps.iter().copied()).intersect(&w.exposed_wait);
+        let sync_wait = Set::from_sorted(rr.sync_spans.iter().copied()).intersect(&w.exposed_wait);
+        let mut agg: BTreeMap<(u32, String, String), RegionRow> = BTreeMap::new();
+        for o in &rr.occurrences {
+            let name = rr.names.get(o.name as usize).cloned().unwrap_or_default();
+            let parent = o
+                .parent
+                .and_then(|k| rr.occurrences.get(k as usize))
+                .and_then(|q| rr.names.get(q.name as usize))
+                .cloned()
+                .unwrap_or_default();
+            let (wf, ws) = if o.main {
+                (free_wait.len_within(o.start_ns, o.end_ns), sync_wait.len_within(o.start_ns, o.end_ns))
+            } else {
+                (0, 0)
+            };
+            let row = agg.entry((o.step, name.clone(), parent.clone())).or_insert_with(|| RegionRow {
+                rank: p.info.rank,
+                step: o.step,
+                name,
+                parent,
+                phase: o.phase,
+                count: 0,
+                inclusive_ns: 0,
+                active_ns: 0,
+                ops_ns: 0,
+                free_ns: 0,
+                sync_ns: 0,
+                wait_ns: 0,
+                device_ns: 0,
+            });
+            let wf = wf.min(o.free_ns);
+            let ws = ws.min(o.sync_ns);
+            row.count += 1;
+            row.inclusive_ns += o.inclusive_ns();
+            row.active_ns += o.inclusive_ns() - wf - ws;
+            row.ops_ns += o.ops_ns;
+            row.free_ns += o.free_ns - wf;
+            row.sync_ns += o.sync_ns - ws;
+            row.wait_ns += wf + ws;
+            row.device_ns += o.device_ns;
+        }
+        regions.extend(agg.into_values());
+        let blocked = free_wait.union(&sync_wait);
+        for sp in &rr.phases {
+            for (ph, ivs) in &sp.spans {
+                let set = Set::from_sorted(ivs.iter().copied());
+                let inclusive = set.len_ns();
+                let waited = set.intersect(&blocked).len_ns();
+                phases.push(PhaseRow {
+                    rank: p.info.rank,
+                    step: sp.step,
+                    phase: *ph,
+                    inclusive_ns: inclusive,
+                    active_ns: inclusive - waited,
+                });
+            }
+        }
+    }
+    (regions, phases)
+}
+
+/// Who waited for whom, step by step. `rows` are the ranks' step rows with the wait split
+/// filled in; `noise_ns` is the smallest spread of waits taken as a real difference.
+pub fn step_waits(
+    per_step: &BTreeMap<u32, Vec<super::breakdown::StepRank>>,
+    noise_ns: i64,
+) -> Vec<StepWaits> {
+    let mut out = Vec::new();
+    for (&step, rows) in per_step {
+        if rows.len() < 2 {
+            continue;
+        }
+        let ranks: Vec<u32> = rows.iter().map(|r| r.rank).collect();
+        let wait: Vec<i64> = rows.iter().map(|r| r.comm_wait_ns).collect();
+        let exposed: Vec<i64> = rows.iter().map(|r| r.exposed_wait_ns).collect();
+        let lo = wait.iter().copied().min().unwrap_or(0);
+        let hi = wait.iter().copied().max().unwrap_or(0);
+        let mut late = Vec::new();
+        let mut cost = 0;
+        if hi - lo > noise_ns {
+            let cut = lo + (hi - lo) / 4;
+            late = ranks.iter().zip(&wait).filter(|(_, &w)| w <= cut).map(|(&r, _)| r).collect();
+            cost = late_cost(&ranks, &exposed, &late);
+        }
+        out.push(StepWaits { step, ranks, wait_ns: wait, exposed_wait_ns: exposed, late, cost_ns: cost });
+    }
+    out
+}
+
+/// The step time `late` cost in a step: the least exposed wait among the other ranks beyond the
+/// most among the late ones (0 when every rank is late).
+pub fn late_cost(ranks: &[u32], exposed: &[i64], late: &[u32]) -> i64 {
+    let others = ranks.iter().zip(exposed).filter(|(r, _)| !late.contains(r)).map(|(_, &w)| w).min();
+    let mine = ranks.iter().zip(exposed).filter(|(r, _)| late.contains(r)).map(|(_, &w)| w).max();
+    match (others, mine) {
+        (Some(o), Some(m)) => (o - m).max(0),
+        _ => 0,
+    }
+}
+
+/// Median of `v` (mean of the two middle values), 0 for none.
+pub fn median(mut v: Vec<i64>) -> i64 {
+    if v.is_empty() {
+        return 0;
+    }
+    v.sort_unstable();
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2
+    }
+}
+
+/// A figure of a region row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Figure {
+    Active,
+    Free,
+    Ops,
+    Sync,
+    Device,
+}
+
+fn figure(r: &RegionRow, f: Figure) -> i64 {
+    match f {
+        Figure::Active => r.active_ns,
+        Figure::Free => r.free_ns,
+        Figure::Ops => r.ops_ns,
+        Figure::Sync => r.sync_ns,
+        Figure::Device => r.device_ns,
+    }
+}
+
+/// The late rank's figures against the others', per step, for one comparison.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Diff {
+    /// Mean over the compared steps of the late rank's value.
+    pub mine_ns: f64,
+    /// Mean over the compared steps of the others' median.
+    pub others_ns: f64,
+}
+
+impl Diff {
+    pub fn excess(&self) -> f64 {
+        self.mine_ns - self.others_ns
+    }
+}
+
+/// Compares `rank` with the other ranks over `steps`, for rows selected by `key`.
+#[derive(Debug)]
+pub struct Compare<'a> {
+    pub rank: u32,
+    pub steps: &'a [u32],
+    pub ranks: &'a [u32],
+}
+
+impl Compare<'_> {
+    fn diff_by(&self, value: impl Fn(u32, u32) -> i64) -> Diff {
+        let mut d = Diff::default();
+        if self.steps.is_empty() {
+            return d;
+        }
+        for &s in self.steps {
+            d.mine_ns += value(self.rank, s) as f64;
+            d.others_ns +=
+                median(self.ranks.iter().filter(|&&r| r != self.rank).map(|&r| value(r, s)).collect()) as f64;
+        }
+        let n = self.steps.len() as f64;
+        d.mine_ns /= n;
+        d.others_ns /= n;
+        d
+    }
+
+    /// A region (by name and parent) and one of its figures.
+    pub fn region(&self, rows: &[RegionRow], name: &str, parent: &str, f: Figure) -> Diff {
+        self.diff_by(|r, s| {
+            rows.iter()
+                .filter(|x| x.rank == r && x.step == s && x.name == name && x.parent == parent)
+                .map(|x| figure(x, f))
+                .sum()
+        })
+    }
+
+    /// The largest device time of a region of phase `ph` (the outermost one: device time is
+    /// inclusive), per rank and step.
+    pub fn phase_device(&self, rows: &[RegionRow], ph: Phase) -> Diff {
+        self.diff_by(|r, s| {
+            rows.iter()
+                .filter(|x| x.rank == r && x.step == s && x.phase == ph)
+                .map(|x| x.device_ns)
+                .max()
+                .unwrap_or(0)
+        })
+    }
+
+    /// A phase's active time.
+    pub fn phase(&self, rows: &[PhaseRow], ph: Phase) -> Diff {
+        self.diff_by(|r, s| {
+            rows.iter().filter(|x| x.rank == r && x.step == s && x.phase == ph).map(|x| x.active_ns).sum()
+        })
+    }
+
+    /// A per-step figure of the breakdown.
+    pub fn step_figure(
+        &self,
+        per_step: &BTreeMap<u32, Vec<super::breakdown::StepRank>>,
+        f: fn(&super::breakdown::StepRank) -> i64,
+    ) -> Diff {
+        self.diff_by(|r, s| per_step.get(&s).and_then(|v| v.iter().find(|x| x.rank == r)).map_or(0, f))
+    }
+}
+
+/// Where the late rank's excess is, found by descending the region tree.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Located {
+    /// From the step down: `(name, excess of active time)`.
+    pub path: Vec<(String, Diff)>,
+    /// The deepest region's excess split: no operator running, operators, synchronization,
+    /// device compute.
+    pub free: Diff,
+    pub ops: Diff,
+    pub sync: Diff,
+    pub device: Diff,
+    pub phase: Phase,
+}
+
+/// Descends from the step region into the child that explains at least half of its parent's
+/// excess active time, as long as there is one.
+pub fn locate(cmp: &Compare<'_>, rows: &[RegionRow]) -> Option<Located> {
+    // The step region: `ProfilerStep` at the top of the main thread.
+    let root = "ProfilerStep";
+    let has_root = rows.iter().any(|r| r.rank == cmp.rank && r.name == root && r.parent.is_empty());
+    let (mut name, mut parent) = if has_root {
+        (root.to_string(), String::new())
+    } else {
+        // No step markers: the top-level region with the largest excess.
+        let tops: Vec<String> = {
+            let mut v: Vec<String> = rows
+                .iter()
+                .filter(|r| r.rank == cmp.rank && r.parent.is_empty())
+                .map(|r| r.name.clone())
+                .collect();
+            v.sort();
+            v.dedup();
+            v
+        };
+        let best = tops
+            .into_iter()
+            .map(|n| {
+                let d = cmp.region(rows, &n, "", Figure::Active);
+                (n, d)
+            })
+            .max_by(|a, b| a.1.excess().total_cmp(&b.1.excess()))?;
+        (best.0, String::new())
+    };
+    let mut path = vec![(name.clone(), cmp.region(rows, &name, &parent, Figure::Active))];
+    loop {
+        let here = path.last().map(|x| x.1.excess()).unwrap_or(0.0);
+        let mut children: Vec<String> = rows
+            .iter()
+            .filter(|r| r.parent == name && (r.rank == cmp.rank || cmp.ranks.contains(&r.rank)))
+            .map(|r| r.name.clone())
+            .collect();
+        children.sort();
+        children.dedup();
+        let best = children
+            .into_iter()
+            .map(|c| {
+                let d = cmp.region(rows, &c, &name, Figure::Active);
+                (c, d)
+            })
+            .max_by(|a, b| a.1.excess().total_cmp(&b.1.excess()));
+        match best {
+            Some((c, d)) if here > 0.0 && d.excess() >= 0.5 * here => {
+                parent = std::mem::replace(&mut name, c.clone());
+                path.push((c, d));
+            }
+            _ => break,
+        }
+    }
+    let phase = rows
+        .iter()
+        .find(|r| r.rank == cmp.rank && r.name == name && r.parent == parent)
+        .map_or(Phase::Other, |r| r.phase);
+    Some(Located {
+        free: cmp.region(rows, &name, &parent, Figure::Free),
+        ops: cmp.region(rows, &name, &parent, Figure::Ops),
+        sync: cmp.region(rows, &name, &parent, Figure::Sync),
+        device: cmp.region(rows, &name, &parent, Figure::Device),
+        path,
+        phase,
+    })
+}
+
+/// Where a rank's collectives come from: the region of the main thread open when the host
+/// issued them, per step and kind.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct OriginRow {
+    pub rank: u32,
+    pub step: u32,
+    /// The innermost region open on the main thread at the issue, or empty.
+    pub region: String,
+    /// From the step down to `region`, joined with ` > `.
+    pub path: String,
+    pub phase: Phase,
+    pub kind: crate::model::CollKind,
+    pub count: u32,
+    pub bytes_total: i64,
+    pub bytes_max: i64,
+    /// Union of the collectives' intervals.
+    pub dur_ns: i64,
+    /// Of that, while the main thread ran no operator (or was in a host synchronization): the
+    /// host is blocked on these collectives.
+    pub blocked_ns: i64,
+    pub exposed_transfer_ns: i64,
+    pub exposed_wait_ns: i64,
+}
+
+/// The origin of every rank's collectives (`insts[k]` belongs to `parts[k]`), and the region
+/// each instance came from by `(rank, event)`.
+pub fn comm_origins(
+    parts: &[RankPart],
+    insts: &[Vec<super::instances::Instance>],
+    waits: &[RankWait],
+) -> (Vec<OriginRow>, BTreeMap<(u32, u32), String>) {
+    let mut out = Vec::new();
+    let mut of_event = BTreeMap::new();
+    for ((p, v), w) in parts.iter().zip(insts).zip(waits) {
+        let rr = &p.regions;
+        let main: Vec<usize> = (0..rr.occurrences.len()).filter(|&k| rr.occurrences[k].main).collect();
+        let blocked_host = Set::from_sorted(rr.free_gaps.iter().copied())
+            .union(&Set::from_sorted(rr.sync_spans.iter().copied()));
+        let name_of = |k: usize| {
+            rr.occurrences.get(k).and_then(|o| rr.names.get(o.name as usize)).cloned().unwrap_or_default()
+        };
+        let deepest = |ts: i64| -> Option<usize> {
+            let j = main.partition_point(|&k| rr.occurrences[k].start_ns <= ts);
+            let mut cur = j.checked_sub(1).map(|j| main[j]);
+            while let Some(c) = cur {
+                let o = &rr.occurrences[c];
+                if ts < o.end_ns {
+                    return Some(c);
+                }
+                cur = o.parent.map(|q| q as usize);
+            }
+            None
+        };
+        #[derive(Default)]
+        struct Acc {
+            path: String,
+            phase: Option<Phase>,
+            ivs: Vec<Iv>,
+            bytes_total: i64,
+            bytes_max: i64,
+            count: u32,
+        }
+        let mut groups: BTreeMap<(u32, String, crate::model::CollKind), Acc> = BTreeMap::new();
+        for x in v {
+            let at = deepest(x.issued_ns);
+            let (region, path, phase) = match at {
+                Some(k) => {
+                    let mut chain = vec![name_of(k)];
+                    let mut cur = rr.occurrences[k].parent;
+                    while let Some(q) = cur {
+                        chain.push(name_of(q as usize));
+                        cur = rr.occurrences.get(q as usize).and_then(|o| o.parent);
+                    }
+                    chain.reverse();
+                    (name_of(k), chain.join(" > "), rr.occurrences[k].phase)
+                }
+                None => (String::new(), String::new(), Phase::Other),
+            };
+            of_event.insert((p.info.rank, x.event.0), region.clone());
+            let g = groups.entry((x.step, region, x.kind)).or_default();
+            if g.phase.is_none() {
+                g.path = path;
+                g.phase = Some(phase);
+            }
+            g.ivs.push((x.start_ns, x.end_ns));
+            let b = x.bytes.unwrap_or(0).max(0);
+            g.bytes_total += b;
+            g.bytes_max = g.bytes_max.max(b);
+            g.count += 1;
+        }
+        for ((step, region, kind), g) in groups {
+            let Acc { path, phase, ivs, bytes_total, bytes_max, count } = g;
+            let phase = phase.unwrap_or(Phase::Other);
+            let set = Set::from_unsorted(ivs);
+            out.push(OriginRow {
+                rank: p.info.rank,
+                step,
+                region,
+                path,
+                phase,
+                kind,
+                count,
+                bytes_total,
+                bytes_max,
+                dur_ns: set.len_ns(),
+                blocked_ns: set.intersect(&blocked_host).len_ns(),
+                exposed_transfer_ns: set.intersect(&w.exposed_transfer).len_ns(),
+                exposed_wait_ns: set.intersect(&w.exposed_wait).len_ns(),
+            });
+        }
+    }
+    (out, of_event)
+}
+
+/// Intervals helper for tests and callers: total length of `ivs` inside `[lo, hi)`.
+pub fn len_within(ivs: &[Iv], lo: i64, hi: i64) -> i64 {
+    Set::from_sorted(ivs.iter().copied()).len_within(lo, hi)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn late_cost_is_the_least_other_wait_beyond_the_late() {
+        // Rank 2 waits 0; the others 400, 410, 395: rank 2 costs 395.
+        assert_eq!(late_cost(&[0, 1, 2, 3], &[400, 410, 0, 395], &[2]), 395);
+        // Everyone late: nothing to gain from one of them.
+        assert_eq!(late_cost(&[0, 1], &[5, 5], &[0, 1]), 0);
+    }
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(vec![3, 1, 2]), 2);
+        assert_eq!(median(vec![4, 1, 3, 2]), 2);
+        assert_eq!(median(vec![]), 0);
+    }
+}

@@ -1,0 +1,429 @@
+//! Where a rank's host time goes, by user annotation and by training phase.
+//!
+//! **Regions** are the annotations that bracket work on a CPU thread: `record_function` ranges
+//! (`user_annotation`: `forward`, `## backward ##`, `straggler_sleep`, the profiler's own
+//! `DistributedDataParallel.forward` and `Optimizer.step#AdamW.step`), DataLoader iterations
+//! (`enumerate(DataLoader)#…__next__`) and the step marker itself (`ProfilerStep#N`, named
+//! `ProfilerStep`). Python-function events (`python_function`, thousands per step when stacks
+//! are recorded) are not regions. Each occurrence of a region on a thread, in a step, gives:
+//! - `inclusive_ns`: its duration (clipped to its parent region);
+//! - `ops_ns`: the time an operator (any slice that is not a region and not a host
+//!   synchronization) runs inside it on the same thread;
+//! - `sync_ns`: the time the thread is blocked in a host synchronization inside it
+//!   (`cudaStreamSynchronize`, …) and no operator runs;
+//! - `free_ns` = inclusive − ops − sync: **no operator running** (Python between ops, a
+//!   `time.sleep`, blocking I/O, a lock, the host waiting on a collective's future);
+//! - `device_ns`: GPU compute time of the kernels launched from inside it (inclusive of
+//!   nested regions; launches from a thread without regions count for the main thread's
+//!   region open at the launch).
+//!
+//! **Phases** partition the main thread's step window (the thread holding `ProfilerStep#N`):
+//! every instant belongs to the innermost region that names a phase — `data_loading`
+//! (DataLoader), `optimizer` (`Optimizer.*`, `optimizer`, `zero_grad`), `backward` (a name with
+//! "backward"), `forward` (a name with "forward") — or to `other`.
+//!
+//! **Waiting is not work.** At the job level ([`super::diagnose`]) the rank's exposed
+//! collective wait is subtracted where the main thread was idle or blocked (its long
+//! operator-free gaps and its synchronizations, shipped here as `free_gaps` and `sync_spans`), so a rank
+//! that waits 400 ms at the end of `backward` for a late peer does not look like a rank whose
+//! `backward` is slow.
+
+use serde::{Deserialize, Serialize};
+
+use super::intervals::{Iv, Set};
+use crate::model::*;
+use crate::normalize::job::RankEntry;
+
+/// Operator-free gaps at least this long are shipped as intervals (so collective waits can be
+/// subtracted at the job level); shorter ones (Python between ops) only count in `free_ns`.
+pub const MIN_BLOCKED_GAP_NS: i64 = 200_000;
+
+/// At most this many region occurrences are kept per rank (the rest is counted).
+pub const MAX_OCCURRENCES: usize = 50_000;
+
+/// A training phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    DataLoading,
+    Forward,
+    Backward,
+    Optimizer,
+    Other,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 5] =
+        [Phase::DataLoading, Phase::Forward, Phase::Backward, Phase::Optimizer, Phase::Other];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::DataLoading => "data_loading",
+            Phase::Forward => "forward",
+            Phase::Backward => "backward",
+            Phase::Optimizer => "optimizer",
+            Phase::Other => "other",
+        }
+    }
+
+    /// Words for a sentence ("in the data loading", "in backward").
+    pub fn words(self) -> &'static str {
+        match self {
+            Phase::DataLoading => "data loading",
+            Phase::Forward => "forward",
+            Phase::Backward => "backward",
+            Phase::Optimizer => "the optimizer",
+            Phase::Other => "outside forward, backward, optimizer and data loading",
+        }
+    }
+}
+
+/// The phase a region's own name (and class) names, if any.
+pub fn phase_of(name: &str, class: Class) -> Option<Phase> {
+    let n = name.to_ascii_lowercase();
+    if class == Class::DataLoading || n.contains("dataloader") {
+        return Some(Phase::DataLoading);
+    }
+    if class == Class::Optimizer || n.starts_with("optimizer") || n.contains("zero_grad") || n == "optim" {
+        return Some(Phase::Optimizer);
+    }
+    if n.contains("backward") {
+        return Some(Phase::Backward);
+    }
+    if n.contains("forward") {
+        return Some(Phase::Forward);
+    }
+    None
+}
+
+/// The name a region is compared under: `ProfilerStep#12` is `ProfilerStep`.
+pub fn region_name(name: &str) -> &str {
+    if name.starts_with("ProfilerStep#") {
+        "ProfilerStep"
+    } else {
+        name
+    }
+}
+
+/// One occurrence of a region.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Occurrence {
+    /// Index into [`RankRegions::names`].
+    pub name: u32,
+    /// Index of the enclosing occurrence in [`RankRegions::occurrences`].
+    pub parent: Option<u32>,
+    /// Own phase or the nearest ancestor's.
+    pub phase: Phase,
+    pub step: u32,
+    /// Whether it is on the main thread (the one holding the step markers).
+    pub main: bool,
+    pub start_ns: i64,
+    pub end_ns: i64,
+    pub ops_ns: i64,
+    pub sync_ns: i64,
+    pub free_ns: i64,
+    pub device_ns: i64,
+}
+
+impl Occurrence {
+    pub fn inclusive_ns(&self) -> i64 {
+        self.end_ns - self.start_ns
+    }
+}
+
+/// The main thread's phase partition of one step.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StepPhases {
+    pub step: u32,
+    /// Per phase (every phase present, `other` included), its intervals on the main thread.
+    pub spans: Vec<(Phase, Vec<Iv>)>,
+}
+
+/// What one rank ships about its regions.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct RankRegions {
+    pub names: Vec<String>,
+    pub occurrences: Vec<Occurrence>,
+    pub phases: Vec<StepPhases>,
+    /// The main thread's operator-free gaps of at least [`MIN_BLOCKED_GAP_NS`] inside steps,
+    /// and its host synchronizations: where a collective wait can hide.
+    pub free_gaps: Vec<Iv>,
+    pub sync_spans: Vec<Iv>,
+    /// Occurrences beyond [`MAX_OCCURRENCES`], not kept.
+    pub dropped: usize,
+}
+
+fn is_region(t: &RankTrace, strings: &StringTable, i: usize) -> bool {
+    let e = &t.events;
+    if e.kind[i] != EventKind::Slice {
+        return false;
+    }
+    let cat = strings.get(e.cat[i]);
+    if cat.eq_ignore_ascii_case("python_function") {
+        return false;
+    }
+    match e.class[i] {
+        Class::DataLoading | Class::Optimizer => true,
+        Class::Annotation => !cat.eq_ignore_ascii_case("gpu_user_annotation"),
+        _ => false,
+    }
+}
+
+struct Open {
+    end: i64,
+    /// Slot in `occ` when the event is a region.
+    slot: Option<usize>,
+}
+
+/// The regions of one rank, per step window.
+pub fn rank_regions(r: &RankEntry, strings: &StringTable, windows: &[(u32, i64, i64)]) -> RankRegions {
+    let t = &r.trace;
+    let e = &t.events;
+    let n_lanes = t.lanes.len();
+    let cpu_lane = |l: usize| t.lanes.kind.get(l) == Some(&LaneKind::Cpu);
+    // The main thread: the CPU lane holding the step markers, else the one with most regions.
+    let mut marker_count = vec![0usize; n_lanes];
+    let mut region_count = vec![0usize; n_lanes];
+    for i in 0..e.len() {
+        let l = e.lane[i].0 as usize;
+        if l >= n_lanes || !cpu_lane(l) || e.kind[i] != EventKind::Slice {
+            continue;
+        }
+        if strings.get(e.name[i]).starts_with("ProfilerStep#") {
+            marker_count[l] += 1;
+        }
+        if is_region(t, strings, i) {
+            region_count[l] += 1;
+        }
+    }
+    let main = (0..n_lanes)
+        .filter(|&l| cpu_lane(l))
+        .max_by_key(|&l| (marker_count[l], region_count[l], std::cmp::Reverse(l)))
+        .filter(|&l| marker_count[l] + region_count[l] > 0);
+
+    let mut out = RankRegions::default();
+    let mut name_ids: FxHashMap<StrId, u32> = FxHashMap::default();
+    // Per occurrence: the intervals of its direct non-region children (operators) and syncs.
+    let mut occ_ops: Vec<Vec<Iv>> = Vec::new();
+    let mut own_phase: Vec<Option<Phase>> = Vec::new();
+    let mut occ_sync: Vec<Vec<Iv>> = Vec::new();
+    let mut main_ops: Vec<Iv> = Vec::new();
+    let mut main_sync: Vec<Iv> = Vec::new();
+    let mut by_lane: Vec<Vec<usize>> = vec![Vec::new(); n_lanes];
+    for i in 0..e.len() {
+        let l = e.lane[i].0 as usize;
+        if l < n_lanes && cpu_lane(l) && e.kind[i] == EventKind::Slice && e.dur_ns[i] >= 0 {
+            by_lane[l].push(i);
+        }
+    }
+    // Region occurrences per lane, sorted by start, for attributing GPU launches.
+    let mut lane_occ: Vec<Vec<usize>> = vec![Vec::new(); n_lanes];
+    for (l, rows) in by_lane.iter().enumerate() {
+        let mut stack: Vec<Open> = Vec::new();
+        for &i in rows {
+            let (ts, end) = (e.ts_ns[i], e.end_ns(i));
+            while stack.last().is_some_and(|o| o.end <= ts) {
+                stack.pop();
+            }
+            let parent_end = stack.last().map_or(i64::MAX, |o| o.end);
+            let end = end.min(parent_end);
+            let enclosing_region = stack.iter().rev().find_map(|o| o.slot);
+            let direct_region_parent = stack.last().and_then(|o| o.slot);
+            if is_region(t, strings, i) {
+                if e.step[i] == NONE_U32 {
+                    stack.push(Open { end, slot: None });
+                    continue;
+                }
+                if out.occurrences.len() >= MAX_OCCURRENCES {
+                    out.dropped += 1;
+                    stack.push(Open { end, slot: None });
+                    continue;
+                }
+                let raw = strings.get(e.name[i]);
+                let next = name_ids.len() as u32;
+                let id = *name_ids.entry(e.name[i]).or_insert_with(|| {
+                    out.names.push(region_name(raw).to_string());
+                    next
+                });
+                let own = phase_of(raw, e.class[i]);
+                own_phase.push(own);
+                let inherited = enclosing_region.and_then(|p| out.occurrences.get(p)).map(|o| o.phase);
+                let phase = own.or(inherited).unwrap_or(Phase::Other);
+                let slot = out.occurrences.len();
+                out.occurrences.push(Occurrence {
+                    name: id,
+                    parent: enclosing_region.map(|p| p as u32),
+                    phase,
+                    step: e.step[i],
+                    main: Some(l) == main,
+                    start_ns: ts,
+                    end_ns: end,
+                    ops_ns: 0,
+                    sync_ns: 0,
+                    free_ns: 0,
+                    device_ns: 0,
+                });
+                occ_ops.push(Vec::new());
+                occ_sync.push(Vec::new());
+                lane_occ[l].push(slot);
+                stack.push(Open { end, slot: Some(slot) });
+            } else {
+                // A synchronization blocks the thread wherever it is nested (`aten::item` >
+                // `cudaStreamSynchronize`): it counts for the nearest region. Any other slice
+                // directly under a region (or at the top) is an operator covering its time,
+                // whatever it contains.
+                let is_sync = e.class[i] == Class::Sync;
+                if is_sync {
+                    if let Some(p) = enclosing_region {
+                        occ_sync[p].push((ts, end));
+                    }
+                    if Some(l) == main {
+                        main_sync.push((ts, end));
+                    }
+                } else if stack.last().is_none_or(|o| o.slot.is_some()) {
+                    if let Some(p) = direct_region_parent {
+                        occ_ops[p].push((ts, end));
+                    }
+                    if Some(l) == main {
+                        main_ops.push((ts, end));
+                    }
+                }
+                stack.push(Open { end, slot: None });
+            }
+        }
+    }
+    // Children regions cover their parent like operators do, by their own ops and syncs: fold
+    // each occurrence's figures up into its ancestors after computing its own.
+    let n = out.occurrences.len();
+    let mut sub_ops: Vec<Set> = occ_ops.into_iter().map(Set::from_unsorted).collect();
+    let mut sub_sync: Vec<Set> = occ_sync.into_iter().map(Set::from_unsorted).collect();
+    // Occurrences are pushed in start order, parents before children: fold from the end.
+    for k in (0..n).rev() {
+        let o = &out.occurrences[k];
+        let (lo, hi) = (o.start_ns, o.end_ns);
+        let sync = sub_sync[k].clip(lo, hi);
+        let ops = sub_ops[k].clip(lo, hi).subtract(&sync);
+        let ops_ns = ops.len_ns();
+        let sync_ns = sync.len_ns();
+        let parent = o.parent;
+        let o = &mut out.occurrences[k];
+        o.ops_ns = ops_ns;
+        o.sync_ns = sync_ns;
+        o.free_ns = (hi - lo - ops_ns - sync_ns).max(0);
+        if let Some(p) = parent.map(|p| p as usize).filter(|&p| p < k) {
+            let merged = sub_ops[p].union(&ops);
+            sub_ops[p] = merged;
+            let merged = sub_sync[p].union(&sync);
+            sub_sync[p] = merged;
+        }
+    }
+    // GPU compute launched from inside each occurrence (inclusive: added to every ancestor).
+    let main_occ: &[usize] = main.map_or(&[], |m| lane_occ[m].as_slice());
+    let deepest = |list: &[usize], ts: i64| -> Option<usize> {
+        let k = list.partition_point(|&o| out.occurrences[o].start_ns <= ts);
+        let mut cur = k.checked_sub(1).map(|k| list[k]);
+        while let Some(c) = cur {
+            let o = &out.occurrences[c];
+            if ts < o.end_ns {
+                return Some(c);
+            }
+            cur = o.parent.map(|p| p as usize);
+        }
+        None
+    };
+    let mut device = vec![0i64; n];
+    for (g, l) in r.norm.links.gpu.iter().zip(&r.norm.links.launch) {
+        let (g, l) = (g.0 as usize, l.0 as usize);
+        if e.class.get(g) != Some(&Class::Compute) {
+            continue;
+        }
+        let lane = e.lane[l].0 as usize;
+        let ts = e.ts_ns[l];
+        let own = lane_occ.get(lane).and_then(|list| deepest(list, ts));
+        let Some(mut cur) = own.or_else(|| deepest(main_occ, ts)) else { continue };
+        loop {
+            device[cur] += e.dur_ns[g].max(0);
+            match out.occurrences[cur].parent {
+                Some(p) if (p as usize) < cur => cur = p as usize,
+                _ => break,
+            }
+        }
+    }
+    for (o, d) in out.occurrences.iter_mut().zip(device) {
+        o.device_ns = d;
+    }
+    // The main thread: phases per step window, and where a wait can hide.
+    if let Some(m) = main {
+        let sync = Set::from_unsorted(main_sync);
+        let ops = Set::from_unsorted(main_ops).subtract(&sync);
+        let mut cands: Vec<Iv> = Vec::new();
+        for &(_, lo, hi) in windows {
+            for &(a, b) in ops.gaps(lo, hi).intervals() {
+                if b - a >= MIN_BLOCKED_GAP_NS {
+                    cands.push((a, b));
+                }
+            }
+        }
+        out.free_gaps = Set::from_unsorted(cands).subtract(&sync).intervals().to_vec();
+        out.sync_spans = sync.intervals().to_vec();
+        let list = &lane_occ[m];
+        for &(step, lo, hi) in windows {
+            // Innermost phase-bearing occurrence wins: paint occurrences in start order
+            // (parents before children), each overwriting what it covers.
+            let mut painted: Vec<(Iv, Phase)> = vec![((lo, hi), Phase::Other)];
+            for &k in list {
+                let o = &out.occurrences[k];
+                if o.step != step || o.end_ns <= lo || o.start_ns >= hi {
+                    continue;
+                }
+                let Some(ph) = own_phase[k] else { continue };
+                let (a, b) = (o.start_ns.max(lo), o.end_ns.min(hi));
+                let mut next = Vec::with_capacity(painted.len() + 2);
+                for &((x, y), p) in &painted {
+                    if y <= a || x >= b {
+                        next.push(((x, y), p));
+                        continue;
+                    }
+                    if x < a {
+                        next.push(((x, a), p));
+                    }
+                    if y > b {
+                        next.push(((b, y), p));
+                    }
+                }
+                next.push(((a, b), ph));
+                next.sort_unstable_by_key(|x| x.0);
+                painted = next;
+            }
+            let mut spans: Vec<(Phase, Vec<Iv>)> = Vec::new();
+            for ph in Phase::ALL {
+                let ivs: Vec<Iv> = painted.iter().filter(|x| x.1 == ph).map(|x| x.0).collect();
+                let set = Set::from_unsorted(ivs);
+                if !set.is_empty() {
+                    spans.push((ph, set.intervals().to_vec()));
+                }
+            }
+            out.phases.push(StepPhases { step, spans });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phases_from_names() {
+        assert_eq!(phase_of("## forward ##", Class::Annotation), Some(Phase::Forward));
+        assert_eq!(phase_of("DistributedDataParallel.forward", Class::Annotation), Some(Phase::Forward));
+        assert_eq!(phase_of("backward", Class::Annotation), Some(Phase::Backward));
+        assert_eq!(phase_of("Optimizer.step#AdamW.step", Class::Optimizer), Some(Phase::Optimizer));
+        assert_eq!(
+            phase_of("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", Class::DataLoading),
+            Some(Phase::DataLoading)
+        );
+        assert_eq!(phase_of("straggler_sleep", Class::Annotation), None);
+        assert_eq!(region_name("ProfilerStep#7"), "ProfilerStep");
+    }
+}
