@@ -6,6 +6,7 @@
 use std::io::{self, Write};
 
 use super::model::{occupancy_text, KERNELS, K_NCCL_ALLREDUCE};
+use super::shapes;
 use super::sim::{Class, Ev, Kind, RankSim, Th, NCCL_STREAMS, STREAM_COMPUTE};
 use super::Plan;
 
@@ -119,6 +120,8 @@ pub(crate) struct RankFmt {
     mid: [Vec<u8>; 3],
     /// Per process group: the NCCL kernel's collective args minus the sizes.
     pg_args: [String; 2],
+    /// Sequences in this rank's batch (`Input Dims`).
+    batch: u64,
 }
 
 impl RankFmt {
@@ -167,6 +170,7 @@ impl RankFmt {
             kernel_post,
             mid: [mid(STREAM_COMPUTE), mid(NCCL_STREAMS[0]), mid(NCCL_STREAMS[1])],
             pg_args: [pg_args(0), pg_args(1)],
+            batch: plan.batch_of(rank),
         }
     }
 }
@@ -215,12 +219,20 @@ pub(crate) fn header<W: Write>(o: &mut Out<W>, plan: &Plan, f: &RankFmt) {
     o.s("], \"nccl_version\": \"2.21.5\"},\n  \"traceEvents\": [\n");
 }
 
-fn cpu_x_head<W: Write>(o: &mut Out<W>, f: &RankFmt, e: &Ev, cat: &str, step_no: u32, step: bool) {
+fn cpu_x_head<W: Write>(
+    o: &mut Out<W>,
+    f: &RankFmt,
+    e: &Ev,
+    name: &str,
+    cat: &str,
+    step_no: u32,
+    step: bool,
+) {
     o.sep();
     o.s("  {\n    \"ph\": \"X\", \"cat\": \"");
     o.s(cat);
     o.s("\", \"name\": \"");
-    o.s(e.name);
+    o.s(name);
     if step {
         o.u(u64::from(step_no));
     }
@@ -291,7 +303,7 @@ pub(crate) fn step<W: Write>(
                     Kind::Annot { step } => ("user_annotation", step),
                     _ => ("cpu_op", false),
                 };
-                cpu_x_head(o, f, e, cat, step_no, step);
+                cpu_x_head(o, f, e, rs.name_of(e), cat, step_no, step);
                 o.s(",\"Record function id\": ");
                 o.u(e.ext);
                 if e.seq > 0 {
@@ -301,6 +313,9 @@ pub(crate) fn step<W: Write>(
                 }
                 o.s(", \"Ev Idx\": ");
                 o.u(e.corr);
+                if plan.cfg.record_shapes && cat == "cpu_op" {
+                    shapes::render(&mut o.buf, e.name, e.site, f.batch);
+                }
                 o.s("\n    }\n  }");
                 if e.flow > 0 {
                     let tid = f.tids[e.th as usize];
@@ -320,7 +335,7 @@ pub(crate) fn step<W: Write>(
                 };
                 let (pg_name, pg_desc) = PG_NAMES.get(c.pg).copied().unwrap_or(PG_NAMES[0]);
                 let nelems = c.bytes / 4;
-                cpu_x_head(o, f, e, "cpu_op", step_no, false);
+                cpu_x_head(o, f, e, e.name, "cpu_op", step_no, false);
                 o.s(",\"Record function id\": ");
                 o.u(e.ext);
                 o.s(", \"Process Group Name\": \"");
@@ -341,6 +356,9 @@ pub(crate) fn step<W: Write>(
                 o.u(u64::from(f.rank));
                 o.s(", \"Seq\": ");
                 o.u(c.seq);
+                if plan.cfg.record_shapes {
+                    shapes::render(&mut o.buf, e.name, e.site, f.batch);
+                }
                 o.s("\n    }\n  }");
             }
             Kind::Runtime { cbid, flow: launched } => {

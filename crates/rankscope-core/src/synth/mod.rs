@@ -41,9 +41,12 @@ use serde::{Deserialize, Serialize};
 mod emit;
 mod model;
 mod rng;
+mod scenario;
+mod shapes;
 mod sim;
 
 use rng::Rng;
+pub use scenario::{Cause, Injected, Scenario};
 use sim::{Class, JobSim, RankSim};
 
 /// Version of the [`Manifest`] format (bump on any incompatible change).
@@ -108,6 +111,100 @@ pub struct SynthConfig {
     pub loss_allreduce: bool,
     /// Keep adding steps until one rank's file is about this many bytes (overrides `steps`).
     pub target_bytes: Option<u64>,
+
+    // ----- scenario knobs (all off by default: the demo above is unchanged) -------------------
+    /// The preset this configuration came from (`--scenario`), recorded in the manifest; the
+    /// knobs below are what the generator acts on.
+    pub scenario: Option<Scenario>,
+    /// Write `Input Dims` and `Input type` on every CPU op, as `record_shapes=True` does.
+    pub record_shapes: bool,
+    /// Explicit size of each DDP bucket in issue order (bytes); when not empty it replaces
+    /// `bucket_count` × `bucket_bytes` (DDP's real buckets differ: a parameter larger than
+    /// `bucket_cap_mb` gets a bucket of its own).
+    pub bucket_sizes: Vec<u64>,
+    /// Mean time of the DataLoader's `__next__` per step in ns, on every rank (±5 % per step).
+    /// `None`: the demo's 0.3–0.8 ms of collate work.
+    pub dataloader_ns: Option<i64>,
+    /// One rank's DataLoader `__next__` takes `factor`× as long (needs `dataloader_ns`; without
+    /// it the demo's collate time is scaled): an input-bound rank. The GPU idles meanwhile.
+    pub slow_dataloader: Option<RankFactor>,
+    /// One rank sleeps on the host every step inside a `record_function` annotation nested in
+    /// `## forward ##`, with no CPU op running: the GPU drains its queue and idles.
+    pub host_stall: Option<HostStall>,
+    /// One rank processes `factor`× the batch: its batch-proportional kernels run `factor`×
+    /// longer and its CPU ops' `Input Dims` are larger in proportion (real extra work, unlike
+    /// `straggler_rank`, whose kernels are slower with the same shapes).
+    pub uneven_batch: Option<RankFactor>,
+    /// Host synchronizations (`.item()` → `cudaStreamSynchronize`) in the middle of forward on
+    /// every rank, every step.
+    pub host_sync: Option<HostSync>,
+    /// An all_to_all per step in forward (after the embedding), issued as PyTorch does
+    /// (`c10d::alltoall_base_` > `record_param_comms` with `Collective name` `all_to_all` >
+    /// `nccl:all_to_all`), whose GPU kernel is `ncclDevKernel_SendRecv` (NCCL runs all_to_all
+    /// as grouped sends and receives). The compute after it waits for its result.
+    pub all_to_all: Option<AllToAll>,
+    /// A job that hangs: a rank skips a collective, or exits early (see [`Hang`]).
+    pub hang: Option<Hang>,
+    /// Pipeline parallelism instead of DDP (see [`Pipeline`]); `ranks` becomes `stages × dp`.
+    pub pipeline: Option<Pipeline>,
+}
+
+/// A rank and a multiplier.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RankFactor {
+    pub rank: u32,
+    pub factor: f64,
+}
+
+/// A host-side stall on one rank, every step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HostStall {
+    pub rank: u32,
+    /// Length of the sleep in ns.
+    pub ns: i64,
+    /// Name of the `user_annotation` around the sleep (`with record_function(name):`).
+    pub name: String,
+    /// The forward layer after which the rank sleeps (0-based; `None`: the middle layer).
+    pub after_layer: Option<u32>,
+}
+
+impl Default for HostStall {
+    fn default() -> Self {
+        HostStall { rank: 0, ns: 20_000_000, name: "straggler_sleep".into(), after_layer: None }
+    }
+}
+
+/// `.item()` calls in forward, on every rank.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HostSync {
+    /// Synchronizations per step, after evenly spaced forward layers.
+    pub syncs_per_step: u32,
+    /// Host (Python) time after each sync before the next op is dispatched, in ns: the code
+    /// that uses the value. The GPU idles during it and until the next kernel is launched.
+    pub host_work_ns: i64,
+}
+
+impl Default for HostSync {
+    fn default() -> Self {
+        HostSync { syncs_per_step: 4, host_work_ns: 1_500_000 }
+    }
+}
+
+/// The all_to_all of the `all_to_all` scenario.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AllToAll {
+    /// Bytes each rank sends in total (split evenly over the ranks).
+    pub bytes: u64,
+}
+
+impl Default for AllToAll {
+    fn default() -> Self {
+        AllToAll { bytes: 16 << 20 }
+    }
 }
 
 impl Default for SynthConfig {
@@ -132,6 +229,127 @@ impl Default for SynthConfig {
             malloc_churn: false,
             loss_allreduce: true,
             target_bytes: None,
+            scenario: None,
+            record_shapes: false,
+            bucket_sizes: Vec::new(),
+            dataloader_ns: None,
+            slow_dataloader: None,
+            host_stall: None,
+            uneven_batch: None,
+            host_sync: None,
+            all_to_all: None,
+            hang: None,
+            pipeline: None,
+        }
+    }
+}
+
+/// How a hanging job goes wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HangKind {
+    /// `rank` does not issue one DDP bucket all_reduce of step `step` (a collective inside an
+    /// `if`). NCCL matches a communicator's collectives by order, so the others' last bucket of
+    /// that step never completes: their NCCL kernel runs until the timeout. The skipping rank
+    /// goes on to its next collective (the loss all_reduce on the second group), which the
+    /// others never reach: it is stuck too.
+    SkippedCollective,
+    /// `rank`'s trace ends after step `step` (the process exited); the others block in their
+    /// next collective until the timeout.
+    EarlyExit,
+}
+
+/// A job that hangs; every waiting rank's trace ends when its process-group timeout fires.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Hang {
+    pub kind: HangKind,
+    pub rank: u32,
+    /// 0-based index of the profiled step (the step with the skipped collective, or the last
+    /// step the exiting rank completes).
+    pub step: u32,
+    /// The skipped bucket all_reduce (0-based, in issue order); `None`: the step's last bucket.
+    pub bucket: Option<u32>,
+    /// Process-group timeout in ns: a stuck NCCL kernel runs this long, then the watchdog
+    /// aborts the communicator and the trace ends.
+    pub timeout_ns: i64,
+}
+
+impl Default for Hang {
+    fn default() -> Self {
+        Hang { kind: HangKind::SkippedCollective, rank: 1, step: 2, bucket: None, timeout_ns: 8_000_000_000 }
+    }
+}
+
+/// The pipeline schedule of each step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Schedule {
+    /// All forwards, then all backwards (`ScheduleGPipe`). Bubble (p−1)/(m+p−1).
+    #[serde(rename = "gpipe")]
+    GPipe,
+    /// Warm-up of p−s forwards on stage s, then one backward and one forward alternately, then
+    /// the remaining backwards (`Schedule1F1B`). Bubble (p−1)/(m+p−1), less memory.
+    #[serde(rename = "1f1b")]
+    OneFOneB,
+    /// Interleaved 1F1B with v model chunks per rank, stage c·p + r on rank r
+    /// (`ScheduleInterleaved1F1B`'s order). Bubble (p−1)/(m·v+p−1).
+    #[serde(rename = "interleaved_1f1b")]
+    Interleaved1F1B,
+}
+
+/// Which CPU annotations mark the micro-batch actions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PipeAnnotations {
+    /// What the schedule class of `torch.distributed.pipelining` emits: `ScheduleGPipe` wraps
+    /// each micro-batch in `Forward {i}` / `Backward {i}`; `Schedule1F1B` emits none;
+    /// `_PipelineScheduleRuntime` schedules (interleaved) emit `PP:{stage}F{i}` / `PP:{stage}B{i}`.
+    Schedule,
+    /// `_PipelineScheduleRuntime`'s `PP:{stage}F{i}` / `PP:{stage}B{i}` for every schedule.
+    Runtime,
+    /// No per-micro-batch annotations (only the P2P traffic tells the schedule).
+    None,
+}
+
+/// Pipeline-parallel training: each rank is one stage (or `virtual_stages` chunks), micro-batches
+/// flow forward as activations and backward as gradients over NCCL send/recv.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Pipeline {
+    /// Pipeline stages p (ranks per pipeline replica).
+    pub stages: u32,
+    /// Micro-batches m per step.
+    pub micro_batches: u32,
+    /// Model chunks per rank v (interleaved schedule only; 1 otherwise).
+    pub virtual_stages: u32,
+    pub schedule: Schedule,
+    /// Data-parallel replicas of the pipeline; > 1 adds a gradient all_reduce per stage at the
+    /// end of the step over the ranks holding that stage. World size = `stages × dp`.
+    pub dp: u32,
+    /// Transformer layers per rank (split evenly over its `virtual_stages` chunks).
+    pub layers_per_stage: u32,
+    /// Bytes of one activation (and of its gradient) sent between stages per micro-batch.
+    pub activation_bytes: u64,
+    /// The stage (rank within a replica) whose kernels are `slow_factor`× slower.
+    pub slow_stage: Option<u32>,
+    pub slow_factor: f64,
+    pub annotations: PipeAnnotations,
+}
+
+impl Default for Pipeline {
+    fn default() -> Self {
+        Pipeline {
+            stages: 4,
+            micro_batches: 8,
+            virtual_stages: 1,
+            schedule: Schedule::GPipe,
+            dp: 1,
+            layers_per_stage: 2,
+            // One micro-batch of 8 sequences × 4096 tokens × 1024 hidden, bf16.
+            activation_bytes: 8 * 4096 * 1024 * 2,
+            slow_stage: None,
+            slow_factor: 1.0,
+            annotations: PipeAnnotations::Schedule,
         }
     }
 }
@@ -246,7 +464,183 @@ impl SynthConfig {
             fix(t >= 4096, format!("target_bytes {t} is below 4096"));
             c.target_bytes = Some(t.max(4096));
         }
+        c.sanitize_scenario_knobs(&mut fix);
         (c, notes)
+    }
+
+    /// The scenario knobs' part of [`SynthConfig::sanitized`].
+    fn sanitize_scenario_knobs(&mut self, fix: &mut impl FnMut(bool, String)) {
+        let ranks = self.ranks;
+        if let Some(p) = &mut self.pipeline {
+            fix((2..=64).contains(&p.stages), format!("pipeline.stages {} not in 2..=64", p.stages));
+            p.stages = p.stages.clamp(2, 64);
+            fix((1..=64).contains(&p.dp), format!("pipeline.dp {} not in 1..=64", p.dp));
+            p.dp = p.dp.clamp(1, 64);
+            fix(
+                (1..=1024).contains(&p.micro_batches),
+                format!("pipeline.micro_batches {} not in 1..=1024", p.micro_batches),
+            );
+            p.micro_batches = p.micro_batches.clamp(1, 1024);
+            let interleaved = p.schedule == Schedule::Interleaved1F1B;
+            let v_ok = if interleaved { (1..=8).contains(&p.virtual_stages) } else { p.virtual_stages == 1 };
+            fix(
+                v_ok,
+                format!("pipeline.virtual_stages {} (1 unless interleaved; at most 8)", p.virtual_stages),
+            );
+            p.virtual_stages = if interleaved { p.virtual_stages.clamp(1, 8) } else { 1 };
+            if p.schedule != Schedule::GPipe {
+                // torch.distributed.pipelining: 1F1B needs m ≥ p; interleaved needs m to be a
+                // multiple of its rounds, max(1, m / p).
+                let rounds = (p.micro_batches / p.stages).max(1);
+                let ok = p.micro_batches >= p.stages && p.micro_batches % rounds == 0;
+                fix(
+                    ok,
+                    format!(
+                        "pipeline.micro_batches {} must be ≥ stages and a multiple of m / p",
+                        p.micro_batches
+                    ),
+                );
+                if !ok {
+                    p.micro_batches = p.stages * rounds;
+                }
+            }
+            let l = p.layers_per_stage;
+            let l_ok = (1..=64).contains(&l) && l % p.virtual_stages == 0;
+            fix(
+                l_ok,
+                format!("pipeline.layers_per_stage {l} must be 1..=64 and a multiple of virtual_stages"),
+            );
+            if !l_ok {
+                p.layers_per_stage = p.virtual_stages * (l / p.virtual_stages).clamp(1, 8);
+            }
+            let a = p.activation_bytes;
+            fix((2..=1 << 36).contains(&a), format!("pipeline.activation_bytes {a} not in 2..=2^36"));
+            p.activation_bytes = a.clamp(2, 1 << 36);
+            if let Some(s) = p.slow_stage {
+                fix(s < p.stages, format!("pipeline.slow_stage {s} is not a stage (stages = {})", p.stages));
+                if s >= p.stages {
+                    p.slow_stage = None;
+                }
+            }
+            let f = p.slow_factor;
+            fix(
+                f.is_finite() && (0.1..=16.0).contains(&f),
+                format!("pipeline.slow_factor {f} not in 0.1..=16"),
+            );
+            p.slow_factor = if f.is_finite() { f.clamp(0.1, 16.0) } else { 1.0 };
+            let world = p.stages * p.dp;
+            fix(ranks == world, format!("ranks {ranks} is not pipeline.stages × pipeline.dp = {world}"));
+            self.ranks = world;
+            if !self.clock_offsets_ns.is_empty() {
+                self.clock_offsets_ns.resize(world as usize, 0);
+            }
+            // DDP-only knobs have no meaning for a pipeline job.
+            let ddp_only = [
+                ("straggler_rank", self.straggler_rank.is_some()),
+                ("host_stall", self.host_stall.is_some()),
+                ("slow_dataloader", self.slow_dataloader.is_some()),
+                ("uneven_batch", self.uneven_batch.is_some()),
+                ("host_sync", self.host_sync.is_some()),
+                ("all_to_all", self.all_to_all.is_some()),
+                ("hang", self.hang.is_some()),
+                ("malloc_churn", self.malloc_churn),
+                ("loss_allreduce", self.loss_allreduce),
+            ];
+            for (name, set) in ddp_only {
+                fix(!set, format!("{name} does not apply to a pipeline job; ignored"));
+            }
+            self.straggler_rank = None;
+            self.host_stall = None;
+            self.slow_dataloader = None;
+            self.uneven_batch = None;
+            self.host_sync = None;
+            self.all_to_all = None;
+            self.hang = None;
+            self.malloc_churn = false;
+            self.loss_allreduce = false;
+        }
+        let ranks = self.ranks;
+        let rank_ok = |what: &str, r: u32, fix: &mut dyn FnMut(bool, String)| {
+            fix(r < ranks, format!("{what} {r} is not a rank (ranks = {ranks})"));
+            r < ranks
+        };
+        if !self.bucket_sizes.is_empty() {
+            let n = self.bucket_sizes.len();
+            fix(n <= 65_536, format!("bucket_sizes has {n} entries (at most 65536)"));
+            self.bucket_sizes.truncate(65_536);
+            let bad = self.bucket_sizes.iter().any(|b| !(4..=1 << 40).contains(b));
+            fix(!bad, "bucket_sizes must each be in 4..=2^40".into());
+            for b in &mut self.bucket_sizes {
+                *b = (*b).clamp(4, 1 << 40);
+            }
+            self.bucket_count = u32::try_from(self.bucket_sizes.len()).unwrap_or(65_536);
+        }
+        if let Some(d) = self.dataloader_ns {
+            fix((0..=10_000_000_000).contains(&d), format!("dataloader_ns {d} not in 0..=1e10"));
+            self.dataloader_ns = Some(d.clamp(0, 10_000_000_000));
+        }
+        for (what, knob) in
+            [("slow_dataloader", &mut self.slow_dataloader), ("uneven_batch", &mut self.uneven_batch)]
+        {
+            if let Some(k) = knob {
+                let f = k.factor;
+                fix(f.is_finite() && (0.1..=16.0).contains(&f), format!("{what}.factor {f} not in 0.1..=16"));
+                k.factor = if f.is_finite() { f.clamp(0.1, 16.0) } else { 1.0 };
+                if !rank_ok(&format!("{what}.rank"), k.rank, fix) {
+                    *knob = None;
+                }
+            }
+        }
+        if let Some(h) = &mut self.host_stall {
+            fix((0..=100_000_000_000).contains(&h.ns), format!("host_stall.ns {} not in 0..=1e11", h.ns));
+            h.ns = h.ns.clamp(0, 100_000_000_000);
+            let name_ok =
+                !h.name.is_empty() && h.name.chars().all(|ch| !ch.is_control() && ch != '"' && ch != '\\');
+            fix(name_ok, format!("host_stall.name {:?} must be non-empty, without quotes, backslashes or control characters", h.name));
+            if !name_ok {
+                h.name = HostStall::default().name;
+            }
+            if !rank_ok("host_stall.rank", h.rank, fix) {
+                self.host_stall = None;
+            }
+        }
+        if let Some(h) = &mut self.host_sync {
+            let n = h.syncs_per_step;
+            fix((1..=64).contains(&n), format!("host_sync.syncs_per_step {n} not in 1..=64"));
+            h.syncs_per_step = n.clamp(1, 64);
+            let w = h.host_work_ns;
+            fix((0..=10_000_000_000).contains(&w), format!("host_sync.host_work_ns {w} not in 0..=1e10"));
+            h.host_work_ns = w.clamp(0, 10_000_000_000);
+        }
+        if let Some(a) = &mut self.all_to_all {
+            fix((4..=1 << 36).contains(&a.bytes), format!("all_to_all.bytes {} not in 4..=2^36", a.bytes));
+            a.bytes = a.bytes.clamp(4, 1 << 36);
+        }
+        if let Some(h) = &mut self.hang {
+            let t = h.timeout_ns;
+            fix(
+                (1_000_000..=10_000_000_000_000).contains(&t),
+                format!("hang.timeout_ns {t} not in 1e6..=1e13"),
+            );
+            h.timeout_ns = t.clamp(1_000_000, 10_000_000_000_000);
+            fix(ranks >= 2, "hang needs at least 2 ranks".into());
+            let steps = self.steps;
+            let last = if h.kind == HangKind::EarlyExit { steps.saturating_sub(1) } else { steps };
+            fix(h.step < last, format!("hang.step {} must be below {last} (steps = {steps})", h.step));
+            h.step = h.step.min(last.saturating_sub(1));
+            if let Some(b) = h.bucket {
+                let n = self.bucket_count;
+                fix(b < n, format!("hang.bucket {b} is not a bucket (bucket_count = {n})"));
+                h.bucket = Some(b.min(n.saturating_sub(1)));
+            }
+            if h.kind == HangKind::SkippedCollective && !self.loss_allreduce {
+                fix(false, "hang skipped_collective needs loss_allreduce (the skipping rank's next collective); enabled".into());
+                self.loss_allreduce = true;
+            }
+            if ranks < 2 || !rank_ok("hang.rank", h.rank, fix) {
+                self.hang = None;
+            }
+        }
     }
 }
 
@@ -284,6 +678,8 @@ pub(crate) struct Plan {
     /// Nominal compute (kernel) time of one step, and GPU kernels per step.
     pub nominal_compute_ns: i64,
     pub kernels_per_step: u32,
+    /// Size of each DDP bucket, in issue order.
+    pub bucket_sizes: Vec<u64>,
     pg_ranks: String,
 }
 
@@ -338,6 +734,11 @@ impl Plan {
             trace_start_ns: TRACE_START_NS,
             nominal_compute_ns: 0,
             kernels_per_step: 0,
+            bucket_sizes: if cfg.bucket_sizes.is_empty() {
+                vec![cfg.bucket_bytes; cfg.bucket_count as usize]
+            } else {
+                cfg.bucket_sizes.clone()
+            },
             pg_ranks: String::new(),
         };
         let mut text = String::from("[");
@@ -351,7 +752,7 @@ impl Plan {
         plan.pg_ranks = text;
         // One dry step of one rank measures the step's nominal compute time; the straggler's
         // slowdown is sized from it so its compute grows by exactly `straggler_delay_ns`.
-        let mut dry = JobSim::with_ranks(&plan, vec![RankSim::new(&plan, 0)], false);
+        let mut dry = JobSim::with_ranks(&plan, vec![RankSim::dry(&plan)], false);
         dry.step(0);
         let (nominal, kernels) = dry.ranks.first().map_or((1, 0), |r| (r.base_sum.max(1), r.kernels));
         plan.nominal_compute_ns = nominal;
@@ -361,8 +762,13 @@ impl Plan {
     }
 
     fn new(cfg: &SynthConfig) -> Result<Plan, SynthError> {
-        cfg.validate()?;
-        Ok(Self::resolve(cfg))
+        let (cfg, problems) = cfg.sanitized();
+        if !problems.is_empty() {
+            return Err(SynthError::InvalidConfig(problems.join("; ")));
+        }
+        // Sanitizing a valid config changes only what it derives (`bucket_count` from
+        // `bucket_sizes`).
+        Ok(Self::resolve(&cfg))
     }
 
     /// Plan of a sanitized config, resolving `target_bytes` into a step count by writing one
@@ -388,6 +794,33 @@ impl Plan {
         let n = f64::from(self.cfg.ranks);
         let moved = 2.0 * (n - 1.0) / n * bytes as f64;
         self.cfg.collective_latency_ns + (moved / self.cfg.busbw_gbps).round() as i64
+    }
+
+    /// Bytes of DDP bucket `i` (issue order).
+    pub(crate) fn bucket_size(&self, i: u32) -> u64 {
+        self.bucket_sizes.get(i as usize).copied().unwrap_or(self.cfg.bucket_bytes)
+    }
+
+    /// Rank `rank`'s work relative to a normal rank, in ppm (`uneven_batch`).
+    pub(crate) fn work_ppm(&self, rank: u32) -> i64 {
+        match &self.cfg.uneven_batch {
+            Some(u) if u.rank == rank => (u.factor * 1e6).round() as i64,
+            _ => 1_000_000,
+        }
+    }
+
+    /// Rank `rank`'s DataLoader time relative to a normal rank, in ppm (`slow_dataloader`).
+    pub(crate) fn dataloader_ppm(&self, rank: u32) -> i64 {
+        match &self.cfg.slow_dataloader {
+            Some(d) if d.rank == rank => (d.factor * 1e6).round() as i64,
+            _ => 1_000_000,
+        }
+    }
+
+    /// Sequences in rank `rank`'s batch (the leading dimension of its activations).
+    pub(crate) fn batch_of(&self, rank: u32) -> u64 {
+        let ppm = self.work_ppm(rank);
+        u64::try_from((8 * ppm + 500_000) / 1_000_000).unwrap_or(8).max(1)
     }
 
     pub(crate) fn pg_ranks_text(&self) -> &str {
@@ -523,6 +956,10 @@ pub struct Manifest {
     pub straggler_delay_ns: i64,
     /// Nominal GPU compute per step (before speed jitter and the straggler's slowdown).
     pub nominal_compute_ns: i64,
+    /// The preset the configuration came from, if any.
+    pub scenario: Option<Scenario>,
+    /// What was injected and where; the per rank × step numbers are in `ranks`.
+    pub injected: Injected,
     pub ranks: Vec<ManifestRank>,
     /// Every collective of every step (empty with `collectives_truncated` when there would be
     /// more than 100,000).
@@ -550,6 +987,18 @@ pub struct ManifestRank {
     pub comm_wait_ns: Vec<i64>,
     /// `cudaFree` + `cudaMalloc` bursts per step.
     pub malloc_bursts: Vec<u32>,
+    /// Sequences in this rank's batch (8; more on the `uneven_batch` rank).
+    pub batch: u64,
+    /// Per step: duration of the DataLoader's `__next__` annotation.
+    pub data_loading_ns: Vec<i64>,
+    /// Per step: duration of the injected host-stall annotation (0 on other ranks).
+    pub host_stall_ns: Vec<i64>,
+    /// Per step: CPU time blocked in the injected mid-forward `cudaStreamSynchronize` calls
+    /// (the step's closing `.item()` sync is not counted).
+    pub host_sync_ns: Vec<i64>,
+    /// Per step: compute-stream idle caused by the injected stall or syncs (from when the GPU
+    /// ran out of queued work, or the injection began if later, to the next GPU work).
+    pub injected_idle_ns: Vec<i64>,
 }
 
 /// One collective across ranks.
@@ -582,7 +1031,7 @@ pub fn manifest(cfg: &SynthConfig) -> Manifest {
     }
     let steps = job.steps.take().unwrap_or_default();
     let colls = job.colls.take().unwrap_or_default();
-    let ranks = job
+    let ranks: Vec<ManifestRank> = job
         .ranks
         .iter()
         .zip(steps)
@@ -604,6 +1053,11 @@ pub fn manifest(cfg: &SynthConfig) -> Manifest {
                 exposed_comm_ns: st.iter().map(|s| s.exposed_comm).collect(),
                 comm_wait_ns: st.iter().map(|s| s.comm_wait).collect(),
                 malloc_bursts: st.iter().map(|s| s.malloc_bursts).collect(),
+                batch: plan.batch_of(rs.rank),
+                data_loading_ns: st.iter().map(|s| s.data_loading).collect(),
+                host_stall_ns: st.iter().map(|s| s.host_stall).collect(),
+                host_sync_ns: st.iter().map(|s| s.host_sync).collect(),
+                injected_idle_ns: st.iter().map(|s| s.injected_idle).collect(),
             }
         })
         .collect();
@@ -627,8 +1081,10 @@ pub fn manifest(cfg: &SynthConfig) -> Manifest {
             })
             .collect()
     };
-    let bucket_transfer = plan.transfer_ns(plan.cfg.bucket_bytes);
-    let b = plan.cfg.bucket_count as usize;
+    let bucket_transfer: Vec<i64> = plan.bucket_sizes.iter().map(|&b| plan.transfer_ns(b)).collect();
+    let tail = plan.tail_buckets as usize;
+    let designed = bucket_transfer.iter().rev().take(tail).sum();
+    let injected = scenario::injected(&plan, &ranks);
     Manifest {
         manifest_version: MANIFEST_VERSION,
         generator: format!("rankscope synth {}", env!("CARGO_PKG_VERSION")),
@@ -640,13 +1096,15 @@ pub fn manifest(cfg: &SynthConfig) -> Manifest {
         grad_tensors: plan.points,
         kernels_per_step: plan.kernels_per_step,
         collectives_per_step: plan.cfg.bucket_count + u32::from(plan.cfg.loss_allreduce),
-        bucket_bytes: vec![plan.cfg.bucket_bytes; b],
-        bucket_transfer_ns: vec![bucket_transfer; b],
+        bucket_bytes: plan.bucket_sizes.clone(),
+        bucket_transfer_ns: bucket_transfer,
         tail_buckets: plan.tail_buckets,
-        designed_exposed_comm_ns: bucket_transfer * i64::from(plan.tail_buckets),
+        designed_exposed_comm_ns: designed,
         straggler_rank: plan.straggler,
         straggler_delay_ns: plan.cfg.straggler_delay_ns,
         nominal_compute_ns: plan.nominal_compute_ns,
+        scenario: plan.cfg.scenario,
+        injected,
         ranks,
         collectives,
         collectives_truncated: truncated,

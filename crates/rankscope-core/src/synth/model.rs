@@ -98,6 +98,12 @@ kernels! {
         0, 96, 103_808, [24, 1, 1], [640, 1, 1], 0;
 }
 
+/// Whether kernel `k`'s work grows with the batch (activations: forward, backward, loss), as
+/// opposed to parameter-sized work (DDP's gradient scaling, the optimizer) or scalars.
+pub(crate) fn scales_with_batch(k: KernelId) -> bool {
+    !matches!(k, K_FILL | K_NLL_FWD | K_NLL_BWD | K_MUL_OUT_W | K_MUL_OUT_B | K_ADAMW | K_NCCL_ALLREDUCE)
+}
+
 /// Kineto's "blocks per SM" and "warps per SM" for a launch shape, as the short decimal text it
 /// prints (up to six decimals, trailing zeros trimmed).
 pub(crate) fn occupancy_text(k: &KernelSpec) -> (String, String) {

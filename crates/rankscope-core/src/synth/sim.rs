@@ -18,6 +18,7 @@
 
 use super::model::*;
 use super::rng::Rng;
+use super::shapes::Site;
 use super::Plan;
 
 /// Stream of all compute kernels, memcpys and memsets (PyTorch's default stream as CUPTI numbers it).
@@ -102,6 +103,10 @@ pub(crate) struct Ev {
     pub seq: u32,
     /// `fwdbwd` flow id (0: none): an `s` after a forward op, an `f` after a backward op.
     pub flow: u32,
+    /// Where in the model a CPU op was called (its `Input Dims` with `record_shapes`).
+    pub site: Site,
+    /// A name made at run time: `RankSim::texts[text - 1]` replaces `name` (0: none).
+    pub text: u16,
 }
 
 impl Ev {
@@ -147,6 +152,15 @@ pub(crate) struct StepStats {
     pub exposed_comm: i64,
     pub comm_wait: i64,
     pub malloc_bursts: u32,
+    /// Duration of the DataLoader `__next__` annotation.
+    pub data_loading: i64,
+    /// Duration of the injected host-stall annotation (0 when none).
+    pub host_stall: i64,
+    /// CPU time blocked in the injected mid-forward `cudaStreamSynchronize` calls.
+    pub host_sync: i64,
+    /// Compute-stream idle caused by the injected stall or syncs: from the moment the GPU ran
+    /// out of queued work (or the injection began, if later) to the next GPU work's start.
+    pub injected_idle: i64,
 }
 
 #[derive(Debug)]
@@ -180,6 +194,17 @@ pub(crate) struct RankSim {
     pub stats: StepStats,
     pub first_step_start: i64,
     pub last_step_end: i64,
+    /// Model site of the CPU ops being recorded (for `Input Dims`).
+    site: Site,
+    /// Names made at run time this step (see [`Ev::text`]).
+    pub texts: Vec<String>,
+    /// This rank's work per step relative to the others, ppm (`uneven_batch`).
+    work_ppm: i64,
+    /// Set by a host stall or sync: the compute stream's idle starts here; the next GPU work
+    /// closes the interval into `stats.injected_idle`.
+    idle_mark: Option<i64>,
+    /// The planning dry run: no per-rank injection applies.
+    dry: bool,
 }
 
 /// Random streams of a rank, by purpose (see [`Rng::derive`]).
@@ -223,6 +248,36 @@ impl RankSim {
             stats: StepStats::default(),
             first_step_start: start,
             last_step_end: start,
+            site: Site::None,
+            texts: Vec::new(),
+            work_ppm: plan.work_ppm(rank),
+            idle_mark: None,
+            dry: false,
+        }
+    }
+
+    /// The rank of the planning dry run: nothing injected.
+    pub(crate) fn dry(plan: &Plan) -> Self {
+        let mut r = RankSim::new(plan, 0);
+        r.dry = true;
+        r.work_ppm = 1_000_000;
+        r
+    }
+
+    /// The text of event `e`'s name.
+    pub(crate) fn name_of<'a>(&'a self, e: &'a Ev) -> &'a str {
+        match e.text.checked_sub(1) {
+            Some(i) => self.texts.get(usize::from(i)).map_or(e.name, String::as_str),
+            None => e.name,
+        }
+    }
+
+    /// Gives event `i` the run-time name `text`.
+    fn set_text(&mut self, i: usize, text: String) {
+        self.texts.push(text);
+        let id = u16::try_from(self.texts.len()).unwrap_or(u16::MAX);
+        if let Some(e) = self.ev.get_mut(i) {
+            e.text = id;
         }
     }
 
@@ -244,7 +299,8 @@ impl RankSim {
         self.next_ext += 1;
         let idx = self.next_idx;
         self.next_idx += 1;
-        let i = self.push(Ev { ts, dur: 0, name, kind, th, ext, corr: idx, seq: 0, flow: 0 });
+        let site = self.site;
+        let i = self.push(Ev { ts, dur: 0, name, kind, th, ext, corr: idx, seq: 0, flow: 0, site, text: 0 });
         self.stack[th as usize].push(i);
         // Dispatcher and profiler cost of entering an op (profiled eager PyTorch spends
         // ~10-30 us per op, most of it in the op's own frame).
@@ -301,6 +357,8 @@ impl RankSim {
             corr,
             seq: 0,
             flow: 0,
+            site: Site::None,
+            text: 0,
         });
         self.t[th as usize] += dur;
         i
@@ -328,6 +386,9 @@ impl RankSim {
     /// Places `dur` ns of work on the compute stream no earlier than `earliest`.
     fn gpu_place(&mut self, earliest: i64, dur: i64) -> i64 {
         let start = earliest.max(self.compute_free);
+        if let Some(mark) = self.idle_mark.take() {
+            self.stats.injected_idle += (start - mark).max(0);
+        }
         self.compute_free = start + dur;
         self.compute_iv.push((start, start + dur));
         if self.first_gpu.is_none() {
@@ -339,7 +400,10 @@ impl RankSim {
     /// Duration of compute kernel `k` scaled by `permille` of its nominal size, this step's
     /// speed (jitter, straggler slowdown) and ±6 % per-kernel noise.
     fn kdur(&mut self, k: KernelId, permille: i64) -> i64 {
-        let base = KERNELS.get(usize::from(k)).map_or(10_000, |s| s.base_ns) * permille / 1000;
+        let mut base = KERNELS.get(usize::from(k)).map_or(10_000, |s| s.base_ns) * permille / 1000;
+        if self.work_ppm != 1_000_000 && scales_with_batch(k) {
+            base = i64::try_from(i128::from(base) * i128::from(self.work_ppm) / 1_000_000).unwrap_or(base);
+        }
         self.base_sum += base;
         let noise = self.rng.range(-60_000, 60_000);
         let d =
@@ -353,7 +417,19 @@ impl RankSim {
         let dur = self.kdur(k, permille);
         let ts = self.gpu_place(earliest, dur);
         let name = KERNELS.get(usize::from(k)).map_or("", |s| s.name);
-        self.push(Ev { ts, dur, name, kind: Kind::Kernel { k }, th, ext, corr, seq: 0, flow: 0 });
+        self.push(Ev {
+            ts,
+            dur,
+            name,
+            kind: Kind::Kernel { k },
+            th,
+            ext,
+            corr,
+            seq: 0,
+            flow: 0,
+            site: Site::None,
+            text: 0,
+        });
         self.kernels += 1;
     }
 
@@ -374,7 +450,19 @@ impl RankSim {
             MemDir::HtoD => "Memcpy HtoD (Pinned -> Device)",
             MemDir::DtoH => "Memcpy DtoH (Device -> Pageable)",
         };
-        self.push(Ev { ts, dur, name, kind: Kind::Memcpy { bytes }, th, ext, corr, seq: 0, flow: 0 });
+        self.push(Ev {
+            ts,
+            dur,
+            name,
+            kind: Kind::Memcpy { bytes },
+            th,
+            ext,
+            corr,
+            seq: 0,
+            flow: 0,
+            site: Site::None,
+            text: 0,
+        });
     }
 
     fn memset(&mut self, th: Th, bytes: u64) {
@@ -393,6 +481,8 @@ impl RankSim {
             corr,
             seq: 0,
             flow: 0,
+            site: Site::None,
+            text: 0,
         });
     }
 
@@ -448,6 +538,8 @@ impl RankSim {
         self.point = 0;
         self.next_bucket = 0;
         self.stats = StepStats::default();
+        self.texts.clear();
+        self.idle_mark = None;
 
         let jitter = self.rng.range(-plan.jitter_ppm, plan.jitter_ppm);
         let mut speed = 1_000_000 + jitter;
@@ -476,24 +568,7 @@ impl RankSim {
         self.stats.start = start;
         self.step_ev = self.begin_kind(m, "ProfilerStep#", Kind::Annot { step: true });
 
-        // Input pipeline: collate on the CPU, then one pinned host-to-device copy.
-        self.annot(m, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
-        self.adv(m, 150_000, 400_000);
-        for _ in 0..2 {
-            self.op(m, "aten::stack");
-            self.leaf(m, "aten::cat", 30_000, 90_000);
-            self.end(m);
-        }
-        self.adv(m, 80_000, 300_000);
-        self.end(m);
-        self.op(m, "aten::to");
-        self.op(m, "aten::_to_copy");
-        self.leaf(m, "aten::empty_strided", 3_000, 9_000);
-        self.op(m, "aten::copy_");
-        self.memcpy(m, MemDir::HtoD, plan.batch_bytes);
-        self.end(m);
-        self.end(m);
-        self.end(m);
+        self.input_batch(plan);
 
         self.annot(m, "Optimizer.zero_grad#AdamW.zero_grad");
         self.adv(m, 30_000, 110_000);
@@ -505,6 +580,7 @@ impl RankSim {
         for l in 0..plan.layers {
             let churn = self.churn.contains(&l);
             self.fwd_layer(churn);
+            self.after_layer(plan, l);
         }
         self.fwd_layer_norm();
         self.fwd_lm_head();
@@ -529,8 +605,109 @@ impl RankSim {
         self.end(m);
     }
 
+    /// The input pipeline: the DataLoader's `__next__` (collate on the CPU), then one pinned
+    /// host-to-device copy of the token batch.
+    fn input_batch(&mut self, plan: &Plan) {
+        let m = Th::Main;
+        self.site = Site::Data;
+        let dl = self.annot(m, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
+        let factor = if self.dry { 1_000_000 } else { plan.dataloader_ppm(self.rank) };
+        match plan.cfg.dataloader_ns {
+            None => {
+                let scale =
+                    |ns: i64| i64::try_from(i128::from(ns) * i128::from(factor) / 1_000_000).unwrap_or(ns);
+                self.adv(m, scale(150_000), scale(400_000));
+                for _ in 0..2 {
+                    self.op(m, "aten::stack");
+                    self.leaf(m, "aten::cat", 30_000, 90_000);
+                    self.end(m);
+                }
+                self.adv(m, scale(80_000), scale(300_000));
+            }
+            Some(mean) => {
+                // Decoding and augmentation in the worker-less loader, then collate; ±5 % per step.
+                let mean = i128::from(mean) * i128::from(factor) / 1_000_000;
+                let target =
+                    i64::try_from(mean * i128::from(1_000_000 + self.rng.range(-50_000, 50_000)) / 1_000_000)
+                        .unwrap_or(0);
+                let t0 = self.ev.get(dl).map_or(self.t[0], |e| e.ts);
+                self.adv(m, target * 6 / 10, target * 6 / 10);
+                for _ in 0..2 {
+                    self.op(m, "aten::stack");
+                    self.leaf(m, "aten::cat", 30_000, 90_000);
+                    self.end(m);
+                }
+                // `end` adds 2–6 µs of exit cost; stop short of the target by the mean of it.
+                let rest = t0 + target - 4_000 - self.t[0];
+                self.t[0] += rest.max(0);
+            }
+        }
+        self.end(m);
+        self.stats.data_loading = self.ev.get(dl).map_or(0, |e| e.dur);
+        self.op(m, "aten::to");
+        self.op(m, "aten::_to_copy");
+        self.leaf(m, "aten::empty_strided", 3_000, 9_000);
+        self.op(m, "aten::copy_");
+        let bytes = if self.work_ppm == 1_000_000 {
+            plan.batch_bytes
+        } else {
+            u64::try_from(i128::from(plan.batch_bytes) * i128::from(self.work_ppm) / 1_000_000).unwrap_or(0)
+        };
+        self.memcpy(m, MemDir::HtoD, bytes);
+        self.end(m);
+        self.end(m);
+        self.end(m);
+        self.site = Site::None;
+    }
+
+    /// What the scenario knobs put after forward layer `l`: the host stall, the host syncs.
+    fn after_layer(&mut self, plan: &Plan, l: u32) {
+        if self.dry {
+            return;
+        }
+        let m = Th::Main;
+        if let Some(hs) = plan.cfg.host_stall.as_ref().filter(|h| h.rank == self.rank) {
+            let at = hs.after_layer.unwrap_or(plan.layers / 2).min(plan.layers - 1);
+            if l == at {
+                // `with record_function(name): time.sleep(...)`: an annotation with no op inside.
+                let i = self.annot(m, "straggler_sleep");
+                self.set_text(i, hs.name.clone());
+                let begin = self.ev.get(i).map_or(self.t[0], |e| e.ts);
+                self.t[0] += hs.ns;
+                self.end(m);
+                self.stats.host_stall += self.ev.get(i).map_or(0, |e| e.dur);
+                self.idle_mark = Some(self.compute_free.max(begin));
+            }
+        }
+        if let Some(sync) = &plan.cfg.host_sync {
+            let n = sync.syncs_per_step;
+            let hits = (0..n).any(|i| {
+                let at = (u64::from(i) + 1) * u64::from(plan.layers) / (u64::from(n) + 1);
+                at.saturating_sub(1) == u64::from(l)
+            });
+            if hits {
+                // `x.item()` in the model's forward: copy a scalar to the host and wait for it.
+                self.site = Site::Scalar;
+                self.op(m, "aten::item");
+                self.op(m, "aten::_local_scalar_dense");
+                self.memcpy(m, MemDir::DtoH, 4);
+                let wait = (self.compute_free - self.t[0]).max(0) + self.rng.range(1_500, 5_000);
+                self.runtime_dur(m, "cudaStreamSynchronize", 131, wait);
+                self.stats.host_sync += wait;
+                self.end(m);
+                self.end(m);
+                self.site = Site::None;
+                let drained = self.compute_free;
+                // The Python that uses the value before the next op is dispatched.
+                self.t[0] += sync.host_work_ns;
+                self.idle_mark = Some(drained);
+            }
+        }
+    }
+
     fn fwd_embedding(&mut self) {
         let m = Th::Main;
+        self.site = Site::Embed;
         self.fwd_op("aten::embedding");
         self.leaf(m, "aten::reshape", 3_000, 9_000);
         self.op(m, "aten::index_select");
@@ -541,6 +718,7 @@ impl RankSim {
 
     fn fwd_layer_norm(&mut self) {
         let m = Th::Main;
+        self.site = Site::Norm;
         self.fwd_op("aten::layer_norm");
         self.op(m, "aten::native_layer_norm");
         self.leaf(m, "aten::empty", 2_000, 6_000);
@@ -551,6 +729,12 @@ impl RankSim {
 
     fn fwd_linear(&mut self, k: KernelId, permille: i64, churn: bool) {
         let m = Th::Main;
+        self.site = match k {
+            K_GEMM_QKV => Site::Qkv,
+            K_GEMM_PROJ => Site::Proj,
+            K_GEMM_FC1 => Site::Fc1,
+            _ => Site::Fc2,
+        };
         self.fwd_op("aten::linear");
         self.op(m, "aten::t");
         self.op(m, "aten::transpose");
@@ -582,6 +766,7 @@ impl RankSim {
         let m = Th::Main;
         self.fwd_layer_norm();
         self.fwd_linear(K_GEMM_QKV, 1000, false);
+        self.site = Site::Attn;
         self.fwd_op("aten::scaled_dot_product_attention");
         self.op(m, "aten::_scaled_dot_product_flash_attention");
         self.op(m, "aten::_flash_attention_forward");
@@ -592,16 +777,20 @@ impl RankSim {
         self.end(m);
         self.end(m);
         self.fwd_linear(K_GEMM_PROJ, 1000, false);
+        self.site = Site::Resid;
         self.fwd_simple("aten::add", K_ADD);
         self.fwd_layer_norm();
         self.fwd_linear(K_GEMM_FC1, 1000, churn);
+        self.site = Site::Gelu;
         self.fwd_simple("aten::gelu", K_GELU);
         self.fwd_linear(K_GEMM_FC2, 1000, false);
+        self.site = Site::Resid;
         self.fwd_simple("aten::add", K_ADD);
     }
 
     fn fwd_lm_head(&mut self) {
         let m = Th::Main;
+        self.site = Site::Head;
         self.fwd_op("aten::linear");
         self.op(m, "aten::t");
         self.op(m, "aten::transpose");
@@ -618,6 +807,7 @@ impl RankSim {
 
     fn fwd_loss(&mut self) {
         let m = Th::Main;
+        self.site = Site::Loss;
         self.op(m, "aten::cross_entropy_loss");
         self.fwd_op("aten::log_softmax");
         self.op(m, "aten::_log_softmax");
@@ -634,8 +824,9 @@ impl RankSim {
         self.end(m);
     }
 
-    fn bwd_addmm(&mut self, permille: i64) {
+    fn bwd_addmm(&mut self, site: Site, permille: i64) {
         let a = Th::Autograd;
+        self.site = site;
         self.bwd_begin("autograd::engine::evaluate_function: AddmmBackward0", "AddmmBackward0");
         for k in [K_GEMM_DGRAD, K_GEMM_WGRAD] {
             self.op(a, "aten::t");
@@ -655,6 +846,7 @@ impl RankSim {
 
     fn bwd_layer_norm(&mut self, plan: &Plan) {
         let a = Th::Autograd;
+        self.site = Site::Norm;
         self.bwd_begin(
             "autograd::engine::evaluate_function: NativeLayerNormBackward0",
             "NativeLayerNormBackward0",
@@ -669,6 +861,7 @@ impl RankSim {
     }
 
     fn bwd_add(&mut self) {
+        self.site = Site::Resid;
         self.bwd_begin("autograd::engine::evaluate_function: AddBackward0", "AddBackward0");
         self.adv(Th::Autograd, 1_000, 4_000);
         self.bwd_end();
@@ -695,14 +888,16 @@ impl RankSim {
             if ready > p {
                 break;
             }
+            let bytes = plan.bucket_size(self.next_bucket);
             self.next_bucket += 1;
-            self.collective(a, 0, plan.cfg.bucket_bytes);
+            self.collective(a, 0, bytes);
         }
         self.end(a);
     }
 
     fn backward(&mut self, plan: &Plan) {
         let a = Th::Autograd;
+        self.site = Site::Loss;
         self.bwd_begin("autograd::engine::evaluate_function: NllLossBackward0", "NllLossBackward0");
         self.op(a, "aten::nll_loss_backward");
         self.launch(a, K_FILL);
@@ -717,6 +912,7 @@ impl RankSim {
         self.bwd_end();
 
         // LM head (no bias): dgrad and wgrad of the vocabulary projection.
+        self.site = Site::Head;
         self.bwd_begin("autograd::engine::evaluate_function: MmBackward0", "MmBackward0");
         for k in [K_GEMM_DGRAD, K_GEMM_WGRAD] {
             self.op(a, "aten::t");
@@ -734,22 +930,24 @@ impl RankSim {
 
         for _ in 0..plan.layers {
             self.bwd_add();
-            self.bwd_addmm(1150); // fc2
+            self.bwd_addmm(Site::Fc2, 1150);
             self.accumulate_grad(plan, true);
             self.accumulate_grad(plan, false);
+            self.site = Site::Gelu;
             self.bwd_begin("autograd::engine::evaluate_function: GeluBackward0", "GeluBackward0");
             self.op(a, "aten::gelu_backward");
             self.launch(a, K_GELU_BWD);
             self.end(a);
             self.bwd_end();
-            self.bwd_addmm(1150); // fc1
+            self.bwd_addmm(Site::Fc1, 1150);
             self.accumulate_grad(plan, true);
             self.accumulate_grad(plan, false);
             self.bwd_layer_norm(plan);
             self.bwd_add();
-            self.bwd_addmm(330); // attention output projection
+            self.bwd_addmm(Site::Proj, 330); // attention output projection
             self.accumulate_grad(plan, true);
             self.accumulate_grad(plan, false);
+            self.site = Site::Attn;
             self.bwd_begin(
                 "autograd::engine::evaluate_function: ScaledDotProductFlashAttentionBackward0",
                 "ScaledDotProductFlashAttentionBackward0",
@@ -763,13 +961,14 @@ impl RankSim {
             self.end(a);
             self.end(a);
             self.bwd_end();
-            self.bwd_addmm(870); // qkv
+            self.bwd_addmm(Site::Qkv, 870);
             self.accumulate_grad(plan, true);
             self.accumulate_grad(plan, false);
             self.bwd_layer_norm(plan);
         }
 
         // The token embedding's gradient is the last one autograd produces.
+        self.site = Site::Embed;
         self.bwd_begin("autograd::engine::evaluate_function: EmbeddingBackward0", "EmbeddingBackward0");
         self.op(a, "aten::embedding_backward");
         self.op(a, "aten::embedding_dense_backward");
@@ -788,8 +987,9 @@ impl RankSim {
         self.accumulate_grad(plan, true);
         // Defensive: every bucket is launched by the last gradient point.
         while self.next_bucket < plan.cfg.bucket_count {
+            let bytes = plan.bucket_size(self.next_bucket);
             self.next_bucket += 1;
-            self.collective(a, 0, plan.cfg.bucket_bytes);
+            self.collective(a, 0, bytes);
         }
         // DDP's finalize: the compute stream waits for the all_reduces before the optimizer.
         self.runtime(a, "cudaStreamWaitEvent", 147, 800, 2_000);
@@ -809,6 +1009,7 @@ impl RankSim {
         if pg == 0 {
             self.runtime(th, "cudaEventRecord", 135, 1_500, 4_500);
         }
+        let site = std::mem::replace(&mut self.site, Site::Comms);
         self.op(th, "c10d::allreduce_");
         self.begin_kind(th, "record_param_comms", Kind::Comms { coll: c });
         // Work, tensor checks and the ProcessGroupNCCL bookkeeping of the collective call.
@@ -834,6 +1035,8 @@ impl RankSim {
             corr,
             seq: 0,
             flow: 0,
+            site: Site::None,
+            text: 0,
         });
         self.runtime(th, "cudaEventRecord", 135, 500, 900);
         self.runtime(th, "cudaStreamWaitEvent", 147, 600, 1_000);
@@ -854,6 +1057,8 @@ impl RankSim {
             corr: 0,
             seq: 0,
             flow: 0,
+            site: Site::None,
+            text: 0,
         });
         self.colls.push(CollRec {
             pg,
@@ -869,6 +1074,7 @@ impl RankSim {
             resolved: false,
         });
         self.kernels += 1;
+        self.site = site;
     }
 
     /// This rank's arrival at collective `ci`.
@@ -910,6 +1116,7 @@ impl RankSim {
         if let Some(last) = last {
             self.compute_free = self.compute_free.max(last);
         }
+        self.site = Site::Optim;
         self.annot(m, "Optimizer.step#AdamW.step");
         self.op(m, "aten::_fused_adamw_");
         for _ in 0..plan.opt_kernels {
@@ -933,6 +1140,7 @@ impl RankSim {
                 self.compute_free = self.compute_free.max(end);
             }
         }
+        self.site = Site::Scalar;
         self.op(m, "aten::item");
         self.op(m, "aten::_local_scalar_dense");
         self.memcpy(m, MemDir::DtoH, 4);
@@ -940,6 +1148,7 @@ impl RankSim {
         self.runtime_dur(m, "cudaStreamSynchronize", 131, wait);
         self.end(m);
         self.end(m);
+        self.site = Site::None;
         self.adv(m, 8_000, 30_000);
         self.end(m); // ProfilerStep#N
         let step_end = self.t[0];
@@ -957,6 +1166,8 @@ impl RankSim {
             corr: 0,
             seq: 0,
             flow: 0,
+            site: Site::None,
+            text: 0,
         });
         // profiler.step() and the training loop before the next step begins.
         self.adv(m, 4_000, 25_000);

@@ -1,0 +1,363 @@
+//! `rankscope synth --scenario`: every preset's traces read cleanly with our own ingest and
+//! contain what its manifest says was injected (and nothing else), deterministically.
+//! The diagnosis of these traces is tested by the analysis' own tests, against the manifests.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)] // a failed expectation is the test failing
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::ingest_chunked;
+use rankscope_core::model::Severity;
+use rankscope_core::normalize::{assemble, Rules};
+use rankscope_core::synth::{self, Cause, Manifest, Scenario, SynthConfig};
+use serde_json::Value;
+
+/// A generated scenario: each rank's parsed document and the manifest.
+struct Set {
+    cfg: SynthConfig,
+    docs: Vec<Value>,
+    man: Manifest,
+}
+
+impl Set {
+    fn events(&self, r: usize) -> &Vec<Value> {
+        self.docs[r]["traceEvents"].as_array().expect("traceEvents")
+    }
+
+    /// Complete events of category `cat` named `name` on rank `r`.
+    fn named<'a>(&'a self, r: usize, cat: &'a str, name: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
+        self.events(r).iter().filter(move |e| e["cat"] == cat && e["name"] == name)
+    }
+}
+
+fn generate(cfg: &SynthConfig) -> Vec<Vec<u8>> {
+    synth::write_ranks(cfg, vec![Vec::new(); cfg.ranks as usize])
+        .expect("write_ranks")
+        .into_iter()
+        .map(|(b, n)| {
+            assert_eq!(n, b.len() as u64);
+            b
+        })
+        .collect()
+}
+
+/// Generates `cfg`, checks that our ingest reads every file without a problem and that the same
+/// config gives the same bytes, and parses the documents for the content checks.
+fn load(cfg: SynthConfig) -> Set {
+    assert!(cfg.validate().is_ok(), "{:?}", cfg.validate());
+    let bytes = generate(&cfg);
+    let traces: Vec<_> = bytes
+        .iter()
+        .enumerate()
+        .map(|(r, b)| ingest_chunked(&synth::file_name(r as u32, false), b, 1 << 20).expect("a trace"))
+        .collect();
+    let job = assemble(traces, &[], &Rules::default());
+    assert!(job.errors.is_empty(), "{:?}", job.errors);
+    assert_eq!(job.ranks.len(), cfg.ranks as usize);
+    for (r, entry) in job.ranks.iter().enumerate() {
+        assert_eq!(entry.rank, r as u32, "ranks from distributedInfo");
+        let bad: Vec<_> = entry.trace.diagnostics.iter().filter(|d| d.severity > Severity::Info).collect();
+        assert!(bad.is_empty(), "rank {r}: {bad:?}");
+        let unlinked = entry.trace.diagnostics.iter().any(|d| format!("{:?}", d.kind) == "UnlinkedGpuEvent");
+        assert!(!unlinked, "rank {r}: GPU work without its launch");
+    }
+    assert_eq!(bytes, generate(&cfg), "same config, same bytes");
+    let docs = bytes
+        .iter()
+        .enumerate()
+        .map(|(r, b)| serde_json::from_slice(b).unwrap_or_else(|e| panic!("rank {r}: not JSON: {e}")))
+        .collect();
+    let man = synth::manifest(&cfg);
+    assert!(man.adjustments.is_empty(), "{:?}", man.adjustments);
+    assert_eq!(
+        serde_json::to_string(&man).expect("manifest"),
+        serde_json::to_string(&synth::manifest(&cfg)).expect("manifest"),
+        "deterministic manifest"
+    );
+    Set { cfg, docs, man }
+}
+
+/// A preset with fewer steps, to keep the tests quick.
+fn preset(s: Scenario, steps: u32) -> SynthConfig {
+    SynthConfig { steps, ..s.config() }
+}
+
+/// µs with three decimals → ns.
+fn ns(v: &Value) -> i64 {
+    (v.as_f64().expect("number") * 1000.0).round() as i64
+}
+
+fn end(e: &Value) -> i64 {
+    ns(&e["ts"]) + ns(&e["dur"])
+}
+
+fn close(got: i64, want: i64, rel: f64, abs: i64) -> bool {
+    (got - want).abs() as f64 <= rel * want.abs() as f64 + abs as f64
+}
+
+fn mean(v: &[i64]) -> i64 {
+    v.iter().sum::<i64>() / v.len().max(1) as i64
+}
+
+const FWD: &str = "## forward ##";
+const DATALOADER: &str = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__";
+
+#[test]
+fn every_preset_is_valid_and_names_its_cause() {
+    for s in Scenario::ALL {
+        let cfg = s.config();
+        assert_eq!(cfg.validate(), Ok(()), "{}", s.name());
+        assert_eq!(Scenario::from_name(s.name()), Some(s));
+        assert_eq!(cfg.scenario, Some(s));
+    }
+    let cause = |s: Scenario| synth::manifest(&preset(s, 2)).injected.cause;
+    assert_eq!(cause(Scenario::Baseline), None);
+    assert_eq!(cause(Scenario::GoodOverlap), None);
+    assert_eq!(cause(Scenario::HostStall), Some(Cause::HostStall));
+    assert_eq!(cause(Scenario::SlowDataloader), Some(Cause::InputBound));
+    assert_eq!(cause(Scenario::SmallBuckets), Some(Cause::SmallCollectives));
+    assert_eq!(cause(Scenario::UnevenBatch), Some(Cause::ComputeImbalance));
+    assert_eq!(cause(Scenario::SlowGpu), Some(Cause::SlowDevice));
+    assert_eq!(cause(Scenario::HostSync), Some(Cause::HostSync));
+    // The demo's straggler is a slower GPU.
+    assert_eq!(synth::manifest(&SynthConfig::default()).injected.cause, Some(Cause::SlowDevice));
+}
+
+#[test]
+fn baseline_ranks_are_alike() {
+    let set = load(preset(Scenario::Baseline, 3));
+    let m = &set.man;
+    assert!(m.injected.ranks.is_empty() && m.injected.amount_ns == 0);
+    for r in &m.ranks {
+        assert_eq!(r.batch, 8);
+        assert!(r.host_stall_ns.iter().chain(&r.host_sync_ns).chain(&r.injected_idle_ns).all(|&x| x == 0));
+        for (s, (&dur, &exp)) in r.step_dur_ns.iter().zip(&r.exposed_comm_ns).enumerate() {
+            assert!(exp * 50 < dur, "rank {} step {s}: {exp} ns exposed of {dur}", r.rank);
+        }
+    }
+    let busy: Vec<i64> = m.ranks.iter().map(|r| mean(&r.compute_busy_ns)).collect();
+    let (lo, hi) = (busy.iter().min().unwrap(), busy.iter().max().unwrap());
+    assert!((hi - lo) * 100 < *lo, "identical work: compute {busy:?}");
+    // Shapes are recorded, the same on every rank.
+    let dims = |r: usize| -> Vec<Value> {
+        set.named(r, "cpu_op", "aten::linear").take(5).map(|e| e["args"]["Input Dims"].clone()).collect()
+    };
+    assert_eq!(dims(0)[0], serde_json::json!([[8, 4096, 1024], [3072, 1024], [3072]]));
+    assert!((1..4).all(|r| dims(r) == dims(0)));
+}
+
+#[test]
+fn host_stall_is_one_annotation_on_one_rank() {
+    let set = load(preset(Scenario::HostStall, 3));
+    let stall = set.cfg.host_stall.clone().expect("knob");
+    assert_eq!(set.man.injected.ranks, [stall.rank]);
+    assert_eq!(set.man.injected.amount_ns, stall.ns);
+    for r in 0..set.cfg.ranks as usize {
+        let got: Vec<&Value> = set.named(r, "user_annotation", &stall.name).collect();
+        let truth = &set.man.ranks[r].host_stall_ns;
+        if r as u32 != stall.rank {
+            assert!(got.is_empty(), "rank {r} has no stall");
+            assert!(truth.iter().all(|&x| x == 0));
+            continue;
+        }
+        assert_eq!(got.len(), set.cfg.steps as usize, "one per step");
+        let fwd: Vec<&Value> = set.named(r, "user_annotation", FWD).collect();
+        let main_tid = got[0]["tid"].clone();
+        for (s, e) in got.iter().enumerate() {
+            let (a, b) = (ns(&e["ts"]), end(e));
+            assert!(close(b - a, stall.ns, 0.0, 20_000), "stall {} ns", b - a);
+            assert_eq!(b - a, truth[s], "manifest = the annotation's duration");
+            assert!(fwd.iter().any(|f| ns(&f["ts"]) <= a && b <= end(f)), "inside ## forward ##");
+            // No CPU op runs on the main thread during the sleep.
+            let busy = set
+                .events(r)
+                .iter()
+                .any(|o| o["cat"] == "cpu_op" && o["tid"] == main_tid && ns(&o["ts"]) < b && end(o) > a);
+            assert!(!busy, "an op inside the sleep");
+        }
+        // The GPU drained and idled during most of the sleep.
+        for &idle in &set.man.ranks[r].injected_idle_ns {
+            assert!(idle > stall.ns / 2 && idle < stall.ns, "idle {idle}");
+        }
+    }
+    // The others wait for the stalled rank in their collectives; it waits for nobody.
+    let wait = |r: u32| mean(&set.man.ranks[r as usize].comm_wait_ns);
+    for r in (0..set.cfg.ranks).filter(|&r| r != stall.rank) {
+        assert!(wait(r) > wait(stall.rank) + stall.ns / 2, "rank {r} waits {}", wait(r));
+    }
+}
+
+#[test]
+fn slow_dataloader_is_slow_on_one_rank_only() {
+    let set = load(preset(Scenario::SlowDataloader, 3));
+    let knob = set.cfg.slow_dataloader.clone().expect("knob");
+    let base = set.cfg.dataloader_ns.expect("base");
+    for r in 0..set.cfg.ranks as usize {
+        let got: Vec<i64> = set.named(r, "user_annotation", DATALOADER).map(|e| ns(&e["dur"])).collect();
+        assert_eq!(got, set.man.ranks[r].data_loading_ns, "rank {r}: manifest = the annotations");
+        let want = if r as u32 == knob.rank { (base as f64 * knob.factor) as i64 } else { base };
+        for d in got {
+            assert!(close(d, want, 0.06, 10_000), "rank {r}: {d} vs {want}");
+        }
+    }
+    let inj = &set.man.injected;
+    assert_eq!(inj.ranks, [knob.rank]);
+    let extra = (base as f64 * (knob.factor - 1.0)) as i64;
+    assert!(close(inj.amount_ns, extra, 0.08, 0), "{} vs {extra}", inj.amount_ns);
+}
+
+/// NCCL kernels of rank `r`: (process group, In msg nelems, start, end).
+fn nccl(set: &Set, r: usize) -> Vec<(String, u64, i64, i64)> {
+    set.events(r)
+        .iter()
+        .filter(|e| e["cat"] == "kernel" && e["name"].as_str().unwrap_or("").starts_with("ncclDevKernel"))
+        .map(|e| {
+            let a = &e["args"];
+            (
+                a["Process Group Name"].as_str().unwrap_or("").to_string(),
+                a["In msg nelems"].as_u64().unwrap_or(0),
+                ns(&e["ts"]),
+                end(e),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn small_buckets_are_many_and_small() {
+    let set = load(preset(Scenario::SmallBuckets, 2));
+    let sizes = &set.man.bucket_bytes;
+    assert_eq!(sizes.len(), 18);
+    let total: u64 = sizes.iter().sum();
+    assert!((38_000_000..42_000_000).contains(&total), "~40 MB of gradients: {total}");
+    for r in 0..set.cfg.ranks as usize {
+        let got: Vec<u64> = nccl(&set, r).iter().filter(|k| k.0 == "0").map(|k| k.1 * 4).collect();
+        let want: Vec<u64> = (0..set.cfg.steps).flat_map(|_| sizes.iter().copied()).collect();
+        assert_eq!(got, want, "rank {r}: bucket sizes in issue order");
+        assert!(got.iter().all(|&b| (1 << 20..=4 << 20).contains(&b)));
+    }
+    assert_eq!(set.man.injected.amount_ns, 18 * set.cfg.collective_latency_ns);
+}
+
+#[test]
+fn good_overlap_hides_every_bucket() {
+    let set = load(preset(Scenario::GoodOverlap, 2));
+    assert!(set.man.layers >= 12 && set.man.bucket_bytes.len() == 12);
+    for r in &set.man.ranks {
+        for (&exp, &dur) in r.exposed_comm_ns.iter().zip(&r.step_dur_ns) {
+            assert!(exp * 50 < dur, "rank {}: exposed {exp} of {dur}", r.rank);
+        }
+    }
+    // Every bucket all_reduce starts while the step's compute still runs (DDP overlaps them).
+    for r in 0..set.cfg.ranks as usize {
+        let gpu_step_end: Vec<i64> = set
+            .events(r)
+            .iter()
+            .filter(|e| {
+                e["cat"] == "gpu_user_annotation"
+                    && e["name"].as_str().unwrap_or("").starts_with("ProfilerStep#")
+            })
+            .map(end)
+            .collect();
+        let buckets: Vec<_> = nccl(&set, r).into_iter().filter(|k| k.0 == "0").collect();
+        assert_eq!(buckets.len(), 12 * gpu_step_end.len());
+        for (i, b) in buckets.iter().enumerate() {
+            assert!(b.2 < gpu_step_end[i / 12], "rank {r} bucket {i} starts after the step's compute");
+        }
+    }
+}
+
+/// `Input Dims` of the first `aten::linear` of rank `r`.
+fn first_linear_dims(set: &Set, r: usize) -> Value {
+    set.named(r, "cpu_op", "aten::linear").next().expect("linear")["args"]["Input Dims"].clone()
+}
+
+/// Mean duration of the kernels named like the QKV GEMM on rank `r`.
+fn gemm_mean(set: &Set, r: usize) -> f64 {
+    let k: Vec<i64> = set
+        .events(r)
+        .iter()
+        .filter(|e| e["cat"] == "kernel" && e["name"].as_str().unwrap_or("").starts_with("sm90_xmma_gemm"))
+        .map(|e| ns(&e["dur"]))
+        .collect();
+    k.iter().sum::<i64>() as f64 / k.len() as f64
+}
+
+#[test]
+fn uneven_batch_is_more_work_not_a_slower_gpu() {
+    let set = load(preset(Scenario::UnevenBatch, 2));
+    let u = set.cfg.uneven_batch.clone().expect("knob");
+    let heavy = u.rank as usize;
+    assert_eq!(set.man.ranks[heavy].batch, 10);
+    assert_eq!(first_linear_dims(&set, heavy), serde_json::json!([[10, 4096, 1024], [3072, 1024], [3072]]));
+    for r in (0..4).filter(|&r| r != heavy) {
+        assert_eq!(first_linear_dims(&set, r), serde_json::json!([[8, 4096, 1024], [3072, 1024], [3072]]));
+        let ratio = gemm_mean(&set, heavy) / gemm_mean(&set, r);
+        assert!((1.2..1.3).contains(&ratio), "GEMMs {ratio}× longer");
+    }
+    // The batch is 1.25× larger, the copied input too.
+    let copy = |r: usize| {
+        set.named(r, "gpu_memcpy", "Memcpy HtoD (Pinned -> Device)").next().unwrap()["args"]["bytes"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(copy(heavy) * 4, copy(0) * 5);
+    let inj = &set.man.injected;
+    assert_eq!(inj.cause, Some(Cause::ComputeImbalance));
+    let nominal = set.man.nominal_compute_ns as f64;
+    assert!((inj.amount_ns as f64) > 0.15 * nominal && (inj.amount_ns as f64) < 0.27 * nominal);
+}
+
+#[test]
+fn slow_gpu_has_the_same_shapes_and_slower_kernels() {
+    let set = load(preset(Scenario::SlowGpu, 2));
+    let slow = set.cfg.straggler_rank.expect("straggler") as usize;
+    let want = 1.0 + set.cfg.straggler_delay_ns as f64 / set.man.nominal_compute_ns as f64;
+    for r in (0..4).filter(|&r| r != slow) {
+        assert_eq!(first_linear_dims(&set, r), first_linear_dims(&set, slow));
+        let ratio = gemm_mean(&set, slow) / gemm_mean(&set, r);
+        assert!((ratio - want).abs() < 0.03, "{ratio} vs {want}");
+    }
+    assert_eq!(set.man.ranks[slow].batch, 8);
+    assert_eq!(set.man.injected.amount_ns, set.cfg.straggler_delay_ns);
+}
+
+#[test]
+fn host_sync_blocks_every_rank_mid_forward() {
+    let set = load(preset(Scenario::HostSync, 2));
+    let h = set.cfg.host_sync.clone().expect("knob");
+    for r in 0..4 {
+        let fwd: Vec<&Value> = set.named(r, "user_annotation", FWD).collect();
+        let syncs: Vec<&Value> = set.named(r, "cuda_runtime", "cudaStreamSynchronize").collect();
+        // Per step: the injected syncs inside forward plus the step's closing loss.item().
+        assert_eq!(syncs.len() as u32, set.cfg.steps * (h.syncs_per_step + 1));
+        for (s, f) in fwd.iter().enumerate() {
+            let inside: Vec<i64> = syncs
+                .iter()
+                .filter(|e| ns(&e["ts"]) >= ns(&f["ts"]) && end(e) <= end(f))
+                .map(|e| ns(&e["dur"]))
+                .collect();
+            assert_eq!(inside.len() as u32, h.syncs_per_step);
+            assert_eq!(inside.iter().sum::<i64>(), set.man.ranks[r].host_sync_ns[s]);
+        }
+        for &idle in &set.man.ranks[r].injected_idle_ns {
+            let want = i64::from(h.syncs_per_step) * h.host_work_ns;
+            assert!(idle >= want && idle < want + 2_000_000, "rank {r}: GPU idle {idle}");
+        }
+    }
+    assert_eq!(set.man.injected.ranks, [0, 1, 2, 3]);
+}
+
+#[test]
+fn scenario_files_stay_small() {
+    let mut sizes = BTreeMap::new();
+    for s in [Scenario::Baseline, Scenario::GoodOverlap] {
+        let b = generate(&s.config());
+        sizes.insert(s.name(), b.iter().map(Vec::len).max().unwrap_or(0));
+    }
+    for (name, n) in &sizes {
+        assert!((1_000_000..6_000_000).contains(n), "{name}: {n} bytes per rank");
+    }
+}
