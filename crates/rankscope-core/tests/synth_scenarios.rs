@@ -121,6 +121,7 @@ fn every_preset_is_valid_and_names_its_cause() {
     assert_eq!(cause(Scenario::UnevenBatch), Some(Cause::ComputeImbalance));
     assert_eq!(cause(Scenario::SlowGpu), Some(Cause::SlowDevice));
     assert_eq!(cause(Scenario::HostSync), Some(Cause::HostSync));
+    assert_eq!(cause(Scenario::AllToAll), None);
     // The demo's straggler is a slower GPU.
     assert_eq!(synth::manifest(&SynthConfig::default()).injected.cause, Some(Cause::SlowDevice));
 }
@@ -359,5 +360,63 @@ fn scenario_files_stay_small() {
     }
     for (name, n) in &sizes {
         assert!((1_000_000..6_000_000).contains(n), "{name}: {n} bytes per rank");
+    }
+}
+
+#[test]
+fn all_to_all_runs_as_sendrecv_kernels_and_says_all_to_all() {
+    let set = load(preset(Scenario::AllToAll, 2));
+    let bytes = set.cfg.all_to_all.clone().expect("knob").bytes;
+    assert_eq!(set.man.injected.cause, None);
+    assert_eq!(set.man.collectives_per_step, set.cfg.bucket_count + 2);
+    let a2a: Vec<_> = set.man.collectives.iter().filter(|c| c.collective == "all_to_all").collect();
+    assert_eq!(a2a.len() as u32, set.cfg.steps);
+    let n = f64::from(set.cfg.ranks);
+    let want =
+        set.cfg.collective_latency_ns + ((n - 1.0) / n * bytes as f64 / set.cfg.busbw_gbps).round() as i64;
+    assert!(a2a.iter().all(|c| c.bytes == bytes && c.transfer_ns == want), "(n−1)/n · S / busbw");
+    for r in 0..set.cfg.ranks as usize {
+        let ev = set.events(r);
+        let kernels: Vec<&Value> = ev
+            .iter()
+            .filter(|e| {
+                e["cat"] == "kernel"
+                    && e["name"] == "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
+            })
+            .collect();
+        assert_eq!(kernels.len() as u32, set.cfg.steps, "one all_to_all per step, as SendRecv");
+        for k in &kernels {
+            assert_eq!(k["args"]["Collective name"], "all_to_all");
+            assert_eq!(k["args"]["In msg nelems"].as_u64(), Some(bytes / 2), "bf16");
+            // The enclosing CPU op says all_to_all too, under `nccl:all_to_all`.
+            let ext = &k["args"]["External id"];
+            let op =
+                ev.iter().find(|e| e["cat"] == "cpu_op" && e["args"]["External id"] == *ext).expect("its op");
+            assert_eq!(op["name"], "record_param_comms");
+            assert_eq!(op["args"]["Collective name"], "all_to_all");
+            let outer = ev.iter().find(|e| {
+                e["name"] == "c10d::alltoall_base_" && ns(&e["ts"]) <= ns(&op["ts"]) && end(op) <= end(e)
+            });
+            assert!(outer.is_some(), "inside c10d::alltoall_base_");
+            let ann = ev.iter().find(|e| {
+                e["cat"] == "user_annotation"
+                    && e["name"] == "nccl:all_to_all"
+                    && ns(&e["ts"]) >= ns(&op["ts"])
+                    && end(e) <= end(op)
+            });
+            assert!(ann.is_some(), "nccl:all_to_all inside it");
+            // The forward waits for the exchange: the next compute kernel starts after it ends.
+            let next = ev
+                .iter()
+                .filter(|e| e["cat"] == "kernel" && e["tid"] == 7 && ns(&e["ts"]) > ns(&k["ts"]))
+                .map(|e| ns(&e["ts"]))
+                .min()
+                .expect("compute after it");
+            assert!(
+                next >= end(k),
+                "rank {r}: compute starts {} ns before the all_to_all ends",
+                end(k) - next
+            );
+        }
     }
 }

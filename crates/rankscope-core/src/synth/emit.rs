@@ -5,7 +5,7 @@
 
 use std::io::{self, Write};
 
-use super::model::{occupancy_text, KERNELS, K_NCCL_ALLREDUCE};
+use super::model::{occupancy_text, KERNELS, K_NCCL_ALLREDUCE, K_NCCL_SENDRECV};
 use super::shapes;
 use super::sim::{Class, Ev, Kind, RankSim, Th, NCCL_STREAMS, STREAM_COMPUTE};
 use super::Plan;
@@ -131,7 +131,8 @@ impl RankFmt {
         let mut kernel_pre = Vec::with_capacity(KERNELS.len());
         let mut kernel_post = Vec::with_capacity(KERNELS.len());
         for (i, k) in KERNELS.iter().enumerate() {
-            let stream = if i == usize::from(K_NCCL_ALLREDUCE) { NCCL_STREAMS[0] } else { STREAM_COMPUTE };
+            let nccl = i == usize::from(K_NCCL_ALLREDUCE) || i == usize::from(K_NCCL_SENDRECV);
+            let stream = if nccl { NCCL_STREAMS[0] } else { STREAM_COMPUTE };
             kernel_pre.push(
                 format!(
                     "  {{\n    \"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"{}\", \"pid\": {device}, \"tid\": {stream},\n    \"ts\": ",
@@ -334,7 +335,8 @@ pub(crate) fn step<W: Write>(
                     continue;
                 };
                 let (pg_name, pg_desc) = PG_NAMES.get(c.pg).copied().unwrap_or(PG_NAMES[0]);
-                let nelems = c.bytes / 4;
+                let (elem, dtype) = c.kind.dtype();
+                let nelems = c.bytes / elem;
                 cpu_x_head(o, f, e, e.name, "cpu_op", step_no, false);
                 o.s(",\"Record function id\": ");
                 o.u(e.ext);
@@ -350,9 +352,13 @@ pub(crate) fn step<W: Write>(
                 o.u(e.corr);
                 o.s(", \"In msg nelems\": ");
                 o.u(nelems);
-                o.s(", \"In split size\": \"[]\", \"Out split size\": \"[]\", \"dtype\": \"Float\", \"Process Group Description\": \"");
+                o.s(", \"In split size\": \"[]\", \"Out split size\": \"[]\", \"dtype\": \"");
+                o.s(dtype);
+                o.s("\", \"Process Group Description\": \"");
                 o.s(pg_desc);
-                o.s("\", \"Collective name\": \"allreduce\", \"Rank\": ");
+                o.s("\", \"Collective name\": \"");
+                o.s(c.kind.collective_name());
+                o.s("\", \"Rank\": ");
                 o.u(u64::from(f.rank));
                 o.s(", \"Seq\": ");
                 o.u(c.seq);
@@ -408,20 +414,28 @@ pub(crate) fn step<W: Write>(
                     continue;
                 };
                 let stream = NCCL_STREAMS.get(c.pg).copied().unwrap_or(NCCL_STREAMS[0]);
-                let k = usize::from(K_NCCL_ALLREDUCE);
+                let k = usize::from(c.kind.kernel());
                 let Some(post) = f.kernel_post.get(k) else {
                     continue;
                 };
-                let nelems = c.bytes / 4;
+                let (elem, dtype) = c.kind.dtype();
+                let nelems = c.bytes / elem;
                 gpu_x_head(o, f, e, "kernel", stream);
                 o.b(&f.mid[1 + c.pg.min(1)]);
                 o.u(e.corr);
                 o.b(post);
-                o.s(", \"Collective name\": \"allreduce\", \"In msg nelems\": ");
+                o.s(", \"Collective name\": \"");
+                o.s(c.kind.collective_name());
+                o.s("\", \"In msg nelems\": ");
                 o.u(nelems);
                 o.s(", \"Out msg nelems\": ");
                 o.u(nelems);
-                o.s(&f.pg_args[c.pg.min(1)]);
+                let args = f.pg_args.get(c.pg.min(1)).map_or("", String::as_str);
+                if dtype == "Float" {
+                    o.s(args);
+                } else {
+                    o.s(&args.replacen("\"dtype\": \"Float\"", &format!("\"dtype\": \"{dtype}\""), 1));
+                }
                 o.s(", \"Seq\": ");
                 o.u(c.seq);
                 o.s("\n    }\n  }");

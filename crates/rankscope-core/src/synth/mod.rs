@@ -47,7 +47,7 @@ mod sim;
 
 use rng::Rng;
 pub use scenario::{Cause, Injected, Scenario};
-use sim::{Class, JobSim, RankSim};
+use sim::{Class, CollKind, JobSim, RankSim};
 
 /// Version of the [`Manifest`] format (bump on any incompatible change).
 pub const MANIFEST_VERSION: u32 = 1;
@@ -788,11 +788,16 @@ impl Plan {
         Plan::with_steps(cfg, u32::try_from(steps).unwrap_or(u32::MAX).max(1))
     }
 
-    /// Duration of an all_reduce of `bytes` once every rank has arrived: `α + 2(N−1)/N · S / busbw`
-    /// (ring all_reduce moves 2(N−1)/N of the buffer per rank; busbw in GB/s is bytes per ns).
-    pub(crate) fn transfer_ns(&self, bytes: u64) -> i64 {
+    /// Duration of a collective of `bytes` once every rank has arrived: `α + f · S / busbw`
+    /// with the bytes each rank moves, f = 2(N−1)/N for a ring all_reduce and (N−1)/N for an
+    /// all_to_all (busbw in GB/s is bytes per ns).
+    pub(crate) fn transfer_ns(&self, kind: CollKind, bytes: u64) -> i64 {
         let n = f64::from(self.cfg.ranks);
-        let moved = 2.0 * (n - 1.0) / n * bytes as f64;
+        let f = match kind {
+            CollKind::AllReduce => 2.0 * (n - 1.0) / n,
+            CollKind::AllToAll => (n - 1.0) / n,
+        };
+        let moved = f * bytes as f64;
         self.cfg.collective_latency_ns + (moved / self.cfg.busbw_gbps).round() as i64
     }
 
@@ -1072,7 +1077,7 @@ pub fn manifest(cfg: &SynthConfig) -> Manifest {
                 index: c.index,
                 process_group: emit::PG_NAMES.get(c.pg).map_or("0", |p| p.0).to_string(),
                 seq: c.seq,
-                collective: "allreduce".to_string(),
+                collective: c.kind.collective_name().to_string(),
                 bytes: c.bytes,
                 transfer_ns: c.transfer_ns,
                 arrival_ns: c.arrivals,
@@ -1081,7 +1086,8 @@ pub fn manifest(cfg: &SynthConfig) -> Manifest {
             })
             .collect()
     };
-    let bucket_transfer: Vec<i64> = plan.bucket_sizes.iter().map(|&b| plan.transfer_ns(b)).collect();
+    let bucket_transfer: Vec<i64> =
+        plan.bucket_sizes.iter().map(|&b| plan.transfer_ns(CollKind::AllReduce, b)).collect();
     let tail = plan.tail_buckets as usize;
     let designed = bucket_transfer.iter().rev().take(tail).sum();
     let injected = scenario::injected(&plan, &ranks);
@@ -1095,7 +1101,9 @@ pub fn manifest(cfg: &SynthConfig) -> Manifest {
         layers: plan.layers,
         grad_tensors: plan.points,
         kernels_per_step: plan.kernels_per_step,
-        collectives_per_step: plan.cfg.bucket_count + u32::from(plan.cfg.loss_allreduce),
+        collectives_per_step: plan.cfg.bucket_count
+            + u32::from(plan.cfg.loss_allreduce)
+            + u32::from(plan.cfg.all_to_all.is_some()),
         bucket_bytes: plan.bucket_sizes.clone(),
         bucket_transfer_ns: bucket_transfer,
         tail_buckets: plan.tail_buckets,

@@ -121,9 +121,57 @@ impl Ev {
     }
 }
 
+/// Which collective, as PyTorch's NCCL backend issues it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum CollKind {
+    AllReduce,
+    AllToAll,
+}
+
+impl CollKind {
+    /// `Collective name` in `record_param_comms` (PyTorch's spelling).
+    pub(crate) fn collective_name(self) -> &'static str {
+        match self {
+            CollKind::AllReduce => "allreduce",
+            CollKind::AllToAll => "all_to_all",
+        }
+    }
+
+    fn op_name(self) -> &'static str {
+        match self {
+            CollKind::AllReduce => "c10d::allreduce_",
+            CollKind::AllToAll => "c10d::alltoall_base_",
+        }
+    }
+
+    /// The `nccl:*` annotation (and its GPU twin on the NCCL stream).
+    fn annotation(self) -> &'static str {
+        match self {
+            CollKind::AllReduce => "nccl:all_reduce",
+            CollKind::AllToAll => "nccl:all_to_all",
+        }
+    }
+
+    pub(crate) fn kernel(self) -> KernelId {
+        match self {
+            CollKind::AllReduce => K_NCCL_ALLREDUCE,
+            CollKind::AllToAll => K_NCCL_SENDRECV,
+        }
+    }
+
+    /// Bytes per element and `dtype`: fp32 gradients, bf16 activations.
+    pub(crate) fn dtype(self) -> (u64, &'static str) {
+        match self {
+            CollKind::AllReduce => (4, "Float"),
+            CollKind::AllToAll => (2, "BFloat16"),
+        }
+    }
+}
+
 /// One collective of one step on one rank.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct CollRec {
+    pub kind: CollKind,
     /// Process group index (0: DDP's default group, 1: the metrics group).
     pub pg: usize,
     pub seq: u64,
@@ -205,6 +253,8 @@ pub(crate) struct RankSim {
     idle_mark: Option<i64>,
     /// The planning dry run: no per-rank injection applies.
     dry: bool,
+    /// The forward all_to_all whose result the compute stream waits for (index into `colls`).
+    a2a_pending: Option<usize>,
 }
 
 /// Random streams of a rank, by purpose (see [`Rng::derive`]).
@@ -216,7 +266,7 @@ impl RankSim {
         // Ranks leave the (unprofiled) previous step's final sync at nearly the same moment.
         let start = plan.trace_start_ns + 28_300_000 + rng.range(0, 400_000);
         let first_step = u64::from(plan.cfg.first_step);
-        let per_step_pg0 = u64::from(plan.cfg.bucket_count);
+        let per_step_pg0 = u64::from(plan.cfg.bucket_count) + u64::from(plan.cfg.all_to_all.is_some());
         RankSim {
             rank,
             rng,
@@ -253,6 +303,7 @@ impl RankSim {
             work_ppm: plan.work_ppm(rank),
             idle_mark: None,
             dry: false,
+            a2a_pending: None,
         }
     }
 
@@ -577,6 +628,22 @@ impl RankSim {
         self.annot(m, "## forward ##");
         self.annot(m, "DistributedDataParallel.forward");
         self.fwd_embedding();
+        if let Some(a2a) = &plan.cfg.all_to_all {
+            // The embeddings are exchanged (DLRM's sparse features, an MoE's token dispatch);
+            // `work.wait()` makes the compute stream wait for the result.
+            self.collective(m, 0, a2a.bytes, CollKind::AllToAll);
+            self.runtime(m, "cudaStreamWaitEvent", 147, 800, 2_000);
+            self.a2a_pending = Some(self.colls.len() - 1);
+        }
+    }
+
+    /// The rest of forward, then backward, after the forward all_to_all is resolved (without
+    /// one, it simply continues [`RankSim::phase_a`]).
+    pub(crate) fn phase_a2(&mut self, plan: &Plan) {
+        let m = Th::Main;
+        if let Some(end) = self.a2a_pending.take().and_then(|ci| self.colls.get(ci)).map(|c| c.end) {
+            self.compute_free = self.compute_free.max(end);
+        }
         for l in 0..plan.layers {
             let churn = self.churn.contains(&l);
             self.fwd_layer(churn);
@@ -890,7 +957,7 @@ impl RankSim {
             }
             let bytes = plan.bucket_size(self.next_bucket);
             self.next_bucket += 1;
-            self.collective(a, 0, bytes);
+            self.collective(a, 0, bytes, CollKind::AllReduce);
         }
         self.end(a);
     }
@@ -989,7 +1056,7 @@ impl RankSim {
         while self.next_bucket < plan.cfg.bucket_count {
             let bytes = plan.bucket_size(self.next_bucket);
             self.next_bucket += 1;
-            self.collective(a, 0, bytes);
+            self.collective(a, 0, bytes, CollKind::AllReduce);
         }
         // DDP's finalize: the compute stream waits for the all_reduces before the optimizer.
         self.runtime(a, "cudaStreamWaitEvent", 147, 800, 2_000);
@@ -997,7 +1064,7 @@ impl RankSim {
 
     /// One all_reduce on process group `pg` as PyTorch's NCCL backend issues it; the NCCL kernel
     /// is left unresolved (see [`JobSim::resolve`]).
-    fn collective(&mut self, th: Th, pg: usize, bytes: u64) {
+    fn collective(&mut self, th: Th, pg: usize, bytes: u64, kind: CollKind) {
         let c = u32::try_from(self.colls.len()).unwrap_or(u32::MAX);
         let seq = match self.pg_seq.get_mut(pg) {
             Some(s) => {
@@ -1010,14 +1077,14 @@ impl RankSim {
             self.runtime(th, "cudaEventRecord", 135, 1_500, 4_500);
         }
         let site = std::mem::replace(&mut self.site, Site::Comms);
-        self.op(th, "c10d::allreduce_");
+        self.op(th, kind.op_name());
         self.begin_kind(th, "record_param_comms", Kind::Comms { coll: c });
         // Work, tensor checks and the ProcessGroupNCCL bookkeeping of the collective call.
         self.adv(th, 15_000, 40_000);
         self.runtime(th, "cudaStreamIsCapturing", 317, 800, 1_600);
         self.runtime(th, "cudaEventRecord", 135, 1_000, 2_600);
         self.runtime(th, "cudaStreamWaitEvent", 147, 1_000, 1_900);
-        let ann = self.annot(th, "nccl:all_reduce");
+        let ann = self.annot(th, kind.annotation());
         // ncclAllReduce's enqueue: plan the work, pick channels.
         self.adv(th, 25_000, 60_000);
         self.runtime(th, "cudaStreamGetCaptureInfo_v2", 409, 800, 1_300);
@@ -1028,7 +1095,7 @@ impl RankSim {
         let kernel_ev = self.push(Ev {
             ts: 0,
             dur: 0,
-            name: KERNELS.get(usize::from(K_NCCL_ALLREDUCE)).map_or("", |s| s.name),
+            name: KERNELS.get(usize::from(kind.kernel())).map_or("", |s| s.name),
             kind: Kind::Nccl { coll: c },
             th,
             ext,
@@ -1050,7 +1117,7 @@ impl RankSim {
         let annot_ev = self.push(Ev {
             ts: 0,
             dur: 0,
-            name: "nccl:all_reduce",
+            name: kind.annotation(),
             kind: Kind::GpuAnnot { stream, step: false },
             th,
             ext: ann_ext,
@@ -1061,6 +1128,7 @@ impl RankSim {
             text: 0,
         });
         self.colls.push(CollRec {
+            kind,
             pg,
             seq,
             bytes,
@@ -1125,7 +1193,7 @@ impl RankSim {
         self.end(m);
         self.end(m);
         if plan.cfg.loss_allreduce {
-            self.collective(m, 1, 4);
+            self.collective(m, 1, 4, CollKind::AllReduce);
         }
     }
 
@@ -1212,6 +1280,7 @@ fn overlap(iv: &[(i64, i64)], s: i64, e: i64) -> i64 {
 /// Truth about one collective across ranks (true time).
 #[derive(Clone, Debug)]
 pub(crate) struct CollTruth {
+    pub kind: CollKind,
     pub step: u32,
     pub index: u32,
     pub pg: usize,
@@ -1248,6 +1317,12 @@ impl<'a> JobSim<'a> {
         let plan = self.plan;
         for r in &mut self.ranks {
             r.phase_a(plan, s);
+        }
+        if plan.cfg.all_to_all.is_some() {
+            self.resolve(0, s);
+        }
+        for r in &mut self.ranks {
+            r.phase_a2(plan);
         }
         self.resolve(0, s);
         for r in &mut self.ranks {
@@ -1292,14 +1367,18 @@ impl<'a> JobSim<'a> {
                     last_rank = r.rank;
                 }
             }
-            let (bytes, seq) =
-                self.ranks.first().and_then(|r| r.colls.get(ci)).map_or((0, 0), |c| (c.bytes, c.seq));
-            let transfer = self.plan.transfer_ns(bytes);
+            let (bytes, seq, kind) = self
+                .ranks
+                .first()
+                .and_then(|r| r.colls.get(ci))
+                .map_or((0, 0, CollKind::AllReduce), |c| (c.bytes, c.seq, c.kind));
+            let transfer = self.plan.transfer_ns(kind, bytes);
             for r in &mut self.ranks {
                 r.finish_coll(ci, latest, transfer);
             }
             if let Some(colls) = &mut self.colls {
                 colls.push(CollTruth {
+                    kind,
                     step: s,
                     index: u32::try_from(ci).unwrap_or(u32::MAX),
                     pg,
