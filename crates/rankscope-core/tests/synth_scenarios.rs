@@ -122,6 +122,8 @@ fn every_preset_is_valid_and_names_its_cause() {
     assert_eq!(cause(Scenario::SlowGpu), Some(Cause::SlowDevice));
     assert_eq!(cause(Scenario::HostSync), Some(Cause::HostSync));
     assert_eq!(cause(Scenario::AllToAll), None);
+    assert_eq!(synth::manifest(&Scenario::HangSkippedCollective.config()).injected.cause, Some(Cause::Hang));
+    assert_eq!(synth::manifest(&Scenario::EarlyExit.config()).injected.cause, Some(Cause::Hang));
     // The demo's straggler is a slower GPU.
     assert_eq!(synth::manifest(&SynthConfig::default()).injected.cause, Some(Cause::SlowDevice));
 }
@@ -419,4 +421,117 @@ fn all_to_all_runs_as_sendrecv_kernels_and_says_all_to_all() {
             );
         }
     }
+}
+
+/// Last moment of any timed event of rank `r` (ns of its own clock).
+fn last_event_end(set: &Set, r: usize) -> i64 {
+    set.events(r).iter().filter(|e| e["ph"] == "X" && e["ts"].is_number()).map(end).max().expect("events")
+}
+
+/// (process group, Seq, start, end) of rank `r`'s NCCL kernels, in time order.
+fn nccl_seq(set: &Set, r: usize) -> Vec<(String, u64, i64, i64)> {
+    let mut v: Vec<_> = set
+        .events(r)
+        .iter()
+        .filter(|e| e["cat"] == "kernel" && e["name"].as_str().unwrap_or("").starts_with("ncclDevKernel"))
+        .map(|e| {
+            let a = &e["args"];
+            (
+                a["Process Group Name"].as_str().unwrap_or("").to_string(),
+                a["Seq"].as_u64().unwrap_or(0),
+                ns(&e["ts"]),
+                end(e),
+            )
+        })
+        .collect();
+    v.sort_by_key(|k| k.2);
+    v
+}
+
+fn steps_of(set: &Set, r: usize) -> Vec<String> {
+    set.events(r)
+        .iter()
+        .filter(|e| {
+            e["cat"] == "user_annotation" && e["name"].as_str().unwrap_or("").starts_with("ProfilerStep#")
+        })
+        .map(|e| e["name"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn skipped_collective_hangs_everyone_until_the_timeout() {
+    let set = load(preset(Scenario::HangSkippedCollective, 4));
+    let h = set.cfg.hang.clone().expect("knob");
+    let m = &set.man;
+    assert_eq!(m.injected.cause, Some(Cause::Hang));
+    assert_eq!((m.injected.ranks.clone(), m.injected.amount_ns), (vec![h.rank], h.timeout_ns));
+    let per_step = m.bucket_bytes.len();
+    let hung_step = set.cfg.first_step + h.step;
+    for r in 0..set.cfg.ranks as usize {
+        let mr = &m.ranks[r];
+        let off = mr.clock_offset_ns;
+        // Every trace ends in step `h.step`, 8 s after its stuck kernel started.
+        assert_eq!(mr.completed_steps, h.step);
+        assert_eq!(
+            steps_of(&set, r).last().map(String::as_str),
+            Some(format!("ProfilerStep#{hung_step}").as_str())
+        );
+        let k = nccl_seq(&set, r);
+        let stuck = k.last().expect("a stuck kernel");
+        assert_eq!(stuck.3 - stuck.2, h.timeout_ns, "rank {r}: the stuck kernel runs until the timeout");
+        assert_eq!(last_event_end(&set, r), stuck.3, "rank {r}: the trace ends with it");
+        assert_eq!(mr.trace_end_ns + off, stuck.3);
+        let hung = mr.hung_in.as_ref().expect("hung_in");
+        assert_eq!((hung.start_ns + off, hung.end_ns + off), (stuck.2, stuck.3));
+        // Bucket all_reduces on process group 0: the skipping rank issued one fewer.
+        let pg0 = k.iter().filter(|x| x.0 == "0").count();
+        let want = per_step * h.step as usize + per_step - usize::from(r as u32 == h.rank);
+        assert_eq!(pg0, want, "rank {r}");
+        if r as u32 == h.rank {
+            // Its next collective (the loss all_reduce on the other group) is stuck too.
+            assert_eq!((stuck.0.as_str(), hung.process_group.as_str()), ("1", "1"));
+        } else {
+            assert_eq!((stuck.0.as_str(), hung.step), ("0", hung_step));
+        }
+        // Steps before the hang are normal (well under a second).
+        assert!(mr.step_dur_ns[..h.step as usize].iter().all(|&d| d < 200_000_000));
+        assert!(*mr.comm_wait_ns.last().unwrap() >= h.timeout_ns);
+    }
+    // The manifest's hung collective: the others arrived, the skipping rank did not.
+    let hung: Vec<_> = m.collectives.iter().filter(|c| c.hung).collect();
+    assert_eq!(hung.len(), 2);
+    assert_eq!((hung[0].process_group.as_str(), hung[0].absent.clone()), ("0", vec![h.rank]));
+    let others: Vec<u32> = (0..set.cfg.ranks).filter(|&r| r != h.rank).collect();
+    assert_eq!((hung[1].process_group.as_str(), hung[1].absent.clone()), ("1", others));
+}
+
+#[test]
+fn early_exit_ends_one_trace_and_hangs_the_others() {
+    let set = load(preset(Scenario::EarlyExit, 4));
+    let h = set.cfg.hang.clone().expect("knob");
+    let m = &set.man;
+    let gone = h.rank as usize;
+    let last_ok = format!("ProfilerStep#{}", set.cfg.first_step + h.step);
+    assert_eq!(steps_of(&set, gone).last(), Some(&last_ok));
+    assert_eq!(m.ranks[gone].completed_steps, h.step + 1);
+    assert!(m.ranks[gone].hung_in.is_none());
+    for r in (0..set.cfg.ranks as usize).filter(|&r| r != gone) {
+        let mr = &m.ranks[r];
+        assert_eq!(steps_of(&set, r).len() as u32, h.step + 2, "one more (cut) step");
+        let stuck = nccl_seq(&set, r).last().cloned().expect("kernel");
+        assert_eq!(stuck.3 - stuck.2, h.timeout_ns);
+        assert_eq!(last_event_end(&set, r), stuck.3);
+        let hung = mr.hung_in.as_ref().expect("hung_in");
+        assert_eq!((hung.step, hung.process_group.as_str()), (set.cfg.first_step + h.step + 1, "0"));
+        // The exited rank's trace ended long before: about the timeout earlier.
+        let gap = (mr.trace_end_ns - m.ranks[gone].trace_end_ns) as f64;
+        assert!(gap > 0.95 * h.timeout_ns as f64, "{gap}");
+        // Everyone completed the same collectives before.
+        let ids = |x: &synth::ManifestRank| -> Vec<(String, u32, u64)> {
+            x.last_completed.values().map(|c| (c.process_group.clone(), c.step, c.seq)).collect()
+        };
+        assert_eq!(ids(mr), ids(&m.ranks[gone]), "rank {r}");
+    }
+    let hung: Vec<_> = m.collectives.iter().filter(|c| c.hung).collect();
+    assert_eq!((hung.len(), hung[0].absent.clone()), (1, vec![h.rank]));
 }

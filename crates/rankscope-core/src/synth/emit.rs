@@ -540,7 +540,7 @@ pub(crate) fn trailer<W: Write>(o: &mut Out<W>, plan: &Plan, f: &RankFmt, rs: &R
         meta(o, "thread_sort_index", meta_ts, f.pid, *tid, "sort_index", Err(*tid));
     }
     let start = plan.trace_start_ns + f.offset;
-    let end = rs.last_step_end + 2_314_000 + f.offset;
+    let end = rs.trace_end() + f.offset;
     o.sep();
     o.s("  {\n    \"ph\": \"X\", \"cat\": \"Trace\", \"ts\": ");
     o.us(start);

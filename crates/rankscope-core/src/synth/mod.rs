@@ -34,6 +34,7 @@
 //! maps: the same [`SynthConfig`] gives the same bytes on every platform, whichever ranks are
 //! written and in which order.
 
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use serde::{Deserialize, Serialize};
@@ -822,6 +823,16 @@ impl Plan {
         }
     }
 
+    /// Whether rank `rank` skips bucket all_reduce `bucket` of step `step` (`hang`).
+    pub(crate) fn skips_bucket(&self, rank: u32, step: u32, bucket: u32) -> bool {
+        self.cfg.hang.as_ref().is_some_and(|h| {
+            h.kind == HangKind::SkippedCollective
+                && h.rank == rank
+                && h.step == step
+                && bucket == h.bucket.unwrap_or(self.cfg.bucket_count.saturating_sub(1))
+        })
+    }
+
     /// Sequences in rank `rank`'s batch (the leading dimension of its activations).
     pub(crate) fn batch_of(&self, rank: u32) -> u64 {
         let ppm = self.work_ppm(rank);
@@ -858,7 +869,8 @@ fn generate<W: Write>(plan: &Plan, outs: Vec<(u32, W)>) -> io::Result<Vec<(W, u6
             job.step(s);
             let step_no = plan.cfg.first_step.saturating_add(s);
             for ((r, o), f) in outs.iter_mut().zip(&fmts) {
-                if let Some(rs) = job.ranks.get(*r as usize) {
+                // A rank that exited or hung in an earlier step writes no more steps.
+                if let Some(rs) = job.ranks.get(*r as usize).filter(|rs| rs.active) {
                     emit::step(o, plan, f, rs, class, step_no);
                 }
                 o.flush_if_big()?;
@@ -1004,6 +1016,15 @@ pub struct ManifestRank {
     /// Per step: compute-stream idle caused by the injected stall or syncs (from when the GPU
     /// ran out of queued work, or the injection began if later, to the next GPU work).
     pub injected_idle_ns: Vec<i64>,
+    /// Steps this rank completed (fewer than `steps` when it exited or hung; a hung step is
+    /// in the per-step vectors, cut at the end of the trace).
+    pub completed_steps: u32,
+    /// True time of the trace's last moment (the profiler's `Record Window End`).
+    pub trace_end_ns: i64,
+    /// The collective this rank's NCCL kernel was stuck in when its trace ended (`hang`).
+    pub hung_in: Option<ManifestCollRef>,
+    /// Per process group, the last collective this rank completed.
+    pub last_completed: BTreeMap<String, ManifestCollRef>,
 }
 
 /// One collective across ranks.
@@ -1018,11 +1039,38 @@ pub struct ManifestCollective {
     pub collective: String,
     pub bytes: u64,
     pub transfer_ns: i64,
-    /// Per rank, the NCCL kernel's start (the rank's arrival) and end, true time.
+    /// Per rank, the NCCL kernel's start (the rank's arrival) and end, true time (0 for the
+    /// ranks in `absent`).
     pub arrival_ns: Vec<i64>,
     pub end_ns: Vec<i64>,
-    /// The rank that arrived last (the lowest such rank on ties).
+    /// The rank that arrived last (the lowest such rank on ties), among those that arrived.
     pub last_rank: u32,
+    /// It never completed: the ranks that arrived waited until the timeout (`hang`). Written
+    /// only when true.
+    #[serde(skip_serializing_if = "is_false")]
+    pub hung: bool,
+    /// Ranks that never reached it (skipped it, exited, or were stuck before it). Written only
+    /// when not empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub absent: Vec<u32>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// A collective of one rank, as the hang truth names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ManifestCollRef {
+    /// `ProfilerStep#N` number.
+    pub step: u32,
+    pub process_group: String,
+    pub seq: u64,
+    pub collective: String,
+    pub bytes: u64,
+    /// The rank's NCCL kernel start and end (true time).
+    pub start_ns: i64,
+    pub end_ns: i64,
 }
 
 /// Ground truth for `cfg` (sanitized first; see [`Manifest::adjustments`]). Simulates the whole
@@ -1036,13 +1084,37 @@ pub fn manifest(cfg: &SynthConfig) -> Manifest {
     }
     let steps = job.steps.take().unwrap_or_default();
     let colls = job.colls.take().unwrap_or_default();
+    let coll_ref = |c: &sim::CollTruth, r: usize| -> Option<ManifestCollRef> {
+        Some(ManifestCollRef {
+            step: plan.cfg.first_step.saturating_add(c.step),
+            process_group: emit::PG_NAMES.get(c.pg).map_or("0", |p| p.0).to_string(),
+            seq: c.seq,
+            collective: c.kind.collective_name().to_string(),
+            bytes: c.bytes,
+            start_ns: (*c.arrivals.get(r)?)?,
+            end_ns: (*c.ends.get(r)?)?,
+        })
+    };
     let ranks: Vec<ManifestRank> = job
         .ranks
         .iter()
         .zip(steps)
         .map(|(rs, st)| {
             let ids = plan.rank_ids(rs.rank);
+            let r = rs.rank as usize;
+            let hung_in = colls.iter().filter(|c| c.hung).find_map(|c| coll_ref(c, r));
+            let mut last_completed = BTreeMap::new();
+            for c in colls.iter().filter(|c| !c.hung) {
+                if let Some(x) = coll_ref(c, r) {
+                    last_completed.insert(x.process_group.clone(), x);
+                }
+            }
+            let completed_steps = u32::try_from(st.len()).unwrap_or(0) - u32::from(rs.abort.is_some());
             ManifestRank {
+                completed_steps,
+                trace_end_ns: rs.trace_end(),
+                hung_in,
+                last_completed,
                 rank: rs.rank,
                 file: file_name(rs.rank, false),
                 device: ids.device,
@@ -1080,9 +1152,11 @@ pub fn manifest(cfg: &SynthConfig) -> Manifest {
                 collective: c.kind.collective_name().to_string(),
                 bytes: c.bytes,
                 transfer_ns: c.transfer_ns,
-                arrival_ns: c.arrivals,
-                end_ns: c.ends,
+                absent: (0u32..).zip(&c.arrivals).filter(|(_, a)| a.is_none()).map(|(r, _)| r).collect(),
+                arrival_ns: c.arrivals.iter().map(|a| a.unwrap_or(0)).collect(),
+                end_ns: c.ends.iter().map(|a| a.unwrap_or(0)).collect(),
                 last_rank: c.last_rank,
+                hung: c.hung,
             })
             .collect()
     };

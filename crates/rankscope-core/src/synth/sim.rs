@@ -19,7 +19,10 @@
 use super::model::*;
 use super::rng::Rng;
 use super::shapes::Site;
-use super::Plan;
+use super::{HangKind, Plan};
+
+/// Start of a collective a rank never reached (its trace ended first): later than any trace.
+pub(crate) const NEVER: i64 = i64::MAX / 8;
 
 /// Stream of all compute kernels, memcpys and memsets (PyTorch's default stream as CUPTI numbers it).
 pub(crate) const STREAM_COMPUTE: u32 = 7;
@@ -185,9 +188,12 @@ pub(crate) struct CollRec {
     /// Arrival: the NCCL kernel's start.
     pub start: i64,
     pub end: i64,
-    /// Time spent waiting for the last rank (latest arrival − own arrival).
+    /// Time spent waiting for the last rank (latest arrival − own arrival; the whole kernel
+    /// when it hung).
     pub wait: i64,
     resolved: bool,
+    /// It never completed: it ran until the timeout, or never started (`start == NEVER`).
+    pub hung: bool,
 }
 
 /// Truth about one rank's step (true time).
@@ -255,6 +261,14 @@ pub(crate) struct RankSim {
     dry: bool,
     /// The forward all_to_all whose result the compute stream waits for (index into `colls`).
     a2a_pending: Option<usize>,
+    /// The profiled step being simulated (0-based).
+    step_idx: u32,
+    /// When this rank's process-group watchdog aborted a hung collective: its trace ends here.
+    pub abort: Option<i64>,
+    /// The rank takes no further steps (it exited, or its trace ended in a hang).
+    pub ended: bool,
+    /// The rank runs the current step.
+    pub active: bool,
 }
 
 /// Random streams of a rank, by purpose (see [`Rng::derive`]).
@@ -304,7 +318,17 @@ impl RankSim {
             idle_mark: None,
             dry: false,
             a2a_pending: None,
+            step_idx: 0,
+            abort: None,
+            ended: false,
+            active: true,
         }
+    }
+
+    /// True time at which this rank's trace ends: the watchdog's abort, or the profiler's
+    /// `Record Window End` a little after the last step.
+    pub(crate) fn trace_end(&self) -> i64 {
+        self.abort.unwrap_or(self.last_step_end + 2_314_000)
     }
 
     /// The rank of the planning dry run: nothing injected.
@@ -591,6 +615,7 @@ impl RankSim {
         self.stats = StepStats::default();
         self.texts.clear();
         self.idle_mark = None;
+        self.step_idx = s;
 
         let jitter = self.rng.range(-plan.jitter_ppm, plan.jitter_ppm);
         let mut speed = 1_000_000 + jitter;
@@ -955,9 +980,7 @@ impl RankSim {
             if ready > p {
                 break;
             }
-            let bytes = plan.bucket_size(self.next_bucket);
-            self.next_bucket += 1;
-            self.collective(a, 0, bytes, CollKind::AllReduce);
+            self.bucket_allreduce(plan, a);
         }
         self.end(a);
     }
@@ -1054,12 +1077,20 @@ impl RankSim {
         self.accumulate_grad(plan, true);
         // Defensive: every bucket is launched by the last gradient point.
         while self.next_bucket < plan.cfg.bucket_count {
-            let bytes = plan.bucket_size(self.next_bucket);
-            self.next_bucket += 1;
-            self.collective(a, 0, bytes, CollKind::AllReduce);
+            self.bucket_allreduce(plan, a);
         }
         // DDP's finalize: the compute stream waits for the all_reduces before the optimizer.
         self.runtime(a, "cudaStreamWaitEvent", 147, 800, 2_000);
+    }
+
+    /// DDP's all_reduce of the next bucket (unless this rank skips it: `hang`).
+    fn bucket_allreduce(&mut self, plan: &Plan, th: Th) {
+        let b = self.next_bucket;
+        self.next_bucket += 1;
+        if !self.dry && plan.skips_bucket(self.rank, self.step_idx, b) {
+            return;
+        }
+        self.collective(th, 0, plan.bucket_size(b), CollKind::AllReduce);
     }
 
     /// One all_reduce on process group `pg` as PyTorch's NCCL backend issues it; the NCCL kernel
@@ -1140,6 +1171,7 @@ impl RankSim {
             end: 0,
             wait: 0,
             resolved: false,
+            hung: false,
         });
         self.kernels += 1;
         self.site = site;
@@ -1175,6 +1207,89 @@ impl RankSim {
                 e.dur = end - start;
             }
         }
+    }
+
+    /// Collective `ci` does not complete. If this rank arrived (before its own abort), its kernel
+    /// waits until the timeout and the watchdog aborts the process group: the trace ends there.
+    /// Otherwise it never started.
+    fn hang_coll(&mut self, ci: usize, timeout: i64) {
+        let arrived = self.arrival(ci).filter(|&a| self.abort.is_none_or(|ab| a < ab));
+        let Some(c) = self.colls.get_mut(ci) else {
+            return;
+        };
+        c.resolved = true;
+        c.hung = true;
+        let (start, end) = match arrived {
+            Some(a) => (a, a.saturating_add(timeout)),
+            None => (NEVER, NEVER),
+        };
+        c.start = start;
+        c.end = end;
+        c.wait = if start < NEVER { end - start } else { 0 };
+        let (pg, ke, ae) = (c.pg, c.kernel_ev, c.annot_ev);
+        if let Some(f) = self.nccl_free.get_mut(pg) {
+            *f = end;
+        }
+        for i in [ke, ae] {
+            if let Some(e) = self.ev.get_mut(i) {
+                e.ts = start;
+                e.dur = end - start;
+            }
+        }
+        if start < NEVER {
+            self.abort = Some(self.abort.map_or(end, |ab| ab.min(end)));
+        }
+    }
+
+    /// The trace ends at `abort`: what had not begun is gone, what was running is cut there
+    /// (Kineto writes what it recorded when the profiler is stopped), and flows lose the end
+    /// that no longer exists.
+    pub(crate) fn truncate(&mut self, abort: i64) {
+        let mut gone_corr = Vec::new();
+        let mut gone_flow = Vec::new();
+        for e in &self.ev {
+            if e.ts >= abort {
+                if !matches!(
+                    e.kind,
+                    Kind::CpuOp | Kind::Annot { .. } | Kind::Comms { .. } | Kind::Runtime { .. }
+                ) {
+                    gone_corr.push(e.corr);
+                }
+                if e.flow > 0 {
+                    gone_flow.push(e.flow);
+                }
+            }
+        }
+        gone_corr.sort_unstable();
+        gone_flow.sort_unstable();
+        // Events are removed; keep the indices the collectives refer to valid by mapping them.
+        let mut map = vec![usize::MAX; self.ev.len()];
+        let mut kept = Vec::with_capacity(self.ev.len());
+        for (i, mut e) in self.ev.drain(..).enumerate() {
+            if e.ts >= abort {
+                continue;
+            }
+            e.dur = e.dur.min(abort - e.ts);
+            if let Kind::Runtime { cbid, flow: true } = e.kind {
+                if gone_corr.binary_search(&e.corr).is_ok() {
+                    e.kind = Kind::Runtime { cbid, flow: false };
+                }
+            }
+            if e.flow > 0 && gone_flow.binary_search(&e.flow).is_ok() {
+                e.flow = 0;
+            }
+            if let Some(m) = map.get_mut(i) {
+                *m = kept.len();
+            }
+            kept.push(e);
+        }
+        self.ev = kept;
+        for c in &mut self.colls {
+            c.kernel_ev = map.get(c.kernel_ev).copied().unwrap_or(usize::MAX);
+            c.annot_ev = map.get(c.annot_ev).copied().unwrap_or(usize::MAX);
+        }
+        self.last_step_end = abort;
+        self.finish_stats(abort);
     }
 
     /// After DDP's all_reduces: optimizer step, then the loss all_reduce for logging.
@@ -1241,14 +1356,23 @@ impl RankSim {
         self.adv(m, 4_000, 25_000);
 
         self.stats.dur = step_end - self.stats.start;
-        self.stats.compute_busy = self.compute_iv.iter().map(|(s, e)| e - s).sum();
-        let mut comm: Vec<(i64, i64)> = self.colls.iter().map(|c| (c.start, c.end)).collect();
+        self.finish_stats(i64::MAX);
+    }
+
+    /// The step's busy, communication and wait figures, counting only what happened before
+    /// `until` (the trace's end).
+    fn finish_stats(&mut self, until: i64) {
+        self.stats.dur = self.stats.dur.min(until - self.stats.start);
+        let compute: Vec<(i64, i64)> =
+            self.compute_iv.iter().filter(|iv| iv.0 < until).map(|&(s, e)| (s, e.min(until))).collect();
+        self.stats.compute_busy = compute.iter().map(|(s, e)| e - s).sum();
+        let mut comm: Vec<(i64, i64)> =
+            self.colls.iter().filter(|c| c.start < until).map(|c| (c.start, c.end.min(until))).collect();
         comm.sort_unstable();
         let merged = merge(&comm);
         self.stats.comm_busy = merged.iter().map(|(s, e)| e - s).sum();
-        self.stats.exposed_comm =
-            merged.iter().map(|&(s, e)| (e - s) - overlap(&self.compute_iv, s, e)).sum();
-        self.stats.comm_wait = self.colls.iter().map(|c| c.wait).sum();
+        self.stats.exposed_comm = merged.iter().map(|&(s, e)| (e - s) - overlap(&compute, s, e)).sum();
+        self.stats.comm_wait = self.colls.iter().filter(|c| c.start < until).map(|c| c.wait).sum();
     }
 }
 
@@ -1287,9 +1411,13 @@ pub(crate) struct CollTruth {
     pub seq: u64,
     pub bytes: u64,
     pub transfer_ns: i64,
-    pub arrivals: Vec<i64>,
-    pub ends: Vec<i64>,
+    /// Per rank: arrival and end; `None` for a rank that never reached it.
+    pub arrivals: Vec<Option<i64>>,
+    pub ends: Vec<Option<i64>>,
+    /// The rank that arrived last (among those that arrived).
     pub last_rank: u32,
+    /// Some member never arrived: the others' kernels ran until the timeout.
+    pub hung: bool,
 }
 
 /// All ranks of the job, advanced in lockstep one step at a time.
@@ -1315,79 +1443,134 @@ impl<'a> JobSim<'a> {
 
     pub(crate) fn step(&mut self, s: u32) {
         let plan = self.plan;
+        if let Some(h) = plan.cfg.hang.as_ref().filter(|h| h.kind == HangKind::EarlyExit) {
+            if s == h.step.saturating_add(1) {
+                if let Some(r) = self.ranks.get_mut(h.rank as usize) {
+                    r.ended = true;
+                }
+            }
+        }
         for r in &mut self.ranks {
+            r.active = !r.ended;
+        }
+        for r in self.ranks.iter_mut().filter(|r| r.active) {
             r.phase_a(plan, s);
         }
         if plan.cfg.all_to_all.is_some() {
             self.resolve(0, s);
         }
-        for r in &mut self.ranks {
+        for r in self.ranks.iter_mut().filter(|r| r.active) {
             r.phase_a2(plan);
         }
         self.resolve(0, s);
-        for r in &mut self.ranks {
+        for r in self.ranks.iter_mut().filter(|r| r.active) {
             r.phase_b(plan);
         }
         if plan.cfg.loss_allreduce {
             self.resolve(1, s);
         }
-        for r in &mut self.ranks {
+        for r in self.ranks.iter_mut().filter(|r| r.active) {
             r.phase_c(plan);
+            // A rank whose collective hung: its trace ends when the watchdog aborts.
+            if let Some(abort) = r.abort {
+                r.truncate(abort);
+                r.ended = true;
+            }
         }
         if let Some(steps) = &mut self.steps {
-            for (acc, r) in steps.iter_mut().zip(&self.ranks) {
+            for (acc, r) in steps.iter_mut().zip(&self.ranks).filter(|(_, r)| r.active) {
                 acc.push(r.stats);
             }
         }
     }
 
-    /// Resolves the pending collectives of process group `pg`, in issue order: each ends when
-    /// the last rank has arrived plus the transfer time.
+    /// Resolves the pending collectives of process group `pg`, in issue order. NCCL matches a
+    /// communicator's collectives by their order on each rank, so the i-th pending collective of
+    /// every rank is one collective: it ends when the last rank has arrived plus the transfer
+    /// time. If a member never arrives (it skipped one, exited, or is stuck before it), the
+    /// others' kernels run until the process-group timeout (`hang`).
     fn resolve(&mut self, pg: usize, s: u32) {
-        // Every rank issues the same collectives in the same order (as a correct job must).
-        let pending: Vec<usize> = match self.ranks.first() {
-            Some(r) => r
-                .colls
+        let lists: Vec<Vec<usize>> = self
+            .ranks
+            .iter()
+            .map(|r| {
+                if !r.active {
+                    return Vec::new();
+                }
+                r.colls
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| c.pg == pg && !c.resolved)
+                    .map(|(i, _)| i)
+                    .collect()
+            })
+            .collect();
+        let positions = lists.iter().map(Vec::len).max().unwrap_or(0);
+        let timeout = self.plan.cfg.hang.as_ref().map_or(i64::MAX / 8, |h| h.timeout_ns);
+        for pos in 0..positions {
+            // A rank arrives if it issued this collective and got there before its own abort.
+            let arrivals: Vec<Option<i64>> = self
+                .ranks
                 .iter()
-                .enumerate()
-                .filter(|(_, c)| c.pg == pg && !c.resolved)
-                .map(|(i, _)| i)
-                .collect(),
-            None => return,
-        };
-        for ci in pending {
+                .zip(&lists)
+                .map(|(r, l)| {
+                    let a = r.arrival(*l.get(pos)?)?;
+                    r.abort.is_none_or(|ab| a < ab).then_some(a)
+                })
+                .collect();
+            let first = self
+                .ranks
+                .iter()
+                .zip(&lists)
+                .find_map(|(r, l)| Some((*l.get(pos)?, r.colls.get(*l.get(pos)?)?)));
+            let Some((index, &c0)) = first else {
+                continue;
+            };
+            let transfer = self.plan.transfer_ns(c0.kind, c0.bytes);
+            let complete = arrivals.iter().all(Option::is_some);
             let mut latest = i64::MIN;
             let mut last_rank = 0;
-            let mut arrivals = Vec::with_capacity(self.ranks.len());
-            for r in &self.ranks {
-                let a = r.arrival(ci).unwrap_or(i64::MIN);
-                arrivals.push(a);
-                if a > latest {
-                    latest = a;
-                    last_rank = r.rank;
+            for (r, a) in self.ranks.iter().zip(&arrivals) {
+                if let Some(a) = *a {
+                    if a > latest {
+                        latest = a;
+                        last_rank = r.rank;
+                    }
                 }
             }
-            let (bytes, seq, kind) = self
-                .ranks
-                .first()
-                .and_then(|r| r.colls.get(ci))
-                .map_or((0, 0, CollKind::AllReduce), |c| (c.bytes, c.seq, c.kind));
-            let transfer = self.plan.transfer_ns(kind, bytes);
-            for r in &mut self.ranks {
-                r.finish_coll(ci, latest, transfer);
+            for (r, l) in self.ranks.iter_mut().zip(&lists) {
+                let Some(&ci) = l.get(pos) else {
+                    continue;
+                };
+                if complete {
+                    r.finish_coll(ci, latest, transfer);
+                } else {
+                    r.hang_coll(ci, timeout);
+                }
             }
-            if let Some(colls) = &mut self.colls {
+            // Collectives that no rank reached (issued by CPUs already stuck) leave no truth.
+            let reached = arrivals.iter().any(Option::is_some);
+            if let Some(colls) = self.colls.as_mut().filter(|_| reached) {
                 colls.push(CollTruth {
-                    kind,
+                    kind: c0.kind,
                     step: s,
-                    index: u32::try_from(ci).unwrap_or(u32::MAX),
+                    index: u32::try_from(index).unwrap_or(u32::MAX),
                     pg,
-                    seq,
-                    bytes,
+                    seq: c0.seq,
+                    bytes: c0.bytes,
                     transfer_ns: transfer,
-                    ends: self.ranks.iter().map(|r| r.colls.get(ci).map_or(0, |c| c.end)).collect(),
+                    ends: self
+                        .ranks
+                        .iter()
+                        .zip(&lists)
+                        .map(|(r, l)| {
+                            let c = r.colls.get(*l.get(pos)?)?;
+                            (c.start < NEVER).then_some(c.end)
+                        })
+                        .collect(),
                     arrivals,
                     last_rank,
+                    hung: !complete,
                 });
             }
         }
