@@ -124,6 +124,14 @@ fn every_preset_is_valid_and_names_its_cause() {
     assert_eq!(cause(Scenario::AllToAll), None);
     assert_eq!(synth::manifest(&Scenario::HangSkippedCollective.config()).injected.cause, Some(Cause::Hang));
     assert_eq!(synth::manifest(&Scenario::EarlyExit.config()).injected.cause, Some(Cause::Hang));
+    for s in [
+        Scenario::PipelineGpipe,
+        Scenario::Pipeline1f1b,
+        Scenario::PipelineInterleaved,
+        Scenario::PipelineSlowStage,
+    ] {
+        assert_eq!(cause(s), Some(Cause::PipelineBubble), "{}", s.name());
+    }
     // The demo's straggler is a slower GPU.
     assert_eq!(synth::manifest(&SynthConfig::default()).injected.cause, Some(Cause::SlowDevice));
 }
@@ -356,7 +364,7 @@ fn host_sync_blocks_every_rank_mid_forward() {
 #[test]
 fn scenario_files_stay_small() {
     let mut sizes = BTreeMap::new();
-    for s in [Scenario::Baseline, Scenario::GoodOverlap] {
+    for s in [Scenario::Baseline, Scenario::GoodOverlap, Scenario::PipelineInterleaved] {
         let b = generate(&s.config());
         sizes.insert(s.name(), b.iter().map(Vec::len).max().unwrap_or(0));
     }
@@ -534,4 +542,264 @@ fn early_exit_ends_one_trace_and_hangs_the_others() {
     }
     let hung: Vec<_> = m.collectives.iter().filter(|c| c.hung).collect();
     assert_eq!((hung.len(), hung[0].absent.clone()), (1, vec![h.rank]));
+}
+
+/// A pipeline message seen in a trace: (peer, Seq, nelems, micro-batch order) of one rank's
+/// `record_param_comms` sends or recvs.
+fn p2p_ops(set: &Set, r: usize, what: &str) -> Vec<(u64, u64, u64)> {
+    let peer_key = if what == "send" { "Dst Rank" } else { "Src Rank" };
+    set.named(r, "cpu_op", "record_param_comms")
+        .filter(|e| e["args"]["Collective name"] == what)
+        .map(|e| {
+            let a = &e["args"];
+            assert_eq!(a["Group size"], 2);
+            assert_eq!(a["dtype"], "BFloat16");
+            (
+                a[peer_key].as_u64().expect("peer"),
+                a["Seq"].as_u64().expect("seq"),
+                a["In msg nelems"].as_u64().expect("n"),
+            )
+        })
+        .collect()
+}
+
+/// Union of the compute-stream kernels of rank `r` inside [a, b) (its own clock).
+fn compute_in(set: &Set, r: usize, a: i64, b: i64) -> i64 {
+    let mut iv: Vec<(i64, i64)> = set
+        .events(r)
+        .iter()
+        .filter(|e| {
+            matches!(e["cat"].as_str(), Some("kernel" | "gpu_memcpy" | "gpu_memset")) && e["tid"] == 7
+        })
+        .map(|e| (ns(&e["ts"]).max(a), end(e).min(b)))
+        .filter(|(s, e)| s < e)
+        .collect();
+    iv.sort_unstable();
+    let mut total = 0;
+    let mut cur: Option<(i64, i64)> = None;
+    for (s, e) in iv {
+        match cur {
+            Some((cs, ce)) if s <= ce => cur = Some((cs, ce.max(e))),
+            Some((cs, ce)) => {
+                total += ce - cs;
+                cur = Some((s, e));
+            }
+            None => cur = Some((s, e)),
+        }
+    }
+    total + cur.map_or(0, |(s, e)| e - s)
+}
+
+/// Checks one pipeline scenario: messages pair up between neighbours, the annotations are the
+/// schedule's, and the manifest's bubbles are what the traces show.
+fn check_pipeline(set: &Set, annotation: fn(fwd: bool, stage: u32, mb: u32) -> Option<String>) {
+    let m = &set.man;
+    let p = m.pipeline.as_ref().expect("pipeline truth");
+    let cfg = set.cfg.pipeline.clone().expect("knob");
+    assert!(!p.deadlocked);
+    assert_eq!(m.injected.cause, Some(Cause::PipelineBubble));
+    let stages = cfg.stages * cfg.virtual_stages;
+    let msgs = 2 * cfg.micro_batches * (stages - 1) * cfg.dp * set.cfg.steps;
+    assert_eq!(p.p2p.len() as u32, msgs, "every activation and gradient, every step");
+    let n = set.cfg.ranks as usize;
+    let act_elems = cfg.activation_bytes / 2;
+    for r in 0..n {
+        // What r sends to q, q receives from r, in the same order and size.
+        for q in 0..n {
+            let sent: Vec<(u64, u64)> =
+                p2p_ops(set, r, "send").iter().filter(|x| x.0 == q as u64).map(|x| (x.1, x.2)).collect();
+            let got: Vec<(u64, u64)> =
+                p2p_ops(set, q, "recv").iter().filter(|x| x.0 == r as u64).map(|x| (x.1, x.2)).collect();
+            assert_eq!(sent, got, "{r} → {q}: sends and recvs pair up (Seq, size)");
+            assert!(sent.iter().all(|x| x.1 == act_elems));
+            let neighbours = (r as u32 / cfg.dp + 1) % cfg.stages == q as u32 / cfg.dp
+                || (q as u32 / cfg.dp + 1) % cfg.stages == r as u32 / cfg.dp;
+            if !sent.is_empty() {
+                assert!(neighbours && r % cfg.dp as usize == q % cfg.dp as usize, "{r} → {q} are neighbours");
+            }
+        }
+        // One SendRecv kernel per op, named as its op.
+        let kernels: Vec<&Value> = set
+            .events(r)
+            .iter()
+            .filter(|e| {
+                e["cat"] == "kernel"
+                    && e["name"] == "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
+            })
+            .collect();
+        assert_eq!(kernels.len(), p2p_ops(set, r, "send").len() + p2p_ops(set, r, "recv").len());
+        assert!(kernels
+            .iter()
+            .all(|k| matches!(k["args"]["Collective name"].as_str(), Some("send" | "recv"))));
+        // Annotations per action, as the schedule class names them.
+        let st = &p.ranks[r];
+        let mut want: Vec<String> = Vec::new();
+        for &k in &st.stages {
+            for i in 0..cfg.micro_batches {
+                want.extend(annotation(true, k, i));
+                want.extend(annotation(false, k, i));
+            }
+        }
+        want.sort();
+        let mut got: Vec<String> = set
+            .events(r)
+            .iter()
+            .filter(|e| e["cat"] == "user_annotation")
+            .filter_map(|e| e["name"].as_str())
+            .filter(|n| n.starts_with("Forward ") || n.starts_with("Backward ") || n.starts_with("PP:"))
+            .map(str::to_string)
+            .collect();
+        got.sort();
+        got.dedup();
+        want.dedup();
+        assert_eq!(got, want, "rank {r}: action annotations");
+        // The bubble is what the trace shows: the window minus the compute inside it.
+        let off = m.ranks[r].clock_offset_ns;
+        for s in 0..set.cfg.steps as usize {
+            let (w0, w) = (st.window_start_ns[s] + off, st.window_ns[s]);
+            // Exact but for copies of the step's `.item()` and of the next step's input, which
+            // an early-finishing last stage runs inside the window (a few µs).
+            let seen = compute_in(set, r, w0, w0 + w);
+            assert!(
+                seen >= st.compute_ns[s] && seen < st.compute_ns[s] + 50_000,
+                "rank {r} step {s}: {seen}"
+            );
+            assert_eq!(st.bubble_ns[s], w - st.compute_ns[s]);
+            if cfg.slow_stage.is_none() {
+                let f = st.bubble_fraction[s];
+                assert!(f >= p.formula_bubble_fraction - 0.01 && f < p.formula_bubble_fraction + 0.12, "{f}");
+            }
+        }
+    }
+}
+
+#[test]
+fn pipeline_gpipe_fills_then_drains() {
+    let set = load(preset(Scenario::PipelineGpipe, 2));
+    check_pipeline(&set, |fwd, _, i| {
+        Some(if fwd { format!("Forward {i}") } else { format!("Backward {i}") })
+    });
+    // GPipe: every forward of a stage runs before its first backward (on the GPU too).
+    for r in 0..4 {
+        let acts: Vec<(String, i64)> = set
+            .events(r)
+            .iter()
+            .filter(|e| e["cat"] == "gpu_user_annotation" && e["tid"] == 7)
+            .filter_map(|e| Some((e["name"].as_str()?.to_string(), ns(&e["ts"]))))
+            .filter(|(n, _)| !n.starts_with("ProfilerStep"))
+            .collect();
+        let per_step = 16;
+        for step in acts.chunks(per_step) {
+            let last_f = step.iter().filter(|a| a.0.starts_with("Forward")).map(|a| a.1).max().unwrap();
+            let first_b = step.iter().filter(|a| a.0.starts_with("Backward")).map(|a| a.1).min().unwrap();
+            assert!(last_f < first_b);
+        }
+    }
+}
+
+#[test]
+fn pipeline_1f1b_has_no_annotations_and_the_same_bubble_formula() {
+    let set = load(preset(Scenario::Pipeline1f1b, 2));
+    // Schedule1F1B records no per-micro-batch annotation.
+    check_pipeline(&set, |_, _, _| None);
+    let p = set.man.pipeline.as_ref().unwrap();
+    assert!((p.formula_bubble_fraction - 3.0 / 11.0).abs() < 1e-9);
+}
+
+#[test]
+fn pipeline_interleaved_has_a_smaller_bubble() {
+    let set = load(preset(Scenario::PipelineInterleaved, 2));
+    check_pipeline(&set, |fwd, k, i| Some(format!("PP:{k}{}{i}", if fwd { "F" } else { "B" })));
+    let p = set.man.pipeline.as_ref().unwrap();
+    assert!((p.formula_bubble_fraction - 3.0 / 19.0).abs() < 1e-9);
+    assert_eq!(p.ranks[0].stages, [0, 4]);
+    let gpipe = synth::manifest(&preset(Scenario::PipelineGpipe, 2));
+    let mean_frac = |m: &synth::ManifestPipeline| {
+        let v: Vec<f64> = m.ranks.iter().flat_map(|r| r.bubble_fraction.iter().copied()).collect();
+        v.iter().sum::<f64>() / v.len() as f64
+    };
+    assert!(mean_frac(p) + 0.04 < mean_frac(gpipe.pipeline.as_ref().unwrap()));
+}
+
+#[test]
+fn pipeline_slow_stage_makes_the_others_wait() {
+    let set = load(preset(Scenario::PipelineSlowStage, 2));
+    check_pipeline(&set, |fwd, k, i| Some(format!("PP:{k}{}{i}", if fwd { "F" } else { "B" })));
+    let p = set.man.pipeline.as_ref().unwrap();
+    let slow = p.slow_stage.expect("slow stage") as usize;
+    assert_eq!(set.man.injected.ranks, [slow as u32]);
+    let c = |r: usize| mean(&p.ranks[r].compute_ns) as f64;
+    for r in (0..4).filter(|&r| r != slow) {
+        let ratio = c(slow) / c(r);
+        assert!((1.4..1.6).contains(&ratio), "stage {slow} computes {ratio}× stage {r}");
+        assert!(mean(&p.ranks[r].bubble_ns) > 2 * mean(&p.ranks[slow].bubble_ns));
+    }
+    let others = (0..4).filter(|&r| r != slow).map(c).sum::<f64>() / 3.0;
+    assert!((set.man.injected.amount_ns as f64 - (c(slow) - others)).abs() < 1e6);
+}
+
+#[test]
+fn pipeline_shapes_never_deadlock() {
+    use rankscope_core::synth::{Pipeline, Schedule};
+    for schedule in [Schedule::GPipe, Schedule::OneFOneB, Schedule::Interleaved1F1B] {
+        for (stages, v, m, dp) in
+            [(2, 2, 2, 1), (3, 1, 3, 1), (4, 1, 16, 1), (2, 3, 4, 2), (8, 1, 8, 1), (4, 2, 4, 1)]
+        {
+            let v = if schedule == Schedule::Interleaved1F1B { v } else { 1 };
+            let cfg = SynthConfig {
+                ranks: stages * dp,
+                steps: 1,
+                pipeline: Some(Pipeline {
+                    stages,
+                    virtual_stages: v,
+                    micro_batches: m,
+                    dp,
+                    schedule,
+                    layers_per_stage: 2 * v,
+                    ..Pipeline::default()
+                }),
+                ..Scenario::PipelineGpipe.config()
+            };
+            let man = synth::manifest(&cfg);
+            assert!(man.adjustments.is_empty(), "{:?}", man.adjustments);
+            let p = man.pipeline.expect("truth");
+            assert!(!p.deadlocked, "{schedule:?} p={stages} v={v} m={m} dp={dp}");
+            assert_eq!(p.p2p.len() as u32, 2 * m * (stages * v - 1) * dp);
+            for x in &p.p2p {
+                // Both ends end together, after both were posted plus the transfer.
+                let both = x.send_start_ns.max(x.recv_start_ns) + x.transfer_ns;
+                assert!(x.send_end_ns >= both && x.send_end_ns < both + 3_000);
+                assert!((x.send_end_ns - x.recv_end_ns).abs() <= 2_500);
+            }
+        }
+    }
+}
+
+#[test]
+fn pipeline_with_data_parallel_replicas_all_reduces_each_stage() {
+    use rankscope_core::synth::Pipeline;
+    let base = Scenario::Pipeline1f1b.config();
+    let cfg = SynthConfig {
+        ranks: 8,
+        steps: 1,
+        pipeline: Some(Pipeline { dp: 2, micro_batches: 4, ..base.pipeline.clone().unwrap() }),
+        ..base
+    };
+    let set = load(cfg);
+    for r in 0..8usize {
+        let groups: Vec<Value> = set.docs[r]["distributedInfo"]["pg_config"].as_array().unwrap().clone();
+        let dp: Vec<&Value> =
+            groups.iter().filter(|g| g["pg_desc"].as_str().unwrap().starts_with("dp_stage_")).collect();
+        assert_eq!(dp.len(), 1, "rank {r} is in one data-parallel group");
+        let stage = r / 2;
+        assert_eq!(dp[0]["ranks"], serde_json::json!([stage * 2, stage * 2 + 1]));
+        let ar: Vec<&Value> = set
+            .events(r)
+            .iter()
+            .filter(|e| e["cat"] == "kernel" && e["args"]["Collective name"] == "allreduce")
+            .collect();
+        assert_eq!(ar.len(), 1, "one gradient all_reduce per step");
+        assert_eq!(ar[0]["args"]["Process Group Name"], dp[0]["pg_name"]);
+        assert_eq!(ar[0]["args"]["Group size"], 2);
+    }
 }

@@ -331,6 +331,8 @@ pub struct Pipeline {
     pub layers_per_stage: u32,
     /// Bytes of one activation (and of its gradient) sent between stages per micro-batch.
     pub activation_bytes: u64,
+    /// Point-to-point bandwidth between neighbouring stages in GB/s (NVLink inside a node).
+    pub p2p_gbps: f64,
     /// The stage (rank within a replica) whose kernels are `slow_factor`× slower.
     pub slow_stage: Option<u32>,
     pub slow_factor: f64,
@@ -348,6 +350,7 @@ impl Default for Pipeline {
             layers_per_stage: 2,
             // One micro-batch of 8 sequences × 4096 tokens × 1024 hidden, bf16.
             activation_bytes: 8 * 4096 * 1024 * 2,
+            p2p_gbps: 150.0,
             slow_stage: None,
             slow_factor: 1.0,
             annotations: PipeAnnotations::Schedule,
@@ -517,6 +520,11 @@ impl SynthConfig {
             let a = p.activation_bytes;
             fix((2..=1 << 36).contains(&a), format!("pipeline.activation_bytes {a} not in 2..=2^36"));
             p.activation_bytes = a.clamp(2, 1 << 36);
+            let bw = p.p2p_gbps;
+            fix(bw.is_finite() && bw >= 0.001, format!("pipeline.p2p_gbps {bw} must be a positive number"));
+            if !(bw.is_finite() && bw >= 0.001) {
+                p.p2p_gbps = 150.0;
+            }
             if let Some(s) = p.slow_stage {
                 fix(s < p.stages, format!("pipeline.slow_stage {s} is not a stage (stages = {})", p.stages));
                 if s >= p.stages {
@@ -681,6 +689,8 @@ pub(crate) struct Plan {
     pub kernels_per_step: u32,
     /// Size of each DDP bucket, in issue order.
     pub bucket_sizes: Vec<u64>,
+    /// The pipeline job's layout and groups (pipeline mode).
+    pub pipe: Option<sim::pipe::PipePlan>,
     pg_ranks: String,
 }
 
@@ -740,6 +750,7 @@ impl Plan {
             } else {
                 cfg.bucket_sizes.clone()
             },
+            pipe: cfg.pipeline.as_ref().map(|p| sim::pipe::PipePlan::new(p, cfg.ranks)),
             pg_ranks: String::new(),
         };
         let mut text = String::from("[");
@@ -751,6 +762,10 @@ impl Plan {
         }
         text.push(']');
         plan.pg_ranks = text;
+        if plan.pipe.is_some() {
+            // A pipeline's ranks differ by stage; its truth is per stage (`Manifest::pipeline`).
+            return plan;
+        }
         // One dry step of one rank measures the step's nominal compute time; the straggler's
         // slowdown is sized from it so its compute grows by exactly `straggler_delay_ns`.
         let mut dry = JobSim::with_ranks(&plan, vec![RankSim::dry(&plan)], false);
@@ -975,6 +990,9 @@ pub struct Manifest {
     pub nominal_compute_ns: i64,
     /// The preset the configuration came from, if any.
     pub scenario: Option<Scenario>,
+    /// Per stage × step truth of a pipeline job (`pipeline` set), else absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pipeline: Option<ManifestPipeline>,
     /// What was injected and where; the per rank × step numbers are in `ranks`.
     pub injected: Injected,
     pub ranks: Vec<ManifestRank>,
@@ -1059,6 +1077,85 @@ fn is_false(b: &bool) -> bool {
     !*b
 }
 
+/// Ground truth of a pipeline job. Times are ns of the true clock.
+#[derive(Debug, Clone, Serialize)]
+pub struct ManifestPipeline {
+    pub schedule: Schedule,
+    pub stages: u32,
+    pub micro_batches: u32,
+    pub virtual_stages: u32,
+    pub dp: u32,
+    pub slow_stage: Option<u32>,
+    pub slow_factor: f64,
+    pub annotations: PipeAnnotations,
+    /// The schedule's bubble fraction: (p−1)/(m+p−1), interleaved (p−1)/(m·v+p−1).
+    pub formula_bubble_fraction: f64,
+    pub activation_bytes: u64,
+    /// Duration of one activation or gradient message once both ends are posted.
+    pub p2p_transfer_ns: i64,
+    /// The GPU placement could not honour a dependency (never expected; tests assert false).
+    pub deadlocked: bool,
+    /// Per global rank.
+    pub ranks: Vec<ManifestStage>,
+    /// Every message between stages (send/recv pair), in step order.
+    pub p2p: Vec<ManifestP2p>,
+}
+
+/// One pipeline rank's truth per step.
+///
+/// - `window_start_ns`, `window_ns`: its pipeline replica's window: the first forward kernel
+///   start of any of its stages to the last backward kernel end (the same for every stage of
+///   the replica).
+/// - `compute_ns`: the rank's compute-stream busy time (union of the step's kernels and copies)
+///   inside the window. (An early-finishing last stage may also run its `.item()` copy and the
+///   next step's input copy inside the window: a few µs not counted here.)
+/// - `bubble_ns` = `window_ns` − `compute_ns`: the time the stage idles inside the window
+///   (waiting for a neighbour, and the schedule's fill and drain); `bubble_fraction` =
+///   `bubble_ns / window_ns`, to compare with `formula_bubble_fraction`.
+/// - `recv_wait_ns`: Σ over its recvs of how long each was posted before the matching send
+///   (the blocking wait inside the recv kernels); `send_wait_ns` likewise for its sends.
+#[derive(Debug, Clone, Serialize)]
+pub struct ManifestStage {
+    pub rank: u32,
+    /// Its rank in the pipeline (the stage for v = 1) and its data-parallel replica.
+    pub pipeline_rank: u32,
+    pub replica: u32,
+    /// The (virtual) stages it holds: c·p + pipeline_rank.
+    pub stages: Vec<u32>,
+    pub window_start_ns: Vec<i64>,
+    pub window_ns: Vec<i64>,
+    pub compute_ns: Vec<i64>,
+    pub bubble_ns: Vec<i64>,
+    pub bubble_fraction: Vec<f64>,
+    pub recv_wait_ns: Vec<i64>,
+    pub send_wait_ns: Vec<i64>,
+}
+
+/// One message between neighbouring stages.
+#[derive(Debug, Clone, Serialize)]
+pub struct ManifestP2p {
+    /// `ProfilerStep#N` number.
+    pub step: u32,
+    pub src: u32,
+    pub dst: u32,
+    pub stage_from: u32,
+    pub stage_to: u32,
+    pub micro_batch: u32,
+    /// `activation` (forward) or `gradient` (backward).
+    pub kind: String,
+    pub bytes: u64,
+    /// The per-edge process group it went over, and each end's `Seq` in it.
+    pub process_group: String,
+    pub send_seq: u64,
+    pub recv_seq: u64,
+    /// Each end's NCCL kernel start (posting) and end.
+    pub send_start_ns: i64,
+    pub recv_start_ns: i64,
+    pub send_end_ns: i64,
+    pub recv_end_ns: i64,
+    pub transfer_ns: i64,
+}
+
 /// A collective of one rank, as the hang truth names it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ManifestCollRef {
@@ -1073,6 +1170,71 @@ pub struct ManifestCollRef {
     pub end_ns: i64,
 }
 
+fn pipeline_truth(plan: &Plan, pp: &sim::pipe::PipePlan, t: sim::pipe::PipeTruth) -> ManifestPipeline {
+    let c = &pp.cfg;
+    let ranks = t
+        .ranks
+        .iter()
+        .enumerate()
+        .map(|(g, st)| {
+            let g = u32::try_from(g).unwrap_or(0);
+            let (pr, d) = pp.coords(g);
+            ManifestStage {
+                rank: g,
+                pipeline_rank: pr,
+                replica: d,
+                stages: (0..c.virtual_stages).map(|v| v * c.stages + pr).collect(),
+                window_start_ns: st.iter().map(|x| x.window_start).collect(),
+                window_ns: st.iter().map(|x| x.window).collect(),
+                compute_ns: st.iter().map(|x| x.compute).collect(),
+                bubble_ns: st.iter().map(|x| x.bubble).collect(),
+                bubble_fraction: st.iter().map(|x| x.bubble as f64 / x.window.max(1) as f64).collect(),
+                recv_wait_ns: st.iter().map(|x| x.recv_wait).collect(),
+                send_wait_ns: st.iter().map(|x| x.send_wait).collect(),
+            }
+        })
+        .collect();
+    let p2p = t
+        .p2p
+        .iter()
+        .map(|m| ManifestP2p {
+            step: plan.cfg.first_step.saturating_add(m.step),
+            src: m.src,
+            dst: m.dst,
+            stage_from: m.stage_from,
+            stage_to: m.stage_to,
+            micro_batch: m.mb,
+            kind: if m.fwd { "activation" } else { "gradient" }.to_string(),
+            bytes: m.bytes,
+            process_group: pp.groups.get(m.group).map_or_else(String::new, |g| g.name.clone()),
+            send_seq: m.send_seq,
+            recv_seq: m.recv_seq,
+            send_start_ns: m.send_start,
+            recv_start_ns: m.recv_start,
+            send_end_ns: m.send_end,
+            recv_end_ns: m.recv_end,
+            transfer_ns: m.transfer,
+        })
+        .collect();
+    ManifestPipeline {
+        schedule: c.schedule,
+        stages: c.stages,
+        micro_batches: c.micro_batches,
+        virtual_stages: c.virtual_stages,
+        dp: c.dp,
+        slow_stage: c.slow_stage,
+        slow_factor: c.slow_factor,
+        annotations: c.annotations,
+        formula_bubble_fraction: sim::pipe::formula(c),
+        activation_bytes: c.activation_bytes,
+        p2p_transfer_ns: plan.cfg.collective_latency_ns
+            + (c.activation_bytes as f64 / c.p2p_gbps).round() as i64,
+        deadlocked: t.deadlocked,
+        ranks,
+        p2p,
+    }
+}
+
 /// Ground truth for `cfg` (sanitized first; see [`Manifest::adjustments`]). Simulates the whole
 /// job once without writing any trace.
 pub fn manifest(cfg: &SynthConfig) -> Manifest {
@@ -1084,6 +1246,7 @@ pub fn manifest(cfg: &SynthConfig) -> Manifest {
     }
     let steps = job.steps.take().unwrap_or_default();
     let colls = job.colls.take().unwrap_or_default();
+    let pipeline = job.pipe.take().zip(plan.pipe.as_ref()).map(|(t, pp)| pipeline_truth(&plan, pp, t));
     let coll_ref = |c: &sim::CollTruth, r: usize| -> Option<ManifestCollRef> {
         Some(ManifestCollRef {
             step: plan.cfg.first_step.saturating_add(c.step),
@@ -1164,7 +1327,13 @@ pub fn manifest(cfg: &SynthConfig) -> Manifest {
         plan.bucket_sizes.iter().map(|&b| plan.transfer_ns(CollKind::AllReduce, b)).collect();
     let tail = plan.tail_buckets as usize;
     let designed = bucket_transfer.iter().rev().take(tail).sum();
-    let injected = scenario::injected(&plan, &ranks);
+    let injected = match &pipeline {
+        Some(p) => scenario::pipeline_injected(p),
+        None => scenario::injected(&plan, &ranks),
+    };
+    let is_pipe = pipeline.is_some();
+    let kernels_per_step =
+        if is_pipe { job.ranks.first().map_or(0, |r| r.kernels) } else { plan.kernels_per_step };
     Manifest {
         manifest_version: MANIFEST_VERSION,
         generator: format!("rankscope synth {}", env!("CARGO_PKG_VERSION")),
@@ -1174,18 +1343,23 @@ pub fn manifest(cfg: &SynthConfig) -> Manifest {
         step_numbers: (0..plan.steps).map(|s| plan.cfg.first_step.saturating_add(s)).collect(),
         layers: plan.layers,
         grad_tensors: plan.points,
-        kernels_per_step: plan.kernels_per_step,
-        collectives_per_step: plan.cfg.bucket_count
-            + u32::from(plan.cfg.loss_allreduce)
-            + u32::from(plan.cfg.all_to_all.is_some()),
-        bucket_bytes: plan.bucket_sizes.clone(),
-        bucket_transfer_ns: bucket_transfer,
+        kernels_per_step,
+        collectives_per_step: if is_pipe {
+            plan.pipe.as_ref().map_or(0, |pp| u32::from(pp.cfg.dp > 1))
+        } else {
+            plan.cfg.bucket_count
+                + u32::from(plan.cfg.loss_allreduce)
+                + u32::from(plan.cfg.all_to_all.is_some())
+        },
+        bucket_bytes: if is_pipe { Vec::new() } else { plan.bucket_sizes.clone() },
+        bucket_transfer_ns: if is_pipe { Vec::new() } else { bucket_transfer },
         tail_buckets: plan.tail_buckets,
         designed_exposed_comm_ns: designed,
         straggler_rank: plan.straggler,
         straggler_delay_ns: plan.cfg.straggler_delay_ns,
         nominal_compute_ns: plan.nominal_compute_ns,
         scenario: plan.cfg.scenario,
+        pipeline,
         injected,
         ranks,
         collectives,

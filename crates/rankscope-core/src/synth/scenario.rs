@@ -10,8 +10,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    AllToAll, Hang, HangKind, HostStall, HostSync, ManifestRank, PipeAnnotations, Pipeline, Plan, RankFactor,
-    Schedule, SynthConfig,
+    AllToAll, Hang, HangKind, HostStall, HostSync, ManifestPipeline, ManifestRank, PipeAnnotations, Pipeline,
+    Plan, RankFactor, Schedule, SynthConfig,
 };
 
 /// A named preset.
@@ -381,4 +381,52 @@ pub(crate) fn injected(plan: &Plan, ranks: &[ManifestRank]) -> Injected {
     }
     first.notes = notes;
     first
+}
+
+/// The `injected` block of a pipeline job: the bubble. `amount_ns` is the mean bubble per step
+/// of a stage; with a slow stage, that stage's compute per step minus the other stages' mean
+/// (what makes the others wait).
+pub(crate) fn pipeline_injected(p: &ManifestPipeline) -> Injected {
+    let mean_of = |v: &[i64]| mean(v.iter().copied());
+    let schedule = match p.schedule {
+        Schedule::GPipe => "GPipe",
+        Schedule::OneFOneB => "1F1B",
+        Schedule::Interleaved1F1B => "interleaved 1F1B",
+    };
+    let formula = if p.virtual_stages > 1 { "(p−1)/(m·v+p−1)" } else { "(p−1)/(m+p−1)" };
+    let mut location = format!(
+        "{schedule} schedule, p = {} stages, m = {} micro-batches{}: bubble {formula} = {:.1} %",
+        p.stages,
+        p.micro_batches,
+        if p.virtual_stages > 1 { format!(", v = {}", p.virtual_stages) } else { String::new() },
+        100.0 * p.formula_bubble_fraction
+    );
+    let (ranks, amount_ns) = match p.slow_stage {
+        Some(slow) => {
+            let on: Vec<u32> = p.ranks.iter().filter(|r| r.pipeline_rank == slow).map(|r| r.rank).collect();
+            let mine =
+                mean(p.ranks.iter().filter(|r| r.pipeline_rank == slow).map(|r| mean_of(&r.compute_ns)));
+            let others =
+                mean(p.ranks.iter().filter(|r| r.pipeline_rank != slow).map(|r| mean_of(&r.compute_ns)));
+            location.push_str(&format!(
+                "; stage {slow}'s kernels are {}× slower: the other stages idle waiting for it",
+                p.slow_factor
+            ));
+            (on, mine - others)
+        }
+        None => {
+            (p.ranks.iter().map(|r| r.rank).collect(), mean(p.ranks.iter().map(|r| mean_of(&r.bubble_ns))))
+        }
+    };
+    Injected {
+        cause: Some(Cause::PipelineBubble),
+        ranks,
+        location,
+        amount_ns,
+        notes: vec![format!(
+            "per stage × step truth in `pipeline.ranks` (compute, window, bubble, recv/send wait); every \
+             send/recv pair in `pipeline.p2p`; {} bytes per message",
+            p.activation_bytes
+        )],
+    }
 }

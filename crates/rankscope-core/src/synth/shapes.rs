@@ -34,6 +34,8 @@ pub(crate) enum Site {
     Scalar,
     /// `c10d::*` and `record_param_comms` of a collective.
     Comms,
+    /// `c10d::send` / `c10d::recv_` and their `record_param_comms`: one activation tensor.
+    P2p,
 }
 
 const SEQ: u64 = 4096;
@@ -123,6 +125,7 @@ fn inputs(name: &str, site: Site, b: u64) -> Vec<In> {
         }
         (Site::Optim, _) => vec![s("TensorList"), s("TensorList"), s("TensorList"), s("TensorList"), s("")],
         (Site::Scalar, _) => vec![t(&[])],
+        (Site::P2p, _) => vec![t(&act), s("Scalar"), s("Scalar"), s("Scalar")],
         (Site::Comms, _) => {
             vec![s("TensorList"), s("Scalar"), s("Scalar"), s("Scalar"), s(""), s(""), s("")]
         }

@@ -21,6 +21,8 @@ use super::rng::Rng;
 use super::shapes::Site;
 use super::{HangKind, Plan};
 
+pub(crate) mod pipe;
+
 /// Start of a collective a rank never reached (its trace ended first): later than any trace.
 pub(crate) const NEVER: i64 = i64::MAX / 8;
 
@@ -88,6 +90,14 @@ pub(crate) enum Kind {
         stream: u32,
         step: bool,
     },
+    /// `record_param_comms` of pipeline communication op `comm` (`PipeState::comms`).
+    PipeComm {
+        comm: u32,
+    },
+    /// The NCCL kernel of pipeline communication op `comm`.
+    PipeKernel {
+        comm: u32,
+    },
 }
 
 /// One trace event of one step, in true time.
@@ -115,7 +125,7 @@ pub(crate) struct Ev {
 impl Ev {
     pub(crate) fn class(&self) -> Class {
         match self.kind {
-            Kind::CpuOp | Kind::Annot { .. } | Kind::Comms { .. } => match self.th {
+            Kind::CpuOp | Kind::Annot { .. } | Kind::Comms { .. } | Kind::PipeComm { .. } => match self.th {
                 Th::Main => Class::Main,
                 Th::Autograd => Class::Autograd,
             },
@@ -269,6 +279,8 @@ pub(crate) struct RankSim {
     pub ended: bool,
     /// The rank runs the current step.
     pub active: bool,
+    /// Pipeline mode: the GPU work of a step is placed once every rank's is known.
+    pub pipe: Option<Box<pipe::PipeState>>,
 }
 
 /// Random streams of a rank, by purpose (see [`Rng::derive`]).
@@ -322,6 +334,7 @@ impl RankSim {
             abort: None,
             ended: false,
             active: true,
+            pipe: None,
         }
     }
 
@@ -460,6 +473,11 @@ impl RankSim {
 
     /// Places `dur` ns of work on the compute stream no earlier than `earliest`.
     fn gpu_place(&mut self, earliest: i64, dur: i64) -> i64 {
+        if let Some(ps) = self.pipe.as_mut().filter(|ps| ps.deferring) {
+            let ev = self.ev.len();
+            ps.defer_compute(ev, earliest, dur);
+            return 0;
+        }
         let start = earliest.max(self.compute_free);
         if let Some(mark) = self.idle_mark.take() {
             self.stats.injected_idle += (start - mark).max(0);
@@ -962,6 +980,10 @@ impl RankSim {
     /// DDP's hook on a parameter's gradient: scale it into its bucket; when the bucket is full,
     /// launch its all_reduce.
     fn accumulate_grad(&mut self, plan: &Plan, weight: bool) {
+        if self.pipe.is_some() {
+            self.pp_accumulate_grad(weight);
+            return;
+        }
         let a = Th::Autograd;
         self.op(a, "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad");
         self.op(a, "torch::autograd::AccumulateGrad");
@@ -985,7 +1007,8 @@ impl RankSim {
         self.end(a);
     }
 
-    fn backward(&mut self, plan: &Plan) {
+    /// Backward of the loss (`nll_loss` and `log_softmax`).
+    fn bwd_loss(&mut self) {
         let a = Th::Autograd;
         self.site = Site::Loss;
         self.bwd_begin("autograd::engine::evaluate_function: NllLossBackward0", "NllLossBackward0");
@@ -1000,6 +1023,52 @@ impl RankSim {
         self.launch(a, K_LOGSOFTMAX_BWD);
         self.end(a);
         self.bwd_end();
+    }
+
+    /// Backward of one transformer layer, with the gradient hook of each of its 12 parameters.
+    fn bwd_layer(&mut self, plan: &Plan) {
+        let a = Th::Autograd;
+        self.bwd_add();
+        self.bwd_addmm(Site::Fc2, 1150);
+        self.accumulate_grad(plan, true);
+        self.accumulate_grad(plan, false);
+        self.site = Site::Gelu;
+        self.bwd_begin("autograd::engine::evaluate_function: GeluBackward0", "GeluBackward0");
+        self.op(a, "aten::gelu_backward");
+        self.launch(a, K_GELU_BWD);
+        self.end(a);
+        self.bwd_end();
+        self.bwd_addmm(Site::Fc1, 1150);
+        self.accumulate_grad(plan, true);
+        self.accumulate_grad(plan, false);
+        self.bwd_layer_norm(plan);
+        self.bwd_add();
+        self.bwd_addmm(Site::Proj, 330); // attention output projection
+        self.accumulate_grad(plan, true);
+        self.accumulate_grad(plan, false);
+        self.site = Site::Attn;
+        self.bwd_begin(
+            "autograd::engine::evaluate_function: ScaledDotProductFlashAttentionBackward0",
+            "ScaledDotProductFlashAttentionBackward0",
+        );
+        self.op(a, "aten::_scaled_dot_product_flash_attention_backward");
+        self.op(a, "aten::_flash_attention_backward");
+        self.leaf(a, "aten::empty", 2_000, 6_000);
+        self.launch(a, K_FLASH_BWD_DOT);
+        self.launch(a, K_FLASH_BWD);
+        self.launch(a, K_FLASH_BWD_CONVERT);
+        self.end(a);
+        self.end(a);
+        self.bwd_end();
+        self.bwd_addmm(Site::Qkv, 870);
+        self.accumulate_grad(plan, true);
+        self.accumulate_grad(plan, false);
+        self.bwd_layer_norm(plan);
+    }
+
+    fn backward(&mut self, plan: &Plan) {
+        let a = Th::Autograd;
+        self.bwd_loss();
 
         // LM head (no bias): dgrad and wgrad of the vocabulary projection.
         self.site = Site::Head;
@@ -1019,45 +1088,22 @@ impl RankSim {
         self.bwd_layer_norm(plan);
 
         for _ in 0..plan.layers {
-            self.bwd_add();
-            self.bwd_addmm(Site::Fc2, 1150);
-            self.accumulate_grad(plan, true);
-            self.accumulate_grad(plan, false);
-            self.site = Site::Gelu;
-            self.bwd_begin("autograd::engine::evaluate_function: GeluBackward0", "GeluBackward0");
-            self.op(a, "aten::gelu_backward");
-            self.launch(a, K_GELU_BWD);
-            self.end(a);
-            self.bwd_end();
-            self.bwd_addmm(Site::Fc1, 1150);
-            self.accumulate_grad(plan, true);
-            self.accumulate_grad(plan, false);
-            self.bwd_layer_norm(plan);
-            self.bwd_add();
-            self.bwd_addmm(Site::Proj, 330); // attention output projection
-            self.accumulate_grad(plan, true);
-            self.accumulate_grad(plan, false);
-            self.site = Site::Attn;
-            self.bwd_begin(
-                "autograd::engine::evaluate_function: ScaledDotProductFlashAttentionBackward0",
-                "ScaledDotProductFlashAttentionBackward0",
-            );
-            self.op(a, "aten::_scaled_dot_product_flash_attention_backward");
-            self.op(a, "aten::_flash_attention_backward");
-            self.leaf(a, "aten::empty", 2_000, 6_000);
-            self.launch(a, K_FLASH_BWD_DOT);
-            self.launch(a, K_FLASH_BWD);
-            self.launch(a, K_FLASH_BWD_CONVERT);
-            self.end(a);
-            self.end(a);
-            self.bwd_end();
-            self.bwd_addmm(Site::Qkv, 870);
-            self.accumulate_grad(plan, true);
-            self.accumulate_grad(plan, false);
-            self.bwd_layer_norm(plan);
+            self.bwd_layer(plan);
         }
 
-        // The token embedding's gradient is the last one autograd produces.
+        self.bwd_embedding(plan);
+        self.accumulate_grad(plan, true);
+        // Defensive: every bucket is launched by the last gradient point.
+        while self.next_bucket < plan.cfg.bucket_count {
+            self.bucket_allreduce(plan, a);
+        }
+        // DDP's finalize: the compute stream waits for the all_reduces before the optimizer.
+        self.runtime(a, "cudaStreamWaitEvent", 147, 800, 2_000);
+    }
+
+    /// The token embedding's gradient, the last one autograd produces.
+    fn bwd_embedding(&mut self, plan: &Plan) {
+        let a = Th::Autograd;
         self.site = Site::Embed;
         self.bwd_begin("autograd::engine::evaluate_function: EmbeddingBackward0", "EmbeddingBackward0");
         self.op(a, "aten::embedding_backward");
@@ -1074,13 +1120,6 @@ impl RankSim {
         self.end(a);
         self.end(a);
         self.bwd_end();
-        self.accumulate_grad(plan, true);
-        // Defensive: every bucket is launched by the last gradient point.
-        while self.next_bucket < plan.cfg.bucket_count {
-            self.bucket_allreduce(plan, a);
-        }
-        // DDP's finalize: the compute stream waits for the all_reduces before the optimizer.
-        self.runtime(a, "cudaStreamWaitEvent", 147, 800, 2_000);
     }
 
     /// DDP's all_reduce of the next bucket (unless this rank skips it: `hang`).
@@ -1428,6 +1467,8 @@ pub(crate) struct JobSim<'a> {
     /// Per rank, per step stats (when collecting truth).
     pub steps: Option<Vec<Vec<StepStats>>>,
     pub colls: Option<Vec<CollTruth>>,
+    /// Pipeline truth (pipeline mode, when collecting truth).
+    pub pipe: Option<pipe::PipeTruth>,
 }
 
 impl<'a> JobSim<'a> {
@@ -1438,11 +1479,21 @@ impl<'a> JobSim<'a> {
 
     pub(crate) fn with_ranks(plan: &'a Plan, ranks: Vec<RankSim>, collect: bool) -> Self {
         let n = ranks.len();
-        JobSim { plan, ranks, steps: collect.then(|| vec![Vec::new(); n]), colls: collect.then(Vec::new) }
+        JobSim {
+            plan,
+            ranks,
+            steps: collect.then(|| vec![Vec::new(); n]),
+            colls: collect.then(Vec::new),
+            pipe: (collect && plan.cfg.pipeline.is_some()).then(pipe::PipeTruth::default),
+        }
     }
 
     pub(crate) fn step(&mut self, s: u32) {
         let plan = self.plan;
+        if plan.cfg.pipeline.is_some() {
+            self.pipe_step(s);
+            return;
+        }
         if let Some(h) = plan.cfg.hang.as_ref().filter(|h| h.kind == HangKind::EarlyExit) {
             if s == h.step.saturating_add(1) {
                 if let Some(r) = self.ranks.get_mut(h.rank as usize) {
