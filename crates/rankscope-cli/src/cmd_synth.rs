@@ -344,6 +344,11 @@ fn scenario_flags(a: &Args, c: &mut SynthConfig) -> anyhow::Result<()> {
         if let Some(v) = a.virtual_stages {
             p.virtual_stages = v;
         }
+        // Each rank's layers are split evenly over its model chunks.
+        let v = p.virtual_stages.max(1);
+        if p.layers_per_stage % v != 0 {
+            p.layers_per_stage = v * (p.layers_per_stage / v).max(1);
+        }
         if let Some(v) = a.dp {
             p.dp = v;
         }

@@ -138,7 +138,7 @@ fn every_preset_is_valid_and_names_its_cause() {
 
 #[test]
 fn baseline_ranks_are_alike() {
-    let set = load(preset(Scenario::Baseline, 3));
+    let set = load(preset(Scenario::Baseline, 2));
     let m = &set.man;
     assert!(m.injected.ranks.is_empty() && m.injected.amount_ns == 0);
     for r in &m.ranks {
@@ -161,7 +161,7 @@ fn baseline_ranks_are_alike() {
 
 #[test]
 fn host_stall_is_one_annotation_on_one_rank() {
-    let set = load(preset(Scenario::HostStall, 3));
+    let set = load(preset(Scenario::HostStall, 2));
     let stall = set.cfg.host_stall.clone().expect("knob");
     assert_eq!(set.man.injected.ranks, [stall.rank]);
     assert_eq!(set.man.injected.amount_ns, stall.ns);
@@ -202,7 +202,7 @@ fn host_stall_is_one_annotation_on_one_rank() {
 
 #[test]
 fn slow_dataloader_is_slow_on_one_rank_only() {
-    let set = load(preset(Scenario::SlowDataloader, 3));
+    let set = load(preset(Scenario::SlowDataloader, 2));
     let knob = set.cfg.slow_dataloader.clone().expect("knob");
     let base = set.cfg.dataloader_ns.expect("base");
     for r in 0..set.cfg.ranks as usize {
@@ -468,7 +468,9 @@ fn steps_of(set: &Set, r: usize) -> Vec<String> {
 
 #[test]
 fn skipped_collective_hangs_everyone_until_the_timeout() {
-    let set = load(preset(Scenario::HangSkippedCollective, 4));
+    let mut cfg = preset(Scenario::HangSkippedCollective, 3);
+    cfg.hang.as_mut().expect("knob").step = 1;
+    let set = load(cfg);
     let h = set.cfg.hang.clone().expect("knob");
     let m = &set.man;
     assert_eq!(m.injected.cause, Some(Cause::Hang));
@@ -515,7 +517,9 @@ fn skipped_collective_hangs_everyone_until_the_timeout() {
 
 #[test]
 fn early_exit_ends_one_trace_and_hangs_the_others() {
-    let set = load(preset(Scenario::EarlyExit, 4));
+    let mut cfg = preset(Scenario::EarlyExit, 3);
+    cfg.hang.as_mut().expect("knob").step = 0;
+    let set = load(cfg);
     let h = set.cfg.hang.clone().expect("knob");
     let m = &set.man;
     let gone = h.rank as usize;

@@ -33,6 +33,29 @@
 //! **Determinism**: one splitmix64 stream per (rank, purpose), integer arithmetic only, no hash
 //! maps: the same [`SynthConfig`] gives the same bytes on every platform, whichever ranks are
 //! written and in which order.
+//!
+//! **Scenarios** ([`Scenario`], `rankscope synth --scenario NAME`; `docs/synth.md` has the full
+//! table): presets with one known, injected cause each, for tests of the diagnosis. They start
+//! from one healthy 4-rank job and switch on knobs that are all off by default (so the demo
+//! above is unchanged, byte for byte):
+//! - DDP causes: `host_stall` (a `record_function` annotation with nothing inside, in
+//!   `## forward ##`, on one rank), `slow_dataloader` (one rank's DataLoader `__next__` k×
+//!   longer), `small_buckets` (18 buckets of 1–4 MiB), `uneven_batch` (one rank's batch k×:
+//!   longer kernels *and* larger `Input Dims`), `slow_gpu` (slower kernels, same shapes),
+//!   `host_sync` (`.item()` syncs in forward on every rank); and two with nothing to find:
+//!   `baseline`, `good_overlap`.
+//! - `all_to_all`: an all_to_all whose kernels are `ncclDevKernel_SendRecv` (sim `CollKind`).
+//! - Hangs (`hang_skipped_collective`, `early_exit`; [`Hang`]): collectives are matched by
+//!   order per process group, as NCCL does; a collective some member never reaches makes the
+//!   others' kernels run until the process-group timeout, and each stuck rank's trace ends when
+//!   its watchdog fires (events that had not begun are gone, running ones are cut there).
+//! - Pipelines (`pipeline_*`; [`Pipeline`], module `sim::pipe`): the schedules, annotation
+//!   names and point-to-point traffic of `torch.distributed.pipelining`, with the GPU work of all
+//!   ranks placed together so the bubbles fall where the schedule puts them.
+//!
+//! The [`Manifest`]'s `injected` block ([`Injected`]) names the cause, its ranks, where it is and
+//! how big; the per rank × step truth (stall, data loading, syncs, GPU idle, waits, hang, per
+//! stage bubbles) is beside it.
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -955,7 +978,14 @@ pub fn file_name(rank: u32, gzip: bool) -> String {
 ///   `|NCCL busy \ compute busy|` within the step. It includes waiting for a late rank at the end
 ///   of backward, which a trace cannot tell apart from transfer.
 /// - `comm_wait_ns`: Σ over the step's collectives of (latest arrival of any rank − own arrival):
-///   time this rank's NCCL kernels spent waiting for others.
+///   time this rank's NCCL kernels spent waiting for others (a rank's collectives are serialized
+///   on its NCCL stream, so the sum is also the union). A collective that hung counts whole.
+///   In a pipeline job: the union over its sends, recvs and all_reduces of [posted, last partner
+///   posted).
+///
+/// `injected` names the cause (see [`Injected`] and `docs/synth.md`); `pipeline` holds a
+/// pipeline job's per stage × step truth; the hang truth is in `ranks[].hung_in`,
+/// `ranks[].last_completed` and the collectives marked `hung` (with their `absent` ranks).
 #[derive(Debug, Clone, Serialize)]
 pub struct Manifest {
     pub manifest_version: u32,

@@ -1006,14 +1006,19 @@ impl RankSim {
 }
 
 impl RankSim {
-    /// Σ over this step's communication ops of the time each waited for its partners.
+    /// Time this step's communication ops spent waiting for their partners: the union over the
+    /// ops of [posted, partner posted), so waits on several NCCL streams at once count once.
     fn pp_comm_wait(&self) -> i64 {
         self.pipe.as_ref().map_or(0, |ps| {
-            ps.items
+            let mut iv: Vec<(i64, i64)> = ps
+                .items
                 .iter()
                 .filter(|it| it.rv.is_some())
-                .map(|it| (it.end - it.start - rv_transfer(it)).max(0))
-                .sum()
+                .map(|it| (it.start, it.end - rv_transfer(it)))
+                .filter(|(a, b)| b > a)
+                .collect();
+            iv.sort_unstable();
+            merge(&iv).iter().map(|(a, b)| b - a).sum()
         })
     }
 }
