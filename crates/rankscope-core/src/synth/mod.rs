@@ -998,12 +998,15 @@ pub struct Manifest {
     pub steps: u32,
     /// `ProfilerStep#N` numbers, in order.
     pub step_numbers: Vec<u32>,
+    /// Transformer layers of the model (in a pipeline job: over all its stages).
     pub layers: u32,
-    /// Parameters whose gradients DDP buckets (gradient-ready points per backward).
+    /// Parameters whose gradients DDP buckets (gradient-ready points per backward; in a
+    /// pipeline job, every parameter of the model).
     pub grad_tensors: u32,
-    /// GPU kernels (compute and NCCL) per step and rank.
+    /// GPU kernels (compute and NCCL) per step and rank (a pipeline job: rank 0's last step).
     pub kernels_per_step: u32,
-    /// Collectives per step and rank (bucket all_reduces plus the loss all_reduce).
+    /// Collectives per step and rank (bucket all_reduces, the loss all_reduce, the all_to_all;
+    /// a pipeline job: its data-parallel all_reduce, if any; its messages are in `pipeline.p2p`).
     pub collectives_per_step: u32,
     /// Size of each DDP bucket all_reduce, in issue order.
     pub bucket_bytes: Vec<u64>,
@@ -1027,7 +1030,7 @@ pub struct Manifest {
     pub injected: Injected,
     pub ranks: Vec<ManifestRank>,
     /// Every collective of every step (empty with `collectives_truncated` when there would be
-    /// more than 100,000).
+    /// more than 100,000; a pipeline job lists none here, its messages are in `pipeline.p2p`).
     pub collectives: Vec<ManifestCollective>,
     pub collectives_truncated: bool,
 }
@@ -1127,7 +1130,8 @@ pub struct ManifestPipeline {
     pub deadlocked: bool,
     /// Per global rank.
     pub ranks: Vec<ManifestStage>,
-    /// Every message between stages (send/recv pair), in step order.
+    /// Every message between stages (send/recv pair), by step, then by when its first end was
+    /// posted.
     pub p2p: Vec<ManifestP2p>,
 }
 
@@ -1371,8 +1375,11 @@ pub fn manifest(cfg: &SynthConfig) -> Manifest {
         base_time_ns: plan.base_time_ns,
         steps: plan.steps,
         step_numbers: (0..plan.steps).map(|s| plan.cfg.first_step.saturating_add(s)).collect(),
-        layers: plan.layers,
-        grad_tensors: plan.points,
+        layers: plan.pipe.as_ref().map_or(plan.layers, |pp| pp.cfg.stages * pp.cfg.layers_per_stage),
+        grad_tensors: plan
+            .pipe
+            .as_ref()
+            .map_or(plan.points, |pp| pp.cfg.stages * pp.cfg.layers_per_stage * 12 + 1),
         kernels_per_step,
         collectives_per_step: if is_pipe {
             plan.pipe.as_ref().map_or(0, |pp| u32::from(pp.cfg.dp > 1))

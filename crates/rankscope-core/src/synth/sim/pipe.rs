@@ -1205,6 +1205,7 @@ impl JobSim<'_> {
                 }
             }
         }
+        let first_new = truth.p2p.len();
         let mut recv_wait = vec![0i64; self.ranks.len()];
         let mut send_wait = vec![0i64; self.ranks.len()];
         for (key, (src, sc, si)) in &sends {
@@ -1235,6 +1236,9 @@ impl JobSim<'_> {
                 recv_end: ri.end,
                 transfer: si.rv.map_or(0, |rv| rv.transfer),
             });
+        }
+        if let Some(step_msgs) = truth.p2p.get_mut(first_new..) {
+            step_msgs.sort_by_key(|m| (m.send_start.min(m.recv_start), m.src, m.dst));
         }
         // The window of each replica: its first forward kernel to its last backward kernel;
         // and each rank's compute-stream busy intervals (all of them: the optimizer of an early
