@@ -9,18 +9,91 @@ use std::time::Instant;
 use anyhow::Context;
 use flate2::write::GzEncoder;
 use flate2::Compression;
-use rankscope_core::synth::{self, SynthConfig};
+use rankscope_core::synth::{self, Scenario, Schedule, SynthConfig};
+
+/// The scenario list of `rankscope synth --help`.
+pub const SCENARIOS_HELP: &str = "\
+Scenarios (--scenario NAME; the manifest's `injected` block says what was injected):
+  baseline                 4 identical ranks, hidden communication: nothing to find
+  host_stall               rank 2 sleeps 20 ms/step in `straggler_sleep` inside `## forward ##`
+  slow_dataloader          rank 1's DataLoader __next__ takes 5x as long (3 -> 15 ms)
+  small_buckets            18 DDP buckets of 1-4 MiB (~40 MB of gradients)
+  good_overlap             a 13-layer model, 12 buckets, all hidden behind backward
+  uneven_batch             rank 3 has a 1.25x batch (longer kernels, larger Input Dims)
+  slow_gpu                 rank 1's kernels are slower with the same shapes (+8 ms/step)
+  host_sync                4 .item() syncs in forward on every rank, 1.5 ms of host work each
+  all_to_all               a 16 MiB all_to_all per step whose kernels are ncclDevKernel_SendRecv
+  pipeline_gpipe           4 stages x 8 micro-batches, GPipe, NCCL send/recv between stages
+  pipeline_1f1b            the same with 1F1B
+  pipeline_interleaved     interleaved 1F1B, 2 virtual stages per rank
+  pipeline_slow_stage      1F1B with stage 2's kernels 1.5x slower
+  hang_skipped_collective  rank 1 skips one all_reduce of step 2; all hang until the 8 s timeout
+  early_exit               rank 3 exits after step 2; the others hang in their next all_reduce
+Flags given with --scenario override the preset; --config FILE sets any knob (JSON SynthConfig).";
+
+fn parse_scenario(s: &str) -> Result<Scenario, String> {
+    Scenario::from_name(s).ok_or_else(|| {
+        let names: Vec<&str> = Scenario::ALL.iter().map(|s| s.name()).collect();
+        format!("unknown scenario {s:?}; one of: {}", names.join(", "))
+    })
+}
+
+fn parse_schedule(s: &str) -> Result<Schedule, String> {
+    match s {
+        "gpipe" => Ok(Schedule::GPipe),
+        "1f1b" => Ok(Schedule::OneFOneB),
+        "interleaved" | "interleaved_1f1b" => Ok(Schedule::Interleaved1F1B),
+        _ => Err(format!("unknown schedule {s:?}; one of: gpipe, 1f1b, interleaved")),
+    }
+}
 
 /// Options; anything not given keeps the demo configuration's value (`SynthConfig::default()`),
-/// or the value from `--config`.
+/// the scenario preset's, or the value from `--config`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Directory for `rank{r}.pt.trace.json[.gz]` and `manifest.json` (created if missing).
     #[arg(long)]
     pub out: PathBuf,
     /// Start from this JSON `SynthConfig` instead of the demo defaults; flags override it.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "scenario")]
     pub config: Option<PathBuf>,
+    /// Start from a scenario preset (listed below) instead of the demo.
+    #[arg(long, value_parser = parse_scenario)]
+    pub scenario: Option<Scenario>,
+    /// The rank the scenario's cause is on (host_stall, slow_dataloader, uneven_batch, slow_gpu,
+    /// hang_skipped_collective, early_exit), or the slow stage of pipeline_slow_stage.
+    #[arg(long)]
+    pub inject_rank: Option<u32>,
+    /// The scenario's factor: DataLoader slowdown, batch multiplier, or slow stage factor.
+    #[arg(long)]
+    pub factor: Option<f64>,
+    /// Host stall per step in ms (host_stall).
+    #[arg(long)]
+    pub stall_ms: Option<f64>,
+    /// Name of the host stall's annotation (host_stall; default straggler_sleep).
+    #[arg(long)]
+    pub stall_name: Option<String>,
+    /// Process-group timeout in seconds (hang_skipped_collective, early_exit; default 8).
+    #[arg(long)]
+    pub timeout_s: Option<f64>,
+    /// The 0-based profiled step in which the hang starts (hang scenarios).
+    #[arg(long)]
+    pub hang_step: Option<u32>,
+    /// Pipeline stages p (pipeline scenarios).
+    #[arg(long)]
+    pub stages: Option<u32>,
+    /// Micro-batches m per step (pipeline scenarios).
+    #[arg(long)]
+    pub micro_batches: Option<u32>,
+    /// Virtual stages v per rank (interleaved schedule).
+    #[arg(long)]
+    pub virtual_stages: Option<u32>,
+    /// Pipeline schedule: gpipe, 1f1b or interleaved.
+    #[arg(long, value_parser = parse_schedule)]
+    pub schedule: Option<Schedule>,
+    /// Data-parallel replicas of the pipeline (> 1 adds a gradient all_reduce per stage).
+    #[arg(long)]
+    pub dp: Option<u32>,
     /// Ranks (one file each).
     #[arg(long)]
     pub ranks: Option<u32>,
@@ -78,14 +151,16 @@ pub struct Args {
 }
 
 fn config_from(a: &Args) -> anyhow::Result<SynthConfig> {
-    let mut c = match &a.config {
-        Some(p) => {
+    let mut c = match (&a.config, a.scenario) {
+        (Some(p), _) => {
             let text = fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
             serde_json::from_str(&text)
                 .with_context(|| format!("parsing {} as a synth config", p.display()))?
         }
-        None => SynthConfig::default(),
+        (None, Some(s)) => s.config(),
+        (None, None) => SynthConfig::default(),
     };
+    scenario_flags(a, &mut c)?;
     if let Some(v) = a.ranks {
         c.ranks = v;
         // The demo's straggler and explicit offsets are for 8 ranks; follow the new size.
@@ -189,6 +264,100 @@ impl Sink {
     }
 }
 
+/// The scenario knobs' flags.
+fn scenario_flags(a: &Args, c: &mut SynthConfig) -> anyhow::Result<()> {
+    if let Some(r) = a.inject_rank {
+        let mut used = false;
+        if let Some(h) = &mut c.host_stall {
+            h.rank = r;
+            used = true;
+        }
+        for k in [&mut c.slow_dataloader, &mut c.uneven_batch].into_iter().flatten() {
+            k.rank = r;
+            used = true;
+        }
+        if let Some(h) = &mut c.hang {
+            h.rank = r;
+            used = true;
+        }
+        if let Some(p) = &mut c.pipeline {
+            p.slow_stage = Some(r);
+            used = true;
+        }
+        if !used && c.straggler_rank.is_some() {
+            c.straggler_rank = Some(r);
+            used = true;
+        }
+        anyhow::ensure!(used, "--inject-rank: this configuration injects nothing on a rank");
+    }
+    if let Some(f) = a.factor {
+        anyhow::ensure!(f.is_finite() && f > 0.0, "--factor must be positive");
+        let mut used = false;
+        for k in [&mut c.slow_dataloader, &mut c.uneven_batch].into_iter().flatten() {
+            k.factor = f;
+            used = true;
+        }
+        if let Some(p) = &mut c.pipeline {
+            p.slow_factor = f;
+            used = true;
+        }
+        anyhow::ensure!(used, "--factor: this configuration has no factor to set");
+    }
+    if let Some(ms) = a.stall_ms {
+        anyhow::ensure!(ms.is_finite() && ms >= 0.0, "--stall-ms must be ≥ 0");
+        let h = c.host_stall.get_or_insert_with(Default::default);
+        h.ns = (ms * 1e6).round() as i64;
+    }
+    if let Some(n) = &a.stall_name {
+        c.host_stall.get_or_insert_with(Default::default).name = n.clone();
+    }
+    if let Some(s) = a.timeout_s {
+        anyhow::ensure!(s.is_finite() && s > 0.0, "--timeout-s must be positive");
+        let h = c.hang.as_mut().ok_or_else(|| anyhow::anyhow!("--timeout-s needs a hang scenario"))?;
+        h.timeout_ns = (s * 1e9).round() as i64;
+    }
+    if let Some(k) = a.hang_step {
+        c.hang.as_mut().ok_or_else(|| anyhow::anyhow!("--hang-step needs a hang scenario"))?.step = k;
+    }
+    let pipe_flag = a.stages.is_some()
+        || a.micro_batches.is_some()
+        || a.virtual_stages.is_some()
+        || a.schedule.is_some()
+        || a.dp.is_some();
+    if pipe_flag {
+        let p =
+            c.pipeline.as_mut().ok_or_else(|| anyhow::anyhow!("pipeline flags need a pipeline scenario"))?;
+        if let Some(v) = a.stages {
+            p.stages = v;
+        }
+        if let Some(v) = a.micro_batches {
+            p.micro_batches = v;
+        }
+        if let Some(v) = a.schedule {
+            p.schedule = v;
+            if v != Schedule::Interleaved1F1B {
+                p.virtual_stages = 1;
+            } else if p.virtual_stages == 1 {
+                p.virtual_stages = 2;
+            }
+        }
+        if let Some(v) = a.virtual_stages {
+            p.virtual_stages = v;
+        }
+        // Each rank's layers are split evenly over its model chunks.
+        let v = p.virtual_stages.max(1);
+        if p.layers_per_stage % v != 0 {
+            p.layers_per_stage = v * (p.layers_per_stage / v).max(1);
+        }
+        if let Some(v) = a.dp {
+            p.dp = v;
+        }
+        // The world follows the pipeline's shape.
+        c.ranks = p.stages.saturating_mul(p.dp);
+    }
+    Ok(())
+}
+
 fn mb(bytes: u64) -> f64 {
     bytes as f64 / 1e6
 }
@@ -241,11 +410,30 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         man.kernels_per_step,
         man.collectives_per_step
     );
-    match man.straggler_rank {
-        Some(s) => {
-            println!("straggler: rank {s} (+{:.1} ms compute per step)", man.straggler_delay_ns as f64 / 1e6)
+    if let Some(s) = man.scenario {
+        println!("scenario: {}", s.name());
+    }
+    let inj = &man.injected;
+    match inj.cause {
+        Some(cause) => println!(
+            "injected: {} on ranks {:?}, {:.1} ms: {}",
+            cause.id(),
+            inj.ranks,
+            inj.amount_ns as f64 / 1e6,
+            inj.location
+        ),
+        None => println!("injected: nothing"),
+    }
+    if man.scenario.is_none() {
+        match man.straggler_rank {
+            Some(s) => {
+                println!(
+                    "straggler: rank {s} (+{:.1} ms compute per step)",
+                    man.straggler_delay_ns as f64 / 1e6
+                )
+            }
+            None => println!("straggler: none"),
         }
-        None => println!("straggler: none"),
     }
     let offsets: Vec<String> =
         man.ranks.iter().map(|r| format!("{:+.1}", r.clock_offset_ns as f64 / 1e3)).collect();

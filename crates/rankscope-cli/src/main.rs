@@ -26,6 +26,7 @@ enum Command {
     /// Per rank × step breakdown, clock alignment, collectives, stragglers, findings.
     Analyze(cmd_analyze::Args),
     /// Generate a deterministic synthetic multi-rank Kineto trace set.
+    #[command(after_help = cmd_synth::SCENARIOS_HELP)]
     Synth(cmd_synth::Args),
     /// Read NCCL_DEBUG=INFO logs: transports, versions, topology, warnings.
     Nccl(cmd_nccl::LogArgs),

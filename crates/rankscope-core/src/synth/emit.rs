@@ -5,7 +5,9 @@
 
 use std::io::{self, Write};
 
-use super::model::{occupancy_text, KERNELS, K_NCCL_ALLREDUCE};
+use super::model::{occupancy_text, KERNELS, K_NCCL_ALLREDUCE, K_NCCL_SENDRECV};
+use super::shapes;
+use super::sim::pipe::{CommRec, PgInfo, PipeOp};
 use super::sim::{Class, Ev, Kind, RankSim, Th, NCCL_STREAMS, STREAM_COMPUTE};
 use super::Plan;
 
@@ -119,6 +121,8 @@ pub(crate) struct RankFmt {
     mid: [Vec<u8>; 3],
     /// Per process group: the NCCL kernel's collective args minus the sizes.
     pg_args: [String; 2],
+    /// Sequences in this rank's batch (`Input Dims`).
+    batch: u64,
 }
 
 impl RankFmt {
@@ -128,7 +132,8 @@ impl RankFmt {
         let mut kernel_pre = Vec::with_capacity(KERNELS.len());
         let mut kernel_post = Vec::with_capacity(KERNELS.len());
         for (i, k) in KERNELS.iter().enumerate() {
-            let stream = if i == usize::from(K_NCCL_ALLREDUCE) { NCCL_STREAMS[0] } else { STREAM_COMPUTE };
+            let nccl = i == usize::from(K_NCCL_ALLREDUCE) || i == usize::from(K_NCCL_SENDRECV);
+            let stream = if nccl { NCCL_STREAMS[0] } else { STREAM_COMPUTE };
             kernel_pre.push(
                 format!(
                     "  {{\n    \"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"{}\", \"pid\": {device}, \"tid\": {stream},\n    \"ts\": ",
@@ -167,6 +172,7 @@ impl RankFmt {
             kernel_post,
             mid: [mid(STREAM_COMPUTE), mid(NCCL_STREAMS[0]), mid(NCCL_STREAMS[1])],
             pg_args: [pg_args(0), pg_args(1)],
+            batch: plan.batch_of(rank),
         }
     }
 }
@@ -194,6 +200,29 @@ pub(crate) fn header<W: Write>(o: &mut Out<W>, plan: &Plan, f: &RankFmt) {
     o.u(u64::from(f.rank));
     o.s(", \"world_size\": ");
     o.u(u64::from(plan.cfg.ranks));
+    if let Some(pp) = &plan.pipe {
+        // The process groups this rank is a member of.
+        let groups: Vec<&PgInfo> = pp.groups_of(f.rank).collect();
+        o.s(", \"pg_count\": ");
+        o.u(groups.len() as u64);
+        o.s(", \"pg_config\": [");
+        for (i, g) in groups.iter().enumerate() {
+            if i > 0 {
+                o.s(", ");
+            }
+            o.s("{\"pg_name\": \"");
+            o.s(&g.name);
+            o.s("\", \"pg_desc\": \"");
+            o.s(&g.desc);
+            o.s("\", \"backend_config\": \"cuda:nccl\", \"pg_size\": ");
+            o.u(g.ranks.len() as u64);
+            o.s(", \"ranks\": ");
+            o.s(&g.ranks_text);
+            o.s("}");
+        }
+        o.s("], \"nccl_version\": \"2.21.5\"},\n  \"traceEvents\": [\n");
+        return;
+    }
     let pgs = if plan.cfg.loss_allreduce { 2 } else { 1 };
     o.s(", \"pg_count\": ");
     o.u(pgs);
@@ -215,12 +244,20 @@ pub(crate) fn header<W: Write>(o: &mut Out<W>, plan: &Plan, f: &RankFmt) {
     o.s("], \"nccl_version\": \"2.21.5\"},\n  \"traceEvents\": [\n");
 }
 
-fn cpu_x_head<W: Write>(o: &mut Out<W>, f: &RankFmt, e: &Ev, cat: &str, step_no: u32, step: bool) {
+fn cpu_x_head<W: Write>(
+    o: &mut Out<W>,
+    f: &RankFmt,
+    e: &Ev,
+    name: &str,
+    cat: &str,
+    step_no: u32,
+    step: bool,
+) {
     o.sep();
     o.s("  {\n    \"ph\": \"X\", \"cat\": \"");
     o.s(cat);
     o.s("\", \"name\": \"");
-    o.s(e.name);
+    o.s(name);
     if step {
         o.u(u64::from(step_no));
     }
@@ -291,7 +328,7 @@ pub(crate) fn step<W: Write>(
                     Kind::Annot { step } => ("user_annotation", step),
                     _ => ("cpu_op", false),
                 };
-                cpu_x_head(o, f, e, cat, step_no, step);
+                cpu_x_head(o, f, e, rs.name_of(e), cat, step_no, step);
                 o.s(",\"Record function id\": ");
                 o.u(e.ext);
                 if e.seq > 0 {
@@ -301,6 +338,9 @@ pub(crate) fn step<W: Write>(
                 }
                 o.s(", \"Ev Idx\": ");
                 o.u(e.corr);
+                if plan.cfg.record_shapes && cat == "cpu_op" {
+                    shapes::render(&mut o.buf, e.name, e.site, f.batch);
+                }
                 o.s("\n    }\n  }");
                 if e.flow > 0 {
                     let tid = f.tids[e.th as usize];
@@ -319,8 +359,9 @@ pub(crate) fn step<W: Write>(
                     continue;
                 };
                 let (pg_name, pg_desc) = PG_NAMES.get(c.pg).copied().unwrap_or(PG_NAMES[0]);
-                let nelems = c.bytes / 4;
-                cpu_x_head(o, f, e, "cpu_op", step_no, false);
+                let (elem, dtype) = c.kind.dtype();
+                let nelems = c.bytes / elem;
+                cpu_x_head(o, f, e, e.name, "cpu_op", step_no, false);
                 o.s(",\"Record function id\": ");
                 o.u(e.ext);
                 o.s(", \"Process Group Name\": \"");
@@ -335,12 +376,19 @@ pub(crate) fn step<W: Write>(
                 o.u(e.corr);
                 o.s(", \"In msg nelems\": ");
                 o.u(nelems);
-                o.s(", \"In split size\": \"[]\", \"Out split size\": \"[]\", \"dtype\": \"Float\", \"Process Group Description\": \"");
+                o.s(", \"In split size\": \"[]\", \"Out split size\": \"[]\", \"dtype\": \"");
+                o.s(dtype);
+                o.s("\", \"Process Group Description\": \"");
                 o.s(pg_desc);
-                o.s("\", \"Collective name\": \"allreduce\", \"Rank\": ");
+                o.s("\", \"Collective name\": \"");
+                o.s(c.kind.collective_name());
+                o.s("\", \"Rank\": ");
                 o.u(u64::from(f.rank));
                 o.s(", \"Seq\": ");
                 o.u(c.seq);
+                if plan.cfg.record_shapes {
+                    shapes::render(&mut o.buf, e.name, e.site, f.batch);
+                }
                 o.s("\n    }\n  }");
             }
             Kind::Runtime { cbid, flow: launched } => {
@@ -390,20 +438,28 @@ pub(crate) fn step<W: Write>(
                     continue;
                 };
                 let stream = NCCL_STREAMS.get(c.pg).copied().unwrap_or(NCCL_STREAMS[0]);
-                let k = usize::from(K_NCCL_ALLREDUCE);
+                let k = usize::from(c.kind.kernel());
                 let Some(post) = f.kernel_post.get(k) else {
                     continue;
                 };
-                let nelems = c.bytes / 4;
+                let (elem, dtype) = c.kind.dtype();
+                let nelems = c.bytes / elem;
                 gpu_x_head(o, f, e, "kernel", stream);
                 o.b(&f.mid[1 + c.pg.min(1)]);
                 o.u(e.corr);
                 o.b(post);
-                o.s(", \"Collective name\": \"allreduce\", \"In msg nelems\": ");
+                o.s(", \"Collective name\": \"");
+                o.s(c.kind.collective_name());
+                o.s("\", \"In msg nelems\": ");
                 o.u(nelems);
                 o.s(", \"Out msg nelems\": ");
                 o.u(nelems);
-                o.s(&f.pg_args[c.pg.min(1)]);
+                let args = f.pg_args.get(c.pg.min(1)).map_or("", String::as_str);
+                if dtype == "Float" {
+                    o.s(args);
+                } else {
+                    o.s(&args.replacen("\"dtype\": \"Float\"", &format!("\"dtype\": \"{dtype}\""), 1));
+                }
                 o.s(", \"Seq\": ");
                 o.u(c.seq);
                 o.s("\n    }\n  }");
@@ -427,10 +483,12 @@ pub(crate) fn step<W: Write>(
                 o.s("\n    }\n  }");
                 flow(o, "f", e.corr, (f.device, u64::from(STREAM_COMPUTE), e.ts + f.offset), "ac2g", true);
             }
+            Kind::PipeComm { comm } => pipe_comm(o, plan, f, rs, e, comm, step_no),
+            Kind::PipeKernel { comm } => pipe_kernel(o, plan, f, rs, e, comm),
             Kind::GpuAnnot { stream, step } => {
                 o.sep();
                 o.s("  {\n    \"ph\": \"X\", \"cat\": \"gpu_user_annotation\", \"name\": \"");
-                o.s(e.name);
+                o.s(rs.name_of(e));
                 if step {
                     o.u(u64::from(step_no));
                 }
@@ -448,6 +506,134 @@ pub(crate) fn step<W: Write>(
             }
         }
     }
+}
+
+/// The group of pipeline op `c`, its rank list's start and stride, and the element size and
+/// dtype of its message.
+fn pipe_group<'a>(plan: &'a Plan, c: &CommRec) -> Option<(&'a PgInfo, u32, u32, u64, &'static str)> {
+    let g = plan.pipe.as_ref()?.groups.get(c.group)?;
+    let start = g.ranks.first().copied().unwrap_or(0);
+    let stride = match g.ranks.as_slice() {
+        [a, b, ..] => b - a,
+        _ => 1,
+    };
+    let (elem, dtype) = if c.op == PipeOp::AllReduce { (4, "Float") } else { (2, "BFloat16") };
+    Some((g, start, stride, elem, dtype))
+}
+
+/// `"Dst Rank"` of a send, `"Src Rank"` of a recv (global ranks, as the profiler writes them).
+fn peer_arg<W: Write>(o: &mut Out<W>, c: &CommRec) {
+    match c.op {
+        PipeOp::Send => o.s(", \"Dst Rank\": "),
+        PipeOp::Recv => o.s(", \"Src Rank\": "),
+        PipeOp::AllReduce => return,
+    }
+    o.u(u64::from(c.peer));
+}
+
+/// `record_param_comms` of a pipeline send, recv or data-parallel all_reduce.
+fn pipe_comm<W: Write>(
+    o: &mut Out<W>,
+    plan: &Plan,
+    f: &RankFmt,
+    rs: &RankSim,
+    e: &Ev,
+    comm: u32,
+    step_no: u32,
+) {
+    let Some(c) = rs.pipe.as_ref().and_then(|p| p.comms.get(comm as usize)) else {
+        return;
+    };
+    let Some((g, start, stride, elem, dtype)) = pipe_group(plan, c) else {
+        return;
+    };
+    let nelems = c.bytes / elem;
+    let local = |r: u32| g.ranks.iter().position(|&x| x == r).unwrap_or(0) as u64;
+    cpu_x_head(o, f, e, e.name, "cpu_op", step_no, false);
+    o.s(",\"Record function id\": ");
+    o.u(e.ext);
+    o.s(", \"Process Group Name\": \"");
+    o.s(&g.name);
+    o.s("\", \"Global rank stride\": ");
+    o.u(u64::from(stride));
+    o.s(", \"Out msg nelems\": ");
+    o.u(nelems);
+    o.s(", \"Process Group Ranks\": \"");
+    o.s(&g.ranks_text);
+    o.s("\", \"Group size\": ");
+    o.u(g.ranks.len() as u64);
+    o.s(", \"Global rank start\": ");
+    o.u(u64::from(start));
+    o.s(", \"Ev Idx\": ");
+    o.u(e.corr);
+    o.s(", \"In msg nelems\": ");
+    o.u(nelems);
+    o.s(", \"In split size\": \"[]\", \"Out split size\": \"[]\", \"dtype\": \"");
+    o.s(dtype);
+    o.s("\", \"Process Group Description\": \"");
+    o.s(&g.desc);
+    o.s("\", \"Collective name\": \"");
+    o.s(c.op.collective_name());
+    // For a send or recv, `Rank` is the peer's rank in the group (RECORD_PARAM_COMMS gets
+    // `dstRank` / `srcRank`); for a collective, the caller's.
+    o.s("\", \"Rank\": ");
+    o.u(if c.op == PipeOp::AllReduce { local(f.rank) } else { local(c.peer) });
+    peer_arg(o, c);
+    o.s(", \"Seq\": ");
+    o.u(c.seq);
+    if plan.cfg.record_shapes {
+        shapes::render(&mut o.buf, e.name, e.site, f.batch);
+    }
+    o.s("\n    }\n  }");
+}
+
+/// The NCCL kernel of a pipeline send, recv or data-parallel all_reduce.
+fn pipe_kernel<W: Write>(o: &mut Out<W>, plan: &Plan, f: &RankFmt, rs: &RankSim, e: &Ev, comm: u32) {
+    let Some(ps) = rs.pipe.as_ref() else {
+        return;
+    };
+    let Some(c) = ps.comms.get(comm as usize) else {
+        return;
+    };
+    let Some((g, _, _, elem, dtype)) = pipe_group(plan, c) else {
+        return;
+    };
+    let stream = ps.items.get(c.item).map_or(NCCL_STREAMS[0], |it| it.stream);
+    let k = if c.op == PipeOp::AllReduce { K_NCCL_ALLREDUCE } else { K_NCCL_SENDRECV };
+    let Some(post) = f.kernel_post.get(usize::from(k)) else {
+        return;
+    };
+    let nelems = c.bytes / elem;
+    gpu_x_head(o, f, e, "kernel", stream);
+    o.s(",      \"queued\": 0, \"device\": ");
+    o.u(f.device);
+    o.s(", \"context\": 1,      \"stream\": ");
+    o.u(u64::from(stream));
+    o.s(", \"correlation\": ");
+    o.u(e.corr);
+    o.b(post);
+    o.s(", \"Collective name\": \"");
+    o.s(c.op.collective_name());
+    o.s("\", \"In msg nelems\": ");
+    o.u(nelems);
+    o.s(", \"Out msg nelems\": ");
+    o.u(nelems);
+    o.s(", \"Group size\": ");
+    o.u(g.ranks.len() as u64);
+    o.s(", \"dtype\": \"");
+    o.s(dtype);
+    o.s("\", \"In split size\": \"[]\", \"Out split size\": \"[]\", \"Process Group Name\": \"");
+    o.s(&g.name);
+    o.s("\", \"Process Group Description\": \"");
+    o.s(&g.desc);
+    o.s("\", \"Process Group Ranks\": \"");
+    o.s(&g.ranks_text);
+    o.s("\"");
+    peer_arg(o, c);
+    o.s(", \"Seq\": ");
+    o.u(c.seq);
+    o.s("\n    }\n  }");
+    flow(o, "f", e.corr, (f.device, u64::from(stream), e.ts + f.offset), "ac2g", true);
 }
 
 fn meta<W: Write>(
@@ -497,6 +683,9 @@ pub(crate) fn trailer<W: Write>(o: &mut Out<W>, plan: &Plan, f: &RankFmt, rs: &R
     if plan.cfg.loss_allreduce {
         streams.push(NCCL_STREAMS[1]);
     }
+    if let Some(pp) = &plan.pipe {
+        streams = std::iter::once(STREAM_COMPUTE).chain(pp.streams_of(f.rank)).collect();
+    }
     for s in streams {
         let s = u64::from(s);
         meta(o, "thread_name", meta_ts, f.device, s, "name", Ok(&format!("stream {s} ")));
@@ -508,7 +697,7 @@ pub(crate) fn trailer<W: Write>(o: &mut Out<W>, plan: &Plan, f: &RankFmt, rs: &R
         meta(o, "thread_sort_index", meta_ts, f.pid, *tid, "sort_index", Err(*tid));
     }
     let start = plan.trace_start_ns + f.offset;
-    let end = rs.last_step_end + 2_314_000 + f.offset;
+    let end = rs.trace_end() + f.offset;
     o.sep();
     o.s("  {\n    \"ph\": \"X\", \"cat\": \"Trace\", \"ts\": ");
     o.us(start);

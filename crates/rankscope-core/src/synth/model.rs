@@ -96,6 +96,31 @@ kernels! {
         118_000, 64, 0, [320, 1, 1], [512, 1, 1], 88;
     K_NCCL_ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
         0, 96, 103_808, [24, 1, 1], [640, 1, 1], 0;
+    // Gradient accumulation over micro-batches (`AccumulateGrad` > `aten::add_`, fp32).
+    K_GRAD_ADD_W = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)",
+        24_000, 24, 0, [8192, 1, 1], [128, 1, 1], 100;
+    K_GRAD_ADD_B = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)",
+        2_900, 24, 0, [8, 1, 1], [128, 1, 1], 6;
+    // NCCL ≥ 2.19 runs every point-to-point transfer, and so all_to_all (grouped sends and
+    // receives), as this one kernel (older NCCL: `ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t`).
+    K_NCCL_SENDRECV = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)",
+        0, 96, 41_760, [8, 1, 1], [640, 1, 1], 0;
+}
+
+/// Whether kernel `k`'s work grows with the batch (activations: forward, backward, loss), as
+/// opposed to parameter-sized work (DDP's gradient scaling, the optimizer) or scalars.
+pub(crate) fn scales_with_batch(k: KernelId) -> bool {
+    !matches!(
+        k,
+        K_FILL
+            | K_NLL_FWD
+            | K_NLL_BWD
+            | K_MUL_OUT_W
+            | K_MUL_OUT_B
+            | K_ADAMW
+            | K_NCCL_ALLREDUCE
+            | K_NCCL_SENDRECV
+    )
 }
 
 /// Kineto's "blocks per SM" and "warps per SM" for a launch shape, as the short decimal text it
@@ -147,7 +172,7 @@ mod tests {
 
     #[test]
     fn kernel_table_and_occupancy_text() {
-        assert_eq!(KERNELS.len(), usize::from(K_NCCL_ALLREDUCE) + 1);
+        assert_eq!(KERNELS.len(), usize::from(K_NCCL_SENDRECV) + 1);
         assert_eq!(fixed6(4_740_741), "4.740741");
         assert_eq!(fixed6(800_000), "0.8");
         assert_eq!(fixed6(16_000_000), "16");

@@ -18,7 +18,13 @@
 
 use super::model::*;
 use super::rng::Rng;
-use super::Plan;
+use super::shapes::Site;
+use super::{HangKind, Plan};
+
+pub(crate) mod pipe;
+
+/// Start of a collective a rank never reached (its trace ended first): later than any trace.
+pub(crate) const NEVER: i64 = i64::MAX / 8;
 
 /// Stream of all compute kernels, memcpys and memsets (PyTorch's default stream as CUPTI numbers it).
 pub(crate) const STREAM_COMPUTE: u32 = 7;
@@ -84,6 +90,14 @@ pub(crate) enum Kind {
         stream: u32,
         step: bool,
     },
+    /// `record_param_comms` of pipeline communication op `comm` (`PipeState::comms`).
+    PipeComm {
+        comm: u32,
+    },
+    /// The NCCL kernel of pipeline communication op `comm`.
+    PipeKernel {
+        comm: u32,
+    },
 }
 
 /// One trace event of one step, in true time.
@@ -102,12 +116,16 @@ pub(crate) struct Ev {
     pub seq: u32,
     /// `fwdbwd` flow id (0: none): an `s` after a forward op, an `f` after a backward op.
     pub flow: u32,
+    /// Where in the model a CPU op was called (its `Input Dims` with `record_shapes`).
+    pub site: Site,
+    /// A name made at run time: `RankSim::texts[text - 1]` replaces `name` (0: none).
+    pub text: u16,
 }
 
 impl Ev {
     pub(crate) fn class(&self) -> Class {
         match self.kind {
-            Kind::CpuOp | Kind::Annot { .. } | Kind::Comms { .. } => match self.th {
+            Kind::CpuOp | Kind::Annot { .. } | Kind::Comms { .. } | Kind::PipeComm { .. } => match self.th {
                 Th::Main => Class::Main,
                 Th::Autograd => Class::Autograd,
             },
@@ -116,9 +134,57 @@ impl Ev {
     }
 }
 
+/// Which collective, as PyTorch's NCCL backend issues it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum CollKind {
+    AllReduce,
+    AllToAll,
+}
+
+impl CollKind {
+    /// `Collective name` in `record_param_comms` (PyTorch's spelling).
+    pub(crate) fn collective_name(self) -> &'static str {
+        match self {
+            CollKind::AllReduce => "allreduce",
+            CollKind::AllToAll => "all_to_all",
+        }
+    }
+
+    fn op_name(self) -> &'static str {
+        match self {
+            CollKind::AllReduce => "c10d::allreduce_",
+            CollKind::AllToAll => "c10d::alltoall_base_",
+        }
+    }
+
+    /// The `nccl:*` annotation (and its GPU twin on the NCCL stream).
+    fn annotation(self) -> &'static str {
+        match self {
+            CollKind::AllReduce => "nccl:all_reduce",
+            CollKind::AllToAll => "nccl:all_to_all",
+        }
+    }
+
+    pub(crate) fn kernel(self) -> KernelId {
+        match self {
+            CollKind::AllReduce => K_NCCL_ALLREDUCE,
+            CollKind::AllToAll => K_NCCL_SENDRECV,
+        }
+    }
+
+    /// Bytes per element and `dtype`: fp32 gradients, bf16 activations.
+    pub(crate) fn dtype(self) -> (u64, &'static str) {
+        match self {
+            CollKind::AllReduce => (4, "Float"),
+            CollKind::AllToAll => (2, "BFloat16"),
+        }
+    }
+}
+
 /// One collective of one step on one rank.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct CollRec {
+    pub kind: CollKind,
     /// Process group index (0: DDP's default group, 1: the metrics group).
     pub pg: usize,
     pub seq: u64,
@@ -132,9 +198,12 @@ pub(crate) struct CollRec {
     /// Arrival: the NCCL kernel's start.
     pub start: i64,
     pub end: i64,
-    /// Time spent waiting for the last rank (latest arrival − own arrival).
+    /// Time spent waiting for the last rank (latest arrival − own arrival; the whole kernel
+    /// when it hung).
     pub wait: i64,
     resolved: bool,
+    /// It never completed: it ran until the timeout, or never started (`start == NEVER`).
+    pub hung: bool,
 }
 
 /// Truth about one rank's step (true time).
@@ -147,6 +216,15 @@ pub(crate) struct StepStats {
     pub exposed_comm: i64,
     pub comm_wait: i64,
     pub malloc_bursts: u32,
+    /// Duration of the DataLoader `__next__` annotation.
+    pub data_loading: i64,
+    /// Duration of the injected host-stall annotation (0 when none).
+    pub host_stall: i64,
+    /// CPU time blocked in the injected mid-forward `cudaStreamSynchronize` calls.
+    pub host_sync: i64,
+    /// Compute-stream idle caused by the injected stall or syncs: from the moment the GPU ran
+    /// out of queued work (or the injection began, if later) to the next GPU work's start.
+    pub injected_idle: i64,
 }
 
 #[derive(Debug)]
@@ -180,6 +258,29 @@ pub(crate) struct RankSim {
     pub stats: StepStats,
     pub first_step_start: i64,
     pub last_step_end: i64,
+    /// Model site of the CPU ops being recorded (for `Input Dims`).
+    site: Site,
+    /// Names made at run time this step (see [`Ev::text`]).
+    pub texts: Vec<String>,
+    /// This rank's work per step relative to the others, ppm (`uneven_batch`).
+    work_ppm: i64,
+    /// Set by a host stall or sync: the compute stream's idle starts here; the next GPU work
+    /// closes the interval into `stats.injected_idle`.
+    idle_mark: Option<i64>,
+    /// The planning dry run: no per-rank injection applies.
+    dry: bool,
+    /// The forward all_to_all whose result the compute stream waits for (index into `colls`).
+    a2a_pending: Option<usize>,
+    /// The profiled step being simulated (0-based).
+    step_idx: u32,
+    /// When this rank's process-group watchdog aborted a hung collective: its trace ends here.
+    pub abort: Option<i64>,
+    /// The rank takes no further steps (it exited, or its trace ended in a hang).
+    pub ended: bool,
+    /// The rank runs the current step.
+    pub active: bool,
+    /// Pipeline mode: the GPU work of a step is placed once every rank's is known.
+    pub pipe: Option<Box<pipe::PipeState>>,
 }
 
 /// Random streams of a rank, by purpose (see [`Rng::derive`]).
@@ -191,7 +292,7 @@ impl RankSim {
         // Ranks leave the (unprofiled) previous step's final sync at nearly the same moment.
         let start = plan.trace_start_ns + 28_300_000 + rng.range(0, 400_000);
         let first_step = u64::from(plan.cfg.first_step);
-        let per_step_pg0 = u64::from(plan.cfg.bucket_count);
+        let per_step_pg0 = u64::from(plan.cfg.bucket_count) + u64::from(plan.cfg.all_to_all.is_some());
         RankSim {
             rank,
             rng,
@@ -223,6 +324,48 @@ impl RankSim {
             stats: StepStats::default(),
             first_step_start: start,
             last_step_end: start,
+            site: Site::None,
+            texts: Vec::new(),
+            work_ppm: plan.work_ppm(rank),
+            idle_mark: None,
+            dry: false,
+            a2a_pending: None,
+            step_idx: 0,
+            abort: None,
+            ended: false,
+            active: true,
+            pipe: None,
+        }
+    }
+
+    /// True time at which this rank's trace ends: the watchdog's abort, or the profiler's
+    /// `Record Window End` a little after the last step.
+    pub(crate) fn trace_end(&self) -> i64 {
+        self.abort.unwrap_or(self.last_step_end + 2_314_000)
+    }
+
+    /// The rank of the planning dry run: nothing injected.
+    pub(crate) fn dry(plan: &Plan) -> Self {
+        let mut r = RankSim::new(plan, 0);
+        r.dry = true;
+        r.work_ppm = 1_000_000;
+        r
+    }
+
+    /// The text of event `e`'s name.
+    pub(crate) fn name_of<'a>(&'a self, e: &'a Ev) -> &'a str {
+        match e.text.checked_sub(1) {
+            Some(i) => self.texts.get(usize::from(i)).map_or(e.name, String::as_str),
+            None => e.name,
+        }
+    }
+
+    /// Gives event `i` the run-time name `text`.
+    fn set_text(&mut self, i: usize, text: String) {
+        self.texts.push(text);
+        let id = u16::try_from(self.texts.len()).unwrap_or(u16::MAX);
+        if let Some(e) = self.ev.get_mut(i) {
+            e.text = id;
         }
     }
 
@@ -244,7 +387,8 @@ impl RankSim {
         self.next_ext += 1;
         let idx = self.next_idx;
         self.next_idx += 1;
-        let i = self.push(Ev { ts, dur: 0, name, kind, th, ext, corr: idx, seq: 0, flow: 0 });
+        let site = self.site;
+        let i = self.push(Ev { ts, dur: 0, name, kind, th, ext, corr: idx, seq: 0, flow: 0, site, text: 0 });
         self.stack[th as usize].push(i);
         // Dispatcher and profiler cost of entering an op (profiled eager PyTorch spends
         // ~10-30 us per op, most of it in the op's own frame).
@@ -301,6 +445,8 @@ impl RankSim {
             corr,
             seq: 0,
             flow: 0,
+            site: Site::None,
+            text: 0,
         });
         self.t[th as usize] += dur;
         i
@@ -327,7 +473,15 @@ impl RankSim {
 
     /// Places `dur` ns of work on the compute stream no earlier than `earliest`.
     fn gpu_place(&mut self, earliest: i64, dur: i64) -> i64 {
+        if let Some(ps) = self.pipe.as_mut().filter(|ps| ps.deferring) {
+            let ev = self.ev.len();
+            ps.defer_compute(ev, earliest, dur);
+            return 0;
+        }
         let start = earliest.max(self.compute_free);
+        if let Some(mark) = self.idle_mark.take() {
+            self.stats.injected_idle += (start - mark).max(0);
+        }
         self.compute_free = start + dur;
         self.compute_iv.push((start, start + dur));
         if self.first_gpu.is_none() {
@@ -339,7 +493,10 @@ impl RankSim {
     /// Duration of compute kernel `k` scaled by `permille` of its nominal size, this step's
     /// speed (jitter, straggler slowdown) and ±6 % per-kernel noise.
     fn kdur(&mut self, k: KernelId, permille: i64) -> i64 {
-        let base = KERNELS.get(usize::from(k)).map_or(10_000, |s| s.base_ns) * permille / 1000;
+        let mut base = KERNELS.get(usize::from(k)).map_or(10_000, |s| s.base_ns) * permille / 1000;
+        if self.work_ppm != 1_000_000 && scales_with_batch(k) {
+            base = i64::try_from(i128::from(base) * i128::from(self.work_ppm) / 1_000_000).unwrap_or(base);
+        }
         self.base_sum += base;
         let noise = self.rng.range(-60_000, 60_000);
         let d =
@@ -353,7 +510,19 @@ impl RankSim {
         let dur = self.kdur(k, permille);
         let ts = self.gpu_place(earliest, dur);
         let name = KERNELS.get(usize::from(k)).map_or("", |s| s.name);
-        self.push(Ev { ts, dur, name, kind: Kind::Kernel { k }, th, ext, corr, seq: 0, flow: 0 });
+        self.push(Ev {
+            ts,
+            dur,
+            name,
+            kind: Kind::Kernel { k },
+            th,
+            ext,
+            corr,
+            seq: 0,
+            flow: 0,
+            site: Site::None,
+            text: 0,
+        });
         self.kernels += 1;
     }
 
@@ -374,7 +543,19 @@ impl RankSim {
             MemDir::HtoD => "Memcpy HtoD (Pinned -> Device)",
             MemDir::DtoH => "Memcpy DtoH (Device -> Pageable)",
         };
-        self.push(Ev { ts, dur, name, kind: Kind::Memcpy { bytes }, th, ext, corr, seq: 0, flow: 0 });
+        self.push(Ev {
+            ts,
+            dur,
+            name,
+            kind: Kind::Memcpy { bytes },
+            th,
+            ext,
+            corr,
+            seq: 0,
+            flow: 0,
+            site: Site::None,
+            text: 0,
+        });
     }
 
     fn memset(&mut self, th: Th, bytes: u64) {
@@ -393,6 +574,8 @@ impl RankSim {
             corr,
             seq: 0,
             flow: 0,
+            site: Site::None,
+            text: 0,
         });
     }
 
@@ -448,6 +631,9 @@ impl RankSim {
         self.point = 0;
         self.next_bucket = 0;
         self.stats = StepStats::default();
+        self.texts.clear();
+        self.idle_mark = None;
+        self.step_idx = s;
 
         let jitter = self.rng.range(-plan.jitter_ppm, plan.jitter_ppm);
         let mut speed = 1_000_000 + jitter;
@@ -476,24 +662,7 @@ impl RankSim {
         self.stats.start = start;
         self.step_ev = self.begin_kind(m, "ProfilerStep#", Kind::Annot { step: true });
 
-        // Input pipeline: collate on the CPU, then one pinned host-to-device copy.
-        self.annot(m, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
-        self.adv(m, 150_000, 400_000);
-        for _ in 0..2 {
-            self.op(m, "aten::stack");
-            self.leaf(m, "aten::cat", 30_000, 90_000);
-            self.end(m);
-        }
-        self.adv(m, 80_000, 300_000);
-        self.end(m);
-        self.op(m, "aten::to");
-        self.op(m, "aten::_to_copy");
-        self.leaf(m, "aten::empty_strided", 3_000, 9_000);
-        self.op(m, "aten::copy_");
-        self.memcpy(m, MemDir::HtoD, plan.batch_bytes);
-        self.end(m);
-        self.end(m);
-        self.end(m);
+        self.input_batch(plan);
 
         self.annot(m, "Optimizer.zero_grad#AdamW.zero_grad");
         self.adv(m, 30_000, 110_000);
@@ -502,9 +671,26 @@ impl RankSim {
         self.annot(m, "## forward ##");
         self.annot(m, "DistributedDataParallel.forward");
         self.fwd_embedding();
+        if let Some(a2a) = &plan.cfg.all_to_all {
+            // The embeddings are exchanged (DLRM's sparse features, an MoE's token dispatch);
+            // `work.wait()` makes the compute stream wait for the result.
+            self.collective(m, 0, a2a.bytes, CollKind::AllToAll);
+            self.runtime(m, "cudaStreamWaitEvent", 147, 800, 2_000);
+            self.a2a_pending = Some(self.colls.len() - 1);
+        }
+    }
+
+    /// The rest of forward, then backward, after the forward all_to_all is resolved (without
+    /// one, it simply continues [`RankSim::phase_a`]).
+    pub(crate) fn phase_a2(&mut self, plan: &Plan) {
+        let m = Th::Main;
+        if let Some(end) = self.a2a_pending.take().and_then(|ci| self.colls.get(ci)).map(|c| c.end) {
+            self.compute_free = self.compute_free.max(end);
+        }
         for l in 0..plan.layers {
             let churn = self.churn.contains(&l);
             self.fwd_layer(churn);
+            self.after_layer(plan, l);
         }
         self.fwd_layer_norm();
         self.fwd_lm_head();
@@ -529,8 +715,109 @@ impl RankSim {
         self.end(m);
     }
 
+    /// The input pipeline: the DataLoader's `__next__` (collate on the CPU), then one pinned
+    /// host-to-device copy of the token batch.
+    fn input_batch(&mut self, plan: &Plan) {
+        let m = Th::Main;
+        self.site = Site::Data;
+        let dl = self.annot(m, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
+        let factor = if self.dry { 1_000_000 } else { plan.dataloader_ppm(self.rank) };
+        match plan.cfg.dataloader_ns {
+            None => {
+                let scale =
+                    |ns: i64| i64::try_from(i128::from(ns) * i128::from(factor) / 1_000_000).unwrap_or(ns);
+                self.adv(m, scale(150_000), scale(400_000));
+                for _ in 0..2 {
+                    self.op(m, "aten::stack");
+                    self.leaf(m, "aten::cat", 30_000, 90_000);
+                    self.end(m);
+                }
+                self.adv(m, scale(80_000), scale(300_000));
+            }
+            Some(mean) => {
+                // Decoding and augmentation in the worker-less loader, then collate; ±5 % per step.
+                let mean = i128::from(mean) * i128::from(factor) / 1_000_000;
+                let target =
+                    i64::try_from(mean * i128::from(1_000_000 + self.rng.range(-50_000, 50_000)) / 1_000_000)
+                        .unwrap_or(0);
+                let t0 = self.ev.get(dl).map_or(self.t[0], |e| e.ts);
+                self.adv(m, target * 6 / 10, target * 6 / 10);
+                for _ in 0..2 {
+                    self.op(m, "aten::stack");
+                    self.leaf(m, "aten::cat", 30_000, 90_000);
+                    self.end(m);
+                }
+                // `end` adds 2–6 µs of exit cost; stop short of the target by the mean of it.
+                let rest = t0 + target - 4_000 - self.t[0];
+                self.t[0] += rest.max(0);
+            }
+        }
+        self.end(m);
+        self.stats.data_loading = self.ev.get(dl).map_or(0, |e| e.dur);
+        self.op(m, "aten::to");
+        self.op(m, "aten::_to_copy");
+        self.leaf(m, "aten::empty_strided", 3_000, 9_000);
+        self.op(m, "aten::copy_");
+        let bytes = if self.work_ppm == 1_000_000 {
+            plan.batch_bytes
+        } else {
+            u64::try_from(i128::from(plan.batch_bytes) * i128::from(self.work_ppm) / 1_000_000).unwrap_or(0)
+        };
+        self.memcpy(m, MemDir::HtoD, bytes);
+        self.end(m);
+        self.end(m);
+        self.end(m);
+        self.site = Site::None;
+    }
+
+    /// What the scenario knobs put after forward layer `l`: the host stall, the host syncs.
+    fn after_layer(&mut self, plan: &Plan, l: u32) {
+        if self.dry {
+            return;
+        }
+        let m = Th::Main;
+        if let Some(hs) = plan.cfg.host_stall.as_ref().filter(|h| h.rank == self.rank) {
+            let at = hs.after_layer.unwrap_or(plan.layers / 2).min(plan.layers - 1);
+            if l == at {
+                // `with record_function(name): time.sleep(...)`: an annotation with no op inside.
+                let i = self.annot(m, "straggler_sleep");
+                self.set_text(i, hs.name.clone());
+                let begin = self.ev.get(i).map_or(self.t[0], |e| e.ts);
+                self.t[0] += hs.ns;
+                self.end(m);
+                self.stats.host_stall += self.ev.get(i).map_or(0, |e| e.dur);
+                self.idle_mark = Some(self.compute_free.max(begin));
+            }
+        }
+        if let Some(sync) = &plan.cfg.host_sync {
+            let n = sync.syncs_per_step;
+            let hits = (0..n).any(|i| {
+                let at = (u64::from(i) + 1) * u64::from(plan.layers) / (u64::from(n) + 1);
+                at.saturating_sub(1) == u64::from(l)
+            });
+            if hits {
+                // `x.item()` in the model's forward: copy a scalar to the host and wait for it.
+                self.site = Site::Scalar;
+                self.op(m, "aten::item");
+                self.op(m, "aten::_local_scalar_dense");
+                self.memcpy(m, MemDir::DtoH, 4);
+                let wait = (self.compute_free - self.t[0]).max(0) + self.rng.range(1_500, 5_000);
+                self.runtime_dur(m, "cudaStreamSynchronize", 131, wait);
+                self.stats.host_sync += wait;
+                self.end(m);
+                self.end(m);
+                self.site = Site::None;
+                let drained = self.compute_free;
+                // The Python that uses the value before the next op is dispatched.
+                self.t[0] += sync.host_work_ns;
+                self.idle_mark = Some(drained);
+            }
+        }
+    }
+
     fn fwd_embedding(&mut self) {
         let m = Th::Main;
+        self.site = Site::Embed;
         self.fwd_op("aten::embedding");
         self.leaf(m, "aten::reshape", 3_000, 9_000);
         self.op(m, "aten::index_select");
@@ -541,6 +828,7 @@ impl RankSim {
 
     fn fwd_layer_norm(&mut self) {
         let m = Th::Main;
+        self.site = Site::Norm;
         self.fwd_op("aten::layer_norm");
         self.op(m, "aten::native_layer_norm");
         self.leaf(m, "aten::empty", 2_000, 6_000);
@@ -551,6 +839,12 @@ impl RankSim {
 
     fn fwd_linear(&mut self, k: KernelId, permille: i64, churn: bool) {
         let m = Th::Main;
+        self.site = match k {
+            K_GEMM_QKV => Site::Qkv,
+            K_GEMM_PROJ => Site::Proj,
+            K_GEMM_FC1 => Site::Fc1,
+            _ => Site::Fc2,
+        };
         self.fwd_op("aten::linear");
         self.op(m, "aten::t");
         self.op(m, "aten::transpose");
@@ -582,6 +876,7 @@ impl RankSim {
         let m = Th::Main;
         self.fwd_layer_norm();
         self.fwd_linear(K_GEMM_QKV, 1000, false);
+        self.site = Site::Attn;
         self.fwd_op("aten::scaled_dot_product_attention");
         self.op(m, "aten::_scaled_dot_product_flash_attention");
         self.op(m, "aten::_flash_attention_forward");
@@ -592,16 +887,20 @@ impl RankSim {
         self.end(m);
         self.end(m);
         self.fwd_linear(K_GEMM_PROJ, 1000, false);
+        self.site = Site::Resid;
         self.fwd_simple("aten::add", K_ADD);
         self.fwd_layer_norm();
         self.fwd_linear(K_GEMM_FC1, 1000, churn);
+        self.site = Site::Gelu;
         self.fwd_simple("aten::gelu", K_GELU);
         self.fwd_linear(K_GEMM_FC2, 1000, false);
+        self.site = Site::Resid;
         self.fwd_simple("aten::add", K_ADD);
     }
 
     fn fwd_lm_head(&mut self) {
         let m = Th::Main;
+        self.site = Site::Head;
         self.fwd_op("aten::linear");
         self.op(m, "aten::t");
         self.op(m, "aten::transpose");
@@ -618,6 +917,7 @@ impl RankSim {
 
     fn fwd_loss(&mut self) {
         let m = Th::Main;
+        self.site = Site::Loss;
         self.op(m, "aten::cross_entropy_loss");
         self.fwd_op("aten::log_softmax");
         self.op(m, "aten::_log_softmax");
@@ -634,8 +934,9 @@ impl RankSim {
         self.end(m);
     }
 
-    fn bwd_addmm(&mut self, permille: i64) {
+    fn bwd_addmm(&mut self, site: Site, permille: i64) {
         let a = Th::Autograd;
+        self.site = site;
         self.bwd_begin("autograd::engine::evaluate_function: AddmmBackward0", "AddmmBackward0");
         for k in [K_GEMM_DGRAD, K_GEMM_WGRAD] {
             self.op(a, "aten::t");
@@ -655,6 +956,7 @@ impl RankSim {
 
     fn bwd_layer_norm(&mut self, plan: &Plan) {
         let a = Th::Autograd;
+        self.site = Site::Norm;
         self.bwd_begin(
             "autograd::engine::evaluate_function: NativeLayerNormBackward0",
             "NativeLayerNormBackward0",
@@ -669,6 +971,7 @@ impl RankSim {
     }
 
     fn bwd_add(&mut self) {
+        self.site = Site::Resid;
         self.bwd_begin("autograd::engine::evaluate_function: AddBackward0", "AddBackward0");
         self.adv(Th::Autograd, 1_000, 4_000);
         self.bwd_end();
@@ -677,6 +980,10 @@ impl RankSim {
     /// DDP's hook on a parameter's gradient: scale it into its bucket; when the bucket is full,
     /// launch its all_reduce.
     fn accumulate_grad(&mut self, plan: &Plan, weight: bool) {
+        if self.pipe.is_some() {
+            self.pp_accumulate_grad(weight);
+            return;
+        }
         let a = Th::Autograd;
         self.op(a, "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad");
         self.op(a, "torch::autograd::AccumulateGrad");
@@ -695,14 +1002,15 @@ impl RankSim {
             if ready > p {
                 break;
             }
-            self.next_bucket += 1;
-            self.collective(a, 0, plan.cfg.bucket_bytes);
+            self.bucket_allreduce(plan, a);
         }
         self.end(a);
     }
 
-    fn backward(&mut self, plan: &Plan) {
+    /// Backward of the loss (`nll_loss` and `log_softmax`).
+    fn bwd_loss(&mut self) {
         let a = Th::Autograd;
+        self.site = Site::Loss;
         self.bwd_begin("autograd::engine::evaluate_function: NllLossBackward0", "NllLossBackward0");
         self.op(a, "aten::nll_loss_backward");
         self.launch(a, K_FILL);
@@ -715,8 +1023,55 @@ impl RankSim {
         self.launch(a, K_LOGSOFTMAX_BWD);
         self.end(a);
         self.bwd_end();
+    }
+
+    /// Backward of one transformer layer, with the gradient hook of each of its 12 parameters.
+    fn bwd_layer(&mut self, plan: &Plan) {
+        let a = Th::Autograd;
+        self.bwd_add();
+        self.bwd_addmm(Site::Fc2, 1150);
+        self.accumulate_grad(plan, true);
+        self.accumulate_grad(plan, false);
+        self.site = Site::Gelu;
+        self.bwd_begin("autograd::engine::evaluate_function: GeluBackward0", "GeluBackward0");
+        self.op(a, "aten::gelu_backward");
+        self.launch(a, K_GELU_BWD);
+        self.end(a);
+        self.bwd_end();
+        self.bwd_addmm(Site::Fc1, 1150);
+        self.accumulate_grad(plan, true);
+        self.accumulate_grad(plan, false);
+        self.bwd_layer_norm(plan);
+        self.bwd_add();
+        self.bwd_addmm(Site::Proj, 330); // attention output projection
+        self.accumulate_grad(plan, true);
+        self.accumulate_grad(plan, false);
+        self.site = Site::Attn;
+        self.bwd_begin(
+            "autograd::engine::evaluate_function: ScaledDotProductFlashAttentionBackward0",
+            "ScaledDotProductFlashAttentionBackward0",
+        );
+        self.op(a, "aten::_scaled_dot_product_flash_attention_backward");
+        self.op(a, "aten::_flash_attention_backward");
+        self.leaf(a, "aten::empty", 2_000, 6_000);
+        self.launch(a, K_FLASH_BWD_DOT);
+        self.launch(a, K_FLASH_BWD);
+        self.launch(a, K_FLASH_BWD_CONVERT);
+        self.end(a);
+        self.end(a);
+        self.bwd_end();
+        self.bwd_addmm(Site::Qkv, 870);
+        self.accumulate_grad(plan, true);
+        self.accumulate_grad(plan, false);
+        self.bwd_layer_norm(plan);
+    }
+
+    fn backward(&mut self, plan: &Plan) {
+        let a = Th::Autograd;
+        self.bwd_loss();
 
         // LM head (no bias): dgrad and wgrad of the vocabulary projection.
+        self.site = Site::Head;
         self.bwd_begin("autograd::engine::evaluate_function: MmBackward0", "MmBackward0");
         for k in [K_GEMM_DGRAD, K_GEMM_WGRAD] {
             self.op(a, "aten::t");
@@ -733,43 +1088,23 @@ impl RankSim {
         self.bwd_layer_norm(plan);
 
         for _ in 0..plan.layers {
-            self.bwd_add();
-            self.bwd_addmm(1150); // fc2
-            self.accumulate_grad(plan, true);
-            self.accumulate_grad(plan, false);
-            self.bwd_begin("autograd::engine::evaluate_function: GeluBackward0", "GeluBackward0");
-            self.op(a, "aten::gelu_backward");
-            self.launch(a, K_GELU_BWD);
-            self.end(a);
-            self.bwd_end();
-            self.bwd_addmm(1150); // fc1
-            self.accumulate_grad(plan, true);
-            self.accumulate_grad(plan, false);
-            self.bwd_layer_norm(plan);
-            self.bwd_add();
-            self.bwd_addmm(330); // attention output projection
-            self.accumulate_grad(plan, true);
-            self.accumulate_grad(plan, false);
-            self.bwd_begin(
-                "autograd::engine::evaluate_function: ScaledDotProductFlashAttentionBackward0",
-                "ScaledDotProductFlashAttentionBackward0",
-            );
-            self.op(a, "aten::_scaled_dot_product_flash_attention_backward");
-            self.op(a, "aten::_flash_attention_backward");
-            self.leaf(a, "aten::empty", 2_000, 6_000);
-            self.launch(a, K_FLASH_BWD_DOT);
-            self.launch(a, K_FLASH_BWD);
-            self.launch(a, K_FLASH_BWD_CONVERT);
-            self.end(a);
-            self.end(a);
-            self.bwd_end();
-            self.bwd_addmm(870); // qkv
-            self.accumulate_grad(plan, true);
-            self.accumulate_grad(plan, false);
-            self.bwd_layer_norm(plan);
+            self.bwd_layer(plan);
         }
 
-        // The token embedding's gradient is the last one autograd produces.
+        self.bwd_embedding(plan);
+        self.accumulate_grad(plan, true);
+        // Defensive: every bucket is launched by the last gradient point.
+        while self.next_bucket < plan.cfg.bucket_count {
+            self.bucket_allreduce(plan, a);
+        }
+        // DDP's finalize: the compute stream waits for the all_reduces before the optimizer.
+        self.runtime(a, "cudaStreamWaitEvent", 147, 800, 2_000);
+    }
+
+    /// The token embedding's gradient, the last one autograd produces.
+    fn bwd_embedding(&mut self, plan: &Plan) {
+        let a = Th::Autograd;
+        self.site = Site::Embed;
         self.bwd_begin("autograd::engine::evaluate_function: EmbeddingBackward0", "EmbeddingBackward0");
         self.op(a, "aten::embedding_backward");
         self.op(a, "aten::embedding_dense_backward");
@@ -785,19 +1120,21 @@ impl RankSim {
         self.end(a);
         self.end(a);
         self.bwd_end();
-        self.accumulate_grad(plan, true);
-        // Defensive: every bucket is launched by the last gradient point.
-        while self.next_bucket < plan.cfg.bucket_count {
-            self.next_bucket += 1;
-            self.collective(a, 0, plan.cfg.bucket_bytes);
+    }
+
+    /// DDP's all_reduce of the next bucket (unless this rank skips it: `hang`).
+    fn bucket_allreduce(&mut self, plan: &Plan, th: Th) {
+        let b = self.next_bucket;
+        self.next_bucket += 1;
+        if !self.dry && plan.skips_bucket(self.rank, self.step_idx, b) {
+            return;
         }
-        // DDP's finalize: the compute stream waits for the all_reduces before the optimizer.
-        self.runtime(a, "cudaStreamWaitEvent", 147, 800, 2_000);
+        self.collective(th, 0, plan.bucket_size(b), CollKind::AllReduce);
     }
 
     /// One all_reduce on process group `pg` as PyTorch's NCCL backend issues it; the NCCL kernel
     /// is left unresolved (see [`JobSim::resolve`]).
-    fn collective(&mut self, th: Th, pg: usize, bytes: u64) {
+    fn collective(&mut self, th: Th, pg: usize, bytes: u64, kind: CollKind) {
         let c = u32::try_from(self.colls.len()).unwrap_or(u32::MAX);
         let seq = match self.pg_seq.get_mut(pg) {
             Some(s) => {
@@ -809,14 +1146,15 @@ impl RankSim {
         if pg == 0 {
             self.runtime(th, "cudaEventRecord", 135, 1_500, 4_500);
         }
-        self.op(th, "c10d::allreduce_");
+        let site = std::mem::replace(&mut self.site, Site::Comms);
+        self.op(th, kind.op_name());
         self.begin_kind(th, "record_param_comms", Kind::Comms { coll: c });
         // Work, tensor checks and the ProcessGroupNCCL bookkeeping of the collective call.
         self.adv(th, 15_000, 40_000);
         self.runtime(th, "cudaStreamIsCapturing", 317, 800, 1_600);
         self.runtime(th, "cudaEventRecord", 135, 1_000, 2_600);
         self.runtime(th, "cudaStreamWaitEvent", 147, 1_000, 1_900);
-        let ann = self.annot(th, "nccl:all_reduce");
+        let ann = self.annot(th, kind.annotation());
         // ncclAllReduce's enqueue: plan the work, pick channels.
         self.adv(th, 25_000, 60_000);
         self.runtime(th, "cudaStreamGetCaptureInfo_v2", 409, 800, 1_300);
@@ -827,13 +1165,15 @@ impl RankSim {
         let kernel_ev = self.push(Ev {
             ts: 0,
             dur: 0,
-            name: KERNELS.get(usize::from(K_NCCL_ALLREDUCE)).map_or("", |s| s.name),
+            name: KERNELS.get(usize::from(kind.kernel())).map_or("", |s| s.name),
             kind: Kind::Nccl { coll: c },
             th,
             ext,
             corr,
             seq: 0,
             flow: 0,
+            site: Site::None,
+            text: 0,
         });
         self.runtime(th, "cudaEventRecord", 135, 500, 900);
         self.runtime(th, "cudaStreamWaitEvent", 147, 600, 1_000);
@@ -847,15 +1187,18 @@ impl RankSim {
         let annot_ev = self.push(Ev {
             ts: 0,
             dur: 0,
-            name: "nccl:all_reduce",
+            name: kind.annotation(),
             kind: Kind::GpuAnnot { stream, step: false },
             th,
             ext: ann_ext,
             corr: 0,
             seq: 0,
             flow: 0,
+            site: Site::None,
+            text: 0,
         });
         self.colls.push(CollRec {
+            kind,
             pg,
             seq,
             bytes,
@@ -867,8 +1210,10 @@ impl RankSim {
             end: 0,
             wait: 0,
             resolved: false,
+            hung: false,
         });
         self.kernels += 1;
+        self.site = site;
     }
 
     /// This rank's arrival at collective `ci`.
@@ -903,6 +1248,89 @@ impl RankSim {
         }
     }
 
+    /// Collective `ci` does not complete. If this rank arrived (before its own abort), its kernel
+    /// waits until the timeout and the watchdog aborts the process group: the trace ends there.
+    /// Otherwise it never started.
+    fn hang_coll(&mut self, ci: usize, timeout: i64) {
+        let arrived = self.arrival(ci).filter(|&a| self.abort.is_none_or(|ab| a < ab));
+        let Some(c) = self.colls.get_mut(ci) else {
+            return;
+        };
+        c.resolved = true;
+        c.hung = true;
+        let (start, end) = match arrived {
+            Some(a) => (a, a.saturating_add(timeout)),
+            None => (NEVER, NEVER),
+        };
+        c.start = start;
+        c.end = end;
+        c.wait = if start < NEVER { end - start } else { 0 };
+        let (pg, ke, ae) = (c.pg, c.kernel_ev, c.annot_ev);
+        if let Some(f) = self.nccl_free.get_mut(pg) {
+            *f = end;
+        }
+        for i in [ke, ae] {
+            if let Some(e) = self.ev.get_mut(i) {
+                e.ts = start;
+                e.dur = end - start;
+            }
+        }
+        if start < NEVER {
+            self.abort = Some(self.abort.map_or(end, |ab| ab.min(end)));
+        }
+    }
+
+    /// The trace ends at `abort`: what had not begun is gone, what was running is cut there
+    /// (Kineto writes what it recorded when the profiler is stopped), and flows lose the end
+    /// that no longer exists.
+    pub(crate) fn truncate(&mut self, abort: i64) {
+        let mut gone_corr = Vec::new();
+        let mut gone_flow = Vec::new();
+        for e in &self.ev {
+            if e.ts >= abort {
+                if !matches!(
+                    e.kind,
+                    Kind::CpuOp | Kind::Annot { .. } | Kind::Comms { .. } | Kind::Runtime { .. }
+                ) {
+                    gone_corr.push(e.corr);
+                }
+                if e.flow > 0 {
+                    gone_flow.push(e.flow);
+                }
+            }
+        }
+        gone_corr.sort_unstable();
+        gone_flow.sort_unstable();
+        // Events are removed; keep the indices the collectives refer to valid by mapping them.
+        let mut map = vec![usize::MAX; self.ev.len()];
+        let mut kept = Vec::with_capacity(self.ev.len());
+        for (i, mut e) in self.ev.drain(..).enumerate() {
+            if e.ts >= abort {
+                continue;
+            }
+            e.dur = e.dur.min(abort - e.ts);
+            if let Kind::Runtime { cbid, flow: true } = e.kind {
+                if gone_corr.binary_search(&e.corr).is_ok() {
+                    e.kind = Kind::Runtime { cbid, flow: false };
+                }
+            }
+            if e.flow > 0 && gone_flow.binary_search(&e.flow).is_ok() {
+                e.flow = 0;
+            }
+            if let Some(m) = map.get_mut(i) {
+                *m = kept.len();
+            }
+            kept.push(e);
+        }
+        self.ev = kept;
+        for c in &mut self.colls {
+            c.kernel_ev = map.get(c.kernel_ev).copied().unwrap_or(usize::MAX);
+            c.annot_ev = map.get(c.annot_ev).copied().unwrap_or(usize::MAX);
+        }
+        self.last_step_end = abort;
+        self.finish_stats(abort);
+    }
+
     /// After DDP's all_reduces: optimizer step, then the loss all_reduce for logging.
     pub(crate) fn phase_b(&mut self, plan: &Plan) {
         let m = Th::Main;
@@ -910,6 +1338,7 @@ impl RankSim {
         if let Some(last) = last {
             self.compute_free = self.compute_free.max(last);
         }
+        self.site = Site::Optim;
         self.annot(m, "Optimizer.step#AdamW.step");
         self.op(m, "aten::_fused_adamw_");
         for _ in 0..plan.opt_kernels {
@@ -918,7 +1347,7 @@ impl RankSim {
         self.end(m);
         self.end(m);
         if plan.cfg.loss_allreduce {
-            self.collective(m, 1, 4);
+            self.collective(m, 1, 4, CollKind::AllReduce);
         }
     }
 
@@ -933,6 +1362,7 @@ impl RankSim {
                 self.compute_free = self.compute_free.max(end);
             }
         }
+        self.site = Site::Scalar;
         self.op(m, "aten::item");
         self.op(m, "aten::_local_scalar_dense");
         self.memcpy(m, MemDir::DtoH, 4);
@@ -940,6 +1370,7 @@ impl RankSim {
         self.runtime_dur(m, "cudaStreamSynchronize", 131, wait);
         self.end(m);
         self.end(m);
+        self.site = Site::None;
         self.adv(m, 8_000, 30_000);
         self.end(m); // ProfilerStep#N
         let step_end = self.t[0];
@@ -957,19 +1388,30 @@ impl RankSim {
             corr: 0,
             seq: 0,
             flow: 0,
+            site: Site::None,
+            text: 0,
         });
         // profiler.step() and the training loop before the next step begins.
         self.adv(m, 4_000, 25_000);
 
         self.stats.dur = step_end - self.stats.start;
-        self.stats.compute_busy = self.compute_iv.iter().map(|(s, e)| e - s).sum();
-        let mut comm: Vec<(i64, i64)> = self.colls.iter().map(|c| (c.start, c.end)).collect();
+        self.finish_stats(i64::MAX);
+    }
+
+    /// The step's busy, communication and wait figures, counting only what happened before
+    /// `until` (the trace's end).
+    fn finish_stats(&mut self, until: i64) {
+        self.stats.dur = self.stats.dur.min(until - self.stats.start);
+        let compute: Vec<(i64, i64)> =
+            self.compute_iv.iter().filter(|iv| iv.0 < until).map(|&(s, e)| (s, e.min(until))).collect();
+        self.stats.compute_busy = compute.iter().map(|(s, e)| e - s).sum();
+        let mut comm: Vec<(i64, i64)> =
+            self.colls.iter().filter(|c| c.start < until).map(|c| (c.start, c.end.min(until))).collect();
         comm.sort_unstable();
         let merged = merge(&comm);
         self.stats.comm_busy = merged.iter().map(|(s, e)| e - s).sum();
-        self.stats.exposed_comm =
-            merged.iter().map(|&(s, e)| (e - s) - overlap(&self.compute_iv, s, e)).sum();
-        self.stats.comm_wait = self.colls.iter().map(|c| c.wait).sum();
+        self.stats.exposed_comm = merged.iter().map(|&(s, e)| (e - s) - overlap(&compute, s, e)).sum();
+        self.stats.comm_wait = self.colls.iter().filter(|c| c.start < until).map(|c| c.wait).sum();
     }
 }
 
@@ -1001,15 +1443,20 @@ fn overlap(iv: &[(i64, i64)], s: i64, e: i64) -> i64 {
 /// Truth about one collective across ranks (true time).
 #[derive(Clone, Debug)]
 pub(crate) struct CollTruth {
+    pub kind: CollKind,
     pub step: u32,
     pub index: u32,
     pub pg: usize,
     pub seq: u64,
     pub bytes: u64,
     pub transfer_ns: i64,
-    pub arrivals: Vec<i64>,
-    pub ends: Vec<i64>,
+    /// Per rank: arrival and end; `None` for a rank that never reached it.
+    pub arrivals: Vec<Option<i64>>,
+    pub ends: Vec<Option<i64>>,
+    /// The rank that arrived last (among those that arrived).
     pub last_rank: u32,
+    /// Some member never arrived: the others' kernels ran until the timeout.
+    pub hung: bool,
 }
 
 /// All ranks of the job, advanced in lockstep one step at a time.
@@ -1020,6 +1467,8 @@ pub(crate) struct JobSim<'a> {
     /// Per rank, per step stats (when collecting truth).
     pub steps: Option<Vec<Vec<StepStats>>>,
     pub colls: Option<Vec<CollTruth>>,
+    /// Pipeline truth (pipeline mode, when collecting truth).
+    pub pipe: Option<pipe::PipeTruth>,
 }
 
 impl<'a> JobSim<'a> {
@@ -1030,74 +1479,149 @@ impl<'a> JobSim<'a> {
 
     pub(crate) fn with_ranks(plan: &'a Plan, ranks: Vec<RankSim>, collect: bool) -> Self {
         let n = ranks.len();
-        JobSim { plan, ranks, steps: collect.then(|| vec![Vec::new(); n]), colls: collect.then(Vec::new) }
+        JobSim {
+            plan,
+            ranks,
+            steps: collect.then(|| vec![Vec::new(); n]),
+            colls: collect.then(Vec::new),
+            pipe: (collect && plan.cfg.pipeline.is_some()).then(pipe::PipeTruth::default),
+        }
     }
 
     pub(crate) fn step(&mut self, s: u32) {
         let plan = self.plan;
+        if plan.cfg.pipeline.is_some() {
+            self.pipe_step(s);
+            return;
+        }
+        if let Some(h) = plan.cfg.hang.as_ref().filter(|h| h.kind == HangKind::EarlyExit) {
+            if s == h.step.saturating_add(1) {
+                if let Some(r) = self.ranks.get_mut(h.rank as usize) {
+                    r.ended = true;
+                }
+            }
+        }
         for r in &mut self.ranks {
+            r.active = !r.ended;
+        }
+        for r in self.ranks.iter_mut().filter(|r| r.active) {
             r.phase_a(plan, s);
         }
+        if plan.cfg.all_to_all.is_some() {
+            self.resolve(0, s);
+        }
+        for r in self.ranks.iter_mut().filter(|r| r.active) {
+            r.phase_a2(plan);
+        }
         self.resolve(0, s);
-        for r in &mut self.ranks {
+        for r in self.ranks.iter_mut().filter(|r| r.active) {
             r.phase_b(plan);
         }
         if plan.cfg.loss_allreduce {
             self.resolve(1, s);
         }
-        for r in &mut self.ranks {
+        for r in self.ranks.iter_mut().filter(|r| r.active) {
             r.phase_c(plan);
+            // A rank whose collective hung: its trace ends when the watchdog aborts.
+            if let Some(abort) = r.abort {
+                r.truncate(abort);
+                r.ended = true;
+            }
         }
         if let Some(steps) = &mut self.steps {
-            for (acc, r) in steps.iter_mut().zip(&self.ranks) {
+            for (acc, r) in steps.iter_mut().zip(&self.ranks).filter(|(_, r)| r.active) {
                 acc.push(r.stats);
             }
         }
     }
 
-    /// Resolves the pending collectives of process group `pg`, in issue order: each ends when
-    /// the last rank has arrived plus the transfer time.
+    /// Resolves the pending collectives of process group `pg`, in issue order. NCCL matches a
+    /// communicator's collectives by their order on each rank, so the i-th pending collective of
+    /// every rank is one collective: it ends when the last rank has arrived plus the transfer
+    /// time. If a member never arrives (it skipped one, exited, or is stuck before it), the
+    /// others' kernels run until the process-group timeout (`hang`).
     fn resolve(&mut self, pg: usize, s: u32) {
-        // Every rank issues the same collectives in the same order (as a correct job must).
-        let pending: Vec<usize> = match self.ranks.first() {
-            Some(r) => r
-                .colls
+        let lists: Vec<Vec<usize>> = self
+            .ranks
+            .iter()
+            .map(|r| {
+                if !r.active {
+                    return Vec::new();
+                }
+                r.colls
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| c.pg == pg && !c.resolved)
+                    .map(|(i, _)| i)
+                    .collect()
+            })
+            .collect();
+        let positions = lists.iter().map(Vec::len).max().unwrap_or(0);
+        let timeout = self.plan.cfg.hang.as_ref().map_or(i64::MAX / 8, |h| h.timeout_ns);
+        for pos in 0..positions {
+            // A rank arrives if it issued this collective and got there before its own abort.
+            let arrivals: Vec<Option<i64>> = self
+                .ranks
                 .iter()
-                .enumerate()
-                .filter(|(_, c)| c.pg == pg && !c.resolved)
-                .map(|(i, _)| i)
-                .collect(),
-            None => return,
-        };
-        for ci in pending {
+                .zip(&lists)
+                .map(|(r, l)| {
+                    let a = r.arrival(*l.get(pos)?)?;
+                    r.abort.is_none_or(|ab| a < ab).then_some(a)
+                })
+                .collect();
+            let first = self
+                .ranks
+                .iter()
+                .zip(&lists)
+                .find_map(|(r, l)| Some((*l.get(pos)?, r.colls.get(*l.get(pos)?)?)));
+            let Some((index, &c0)) = first else {
+                continue;
+            };
+            let transfer = self.plan.transfer_ns(c0.kind, c0.bytes);
+            let complete = arrivals.iter().all(Option::is_some);
             let mut latest = i64::MIN;
             let mut last_rank = 0;
-            let mut arrivals = Vec::with_capacity(self.ranks.len());
-            for r in &self.ranks {
-                let a = r.arrival(ci).unwrap_or(i64::MIN);
-                arrivals.push(a);
-                if a > latest {
-                    latest = a;
-                    last_rank = r.rank;
+            for (r, a) in self.ranks.iter().zip(&arrivals) {
+                if let Some(a) = *a {
+                    if a > latest {
+                        latest = a;
+                        last_rank = r.rank;
+                    }
                 }
             }
-            let (bytes, seq) =
-                self.ranks.first().and_then(|r| r.colls.get(ci)).map_or((0, 0), |c| (c.bytes, c.seq));
-            let transfer = self.plan.transfer_ns(bytes);
-            for r in &mut self.ranks {
-                r.finish_coll(ci, latest, transfer);
+            for (r, l) in self.ranks.iter_mut().zip(&lists) {
+                let Some(&ci) = l.get(pos) else {
+                    continue;
+                };
+                if complete {
+                    r.finish_coll(ci, latest, transfer);
+                } else {
+                    r.hang_coll(ci, timeout);
+                }
             }
-            if let Some(colls) = &mut self.colls {
+            // Collectives that no rank reached (issued by CPUs already stuck) leave no truth.
+            let reached = arrivals.iter().any(Option::is_some);
+            if let Some(colls) = self.colls.as_mut().filter(|_| reached) {
                 colls.push(CollTruth {
+                    kind: c0.kind,
                     step: s,
-                    index: u32::try_from(ci).unwrap_or(u32::MAX),
+                    index: u32::try_from(index).unwrap_or(u32::MAX),
                     pg,
-                    seq,
-                    bytes,
+                    seq: c0.seq,
+                    bytes: c0.bytes,
                     transfer_ns: transfer,
-                    ends: self.ranks.iter().map(|r| r.colls.get(ci).map_or(0, |c| c.end)).collect(),
+                    ends: self
+                        .ranks
+                        .iter()
+                        .zip(&lists)
+                        .map(|(r, l)| {
+                            let c = r.colls.get(*l.get(pos)?)?;
+                            (c.start < NEVER).then_some(c.end)
+                        })
+                        .collect(),
                     arrivals,
                     last_rank,
+                    hung: !complete,
                 });
             }
         }
