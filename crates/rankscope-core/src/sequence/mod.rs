@@ -1,0 +1,1207 @@
+//! The mismatch engine: a hang is a sequence mismatch.
+//!
+//! Input: per rank, the collectives it issued, in issue order ([`RankSeq`]), from a trace
+//! (the analysis' collective instances) or a Flight Recorder dump ([`crate::fr`]). Build a
+//! [`CollRecord`] from (process group, kind, seq or nothing, bytes, start, end, step, label);
+//! every other field is optional (`..CollRecord::default()`).
+//!
+//! The rules, per process group (`pg`, the group's *name*, which is the same on every rank;
+//! a Flight Recorder `pg_id` is local to each process and is not used):
+//!
+//! 1. **Records.** Point-to-point records (`p2p`, or kind send / recv / send_recv) pair two
+//!    ranks, not the group: they are counted and left out of the alignment.
+//! 2. **Alignment.** When every record of every rank in the group has a sequence number
+//!    (`collective_seq_id`, Kineto's `Seq`), a record's position is its number; otherwise it is
+//!    its ordinal in the group on its rank (1, 2, ...). Records sharing a number on one rank
+//!    (the ops of a coalesced group) are told apart by their order. A rank's *window* is
+//!    [first position, last position]: a position before a rank's window (a Flight Recorder
+//!    ring buffer that wrapped, a profiling window that started later) says nothing about it.
+//! 3. **Members** of a group are the ranks with a record in it, plus the ranks the caller
+//!    says belong to it ([`SeqOptions::groups`]), plus every expected rank for the group that
+//!    holds every rank ([`SeqOptions::world`], with `world_group`).
+//! 4. **Positions.** At each position, each member in its window either issued a record or
+//!    did not. Records issued there are compared: kind always; input shapes and dtypes when
+//!    both ranks know them (element counts × dtype size as bytes otherwise); output shapes
+//!    too except for all_to_all, gather and scatter, whose buffers legitimately differ.
+//!    A position *diverges* when a member past its window did not issue it (its records end
+//!    before: it never issued it), a member inside its window did not (it skipped it), or the
+//!    records differ ([`DivergenceClass`]). The first diverging position of a group is its
+//!    cause; later ones are usually the consequence and are only counted.
+//! 5. **Shift.** At a mismatch, a minority rank whose next records equal the majority's from
+//!    one to four positions later *skipped* those collectives; one whose records from a few
+//!    positions later equal the majority's from here *issued extra* ones ([`Shift`]). Both
+//!    need the records to exist: a job stuck at the mismatch has none to compare.
+//! 6. **Entered / completed.** The last record of a rank in a group is the last it entered.
+//!    The last it completed is the last with state `completed` when states are trusted
+//!    (not on gloo: Flight Recorder leaves every gloo entry `scheduled`); otherwise it is
+//!    inferred: the last position every member issued alike and after which some member issued
+//!    another record in the group (it got past it), or whose record has an end time on the rank
+//!    ([`CompletedBasis::Inferred`]).
+//! 7. **Waits.** A rank that issued a diverging record waited in it from its start to its end
+//!    when the end is known (a trace), or is still waiting (a dump). The group's timeout is the
+//!    dump's `timeout_ms`, else [`SeqOptions::timeout_ms`], else the waits themselves when two or
+//!    more agree within 5% and exceed 1 s (a wait ended by the timeout), else the backend's
+//!    default (NCCL 10 min, gloo 30 min). A wait of at least 80% of it is *near the timeout*;
+//!    so is any record anywhere that lasted that long.
+//! 8. **Ranks.** An expected rank with no records at all has no input (no dump: it may have
+//!    crashed). A rank whose window ends before another member's in some group *ends early*.
+//! 9. **Diagnoses**, most important first: the first divergence of each group (hang or
+//!    mismatch), earliest start first; missing inputs; ends early not explained by a
+//!    divergence; near-timeout waits. Each carries the expert's sentence ([`text`]).
+//!
+//! Output is deterministic: ranks and groups sorted, maps are `BTreeMap`s.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::CollKind;
+
+pub mod text;
+
+/// NCCL's default process-group timeout (10 min).
+pub const NCCL_DEFAULT_TIMEOUT_MS: i64 = 10 * 60 * 1000;
+/// gloo's default process-group timeout (30 min).
+pub const GLOO_DEFAULT_TIMEOUT_MS: i64 = 30 * 60 * 1000;
+/// A wait of at least this share of the timeout is near it.
+pub const NEAR_TIMEOUT_SHARE: f64 = 0.8;
+/// How many records after a mismatch the shift test compares.
+const SHIFT_WINDOW: usize = 8;
+/// At most this many diverging positions are listed per group (all are counted).
+pub const MAX_LISTED: usize = 8;
+
+/// Where a rank's sequence came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    Trace,
+    FlightRecorder,
+}
+
+/// The communication backend, from the op names (`nccl:*`, `gloo:*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    Nccl,
+    Gloo,
+    Other,
+    #[default]
+    Unknown,
+}
+
+impl Backend {
+    /// The backend a name like `nccl:all_reduce` or `gloo:broadcast` is from.
+    pub fn of_name(name: &str) -> Backend {
+        let n = name.to_ascii_lowercase();
+        if n.starts_with("nccl") || n.starts_with("rccl") || n.contains("nccl") {
+            Backend::Nccl
+        } else if n.starts_with("gloo") {
+            Backend::Gloo
+        } else if n.contains(':') {
+            Backend::Other
+        } else {
+            Backend::Unknown
+        }
+    }
+
+    /// The backend's default process-group timeout.
+    pub fn default_timeout_ms(self) -> Option<i64> {
+        match self {
+            Backend::Nccl => Some(NCCL_DEFAULT_TIMEOUT_MS),
+            Backend::Gloo => Some(GLOO_DEFAULT_TIMEOUT_MS),
+            _ => None,
+        }
+    }
+}
+
+/// A record's state as its source tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    Scheduled,
+    Started,
+    Completed,
+    #[default]
+    Unknown,
+}
+
+/// One stack frame (innermost first in a record's list).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize)]
+pub struct Frame {
+    pub name: String,
+    pub filename: String,
+    pub line: i64,
+}
+
+impl Frame {
+    /// A frame of the user's code rather than of torch itself (Python's
+    /// `torch/distributed/*.py`, C++ symbols of libtorch, the interpreter's `<frozen …>`).
+    pub fn is_user(&self) -> bool {
+        let f = &self.filename;
+        let n = &self.name;
+        !(f.is_empty()
+            || f.starts_with('<')
+            || f.contains("/torch/")
+            || f.contains("\\torch\\")
+            || f.ends_with(".cpp")
+            || f.ends_with(".h")
+            || f.ends_with(".hpp")
+            || f.ends_with(".so")
+            || n.starts_with("c10::")
+            || n.starts_with("torch::")
+            || n.starts_with("at::"))
+    }
+}
+
+/// One collective as one rank issued it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CollRecord {
+    /// Process group name (the same on every rank), `""` when unknown.
+    pub pg: String,
+    /// The group's description (`default_pg`, `undefined`), `""` when unknown.
+    #[serde(default)]
+    pub pg_desc: String,
+    pub kind: CollKind,
+    /// The op's name as written (`nccl:all_reduce`, `gloo:broadcast`).
+    #[serde(default)]
+    pub name: String,
+    /// Sequence number in the group (`collective_seq_id`, `Seq`); `None` to align by ordinal.
+    pub seq: Option<i64>,
+    #[serde(default)]
+    pub p2p_seq: Option<i64>,
+    /// A point-to-point op (send / recv); left out of the group alignment.
+    #[serde(default)]
+    pub p2p: bool,
+    /// Shapes of the input tensors (`[[8, 16]]`; `[[]]` is one scalar; `[]` unknown).
+    #[serde(default)]
+    pub in_sizes: Vec<Vec<i64>>,
+    #[serde(default)]
+    pub in_dtypes: Vec<String>,
+    #[serde(default)]
+    pub out_sizes: Vec<Vec<i64>>,
+    #[serde(default)]
+    pub out_dtypes: Vec<String>,
+    /// Message size in bytes when known (else computed from the input shapes and dtypes).
+    pub bytes: Option<i64>,
+    #[serde(default)]
+    pub state: State,
+    /// When the rank entered it (Flight Recorder: `time_created_ns`, the enqueue).
+    pub start_ns: Option<i64>,
+    /// When it ended on the rank, if it did (or when it was seen completed).
+    pub end_ns: Option<i64>,
+    pub step: Option<u32>,
+    /// The enclosing annotation or user function (`loss_allreduce`).
+    pub label: Option<String>,
+    #[serde(default)]
+    pub frames: Vec<Frame>,
+    /// The group's timeout as the record states it (Flight Recorder `timeout_ms`).
+    #[serde(default)]
+    pub timeout_ms: Option<i64>,
+}
+
+impl Default for CollRecord {
+    fn default() -> Self {
+        CollRecord {
+            pg: String::new(),
+            pg_desc: String::new(),
+            kind: CollKind::Unknown,
+            name: String::new(),
+            seq: None,
+            p2p_seq: None,
+            p2p: false,
+            in_sizes: Vec::new(),
+            in_dtypes: Vec::new(),
+            out_sizes: Vec::new(),
+            out_dtypes: Vec::new(),
+            bytes: None,
+            state: State::Unknown,
+            start_ns: None,
+            end_ns: None,
+            step: None,
+            label: None,
+            frames: Vec::new(),
+            timeout_ms: None,
+        }
+    }
+}
+
+impl CollRecord {
+    /// A record from the fields a trace has.
+    #[allow(clippy::too_many_arguments)]
+    pub fn basic(
+        pg: &str,
+        kind: CollKind,
+        seq: Option<i64>,
+        bytes: Option<i64>,
+        start_ns: Option<i64>,
+        end_ns: Option<i64>,
+        step: Option<u32>,
+        label: Option<&str>,
+    ) -> CollRecord {
+        CollRecord {
+            pg: pg.to_string(),
+            kind,
+            seq,
+            bytes,
+            start_ns,
+            end_ns,
+            step,
+            label: label.map(str::to_string),
+            p2p: matches!(kind, CollKind::Send | CollKind::Recv | CollKind::SendRecv),
+            ..CollRecord::default()
+        }
+    }
+
+    fn is_p2p(&self) -> bool {
+        self.p2p || matches!(self.kind, CollKind::Send | CollKind::Recv | CollKind::SendRecv)
+    }
+
+    /// Bytes of the message: given, or the first input's elements × its dtype size.
+    pub fn message_bytes(&self) -> Option<i64> {
+        self.bytes.or_else(|| {
+            let mut total = 0i64;
+            for (i, shape) in self.in_sizes.iter().enumerate() {
+                let n = shape.iter().try_fold(1i64, |a, &d| a.checked_mul(d.max(0)))?;
+                let dt = self.in_dtypes.get(i).or(self.in_dtypes.first())?;
+                total = total.checked_add(n.checked_mul(crate::analyze::instances::dtype_bytes(dt)?)?)?;
+            }
+            (!self.in_sizes.is_empty()).then_some(total)
+        })
+    }
+
+    /// The first user frame (not torch's own).
+    pub fn user_frame(&self) -> Option<&Frame> {
+        self.frames.iter().find(|f| f.is_user())
+    }
+}
+
+/// One rank's collectives, in issue order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RankSeq {
+    pub rank: u32,
+    pub source: Source,
+    #[serde(default)]
+    pub backend: Backend,
+    /// The file it came from, for messages.
+    #[serde(default)]
+    pub file: String,
+    pub records: Vec<CollRecord>,
+}
+
+/// What the caller knows beyond the records.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SeqOptions {
+    /// Every rank the job should have (e.g. `0..world_size`); ranks without a sequence are
+    /// reported as missing.
+    pub world: Vec<u32>,
+    /// The group that holds every rank of `world` (the default group), when known.
+    pub world_group: Option<String>,
+    /// Known members of groups (beyond the ranks that have records in them).
+    pub groups: BTreeMap<String, Vec<u32>>,
+    /// A process-group timeout the user or the data gave.
+    pub timeout_ms: Option<i64>,
+}
+
+/// How a group's positions were decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Alignment {
+    SeqId,
+    Ordinal,
+}
+
+/// How a "last completed" was decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompletedBasis {
+    /// From the record's own state.
+    State,
+    /// From the sequences (see rule 6).
+    Inferred,
+}
+
+/// Where a timeout came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimeoutSource {
+    Dump,
+    Given,
+    Observed,
+    BackendDefault,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Timeout {
+    pub ms: i64,
+    pub source: TimeoutSource,
+}
+
+/// A record as the report shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordRef {
+    pub rank: u32,
+    pub pg: String,
+    pub pg_desc: String,
+    /// Its position in the group (sequence number or ordinal).
+    pub position: i64,
+    pub kind: CollKind,
+    pub name: String,
+    pub in_sizes: Vec<Vec<i64>>,
+    pub in_dtypes: Vec<String>,
+    pub out_sizes: Vec<Vec<i64>>,
+    pub bytes: Option<i64>,
+    pub state: State,
+    pub start_ns: Option<i64>,
+    pub end_ns: Option<i64>,
+    pub step: Option<u32>,
+    /// 1-based ordinal among the rank's records of this group in the same step.
+    pub step_ordinal: Option<u32>,
+    pub label: Option<String>,
+    /// Up to 8 frames, innermost first.
+    pub frames: Vec<Frame>,
+}
+
+/// Why a position diverges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DivergenceClass {
+    /// Some members' records end before it: they never issued it (the others wait).
+    NotIssued,
+    /// Some members skipped it and went on (a hole in their sequence).
+    Skipped,
+    /// The members issued different collectives (kind, shape, dtype or size).
+    Mismatch,
+}
+
+/// A field that differs between records at one position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Field {
+    Kind,
+    Shape,
+    Dtype,
+    Size,
+}
+
+/// Why a member has no record at a position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MissingReason {
+    /// Its records in the group end before this position.
+    Ended,
+    /// It issued later records in the group but not this one.
+    Skipped,
+}
+
+/// A rank that issued a diverging record, and how long it waited in it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Wait {
+    pub rank: u32,
+    pub since_ns: Option<i64>,
+    /// End − start when the end is known.
+    pub waited_ns: Option<i64>,
+    pub near_timeout: bool,
+}
+
+/// Ranks that issued the same record at a diverging position.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Side {
+    pub ranks: Vec<u32>,
+    /// The record of the lowest rank of the side.
+    pub record: RecordRef,
+    pub waits: Vec<Wait>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Missing {
+    pub rank: u32,
+    pub reason: MissingReason,
+    /// Its last record in the group before this position.
+    pub last: Option<RecordRef>,
+    /// Its next record in the group after this position (when it skipped).
+    pub next: Option<RecordRef>,
+}
+
+/// A rank whose sequence is shifted against the majority's at a mismatch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Shift {
+    pub rank: u32,
+    /// Positive: it skipped this many of the majority's collectives (listed); negative: it
+    /// issued this many extra ones (listed).
+    pub by: i64,
+    pub records: Vec<RecordRef>,
+}
+
+/// A position where the members do not agree.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Divergence {
+    pub pg: String,
+    pub pg_desc: String,
+    pub position: i64,
+    pub class: DivergenceClass,
+    /// Fields that differ between the sides (mismatch only).
+    pub fields: Vec<Field>,
+    /// Ranks by the record they issued, the largest side first.
+    pub sides: Vec<Side>,
+    pub missing: Vec<Missing>,
+    /// Members whose window starts after this position (nothing known).
+    pub unknown: Vec<u32>,
+    pub shifts: Vec<Shift>,
+    pub timeout: Option<Timeout>,
+}
+
+/// One rank in one group.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupRank {
+    pub rank: u32,
+    pub records: u32,
+    pub first_position: Option<i64>,
+    pub last_entered: Option<RecordRef>,
+    pub last_completed: Option<RecordRef>,
+    pub completed_basis: CompletedBasis,
+    pub p2p_records: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupReport {
+    pub pg: String,
+    pub pg_desc: String,
+    pub members: Vec<u32>,
+    pub aligned_by: Alignment,
+    pub positions: u32,
+    pub ranks: Vec<GroupRank>,
+    /// The first diverging positions (at most [`MAX_LISTED`]); the first is the cause.
+    pub divergences: Vec<Divergence>,
+    pub diverging_positions: u32,
+    /// Members that issued no collective in the group (but have input).
+    pub silent: Vec<u32>,
+    /// Members without input (no dump / trace).
+    pub no_input: Vec<u32>,
+    pub timeout: Option<Timeout>,
+    /// Records outside the divergences that lasted at least 80% of the timeout (at most
+    /// [`MAX_LISTED`]).
+    pub near_timeout: Vec<RecordRef>,
+}
+
+/// One rank over all groups.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RankSummary {
+    pub rank: u32,
+    pub source: Option<Source>,
+    pub backend: Backend,
+    pub file: String,
+    pub records: u32,
+    /// Expected, but no sequence was given (no dump or trace).
+    pub no_input: bool,
+    /// Its window ends before another member's in some group.
+    pub ends_early: bool,
+    pub last_entered: Option<RecordRef>,
+    pub last_completed: Option<RecordRef>,
+    pub first_ns: Option<i64>,
+    pub last_ns: Option<i64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DiagnosisKind {
+    /// Some ranks wait in a collective others never issued (or skipped).
+    Hang,
+    /// The ranks issued different collectives at one position.
+    Mismatch,
+    /// An expected rank has no dump / trace.
+    NoInput,
+    /// A rank's records end before the others'.
+    EndsEarly,
+    /// A collective lasted close to the process-group timeout.
+    NearTimeout,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Diagnosis {
+    pub kind: DiagnosisKind,
+    pub pg: Option<String>,
+    pub position: Option<i64>,
+    /// The ranks the diagnosis is about (the ones to look at).
+    pub ranks: Vec<u32>,
+    pub sentence: String,
+}
+
+/// The engine's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SequenceReport {
+    pub sources: Vec<Source>,
+    pub ranks: Vec<RankSummary>,
+    pub groups: Vec<GroupReport>,
+    /// Most important first; empty when the sequences agree.
+    pub diagnoses: Vec<Diagnosis>,
+    pub notes: Vec<String>,
+}
+
+impl SequenceReport {
+    /// The first divergence of the first group that has one, by the diagnosis order.
+    pub fn first_divergence(&self) -> Option<&Divergence> {
+        let d = self
+            .diagnoses
+            .iter()
+            .find(|d| matches!(d.kind, DiagnosisKind::Hang | DiagnosisKind::Mismatch))?;
+        let g = self.groups.iter().find(|g| Some(&g.pg) == d.pg.as_ref())?;
+        g.divergences.first()
+    }
+}
+
+/// A position key: (position, index among the rank's records with that position).
+type Key = (i64, u32);
+
+/// One rank's records in one group, by key.
+struct Lane<'a> {
+    rank: u32,
+    seq: &'a RankSeq,
+    /// (key, index into `seq.records`) in issue order.
+    recs: Vec<(Key, usize)>,
+    by_key: BTreeMap<Key, usize>,
+    p2p: u32,
+    trust_state: bool,
+}
+
+impl Lane<'_> {
+    fn first(&self) -> Option<Key> {
+        self.by_key.keys().next().copied()
+    }
+    fn last(&self) -> Option<Key> {
+        self.by_key.keys().next_back().copied()
+    }
+    fn rec(&self, i: usize) -> Option<&CollRecord> {
+        self.seq.records.get(i)
+    }
+}
+
+/// Runs the engine.
+pub fn analyze(seqs: &[RankSeq], opts: &SeqOptions) -> SequenceReport {
+    let mut seqs: Vec<&RankSeq> = seqs.iter().collect();
+    seqs.sort_by_key(|s| s.rank);
+    seqs.dedup_by_key(|s| s.rank);
+    let present: BTreeSet<u32> = seqs.iter().map(|s| s.rank).collect();
+    let no_input: BTreeSet<u32> = opts.world.iter().copied().filter(|r| !present.contains(r)).collect();
+
+    // Step ordinals: per rank, per (pg, step), in issue order.
+    let step_ordinals: BTreeMap<u32, Vec<Option<u32>>> = seqs
+        .iter()
+        .map(|s| {
+            let mut count: BTreeMap<(&str, u32), u32> = BTreeMap::new();
+            let v = s
+                .records
+                .iter()
+                .map(|r| {
+                    r.step.map(|st| {
+                        let c = count.entry((r.pg.as_str(), st)).or_insert(0);
+                        *c += 1;
+                        *c
+                    })
+                })
+                .collect();
+            (s.rank, v)
+        })
+        .collect();
+    let ctx = Ctx { step_ordinals: &step_ordinals };
+
+    let mut pgs: BTreeMap<&str, &str> = BTreeMap::new();
+    for s in &seqs {
+        for r in &s.records {
+            let d = pgs.entry(r.pg.as_str()).or_insert("");
+            if d.is_empty() {
+                *d = r.pg_desc.as_str();
+            }
+        }
+    }
+    for g in opts.groups.keys() {
+        pgs.entry(g.as_str()).or_insert("");
+    }
+
+    let mut groups = Vec::new();
+    for (pg, desc) in &pgs {
+        groups.push(group_report(pg, desc, &seqs, &no_input, opts, &ctx));
+    }
+
+    // Per rank, over all groups.
+    let mut ends_early: BTreeSet<u32> = BTreeSet::new();
+    let mut completed: BTreeMap<u32, Vec<RecordRef>> = BTreeMap::new();
+    for g in &groups {
+        let max_last = g.ranks.iter().filter_map(|r| r.last_entered.as_ref().map(|x| x.position)).max();
+        for r in &g.ranks {
+            if let (Some(l), Some(m)) = (r.last_entered.as_ref(), max_last) {
+                if l.position < m {
+                    ends_early.insert(r.rank);
+                }
+            }
+            if let Some(c) = &r.last_completed {
+                completed.entry(r.rank).or_default().push(c.clone());
+            }
+        }
+    }
+    let mut ranks = Vec::new();
+    for s in &seqs {
+        let times = s.records.iter().flat_map(|r| [r.start_ns, r.end_ns]).flatten();
+        let (first_ns, last_ns) = (times.clone().min(), times.max());
+        let last_entered = s
+            .records
+            .iter()
+            .enumerate()
+            .rev()
+            .find(|(_, r)| !r.is_p2p())
+            .and_then(|(i, _)| find_ref(&groups, s.rank, i, s));
+        // The latest completed over the groups, by start time, else by group order.
+        let last_completed = completed
+            .get(&s.rank)
+            .and_then(|v| v.iter().max_by_key(|r| (r.start_ns.unwrap_or(i64::MIN), r.position)).cloned());
+        ranks.push(RankSummary {
+            rank: s.rank,
+            source: Some(s.source),
+            backend: s.backend,
+            file: s.file.clone(),
+            records: s.records.len() as u32,
+            no_input: false,
+            ends_early: ends_early.contains(&s.rank),
+            last_entered,
+            last_completed,
+            first_ns,
+            last_ns,
+        });
+    }
+    for &r in &no_input {
+        ranks.push(RankSummary {
+            rank: r,
+            source: None,
+            backend: Backend::Unknown,
+            file: String::new(),
+            records: 0,
+            no_input: true,
+            ends_early: false,
+            last_entered: None,
+            last_completed: None,
+            first_ns: None,
+            last_ns: None,
+        });
+    }
+    ranks.sort_by_key(|r| r.rank);
+
+    let mut sources: Vec<Source> = seqs.iter().map(|s| s.source).collect();
+    sources.sort();
+    sources.dedup();
+    let mut notes = Vec::new();
+    if seqs.iter().any(|s| s.backend == Backend::Gloo && s.source == Source::FlightRecorder) {
+        notes.push(
+            "gloo: Flight Recorder leaves every entry `scheduled` and reports the last enqueued \
+             collective as the last completed; completion is inferred from the sequences"
+                .to_string(),
+        );
+    }
+    let mut report = SequenceReport { sources, ranks, groups, diagnoses: Vec::new(), notes };
+    report.diagnoses = diagnose(&report);
+    report
+}
+
+struct Ctx<'a> {
+    step_ordinals: &'a BTreeMap<u32, Vec<Option<u32>>>,
+}
+
+impl Ctx<'_> {
+    fn record_ref(&self, lane: &Lane<'_>, key: Key, i: usize) -> Option<RecordRef> {
+        let r = lane.rec(i)?;
+        Some(RecordRef {
+            rank: lane.rank,
+            pg: r.pg.clone(),
+            pg_desc: r.pg_desc.clone(),
+            position: key.0,
+            kind: r.kind,
+            name: r.name.clone(),
+            in_sizes: r.in_sizes.clone(),
+            in_dtypes: r.in_dtypes.clone(),
+            out_sizes: r.out_sizes.clone(),
+            bytes: r.message_bytes(),
+            state: r.state,
+            start_ns: r.start_ns,
+            end_ns: r.end_ns,
+            step: r.step,
+            step_ordinal: self.step_ordinals.get(&lane.rank).and_then(|v| v.get(i).copied().flatten()),
+            label: r.label.clone().or_else(|| r.user_frame().map(|f| f.name.clone())),
+            frames: r.frames.iter().take(8).cloned().collect(),
+        })
+    }
+}
+
+/// The record `i` of rank `rank`, as the group report listed it.
+fn find_ref(groups: &[GroupReport], rank: u32, i: usize, s: &RankSeq) -> Option<RecordRef> {
+    let r = s.records.get(i)?;
+    let g = groups.iter().find(|g| g.pg == r.pg)?;
+    let gr = g.ranks.iter().find(|x| x.rank == rank)?;
+    // The last record of the rank overall is the last it entered in that group.
+    gr.last_entered.clone()
+}
+
+/// Fields that differ between two records (unknowns never differ).
+fn differs(a: &CollRecord, b: &CollRecord) -> Vec<Field> {
+    let mut f = Vec::new();
+    if a.kind != b.kind {
+        f.push(Field::Kind);
+        return f;
+    }
+    let loose =
+        matches!(a.kind, CollKind::AllToAll | CollKind::Gather | CollKind::Scatter | CollKind::Unknown);
+    let known = |s: &Vec<Vec<i64>>| !s.is_empty();
+    let mut shapes_compared = false;
+    if known(&a.in_sizes) && known(&b.in_sizes) {
+        shapes_compared = true;
+        if a.in_sizes != b.in_sizes && !loose {
+            f.push(Field::Shape);
+        }
+    }
+    if !loose
+        && known(&a.out_sizes)
+        && known(&b.out_sizes)
+        && a.out_sizes != b.out_sizes
+        && !f.contains(&Field::Shape)
+    {
+        f.push(Field::Shape);
+    }
+    if !a.in_dtypes.is_empty() && !b.in_dtypes.is_empty() && a.in_dtypes != b.in_dtypes {
+        f.push(Field::Dtype);
+    }
+    if !shapes_compared && !loose {
+        if let (Some(x), Some(y)) = (a.message_bytes(), b.message_bytes()) {
+            if x != y {
+                f.push(Field::Size);
+            }
+        }
+    }
+    f
+}
+
+fn group_report(
+    pg: &str,
+    desc: &str,
+    seqs: &[&RankSeq],
+    no_input: &BTreeSet<u32>,
+    opts: &SeqOptions,
+    ctx: &Ctx<'_>,
+) -> GroupReport {
+    let mut lanes: Vec<Lane<'_>> = Vec::new();
+    for s in seqs {
+        let coll: Vec<usize> =
+            (0..s.records.len()).filter(|&i| s.records[i].pg == pg && !s.records[i].is_p2p()).collect();
+        let p2p = s.records.iter().filter(|r| r.pg == pg && r.is_p2p()).count() as u32;
+        let in_group = p2p > 0
+            || !coll.is_empty()
+            || opts.groups.get(pg).is_some_and(|m| m.contains(&s.rank))
+            || (opts.world_group.as_deref() == Some(pg) && opts.world.contains(&s.rank));
+        if !in_group {
+            continue;
+        }
+        let trust_state = s.backend != Backend::Gloo
+            && coll.iter().any(|&i| matches!(s.records[i].state, State::Started | State::Completed));
+        lanes.push(Lane {
+            rank: s.rank,
+            seq: s,
+            recs: coll.iter().map(|&i| ((0, 0), i)).collect(),
+            by_key: BTreeMap::new(),
+            p2p,
+            trust_state,
+        });
+    }
+    let by_seq = lanes.iter().all(|l| l.recs.iter().all(|&(_, i)| l.seq.records[i].seq.is_some()))
+        && lanes.iter().any(|l| !l.recs.is_empty());
+    for l in &mut lanes {
+        let mut sub: BTreeMap<i64, u32> = BTreeMap::new();
+        for (n, (key, i)) in l.recs.iter_mut().enumerate() {
+            let pos = if by_seq { l.seq.records[*i].seq.unwrap_or(0) } else { n as i64 + 1 };
+            let s = sub.entry(pos).or_insert(0);
+            *key = (pos, *s);
+            *s += 1;
+            l.by_key.insert(*key, *i);
+        }
+    }
+    let mut members: BTreeSet<u32> = lanes.iter().map(|l| l.rank).collect();
+    let mut absent: Vec<u32> = Vec::new();
+    for &r in no_input {
+        let listed = opts.groups.get(pg).is_some_and(|m| m.contains(&r))
+            || (opts.world_group.as_deref() == Some(pg) && opts.world.contains(&r));
+        if listed {
+            members.insert(r);
+            absent.push(r);
+        }
+    }
+    let silent: Vec<u32> = lanes.iter().filter(|l| l.recs.is_empty()).map(|l| l.rank).collect();
+    let lanes: Vec<Lane<'_>> = lanes.into_iter().filter(|l| !l.recs.is_empty()).collect();
+    let timeout_dump =
+        lanes.iter().flat_map(|l| l.recs.iter().filter_map(|&(_, i)| l.seq.records[i].timeout_ms)).max();
+    let backend = lanes.iter().map(|l| l.seq.backend).find(|b| b.default_timeout_ms().is_some());
+
+    // Every position any member issued.
+    let keys: BTreeSet<Key> = lanes.iter().flat_map(|l| l.by_key.keys().copied()).collect();
+    let mut divergences = Vec::new();
+    let mut diverging = 0u32;
+    let mut clean: BTreeSet<Key> = BTreeSet::new();
+    for &key in &keys {
+        match divergence_at(pg, desc, key, &lanes, ctx) {
+            Some(d) => {
+                diverging += 1;
+                if divergences.len() < MAX_LISTED {
+                    divergences.push(d);
+                }
+            }
+            None => {
+                clean.insert(key);
+            }
+        }
+    }
+    // The timeout, then waits against it.
+    let timeout = timeout_dump
+        .map(|ms| Timeout { ms, source: TimeoutSource::Dump })
+        .or(opts.timeout_ms.map(|ms| Timeout { ms, source: TimeoutSource::Given }))
+        .or_else(|| observed_timeout(divergences.first()))
+        .or_else(|| {
+            backend
+                .and_then(|b| b.default_timeout_ms())
+                .map(|ms| Timeout { ms, source: TimeoutSource::BackendDefault })
+        });
+    for d in &mut divergences {
+        d.timeout = timeout;
+        for side in &mut d.sides {
+            for w in &mut side.waits {
+                w.near_timeout = near(w.waited_ns, timeout);
+            }
+        }
+    }
+    if let Some(first) = divergences.first_mut() {
+        first.shifts = shifts(first, &lanes, ctx);
+    }
+    let at_divergence: BTreeSet<(u32, i64)> = divergences
+        .iter()
+        .flat_map(|d| d.sides.iter().flat_map(move |s| s.ranks.iter().map(move |&r| (r, d.position))))
+        .collect();
+    let mut near_timeout = Vec::new();
+    for l in &lanes {
+        for &(k, i) in &l.recs {
+            let r = &l.seq.records[i];
+            let w = r.start_ns.zip(r.end_ns).map(|(s, e)| e - s);
+            if near(w, timeout) && !at_divergence.contains(&(l.rank, k.0)) && near_timeout.len() < MAX_LISTED
+            {
+                near_timeout.extend(ctx.record_ref(l, k, i));
+            }
+        }
+    }
+
+    let mut ranks = Vec::new();
+    for l in &lanes {
+        let last_key = l.last();
+        let last_entered = last_key.and_then(|k| ctx.record_ref(l, k, *l.by_key.get(&k)?));
+        let (last_completed, completed_basis) = if l.trust_state {
+            let c = l
+                .recs
+                .iter()
+                .rev()
+                .find(|&&(_, i)| l.seq.records[i].state == State::Completed)
+                .and_then(|&(k, i)| ctx.record_ref(l, k, i));
+            (c, CompletedBasis::State)
+        } else {
+            let c = l
+                .recs
+                .iter()
+                .rev()
+                .find(|&&(k, i)| {
+                    clean.contains(&k)
+                        && (keys.range((k.0, k.1 + 1)..).next().is_some()
+                            || l.seq.records[i].end_ns.is_some())
+                })
+                .and_then(|&(k, i)| ctx.record_ref(l, k, i));
+            (c, CompletedBasis::Inferred)
+        };
+        ranks.push(GroupRank {
+            rank: l.rank,
+            records: l.recs.len() as u32,
+            first_position: l.first().map(|k| k.0),
+            last_entered,
+            last_completed,
+            completed_basis,
+            p2p_records: l.p2p,
+        });
+    }
+    for &r in &silent {
+        ranks.push(GroupRank {
+            rank: r,
+            records: 0,
+            first_position: None,
+            last_entered: None,
+            last_completed: None,
+            completed_basis: CompletedBasis::Inferred,
+            p2p_records: 0,
+        });
+    }
+    ranks.sort_by_key(|r| r.rank);
+    GroupReport {
+        pg: pg.to_string(),
+        pg_desc: desc.to_string(),
+        members: members.into_iter().collect(),
+        aligned_by: if by_seq { Alignment::SeqId } else { Alignment::Ordinal },
+        positions: keys.len() as u32,
+        ranks,
+        divergences,
+        diverging_positions: diverging,
+        silent,
+        no_input: absent,
+        timeout,
+        near_timeout,
+    }
+}
+
+fn near(waited_ns: Option<i64>, t: Option<Timeout>) -> bool {
+    match (waited_ns, t) {
+        (Some(w), Some(t)) => w as f64 >= NEAR_TIMEOUT_SHARE * t.ms as f64 * 1e6,
+        _ => false,
+    }
+}
+
+/// Waits at the first divergence that agree within 5% and exceed 1 s: a timeout ended them.
+fn observed_timeout(d: Option<&Divergence>) -> Option<Timeout> {
+    let d = d?;
+    let mut w: Vec<i64> = d.sides.iter().flat_map(|s| s.waits.iter().filter_map(|w| w.waited_ns)).collect();
+    if w.len() < 2 {
+        return None;
+    }
+    w.sort_unstable();
+    let (lo, hi) = (w[0], w[w.len() - 1]);
+    if lo < 1_000_000_000 || (hi - lo) as f64 > 0.05 * hi as f64 {
+        return None;
+    }
+    // A wait ended by a timeout lasts a little longer than it; timeouts are whole seconds.
+    Some(Timeout { ms: lo / 1_000_000_000 * 1000, source: TimeoutSource::Observed })
+}
+
+fn divergence_at(pg: &str, desc: &str, key: Key, lanes: &[Lane<'_>], ctx: &Ctx<'_>) -> Option<Divergence> {
+    let mut sides: Vec<(Vec<u32>, &Lane<'_>, usize)> = Vec::new(); // (ranks, representative lane, record)
+    let mut members_present: Vec<(&Lane<'_>, usize)> = Vec::new();
+    let mut missing = Vec::new();
+    let mut unknown = Vec::new();
+    for l in lanes {
+        let (Some(first), Some(last)) = (l.first(), l.last()) else { continue };
+        if let Some(&i) = l.by_key.get(&key) {
+            members_present.push((l, i));
+            continue;
+        }
+        if key < first {
+            unknown.push(l.rank);
+            continue;
+        }
+        let before = l.by_key.range(..key).next_back().and_then(|(&k, &i)| ctx.record_ref(l, k, i));
+        if key > last {
+            missing.push(Missing { rank: l.rank, reason: MissingReason::Ended, last: before, next: None });
+        } else {
+            let next = l.by_key.range(key..).next().and_then(|(&k, &i)| ctx.record_ref(l, k, i));
+            missing.push(Missing { rank: l.rank, reason: MissingReason::Skipped, last: before, next });
+        }
+    }
+    // Sides: each rank joins the first side whose record it does not differ from.
+    let mut fields: BTreeSet<Field> = BTreeSet::new();
+    for &(l, i) in &members_present {
+        let rec = &l.seq.records[i];
+        let mut joined = false;
+        for side in sides.iter_mut() {
+            let rep = &side.1.seq.records[side.2];
+            if differs(rep, rec).is_empty() {
+                side.0.push(l.rank);
+                joined = true;
+                break;
+            }
+        }
+        if !joined {
+            if let Some(side) = sides.first() {
+                fields.extend(differs(&side.1.seq.records[side.2], rec));
+            }
+            sides.push((vec![l.rank], l, i));
+        }
+    }
+    if sides.len() <= 1 && missing.is_empty() {
+        return None;
+    }
+    let class = if sides.len() > 1 {
+        DivergenceClass::Mismatch
+    } else if missing.iter().any(|m| m.reason == MissingReason::Skipped) {
+        DivergenceClass::Skipped
+    } else {
+        DivergenceClass::NotIssued
+    };
+    // Largest side first, then by lowest rank.
+    sides.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.first().cmp(&b.0.first())));
+    let sides: Vec<Side> = sides
+        .into_iter()
+        .filter_map(|(ranks, rep, i)| {
+            let record = ctx.record_ref(rep, key, i)?;
+            let waits = ranks
+                .iter()
+                .filter_map(|&r| {
+                    let l = lanes.iter().find(|l| l.rank == r)?;
+                    let rec = l.rec(*l.by_key.get(&key)?)?;
+                    Some(Wait {
+                        rank: r,
+                        since_ns: rec.start_ns,
+                        waited_ns: match (rec.start_ns, rec.end_ns) {
+                            (Some(s), Some(e)) => Some(e - s),
+                            _ => None,
+                        },
+                        near_timeout: false,
+                    })
+                })
+                .collect();
+            Some(Side { ranks, record, waits })
+        })
+        .collect();
+    Some(Divergence {
+        pg: pg.to_string(),
+        pg_desc: desc.to_string(),
+        position: key.0,
+        class,
+        fields: fields.into_iter().collect(),
+        sides,
+        missing,
+        unknown,
+        shifts: Vec::new(),
+        timeout: None,
+    })
+}
+
+/// Rule 5: minority ranks whose sequence is shifted against the majority's.
+fn shifts(d: &Divergence, lanes: &[Lane<'_>], ctx: &Ctx<'_>) -> Vec<Shift> {
+    let mut out = Vec::new();
+    if d.class != DivergenceClass::Mismatch {
+        return out;
+    }
+    let Some(major) = d.sides.first() else { return out };
+    let lane = |r: u32| lanes.iter().find(|l| l.rank == r);
+    let Some(m) = major.ranks.first().and_then(|&r| lane(r)) else { return out };
+    let from = |l: &Lane<'_>| -> Vec<(Key, usize)> {
+        l.recs.iter().copied().filter(|(k, _)| k.0 >= d.position).collect()
+    };
+    let mrecs = from(m);
+    for side in d.sides.iter().skip(1) {
+        for &r in &side.ranks {
+            let Some(l) = lane(r) else { continue };
+            let rrecs = from(l);
+            // (compared, differing) over the first SHIFT_WINDOW records of the overlap.
+            let compare = |a: &[(Key, usize)], b: &[(Key, usize)]| {
+                let n = a.len().min(b.len()).min(SHIFT_WINDOW);
+                let bad = a
+                    .iter()
+                    .zip(b)
+                    .take(n)
+                    .filter(|(x, y)| !differs(&l.seq.records[x.1], &m.seq.records[y.1]).is_empty())
+                    .count();
+                (n, bad)
+            };
+            let agree = |a: &[(Key, usize)], b: &[(Key, usize)]| {
+                let (n, bad) = compare(a, b);
+                n >= 1 && bad == 0
+            };
+            // A mismatch the next records do not repeat is local (one odd shape), not a shift:
+            // periodic sequences (grad, loss, grad, loss) match themselves shifted by a period.
+            if compare(&rrecs, &mrecs).1 < 2 {
+                continue;
+            }
+            for by in 1..=4usize {
+                if mrecs.len() > by && agree(&rrecs, &mrecs[by..]) {
+                    let records = mrecs[..by].iter().filter_map(|&(k, i)| ctx.record_ref(m, k, i)).collect();
+                    out.push(Shift { rank: r, by: by as i64, records });
+                    break;
+                }
+                if rrecs.len() > by && agree(&rrecs[by..], &mrecs) {
+                    let records = rrecs[..by].iter().filter_map(|&(k, i)| ctx.record_ref(l, k, i)).collect();
+                    out.push(Shift { rank: r, by: -(by as i64), records });
+                    break;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Rule 9.
+fn diagnose(rep: &SequenceReport) -> Vec<Diagnosis> {
+    let mut out = Vec::new();
+    let mut firsts: Vec<&Divergence> = rep.groups.iter().filter_map(|g| g.divergences.first()).collect();
+    // Ranks whose windows merely end at different collectives, each of which completed quickly
+    // (a profiler stopped at different times), are not a hang.
+    firsts.retain(|d| {
+        let waits: Vec<Option<i64>> =
+            d.sides.iter().flat_map(|s| s.waits.iter().map(|w| w.waited_ns)).collect();
+        let quick = !waits.is_empty() && waits.iter().all(|w| w.is_some_and(|w| w < 1_000_000_000));
+        d.class == DivergenceClass::Mismatch || !quick
+    });
+    let start = |d: &Divergence| d.sides.iter().flat_map(|s| s.waits.iter().filter_map(|w| w.since_ns)).min();
+    firsts.sort_by(|a, b| {
+        start(a).unwrap_or(i64::MAX).cmp(&start(b).unwrap_or(i64::MAX)).then(a.pg.cmp(&b.pg))
+    });
+    let mut explained: BTreeSet<u32> = BTreeSet::new();
+    for d in firsts {
+        let (kind, ranks) = if d.class == DivergenceClass::Mismatch {
+            let minority: Vec<u32> = d.sides.iter().skip(1).flat_map(|s| s.ranks.iter().copied()).collect();
+            (DiagnosisKind::Mismatch, minority)
+        } else {
+            (DiagnosisKind::Hang, d.missing.iter().map(|m| m.rank).collect())
+        };
+        explained.extend(d.missing.iter().map(|m| m.rank));
+        explained.extend(ranks.iter().copied());
+        out.push(Diagnosis {
+            kind,
+            pg: Some(d.pg.clone()),
+            position: Some(d.position),
+            ranks,
+            sentence: text::divergence(d, rep),
+        });
+    }
+    for r in rep.ranks.iter().filter(|r| r.no_input) {
+        out.push(Diagnosis {
+            kind: DiagnosisKind::NoInput,
+            pg: None,
+            position: None,
+            ranks: vec![r.rank],
+            sentence: text::no_input(r.rank, &rep.sources),
+        });
+    }
+    for r in rep.ranks.iter().filter(|r| r.ends_early && !explained.contains(&r.rank)) {
+        out.push(Diagnosis {
+            kind: DiagnosisKind::EndsEarly,
+            pg: None,
+            position: None,
+            ranks: vec![r.rank],
+            sentence: text::ends_early(r, rep),
+        });
+    }
+    for g in &rep.groups {
+        if g.divergences.is_empty() && !g.silent.is_empty() {
+            out.push(Diagnosis {
+                kind: DiagnosisKind::Hang,
+                pg: Some(g.pg.clone()),
+                position: None,
+                ranks: g.silent.clone(),
+                sentence: text::silent(g),
+            });
+        }
+        let Some(t) = g.timeout else { continue };
+        // One per rank: the first such record.
+        let mut seen = BTreeSet::new();
+        for rec in &g.near_timeout {
+            if seen.insert(rec.rank) {
+                let w = rec.start_ns.zip(rec.end_ns).map_or(0, |(s, e)| e - s);
+                out.push(Diagnosis {
+                    kind: DiagnosisKind::NearTimeout,
+                    pg: Some(g.pg.clone()),
+                    position: Some(rec.position),
+                    ranks: vec![rec.rank],
+                    sentence: text::near_timeout(rec, w, t),
+                });
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;
