@@ -144,12 +144,12 @@ impl FrDump {
             .map(|e| {
                 let frames: Vec<Frame> =
                     e.frames.iter().filter_map(|&i| self.frames.get(i as usize).cloned()).collect();
-                let label = frames.iter().find(|f| f.is_user()).map(|f| f.name.clone());
+                let label = sequence::user_frame(&frames).map(|f| f.name.clone());
                 let kind = coll_kind_of(&e.profiling_name);
                 // On gloo the state never leaves `scheduled`: unknown, not "not started".
                 let state = if backend == Backend::Gloo { State::Unknown } else { e.state };
                 CollRecord {
-                    pg: e.pg_name.clone(),
+                    pg: group_key(e),
                     pg_desc: e.pg_desc.clone(),
                     kind,
                     name: e.profiling_name.clone(),
@@ -172,6 +172,18 @@ impl FrDump {
             })
             .collect();
         RankSeq { rank, source: Source::FlightRecorder, backend, file: self.file.clone(), records }
+    }
+}
+
+/// The group an entry belongs to: its name, the same on every rank. Under
+/// `TORCH_DISTRIBUTED_DEBUG=DETAIL` every group is named `("", "")` (the wrapped groups), and
+/// the process-local `pg_id` is then the only way to tell them apart (it agrees across ranks
+/// when every rank created the same groups in the same order, as torch requires).
+pub fn group_key(e: &Entry) -> String {
+    if e.pg_name.is_empty() {
+        e.pg_id.to_string()
+    } else {
+        e.pg_name.clone()
     }
 }
 
@@ -356,22 +368,22 @@ pub fn options(dumps: &[RankedDump]) -> SeqOptions {
     }
     // The group every dump has entries in and with the most entries is the default group
     // (`default_pg`); its name is "0" in torch.
-    let mut counts: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    let mut counts: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     for d in dumps {
         let mut seen = BTreeSet::new();
         for e in &d.dump.entries {
-            let c = counts.entry(e.pg_name.as_str()).or_insert((0, 0));
-            c.1 += 1;
-            if seen.insert(e.pg_name.as_str()) {
-                c.0 += 1;
+            let k = group_key(e);
+            if seen.insert(k.clone()) {
+                counts.entry(k.clone()).or_insert((0, 0)).0 += 1;
             }
+            counts.entry(k).or_insert((0, 0)).1 += 1;
         }
     }
     let world_group = dumps
         .iter()
         .flat_map(|d| d.dump.entries.iter())
         .find(|e| e.pg_desc == "default_pg")
-        .map(|e| e.pg_name.clone())
+        .map(group_key)
         .or_else(|| {
             counts
                 .iter()
@@ -385,7 +397,17 @@ pub fn options(dumps: &[RankedDump]) -> SeqOptions {
 /// The hook for the analysis: the sequence report of a job's dumps (one per rank).
 pub fn job_report(dumps: &[RankedDump]) -> SequenceReport {
     let seqs: Vec<RankSeq> = dumps.iter().map(|d| d.dump.rank_seq(d.rank)).collect();
-    sequence::analyze(&seqs, &options(dumps))
+    let mut r = sequence::analyze(&seqs, &options(dumps));
+    let entries = dumps.iter().flat_map(|d| d.dump.entries.iter());
+    if entries.clone().next().is_some() && entries.clone().all(|e| e.pg_name.is_empty()) {
+        r.notes.push(
+            "the process groups have no names (TORCH_DISTRIBUTED_DEBUG=DETAIL wraps them): groups are \
+             told apart by pg_id, and a mismatch the wrapper's check caught before the collective was \
+             enqueued is not in the dumps"
+                .to_string(),
+        );
+    }
+    r
 }
 
 #[cfg(test)]

@@ -151,6 +151,41 @@ impl Frame {
             || n.starts_with("torch::")
             || n.starts_with("at::"))
     }
+
+    /// A frame that only forwards to the collective: a function named like a
+    /// `torch.distributed` call (`all_reduce`, `broadcast`, `isend`, ...) or torch's `wrapper`.
+    /// `loss_allreduce` is not one.
+    pub fn is_forwarder(&self) -> bool {
+        let n: String = self.name.chars().filter(|c| *c != '_').collect::<String>().to_ascii_lowercase();
+        const API: &[&str] = &[
+            "allreduce",
+            "allreducecoalesced",
+            "allgather",
+            "allgatherintotensor",
+            "allgatherbase",
+            "allgathercoalesced",
+            "allgatherobject",
+            "reducescatter",
+            "reducescattertensor",
+            "reducescatterbase",
+            "broadcast",
+            "broadcastobjectlist",
+            "barrier",
+            "monitoredbarrier",
+            "alltoall",
+            "alltoallsingle",
+            "send",
+            "recv",
+            "isend",
+            "irecv",
+            "batchisendirecv",
+            "reduce",
+            "gather",
+            "scatter",
+            "wrapper",
+        ];
+        API.contains(&n.as_str())
+    }
 }
 
 /// One collective as one rank issued it.
@@ -269,10 +304,16 @@ impl CollRecord {
         })
     }
 
-    /// The first user frame (not torch's own).
+    /// The first user frame (not torch's own, not a wrapper named like the call).
     pub fn user_frame(&self) -> Option<&Frame> {
-        self.frames.iter().find(|f| f.is_user())
+        user_frame(&self.frames)
     }
+}
+
+/// The first frame of the user's code that is not a mere forwarder ([`Frame::is_forwarder`]);
+/// the first user frame when all are.
+pub fn user_frame(frames: &[Frame]) -> Option<&Frame> {
+    frames.iter().find(|f| f.is_user() && !f.is_forwarder()).or_else(|| frames.iter().find(|f| f.is_user()))
 }
 
 /// One rank's collectives, in issue order.
@@ -448,6 +489,11 @@ pub struct Divergence {
     pub unknown: Vec<u32>,
     pub shifts: Vec<Shift>,
     pub timeout: Option<Timeout>,
+    /// Who waits for whom: the ranks that issued a record here (at a mismatch: the largest
+    /// side) wait for `waited_for`, the ranks that did not issue it (at a mismatch: also the
+    /// other sides).
+    pub waiting: Vec<u32>,
+    pub waited_for: Vec<u32>,
 }
 
 /// One rank in one group.
@@ -1054,7 +1100,16 @@ fn divergence_at(pg: &str, desc: &str, key: Key, lanes: &[Lane<'_>], ctx: &Ctx<'
             Some(Side { ranks, record, waits })
         })
         .collect();
+    let waiting: Vec<u32> = sides.first().map(|s| s.ranks.clone()).unwrap_or_default();
+    let mut waited_for: Vec<u32> = missing
+        .iter()
+        .map(|m| m.rank)
+        .chain(sides.iter().skip(1).flat_map(|s| s.ranks.iter().copied()))
+        .collect();
+    waited_for.sort_unstable();
     Some(Divergence {
+        waiting,
+        waited_for,
         pg: pg.to_string(),
         pg_desc: desc.to_string(),
         position: key.0,

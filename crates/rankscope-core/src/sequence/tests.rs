@@ -89,6 +89,7 @@ fn the_issue_example_sentence() {
         assert_eq!(d.position, 10);
         assert_eq!(d.sides[0].ranks, vec![0, 2]);
         assert_eq!(d.missing.iter().map(|m| m.rank).collect::<Vec<_>>(), vec![1]);
+        assert_eq!((d.waiting.clone(), d.waited_for.clone()), (vec![0, 2], vec![1]));
         assert_eq!(d.timeout.map(|t| t.source), Some(TimeoutSource::Observed));
         let s = &r.diagnoses[0].sentence;
         assert_eq!(r.diagnoses[0].kind, DiagnosisKind::Hang);

@@ -154,10 +154,7 @@ pub fn context(r: &RecordRef) -> String {
     }
     parts.extend(shape(r));
     if let Some(l) = &r.label {
-        let at = r
-            .frames
-            .iter()
-            .find(|f| f.is_user())
+        let at = user_frame(&r.frames)
             .map(|f| {
                 format!(" at {}:{}", f.filename.rsplit(['/', '\\']).next().unwrap_or(&f.filename), f.line)
             })
@@ -192,12 +189,30 @@ fn waited(side: &Side, t: Option<Timeout>) -> String {
     format!("waited {span}{near} in")
 }
 
-fn missing_clause(d: &Divergence) -> Vec<String> {
-    // Ranks with the same reason and the same last record share a clause.
-    type Same = (MissingReason, Option<i64>, Option<i64>);
+/// Where a rank that did not issue `d` went instead: its last record overall when that is in
+/// another group, and whether it waits there (a side of that group's first divergence).
+fn elsewhere<'r>(rank: u32, d: &Divergence, rep: &'r SequenceReport) -> Option<(&'r RecordRef, bool)> {
+    let last = rep.ranks.iter().find(|r| r.rank == rank)?.last_entered.as_ref()?;
+    if last.pg == d.pg {
+        return None;
+    }
+    let stuck = rep
+        .groups
+        .iter()
+        .find(|g| g.pg == last.pg)
+        .and_then(|g| g.divergences.first())
+        .is_some_and(|x| x.position == last.position && x.waiting.contains(&rank));
+    Some((last, stuck))
+}
+
+fn missing_clause(d: &Divergence, rep: &SequenceReport) -> Vec<String> {
+    // Ranks with the same reason, the same last and next records and the same elsewhere share
+    // a clause.
+    type Same = (MissingReason, Option<i64>, Option<i64>, Option<(String, i64)>);
     let mut groups: Vec<(Same, Vec<u32>, &Missing)> = Vec::new();
     for m in &d.missing {
-        let key = (m.reason, m.last.as_ref().map(|r| r.position), m.next.as_ref().map(|r| r.position));
+        let away = elsewhere(m.rank, d, rep).map(|(r, _)| (r.pg.clone(), r.position));
+        let key = (m.reason, m.last.as_ref().map(|r| r.position), m.next.as_ref().map(|r| r.position), away);
         match groups.iter_mut().find(|g| g.0 == key) {
             Some(g) => g.1.push(m.rank),
             None => groups.push((key, vec![m.rank], m)),
@@ -205,17 +220,37 @@ fn missing_clause(d: &Divergence) -> Vec<String> {
     }
     groups
         .into_iter()
-        .map(|((reason, _, _), who, m)| {
+        .map(|((reason, _, _, _), who, m)| {
             let many = who.len() > 1;
-            let (its, was) = if many { ("their", "was") } else { ("its", "was") };
+            let its = if many { "their" } else { "its" };
+            let away = elsewhere(m.rank, d, rep);
+            let here = if away.is_some() { " in this group" } else { "" };
             let last = match &m.last {
                 Some(l) => {
-                    format!("{its} last collective {was} {} #{}{}", l.kind.name(), l.position, context(l))
+                    format!("{its} last collective{here} was {} #{}{}", l.kind.name(), l.position, context(l))
                 }
                 None => format!("{its} records start later"),
             };
+            let away = match away {
+                Some((r, stuck)) => {
+                    let (they, verb) = match (many, stuck) {
+                        (true, true) => ("they", "are stuck in"),
+                        (false, true) => ("it", "is stuck in"),
+                        (true, false) => ("they", "went on to"),
+                        (false, false) => ("it", "went on to"),
+                    };
+                    format!(
+                        ", and {they} {verb} {} #{}{} of group `{}`",
+                        r.kind.name(),
+                        r.position,
+                        context(r),
+                        r.pg
+                    )
+                }
+                None => String::new(),
+            };
             match reason {
-                MissingReason::Ended => format!("{} never issued it: {last}", ranks(&who, false)),
+                MissingReason::Ended => format!("{} never issued it: {last}{away}", ranks(&who, false)),
                 MissingReason::Skipped => {
                     let next = m
                         .next
@@ -267,7 +302,7 @@ pub fn divergence(d: &Divergence, rep: &SequenceReport) -> String {
                     group(&d.pg, &d.pg_desc, rep)
                 ));
             }
-            clauses.extend(missing_clause(d));
+            clauses.extend(missing_clause(d, rep));
             let stuck = d.sides.iter().any(|s| s.waits.iter().any(|w| w.waited_ns.is_none()));
             match d.timeout {
                 Some(t) if stuck && matches!(t.source, TimeoutSource::Dump | TimeoutSource::Given) => {
@@ -323,7 +358,7 @@ pub fn divergence(d: &Divergence, rep: &SequenceReport) -> String {
                     ));
                 }
             }
-            clauses.extend(missing_clause(d));
+            clauses.extend(missing_clause(d, rep));
         }
     }
     clauses.extend(no_input_clause(d, rep));
