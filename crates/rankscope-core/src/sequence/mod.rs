@@ -29,8 +29,12 @@
 //!    cause; later ones are usually the consequence and are only counted.
 //! 5. **Shift.** At a mismatch, a minority rank whose next records equal the majority's from
 //!    one to four positions later *skipped* those collectives; one whose records from a few
-//!    positions later equal the majority's from here *issued extra* ones ([`Shift`]). Both
-//!    need the records to exist: a job stuck at the mismatch has none to compare.
+//!    positions later equal the majority's from here *issued extra* ones ([`Shift`]) — only
+//!    when the unshifted records disagree at least twice in the next eight (periodic
+//!    sequences match themselves shifted by a period). A job stuck at the mismatch has no
+//!    records to compare; then the steps tell: a minority record in a later step than the
+//!    majority's means the rank skipped the rest of the majority's step (in an earlier step:
+//!    it issued extra ones).
 //! 6. **Entered / completed.** The last record of a rank in a group is the last it entered.
 //!    The last it completed is the last with state `completed` when states are trusted
 //!    (not on gloo: Flight Recorder leaves every gloo entry `scheduled`); otherwise it is
@@ -628,19 +632,43 @@ fn shifts(d: &Divergence, lanes: &[Lane<'_>], ctx: &Ctx<'_>) -> Vec<Shift> {
             };
             // A mismatch the next records do not repeat is local (one odd shape), not a shift:
             // periodic sequences (grad, loss, grad, loss) match themselves shifted by a period.
-            if compare(&rrecs, &mrecs).1 < 2 {
-                continue;
-            }
-            for by in 1..=4usize {
-                if mrecs.len() > by && agree(&rrecs, &mrecs[by..]) {
-                    let records = mrecs[..by].iter().filter_map(|&(k, i)| ctx.record_ref(m, k, i)).collect();
-                    out.push(Shift { rank: r, by: by as i64, records });
-                    break;
+            let before = out.len();
+            if compare(&rrecs, &mrecs).1 >= 2 {
+                for by in 1..=4usize {
+                    if mrecs.len() > by && agree(&rrecs, &mrecs[by..]) {
+                        let records =
+                            mrecs[..by].iter().filter_map(|&(k, i)| ctx.record_ref(m, k, i)).collect();
+                        out.push(Shift { rank: r, by: by as i64, records, basis: ShiftBasis::Records });
+                        break;
+                    }
+                    if rrecs.len() > by && agree(&rrecs[by..], &mrecs) {
+                        let records =
+                            rrecs[..by].iter().filter_map(|&(k, i)| ctx.record_ref(l, k, i)).collect();
+                        out.push(Shift { rank: r, by: -(by as i64), records, basis: ShiftBasis::Records });
+                        break;
+                    }
                 }
-                if rrecs.len() > by && agree(&rrecs[by..], &mrecs) {
-                    let records = rrecs[..by].iter().filter_map(|&(k, i)| ctx.record_ref(l, k, i)).collect();
-                    out.push(Shift { rank: r, by: -(by as i64), records });
-                    break;
+            }
+            // No records to compare (the job stopped here): the steps tell. A rank already in a
+            // later step skipped what the others still had to issue in theirs.
+            let step = |l: &Lane<'_>, v: &[(Key, usize)]| v.first().and_then(|&(_, i)| l.seq.records[i].step);
+            if out.len() == before {
+                if let (Some(ms), Some(rs)) = (step(m, &mrecs), step(l, &rrecs)) {
+                    let (who, recs, sign) = if rs > ms { (m, &mrecs, 1) } else { (l, &rrecs, -1) };
+                    let s = rs.min(ms);
+                    if rs != ms {
+                        let records: Vec<RecordRef> = recs
+                            .iter()
+                            .take_while(|&&(_, i)| who.seq.records[i].step == Some(s))
+                            .filter_map(|&(k, i)| ctx.record_ref(who, k, i))
+                            .collect();
+                        out.push(Shift {
+                            rank: r,
+                            by: sign * records.len() as i64,
+                            records,
+                            basis: ShiftBasis::Step,
+                        });
+                    }
                 }
             }
         }

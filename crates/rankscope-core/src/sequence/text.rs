@@ -49,6 +49,18 @@ pub fn duration(ns: i64) -> String {
     }
 }
 
+/// "8.02 s", or "8.02–8.04 s" (the unit once when both ends share it).
+pub fn span(lo: i64, hi: i64) -> String {
+    let (a, b) = (duration(lo), duration(hi));
+    if a == b {
+        return b;
+    }
+    match (a.rsplit_once(' '), b.rsplit_once(' ')) {
+        (Some((x, u)), Some((_, v))) if u == v => format!("{x}–{b}"),
+        _ => format!("{a}–{b}"),
+    }
+}
+
 /// A timeout: 5 s, 10 min, 1.5 s.
 pub fn timeout(t: Timeout) -> String {
     let ms = t.ms;
@@ -175,11 +187,7 @@ fn waited(side: &Side, t: Option<Timeout>) -> String {
         return format!("{} stuck in", if side.ranks.len() > 1 { "are" } else { "is" });
     }
     let (lo, hi) = (w.iter().copied().min().unwrap_or(0), w.iter().copied().max().unwrap_or(0));
-    let span = if duration(lo) == duration(hi) {
-        duration(hi)
-    } else {
-        format!("{}–{}", duration(lo), duration(hi))
-    };
+    let span = span(lo, hi);
     let near = match t {
         Some(t) if side.waits.iter().all(|w| w.near_timeout) => {
             format!(" ({})", timeout_note(t))
@@ -203,6 +211,18 @@ fn elsewhere<'r>(rank: u32, d: &Divergence, rep: &'r SequenceReport) -> Option<(
         .and_then(|g| g.divergences.first())
         .is_some_and(|x| x.position == last.position && x.waiting.contains(&rank));
     Some((last, stuck))
+}
+
+/// " and waited 8.03 s" when every rank of the side has an end and the longest wait is 1 s
+/// or more.
+fn long_wait(s: &Side) -> String {
+    let w: Vec<i64> = s.waits.iter().filter_map(|w| w.waited_ns).collect();
+    match (w.iter().min(), w.iter().max()) {
+        (Some(&lo), Some(&hi)) if w.len() == s.waits.len() && hi >= 1_000_000_000 => {
+            format!(" and waited {}", span(lo, hi))
+        }
+        _ => String::new(),
+    }
 }
 
 fn missing_clause(d: &Divergence, rep: &SequenceReport) -> Vec<String> {
@@ -333,13 +353,37 @@ pub fn divergence(d: &Divergence, rep: &SequenceReport) -> String {
                 .iter()
                 .map(|s| {
                     let r = &s.record;
-                    format!("{} issued {}{}", ranks(&s.ranks, false), r.kind.name(), context(r))
+                    format!(
+                        "{} issued {}{}{}",
+                        ranks(&s.ranks, false),
+                        r.kind.name(),
+                        context(r),
+                        long_wait(s)
+                    )
                 })
                 .collect();
             clauses.push(format!("{head}: {}", sides.join(", ")));
             for sh in &d.shifts {
                 let list: Vec<String> =
                     sh.records.iter().map(|r| format!("{}{}", name(r, rep), context(r))).collect();
+                let minority_step =
+                    d.sides.iter().find(|x| x.ranks.contains(&sh.rank)).and_then(|x| x.record.step);
+                if sh.basis == ShiftBasis::Step {
+                    match (sh.by > 0, minority_step) {
+                        (true, Some(s)) => clauses.push(format!(
+                            "rank {} is already in step {s}: it skipped {}",
+                            sh.rank,
+                            list.join(", ")
+                        )),
+                        (false, Some(s)) => clauses.push(format!(
+                            "rank {} is still in step {s}: it issued {} the others did not",
+                            sh.rank,
+                            list.join(", ")
+                        )),
+                        _ => {}
+                    }
+                    continue;
+                }
                 if sh.by > 0 {
                     clauses.push(format!(
                         "rank {}'s next collectives match the others' from #{}: it skipped {}",

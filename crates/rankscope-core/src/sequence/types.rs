@@ -418,6 +418,18 @@ pub struct Shift {
     /// issued this many extra ones (listed).
     pub by: i64,
     pub records: Vec<RecordRef>,
+    pub basis: ShiftBasis,
+}
+
+/// What shows a shift.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ShiftBasis {
+    /// The rank's next records equal the majority's from a later position.
+    Records,
+    /// The rank's record is in a later step than the majority's (it skipped the rest of their
+    /// step), or an earlier one (the others skipped the rest of its step): no records needed.
+    Step,
 }
 
 /// A position where the members do not agree.
