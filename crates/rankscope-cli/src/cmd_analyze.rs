@@ -6,13 +6,14 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use rankscope_core::analyze::{self, report, Options};
 
-use crate::load;
+use crate::{cmd_fr, load};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Trace files (.json, .json.gz, .pt.trace.json) or directories holding them: one per rank.
     /// nccl-tests output files given here too (recognised by content) place the trace's
-    /// collectives against what the fabric delivered.
+    /// collectives against what the fabric delivered; PyTorch Flight Recorder dumps (by
+    /// content) add their hang / mismatch report (alone when there are only dumps).
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
     /// The full analysis as JSON (schema `rankscope.analysis`, see docs/analysis-schema.md).
@@ -66,10 +67,12 @@ pub fn run(a: Args) -> Result<u8> {
         .collect::<Result<_>>()?;
     let mut traces = Vec::new();
     let mut perf = Vec::new();
+    let mut dumps = Vec::new();
     for f in files {
         match load::sniff_file(&f) {
             load::InputKind::Trace => traces.push(f),
             load::InputKind::NcclTests => perf.push(f),
+            load::InputKind::FlightRecorder => dumps.push(f),
             load::InputKind::NcclLog => {
                 eprintln!("rankscope: {} is an NCCL_DEBUG log: read it with `rankscope nccl`", f.display())
             }
@@ -89,6 +92,11 @@ pub fn run(a: Args) -> Result<u8> {
             texts.iter().map(|(n, b)| rankscope_core::nccl::Input { name: n, bytes: b }).collect();
         opts.fabric = Some(rankscope_core::nccl::analyze_tests(&inputs, None));
     }
+    if traces.is_empty() && !dumps.is_empty() {
+        // Flight Recorder dumps only: the hang report alone.
+        return cmd_fr::report_files(&dumps, a.json);
+    }
+    let fr = (!dumps.is_empty()).then(|| cmd_fr::read_dumps(&dumps));
     let (job, failed) = load::load_job(&traces, &explicit, &rules, 4 << 20);
     for f in &failed {
         eprintln!("rankscope: {}", f.error);
@@ -100,12 +108,25 @@ pub fn run(a: Args) -> Result<u8> {
     if let Some(path) = &a.merged_trace {
         write_merged(path, &job, &analysis).with_context(|| format!("cannot write {}", path.display()))?;
     }
+    let fr_report = fr.as_ref().map(|l| (&l.dumps, rankscope_core::fr::job_report(&l.dumps)));
+    let failed_dumps = fr.as_ref().map_or(0, |l| l.failed.len());
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&analysis)?);
+        let mut v = serde_json::to_value(&analysis)?;
+        // The dumps' report under `flight_recorder` (until `Analysis` carries it itself).
+        if let (Some((d, r)), Some(obj)) = (&fr_report, v.as_object_mut()) {
+            obj.insert("flight_recorder".into(), cmd_fr::json_value(d, r)?);
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else if a.csv {
         print!("{}", report::csv(&analysis));
+        if fr_report.is_some() {
+            eprintln!("rankscope: the Flight Recorder dumps are not part of the CSV: see --md or --json");
+        }
     } else {
         print!("{}", report::markdown(&analysis));
+        if let Some((d, r)) = &fr_report {
+            print!("\n## Flight Recorder\n\n```\n{}```\n", cmd_fr::render(d, r));
+        }
     }
     let bad = report::failed_gates(&analysis, &gates);
     for (g, v) in &bad {
@@ -113,7 +134,7 @@ pub fn run(a: Args) -> Result<u8> {
     }
     Ok(if !bad.is_empty() {
         3
-    } else if failed.is_empty() && analysis.errors.is_empty() {
+    } else if failed.is_empty() && failed_dumps == 0 && analysis.errors.is_empty() {
         0
     } else {
         1

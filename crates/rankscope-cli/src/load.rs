@@ -36,7 +36,10 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
             walk(&path, out)?;
         } else {
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            if name.ends_with(".json") || name.ends_with(".json.gz") {
+            if name.ends_with(".json")
+                || name.ends_with(".json.gz")
+                || sniff_file(&path) == InputKind::FlightRecorder
+            {
                 out.push(path);
             }
         }
@@ -174,6 +177,8 @@ pub enum InputKind {
     Trace,
     NcclTests,
     NcclLog,
+    /// A PyTorch Flight Recorder dump (pickle or JSON), whatever its name.
+    FlightRecorder,
 }
 
 /// Sniffs a file's first 64 KiB: gzip or a JSON object is a trace; otherwise NCCL text if it
@@ -183,6 +188,9 @@ pub fn sniff_file(path: &Path) -> InputKind {
     let mut head = vec![0u8; 64 << 10];
     let n = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)).unwrap_or(0);
     let head = &head[..n];
+    if rankscope_core::fr::sniff(head) {
+        return InputKind::FlightRecorder;
+    }
     let first = head.iter().copied().find(|b| !b.is_ascii_whitespace());
     if head.starts_with(&[0x1f, 0x8b]) || first == Some(b'{') || head.starts_with(&[0xEF, 0xBB, 0xBF]) {
         return InputKind::Trace;

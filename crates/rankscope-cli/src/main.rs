@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 
 mod cmd_analyze;
+mod cmd_fr;
 mod cmd_inspect;
 mod cmd_nccl;
 mod cmd_synth;
@@ -25,6 +26,9 @@ enum Command {
     Inspect(cmd_inspect::Args),
     /// Per rank × step breakdown, clock alignment, collectives, stragglers, findings.
     Analyze(cmd_analyze::Args),
+    /// Read PyTorch Flight Recorder dumps (one per rank): who is stuck in which collective,
+    /// who never issued it, mismatched shapes.
+    Fr(cmd_fr::Args),
     /// Generate a deterministic synthetic multi-rank Kineto trace set.
     #[command(after_help = cmd_synth::SCENARIOS_HELP)]
     Synth(cmd_synth::Args),
@@ -39,6 +43,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Inspect(a) => cmd_inspect::run(a),
         Command::Analyze(a) => cmd_analyze::run(a),
+        Command::Fr(a) => cmd_fr::run(a),
         Command::Synth(a) => cmd_synth::run(a),
         Command::Nccl(a) => cmd_nccl::run_log(a),
         Command::NcclTests(a) => cmd_nccl::run_tests(a),

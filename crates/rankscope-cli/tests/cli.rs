@@ -80,3 +80,44 @@ fn analyze_recognises_every_nccl_tests_file_by_content() {
         assert_eq!(out.status.code(), Some(0), "{}: {}", f.display(), String::from_utf8_lossy(&out.stderr));
     }
 }
+
+#[test]
+fn fr_reports_the_hang_of_a_dump_set() {
+    let dir = fixtures("fr/skip_allreduce/pickle");
+    let out = bin().args(["fr", &dir]).output().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("- Ranks 0, 2 and 3 are stuck in all_reduce #12"), "{text}");
+    assert!(text.contains("rank 1 never issued it"), "{text}");
+
+    let out = bin().args(["fr", "--json", &dir]).output().unwrap_or_else(|e| panic!("{e}"));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v["schema"], "rankscope.fr");
+    assert_eq!(v["dumps"].as_array().map(Vec::len), Some(4));
+    assert_eq!(v["dumps"][1]["rank_from"], "file_name");
+    assert_eq!(v["report"]["diagnoses"][0]["kind"], "hang");
+    assert_eq!(v["report"]["diagnoses"][0]["ranks"][0], 1);
+
+    // `analyze` with dumps only gives the hang report alone; a file that is not a dump fails.
+    let out =
+        bin().args(["analyze", &fixtures("fr/early_exit/json")]).output().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("rank 2 never issued it"));
+    let bad = fixtures("edge/not_a_trace_binary.json");
+    let out = bin().args(["fr", &dir, &bad]).output().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn analyze_takes_traces_and_dumps_together() {
+    let traces = fixtures("analysis/two_rank_known");
+    let dumps = fixtures("fr/shape_mismatch/pickle");
+    let out = bin().args(["analyze", "--json", &traces, &dumps]).output().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v["schema"], "rankscope.analysis");
+    assert_eq!(v["flight_recorder"]["report"]["diagnoses"][0]["kind"], "mismatch");
+    let out = bin().args(["analyze", &traces, &dumps]).output().unwrap_or_else(|e| panic!("{e}"));
+    let md = String::from_utf8_lossy(&out.stdout);
+    assert!(md.contains("## Flight Recorder") && md.contains("does not match across ranks (shape)"), "{md}");
+}

@@ -4,6 +4,8 @@
 //! Event Format / Kineto) → [`model`] (columnar tables, one shared string table) →
 //! [`normalize`] (ranks, steps, lanes, categories, launch → kernel links) → [`inspect`] reports.
 //! [`nccl`] reads NCCL_DEBUG logs and nccl-tests output; [`synth`] generates traces.
+//! [`fr`] reads PyTorch Flight Recorder dumps; [`sequence`] compares the ranks' collective
+//! sequences (hangs and mismatches) from dumps or traces.
 //!
 //! The crate knows nothing of the browser or the operating system: it takes bytes in chunks of
 //! any size and returns values. No file system, no clocks, no threads. It builds for the host
@@ -11,10 +13,12 @@
 
 pub mod analyze;
 pub mod export;
+pub mod fr;
 pub mod inspect;
 pub mod model;
 pub mod nccl;
 pub mod normalize;
 pub mod parse;
+pub mod sequence;
 pub mod synth;
 pub mod view;

@@ -1,0 +1,178 @@
+//! `rankscope fr DUMP...`: the sequence report of a job's Flight Recorder dumps (one per rank).
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use rankscope_core::fr::{self, RankedDump};
+use rankscope_core::sequence::{text, SequenceReport};
+use serde::Serialize;
+
+use crate::load;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Flight Recorder dumps (pickle or JSON, gzipped or not; any file name) or directories
+    /// holding them: one per rank. The rank is the dump's `rank`, else the number in the file
+    /// name (`nccl_trace_rank_3`), else the order given.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// The dumps and the sequence report as JSON (schema `rankscope.fr`, see
+    /// docs/flight-recorder.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The `flight_recorder` member of the analysis JSON: the dumps and their report.
+pub fn json_value(dumps: &[RankedDump], report: &SequenceReport) -> Result<serde_json::Value> {
+    #[derive(Serialize)]
+    struct Member<'a> {
+        dumps: Vec<DumpInfo<'a>>,
+        report: &'a SequenceReport,
+    }
+    Ok(serde_json::to_value(Member { dumps: dump_infos(dumps), report })?)
+}
+
+/// One dump as the JSON output lists it (its entries are in the report's records).
+#[derive(Debug, Serialize)]
+pub struct DumpInfo<'a> {
+    pub file: &'a str,
+    pub rank: u32,
+    pub rank_from: fr::RankFrom,
+    pub format: fr::DumpFormat,
+    pub version: &'a str,
+    pub backend: rankscope_core::sequence::Backend,
+    pub comm_lib_version: &'a str,
+    pub entries: usize,
+    pub diagnostics: &'a [rankscope_core::model::Diagnostic],
+}
+
+#[derive(Debug, Serialize)]
+struct Output<'a> {
+    schema: &'static str,
+    version: u32,
+    dumps: Vec<DumpInfo<'a>>,
+    failed: Vec<rankscope_core::inspect::FailedFile>,
+    skipped: Vec<fr::SkippedDump>,
+    report: &'a SequenceReport,
+}
+
+pub fn dump_infos(dumps: &[RankedDump]) -> Vec<DumpInfo<'_>> {
+    dumps
+        .iter()
+        .map(|d| DumpInfo {
+            file: &d.dump.file,
+            rank: d.rank,
+            rank_from: d.rank_from,
+            format: d.dump.format,
+            version: &d.dump.version,
+            backend: d.dump.backend(),
+            comm_lib_version: &d.dump.comm_lib_version,
+            entries: d.dump.entries.len(),
+            diagnostics: &d.dump.diagnostics,
+        })
+        .collect()
+}
+
+/// The dumps read, the files that could not be, and the dumps left out (a second dump of a
+/// rank).
+#[derive(Debug)]
+pub struct Loaded {
+    pub dumps: Vec<RankedDump>,
+    pub failed: Vec<rankscope_core::inspect::FailedFile>,
+    pub skipped: Vec<fr::SkippedDump>,
+}
+
+/// Reads every dump and decides the ranks; problems are printed on stderr.
+pub fn read_dumps(files: &[PathBuf]) -> Loaded {
+    let mut dumps = Vec::new();
+    let mut failed = Vec::new();
+    for f in files {
+        let name = f.display().to_string();
+        match std::fs::read(f) {
+            Ok(bytes) => match fr::read(&name, &bytes) {
+                Ok(d) => dumps.push(d),
+                Err(e) => {
+                    failed.push(rankscope_core::inspect::FailedFile { file: name, error: e.to_string() })
+                }
+            },
+            Err(e) => failed.push(rankscope_core::inspect::FailedFile {
+                file: name.clone(),
+                error: format!("{name}: {e}"),
+            }),
+        }
+    }
+    let (dumps, skipped) = fr::decide_ranks(dumps);
+    for f in &failed {
+        eprintln!("rankscope: {}", f.error);
+    }
+    for s in &skipped {
+        eprintln!("rankscope: {}: skipped: {}", s.file, s.reason);
+    }
+    Loaded { dumps, failed, skipped }
+}
+
+/// The text block for a set of dumps: one line per dump, then the report.
+pub fn render(dumps: &[RankedDump], report: &SequenceReport) -> String {
+    let mut out = String::new();
+    for d in dumps {
+        let backend = format!("{:?}", d.dump.backend()).to_lowercase();
+        out.push_str(&format!(
+            "rank {:<3} {} ({:?}, version {}, {backend}, {} entries)\n",
+            d.rank,
+            d.dump.file,
+            d.dump.format,
+            d.dump.version,
+            d.dump.entries.len()
+        ));
+        for x in &d.dump.diagnostics {
+            out.push_str(&format!("    {:?} ×{}: {}\n", x.kind, x.count, x.message));
+        }
+    }
+    out.push('\n');
+    out.push_str(&text::report(report));
+    out
+}
+
+/// Files of the given paths that are dumps: a directory contributes every file below it that
+/// sniffs as one; a file named explicitly is taken whatever it is.
+fn dump_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in load::expand(paths)? {
+        if paths.contains(&p) || load::sniff_file(&p) == load::InputKind::FlightRecorder {
+            out.push(p);
+        }
+    }
+    Ok(out)
+}
+
+/// Exit codes: 0 read and reported; 1 a file is not a dump; 2 usage or I/O error.
+pub fn run(a: Args) -> Result<u8> {
+    let files = dump_files(&a.paths)?;
+    if files.is_empty() {
+        anyhow::bail!("no Flight Recorder dumps under the given paths");
+    }
+    report_files(&files, a.json)
+}
+
+/// Reads the dumps and prints their report (text or JSON).
+pub fn report_files(files: &[PathBuf], json: bool) -> Result<u8> {
+    let Loaded { dumps, failed, skipped } = read_dumps(files);
+    if dumps.is_empty() {
+        anyhow::bail!("no file could be read as a Flight Recorder dump");
+    }
+    let report = fr::job_report(&dumps);
+    if json {
+        let out = Output {
+            schema: "rankscope.fr",
+            version: 1,
+            dumps: dump_infos(&dumps),
+            failed,
+            skipped,
+            report: &report,
+        };
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(if out.failed.is_empty() { 0 } else { 1 });
+    }
+    print!("{}", render(&dumps, &report));
+    Ok(if failed.is_empty() { 0 } else { 1 })
+}
