@@ -80,6 +80,20 @@ impl Args {
     }
 }
 
+/// Names of the communication ops whose `Input Dims` size their message.
+const COMM_NAME_PREFIXES: &[&str] = &[
+    "nccl:",
+    "gloo:",
+    "mpi:",
+    "ucc:",
+    "hccl:",
+    "xccl:",
+    "c10d::",
+    "c10d_functional::",
+    "_c10d_functional::",
+    "record_param_comms",
+];
+
 /// One event as read, before it becomes a row.
 #[derive(Debug, Default)]
 struct Ev {
@@ -1001,9 +1015,26 @@ impl TraceParser {
         id
     }
 
-    fn push_args(&mut self, ev_row: u32, a: &Args) -> u32 {
+    fn push_args(&mut self, ev_row: u32, a: &Args, name: StrId) -> u32 {
         if !a.has_comm() {
             return NONE_U32;
+        }
+        // `Input Dims` alone is on every operator recorded with shapes; only a communication
+        // op's (`gloo:all_reduce`, `c10d::allreduce_`, ...) sizes a message, so only those keep
+        // a row for it.
+        let only_dims = a.collective.is_none()
+            && a.in_nelems.is_none()
+            && a.out_nelems.is_none()
+            && a.in_bytes.is_none()
+            && a.out_bytes.is_none()
+            && a.group_size.is_none()
+            && a.pg_name.is_none()
+            && a.seq.is_none();
+        if only_dims {
+            let n = self.out.strings.get(name);
+            if !COMM_NAME_PREFIXES.iter().any(|p| n.starts_with(p)) {
+                return NONE_U32;
+            }
         }
         let c = &mut self.out.comm;
         let row = c.len() as u32;
@@ -1102,20 +1133,21 @@ impl TraceParser {
                 };
                 let lane = self.lane(pid, tid);
                 let row = self.out.events.len() as u32;
-                let args = self.push_args(row, &ev.args);
+                let args = self.push_args(row, &ev.args, name);
                 self.push_row(EventKind::Slice, ts, dur, name, cat, lane, corr, ext, args);
                 self.note_lane_args(lane, &ev.args);
             }
             b'i' | b'I' => {
                 let lane = self.lane(pid, tid);
                 let row = self.out.events.len() as u32;
-                let args = self.push_args(row, &ev.args);
+                let args = self.push_args(row, &ev.args, name);
                 self.push_row(EventKind::Instant, ts.unwrap_or(0), 0, name, cat, lane, corr, ext, args);
             }
             b'B' => {
                 let lane = self.lane(pid, tid);
                 // The argument row is attached when the slice closes.
-                let args = if ev.args.has_comm() { self.push_args(u32::MAX, &ev.args) } else { NONE_U32 };
+                let args =
+                    if ev.args.has_comm() { self.push_args(u32::MAX, &ev.args, name) } else { NONE_U32 };
                 self.open.entry(lane).or_default().push(OpenSlice {
                     ts: ts.unwrap_or(0),
                     name,
