@@ -147,7 +147,7 @@ fn write_perfetto(
     let plan = perfetto::plan(&plan_in, origin);
     let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
     for (r, m) in job.ranks.iter().zip(&plan.members) {
-        perfetto::write_member(&mut out, m, &plan, |mut w| {
+        perfetto::write_member(&mut out, m, plan.shift_ns, |mut w| {
             export::write_rank(&mut w, r, &job.strings, 0, plan.shift_ns, true).map(drop)
         })?;
     }

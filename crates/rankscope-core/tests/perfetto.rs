@@ -24,7 +24,7 @@ fn archive(job: &Job, a: &Analysis) -> (Vec<u8>, perfetto::Plan) {
     let plan = perfetto::plan(&input, export::origin(&ranks));
     let mut out = Vec::new();
     for (r, m) in job.ranks.iter().zip(&plan.members) {
-        perfetto::write_member(&mut out, m, &plan, |mut w| {
+        perfetto::write_member(&mut out, m, plan.shift_ns, |mut w| {
             export::write_rank(&mut w, r, &job.strings, 0, plan.shift_ns, true).map(drop)
         })
         .unwrap_or_else(|e| panic!("{e}"));

@@ -24,7 +24,7 @@
 
 use std::io::{self, Write};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{esc, tar};
 
@@ -33,7 +33,7 @@ use super::{esc, tar};
 pub const MANIFEST: &str = "perfetto_manifest.json";
 
 /// One rank's file in the archive.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Member {
     pub rank: u32,
     /// The member's path in the tar (`rank3.json`; `rank3-2.json` for a second file claiming
@@ -50,7 +50,7 @@ pub struct Member {
 }
 
 /// What goes into the archive.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Plan {
     /// In the order of the ranks given to [`plan`]; the first is the reference.
     pub members: Vec<Member>,
@@ -162,7 +162,7 @@ pub fn manifest(p: &Plan) -> String {
 }
 
 /// The opening of a rank's own document: what the file is and how it relates to the others.
-pub fn write_rank_header<W: Write + ?Sized>(out: &mut W, m: &Member, p: &Plan) -> io::Result<()> {
+pub fn write_rank_header<W: Write + ?Sized>(out: &mut W, m: &Member, shift_ns: i64) -> io::Result<()> {
     out.write_all(
         b"{\"displayTimeUnit\": \"ms\", \"otherData\": {\"rankscope\": {\"generator\": \"rankscope ",
     )?;
@@ -170,22 +170,22 @@ pub fn write_rank_header<W: Write + ?Sized>(out: &mut W, m: &Member, p: &Plan) -
     write!(
         out,
         "\", \"rank\": {}, \"clock\": \"own\", \"shift_ns\": {}, \"offset_ns\": {}, \"method\": ",
-        m.rank, p.shift_ns, m.alignment_ns
+        m.rank, shift_ns, m.alignment_ns
     )?;
     esc(out, &m.method)?;
     out.write_all(b"}},\n\"traceEvents\": [\n")
 }
 
 /// One rank's member: `events` writes the rank's events (the merged trace's
-/// [`super::write_rank`] with offset 0, origin [`Plan::shift_ns`] and `first` true); it is
-/// called twice (see the module doc).
-pub fn write_member<W, F>(out: &mut W, m: &Member, p: &Plan, mut events: F) -> io::Result<u64>
+/// [`super::write_rank`] with offset 0, origin `shift_ns` ([`Plan::shift_ns`]) and `first`
+/// true); it is called twice (see the module doc).
+pub fn write_member<W, F>(out: &mut W, m: &Member, shift_ns: i64, mut events: F) -> io::Result<u64>
 where
     W: Write,
     F: FnMut(&mut dyn Write) -> io::Result<()>,
 {
     tar::write_streamed(out, &m.path, |w| {
-        write_rank_header(w, m, p)?;
+        write_rank_header(w, m, shift_ns)?;
         events(w)?;
         super::write_footer(w)
     })

@@ -83,15 +83,15 @@ impl RankView {
     }
 
     /// Writes this rank's member of the Perfetto archive (`export::perfetto::write_member`): its
-    /// events on its own clock less the plan's shift.
+    /// events on its own clock less the plan's shift (`Plan::shift_ns`).
     pub fn write_perfetto_member<W: std::io::Write>(
         &self,
         out: &mut W,
         member: &crate::export::perfetto::Member,
-        plan: &crate::export::perfetto::Plan,
+        shift_ns: i64,
     ) -> std::io::Result<u64> {
-        crate::export::perfetto::write_member(out, member, plan, |mut w| {
-            self.write_trace(&mut w, 0, plan.shift_ns, true).map(drop)
+        crate::export::perfetto::write_member(out, member, shift_ns, |mut w| {
+            self.write_trace(&mut w, 0, shift_ns, true).map(drop)
         })
     }
 
