@@ -205,7 +205,9 @@ pub fn use_embed(
                 Listener::new(w.into(), "message", move |e| {
                     let Some(ev) = e.dyn_ref::<MessageEvent>() else { return };
                     let origin = ev.origin();
-                    let source = ev.source().and_then(|s| s.dyn_into::<Window>().ok());
+                    // A cross-origin window is no `instanceof Window` here: take it as one unchecked
+                    // (only `postMessage` is called on it, which any window allows).
+                    let source = ev.source().map(|s| s.unchecked_into::<Window>());
                     // The Perfetto UI we opened answers our PINGs: that is not a host page.
                     if source.as_ref().is_some_and(crate::perfetto::is_ours) {
                         return;
