@@ -279,6 +279,10 @@ pub fn use_embed(
             let peer = peer.borrow().clone();
             let done = files.iter().filter(|f| f.status.is_done()).count();
             let mut l = last.borrow_mut();
+            if done == 0 {
+                // A new job (ids start again at 0): its failures are new.
+                l.2.clear();
+            }
             for f in files {
                 if let FileStatus::Failed(m) = &f.status {
                     if !l.2.contains(&f.id) {
