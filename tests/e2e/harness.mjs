@@ -25,8 +25,13 @@ export const traces = (dir) => {
  * pushed onto `requests`. Returns what `stopBrowser` needs.
  */
 export async function startBrowser({ requests, acceptDownloads = false }) {
-  fs.mkdirSync(SHOTS, { recursive: true });
   const { server, url: origin } = await serve(path.join(ROOT, 'dist'), 0);
+  return { server, origin, ...(await launch({ requests, acceptDownloads })) };
+}
+
+/** Chromium alone (the caller serves what it needs): {context, profile}. */
+export async function launch({ requests, acceptDownloads = false }) {
+  fs.mkdirSync(SHOTS, { recursive: true });
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'rankscope-e2e-'));
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
@@ -37,7 +42,7 @@ export async function startBrowser({ requests, acceptDownloads = false }) {
       '--disable-background-networking', '--disable-component-update', '--disable-sync'],
   });
   context.on('request', (r) => requests.push(r.url()));
-  return { server, origin, context, profile };
+  return { context, profile };
 }
 
 export async function stopBrowser({ server, context, profile }) {

@@ -8,8 +8,11 @@
 
 pub mod download;
 pub mod dropped;
+pub mod embed;
 pub mod format;
 pub mod hash;
+pub mod host;
+pub mod perfetto;
 pub mod pool;
 pub mod protocol;
 pub mod state;

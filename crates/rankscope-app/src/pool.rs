@@ -23,13 +23,15 @@ use crate::state::Action;
 #[derive(Debug)]
 pub enum Task {
     File(FileId, web_sys::File),
+    /// A host page's stream (`embed`), with the file's name.
+    Stream(FileId, String, web_sys::ReadableStream),
     Demo(FileId, u32),
 }
 
 impl Task {
     fn file(&self) -> FileId {
         match self {
-            Task::File(f, _) | Task::Demo(f, _) => *f,
+            Task::File(f, _) | Task::Stream(f, _, _) | Task::Demo(f, _) => *f,
         }
     }
 }
@@ -158,6 +160,17 @@ impl Pool {
         self.ask(file, &ToWorker::Export { file, req, offset_ns, origin_ns, first });
     }
 
+    /// Asks for `file`'s member of the Perfetto archive; the pieces go to the export sink.
+    pub fn perfetto(
+        &self,
+        file: FileId,
+        req: u32,
+        member: rankscope_core::export::perfetto::Member,
+        shift_ns: i64,
+    ) {
+        self.ask(file, &ToWorker::Perfetto { file, req, member: Box::new(member), shift_ns });
+    }
+
     /// Searches `file`'s events by name; the answer goes to the found sink.
     pub fn search(&self, file: FileId, req: u32, query: &str) {
         self.ask(file, &ToWorker::Search { file, req, query: query.to_string() });
@@ -207,15 +220,17 @@ fn send(slot: &mut Slot, msg: Array) {
     if slot.dead {
         return;
     }
+    // A stream cannot be copied to a worker, only transferred.
+    let transfer: Array = msg.iter().filter(|v| v.is_instance_of::<web_sys::ReadableStream>()).collect();
     if !slot.ready {
         slot.outbox.push(msg);
-    } else if let Err(e) = slot.worker.post_message(&msg) {
+    } else if let Err(e) = slot.worker.post_message_with_transfer(&msg, &transfer) {
         web_sys::console::error_2(&"rankscope: cannot post to a worker".into(), &e);
     }
 }
 
 fn spawn(inner_rc: &Rc<RefCell<Inner>>, index: usize) -> Result<Slot, JsValue> {
-    let worker = Worker::new("./worker_loader.js")?;
+    let worker = crate::host::new_worker()?;
     let weak = Rc::downgrade(inner_rc);
     let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
         if let Some(inner) = weak.upgrade() {
@@ -283,6 +298,9 @@ fn pump(inner_rc: &Rc<RefCell<Inner>>) {
             let file = task.file();
             let msg = match &task {
                 Task::File(_, f) => message(&ToWorker::Load { file, name: f.name() }, Some(f.as_ref())),
+                Task::Stream(_, name, s) => {
+                    message(&ToWorker::Load { file, name: name.clone() }, Some(s.as_ref()))
+                }
                 Task::Demo(_, rank) => message(&ToWorker::Demo { file, rank: *rank }, None),
             };
             inner.holder.insert(file, slot);

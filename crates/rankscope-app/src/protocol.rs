@@ -27,7 +27,12 @@
 //!                                              Chrome trace, with the job's alignment
 //! worker → UI   ExportChunk {file, req, last} + Uint8Array   the piece, in pieces of ≤ CHUNK_BYTES
 //!               (the bytes are transferred, never a JS string)
+//! UI → worker   Perfetto {file, req, member, shift_ns}   this rank's member of the Perfetto
+//!               archive (tar header, its own-clock JSON, padding); answered with ExportChunks
 //! ```
+//!
+//! A `Load` may carry a `ReadableStream` instead of the `File` (a host page's stream, see
+//! `embed`): it is transferred, and read the same way.
 //!
 //! [`RankView`]: rankscope_core::view::RankView
 
@@ -55,6 +60,7 @@ pub enum ToWorker {
     Reanalyze { file: FileId, decision: Box<RankDecision> },
     Search { file: FileId, req: u32, query: String },
     Export { file: FileId, req: u32, offset_ns: i64, origin_ns: i64, first: bool },
+    Perfetto { file: FileId, req: u32, member: Box<rankscope_core::export::perfetto::Member>, shift_ns: i64 },
 }
 
 /// Bytes of a file's start that decide what it is.

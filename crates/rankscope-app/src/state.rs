@@ -163,6 +163,16 @@ impl JobView {
     }
 }
 
+/// What the user last clicked: an event on the timeline, or a step or collective that opened it
+/// (times on `file`'s own clock). A host page hears of it (`embed`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Selection {
+    pub file: FileId,
+    pub start_ns: i64,
+    pub end_ns: i64,
+    pub name: Option<String>,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct State {
     pub files: Vec<FileEntry>,
@@ -188,6 +198,13 @@ pub struct State {
     /// Assemblies so far (never reset: tells one job's assembly from the next one's).
     pub assemblies: u32,
     pub job: Option<Rc<JobView>>,
+    /// The last selection, and how many there were (tells a new one from the same one again).
+    pub selection: Option<Selection>,
+    pub selections: u32,
+    /// Messages from origins the embedding protocol does not trust, ignored: count per origin.
+    pub untrusted: BTreeMap<String, u32>,
+    /// The job's title, when a host page gave one.
+    pub title: Option<String>,
 }
 
 impl Default for State {
@@ -207,6 +224,10 @@ impl Default for State {
             awaiting: BTreeSet::new(),
             assemblies: 0,
             job: None,
+            selection: None,
+            selections: 0,
+            untrusted: BTreeMap::new(),
+            title: None,
         }
     }
 }
@@ -284,6 +305,11 @@ pub enum Action {
     },
     SetFocus(Option<u32>, Option<u32>),
     SetAligned(bool),
+    /// An event clicked on the timeline.
+    Select(Selection),
+    /// A message from an untrusted origin was ignored.
+    Untrusted(String),
+    SetTitle(Option<String>),
     /// Back to the landing page.
     Reset,
 }
@@ -389,6 +415,8 @@ impl Reducible for State {
                     s.focus = job.ranks.iter().find(|(f, _)| *f == file).map(|(_, r)| r.rank);
                     s.step = step;
                     s.window = Some((start_ns - off - origin - pad, end_ns - off - origin + pad));
+                    s.selection = Some(Selection { file, start_ns, end_ns, name: None });
+                    s.selections = s.selections.wrapping_add(1);
                 }
             }
             Action::SetFocus(rank, step) => {
@@ -396,8 +424,21 @@ impl Reducible for State {
                 s.step = step;
             }
             Action::SetAligned(a) => s.aligned = a,
+            Action::Select(sel) => {
+                s.selection = Some(sel);
+                s.selections = s.selections.wrapping_add(1);
+            }
+            Action::Untrusted(origin) => *s.untrusted.entry(origin).or_default() += 1,
+            Action::SetTitle(t) => s.title = t,
             Action::Reset => {
-                s = State { view: s.view, aligned: s.aligned, assemblies: s.assemblies, ..State::default() };
+                s = State {
+                    view: s.view,
+                    aligned: s.aligned,
+                    assemblies: s.assemblies,
+                    selections: s.selections,
+                    untrusted: std::mem::take(&mut s.untrusted),
+                    ..State::default()
+                };
             }
         }
         if s.assembly.is_none() && !s.files.is_empty() && !s.loading() {

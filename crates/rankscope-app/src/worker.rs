@@ -64,9 +64,15 @@ fn handle(state: &Rc<RefCell<State>>, m: ToWorker, extra: JsValue) {
         ToWorker::Load { file, name } => {
             let st = state.clone();
             spawn_local(async move {
-                let result = match extra.dyn_into::<web_sys::File>() {
-                    Ok(f) => read_file(&st, file, &name, f).await,
-                    Err(_) => Err(format!("{name}: no file was sent")),
+                // A `File` (chosen, dropped, or made from a host page's buffer), or a host page's
+                // `ReadableStream` (transferred).
+                let stream = match extra.dyn_into::<web_sys::File>() {
+                    Ok(f) => Some(f.stream()),
+                    Err(x) => x.dyn_into::<web_sys::ReadableStream>().ok(),
+                };
+                let result = match stream {
+                    Some(s) => read_file(&st, file, &name, s).await,
+                    None => Err(format!("{name}: no file was sent")),
                 };
                 finish(&st, file, result);
             });
@@ -112,6 +118,21 @@ fn handle(state: &Rc<RefCell<State>>, m: ToWorker, extra: JsValue) {
             };
             let mut out = ChunkPoster { file, req, buf: Vec::with_capacity(CHUNK_BYTES) };
             match v.write_trace(&mut out, offset_ns, origin_ns, first) {
+                Ok(_) => out.send(true),
+                Err(e) => post(&FromWorker::ExportFailed { file, req, error: e.to_string() }),
+            }
+        }
+        ToWorker::Perfetto { file, req, member, shift_ns } => {
+            let st = state.borrow();
+            let Some(v) = st.ranks.get(&file) else {
+                return post(&FromWorker::ExportFailed {
+                    file,
+                    req,
+                    error: "this rank is not loaded".into(),
+                });
+            };
+            let mut out = ChunkPoster { file, req, buf: Vec::with_capacity(CHUNK_BYTES) };
+            match v.write_perfetto_member(&mut out, &member, shift_ns) {
                 Ok(_) => out.send(true),
                 Err(e) => post(&FromWorker::ExportFailed { file, req, error: e.to_string() }),
             }
@@ -255,15 +276,16 @@ fn is_cancelled(state: &Rc<RefCell<State>>, file: FileId) -> bool {
     state.borrow().cancelled.contains(&file)
 }
 
-/// Reads a `File` with `File.stream()`, gathering the stream's chunks into [`CHUNK_BYTES`]
-/// pieces copied straight into wasm memory: the file is never one JS string or one buffer.
+/// Reads a file's stream (`File.stream()`, or a host page's stream), gathering its chunks into
+/// [`CHUNK_BYTES`] pieces copied straight into wasm memory: the file is never one JS string or
+/// one buffer.
 async fn read_file(
     state: &Rc<RefCell<State>>,
     file: FileId,
     name: &str,
-    f: web_sys::File,
+    stream: web_sys::ReadableStream,
 ) -> Result<Outcome, String> {
-    let reader: ReadableStreamDefaultReader = f.stream().get_reader().unchecked_into();
+    let reader: ReadableStreamDefaultReader = stream.get_reader().unchecked_into();
     let mut feeder = Feeder::new(file, name);
     // None until the first SNIFF_BYTES (or the whole file) said what the file is; then the NCCL
     // kinds it holds (empty: a trace).
@@ -275,7 +297,8 @@ async fn read_file(
         if Reflect::get(&r, &"done".into()).ok().and_then(|d| d.as_bool()).unwrap_or(true) {
             break;
         }
-        let value: Uint8Array = Reflect::get(&r, &"value".into()).map_err(|e| js_text(&e))?.unchecked_into();
+        let value = bytes_of(Reflect::get(&r, &"value".into()).map_err(|e| js_text(&e))?)
+            .ok_or_else(|| format!("{name}: the stream gave something other than bytes"))?;
         let start = feeder.buf.len();
         feeder.buf.resize(start + value.length() as usize, 0);
         value.copy_to(&mut feeder.buf[start..]);
@@ -302,6 +325,21 @@ async fn read_file(
     }
     feeder.flush();
     Ok(Outcome::Done(feeder.ingest))
+}
+
+/// A stream chunk as bytes: `File.stream()` gives `Uint8Array`s; a host page's stream may give
+/// any `ArrayBuffer` or view of one.
+fn bytes_of(v: JsValue) -> Option<Uint8Array> {
+    if v.is_instance_of::<Uint8Array>() {
+        return Some(v.unchecked_into());
+    }
+    if let Some(b) = v.dyn_ref::<js_sys::ArrayBuffer>() {
+        return Some(Uint8Array::new(b));
+    }
+    let buffer = Reflect::get(&v, &"buffer".into()).ok()?.dyn_into::<js_sys::ArrayBuffer>().ok()?;
+    let offset = Reflect::get(&v, &"byteOffset".into()).ok()?.as_f64()? as u32;
+    let len = Reflect::get(&v, &"byteLength".into()).ok()?.as_f64()? as u32;
+    Some(Uint8Array::new_with_byte_offset_and_length(&buffer, offset, len))
 }
 
 /// Generates demo rank `rank` and ingests it through the same chunked path as a file.

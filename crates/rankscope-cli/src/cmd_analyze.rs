@@ -41,6 +41,11 @@ pub struct Args {
     /// applied) that Perfetto and chrome://tracing open.
     #[arg(long, value_name = "FILE")]
     pub merged_trace: Option<PathBuf>,
+    /// Also write a Perfetto multi-trace archive (a tar): one Chrome JSON per rank on its own
+    /// clock and a `perfetto_manifest.json` giving each rank its own machine and pinning it to
+    /// the lowest rank with the estimated offset, so Perfetto shows the job aligned.
+    #[arg(long, value_name = "FILE.tar")]
+    pub perfetto: Option<PathBuf>,
     /// Extra classification rules (JSON), tried before the defaults.
     #[arg(long, value_name = "FILE")]
     pub rules: Option<PathBuf>,
@@ -108,6 +113,9 @@ pub fn run(a: Args) -> Result<u8> {
     if let Some(path) = &a.merged_trace {
         write_merged(path, &job, &analysis).with_context(|| format!("cannot write {}", path.display()))?;
     }
+    if let Some(path) = &a.perfetto {
+        write_perfetto(path, &job, &analysis).with_context(|| format!("cannot write {}", path.display()))?;
+    }
     let fr_report = fr.as_ref().map(|l| (&l.dumps, rankscope_core::fr::job_report(&l.dumps)));
     let failed_dumps = fr.as_ref().map_or(0, |l| l.failed.len());
     if a.json {
@@ -139,6 +147,34 @@ pub fn run(a: Args) -> Result<u8> {
     } else {
         1
     })
+}
+
+/// Writes the Perfetto archive of every rank (`export::perfetto`).
+fn write_perfetto(
+    path: &std::path::Path,
+    job: &rankscope_core::normalize::Job,
+    a: &analyze::Analysis,
+) -> Result<()> {
+    use rankscope_core::export::{self, perfetto};
+    use std::io::Write;
+    let al = |rank: u32| a.alignment.iter().find(|x| x.rank == rank);
+    let ranks: Vec<_> = job.ranks.iter().map(|r| (r, al(r.rank).map_or(0, |x| x.offset_ns))).collect();
+    let origin = export::origin(&ranks);
+    let plan_in: Vec<(u32, i64, &str)> = job
+        .ranks
+        .iter()
+        .map(|r| (r.rank, al(r.rank).map_or(0, |x| x.offset_ns), al(r.rank).map_or("", |x| x.method)))
+        .collect();
+    let plan = perfetto::plan(&plan_in, origin);
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    for (r, m) in job.ranks.iter().zip(&plan.members) {
+        perfetto::write_member(&mut out, m, plan.shift_ns, |mut w| {
+            export::write_rank(&mut w, r, &job.strings, 0, plan.shift_ns, true).map(drop)
+        })?;
+    }
+    perfetto::write_tail(&mut out, &plan)?;
+    out.flush()?;
+    Ok(())
 }
 
 /// Writes the merged, aligned trace of every rank.

@@ -10,6 +10,12 @@
 //! Written as a stream, rank by rank, so the app can build the file from per-worker pieces:
 //! [`write_header`], then [`write_rank`] for every rank (each writes a leading comma when it is
 //! not the first), then [`write_footer`].
+//!
+//! [`perfetto`] packs the same per-rank events, each on its rank's own clock, into a Perfetto
+//! multi-trace archive whose manifest carries the alignment ([`tar`] is its container).
+
+pub mod perfetto;
+pub mod tar;
 
 use std::io::{self, Write};
 
@@ -17,7 +23,7 @@ use crate::model::*;
 use crate::normalize::job::RankEntry;
 
 /// Writes `"…"`-quoted JSON string content.
-fn esc<W: Write>(out: &mut W, s: &str) -> io::Result<()> {
+pub(crate) fn esc<W: Write + ?Sized>(out: &mut W, s: &str) -> io::Result<()> {
     out.write_all(b"\"")?;
     let mut start = 0;
     for (i, c) in s.char_indices() {
@@ -176,7 +182,7 @@ pub fn write_rank<W: Write>(
     Ok(n)
 }
 
-pub fn write_footer<W: Write>(out: &mut W) -> io::Result<()> {
+pub fn write_footer<W: Write + ?Sized>(out: &mut W) -> io::Result<()> {
     out.write_all(b"\n]}\n")
 }
 

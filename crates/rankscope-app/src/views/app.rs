@@ -11,6 +11,7 @@ use yew::prelude::*;
 use super::alignment::Alignment;
 use super::collectives::Collectives;
 use super::diagnostics::Diagnostics;
+use super::embedded::{EmbedBar, Waiting};
 use super::fabric::Fabric;
 use super::files::Files;
 use super::help::Help;
@@ -28,6 +29,8 @@ use crate::state::{Action, State, View};
 #[derive(Debug)]
 enum Load {
     Files(Vec<File>),
+    /// Files and streams a host page handed over (`embed`), with its title.
+    Host(Vec<crate::embed::Source>, Option<String>),
     Demo,
 }
 
@@ -69,6 +72,26 @@ pub fn app() -> Html {
                     let tasks = files.into_iter().enumerate().map(|(i, f)| Task::File(i as u32, f)).collect();
                     (names, tasks, false)
                 }
+                Load::Host(sources, title) => {
+                    use crate::embed::Source;
+                    let names = sources
+                        .iter()
+                        .map(|s| match s {
+                            Source::File(f) => (f.name(), f.size() as u64),
+                            Source::Stream { name, size, .. } => (name.clone(), *size),
+                        })
+                        .collect();
+                    let tasks = sources
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, s)| match s {
+                            Source::File(f) => Task::File(i as u32, f),
+                            Source::Stream { name, stream, .. } => Task::Stream(i as u32, name, stream),
+                        })
+                        .collect();
+                    dispatch.emit(Action::SetTitle(title));
+                    (names, tasks, false)
+                }
                 Load::Demo => {
                     let n = rankscope_core::synth::SynthConfig::default().ranks;
                     let names = (0..n).map(|r| (rankscope_core::synth::file_name(r, false), 0)).collect();
@@ -81,6 +104,14 @@ pub fn app() -> Html {
             p.load(tasks);
         })
     };
+
+    // Where the page runs, and the embedding protocol with a host page.
+    let page = use_memo((), |_| crate::host::Page::current());
+    {
+        let start = start.clone();
+        let open = Callback::from(move |(sources, title)| start.emit(Load::Host(sources, title)));
+        crate::embed::use_embed(page.clone(), &state, dispatch.clone(), open);
+    }
 
     // Back on the landing page: the workers and their ranks go.
     {
@@ -119,8 +150,12 @@ pub fn app() -> Html {
     }
     {
         use_effect_with(
-            (state.view, state.window, state.focus, state.step, state.aligned),
-            move |(view, win, rank, step, aligned)| {
+            (state.view, state.window, state.focus, state.step, state.aligned, page.embed),
+            move |(view, win, rank, step, aligned, embed)| {
+                // Embedded, the host page owns the view: the frame's URL is left alone.
+                if *embed {
+                    return;
+                }
                 let h = hash::format(&HashState {
                     view: Some(*view),
                     window: *win,
@@ -240,7 +275,9 @@ pub fn app() -> Html {
     } else {
         String::new()
     };
-    let body = if state.files.is_empty() {
+    let body = if state.files.is_empty() && page.embed {
+        html! { <Waiting untrusted={state.untrusted.clone()} /> }
+    } else if state.files.is_empty() {
         html! { <Landing {on_files} {on_demo} /> }
     } else {
         let show_files = loading || !ready || matches!(state.view, View::Summary | View::Diagnostics);
@@ -256,14 +293,21 @@ pub fn app() -> Html {
                 View::Collectives => html! { <Collectives job={job.clone()} /> },
                 View::Alignment => html! { <Alignment job={job.clone()} /> },
                 View::Fabric => html! { <Fabric job={job.clone()} /> },
-                View::Diagnostics => html! { <Diagnostics job={job.clone()} /> },
+                View::Diagnostics => {
+                    html! { <Diagnostics job={job.clone()} untrusted={state.untrusted.clone()} /> }
+                }
             },
             _ => html! {},
         };
+        let bar = if page.embed {
+            html! { <EmbedBar view={state.view} {ready} {status} title={state.title.clone()} /> }
+        } else {
+            html! { <TopBar view={state.view} {ready} demo={state.demo} {status} /> }
+        };
         html! {
             <>
-                <TopBar view={state.view} {ready} demo={state.demo} {status} />
-                <main class={classes!("content", (state.view == View::Timeline && ready).then_some("full"))}>
+                { bar }
+                <main class={classes!("content", (state.view == View::Timeline && ready).then_some("full"), page.embed.then_some("embedded"))}>
                     { view }
                     if show_files { <Files files={state.files.clone()} /> }
                 </main>

@@ -3,6 +3,10 @@
 //! Chrome trace of every rank (`--merged-trace`). For the trace each worker writes its own rank's
 //! piece with the job's offsets and origin; the pieces arrive as byte arrays and become one
 //! `Blob` with the header and footer: the file is never one JS string.
+//!
+//! The Perfetto archive (`--perfetto`) is made the same way, each worker writing its rank's
+//! member; it is saved, or, on an explicit click after the page says where it goes, posted to a
+//! Perfetto UI in a new tab ([`crate::perfetto`]).
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -10,7 +14,9 @@ use std::rc::Rc;
 
 use js_sys::{Array, Uint8Array};
 use rankscope_core::analyze::report;
-use rankscope_core::export;
+use rankscope_core::export::{self, perfetto as archive};
+use wasm_bindgen::JsCast;
+use web_sys::HtmlInputElement;
 use yew::prelude::*;
 
 use super::Ctx;
@@ -23,14 +29,28 @@ pub struct Props {
     pub job: Rc<JobView>,
 }
 
-/// A merged-trace export in progress.
+/// What a trace export becomes.
+#[derive(Default)]
+enum Kind {
+    /// The merged Chrome trace: header, every rank's events, footer.
+    #[default]
+    Merged,
+    /// The Perfetto archive: every rank's member, then the manifest and the end (`tail`),
+    /// saved or handed to a Perfetto tab.
+    Perfetto { tail: Vec<u8>, to: Option<(web_sys::Window, String)> },
+}
+
+/// A merged-trace or Perfetto-archive export in progress.
 #[derive(Default)]
 struct TraceExport {
     req: u32,
+    kind: Kind,
     /// Files in rank order.
     order: Vec<FileId>,
     pieces: BTreeMap<FileId, Vec<Uint8Array>>,
     done: usize,
+    /// Ranks in the export (for the Perfetto tab's title).
+    order_len: usize,
     header: Vec<u8>,
     failed: bool,
 }
@@ -39,9 +59,39 @@ struct TraceExport {
 #[derive(Debug, Clone, PartialEq)]
 enum Status {
     Idle,
-    Writing { done: usize, of: usize },
+    Writing {
+        done: usize,
+        of: usize,
+    },
+    /// Waiting for the Perfetto tab (its origin) to answer.
+    Sending(String),
     Saved(String),
+    /// Posted to a Perfetto UI (its origin).
+    Sent(String),
     Failed(String),
+}
+
+/// Hands the archive's parts to the Perfetto tab once it answers.
+fn send(parts: Array, win: web_sys::Window, origin: String, ranks: usize, status: UseStateHandle<Status>) {
+    let blob = match web_sys::Blob::new_with_u8_array_sequence(&parts) {
+        Ok(b) => b,
+        Err(e) => return status.set(Status::Failed(crate::worker::js_text(&e))),
+    };
+    status.set(Status::Sending(origin.clone()));
+    wasm_bindgen_futures::spawn_local(async move {
+        let buffer = match wasm_bindgen_futures::JsFuture::from(blob.array_buffer()).await {
+            Ok(b) => b.unchecked_into::<js_sys::ArrayBuffer>(),
+            Err(e) => return status.set(Status::Failed(crate::worker::js_text(&e))),
+        };
+        let title = format!("rankscope job - {ranks} ranks");
+        let o = origin.clone();
+        crate::perfetto::deliver(win, origin, buffer, title, move |r| {
+            status.set(match r {
+                Ok(()) => Status::Sent(o.clone()),
+                Err(e) => Status::Failed(e),
+            })
+        });
+    });
 }
 
 fn save(text: &str, mime: &str, name: &str) -> Status {
@@ -92,14 +142,35 @@ pub fn exports(p: &Props) -> Html {
                                     parts.push(&b);
                                 }
                             }
-                            let mut footer = Vec::new();
-                            let _ = export::write_footer(&mut footer);
-                            parts.push(&Uint8Array::from(&footer[..]));
-                            let name = "rankscope-merged-trace.json";
-                            status.set(match download::save_parts(&parts, "application/json", name) {
-                                Ok(()) => Status::Saved(name.to_string()),
-                                Err(e) => Status::Failed(crate::worker::js_text(&e)),
-                            });
+                            match std::mem::take(&mut t.kind) {
+                                Kind::Merged => {
+                                    let mut footer = Vec::new();
+                                    let _ = export::write_footer(&mut footer);
+                                    parts.push(&Uint8Array::from(&footer[..]));
+                                    let name = "rankscope-merged-trace.json";
+                                    status.set(
+                                        match download::save_parts(&parts, "application/json", name) {
+                                            Ok(()) => Status::Saved(name.to_string()),
+                                            Err(e) => Status::Failed(crate::worker::js_text(&e)),
+                                        },
+                                    );
+                                }
+                                Kind::Perfetto { tail, to } => {
+                                    parts.push(&Uint8Array::from(&tail[..]));
+                                    let name = "rankscope-perfetto.tar";
+                                    match to {
+                                        None => status.set(
+                                            match download::save_parts(&parts, "application/x-tar", name) {
+                                                Ok(()) => Status::Saved(name.to_string()),
+                                                Err(e) => Status::Failed(crate::worker::js_text(&e)),
+                                            },
+                                        ),
+                                        Some((win, origin)) => {
+                                            send(parts, win, origin, t.order_len, status.clone())
+                                        }
+                                    }
+                                }
+                            }
                         }
                     }
                 });
@@ -147,7 +218,13 @@ pub fn exports(p: &Props) -> Html {
             let req = {
                 let mut t = trace.borrow_mut();
                 let req = t.req.wrapping_add(1);
-                *t = TraceExport { req, order: order.clone(), header, ..TraceExport::default() };
+                *t = TraceExport {
+                    req,
+                    order: order.clone(),
+                    order_len: order.len(),
+                    header,
+                    ..TraceExport::default()
+                };
                 req
             };
             status.set(Status::Writing { done: 0, of: order.len() });
@@ -156,7 +233,80 @@ pub fn exports(p: &Props) -> Html {
             }
         })
     };
-    let busy = matches!(*status, Status::Writing { .. });
+    // The Perfetto archive: every rank's member from its worker, then the manifest.
+    let start_perfetto = {
+        let (job, status, trace) = (p.job.clone(), status.clone(), trace.clone());
+        let pool = ctx.as_ref().and_then(Ctx::pool);
+        move |to: Option<(web_sys::Window, String)>| {
+            let Some(pool) = &pool else { return };
+            let a = &job.analysis;
+            let al = |rank: u32| a.alignment.iter().find(|x| x.rank == rank);
+            let input: Vec<(u32, i64, &str)> = job
+                .ranks
+                .iter()
+                .map(|(_, r)| {
+                    (r.rank, al(r.rank).map_or(0, |x| x.offset_ns), al(r.rank).map_or("", |x| x.method))
+                })
+                .collect();
+            let plan = archive::plan(&input, job.origin_ns);
+            let mut tail = Vec::new();
+            let _ = archive::write_tail(&mut tail, &plan);
+            let order: Vec<FileId> = job.ranks.iter().map(|(f, _)| *f).collect();
+            let req = {
+                let mut t = trace.borrow_mut();
+                let req = t.req.wrapping_add(1);
+                *t = TraceExport {
+                    req,
+                    kind: Kind::Perfetto { tail, to },
+                    order: order.clone(),
+                    order_len: order.len(),
+                    ..TraceExport::default()
+                };
+                req
+            };
+            status.set(Status::Writing { done: 0, of: order.len() });
+            for (f, m) in order.iter().zip(plan.members) {
+                pool.perfetto(*f, req, m, plan.shift_ns);
+            }
+        }
+    };
+    let on_tar = {
+        let start = start_perfetto.clone();
+        Callback::from(move |_| start(None))
+    };
+    let confirm = use_state(|| false);
+    let ui = use_state(|| crate::host::Page::current().perfetto_ui());
+    let on_ask = {
+        let confirm = confirm.clone();
+        Callback::from(move |_| confirm.set(!*confirm))
+    };
+    let on_ui = {
+        let ui = ui.clone();
+        Callback::from(move |e: InputEvent| ui.set(e.target_unchecked_into::<HtmlInputElement>().value()))
+    };
+    let ui_origin = crate::host::origin_of(&ui);
+    let on_send = {
+        let (confirm, ui, status) = (confirm.clone(), ui.clone(), status.clone());
+        let origin = ui_origin.clone();
+        Callback::from(move |_| {
+            let Some(origin) = origin.clone() else { return };
+            // The tab must open inside the click's handler, before any waiting.
+            match crate::perfetto::open(&ui) {
+                Some(win) => {
+                    crate::host::remember_perfetto_ui(&ui);
+                    confirm.set(false);
+                    start_perfetto(Some((win, origin)));
+                }
+                None => status
+                    .set(Status::Failed("the browser did not open a new tab (a pop-up blocker?)".into())),
+            }
+        })
+    };
+    let on_ask_cancel = {
+        let confirm = confirm.clone();
+        Callback::from(move |_| confirm.set(false))
+    };
+    let busy = matches!(*status, Status::Writing { .. } | Status::Sending(_));
     html! {
         <div class="exports" data-testid="exports">
             <span class="muted">{"Export (made in this tab, nothing is uploaded):"}</span>
@@ -164,13 +314,35 @@ pub fn exports(p: &Props) -> Html {
             <button class="small" data-testid="export-csv" onclick={on_csv} title="rankscope analyze --csv: the rank × step table">{"CSV"}</button>
             <button class="small" data-testid="export-md" onclick={on_md} title="rankscope analyze --md">{"Markdown"}</button>
             <button class="small" data-testid="export-trace" onclick={on_trace} disabled={busy}
-                title="Every rank in one Chrome trace on the aligned clock, for Perfetto and chrome://tracing">{"Merged Chrome trace"}</button>
+                title="Every rank in one Chrome trace on the aligned clock, for chrome://tracing and older viewers">{"Merged Chrome trace"}</button>
+            <button class="small" data-testid="export-perfetto" onclick={on_tar} disabled={busy}
+                title="rankscope analyze --perfetto: a tar of one trace per rank and a perfetto_manifest.json with our alignment">{"Perfetto archive"}</button>
+            <button class="small" data-testid="open-perfetto" onclick={on_ask} disabled={busy}
+                title="Send the Perfetto archive to a Perfetto UI in a new tab (asks first)">{"Open in Perfetto…"}</button>
             { match &*status {
                 Status::Idle => html! {},
                 Status::Writing { done, of } => html! { <span class="muted" data-testid="export-status">{format!("writing the merged trace: {done} of {of} ranks…")}</span> },
                 Status::Saved(n) => html! { <span class="ok" data-testid="export-status">{format!("saved {n}")}</span> },
+                Status::Sending(o) => html! { <span class="muted" data-testid="export-status">{format!("waiting for {o} to answer…")}</span> },
+                Status::Sent(o) => html! { <span class="ok" data-testid="export-status">{format!("sent to {o}")}</span> },
                 Status::Failed(e) => html! { <span class="error" data-testid="export-status">{format!("export failed: {e}")}</span> },
             } }
+            if *confirm {
+                <div class="perfetto-confirm" data-testid="perfetto-confirm">
+                    <p>
+                        {"This sends the Perfetto archive of this job (every rank's events, with rankscope's alignment) to "}
+                        <strong>{ui_origin.clone().unwrap_or_else(|| "—".into())}</strong>
+                        {" in a new tab. From then on that page holds your trace, outside rankscope: send it only to a Perfetto UI you trust (ui.perfetto.dev keeps traces in the browser; a self-hosted copy is yours)."}
+                    </p>
+                    <label>{"Perfetto UI "}
+                        <input type="url" data-testid="perfetto-url" value={(*ui).clone()} oninput={on_ui} size="40" />
+                    </label>
+                    <button class="small primary" data-testid="perfetto-send" onclick={on_send} disabled={ui_origin.is_none()}>
+                        {format!("Send to {}", ui_origin.as_deref().unwrap_or("…"))}
+                    </button>
+                    <button class="small" onclick={on_ask_cancel}>{"Cancel"}</button>
+                </div>
+            }
         </div>
     }
 }

@@ -4,6 +4,7 @@ pub mod alignment;
 pub mod app;
 pub mod collectives;
 pub mod diagnostics;
+pub mod embedded;
 pub mod exports;
 pub mod fabric;
 pub mod files;

@@ -1053,6 +1053,7 @@ pub fn timeline(p: &Props) -> Html {
     let on_up = {
         let ctl = ctl.clone();
         let selected = selected.clone();
+        let ctx = ctx.clone();
         Callback::from(move |_e: MouseEvent| {
             let click = {
                 let mut c = ctl.borrow_mut();
@@ -1071,6 +1072,14 @@ pub fn timeline(p: &Props) -> Html {
             if click {
                 let hover = ctl.borrow().hover.clone();
                 ctl.borrow_mut().selected = hover.clone();
+                if let (Some((file, _, _, d)), Some(c)) = (&hover, &ctx) {
+                    c.dispatch.emit(Action::Select(crate::state::Selection {
+                        file: *file,
+                        start_ns: d.start_ns,
+                        end_ns: d.start_ns + d.dur_ns,
+                        name: Some(d.name.clone()),
+                    }));
+                }
                 selected.set(hover.map(|(_, _, _, d)| d));
             }
             request_frame(&ctl);

@@ -82,6 +82,19 @@ impl RankView {
         self.entry()?.trace.events.ts_ns.iter().min().copied()
     }
 
+    /// Writes this rank's member of the Perfetto archive (`export::perfetto::write_member`): its
+    /// events on its own clock less the plan's shift (`Plan::shift_ns`).
+    pub fn write_perfetto_member<W: std::io::Write>(
+        &self,
+        out: &mut W,
+        member: &crate::export::perfetto::Member,
+        shift_ns: i64,
+    ) -> std::io::Result<u64> {
+        crate::export::perfetto::write_member(out, member, shift_ns, |mut w| {
+            self.write_trace(&mut w, 0, shift_ns, true).map(drop)
+        })
+    }
+
     /// Writes this rank's piece of the merged, aligned Chrome trace (`export::write_rank`).
     pub fn write_trace<W: std::io::Write>(
         &self,

@@ -1,0 +1,362 @@
+//! The embedding protocol: a host page (a dashboard, a job page) that shows rankscope in an
+//! `<iframe>` (or opened it with `window.open`) hands it traces and steers it with
+//! `postMessage`, modelled on the Perfetto UI's. docs/embedding.md is the reference; in short:
+//!
+//! ```text
+//! host → frame  'PING'                                   until the frame answers 'PONG'
+//! frame → host  'PONG'                                   once it can take files
+//! host → frame  {rankscope: {files: [{name, buffer}], title?}}     buffers transferred
+//!               {rankscope: {files: [{name, stream, size?}]}}       a ReadableStream, transferred
+//!               {rankscope: {show: {view, rank?, step?, t0_ns?, t1_ns?}}}
+//! frame → host  {rankscope: {event: 'progress', done, total, files}}
+//!               {rankscope: {event: 'analysis', report, json}}      `rankscope analyze --json`
+//!               {rankscope: {event: 'selection', rank, t0_ns, t1_ns, name?, file, start_ns, end_ns}}
+//!               {rankscope: {event: 'error', file, message}}
+//! ```
+//!
+//! **Origins.** A message is acted on only when its `origin` is trusted ([`Page::trusts`]: the
+//! page's own origin and those named by `?origin=`); anything else is ignored and counted
+//! (`Action::Untrusted`, shown in Diagnostics and on the waiting page). Replies and events go
+//! to the window that last spoke to us from a trusted origin, addressed to exactly that origin,
+//! never `'*'`.
+//!
+//! **Times** (`t0_ns`, `t1_ns`) are the timeline's: ns since the job's first event, on the
+//! aligned clock (as `t0`/`t1` in the URL hash); `start_ns`/`end_ns` of a selection are on the
+//! rank's own clock, as in the trace. Numbers may be JS numbers, BigInts or decimal strings.
+//!
+//! Nothing here reaches the network: the traces come in as bytes and stay in the tab.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use js_sys::{Array, Reflect};
+use serde_json::json;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use web_sys::{MessageEvent, ReadableStream, Window};
+use yew::prelude::*;
+
+use crate::host::Page;
+use crate::state::{Action, FileStatus, JobView, State, View};
+use crate::views::Listener;
+
+/// A file handed over by a host page.
+#[derive(Debug, Clone)]
+pub enum Source {
+    File(web_sys::File),
+    Stream { name: String, size: u64, stream: ReadableStream },
+}
+
+/// Where the protocol's answers go: the window that last spoke from a trusted origin.
+#[derive(Debug, Clone)]
+struct Peer {
+    window: Window,
+    origin: String,
+}
+
+/// What a host page asked to see.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Show {
+    pub view: Option<View>,
+    pub rank: Option<u32>,
+    pub step: Option<u32>,
+    pub t0_ns: Option<i64>,
+    pub t1_ns: Option<i64>,
+}
+
+/// A number field of a message: a JS number, a BigInt or a decimal string.
+fn int_field(o: &JsValue, k: &str) -> Option<i64> {
+    let v = Reflect::get(o, &k.into()).ok()?;
+    if let Some(f) = v.as_f64() {
+        return f.is_finite().then_some(f as i64);
+    }
+    if v.is_bigint() {
+        return js_sys::BigInt::unchecked_from_js(v)
+            .to_string(10)
+            .ok()
+            .and_then(|s| String::from(s).parse().ok());
+    }
+    v.as_string().and_then(|s| s.trim().parse().ok())
+}
+
+fn str_field(o: &JsValue, k: &str) -> Option<String> {
+    Reflect::get(o, &k.into()).ok().and_then(|v| v.as_string())
+}
+
+/// Reads a `show` request.
+fn parse_show(o: &JsValue) -> Result<Show, String> {
+    let view = match str_field(o, "view") {
+        Some(v) => Some(View::from_name(&v).ok_or_else(|| {
+            let names: Vec<&str> = View::ALL.iter().map(|v| v.name()).collect();
+            format!("show: unknown view `{v}` (one of {})", names.join(", "))
+        })?),
+        None => None,
+    };
+    let u32_field = |k: &str| int_field(o, k).and_then(|v| u32::try_from(v).ok());
+    Ok(Show {
+        view,
+        rank: u32_field("rank"),
+        step: u32_field("step"),
+        t0_ns: int_field(o, "t0_ns"),
+        t1_ns: int_field(o, "t1_ns"),
+    })
+}
+
+/// Reads a `files` request: every entry a `{name, buffer}` (an `ArrayBuffer` or a view of one) or
+/// a `{name, stream, size?}`.
+fn parse_files(list: &JsValue) -> Result<Vec<Source>, String> {
+    let list: &Array = list.dyn_ref().ok_or("files: expected an array of {name, buffer | stream}")?;
+    let mut out = Vec::new();
+    for (k, f) in list.iter().enumerate() {
+        let name = str_field(&f, "name").filter(|n| !n.is_empty()).unwrap_or_else(|| format!("file{k}.json"));
+        let buffer = Reflect::get(&f, &"buffer".into()).unwrap_or(JsValue::UNDEFINED);
+        let stream = Reflect::get(&f, &"stream".into()).unwrap_or(JsValue::UNDEFINED);
+        if let Some(s) = stream.dyn_ref::<ReadableStream>() {
+            let size = int_field(&f, "size").and_then(|v| u64::try_from(v).ok()).unwrap_or(0);
+            out.push(Source::Stream { name, size, stream: s.clone() });
+        } else if buffer.is_instance_of::<js_sys::ArrayBuffer>() || js_sys::ArrayBuffer::is_view(&buffer) {
+            let file = web_sys::File::new_with_buffer_source_sequence(&Array::of1(&buffer), &name)
+                .map_err(|e| format!("{name}: {}", crate::worker::js_text(&e)))?;
+            out.push(Source::File(file));
+        } else {
+            return Err(format!("{name}: neither a buffer (ArrayBuffer) nor a stream (ReadableStream)"));
+        }
+    }
+    if out.is_empty() {
+        return Err("files: the list is empty".into());
+    }
+    Ok(out)
+}
+
+/// `{rankscope: {event, …}}` as a JS value (the JSON text parsed, so numbers are JS numbers).
+fn event(body: serde_json::Value) -> JsValue {
+    let text = json!({ "rankscope": body }).to_string();
+    js_sys::JSON::parse(&text).unwrap_or(JsValue::NULL)
+}
+
+fn post(peer: &Option<Peer>, msg: &JsValue) {
+    if let Some(p) = peer {
+        if let Err(e) = p.window.post_message(msg, &p.origin) {
+            web_sys::console::error_2(&"rankscope: cannot post to the host page".into(), &e);
+        }
+    }
+}
+
+/// Applies a `show` to the state (a step needs the job: it is kept until the job is there).
+fn apply_show(show: &Show, job: &JobView, dispatch: &Callback<Action>) {
+    if let (Some(rank), Some(step)) = (show.rank, show.step) {
+        let row = job
+            .analysis
+            .steps
+            .iter()
+            .find(|s| s.step == step)
+            .and_then(|s| s.per_rank.iter().find(|r| r.rank == rank));
+        if let (Some(r), Some(file)) = (row, job.file_of(rank)) {
+            dispatch.emit(Action::Open { file, step: Some(step), start_ns: r.start_ns, end_ns: r.end_ns });
+        }
+    } else if show.rank.is_some() {
+        dispatch.emit(Action::SetFocus(show.rank, None));
+    }
+    if let (Some(a), Some(b)) = (show.t0_ns, show.t1_ns) {
+        if b > a {
+            dispatch.emit(Action::SetAligned(true));
+            dispatch.emit(Action::SetWindow(Some((a, b))));
+        }
+    }
+    if let Some(v) = show.view {
+        dispatch.emit(Action::SetView(v));
+    }
+}
+
+fn status_name(s: &FileStatus) -> &'static str {
+    match s {
+        FileStatus::Queued => "queued",
+        FileStatus::Loading { .. } => "loading",
+        FileStatus::Ready => "ready",
+        FileStatus::Failed(_) => "failed",
+        FileStatus::Cancelled => "cancelled",
+    }
+}
+
+/// Least time between two `progress` events unless a file finished.
+const PROGRESS_MS: f64 = 200.0;
+
+fn now_ms() -> f64 {
+    web_sys::window().and_then(|w| w.performance()).map_or(0.0, |p| p.now())
+}
+
+/// Runs the protocol for the app: listens for host messages, opens what they hand over with
+/// `open`, and tells the host page what happens.
+#[hook]
+pub fn use_embed(
+    page: Rc<Page>,
+    state: &State,
+    dispatch: Callback<Action>,
+    open: Callback<(Vec<Source>, Option<String>)>,
+) {
+    let peer: Rc<RefCell<Option<Peer>>> = use_mut_ref(|| None);
+    let job: Rc<RefCell<Option<Rc<JobView>>>> = use_mut_ref(|| None);
+    let pending: Rc<RefCell<Option<Show>>> = use_mut_ref(|| None);
+
+    {
+        let (peer, job, pending, dispatch) = (peer.clone(), job.clone(), pending.clone(), dispatch.clone());
+        use_effect_with((), move |_| {
+            let l = web_sys::window().map(|w| {
+                Listener::new(w.into(), "message", move |e| {
+                    let Some(ev) = e.dyn_ref::<MessageEvent>() else { return };
+                    let origin = ev.origin();
+                    // A cross-origin window is no `instanceof Window` here: take it as one unchecked
+                    // (only `postMessage` is called on it, which any window allows).
+                    let source = ev.source().map(|s| s.unchecked_into::<Window>());
+                    // The Perfetto UI we opened answers our PINGs: that is not a host page.
+                    if source.as_ref().is_some_and(crate::perfetto::is_ours) {
+                        return;
+                    }
+                    if !page.trusts(&origin) {
+                        dispatch.emit(Action::Untrusted(origin));
+                        return;
+                    }
+                    let data = ev.data();
+                    let Some(source) = source else { return };
+                    let me = Some(Peer { window: source, origin });
+                    if data.as_string().as_deref() == Some("PING") {
+                        post(&me, &JsValue::from_str("PONG"));
+                        *peer.borrow_mut() = me;
+                        return;
+                    }
+                    let Ok(body) = Reflect::get(&data, &"rankscope".into()) else { return };
+                    if body.is_undefined() || body.is_null() {
+                        return; // someone else's message on the same channel
+                    }
+                    *peer.borrow_mut() = me.clone();
+                    let files = Reflect::get(&body, &"files".into()).unwrap_or(JsValue::UNDEFINED);
+                    let show = Reflect::get(&body, &"show".into()).unwrap_or(JsValue::UNDEFINED);
+                    let fail = |message: String| {
+                        post(&me, &event(json!({ "event": "error", "file": null, "message": message })))
+                    };
+                    if !files.is_undefined() {
+                        match parse_files(&files) {
+                            Ok(sources) => open.emit((sources, str_field(&body, "title"))),
+                            Err(m) => fail(m),
+                        }
+                    }
+                    if !show.is_undefined() {
+                        match parse_show(&show) {
+                            Ok(s) => match job.borrow().as_ref() {
+                                Some(j) if files.is_undefined() => apply_show(&s, j, &dispatch),
+                                _ => *pending.borrow_mut() = Some(s),
+                            },
+                            Err(m) => fail(m),
+                        }
+                    }
+                    if files.is_undefined() && show.is_undefined() {
+                        fail("a rankscope message needs `files` or `show`".into());
+                    }
+                })
+            });
+            move || drop(l)
+        });
+    }
+
+    // A new job: forget the old one (a `show` waits for the new one).
+    {
+        let job = job.clone();
+        use_effect_with(state.assemblies, move |_| {
+            *job.borrow_mut() = None;
+        });
+    }
+
+    // Progress and errors, as files move.
+    {
+        let peer = peer.clone();
+        let last: Rc<RefCell<(f64, usize, Vec<u32>)>> =
+            use_mut_ref(|| (f64::NEG_INFINITY, usize::MAX, Vec::new()));
+        use_effect_with(state.files.clone(), move |files| {
+            if files.is_empty() {
+                *last.borrow_mut() = (f64::NEG_INFINITY, usize::MAX, Vec::new());
+                return;
+            }
+            let peer = peer.borrow().clone();
+            let done = files.iter().filter(|f| f.status.is_done()).count();
+            let mut l = last.borrow_mut();
+            if done == 0 {
+                // A new job (ids start again at 0): its failures are new.
+                l.2.clear();
+            }
+            for f in files {
+                if let FileStatus::Failed(m) = &f.status {
+                    if !l.2.contains(&f.id) {
+                        l.2.push(f.id);
+                        post(&peer, &event(json!({ "event": "error", "file": f.name, "message": m })));
+                    }
+                }
+            }
+            let t = now_ms();
+            if done != l.1 || t - l.0 >= PROGRESS_MS {
+                l.0 = t;
+                l.1 = done;
+                let list: Vec<serde_json::Value> = files
+                    .iter()
+                    .map(|f| {
+                        let (bytes, events) = match &f.status {
+                            FileStatus::Loading { input_bytes, events, .. } => (*input_bytes, *events),
+                            FileStatus::Ready => (f.size, f.summary.as_ref().map_or(0, |s| s.events)),
+                            _ => (0, 0),
+                        };
+                        json!({ "name": f.name, "status": status_name(&f.status), "size": f.size, "bytes": bytes, "events": events })
+                    })
+                    .collect();
+                post(
+                    &peer,
+                    &event(json!({ "event": "progress", "done": done, "total": files.len(), "files": list })),
+                );
+            }
+        });
+    }
+
+    // The analysis, once per job; then a `show` that waited for it.
+    {
+        let (peer, job, pending, dispatch) = (peer.clone(), job.clone(), pending.clone(), dispatch.clone());
+        let ready = state.ready().then(|| state.job.clone()).flatten();
+        use_effect_with(ready, move |ready| {
+            if let Some(j) = ready {
+                *job.borrow_mut() = Some(j.clone());
+                if !j.ranks.is_empty() {
+                    let text = serde_json::to_string_pretty(&*j.analysis).unwrap_or_default() + "\n";
+                    let report = js_sys::JSON::parse(&text).unwrap_or(JsValue::NULL);
+                    let msg = event(json!({ "event": "analysis" }));
+                    if let Ok(body) = Reflect::get(&msg, &"rankscope".into()) {
+                        let _ = Reflect::set(&body, &"report".into(), &report);
+                        let _ = Reflect::set(&body, &"json".into(), &JsValue::from_str(&text));
+                    }
+                    post(&peer.borrow(), &msg);
+                }
+                if let Some(s) = pending.borrow_mut().take() {
+                    apply_show(&s, j, &dispatch);
+                }
+            }
+        });
+    }
+
+    // Clicks.
+    {
+        let peer = peer.clone();
+        let sel = state.selection.clone();
+        let job = state.job.clone();
+        use_effect_with(state.selections, move |_| {
+            if let (Some(s), Some(j)) = (sel, job) {
+                let rank = j.ranks.iter().find(|(f, _)| *f == s.file).map(|(_, r)| r.rank);
+                let file = j.ranks.iter().find(|(f, _)| *f == s.file).map(|(_, r)| r.file.clone());
+                let at = |t: i64| t - j.offset(s.file) - j.facts.span_start_ns;
+                let mut body = json!({
+                    "event": "selection", "rank": rank, "file": file,
+                    "t0_ns": at(s.start_ns), "t1_ns": at(s.end_ns), "start_ns": s.start_ns, "end_ns": s.end_ns,
+                });
+                if let Some(n) = s.name {
+                    body["name"] = json!(n);
+                }
+                post(&peer.borrow(), &event(body));
+            }
+        });
+    }
+}

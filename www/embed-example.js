@@ -1,0 +1,11 @@
+// The example host page's script (www/embed-example.html): the README's ten lines, plus a log.
+const log = (s) => { document.getElementById('log').textContent += s + '\n'; };
+const app = new URLSearchParams(location.search).get('app') || './';
+const rs = rankscope.embed(document.getElementById('rankscope'), app);
+rs.on('analysis', ({ report }) => log(`analysis: ${report.ranks.length} ranks, ${report.findings.length} findings`));
+rs.on('selection', (s) => log(`selected: rank ${s.rank} ${s.name ?? ''} ${s.t0_ns}–${s.t1_ns} ns`));
+rs.on('error', (e) => log(`error: ${e.file ?? ''} ${e.message}`));
+document.getElementById('files').onchange = async (ev) => rs.open(await Promise.all(
+  [...ev.target.files].map(async (f) => ({ name: f.name, buffer: await f.arrayBuffer() }))));
+document.getElementById('timeline').onclick = () => rs.show({ view: 'timeline', rank: 0 });
+rs.ready.then(() => log('rankscope is ready'));
