@@ -10,6 +10,7 @@
 //! and for `wasm32-unknown-unknown`.
 
 pub mod analyze;
+pub mod escape;
 pub mod export;
 pub mod inspect;
 pub mod model;

@@ -196,6 +196,8 @@ struct Damage {
     snippet: String,
     /// `"ph"` keys met in the skipped bytes (each event has one).
     events: u64,
+    /// The damaged element began as an object (so it was at least one event).
+    object: bool,
 }
 
 /// Totals over every damaged region of a file.
@@ -371,6 +373,11 @@ impl TraceParser {
             trailing: None,
             last_nonblank: 0,
         }
+    }
+
+    /// The name the parser was given.
+    pub fn source(&self) -> &str {
+        &self.out.source
     }
 
     /// Bytes of text consumed so far.
@@ -921,7 +928,9 @@ impl TraceParser {
     ) {
         // The skipped event's own diagnostics go with it.
         self.pending.clear();
-        let end = buf.len().min(start + 80);
+        // The snippet ends where the damage showed (at most 80 bytes): bytes beyond it may not
+        // have arrived yet, and the message must not depend on how the file was read.
+        let end = buf.len().min(start + 80).min(bad_at + 1).max(start);
         let snippet = String::from_utf8_lossy(buf.get(start..end).unwrap_or(&[])).into_owned();
         self.last_nonblank = buf.get(start).copied().unwrap_or(0);
         self.damage = Some(Damage {
@@ -930,6 +939,7 @@ impl TraceParser {
             what,
             snippet,
             events: 0,
+            object: buf.get(start) == Some(&b'{'),
         });
         self.state = State::Resync { in_object };
     }
@@ -939,7 +949,7 @@ impl TraceParser {
     fn end_damage(&mut self, end: u64, next: Option<&str>) {
         let Some(d) = self.damage.take() else { return };
         let bytes = end.saturating_sub(d.start);
-        let events = d.events.max(1);
+        let events = if d.object { d.events.max(1) } else { d.events };
         self.damage_totals.places += 1;
         self.damage_totals.bytes += bytes;
         self.damage_totals.events += events;
@@ -1052,10 +1062,17 @@ impl TraceParser {
             "schemaVersion" => meta.schema_version = v.as_i64(),
             "baseTimeNanoseconds" => {
                 meta.base_time_ns = v.as_i64();
-                if meta.base_time_ns.is_none() {
-                    self.diag(DiagKind::BadMetadata, Some(offset), || {
+                match meta.base_time_ns {
+                    None => self.diag(DiagKind::BadMetadata, Some(offset), || {
                         "`baseTimeNanoseconds` is not an integer; times are taken as written".to_string()
-                    });
+                    }),
+                    Some(b) if !(0..=MAX_TIME_NS).contains(&b) => {
+                        meta.base_time_ns = None;
+                        self.diag(DiagKind::OutOfRange, Some(offset), || {
+                            format!("`baseTimeNanoseconds` {b} is outside 0..={MAX_TIME_NS} (it would push every event past the end of 64-bit time); times are taken as written")
+                        });
+                    }
+                    Some(_) => {}
                 }
             }
             "displayTimeUnit" => {
@@ -1070,7 +1087,37 @@ impl TraceParser {
             "host_name" | "hostname" => meta.host_name = v.as_text(),
             "distributedInfo" => {
                 if let Value::Obj(_) = v {
-                    meta.distributed = Some(read_distributed(v));
+                    let mut d = read_distributed(v);
+                    let raw = |k: &str| v.get(k).filter(|x| **x != Value::Null).map(value_text);
+                    if let Some(r) = raw("rank") {
+                        if d.rank.is_none_or(|x| u32::try_from(x).is_err()) {
+                            d.rank = None;
+                            self.diag(DiagKind::OutOfRange, Some(offset), || {
+                                format!(
+                                    "`distributedInfo.rank` {r} is not a rank (0 to {}); ignored",
+                                    u32::MAX
+                                )
+                            });
+                        }
+                    }
+                    if let Some(w) = raw("world_size") {
+                        if d.world_size.is_none_or(|x| !(1..=MAX_WORLD_SIZE).contains(&x)) {
+                            d.world_size = None;
+                            self.diag(DiagKind::OutOfRange, Some(offset), || {
+                                format!("`distributedInfo.world_size` {w} is not a world size (1 to {MAX_WORLD_SIZE}); ignored")
+                            });
+                        }
+                    }
+                    if let (Some(r), Some(w)) = (d.rank, d.world_size) {
+                        if r >= w {
+                            self.diag(DiagKind::OutOfRange, Some(offset), || {
+                                format!(
+                                    "`distributedInfo.rank` {r} is not below its `world_size` {w}; both kept"
+                                )
+                            });
+                        }
+                    }
+                    self.out.meta.distributed = Some(d);
                 } else {
                     self.diag(DiagKind::BadMetadata, Some(offset), || {
                         "`distributedInfo` is not an object; ignored".to_string()
@@ -1196,6 +1243,24 @@ impl TraceParser {
         }
     }
 
+    /// Reads a time (µs as written, ns returned) and checks its range: beyond ±[`MAX_TIME_NS`]
+    /// it cannot be a time (and sums of such values would overflow), so it is not used.
+    fn read_time(&mut self, buf: &[u8], pos: &mut usize, base: u64, key: &str) -> Res<Option<i64>> {
+        let at = base + *pos as u64;
+        let v = self.read_num(buf, pos, base, 3)?;
+        match v {
+            Some(t) if !(-MAX_TIME_NS..=MAX_TIME_NS).contains(&t) => {
+                self.diag(DiagKind::OutOfRange, Some(at), || {
+                    format!(
+                        "`{key}` of {t} ns at byte {at} is beyond ±{MAX_TIME_NS} ns (±126 years); not used"
+                    )
+                });
+                Ok(None)
+            }
+            v => Ok(v),
+        }
+    }
+
     fn read_id_key(&mut self, buf: &[u8], pos: &mut usize, base: u64) -> Res<Option<IdKey>> {
         let at = base + *pos as u64;
         match json::peek(buf, pos)? {
@@ -1277,10 +1342,10 @@ impl TraceParser {
                 b"pid" => ev.pid = self.read_id_key(buf, pos, base)?,
                 b"tid" => ev.tid = self.read_id_key(buf, pos, base)?,
                 b"ts" => {
-                    ev.ts = self.read_num(buf, pos, base, 3)?;
+                    ev.ts = self.read_time(buf, pos, base, "ts")?;
                     ev.ts_bad = ev.ts.is_none();
                 }
-                b"dur" => ev.dur = self.read_num(buf, pos, base, 3)?,
+                b"dur" => ev.dur = self.read_time(buf, pos, base, "dur")?,
                 b"id" => ev.id = self.read_flow_id(buf, pos, base)?,
                 b"bp" => {
                     // (An incomplete string must wait for more bytes, never read as "not e".)
@@ -1781,6 +1846,24 @@ impl TraceParser {
             }
             _ => {}
         }
+    }
+}
+
+/// The largest magnitude a time may have, in ns (about 126 years: epoch times until 2096, and
+/// any sum of two such values still fits in `i64`).
+pub const MAX_TIME_NS: i64 = 4_000_000_000_000_000_000;
+
+/// The largest world size believed (2^24 ranks).
+pub const MAX_WORLD_SIZE: i64 = 1 << 24;
+
+/// A metadata value as text, for messages.
+fn value_text(v: &Value) -> String {
+    match v {
+        Value::Num(t) | Value::Str(t) | Value::Bare(t) => t.chars().take(40).collect(),
+        Value::Bool(b) => b.to_string(),
+        Value::Null => "null".to_string(),
+        Value::Arr(_) => "an array".to_string(),
+        Value::Obj(_) => "an object".to_string(),
     }
 }
 
