@@ -129,16 +129,18 @@ const OUTLIER_SLACK: i64 = 10;
 /// would otherwise stretch the span to 56 years. With fewer than 10 slices nothing is an
 /// outlier. The outliers stay in the tables; only the span leaves them out.
 pub fn span_and_outliers(e: &EventTable) -> ((i64, i64), u64, Option<usize>) {
-    let rows: Vec<usize> = (0..e.len()).filter(|&i| e.kind[i] == EventKind::Slice).collect();
-    let (lo_b, hi_b) = if rows.len() < 10 {
+    let is_slice = |i: &usize| e.kind[*i] == EventKind::Slice;
+    let n = (0..e.len()).filter(is_slice).count();
+    let (lo_b, hi_b) = if n < 10 {
         (i64::MIN, i64::MAX)
     } else {
-        let n = rows.len();
         let k = (n / 1000).max(1);
-        let mut starts: Vec<i64> = rows.iter().map(|&i| e.ts_ns[i]).collect();
-        let lo = *starts.select_nth_unstable(k).1;
-        let mut ends: Vec<i64> = rows.iter().map(|&i| e.end_ns(i)).collect();
-        let hi = *ends.select_nth_unstable(n - 1 - k).1;
+        // One scratch column, used for the starts and then for the ends.
+        let mut v: Vec<i64> = (0..e.len()).filter(is_slice).map(|i| e.ts_ns[i]).collect();
+        let lo = *v.select_nth_unstable(k).1;
+        v.clear();
+        v.extend((0..e.len()).filter(is_slice).map(|i| e.end_ns(i)));
+        let hi = *v.select_nth_unstable(n - 1 - k).1;
         let w = hi.saturating_sub(lo).max(1_000_000_000);
         let slack = w.saturating_mul(OUTLIER_SLACK);
         (lo.saturating_sub(slack), hi.saturating_add(slack))
@@ -147,7 +149,7 @@ pub fn span_and_outliers(e: &EventTable) -> ((i64, i64), u64, Option<usize>) {
     let mut hi = i64::MIN;
     let mut outliers = 0u64;
     let mut first = None;
-    for &i in &rows {
+    for i in (0..e.len()).filter(is_slice) {
         let (s, t) = (e.ts_ns[i], e.end_ns(i));
         if s < lo_b || t > hi_b {
             outliers += 1;

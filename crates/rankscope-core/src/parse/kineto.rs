@@ -1245,6 +1245,7 @@ impl TraceParser {
 
     /// Reads a time (µs as written, ns returned) and checks its range: beyond ±[`MAX_TIME_NS`]
     /// it cannot be a time (and sums of such values would overflow), so it is not used.
+    #[inline]
     fn read_time(&mut self, buf: &[u8], pos: &mut usize, base: u64, key: &str) -> Res<Option<i64>> {
         let at = base + *pos as u64;
         let v = self.read_num(buf, pos, base, 3)?;
@@ -1380,6 +1381,7 @@ impl TraceParser {
     }
 
     /// Reads the kept keys of `args`; skips the rest.
+    #[inline]
     fn args(&mut self, buf: &[u8], pos: &mut usize, base: u64, a: &mut Args) -> Res<()> {
         if json::peek(buf, pos)? != b'{' {
             return json::skip_value(buf, pos);
