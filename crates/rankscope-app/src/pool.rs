@@ -34,6 +34,16 @@ impl Task {
             Task::File(f, _) | Task::Stream(f, _, _) | Task::Demo(f, _) => *f,
         }
     }
+
+    /// The same load again (a `File` handle is a reference to the user's file, not its bytes);
+    /// a host page's stream is read once and cannot be.
+    fn again(&self) -> Option<Task> {
+        match self {
+            Task::File(f, file) => Some(Task::File(*f, file.clone())),
+            Task::Stream(..) => None,
+            Task::Demo(f, r) => Some(Task::Demo(*f, *r)),
+        }
+    }
 }
 
 pub type TileSink = Rc<dyn Fn(FileId, Tile)>;
@@ -59,6 +69,12 @@ struct Inner {
     max: usize,
     queue: VecDeque<Task>,
     holder: BTreeMap<FileId, usize>,
+    /// Every load started, to start it again when the worker holding its tables dies.
+    loads: BTreeMap<FileId, Task>,
+    /// Merged-trace pieces asked for and not yet fully received: `file → req`.
+    exports: BTreeMap<FileId, u32>,
+    /// Files whose worker died while reading them: not loaded again (they may be what killed it).
+    fatal: std::collections::BTreeSet<FileId>,
     dispatch: Callback<Action>,
     tile_sink: Option<TileSink>,
     pick_sink: Option<PickSink>,
@@ -106,6 +122,9 @@ impl Pool {
                 max,
                 queue: VecDeque::new(),
                 holder: BTreeMap::new(),
+                loads: BTreeMap::new(),
+                exports: BTreeMap::new(),
+                fatal: Default::default(),
                 dispatch,
                 tile_sink: None,
                 pick_sink: None,
@@ -152,12 +171,26 @@ impl Pool {
 
     /// Tells the worker holding `file` the job-level rank decision; it answers with a new part.
     pub fn reanalyze(&self, file: FileId, decision: rankscope_core::view::RankDecision) {
-        self.ask(file, &ToWorker::Reanalyze { file, decision: Box::new(decision) });
+        let _ = self.ask(file, &ToWorker::Reanalyze { file, decision: Box::new(decision) });
     }
 
     /// Asks for `file`'s piece of the merged Chrome trace; the pieces go to the export sink.
+    /// A file no worker holds (its worker died) answers at once with the reason, so the export
+    /// reports what is missing instead of waiting for it.
     pub fn export(&self, file: FileId, req: u32, offset_ns: i64, origin_ns: i64, first: bool) {
-        self.ask(file, &ToWorker::Export { file, req, offset_ns, origin_ns, first });
+        let delivered = self.ask(file, &ToWorker::Export { file, req, offset_ns, origin_ns, first });
+        let sink = {
+            let mut inner = self.inner.borrow_mut();
+            if delivered {
+                inner.exports.insert(file, req);
+                None
+            } else {
+                inner.export_sink.clone()
+            }
+        };
+        if let Some(sink) = sink {
+            sink(file, req, Err(format!("file {file} is not loaded (the worker that held it stopped; it is being read again): export again once it is back")));
+        }
     }
 
     /// Asks for `file`'s member of the Perfetto archive; the pieces go to the export sink.
@@ -184,13 +217,16 @@ impl Pool {
         self.inner.borrow_mut().export_sink = sink;
     }
 
-    fn ask(&self, file: FileId, m: &ToWorker) {
+    /// Sends `m` to the worker holding `file`; `false` when no live worker holds it.
+    fn ask(&self, file: FileId, m: &ToWorker) -> bool {
         let mut inner = self.inner.borrow_mut();
         if let Some(&s) = inner.holder.get(&file) {
-            if let Some(slot) = inner.slots.get_mut(s) {
+            if let Some(slot) = inner.slots.get_mut(s).filter(|x| !x.dead) {
                 send(slot, message(m, None));
+                return true;
             }
         }
+        false
     }
 
     pub fn set_sinks(&self, tile: Option<TileSink>, pick: Option<PickSink>) {
@@ -208,6 +244,8 @@ impl Pool {
         }
         inner.queue.clear();
         inner.holder.clear();
+        inner.loads.clear();
+        inner.exports.clear();
     }
 
     /// Number of workers started so far.
@@ -304,6 +342,9 @@ fn pump(inner_rc: &Rc<RefCell<Inner>>) {
                 Task::Demo(_, rank) => message(&ToWorker::Demo { file, rank: *rank }, None),
             };
             inner.holder.insert(file, slot);
+            if let Some(t) = task.again() {
+                inner.loads.insert(file, t);
+            }
             inner.slots[slot].busy = Some(file);
             send(&mut inner.slots[slot], msg);
             started.push(file);
@@ -372,6 +413,9 @@ fn on_message(inner_rc: &Rc<RefCell<Inner>>, index: usize, m: FromWorker, extra:
             }
         }
         FromWorker::ExportChunk { file, req, last } => {
+            if last {
+                inner_rc.borrow_mut().exports.remove(&file);
+            }
             if let Some(sink) = export_sink {
                 match extra.dyn_into::<js_sys::Uint8Array>() {
                     Ok(bytes) => sink(file, req, Ok((bytes, last))),
@@ -380,6 +424,7 @@ fn on_message(inner_rc: &Rc<RefCell<Inner>>, index: usize, m: FromWorker, extra:
             }
         }
         FromWorker::ExportFailed { file, req, error } => {
+            inner_rc.borrow_mut().exports.remove(&file);
             if let Some(sink) = export_sink {
                 sink(file, req, Err(error));
             }
@@ -407,10 +452,13 @@ fn on_message(inner_rc: &Rc<RefCell<Inner>>, index: usize, m: FromWorker, extra:
     }
 }
 
-/// A worker died (a panic in its wasm, or it could not load): its current file fails, the ranks
-/// it held are gone, and the remaining loads go to the other workers (or a new one).
+/// A worker died (a panic in its wasm, an allocation beyond the browser's memory, or it could
+/// not load). The file it was reading fails with the reason and is not read again (it may be
+/// what killed the worker); the files whose tables it held are read again by the other workers
+/// (or a new one), so their rows, lanes and exports come back; an export waiting for one of
+/// their pieces is told at once instead of waiting forever.
 fn on_worker_error(inner_rc: &Rc<RefCell<Inner>>, index: usize, text: String) {
-    let (busy, held, dispatch) = {
+    let ((busy, unreadable), reload, exports, dispatch, sink) = {
         let mut inner = inner_rc.borrow_mut();
         let Some(s) = inner.slots.get_mut(index) else { return };
         s.worker.terminate();
@@ -418,14 +466,58 @@ fn on_worker_error(inner_rc: &Rc<RefCell<Inner>>, index: usize, text: String) {
         let busy = s.busy.take();
         let held: Vec<FileId> = inner.holder.iter().filter(|(_, &v)| v == index).map(|(&f, _)| f).collect();
         inner.holder.retain(|_, &mut v| v != index);
-        (busy, held, inner.dispatch.clone())
+        if let Some(b) = busy {
+            inner.fatal.insert(b);
+            inner.loads.remove(&b);
+        }
+        let mut reload = Vec::new();
+        let mut exports = Vec::new();
+        let mut unreadable = Vec::new();
+        for f in held.into_iter().filter(|f| Some(*f) != busy) {
+            if let Some(req) = inner.exports.remove(&f) {
+                exports.push((f, req));
+            }
+            match inner.loads.get(&f).and_then(Task::again) {
+                Some(t) => reload.push(t),
+                None => unreadable.push(f),
+            }
+        }
+        // Reloads go first: they were loaded before anything still queued.
+        for t in reload.iter().rev() {
+            if let Some(t) = t.again() {
+                inner.queue.push_front(t);
+            }
+        }
+        (
+            (busy, unreadable),
+            reload.iter().map(Task::file).collect::<Vec<_>>(),
+            exports,
+            inner.dispatch.clone(),
+            inner.export_sink.clone(),
+        )
     };
-    for file in held.into_iter().filter(|f| Some(*f) != busy) {
+    web_sys::console::error_1(&format!("rankscope worker {index} died: {text}").into());
+    for file in reload {
         dispatch.emit(Action::Lost { file });
     }
-    web_sys::console::error_1(&format!("rankscope worker {index} died: {text}").into());
+    if let Some(sink) = sink {
+        for (file, req) in exports {
+            sink(file, req, Err(format!("the worker holding file {file} stopped ({text}); it is being read again: export again once it is back")));
+        }
+    }
     if let Some(file) = busy {
-        dispatch.emit(Action::Failed { file, error: format!("the worker reading this file failed: {text}") });
+        let why = if text.contains("unreachable") || text.to_lowercase().contains("memory") {
+            format!("too large for the browser's memory, or the reader crashed on it ({text}); the other files go on")
+        } else {
+            format!("the worker reading this file failed: {text}")
+        };
+        dispatch.emit(Action::Failed { file, error: why });
+    }
+    for file in unreadable {
+        dispatch.emit(Action::Failed {
+            file,
+            error: format!("the worker holding this file stopped ({text}) and a stream cannot be read twice: send the file again"),
+        });
     }
     pump(inner_rc);
 }

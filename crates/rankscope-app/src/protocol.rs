@@ -73,18 +73,10 @@ pub enum TextKind {
     NcclTests,
 }
 
-/// What a file is from its first [`SNIFF_BYTES`], as `rankscope analyze` decides it: gzip, JSON
-/// or a byte-order mark make a trace; otherwise the NCCL kinds found in it (none: a trace, whose
-/// reading will say what is wrong with it).
+/// What a file is from its first [`SNIFF_BYTES`], by the rule `rankscope analyze` uses
+/// ([`rankscope_core::nccl::sniff_input`]): the NCCL kinds found in it, none for a trace.
 pub fn sniff(head: &[u8]) -> Vec<TextKind> {
-    let first = head.iter().copied().find(|b| !b.is_ascii_whitespace());
-    if head.starts_with(&[0x1f, 0x8b])
-        || matches!(first, Some(b'{' | b'['))
-        || head.starts_with(&[0xEF, 0xBB, 0xBF])
-    {
-        return Vec::new();
-    }
-    rankscope_core::nccl::sniff_all(head)
+    rankscope_core::nccl::sniff_input(head)
         .into_iter()
         .map(|k| match k {
             rankscope_core::nccl::Kind::NcclLog => TextKind::NcclLog,

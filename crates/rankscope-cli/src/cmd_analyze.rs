@@ -55,27 +55,46 @@ pub struct Args {
 /// error; 3 a `--fail-on` gate failed.
 pub fn run(a: Args) -> Result<u8> {
     let (files, explicit, rules) = load::inputs(&a.paths, &a.rank, a.rules.as_deref())?;
+    let walked: Vec<bool> = files.iter().map(|f| f.walked).collect();
+    let files: Vec<std::path::PathBuf> = files.into_iter().map(|f| f.path).collect();
     let mut opts = Options::default();
     for o in &a.offset {
         let (r, ns) = o.split_once('=').with_context(|| format!("--offset expects RANK=NS, got `{o}`"))?;
-        opts.offsets.push((r.trim().parse()?, ns.trim().parse()?));
+        let r = r
+            .trim()
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--offset {o}: `{}` is not a rank ({e})", r.trim()))?;
+        let ns = ns.trim().parse().map_err(|e| {
+            anyhow::anyhow!("--offset {o}: `{}` is not a whole number of ns ({e})", ns.trim())
+        })?;
+        opts.offsets.push((r, ns));
     }
     for t in &a.threshold {
         let (n, v) =
             t.split_once('=').with_context(|| format!("--threshold expects NAME=VALUE, got `{t}`"))?;
-        opts.thresholds.set(n.trim(), v.trim().parse()?).map_err(anyhow::Error::msg)?;
+        let v: f64 = v
+            .trim()
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--threshold {t}: `{}` is not a number ({e})", v.trim()))?;
+        anyhow::ensure!(v.is_finite(), "--threshold {t}: the value must be a finite number");
+        opts.thresholds.set(n.trim(), v).map_err(|e| anyhow::anyhow!("--threshold {t}: {e}"))?;
     }
     let gates: Vec<report::Gate> = a
         .fail_on
         .iter()
-        .map(|g| g.parse::<report::Gate>().map_err(anyhow::Error::msg))
+        .map(|g| {
+            let gate = g.parse::<report::Gate>().map_err(|e| anyhow::anyhow!("--fail-on {e}"))?;
+            // `x>NaN` would parse and never fail: a gate that cannot fire is a mistake.
+            anyhow::ensure!(gate.value.is_finite(), "--fail-on `{g}`: the bound must be a finite number");
+            Ok(gate)
+        })
         .collect::<Result<_>>()?;
     let mut traces = Vec::new();
     let mut perf = Vec::new();
     let mut dumps = Vec::new();
-    for f in files {
+    for (f, walked) in files.into_iter().zip(walked) {
         match load::sniff_file(&f) {
-            load::InputKind::Trace => traces.push(f),
+            load::InputKind::Trace => traces.push(load::Input { path: f, walked }),
             load::InputKind::NcclTests => perf.push(f),
             load::InputKind::FlightRecorder => dumps.push(f),
             load::InputKind::NcclLog => {
@@ -124,16 +143,16 @@ pub fn run(a: Args) -> Result<u8> {
         if let (Some((d, r)), Some(obj)) = (&fr_report, v.as_object_mut()) {
             obj.insert("flight_recorder".into(), cmd_fr::json_value(d, r)?);
         }
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        crate::out::emit(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
     } else if a.csv {
-        print!("{}", report::csv(&analysis));
+        crate::out::emit(&report::csv(&analysis))?;
         if fr_report.is_some() {
             eprintln!("rankscope: the Flight Recorder dumps are not part of the CSV: see --md or --json");
         }
     } else {
-        print!("{}", report::markdown(&analysis));
+        crate::out::emit(&report::markdown(&analysis))?;
         if let Some((d, r)) = &fr_report {
-            print!("\n## Flight Recorder\n\n```\n{}```\n", cmd_fr::render(d, r));
+            crate::out::emit(&format!("\n## Flight Recorder\n\n```\n{}```\n", cmd_fr::render(d, r)))?;
         }
     }
     let bad = report::failed_gates(&analysis, &gates);

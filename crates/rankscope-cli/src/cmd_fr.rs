@@ -137,8 +137,9 @@ pub fn render(dumps: &[RankedDump], report: &SequenceReport) -> String {
 /// sniffs as one; a file named explicitly is taken whatever it is.
 fn dump_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
-    for p in load::expand(paths)? {
-        if paths.contains(&p) || load::sniff_file(&p) == load::InputKind::FlightRecorder {
+    for input in load::expand(paths)? {
+        let p = input.path;
+        if !input.walked || load::sniff_file(&p) == load::InputKind::FlightRecorder {
             out.push(p);
         }
     }

@@ -33,9 +33,9 @@ pub fn run(a: Args) -> Result<u8> {
     let (job, failed) = load::load_job(&files, &explicit, &rules, a.chunk_kib.max(1) * 1024);
     let report = inspect::report(&job, failed);
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        crate::out::emit(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
     } else {
-        print!("{}", inspect::render_text(&report));
+        crate::out::emit(&inspect::render_text(&report))?;
     }
     Ok(if report.failed.is_empty() && report.job.errors.is_empty() { 0 } else { 1 })
 }

@@ -48,14 +48,8 @@ fn read_all(files: &[PathBuf]) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
         .collect()
 }
 
-/// Write to stdout; a closed pipe (`| head`) ends the output quietly instead of panicking.
 fn emit(text: &str) -> anyhow::Result<()> {
-    use std::io::Write as _;
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        r => Ok(r?),
-    }
+    crate::out::emit(text)
 }
 
 fn exit_code(findings: &[Finding]) -> u8 {

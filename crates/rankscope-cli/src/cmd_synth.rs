@@ -393,15 +393,23 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     let man_path = a.out.join("manifest.json");
     write_manifest(&man_path, &man)?;
 
+    let mut out = String::new();
+    macro_rules! outln {
+        ($o:expr, $($t:tt)*) => {{
+            use std::fmt::Write as _;
+            let _ = writeln!($o, $($t)*);
+        }};
+    }
     for (p, n, on_disk) in &sizes {
         if a.gzip {
-            println!("{}  {:.1} MB ({:.1} MB uncompressed)", p.display(), mb(*on_disk), mb(*n));
+            outln!(out, "{}  {:.1} MB ({:.1} MB uncompressed)", p.display(), mb(*on_disk), mb(*n));
         } else {
-            println!("{}  {:.1} MB", p.display(), mb(*n));
+            outln!(out, "{}  {:.1} MB", p.display(), mb(*n));
         }
     }
-    println!("{}  ground truth", man_path.display());
-    println!(
+    outln!(out, "{}  ground truth", man_path.display());
+    outln!(
+        out,
         "{} ranks × {} steps (ProfilerStep#{}..#{}), {} kernels and {} collectives per step per rank",
         cfg.ranks,
         man.steps,
@@ -411,39 +419,43 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         man.collectives_per_step
     );
     if let Some(s) = man.scenario {
-        println!("scenario: {}", s.name());
+        outln!(out, "scenario: {}", s.name());
     }
     let inj = &man.injected;
     match inj.cause {
-        Some(cause) => println!(
+        Some(cause) => outln!(
+            out,
             "injected: {} on ranks {:?}, {:.1} ms: {}",
             cause.id(),
             inj.ranks,
             inj.amount_ns as f64 / 1e6,
             inj.location
         ),
-        None => println!("injected: nothing"),
+        None => outln!(out, "injected: nothing"),
     }
     if man.scenario.is_none() {
         match man.straggler_rank {
             Some(s) => {
-                println!(
+                outln!(
+                    out,
                     "straggler: rank {s} (+{:.1} ms compute per step)",
                     man.straggler_delay_ns as f64 / 1e6
                 )
             }
-            None => println!("straggler: none"),
+            None => outln!(out, "straggler: none"),
         }
     }
     let offsets: Vec<String> =
         man.ranks.iter().map(|r| format!("{:+.1}", r.clock_offset_ns as f64 / 1e3)).collect();
-    println!("clock offsets (µs, by rank): {}", offsets.join(" "));
-    println!(
+    outln!(out, "clock offsets (µs, by rank): {}", offsets.join(" "));
+    outln!(
+        out,
         "{:.1} MB uncompressed in {:.2} s ({:.0} MB/s)",
         mb(total),
         gen_secs,
         mb(total) / gen_secs.max(1e-9)
     );
+    crate::out::emit(&out)?;
     Ok(0)
 }
 

@@ -8,6 +8,7 @@ mod cmd_inspect;
 mod cmd_nccl;
 mod cmd_synth;
 mod load;
+mod out;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -50,6 +51,7 @@ fn main() -> std::process::ExitCode {
     };
     match result {
         Ok(code) => std::process::ExitCode::from(code),
+        Err(e) if out::is_pipe_closed(&e) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("rankscope: error: {e:#}");
             std::process::ExitCode::from(2)

@@ -121,3 +121,95 @@ fn analyze_takes_traces_and_dumps_together() {
     let md = String::from_utf8_lossy(&out.stdout);
     assert!(md.contains("## Flight Recorder") && md.contains("does not match across ranks (shape)"), "{md}");
 }
+
+fn shared(rel: &str) -> String {
+    format!("{}/../../../shared/{rel}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A fresh, empty directory under the target directory.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let d = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("{e}"));
+    d
+}
+
+#[test]
+fn a_closed_pipe_ends_every_subcommand_quietly() {
+    use std::process::Stdio;
+    let dlrm = shared("traces/param-dlrm-8rank");
+    let tests = shared("nccl-tests/xxrjun_h100_10node-80rank_multi-collective.txt");
+    let log = shared("nccl-logs/aws-efa-eks_2node-16rank-p4d_EFA-OFI_nccl2.9.9.log");
+    let out_dir = scratch("pipe-synth");
+    let out_dir = out_dir.display().to_string();
+    let runs: Vec<Vec<&str>> = vec![
+        vec!["inspect", "--json", &dlrm],
+        vec!["inspect", &dlrm],
+        vec!["analyze", "--json", &dlrm],
+        vec!["analyze", "--md", &dlrm],
+        vec!["analyze", "--csv", &dlrm],
+        vec!["nccl-tests", "--json", &tests],
+        vec!["nccl", "--json", &log],
+        vec!["synth", "--out", &out_dir, "--ranks", "1", "--steps", "1"],
+    ];
+    for args in runs {
+        let mut child = bin()
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}"));
+        // Close the reading end at once, as `| head -0` would.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn option_errors_name_the_option() {
+    let dir = fixtures("analysis/two_rank_known");
+    let cases: &[(&[&str], &str)] = &[
+        (&["--offset", "x=5"], "--offset x=5"),
+        (&["--offset", "1=abc"], "--offset 1=abc"),
+        (&["--threshold", "exposed_comm_ratio=abc"], "--threshold"),
+        (&["--fail-on", "exposed_comm_ratio>NaN"], "--fail-on"),
+        (&["--fail-on", "nonsense>1"], "--fail-on"),
+        (&["--rank", "nosuchfile.json=1"], "--rank nosuchfile.json=1"),
+        (&["--rules", "/nonexistent/rules.json"], "/nonexistent/rules.json"),
+    ];
+    for (extra, want) in cases {
+        let out = bin().args(["analyze", &dir]).args(*extra).output().unwrap_or_else(|e| panic!("{e}"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(err.contains(want), "{extra:?}: {err}");
+    }
+    let out = bin().args(["inspect", "/nonexistent/trace.json"]).output().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read /nonexistent/trace.json"));
+}
+
+#[cfg(unix)]
+#[test]
+fn folders_walk_each_directory_once_and_skip_what_is_not_a_trace() {
+    let d = scratch("folder-walk");
+    std::fs::copy(fixtures("edge/truncated_mid_event.json"), d.join("rank2.json"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(d.join("config.json"), br#"[{"lr": 0.1}]"#).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(d.join("settings.json"), br#"{"lr": 0.1, "epochs": 3}"#).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(".", d.join("loop")).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink("..", d.join("up")).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink("rank2.json", d.join("again.json")).unwrap_or_else(|e| panic!("{e}"));
+    let fifo = Command::new("mkfifo").arg(d.join("pipe.json")).status();
+    assert!(fifo.is_ok_and(|s| s.success()));
+    let out = bin().args(["inspect", "--json"]).arg(&d).output().unwrap_or_else(|e| panic!("{e}"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v["files"].as_array().map(Vec::len), Some(1), "{v}");
+    for name in ["config.json", "settings.json", "pipe.json"] {
+        assert!(err.contains(name), "no note for {name}: {err}");
+    }
+}

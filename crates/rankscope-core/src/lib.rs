@@ -12,6 +12,7 @@
 //! and for `wasm32-unknown-unknown`.
 
 pub mod analyze;
+pub mod escape;
 pub mod export;
 pub mod fr;
 pub mod inspect;

@@ -564,3 +564,22 @@ fn output_is_deterministic() {
     assert_eq!(v["processes"][0]["host"], "nccl-tests-efa-16-worker-0");
     assert_eq!(v["ranks"][0]["comm"], "nranks=16");
 }
+
+/// Issue 14: colour codes, NULs and a BOM leave a log's facts unchanged (no lost rings, no
+/// second host spelled `\u{feff}node`).
+#[test]
+fn terminal_noise_does_not_change_the_facts() {
+    let clean = read(&format!("{SHARED}nccl-logs/aws-efa-eks_2node-16rank-p4d_EFA-OFI_nccl2.9.9.log"));
+    let text = String::from_utf8_lossy(&clean);
+    let coloured: String = text.lines().map(|l| format!("\x1b[1;36m{l}\x1b[0m\0\n")).collect();
+    let mut bom = "\u{feff}".as_bytes().to_vec();
+    bom.extend_from_slice(&clean);
+    let facts = |b: &[u8]| {
+        let r = rankscope_core::nccl::analyze_logs(&[rankscope_core::nccl::Input { name: "l", bytes: b }]);
+        (r.hosts.clone(), r.rings.len(), r.ranks.len(), r.processes.len())
+    };
+    let want = facts(&clean);
+    assert!(want.1 > 0, "{want:?}");
+    assert_eq!(facts(coloured.as_bytes()), want);
+    assert_eq!(facts(&bom), want);
+}

@@ -497,3 +497,42 @@ fn fixture_failure_before_any_row() {
     assert_eq!((f.id.as_str(), f.severity), ("tests.no-results", Severity::Error));
     assert!(f.message.contains("unhandled cuda error"));
 }
+
+/// Issue 14: text as users capture it (kubectl colours, a NUL at each line end, a BOM) reads
+/// exactly as the clean text does.
+#[test]
+fn terminal_noise_does_not_change_the_tables() {
+    let path = format!("{SHARED}nccl-tests/xxrjun_h100_1node-8gpu_multi-collective.txt");
+    let clean = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let text = String::from_utf8_lossy(&clean);
+    let coloured: String = text.lines().map(|l| format!("\x1b[32m{l}\x1b[0m\0\n")).collect();
+    let mut bom = "\u{feff}".as_bytes().to_vec();
+    bom.extend_from_slice(&clean);
+    let rows = |b: &[u8]| -> Vec<usize> {
+        let r =
+            rankscope_core::nccl::analyze_tests(&[rankscope_core::nccl::Input { name: "t", bytes: b }], None);
+        r.tests.iter().map(|t| t.rows.len()).collect()
+    };
+    let want = rows(&clean);
+    assert!(want.iter().sum::<usize>() >= 50, "{want:?}");
+    assert_eq!(rows(coloured.as_bytes()), want);
+    assert_eq!(rows(&bom), want);
+}
+
+/// Issue 14: output whose rows restart again and again (here 40,000 restarts in 2.4 MB) parses
+/// in linear time; it took minutes when every restart left one more table open.
+#[test]
+fn restarting_rows_stay_linear() {
+    let mut text = String::new();
+    for _ in 0..20_000 {
+        text.push_str("     1048576        262144     float     sum      -1    52.10   20.13   35.22      0    51.87   20.22   35.38      0\n");
+        text.push_str("     2097152        524288     float     sum      -1    96.74   21.68   37.94      0    96.68   21.69   37.96      0\n");
+    }
+    let t0 = std::time::Instant::now();
+    let r = rankscope_core::nccl::analyze_tests(
+        &[rankscope_core::nccl::Input { name: "t", bytes: text.as_bytes() }],
+        None,
+    );
+    assert_eq!(r.tests.iter().map(|t| t.rows.len()).sum::<usize>(), 40_000);
+    assert!(t0.elapsed().as_secs() < 60, "{:?}", t0.elapsed());
+}

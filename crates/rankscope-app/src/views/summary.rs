@@ -70,7 +70,10 @@ pub fn summary(p: &Props) -> Html {
                 <tbody>
                 { for p.job.ranks.iter().map(|(id, r)| {
                     let problems = r.problems();
-                    let t = a.rank_totals.iter().find(|t| t.rank == r.rank);
+                    // Two files may claim one rank: the analysis used one of them (as the CLI
+                    // does); the other's row shows no figures rather than its twin's.
+                    let analysed = a.ranks.iter().any(|x| x.rank == r.rank && x.source == r.file);
+                    let t = a.rank_totals.iter().find(|t| t.rank == r.rank).filter(|_| analysed);
                     let pct = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{:.1}%", 100.0 * v));
                     let idle = t.and_then(|t| (t.wall_ns > 0).then(|| t.idle_ns as f64 / t.wall_ns as f64));
                     let p50 = t.and_then(|t| t.step_time.as_ref()).map(|s| s.p50_ns);
@@ -97,6 +100,7 @@ pub fn summary(p: &Props) -> Html {
                             <td class="num">
                                 {r.diagnostics.len()}
                                 if problems > 0 { <span class="warn">{format!(" ({problems} problem{})", if problems == 1 { "" } else { "s" })}</span> }
+                                if !analysed { <span class="error" data-testid="not-analysed">{format!(" (rank {} is claimed by another file too: not analysed)", r.rank)}</span> }
                             </td>
                         </tr>
                     }

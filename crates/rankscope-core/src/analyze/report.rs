@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use super::Analysis;
+use crate::escape::{csv_field, md_code, md_text};
 
 /// The per rank × step table as CSV (times in ns).
 pub fn csv(a: &Analysis) -> String {
@@ -18,7 +19,7 @@ pub fn csv(a: &Analysis) -> String {
                 "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 st.step,
                 r.rank,
-                r.source,
+                csv_field(&r.source.to_string()),
                 r.start_ns - off,
                 r.wall_ns,
                 r.compute_ns,
@@ -46,7 +47,8 @@ pub fn markdown(a: &Analysis) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# rankscope analysis\n");
     let world = a.ranks.iter().filter_map(|r| r.world_size).max();
-    let backend = a.ranks.iter().find_map(|r| r.backend.clone()).unwrap_or_else(|| "?".into());
+    let backend =
+        a.ranks.iter().find_map(|r| r.backend.as_deref().map(md_text)).unwrap_or_else(|| "?".into());
     let _ = writeln!(
         s,
         "{} rank(s){}, backend {backend}, {} step(s); time figures from {} lanes.\n",
@@ -60,7 +62,14 @@ pub fn markdown(a: &Analysis) -> String {
         let _ = writeln!(s, "No finding crossed its threshold.\n");
     }
     for f in &a.findings {
-        let _ = writeln!(s, "- **{:?}** `{}`: {}  \n  Fix: {}", f.severity, f.id, f.message, f.fix);
+        let _ = writeln!(
+            s,
+            "- **{:?}** `{}`: {}  \n  Fix: {}",
+            f.severity,
+            f.id,
+            md_text(&f.message),
+            md_text(&f.fix)
+        );
     }
     let _ = writeln!(s, "\n## Per rank (sums over steps, ms)\n");
     let _ = writeln!(s, "| rank | steps | wall | compute | comm | overlap | exposed comm | idle | exposed % | overlap % (HTA) | step p50 | step max |");
@@ -107,7 +116,7 @@ pub fn markdown(a: &Analysis) -> String {
             s,
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             c.kind.name(),
-            if c.pg.is_empty() { "-" } else { &c.pg },
+            if c.pg.is_empty() { "-".to_string() } else { md_text(&c.pg) },
             c.count,
             c.bytes_p50.map_or("-".into(), |b| format!("{:.2}", b as f64 / 1048576.0)),
             ms(c.dur_p50_ns),
@@ -120,7 +129,7 @@ pub fn markdown(a: &Analysis) -> String {
     if !a.fabric.is_empty() {
         let _ = writeln!(s, "\n## Against the fabric (nccl-tests)\n");
         for c in &a.fabric {
-            let _ = writeln!(s, "- {}", c.message);
+            let _ = writeln!(s, "- {}", md_text(&c.message));
         }
     }
     if !a.stragglers.is_empty() {
@@ -175,8 +184,12 @@ pub fn markdown(a: &Analysis) -> String {
         for d in diags {
             let _ = writeln!(
                 s,
-                "- rank {} `{}`: {:?} ×{}: {}",
-                d.rank, d.file, d.diagnostic.kind, d.diagnostic.count, d.diagnostic.message
+                "- rank {} {}: {:?} ×{}: {}",
+                d.rank,
+                md_code(&d.file),
+                d.diagnostic.kind,
+                d.diagnostic.count,
+                md_text(&d.diagnostic.message)
             );
         }
     }

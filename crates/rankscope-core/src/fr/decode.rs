@@ -9,7 +9,6 @@
 //! decoded once per distinct frame), a hostile one runs out and is refused.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
@@ -22,11 +21,27 @@ const MAX_INFLATED: u64 = 1 << 31;
 pub(super) fn read(file: &str, bytes: &[u8]) -> Result<FrDump, FrError> {
     if bytes.starts_with(&[0x1f, 0x8b]) {
         let mut out = Vec::new();
-        let r = flate2::read::MultiGzDecoder::new(bytes).take(MAX_INFLATED + 1).read_to_end(&mut out);
-        if let Err(e) = r {
-            return Err(FrError { file: file.into(), offset: None, what: format!("gzip: {e}") });
+        let mut too_big = false;
+        let mut z = crate::parse::gzip::Gunzip::default();
+        z.feed(bytes, &mut |b| {
+            if out.len() as u64 + b.len() as u64 > MAX_INFLATED {
+                too_big = true;
+            } else {
+                out.extend_from_slice(b);
+            }
+        });
+        let cut = z.finish();
+        if let Some((at, what)) = z.fault.clone() {
+            return Err(FrError { file: file.into(), offset: Some(at), what: format!("gzip: {what}") });
         }
-        if out.len() as u64 > MAX_INFLATED {
+        if let Some(what) = cut {
+            return Err(FrError {
+                file: file.into(),
+                offset: Some(z.input_bytes),
+                what: format!("gzip: {what}"),
+            });
+        }
+        if too_big {
             return Err(FrError { file: file.into(), offset: None, what: "inflates beyond 2 GiB".into() });
         }
         return read(file, &out);

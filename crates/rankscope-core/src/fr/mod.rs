@@ -208,16 +208,13 @@ const ENTRY_KEYS: &[&[u8]] = &[b"collective_seq_id", b"profiling_name", b"record
 pub fn sniff(head: &[u8]) -> bool {
     if head.starts_with(&[0x1f, 0x8b]) {
         // A gzipped dump: look at what the head inflates to (the head's stream is cut).
-        use std::io::Read;
         let mut out = Vec::new();
-        let mut z = flate2::read::GzDecoder::new(head).take(64 << 10);
-        let mut buf = [0u8; 8192];
-        while let Ok(n) = z.read(&mut buf) {
-            if n == 0 {
-                break;
+        let mut z = crate::parse::gzip::Gunzip::default();
+        z.feed(head, &mut |b| {
+            if out.len() < 64 << 10 {
+                out.extend_from_slice(b);
             }
-            out.extend_from_slice(&buf[..n]);
-        }
+        });
         return !out.starts_with(&[0x1f, 0x8b]) && sniff(&out);
     }
     let has = |k: &[u8]| memchr::memmem::find(head, k).is_some();

@@ -71,6 +71,15 @@ pub enum DiagKind {
     DuplicateRank,
     /// A GPU event whose launching runtime call could not be found.
     UnlinkedGpuEvent,
+    /// A top-level member longer than the parser's unit limit; skipped without being read.
+    OversizedValue,
+    /// A string longer than the parser's string limit; cut.
+    LongString,
+    /// A number outside the range it can have (a time beyond ±146 years, a negative world size,
+    /// a rank beyond `u32`); the value was not used.
+    OutOfRange,
+    /// An event far outside the rest of its trace's time span; kept, but left out of the span.
+    TimeOutlier,
 }
 
 impl DiagKind {
@@ -78,12 +87,10 @@ impl DiagKind {
     pub fn severity(self) -> Severity {
         use DiagKind::*;
         match self {
-            Truncated | GzipCorrupt | MalformedEvent | MissingPhase | MissingTimestamp | UnmatchedEnd => {
-                Severity::DataLoss
-            }
-            BareWord | IntOverflow | InvalidUtf8 | MissingDuration | NegativeDuration | UnclosedBegin => {
-                Severity::Repaired
-            }
+            Truncated | GzipCorrupt | MalformedEvent | MissingPhase | MissingTimestamp | UnmatchedEnd
+            | OversizedValue => Severity::DataLoss,
+            BareWord | IntOverflow | InvalidUtf8 | MissingDuration | NegativeDuration | UnclosedBegin
+            | LongString | OutOfRange | TimeOutlier => Severity::Repaired,
             DuplicateRank => Severity::Error,
             UnsupportedPhase
             | TrailingData
@@ -146,6 +153,13 @@ impl Diagnostics {
                     },
                 );
             }
+        }
+    }
+
+    /// Appends `text` to the message of `kind` (a summary once the whole file is read).
+    pub fn append_message(&mut self, kind: DiagKind, text: &str) {
+        if let Some(d) = self.by_kind.get_mut(&kind) {
+            d.message.push_str(text);
         }
     }
 

@@ -151,10 +151,10 @@ pub fn sniff(first_bytes: &[u8]) -> Option<Kind> {
 
 /// Every kind of NCCL text found in `first_bytes`, [`Kind::NcclLog`] first.
 pub fn sniff_all(first_bytes: &[u8]) -> Vec<Kind> {
-    let text = String::from_utf8_lossy(first_bytes);
     let mut log = false;
     let mut tests = false;
-    for line in text.lines() {
+    for (_, line) in text::lines(first_bytes) {
+        let line = line.as_ref();
         if !log && log::is_nccl_line(line) {
             log = true;
         }
@@ -173,4 +173,20 @@ pub fn sniff_all(first_bytes: &[u8]) -> Vec<Kind> {
         kinds.push(Kind::NcclTests);
     }
     kinds
+}
+
+/// What an input file is, from its first bytes (say 64 KiB), the one rule the CLI and the app
+/// share: the NCCL kinds found in it, or none for a trace. gzip is a trace; so is text whose
+/// first non-blank byte (after a byte-order mark) is `{`. A `[` may open a bare-array trace or
+/// be mpirun's `[1,0]<stdout>:` line tag, so the NCCL sniffer decides; anything else that is not
+/// NCCL text is handed to the trace reader, which says precisely why it is not a trace.
+pub fn sniff_input(head: &[u8]) -> Vec<Kind> {
+    if head.starts_with(&[0x1f, 0x8b]) {
+        return Vec::new();
+    }
+    let body = head.strip_prefix("\u{feff}".as_bytes()).unwrap_or(head);
+    if body.iter().copied().find(|b| !b.is_ascii_whitespace()) == Some(b'{') {
+        return Vec::new();
+    }
+    sniff_all(body)
 }

@@ -409,6 +409,10 @@ pub fn analyze_tests(inputs: &[Input<'_>], peak_gbps: Option<f64>) -> TestsRepor
     }
 }
 
+/// Most tables receiving rows at once (interleaved output of that many processes is told apart;
+/// the oldest is closed when another opens).
+const MAX_OPEN_TABLES: usize = 16;
+
 /// Per-run context built from banners before a table starts.
 #[derive(Debug, Default, Clone)]
 struct Ctx {
@@ -670,6 +674,11 @@ impl Parser<'_> {
         };
         self.tables.push(t);
         let i = self.tables.len() - 1;
+        // A row looks for its table among the open ones: keep that set small, so output whose
+        // rows restart again and again (a rows-only file, a log of many runs) stays linear.
+        if self.open.len() >= MAX_OPEN_TABLES {
+            self.open.remove(0);
+        }
         self.open.push(i);
         self.last_table = Some(i);
         self.ctx.has_table = true;

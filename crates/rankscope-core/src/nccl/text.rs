@@ -4,15 +4,80 @@
 use std::borrow::Cow;
 
 /// Split `bytes` into lines (`\n`, with an optional `\r` before it), numbered from 1, each
-/// decoded lossily (invalid UTF-8 becomes U+FFFD).
+/// decoded lossily (invalid UTF-8 becomes U+FFFD) and [`clean`]ed of what terminals and capture
+/// tools add.
 pub(crate) fn lines(bytes: &[u8]) -> impl Iterator<Item = (u32, Cow<'_, str>)> {
     // A final newline ends the last line; it does not start an empty one.
     let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
     body.split(|&b| b == b'\n').enumerate().map(|(i, raw)| {
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         let n = u32::try_from(i.saturating_add(1)).unwrap_or(u32::MAX);
-        (n, String::from_utf8_lossy(raw))
+        (n, clean(raw))
     })
+}
+
+const BOM: &[u8] = "\u{feff}".as_bytes();
+
+/// One line as text, without what terminals and log collectors add to what NCCL printed: ANSI
+/// escape sequences (colours from `kubectl logs` or a coloured terminal: `ESC [ … final byte`,
+/// `ESC ] … BEL` and two-byte `ESC x`), NULs (a NUL at each line end is common in captured
+/// output), other control bytes but the tab, and byte-order marks (a BOM at the start of a
+/// file, or of each concatenated piece, would otherwise glue itself to the first word:
+/// `\u{feff}node-2`). Lines with none of these are decoded without a copy beyond the lossy
+/// UTF-8 check.
+pub(crate) fn clean(raw: &[u8]) -> Cow<'_, str> {
+    let dirty = raw.iter().any(|&b| b < 0x20 && b != b'\t') || memchr::memmem::find(raw, BOM).is_some();
+    if !dirty {
+        return String::from_utf8_lossy(raw);
+    }
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        let b = raw[i];
+        if b == 0x1b {
+            i += 1;
+            match raw.get(i) {
+                // CSI: parameters and intermediates, then one final byte in @..~.
+                Some(b'[') => {
+                    i += 1;
+                    while raw.get(i).is_some_and(|c| (0x20..0x40).contains(c)) {
+                        i += 1;
+                    }
+                    if raw.get(i).is_some_and(|c| (0x40..0x7f).contains(c)) {
+                        i += 1;
+                    }
+                }
+                // OSC: up to BEL or ESC \.
+                Some(b']') => {
+                    i += 1;
+                    while let Some(&c) = raw.get(i) {
+                        i += 1;
+                        if c == 0x07 {
+                            break;
+                        }
+                        if c == 0x1b && raw.get(i) == Some(&b'\\') {
+                            i += 1;
+                            break;
+                        }
+                    }
+                }
+                Some(_) => i += 1,
+                None => {}
+            }
+            continue;
+        }
+        if b < 0x20 && b != b'\t' {
+            i += 1;
+            continue;
+        }
+        if raw[i..].starts_with(BOM) {
+            i += BOM.len();
+            continue;
+        }
+        out.push(b);
+        i += 1;
+    }
+    Cow::Owned(String::from_utf8_lossy(&out).into_owned())
 }
 
 /// Remove `function(), path/file.cc:123,` fragments (and the bare `func, 123` form is handled
@@ -100,6 +165,21 @@ mod tests {
         assert_eq!(strip_call_fragments("no fragments here"), "no fragments here");
         assert_eq!(strip_call_fragments("f(), not a location, x"), "f(), not a location, x");
         assert_eq!(strip_call_fragments("(), a:1,"), "(), a:1,");
+    }
+
+    #[test]
+    fn terminal_noise_is_removed() {
+        assert_eq!(
+            clean(b"\x1b[1;32mnode-2:123:456 [0] NCCL INFO x\x1b[0m"),
+            "node-2:123:456 [0] NCCL INFO x"
+        );
+        assert_eq!(clean(b"a\0b\0"), "ab");
+        assert_eq!(clean("\u{feff}node-2".as_bytes()), "node-2");
+        assert_eq!(clean(b"\x1b]0;title\x07rest"), "rest");
+        assert_eq!(clean(b"tab\tkept"), "tab\tkept");
+        assert!(matches!(clean(b"plain"), Cow::Borrowed("plain")));
+        let v: Vec<_> = lines(b"a\0\r\n\x1b[31mb\x1b[0m\n").map(|(_, l)| l.into_owned()).collect();
+        assert_eq!(v, ["a", "b"]);
     }
 
     #[test]

@@ -85,6 +85,15 @@ pub struct Normalized {
 pub fn normalize_rank(t: &mut RankTrace, rules: &Rules) -> Normalized {
     lane_kinds(t);
     sort_rows(t);
+    let ((lo, hi), outliers, first) = steps::span_and_outliers(&t.events);
+    if let Some(i) = first {
+        let (ts, name) = (t.events.ts_ns[i], t.strings.get(t.events.name[i]).to_string());
+        t.diagnostics.add_n(DiagKind::TimeOutlier, outliers, None, || {
+            format!(
+                "{outliers} event(s) lie far outside the rest of the trace (the first: `{name}` at {ts} ns, while the others run from {lo} to {hi} ns); kept, but left out of the span"
+            )
+        });
+    }
     classify_rows(t, rules);
     let links = link(t);
     let steps = steps::assign(t, &links);

@@ -111,20 +111,58 @@ pub fn assign(t: &mut RankTrace, links: &Links) -> StepTable {
     table
 }
 
-/// First start and last end over all slices.
+/// First start and last end over all slices, leaving out outliers (see [`span_and_outliers`]).
 pub fn span(e: &EventTable) -> (i64, i64) {
+    span_and_outliers(e).0
+}
+
+/// How far (in multiples of the bulk's own width, at least one second) a slice must lie from
+/// the bulk of its trace to be an outlier.
+const OUTLIER_SLACK: i64 = 10;
+
+/// The span over all slices but the outliers, the number of outliers and the first outlier row.
+///
+/// An outlier is a slice that starts more than [`OUTLIER_SLACK`] × W before the bulk or ends
+/// that far after it, where the bulk runs from the (k+1)-th earliest start to the (k+1)-th
+/// latest end with k = max(1, n/1000) (so one stray event, or 0.1% of them, never defines it)
+/// and W is its length, at least one second. One event at ts 0 in a trace on the epoch clock
+/// would otherwise stretch the span to 56 years. With fewer than 10 slices nothing is an
+/// outlier. The outliers stay in the tables; only the span leaves them out.
+pub fn span_and_outliers(e: &EventTable) -> ((i64, i64), u64, Option<usize>) {
+    let is_slice = |i: &usize| e.kind[*i] == EventKind::Slice;
+    let n = (0..e.len()).filter(is_slice).count();
+    let (lo_b, hi_b) = if n < 10 {
+        (i64::MIN, i64::MAX)
+    } else {
+        let k = (n / 1000).max(1);
+        // One scratch column, used for the starts and then for the ends.
+        let mut v: Vec<i64> = (0..e.len()).filter(is_slice).map(|i| e.ts_ns[i]).collect();
+        let lo = *v.select_nth_unstable(k).1;
+        v.clear();
+        v.extend((0..e.len()).filter(is_slice).map(|i| e.end_ns(i)));
+        let hi = *v.select_nth_unstable(n - 1 - k).1;
+        let w = hi.saturating_sub(lo).max(1_000_000_000);
+        let slack = w.saturating_mul(OUTLIER_SLACK);
+        (lo.saturating_sub(slack), hi.saturating_add(slack))
+    };
     let mut lo = i64::MAX;
     let mut hi = i64::MIN;
-    for i in 0..e.len() {
-        if e.kind[i] == EventKind::Slice {
-            lo = lo.min(e.ts_ns[i]);
-            hi = hi.max(e.end_ns(i));
+    let mut outliers = 0u64;
+    let mut first = None;
+    for i in (0..e.len()).filter(is_slice) {
+        let (s, t) = (e.ts_ns[i], e.end_ns(i));
+        if s < lo_b || t > hi_b {
+            outliers += 1;
+            first = first.or(Some(i));
+            continue;
         }
+        lo = lo.min(s);
+        hi = hi.max(t);
     }
     if lo > hi {
-        (0, 0)
+        ((0, 0), outliers, first)
     } else {
-        (lo, hi)
+        ((lo, hi), outliers, first)
     }
 }
 

@@ -28,16 +28,184 @@ pub enum IngestError {
     NotATrace { source_name: String, offset: u64, reason: String },
 }
 
+/// Limits that keep memory bounded whatever the input: the parser never buffers more than
+/// one unit, and a unit is at most `unit_bytes` long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Most bytes one unit (an event, or a top-level member such as `deviceProperties`) may
+    /// span. A longer event is treated as damaged (skipped by resynchronisation); a longer
+    /// member is skipped as a stream. Either way it is never buffered whole.
+    pub unit_bytes: usize,
+    /// Longest string kept (names, categories, metadata); longer ones are cut, with a diagnostic.
+    pub string_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        // No real Kineto event comes near 4 MiB (the largest in shared/traces is a few kB); a
+        // kernel name of 64 KiB would already be absurd.
+        Limits { unit_bytes: 4 << 20, string_bytes: 64 << 10 }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     /// Before the first value.
     Start,
-    /// Inside the top-level object, before a member (`first`: no member read yet).
+    /// Inside the top-level object, before a member or the `,` before one (`first`: no member
+    /// read yet).
     Member { first: bool },
-    /// Inside `traceEvents`, before an element.
-    Events { first: bool, in_object: bool },
+    /// A member's key and `:` were read; its value comes next (its own unit, so whitespace
+    /// before it is never carried).
+    MemberValue { key: MemberKey },
+    /// Junk where a member's key belongs: skipped up to the next `"` or `}`.
+    MemberJunk,
+    /// Inside `traceEvents`, before an element or the `,` before one (`need_comma`: an element
+    /// was read, so a `,` is due).
+    Events { need_comma: bool, in_object: bool },
+    /// Inside `traceEvents`, skipping damaged bytes up to the next event start (see
+    /// [`TraceParser::resync`]).
+    Resync { in_object: bool },
+    /// Skipping a top-level member value longer than [`Limits::unit_bytes`], as a stream.
+    SkipMember { skip: StreamSkip },
     /// After the document.
     Done,
+}
+
+/// What a top-level key is to the parser.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MemberKey {
+    TraceEvents,
+    /// A metadata member read into [`TraceMeta`] (the key's index in [`META_KEYS`]).
+    Meta(usize),
+    Other,
+}
+
+/// Top-level members read as metadata.
+const META_KEYS: &[&str] = &[
+    "schemaVersion",
+    "baseTimeNanoseconds",
+    "displayTimeUnit",
+    "traceName",
+    "host_name",
+    "hostname",
+    "distributedInfo",
+    "deviceProperties",
+];
+
+/// Keys that only ever appear at the top level of a Kineto file (never inside an event): where
+/// one stands after damaged bytes, the event array is over and the document's members resume.
+const TOP_ONLY_KEYS: &[&[u8]] = &[
+    b"traceName",
+    b"baseTimeNanoseconds",
+    b"displayTimeUnit",
+    b"distributedInfo",
+    b"deviceProperties",
+    b"schemaVersion",
+];
+
+/// A streaming skip over one JSON value of any length: bracket matching for the first
+/// [`json::MAX_DEPTH`] levels, plain counting beyond, string state across chunks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct StreamSkip {
+    nest: json::Nest,
+    deeper: u64,
+    begun: bool,
+    in_str: bool,
+    esc: bool,
+    scalar: bool,
+    /// Text offset where the skip began.
+    start: u64,
+}
+
+impl StreamSkip {
+    /// Runs over `buf`; returns the bytes consumed and, when the value ended inside `buf`,
+    /// `Some(true)` (it ended well) or `Some(false)` (a bracket did not match its opener).
+    fn run(&mut self, buf: &[u8]) -> (usize, Option<bool>) {
+        let mut i = 0;
+        while i < buf.len() {
+            if self.in_str {
+                if self.esc {
+                    self.esc = false;
+                    i += 1;
+                    continue;
+                }
+                match memchr::memchr2(b'"', b'\\', &buf[i..]) {
+                    None => return (buf.len(), None),
+                    Some(k) => {
+                        i += k;
+                        if buf[i] == b'\\' {
+                            self.esc = true;
+                        } else {
+                            self.in_str = false;
+                            if self.nest.depth() == 0 && self.deeper == 0 {
+                                return (i + 1, Some(true));
+                            }
+                        }
+                        i += 1;
+                        continue;
+                    }
+                }
+            }
+            let b = buf[i];
+            if !self.begun {
+                if json::is_ws(b) || b == b',' {
+                    i += 1;
+                    continue;
+                }
+                self.begun = true;
+                self.scalar = !matches!(b, b'"' | b'{' | b'[');
+            }
+            if self.scalar {
+                if matches!(b, b',' | b'}' | b']' | b':') || json::is_ws(b) {
+                    return (i, Some(true));
+                }
+                i += 1;
+                continue;
+            }
+            match b {
+                b'"' => self.in_str = true,
+                b'{' | b'[' if self.deeper > 0 || !self.nest.push(b == b'{') => self.deeper += 1,
+                b'}' | b']' => {
+                    if self.deeper > 0 {
+                        self.deeper -= 1;
+                    } else if !self.nest.pop(b == b'}') {
+                        return (i, Some(false));
+                    }
+                    if self.nest.depth() == 0 && self.deeper == 0 {
+                        return (i + 1, Some(true));
+                    }
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+        (buf.len(), None)
+    }
+}
+
+/// A damaged region of `traceEvents` being skipped.
+#[derive(Debug, Clone)]
+struct Damage {
+    /// Text offset of the damaged element's first byte.
+    start: u64,
+    /// Where the damage showed, and as what.
+    bad_at: u64,
+    what: String,
+    /// The first bytes of the damaged element, as text.
+    snippet: String,
+    /// `"ph"` keys met in the skipped bytes (each event has one).
+    events: u64,
+    /// The damaged element began as an object (so it was at least one event).
+    object: bool,
+}
+
+/// Totals over every damaged region of a file.
+#[derive(Debug, Clone, Copy, Default)]
+struct DamageTotals {
+    places: u64,
+    bytes: u64,
+    events: u64,
 }
 
 /// Arguments kept from one event's `args`.
@@ -153,6 +321,16 @@ pub struct TraceParser {
     /// Diagnostics of the unit being parsed: kept when it completes, dropped when it turns out
     /// incomplete and will be parsed again (so counts do not depend on chunk boundaries).
     pending: Vec<(DiagKind, Option<u64>, Option<String>)>,
+    limits: Limits,
+    /// The damaged region being skipped, while in [`State::Resync`].
+    damage: Option<Damage>,
+    damage_totals: DamageTotals,
+    /// Elements of `traceEvents` that had a `ph` key (a bare array with none is not a trace).
+    ph_events: u64,
+    /// Bytes after the end of the document: offset of the first non-blank one, and how many.
+    trailing: Option<(u64, u64)>,
+    /// The last non-blank byte resynchronisation passed (to tell a cut file from a damaged one).
+    last_nonblank: u8,
 }
 
 /// Top-level keys that mark a file as Kineto output even when it holds no events.
@@ -168,6 +346,11 @@ const KINETO_KEYS: &[&str] = &[
 impl TraceParser {
     /// A parser for one file; `source_name` is used in messages and for rank-from-name.
     pub fn new(source_name: &str) -> Self {
+        Self::with_limits(source_name, Limits::default())
+    }
+
+    /// A parser with other [`Limits`] (tests use small ones).
+    pub fn with_limits(source_name: &str, limits: Limits) -> Self {
         let out = RankTrace {
             source: source_name.to_string(),
             meta: TraceMeta { form: "object", ..TraceMeta::default() },
@@ -194,7 +377,21 @@ impl TraceParser {
             non_object_elements: 0,
             fatal: None,
             pending: Vec::new(),
+            limits: Limits {
+                unit_bytes: limits.unit_bytes.max(64),
+                string_bytes: limits.string_bytes.max(16),
+            },
+            damage: None,
+            damage_totals: DamageTotals::default(),
+            ph_events: 0,
+            trailing: None,
+            last_nonblank: 0,
         }
+    }
+
+    /// The name the parser was given.
+    pub fn source(&self) -> &str {
+        &self.out.source
     }
 
     /// Bytes of text consumed so far.
@@ -243,29 +440,16 @@ impl TraceParser {
             let used = self.process(&buf, true);
             self.carry_offset += used as u64;
             let rest = &buf[used..];
-            if !rest.is_empty() && self.fatal.is_none() {
-                match self.state {
-                    State::Done => {
-                        if rest.iter().any(|&b| !json::is_ws(b)) {
-                            let off = self.carry_offset;
-                            self.diag(DiagKind::TrailingData, Some(off), || {
-                                format!("{} bytes after the end of the JSON document ignored", rest.len())
-                            });
-                        }
-                    }
-                    _ if rest.iter().all(|&b| json::is_ws(b)) => {}
-                    _ => {
-                        // Point at the unfinished event itself, past the separator.
-                        let skip = rest.iter().position(|&b| !json::is_ws(b) && b != b',').unwrap_or(0);
-                        let off = self.carry_offset + skip as u64;
-                        let n = rest.len() - skip;
-                        self.diag(DiagKind::Truncated, Some(off), || {
-                            format!(
-                                "the file ends inside the trace: the last {n} bytes (an unfinished event) were dropped; every complete event before them was kept"
-                            )
-                        });
-                    }
-                }
+            if !rest.is_empty() && self.fatal.is_none() && !rest.iter().all(|&b| json::is_ws(b)) {
+                // Only an unfinished unit is left: the file ends inside it.
+                let skip = rest.iter().position(|&b| !json::is_ws(b) && b != b',').unwrap_or(0);
+                let off = self.carry_offset + skip as u64;
+                let n = rest.len() - skip;
+                self.diag(DiagKind::Truncated, Some(off), || {
+                    format!(
+                        "the file ends inside the trace: the last {n} bytes (an unfinished event) were dropped; every complete event before them was kept"
+                    )
+                });
             }
             self.carry_offset += rest.len() as u64;
         }
@@ -273,12 +457,40 @@ impl TraceParser {
             return Err(e);
         }
         let end = self.carry_offset;
+        if let State::Resync { .. } = self.state {
+            // The damage ran to the end of the file.
+            self.end_damage(end, None);
+        }
+        if let State::SkipMember { skip } = self.state {
+            let start = skip.start;
+            self.diag(DiagKind::Truncated, Some(start), || {
+                format!("the file ends inside the top-level member that starts at byte {start}")
+            });
+        }
+        if let Some((off, n)) = self.trailing {
+            self.diag(DiagKind::TrailingData, Some(off), || {
+                format!("{n} bytes after the end of the JSON document ignored")
+            });
+        }
         match self.state {
             State::Start => {
                 return Err(self.not_a_trace(end, "the file is empty"));
             }
             State::Done => {}
-            State::Member { .. } | State::Events { .. } => {
+            State::Resync { .. } => {
+                // Damage that ran to the end is a truncation only if the file does not end the
+                // way a document does.
+                if !matches!(self.last_nonblank, b'}' | b']') {
+                    self.diag(DiagKind::Truncated, Some(end), || {
+                        "the file ends before the JSON document is closed".to_string()
+                    });
+                }
+            }
+            State::Member { .. }
+            | State::MemberValue { .. }
+            | State::MemberJunk
+            | State::Events { .. }
+            | State::SkipMember { .. } => {
                 if self.out.diagnostics.count(DiagKind::Truncated) == 0
                     && !self.pending.iter().any(|p| p.0 == DiagKind::Truncated)
                 {
@@ -292,11 +504,26 @@ impl TraceParser {
         if self.out.meta.form == "object" && !self.saw_trace_events && !self.saw_kineto_key {
             return Err(self.not_a_trace(0, "a JSON object without `traceEvents` or any Kineto key"));
         }
-        if self.out.meta.form == "array" && self.out.counts.total == 0 && self.non_object_elements > 0 {
-            return Err(self.not_a_trace(0, "a JSON array whose elements are not trace events"));
+        if self.out.meta.form == "array"
+            && self.ph_events == 0
+            && (self.out.counts.total > 0 || self.non_object_elements > 0 || self.damage_totals.places > 0)
+        {
+            return Err(
+                self.not_a_trace(0, "a JSON array whose elements are not trace events (none has `ph`)")
+            );
         }
         self.close_open_slices();
         self.flush_diags();
+        if self.damage_totals.places > 1 {
+            let t = self.damage_totals;
+            self.out.diagnostics.append_message(
+                DiagKind::MalformedEvent,
+                &format!(
+                    " (in all {} damaged places: {} bytes and about {} events skipped)",
+                    t.places, t.bytes, t.events
+                ),
+            );
+        }
         // Absolute time = baseTimeNanoseconds + ts. The base may come after `traceEvents` in
         // the file (several real traces write it last), so it is applied once at the end.
         if let Some(b) = self.out.meta.base_time_ns {
@@ -356,12 +583,30 @@ impl TraceParser {
     }
 
     /// Parses as many whole units of `buf` as possible; returns the bytes consumed.
+    ///
+    /// A unit never sees more than [`Limits::unit_bytes`] of the buffer: one that needs more is
+    /// oversized whatever the chunking, so the decision (and every count) is the same for any
+    /// chunk size.
     fn process(&mut self, buf: &[u8], at_eof: bool) -> usize {
         let base = self.carry_offset;
         let mut pos = 0usize;
         loop {
+            // Whitespace between units is consumed, never carried (a whitespace bomb costs
+            // nothing).
+            if !matches!(self.state, State::Done | State::SkipMember { .. }) {
+                while buf.get(pos).is_some_and(|&b| json::is_ws(b)) {
+                    pos += 1;
+                }
+            }
             let unit_start = pos;
-            let r = self.step(buf, &mut pos, base);
+            let windowed =
+                matches!(self.state, State::Member { .. } | State::MemberValue { .. } | State::Events { .. });
+            let end = if windowed {
+                buf.len().min(unit_start.saturating_add(self.limits.unit_bytes))
+            } else {
+                buf.len()
+            };
+            let r = self.step(&buf[..end], &mut pos, base, at_eof && end == buf.len());
             match r {
                 Ok(true) => self.flush_diags(),
                 Ok(false) => {
@@ -369,9 +614,55 @@ impl TraceParser {
                     return pos;
                 }
                 Err(Stop::Incomplete) => {
-                    let _ = at_eof;
                     self.pending.clear();
-                    return unit_start;
+                    pos = unit_start;
+                    if end == buf.len() {
+                        // At the end of a file that ends the way a document does, an event that
+                        // does not end is damaged (a broken string or bracket made it run on),
+                        // not cut: skip it and resume at the next event after it.
+                        if let (true, State::Events { in_object, .. }) = (at_eof, self.state) {
+                            let last = buf.iter().rev().find(|&&b| !json::is_ws(b)).copied();
+                            if matches!(last, Some(b'}' | b']')) && pos < buf.len() {
+                                self.start_damage(
+                                    buf,
+                                    unit_start,
+                                    buf.len(),
+                                    base,
+                                    "no end before the end of the file".to_string(),
+                                    in_object,
+                                );
+                                pos = unit_start + 1;
+                                continue;
+                            }
+                        }
+                        return unit_start;
+                    }
+                    // The unit does not end within the limit.
+                    let limit = self.limits.unit_bytes;
+                    match self.state {
+                        State::Events { in_object, .. } => {
+                            self.start_damage(
+                                buf,
+                                unit_start,
+                                end,
+                                base,
+                                format!("no end within the {limit}-byte limit of one event"),
+                                in_object,
+                            );
+                            pos = unit_start + 1;
+                        }
+                        _ => {
+                            let start = base + unit_start as u64;
+                            self.diag(DiagKind::OversizedValue, Some(start), || {
+                                format!(
+                                    "a top-level member at byte {start} is longer than the {limit}-byte limit; skipped without being read"
+                                )
+                            });
+                            self.flush_diags();
+                            self.state =
+                                State::SkipMember { skip: StreamSkip { start, ..StreamSkip::default() } };
+                        }
+                    }
                 }
                 Err(Stop::Bad(at)) => {
                     self.flush_diags();
@@ -386,13 +677,15 @@ impl TraceParser {
                             return buf.len();
                         }
                         _ => {
-                            // Skip the offending byte and go on.
+                            // Junk where a member belongs: skip up to the next key or the end.
                             self.diag(DiagKind::MalformedEvent, Some(off), || {
                                 format!(
-                                    "unexpected {} in the document structure; skipped",
+                                    "unexpected {} in the document structure at byte {off}; skipped up to the next key",
                                     describe_byte(buf.get(at))
                                 )
                             });
+                            self.flush_diags();
+                            self.state = State::MemberJunk;
                             pos = at.max(unit_start) + 1;
                             if pos > buf.len() {
                                 return buf.len();
@@ -405,12 +698,16 @@ impl TraceParser {
     }
 
     /// Parses one unit. `Ok(false)` when there is nothing more to do in this buffer.
-    fn step(&mut self, buf: &[u8], pos: &mut usize, base: u64) -> Res<bool> {
+    fn step(&mut self, buf: &[u8], pos: &mut usize, base: u64, at_eof: bool) -> Res<bool> {
         match self.state {
             State::Start => {
                 // A UTF-8 byte-order mark is harmless.
-                if buf[*pos..].starts_with(&[0xEF, 0xBB, 0xBF]) {
+                const BOM: &[u8] = &[0xEF, 0xBB, 0xBF];
+                let head = &buf[*pos..];
+                if head.starts_with(BOM) {
                     *pos += 3;
+                } else if !head.is_empty() && BOM.starts_with(head) && !at_eof {
+                    return Err(Stop::Incomplete);
                 }
                 match json::peek(buf, pos) {
                     Ok(b'{') => {
@@ -421,7 +718,7 @@ impl TraceParser {
                         *pos += 1;
                         self.out.meta.form = "array";
                         self.saw_trace_events = true;
-                        self.state = State::Events { first: true, in_object: false };
+                        self.state = State::Events { need_comma: false, in_object: false };
                     }
                     Ok(_) => return Err(Stop::Bad(*pos)),
                     Err(e) => return Err(e),
@@ -443,133 +740,328 @@ impl TraceParser {
                         return Ok(true);
                     }
                 }
-                let k = json::string(buf, pos, &mut self.scratch)?;
-                let key: Vec<u8> = match k {
-                    Str::Raw(b) => b.to_vec(),
-                    Str::Escaped => self.scratch.clone(),
+                let key = match json::string(buf, pos, &mut self.scratch)? {
+                    Str::Raw(b) => b,
+                    Str::Escaped => &self.scratch[..],
+                };
+                let kind = if key == b"traceEvents" {
+                    MemberKey::TraceEvents
+                } else {
+                    let k = std::str::from_utf8(key).unwrap_or("");
+                    if KINETO_KEYS.contains(&k) {
+                        self.saw_kineto_key = true;
+                    }
+                    META_KEYS.iter().position(|m| *m == k).map_or(MemberKey::Other, MemberKey::Meta)
                 };
                 json::expect(buf, pos, b':')?;
-                if key == b"traceEvents" {
-                    if json::peek(buf, pos)? == b'[' {
-                        *pos += 1;
-                        self.saw_trace_events = true;
-                        self.state = State::Events { first: true, in_object: true };
-                    } else {
-                        let at = *pos;
+                self.state = State::MemberValue { key: kind };
+                Ok(true)
+            }
+            State::MemberValue { key } => {
+                let at = *pos;
+                match key {
+                    MemberKey::TraceEvents => {
+                        if json::peek(buf, pos)? == b'[' {
+                            *pos += 1;
+                            self.saw_trace_events = true;
+                            self.state = State::Events { need_comma: false, in_object: true };
+                            return Ok(true);
+                        }
                         json::skip_value(buf, pos)?;
                         self.diag(DiagKind::BadMetadata, Some(base + at as u64), || {
                             "`traceEvents` is not an array; ignored".to_string()
                         });
-                        self.state = State::Member { first: false };
                     }
-                    return Ok(true);
-                }
-                let at = *pos;
-                let key = String::from_utf8_lossy(&key).into_owned();
-                if KINETO_KEYS.contains(&key.as_str()) {
-                    self.saw_kineto_key = true;
-                }
-                if is_meta_key(&key) {
-                    match value::parse(buf, pos) {
-                        Ok(v) => self.apply_meta(&key, &v, base + at as u64),
-                        Err(Stop::Incomplete) => return Err(Stop::Incomplete),
-                        Err(Stop::Bad(_)) => {
-                            *pos = at;
-                            json::skip_value(buf, pos)?;
-                            self.diag(DiagKind::BadMetadata, Some(base + at as u64), || {
-                                format!("top-level `{key}` could not be read; ignored")
-                            });
+                    MemberKey::Meta(i) => {
+                        let name = META_KEYS.get(i).copied().unwrap_or("");
+                        match value::parse(buf, pos) {
+                            Ok(v) => self.apply_meta(name, &v, base + at as u64),
+                            Err(Stop::Incomplete) => return Err(Stop::Incomplete),
+                            Err(Stop::Bad(_)) => {
+                                *pos = at;
+                                json::skip_value(buf, pos)?;
+                                self.diag(DiagKind::BadMetadata, Some(base + at as u64), || {
+                                    format!("top-level `{name}` could not be read; ignored")
+                                });
+                            }
                         }
                     }
-                } else {
-                    json::skip_value(buf, pos)?;
+                    MemberKey::Other => json::skip_value(buf, pos)?,
                 }
                 self.state = State::Member { first: false };
                 Ok(true)
             }
-            State::Events { first, in_object } => {
-                let b = json::peek(buf, pos)?;
-                if b == b']' {
-                    *pos += 1;
-                    self.state = if in_object { State::Member { first: false } } else { State::Done };
-                    return Ok(true);
-                }
-                if !first {
-                    if b == b',' {
-                        *pos += 1;
-                        if json::peek(buf, pos)? == b']' {
-                            // A trailing comma: tolerated silently, as most writers of the
-                            // format tolerate it.
-                            return Ok(true);
-                        }
-                    } else {
-                        let off = base + *pos as u64;
-                        self.diag(DiagKind::MalformedEvent, Some(off), || {
-                            "missing `,` between events".to_string()
-                        });
+            State::MemberJunk => {
+                let rest = &buf[*pos..];
+                match memchr::memchr2(b'"', b'}', rest) {
+                    Some(k) => {
+                        *pos += k;
+                        self.state = State::Member { first: true };
+                        Ok(true)
+                    }
+                    None => {
+                        *pos = buf.len();
+                        Ok(false)
                     }
                 }
-                self.state = State::Events { first: false, in_object };
+            }
+            State::SkipMember { mut skip } => {
+                let (used, done) = skip.run(&buf[*pos..]);
+                *pos += used;
+                match done {
+                    None => {
+                        self.state = State::SkipMember { skip };
+                        Ok(false)
+                    }
+                    Some(_) => {
+                        self.state = State::Member { first: false };
+                        Ok(true)
+                    }
+                }
+            }
+            State::Events { need_comma, in_object } => {
                 let start = *pos;
-                if json::peek(buf, pos)? != b'{' {
-                    // Not an object: skip the element.
-                    match json::skip_value(buf, pos) {
-                        Ok(()) => {}
+                let b = json::peek(buf, pos)?;
+                match b {
+                    b']' => {
+                        if array_end_plausible(buf, start, at_eof, false, in_object)? {
+                            *pos += 1;
+                            self.state = if in_object { State::Member { first: false } } else { State::Done };
+                        } else {
+                            self.start_damage(
+                                buf,
+                                start,
+                                start,
+                                base,
+                                "a `]` that does not end the event array".to_string(),
+                                in_object,
+                            );
+                            *pos = start + 1;
+                        }
+                        return Ok(true);
+                    }
+                    b',' if need_comma => {
+                        *pos += 1;
+                        self.state = State::Events { need_comma: false, in_object };
+                        return Ok(true);
+                    }
+                    b',' => {
+                        // `[,` or `,,`: an empty element costs nothing.
+                        *pos += 1;
+                        self.non_object_elements += 1;
+                        self.diag(DiagKind::MalformedEvent, Some(base + start as u64), || {
+                            format!(
+                                "an empty element (a stray `,`) in `traceEvents` at byte {}; skipped",
+                                base + start as u64
+                            )
+                        });
+                        return Ok(true);
+                    }
+                    _ => {}
+                }
+                if need_comma {
+                    let off = base + start as u64;
+                    self.diag(DiagKind::MalformedEvent, Some(off), || {
+                        format!("missing `,` between events at byte {off}")
+                    });
+                }
+                self.state = State::Events { need_comma: true, in_object };
+                let restore = State::Events { need_comma, in_object };
+                if b != b'{' {
+                    // Not an object: skipped if it is a whole value followed by a separator;
+                    // otherwise it is damage.
+                    let bad_at = match json::skip_value(buf, pos) {
+                        Ok(()) => match json::peek(buf, pos) {
+                            Ok(b',' | b']') => {
+                                self.non_object_elements += 1;
+                                self.diag(DiagKind::MalformedEvent, Some(base + start as u64), || {
+                                    "an element of `traceEvents` is not an object; skipped".to_string()
+                                });
+                                return Ok(true);
+                            }
+                            Ok(_) => *pos,
+                            Err(_) if at_eof => *pos,
+                            Err(e) => {
+                                self.state = restore;
+                                return Err(e);
+                            }
+                        },
                         Err(Stop::Incomplete) => {
-                            self.state = State::Events { first, in_object };
+                            self.state = restore;
                             return Err(Stop::Incomplete);
                         }
-                        Err(Stop::Bad(at)) => *pos = at + 1,
-                    }
+                        Err(Stop::Bad(at)) => at,
+                    };
+                    let what = format!("{} where an event belongs", describe_byte(buf.get(start)));
                     self.non_object_elements += 1;
-                    self.diag(DiagKind::MalformedEvent, Some(base + start as u64), || {
-                        "an element of `traceEvents` is not an object; skipped".to_string()
-                    });
+                    self.start_damage(buf, start, bad_at, base, what, in_object);
+                    *pos = start + 1;
                     return Ok(true);
                 }
                 match self.event(buf, pos, base) {
                     Ok(()) => Ok(true),
                     Err(Stop::Incomplete) => {
-                        self.state = State::Events { first, in_object };
+                        self.state = restore;
                         Err(Stop::Incomplete)
                     }
                     Err(Stop::Bad(at)) => {
-                        // Resynchronize: skip the whole object by bracket depth.
-                        *pos = start;
-                        match json::skip_value(buf, pos) {
-                            Ok(()) => {}
-                            Err(Stop::Incomplete) => {
-                                self.state = State::Events { first, in_object };
-                                return Err(Stop::Incomplete);
-                            }
-                            Err(Stop::Bad(_)) => *pos = start + 1,
-                        }
-                        let snippet =
-                            String::from_utf8_lossy(&buf[start..(*pos).min(start + 80)]).into_owned();
-                        self.diag(DiagKind::MalformedEvent, Some(base + at as u64), || {
-                            format!("an event is not valid JSON and was skipped: {snippet}")
-                        });
+                        let what = format!("unexpected {}", describe_byte(buf.get(at)));
+                        self.start_damage(buf, start, at, base, what, in_object);
+                        *pos = start + 1;
                         Ok(true)
                     }
                 }
             }
+            State::Resync { in_object } => self.resync(buf, pos, base, at_eof, in_object),
             State::Done => {
-                // Anything after the document.
-                match json::peek(buf, pos) {
-                    Ok(_) => {
-                        let off = base + *pos as u64;
-                        let n = buf.len() - *pos;
-                        self.diag(DiagKind::TrailingData, Some(off), || {
-                            format!(
-                                "data after the end of the JSON document ignored ({n} bytes in this piece)"
-                            )
-                        });
-                        *pos = buf.len();
-                        Ok(false)
+                // Anything after the document: counted to the end of the file.
+                let rest = &buf[*pos..];
+                match self.trailing.as_mut() {
+                    Some((_, n)) => *n += rest.len() as u64,
+                    None => {
+                        if let Some(k) = rest.iter().position(|&b| !json::is_ws(b)) {
+                            self.trailing = Some((base + (*pos + k) as u64, (rest.len() - k) as u64));
+                        }
                     }
-                    Err(_) => Ok(false),
+                }
+                *pos = buf.len();
+                Ok(false)
+            }
+        }
+    }
+
+    /// Starts skipping a damaged element of `traceEvents` that begins at `buf[start]`.
+    fn start_damage(
+        &mut self,
+        buf: &[u8],
+        start: usize,
+        bad_at: usize,
+        base: u64,
+        what: String,
+        in_object: bool,
+    ) {
+        // The skipped event's own diagnostics go with it.
+        self.pending.clear();
+        // The snippet ends where the damage showed (at most 80 bytes): bytes beyond it may not
+        // have arrived yet, and the message must not depend on how the file was read.
+        let end = buf.len().min(start + 80).min(bad_at + 1).max(start);
+        let snippet = String::from_utf8_lossy(buf.get(start..end).unwrap_or(&[])).into_owned();
+        self.last_nonblank = buf.get(start).copied().unwrap_or(0);
+        self.damage = Some(Damage {
+            start: base + start as u64,
+            bad_at: base + bad_at as u64,
+            what,
+            snippet,
+            events: 0,
+            object: buf.get(start) == Some(&b'{'),
+        });
+        self.state = State::Resync { in_object };
+    }
+
+    /// Ends a damaged region at text offset `end`; `next` says what resumes there (`None`: the
+    /// end of the file).
+    fn end_damage(&mut self, end: u64, next: Option<&str>) {
+        let Some(d) = self.damage.take() else { return };
+        let bytes = end.saturating_sub(d.start);
+        let events = if d.object { d.events.max(1) } else { d.events };
+        self.damage_totals.places += 1;
+        self.damage_totals.bytes += bytes;
+        self.damage_totals.events += events;
+        let Damage { start, bad_at, what, snippet, .. } = d;
+        let resumed = match next {
+            Some(n) => format!("up to {n} at byte {end}"),
+            None => "to the end of the file (no event starts after it)".to_string(),
+        };
+        self.diag(DiagKind::MalformedEvent, Some(start), || {
+            format!(
+                "a damaged event at byte {start} ({what} at byte {bad_at}) was skipped {resumed}: {bytes} bytes, {events} event(s): {}",
+                snippet.trim()
+            )
+        });
+    }
+
+    /// Skips damaged bytes inside `traceEvents` up to the next place parsing can resume: an
+    /// object that passes [`json::validate_object`], has a `ph` key and is followed by `,`, `]`
+    /// or `{` (the next event); a `]` that plausibly closes the array; or (in the object form) a
+    /// key that only the top level has. Each byte is looked at once, and bytes are consumed as
+    /// they are passed, so the damaged region is never buffered.
+    fn resync(&mut self, buf: &[u8], pos: &mut usize, base: u64, at_eof: bool, in_object: bool) -> Res<bool> {
+        let from = *pos;
+        let mut i = from;
+        let limit = self.limits.unit_bytes;
+        loop {
+            let Some(k) = memchr::memchr3(b'{', b']', b'"', &buf[i..]) else {
+                self.passed(buf, from, buf.len());
+                *pos = buf.len();
+                return Ok(false);
+            };
+            let c = i + k;
+            // Decide at `c`; `None`: more bytes are needed first.
+            let verdict: Option<bool> = match buf[c] {
+                b'{' => {
+                    let end = buf.len().min(c.saturating_add(limit));
+                    let mut p = c;
+                    match json::validate_object(&buf[..end], &mut p) {
+                        Ok(true) => match json::peek(buf, &mut p) {
+                            Ok(b',' | b']' | b'{') => Some(true),
+                            Ok(_) => Some(false),
+                            Err(_) => at_eof.then_some(true),
+                        },
+                        Ok(false) | Err(Stop::Bad(_)) => Some(false),
+                        Err(Stop::Incomplete) if end < buf.len() => Some(false),
+                        // The file ends inside what may be the next event: resume there, and
+                        // the event reports the truncation.
+                        Err(Stop::Incomplete) => at_eof.then_some(true),
+                    }
+                }
+                b']' => array_end_plausible(buf, c, at_eof, true, in_object).ok(),
+                _ => {
+                    let rest = &buf[c..];
+                    if rest.len() < 4 && !at_eof {
+                        None
+                    } else if rest.starts_with(b"\"ph\"") {
+                        if let Some(d) = self.damage.as_mut() {
+                            d.events += 1;
+                        }
+                        Some(false)
+                    } else if in_object {
+                        top_only_key_at(rest, at_eof).ok()
+                    } else {
+                        Some(false)
+                    }
+                }
+            };
+            match verdict {
+                Some(true) => {
+                    self.passed(buf, from, c);
+                    let what = match buf[c] {
+                        b'{' => "the next event",
+                        b']' => "the end of the event array",
+                        _ => "the next top-level member",
+                    };
+                    self.end_damage(base + c as u64, Some(what));
+                    self.state = if buf[c] == b'"' {
+                        State::Member { first: true }
+                    } else {
+                        State::Events { need_comma: false, in_object }
+                    };
+                    *pos = c;
+                    return Ok(true);
+                }
+                Some(false) => i = c + 1,
+                None => {
+                    self.passed(buf, from, c);
+                    *pos = c;
+                    return if c > from { Ok(true) } else { Err(Stop::Incomplete) };
                 }
             }
+        }
+    }
+
+    /// Notes the last non-blank byte of `buf[from..to]`, skipped by resynchronisation.
+    fn passed(&mut self, buf: &[u8], from: usize, to: usize) {
+        if let Some(&b) = buf.get(from..to).and_then(|s| s.iter().rev().find(|&&b| !json::is_ws(b))) {
+            self.last_nonblank = b;
         }
     }
 
@@ -584,10 +1076,17 @@ impl TraceParser {
             "schemaVersion" => meta.schema_version = v.as_i64(),
             "baseTimeNanoseconds" => {
                 meta.base_time_ns = v.as_i64();
-                if meta.base_time_ns.is_none() {
-                    self.diag(DiagKind::BadMetadata, Some(offset), || {
+                match meta.base_time_ns {
+                    None => self.diag(DiagKind::BadMetadata, Some(offset), || {
                         "`baseTimeNanoseconds` is not an integer; times are taken as written".to_string()
-                    });
+                    }),
+                    Some(b) if !(0..=MAX_TIME_NS).contains(&b) => {
+                        meta.base_time_ns = None;
+                        self.diag(DiagKind::OutOfRange, Some(offset), || {
+                            format!("`baseTimeNanoseconds` {b} is outside 0..={MAX_TIME_NS} (it would push every event past the end of 64-bit time); times are taken as written")
+                        });
+                    }
+                    Some(_) => {}
                 }
             }
             "displayTimeUnit" => {
@@ -602,7 +1101,37 @@ impl TraceParser {
             "host_name" | "hostname" => meta.host_name = v.as_text(),
             "distributedInfo" => {
                 if let Value::Obj(_) = v {
-                    meta.distributed = Some(read_distributed(v));
+                    let mut d = read_distributed(v);
+                    let raw = |k: &str| v.get(k).filter(|x| **x != Value::Null).map(value_text);
+                    if let Some(r) = raw("rank") {
+                        if d.rank.is_none_or(|x| u32::try_from(x).is_err()) {
+                            d.rank = None;
+                            self.diag(DiagKind::OutOfRange, Some(offset), || {
+                                format!(
+                                    "`distributedInfo.rank` {r} is not a rank (0 to {}); ignored",
+                                    u32::MAX
+                                )
+                            });
+                        }
+                    }
+                    if let Some(w) = raw("world_size") {
+                        if d.world_size.is_none_or(|x| !(1..=MAX_WORLD_SIZE).contains(&x)) {
+                            d.world_size = None;
+                            self.diag(DiagKind::OutOfRange, Some(offset), || {
+                                format!("`distributedInfo.world_size` {w} is not a world size (1 to {MAX_WORLD_SIZE}); ignored")
+                            });
+                        }
+                    }
+                    if let (Some(r), Some(w)) = (d.rank, d.world_size) {
+                        if r >= w {
+                            self.diag(DiagKind::OutOfRange, Some(offset), || {
+                                format!(
+                                    "`distributedInfo.rank` {r} is not below its `world_size` {w}; both kept"
+                                )
+                            });
+                        }
+                    }
+                    self.out.meta.distributed = Some(d);
                 } else {
                     self.diag(DiagKind::BadMetadata, Some(offset), || {
                         "`distributedInfo` is not an object; ignored".to_string()
@@ -628,7 +1157,23 @@ impl TraceParser {
             Str::Raw(b) => b,
             Str::Escaped => &self.scratch,
         };
+        let cap = self.limits.string_bytes;
+        let (bytes, long) = if bytes.len() > cap {
+            // Cut at a character boundary.
+            let mut n = cap;
+            while n > 0 && bytes.get(n).is_some_and(|&b| b & 0xC0 == 0x80) {
+                n -= 1;
+            }
+            (&bytes[..n], Some(bytes.len()))
+        } else {
+            (bytes, None)
+        };
         let (id, invalid) = self.out.strings.intern_bytes(bytes);
+        if let Some(len) = long {
+            self.diag(DiagKind::LongString, Some(at), || {
+                format!("a string of {len} bytes at byte {at} was cut to the {cap}-byte limit")
+            });
+        }
         if invalid {
             let text = self.out.strings.get(id).chars().take(60).collect::<String>();
             self.diag(DiagKind::InvalidUtf8, Some(at), || {
@@ -709,6 +1254,25 @@ impl TraceParser {
                 }
                 Ok(None)
             }
+        }
+    }
+
+    /// Reads a time (µs as written, ns returned) and checks its range: beyond ±[`MAX_TIME_NS`]
+    /// it cannot be a time (and sums of such values would overflow), so it is not used.
+    #[inline]
+    fn read_time(&mut self, buf: &[u8], pos: &mut usize, base: u64, key: &str) -> Res<Option<i64>> {
+        let at = base + *pos as u64;
+        let v = self.read_num(buf, pos, base, 3)?;
+        match v {
+            Some(t) if !(-MAX_TIME_NS..=MAX_TIME_NS).contains(&t) => {
+                self.diag(DiagKind::OutOfRange, Some(at), || {
+                    format!(
+                        "`{key}` of {t} ns at byte {at} is beyond ±{MAX_TIME_NS} ns (±126 years); not used"
+                    )
+                });
+                Ok(None)
+            }
+            v => Ok(v),
         }
     }
 
@@ -793,13 +1357,18 @@ impl TraceParser {
                 b"pid" => ev.pid = self.read_id_key(buf, pos, base)?,
                 b"tid" => ev.tid = self.read_id_key(buf, pos, base)?,
                 b"ts" => {
-                    ev.ts = self.read_num(buf, pos, base, 3)?;
+                    ev.ts = self.read_time(buf, pos, base, "ts")?;
                     ev.ts_bad = ev.ts.is_none();
                 }
-                b"dur" => ev.dur = self.read_num(buf, pos, base, 3)?,
+                b"dur" => ev.dur = self.read_time(buf, pos, base, "dur")?,
                 b"id" => ev.id = self.read_flow_id(buf, pos, base)?,
                 b"bp" => {
-                    ev.bp_e = matches!(json::string(buf, pos, &mut self.scratch), Ok(Str::Raw(b"e")));
+                    // (An incomplete string must wait for more bytes, never read as "not e".)
+                    if json::peek(buf, pos)? == b'"' {
+                        ev.bp_e = matches!(json::string(buf, pos, &mut self.scratch)?, Str::Raw(b"e"));
+                    } else {
+                        json::skip_value(buf, pos)?;
+                    }
                 }
                 b"args" => {
                     if ev.ph == b'C' {
@@ -826,6 +1395,7 @@ impl TraceParser {
     }
 
     /// Reads the kept keys of `args`; skips the rest.
+    #[inline]
     fn args(&mut self, buf: &[u8], pos: &mut usize, base: u64, a: &mut Args) -> Res<()> {
         if json::peek(buf, pos)? != b'{' {
             return json::skip_value(buf, pos);
@@ -1087,6 +1657,9 @@ impl TraceParser {
     /// Turns a parsed event into rows, by phase.
     fn commit(&mut self, ev: Ev, offset: u64) {
         self.out.counts.total += 1;
+        if ev.ph != 0 || ev.ph_other.is_some() {
+            self.ph_events += 1;
+        }
         match &ev.ph_other {
             Some(p) => *self.by_ph_other.entry(p.clone()).or_default() += 1,
             None => self.by_ph[ev.ph as usize] += 1,
@@ -1307,6 +1880,24 @@ impl TraceParser {
     }
 }
 
+/// The largest magnitude a time may have, in ns (about 126 years: epoch times until 2096, and
+/// any sum of two such values still fits in `i64`).
+pub const MAX_TIME_NS: i64 = 4_000_000_000_000_000_000;
+
+/// The largest world size believed (2^24 ranks).
+pub const MAX_WORLD_SIZE: i64 = 1 << 24;
+
+/// A metadata value as text, for messages.
+fn value_text(v: &Value) -> String {
+    match v {
+        Value::Num(t) | Value::Str(t) | Value::Bare(t) => t.chars().take(40).collect(),
+        Value::Bool(b) => b.to_string(),
+        Value::Null => "null".to_string(),
+        Value::Arr(_) => "an array".to_string(),
+        Value::Obj(_) => "an object".to_string(),
+    }
+}
+
 fn describe_byte(b: Option<&u8>) -> String {
     match b {
         None => "the end of the input".to_string(),
@@ -1315,18 +1906,92 @@ fn describe_byte(b: Option<&u8>) -> String {
     }
 }
 
-fn is_meta_key(key: &str) -> bool {
-    matches!(
-        key,
-        "schemaVersion"
-            | "baseTimeNanoseconds"
-            | "displayTimeUnit"
-            | "traceName"
-            | "host_name"
-            | "hostname"
-            | "distributedInfo"
-            | "deviceProperties"
-    )
+/// Whether the `]` at `buf[at]` closes the event array: followed by the end of the document
+/// (`}` in the object form, nothing in the array form) or by another member. `strict` (while
+/// skipping damage, where `], "key":` is common inside an event's args) accepts only keys that
+/// never appear inside an event.
+fn array_end_plausible(buf: &[u8], at: usize, at_eof: bool, strict: bool, in_object: bool) -> Res<bool> {
+    let mut p = at + 1;
+    let next = match json::peek(buf, &mut p) {
+        Ok(b) => b,
+        // Nothing follows: the end of the document, cut or not.
+        Err(_) if at_eof => return Ok(true),
+        Err(e) => return Err(e),
+    };
+    if !strict {
+        // Between events a `]` is the array's end unless an event follows it (`], {` or `]{`:
+        // a stray bracket); the array form ends there whatever comes after (trailing data).
+        return match next {
+            b'{' => Ok(false),
+            b',' if !in_object => Ok(false),
+            b',' => {
+                // The object form goes on with a key: a string followed by `:`.
+                p += 1;
+                match json::peek(buf, &mut p) {
+                    Ok(b'"') => {}
+                    Ok(_) => return Ok(false),
+                    Err(_) if at_eof => return Ok(true),
+                    Err(e) => return Err(e),
+                }
+                let mut scratch = Vec::new();
+                match json::string(buf, &mut p, &mut scratch) {
+                    Ok(_) => match json::peek(buf, &mut p) {
+                        Ok(b) => Ok(b == b':'),
+                        Err(_) if at_eof => Ok(false),
+                        Err(e) => Err(e),
+                    },
+                    Err(Stop::Incomplete) if !at_eof => Err(Stop::Incomplete),
+                    Err(_) => Ok(false),
+                }
+            }
+            _ => Ok(true),
+        };
+    }
+    if !in_object {
+        return Ok(false);
+    }
+    match next {
+        b'}' => {
+            p += 1;
+            match json::peek(buf, &mut p) {
+                Ok(_) => Ok(false),
+                Err(_) if at_eof => Ok(true),
+                Err(e) => Err(e),
+            }
+        }
+        b',' => {
+            p += 1;
+            match json::peek(buf, &mut p) {
+                Ok(b'"') => top_only_key_at(&buf[p..], at_eof),
+                Ok(_) => Ok(false),
+                Err(_) if at_eof => Ok(false),
+                Err(e) => Err(e),
+            }
+        }
+        _ => Ok(false),
+    }
+}
+
+/// Whether `rest` starts with `"KEY"` and `:`, KEY one of [`TOP_ONLY_KEYS`].
+fn top_only_key_at(rest: &[u8], at_eof: bool) -> Res<bool> {
+    for k in TOP_ONLY_KEYS {
+        let n = k.len() + 2;
+        if rest.len() < n {
+            if !at_eof && rest.get(1..).is_some_and(|r| k.starts_with(r)) {
+                return Err(Stop::Incomplete);
+            }
+            continue;
+        }
+        if rest.first() == Some(&b'"') && &rest[1..n - 1] == *k && rest[n - 1] == b'"' {
+            let mut p = n;
+            return match json::peek(rest, &mut p) {
+                Ok(b) => Ok(b == b':'),
+                Err(_) if at_eof => Ok(false),
+                Err(e) => Err(e),
+            };
+        }
+    }
+    Ok(false)
 }
 
 fn read_distributed(v: &Value) -> DistributedInfo {

@@ -1,12 +1,11 @@
 //! Bytes → tables: gzip sniffing and streaming inflate, then the tolerant streaming JSON parser.
 
+pub mod gzip;
 pub mod json;
 pub mod kineto;
 pub mod value;
 
-use std::io::Write;
-
-pub use kineto::{IngestError, TraceParser};
+pub use kineto::{IngestError, Limits, TraceParser};
 
 use crate::model::{DiagKind, RankTrace};
 
@@ -21,31 +20,11 @@ pub struct Progress {
     pub events: u64,
 }
 
-/// Receives inflated bytes and hands them to the parser.
-#[derive(Debug)]
-struct Sink {
-    parser: Option<TraceParser>,
-}
-
-impl Write for Sink {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if let Some(p) = self.parser.as_mut() {
-            p.feed(buf);
-        }
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 enum Mode {
     /// Waiting for enough bytes to tell gzip from text.
     Sniff(Vec<u8>, TraceParser),
     Plain(TraceParser),
-    Gzip(Box<flate2::write::MultiGzDecoder<Sink>>),
-    /// The gzip stream failed; the parser keeps what it had.
-    Broken(TraceParser),
+    Gzip(Box<gzip::Gunzip>, TraceParser),
     Empty,
 }
 
@@ -54,28 +33,31 @@ impl std::fmt::Debug for Mode {
         f.write_str(match self {
             Mode::Sniff(..) => "Sniff",
             Mode::Plain(_) => "Plain",
-            Mode::Gzip(_) => "Gzip",
-            Mode::Broken(_) => "Broken",
+            Mode::Gzip(..) => "Gzip",
             Mode::Empty => "Empty",
         })
     }
 }
 
 /// Ingest of one file from chunks of any size. gzip is recognised by its magic bytes
-/// (`1f 8b`), never by the file name, and inflated as a stream (concatenated gzip members too).
+/// (`1f 8b`), never by the file name, and inflated as a stream (concatenated members too; see
+/// [`gzip`] for what happens to a damaged one).
 #[derive(Debug)]
 pub struct FileIngest {
     mode: Mode,
     input_bytes: u64,
-    gzip_error: Option<(u64, String)>,
 }
 
 impl FileIngest {
     pub fn new(source_name: &str) -> Self {
+        Self::with_limits(source_name, Limits::default())
+    }
+
+    /// Ingest with other parser [`Limits`].
+    pub fn with_limits(source_name: &str, limits: Limits) -> Self {
         FileIngest {
-            mode: Mode::Sniff(Vec::new(), TraceParser::new(source_name)),
+            mode: Mode::Sniff(Vec::new(), TraceParser::with_limits(source_name, limits)),
             input_bytes: 0,
-            gzip_error: None,
         }
     }
 
@@ -84,55 +66,37 @@ impl FileIngest {
         self.input_bytes += chunk.len() as u64;
         let mode = std::mem::replace(&mut self.mode, Mode::Empty);
         self.mode = match mode {
-            Mode::Sniff(mut head, parser) => {
+            Mode::Sniff(mut head, mut parser) => {
                 head.extend_from_slice(chunk);
                 if head.len() < 2 {
                     Mode::Sniff(head, parser)
+                } else if head.starts_with(&[0x1f, 0x8b]) {
+                    let mut g = Box::<gzip::Gunzip>::default();
+                    g.feed(&head, &mut |piece| parser.feed(piece));
+                    Mode::Gzip(g, parser)
                 } else {
-                    self.start(head, parser)
+                    parser.feed(&head);
+                    Mode::Plain(parser)
                 }
             }
             Mode::Plain(mut p) => {
                 p.feed(chunk);
                 Mode::Plain(p)
             }
-            Mode::Gzip(dec) => self.inflate(dec, chunk),
-            other => other,
+            Mode::Gzip(mut g, mut p) => {
+                // Once the text is found not to be a trace, inflating more is pointless.
+                if p.failed().is_none() {
+                    g.feed(chunk, &mut |piece| p.feed(piece));
+                }
+                Mode::Gzip(g, p)
+            }
+            Mode::Empty => Mode::Empty,
         };
-    }
-
-    fn start(&mut self, head: Vec<u8>, mut parser: TraceParser) -> Mode {
-        if head.starts_with(&[0x1f, 0x8b]) {
-            let dec = Box::new(flate2::write::MultiGzDecoder::new(Sink { parser: Some(parser) }));
-            self.inflate(dec, &head)
-        } else {
-            parser.feed(&head);
-            Mode::Plain(parser)
-        }
-    }
-
-    fn inflate(&mut self, mut dec: Box<flate2::write::MultiGzDecoder<Sink>>, chunk: &[u8]) -> Mode {
-        if let Err(e) = dec.write_all(chunk) {
-            self.gzip_error = Some((self.input_bytes, e.to_string()));
-            return match dec.get_mut().parser.take() {
-                Some(p) => Mode::Broken(p),
-                None => Mode::Empty,
-            };
-        }
-        // The parser found the text is not a trace: stop inflating.
-        if dec.get_ref().parser.as_ref().is_some_and(|p| p.failed().is_some()) {
-            return match dec.get_mut().parser.take() {
-                Some(p) => Mode::Plain(p),
-                None => Mode::Empty,
-            };
-        }
-        Mode::Gzip(dec)
     }
 
     pub fn progress(&self) -> Progress {
         let p = match &self.mode {
-            Mode::Sniff(_, p) | Mode::Plain(p) | Mode::Broken(p) => Some(p),
-            Mode::Gzip(d) => d.get_ref().parser.as_ref(),
+            Mode::Sniff(_, p) | Mode::Plain(p) | Mode::Gzip(_, p) => Some(p),
             Mode::Empty => None,
         };
         Progress {
@@ -145,8 +109,7 @@ impl FileIngest {
     /// Whether the input was already found not to be a trace.
     pub fn failed(&self) -> bool {
         match &self.mode {
-            Mode::Sniff(_, p) | Mode::Plain(p) | Mode::Broken(p) => p.failed().is_some(),
-            Mode::Gzip(d) => d.get_ref().parser.as_ref().is_some_and(|p| p.failed().is_some()),
+            Mode::Sniff(_, p) | Mode::Plain(p) | Mode::Gzip(_, p) => p.failed().is_some(),
             Mode::Empty => false,
         }
     }
@@ -154,39 +117,58 @@ impl FileIngest {
     /// Ends the input: returns the raw (not yet normalized) trace.
     pub fn finish(mut self) -> Result<RankTrace, IngestError> {
         let input_bytes = self.input_bytes;
-        let mut gzip = false;
-        let parser = match std::mem::replace(&mut self.mode, Mode::Empty) {
+        let (parser, gz) = match std::mem::replace(&mut self.mode, Mode::Empty) {
             Mode::Sniff(head, mut p) => {
+                if head.starts_with(&[0x1f]) && head.len() == 1 {
+                    return Err(IngestError::NotATrace {
+                        source_name: p.source().to_string(),
+                        offset: 0,
+                        reason: "one byte, the start of a gzip header: the file was cut".to_string(),
+                    });
+                }
                 p.feed(&head);
-                p
+                (p, None)
             }
-            Mode::Plain(p) => p,
-            Mode::Broken(p) => {
-                gzip = true;
-                p
+            Mode::Plain(p) => (p, None),
+            Mode::Gzip(mut g, p) => {
+                let unfinished = g.finish();
+                (p, Some((g, unfinished)))
             }
-            Mode::Gzip(mut dec) => {
-                gzip = true;
-                if let Err(e) = dec.try_finish() {
-                    self.gzip_error = Some((input_bytes, e.to_string()));
-                }
-                match dec.get_mut().parser.take() {
-                    Some(p) => p,
-                    None => TraceParser::new(""),
-                }
-            }
-            Mode::Empty => TraceParser::new(""),
+            Mode::Empty => (TraceParser::new(""), None),
         };
         let text_bytes = parser.text_bytes();
+        if let Some((g, unfinished)) = &gz {
+            if text_bytes == 0 && parser.failed().is_none() {
+                // Nothing inflated: say why, rather than "the file is empty".
+                let why = g
+                    .fault
+                    .as_ref()
+                    .map(|(at, m)| format!("the gzip stream is corrupt at compressed byte {at} ({m})"))
+                    .or(unfinished.clone())
+                    .unwrap_or_else(|| "the gzip stream holds no text".to_string());
+                return Err(IngestError::NotATrace {
+                    source_name: parser.source().to_string(),
+                    offset: 0,
+                    reason: format!("{why}; nothing could be inflated"),
+                });
+            }
+        }
         let mut trace = parser.finish()?;
-        trace.meta.gzip = gzip;
         trace.input_bytes = input_bytes;
-        if let Some((at, msg)) = self.gzip_error {
-            trace.diagnostics.add(DiagKind::GzipCorrupt, Some(text_bytes), || {
-                format!(
-                    "the gzip stream is corrupt or cut near compressed byte {at} ({msg}); the {text_bytes} bytes inflated before it were read"
-                )
-            });
+        if let Some((g, unfinished)) = gz {
+            trace.meta.gzip = true;
+            if let Some((at, msg)) = &g.fault {
+                let n = g.faults;
+                trace.diagnostics.add(DiagKind::GzipCorrupt, Some(text_bytes), || {
+                    format!(
+                        "the gzip stream is damaged: {msg} (first at compressed byte {at}; {n} fault(s) in all); every byte that inflated was read ({text_bytes} bytes of text), and inflation resumed at the next gzip member where there was one"
+                    )
+                });
+            } else if let Some(m) = unfinished {
+                trace.diagnostics.add(DiagKind::GzipCorrupt, Some(text_bytes), || {
+                    format!("{m}; the {text_bytes} bytes inflated before the end were read")
+                });
+            }
         }
         Ok(trace)
     }

@@ -1,0 +1,101 @@
+//! Escaping of text that comes from traces (names, process groups, backends, snippets of bad
+//! events) for the formats rankscope writes: Markdown and CSV. A trace is untrusted input: a
+//! name such as `<img src=x onerror=…>`, `a|b` or one holding a newline must come out as the
+//! same characters, never as HTML, a table cell boundary or a new line of the report, and a CSV
+//! cell must never start a spreadsheet formula.
+//!
+//! (JSON needs nothing here: serde escapes; the app renders names as text nodes.)
+
+/// Text for a Markdown paragraph, list item or table cell: the characters that Markdown or the
+/// HTML it may contain would interpret are backslash-escaped (CommonMark lets any ASCII
+/// punctuation be escaped so), line breaks and other control characters become spaces.
+pub fn md_text(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '~' | '&' | '!' | '#' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if c.is_control() => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A Markdown code span holding `s` exactly: the fence is one backtick longer than the longest
+/// run of backticks inside, padded with spaces when `s` starts or ends with one; `|` is escaped
+/// (GitHub's tables split cells on it even inside code spans); line breaks become spaces.
+pub fn md_code(s: &str) -> String {
+    let body: String =
+        s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect::<String>().replace('|', "\\|");
+    let mut longest = 0;
+    let mut run = 0;
+    for c in body.chars() {
+        if c == '`' {
+            run += 1;
+            longest = longest.max(run);
+        } else {
+            run = 0;
+        }
+    }
+    let fence = "`".repeat(longest + 1);
+    let pad = if body.starts_with('`') || body.ends_with('`') || body.is_empty() { " " } else { "" };
+    format!("{fence}{pad}{body}{pad}{fence}")
+}
+
+/// One CSV cell (RFC 4180): quoted when it holds a `,`, `"` or line break (quotes doubled);
+/// a cell starting with `=`, `+`, `-`, `@`, a tab or a carriage return gets a leading `'` so a
+/// spreadsheet reads it as text, not as a formula (OWASP's advice for CSV injection). For cells
+/// of text only: numbers are written as they are.
+pub fn csv_field(s: &str) -> String {
+    let guarded =
+        if s.starts_with(['=', '+', '-', '@', '\t', '\r']) { format!("'{s}") } else { s.to_string() };
+    if guarded.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", guarded.replace('"', "\"\""))
+    } else {
+        guarded
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markdown_text_is_inert() {
+        assert_eq!(md_text("nccl"), "nccl");
+        assert_eq!(md_text("<img src=x onerror=alert(1)>"), "\\<img src=x onerror=alert(1)\\>");
+        assert_eq!(md_text("a|b"), "a\\|b");
+        assert_eq!(md_text("line\nbreak\r\n"), "line break  ");
+        assert_eq!(md_text("[x](javascript:y)"), "\\[x\\](javascript:y)");
+        assert_eq!(
+            md_text("**bold** `code` ~~s~~ &amp;"),
+            "\\*\\*bold\\*\\* \\`code\\` \\~\\~s\\~\\~ \\&amp;"
+        );
+        assert_eq!(md_text("# title"), "\\# title");
+    }
+
+    #[test]
+    fn code_spans_hold_anything() {
+        assert_eq!(md_code("rank0.json"), "`rank0.json`");
+        assert_eq!(md_code("a`b"), "``a`b``");
+        assert_eq!(md_code("`x`"), "`` `x` ``");
+        assert_eq!(md_code("a|b"), "`a\\|b`");
+        assert_eq!(md_code("a\nb"), "`a b`");
+        assert_eq!(md_code(""), "`  `");
+    }
+
+    #[test]
+    fn csv_cells_are_quoted_and_never_formulas() {
+        assert_eq!(csv_field("gpu"), "gpu");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(csv_field("=HYPERLINK(\"x\")"), "\"'=HYPERLINK(\"\"x\"\")\"");
+        assert_eq!(csv_field("+1"), "'+1");
+        assert_eq!(csv_field("-2"), "'-2");
+        assert_eq!(csv_field("@SUM(A1)"), "'@SUM(A1)");
+        assert_eq!(csv_field("two\nlines"), "\"two\nlines\"");
+    }
+}

@@ -1,0 +1,73 @@
+//! A global allocator that counts live bytes and remembers their peak, for tests that bound
+//! the memory ingest may use whatever its input (see `tests/bombs.rs`).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// [`System`], counting.
+#[derive(Debug)]
+pub struct Counting {
+    live: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+impl Counting {
+    pub const fn new() -> Self {
+        Counting { live: AtomicUsize::new(0), peak: AtomicUsize::new(0) }
+    }
+
+    /// Bytes allocated and not yet freed.
+    pub fn live(&self) -> usize {
+        self.live.load(Ordering::Relaxed)
+    }
+
+    /// Starts a new measurement: the peak becomes the current live size.
+    pub fn reset_peak(&self) {
+        self.peak.store(self.live(), Ordering::Relaxed);
+    }
+
+    /// The most bytes live at once since [`Counting::reset_peak`].
+    pub fn peak(&self) -> usize {
+        self.peak.load(Ordering::Relaxed)
+    }
+
+    fn grew(&self, n: usize) {
+        let now = self.live.fetch_add(n, Ordering::Relaxed) + n;
+        self.peak.fetch_max(now, Ordering::Relaxed);
+    }
+}
+
+impl Default for Counting {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+// SAFETY: every call is forwarded to `System` unchanged; only counters are updated around it.
+#[allow(unsafe_code)]
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract for `alloc` is passed on as is.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            self.grew(layout.size());
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as for `alloc`.
+        unsafe { System.dealloc(ptr, layout) };
+        self.live.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: as for `alloc`.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            self.live.fetch_sub(layout.size(), Ordering::Relaxed);
+            self.grew(new_size);
+        }
+        p
+    }
+}
