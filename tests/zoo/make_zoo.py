@@ -264,7 +264,7 @@ SCENARIOS = [
         injected={"cause": "collective_mismatch", "ranks": [1], "where": "step 3, loss_allreduce (metrics group)", "amount_ms": None,
                   "how": "rank 1 does not call dist.all_reduce(loss, group=metrics_pg) in step 3"},
         expected={"first_finding": "collective_mismatch", "ranks": [1], "kind": "missing collective",
-                  "must_not": ["straggler", "small_collectives", "exposed_comm", "compute_imbalance", "input_bound"]},
+                  "must_not": ["straggler", "small_collectives", "compute_imbalance", "input_bound"]},
         notes=["With a single process group the same skip does not hang: rank 1's next all_reduce (the gradients, "
                "465416 bytes per ring chunk) meets the others' 4-byte loss all_reduce and gloo aborts the receiving "
                "process (SIGABRT, 'op.preamble.length <= op.nbytes. 465416 vs 4. Received data size doesn't match "
@@ -285,7 +285,7 @@ SCENARIOS = [
         injected={"cause": "collective_mismatch", "ranks": [2], "where": "step 3, grad_allreduce", "amount_ms": None,
                   "how": "rank 2 all_reduces flat_grads[:-1] (one element fewer) in step 3"},
         expected={"first_finding": "collective_mismatch", "ranks": [2], "kind": "shape mismatch",
-                  "must_not": ["straggler", "small_collectives", "exposed_comm", "compute_imbalance", "input_bound"]},
+                  "must_not": ["straggler", "small_collectives", "compute_imbalance", "input_bound"]},
         notes=["Without TORCH_DISTRIBUTED_DEBUG=DETAIL gloo notices the size difference only inside the ring and "
                "aborts a process (SIGABRT, 'op.preamble.length <= op.nbytes. 465416 vs 465412'), so that rank leaves "
                "no trace. DETAIL adds the wrapper's own fingerprint collectives to every rank's trace."],
@@ -303,7 +303,7 @@ SCENARIOS = [
         injected={"cause": "collective_mismatch", "ranks": [3], "where": "after step 2 (rank 3 never issues step 3's grad_allreduce)",
                   "amount_ms": None, "how": "rank 3 breaks out of the loop before step 3"},
         expected={"first_finding": "collective_mismatch", "ranks": [3], "kind": "rank exited",
-                  "must_not": ["straggler", "small_collectives", "exposed_comm", "compute_imbalance", "input_bound"]},
+                  "must_not": ["straggler", "small_collectives", "compute_imbalance", "input_bound"]},
         notes=["If rank 3's process exits right away instead, the others do not wait for the timeout: gloo reports "
                "'Connection closed by peer' / 'Connection reset by peer' within ~0.2-0.5 s. The ProfilerStep#3 that "
                "rank 3's last prof.step() opened is closed by prof.stop() almost at once (duration ~0)."],

@@ -278,3 +278,41 @@ fn single_bucket_exposure_is_explained_with_the_bucket() {
     assert!(f.message.contains("1 bucket"), "{}", f.message);
     assert!(f.fix.contains("bucket_cap_mb"), "{}", f.fix);
 }
+
+/// A hung or mismatched run: the first finding names the rank that diverged and the
+/// collective; the stuck collective's time is waiting, never transfer or bandwidth.
+fn hang(name: &str, words: &[&str]) {
+    let (a, spec) = run(name);
+    let f = check_expected(name, &a, &spec).unwrap_or_else(|| panic!("{name}: nothing expected"));
+    for w in words {
+        assert!(f.message.contains(w), "{name}: {:?} not in {}", w, f.message);
+    }
+    // No bandwidth or transfer figure comes from the stuck collective (it lasted seconds).
+    for c in &a.collectives {
+        assert!(c.transfer_mean_ns.unwrap_or(0) < 1_000_000_000, "{name}: {c:?}");
+    }
+    for s in &a.steps {
+        for r in &s.per_rank {
+            assert!(r.exposed_transfer_ns < 1_000_000_000, "{name}: step {} rank {}: {r:?}", s.step, r.rank);
+        }
+    }
+    // The other findings are about the steps that ran to the end.
+    for g in a.findings.iter().skip(1) {
+        assert!(g.impact_ns < 1_000_000_000, "{name}: {} claims {} ns", g.id, g.impact_ns);
+    }
+}
+
+#[test]
+fn skipped_allreduce_names_the_rank_and_the_collective() {
+    hang("hang_skipped_allreduce", &["rank 1", "all_reduce #8", "step 3", "loss_allreduce", "8.0"]);
+}
+
+#[test]
+fn early_exit_names_the_rank_that_never_issued() {
+    hang("early_exit", &["rank 3 never issued it", "all_reduce #7", "step 3", "timeout of 8 s"]);
+}
+
+#[test]
+fn mismatched_shapes_name_both_shapes() {
+    hang("mismatch_shapes", &["rank 2", "930831", "930832", "step 3"]);
+}

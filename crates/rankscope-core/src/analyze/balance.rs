@@ -47,7 +47,7 @@ pub struct StragglerSummary {
 
 pub fn stragglers(ops: &[Op]) -> (Vec<StepStraggler>, Option<StragglerSummary>) {
     let mut by_step: BTreeMap<u32, Vec<&Op>> = BTreeMap::new();
-    for o in ops.iter().filter(|o| o.ranks.len() >= 2) {
+    for o in ops.iter().filter(|o| o.ranks.len() >= 2 && !o.partial) {
         by_step.entry(o.step).or_default().push(o);
     }
     let mut out = Vec::new();

@@ -52,6 +52,10 @@ pub struct Op {
     pub transfer_ns: i64,
     pub skew_ns: i64,
     pub last_arriver: u32,
+    /// A loaded member of its group never joined it (a hang, a rank that left, a profiling
+    /// window that closed earlier): its time is waiting, it has no transfer and no bandwidth.
+    #[serde(skip)]
+    pub partial: bool,
     /// The region of the host that issued it (on its lowest rank), filled once regions are
     /// known; empty when unknown.
     #[serde(skip)]
@@ -95,6 +99,7 @@ pub fn ops(matched: &[Matched], al: &[RankAlignment], world: i64) -> Vec<Op> {
                 skew_ns: hi - lo,
                 last_arriver: last,
                 origin: String::new(),
+                partial: false,
                 events: m.per_rank.iter().map(|x| x.event).collect(),
             }
         })
@@ -191,9 +196,9 @@ fn summarize(
 }
 
 pub fn stats(ops: &[Op], insts: &[(u32, Vec<Instance>)], world: i64) -> Vec<CollectiveStats> {
-    if !ops.is_empty() {
+    if ops.iter().any(|o| !o.partial) {
         let mut groups: BTreeMap<(CollKind, String), Vec<&Op>> = BTreeMap::new();
-        for o in ops {
+        for o in ops.iter().filter(|o| !o.partial) {
             groups.entry((o.kind, o.pg.clone())).or_default().push(o);
         }
         return groups

@@ -314,7 +314,7 @@ fn level2(
     al: &[RankAlignment],
 ) -> Option<StepPath> {
     let mut step_ops: Vec<&super::collectives::Op> =
-        ops.iter().filter(|o| o.step == s.step && o.ranks.len() >= 2).collect();
+        ops.iter().filter(|o| o.step == s.step && o.ranks.len() >= 2 && !o.partial).collect();
     if step_ops.is_empty() {
         return None;
     }

@@ -415,24 +415,11 @@ pub fn comm_origins(
     let mut of_event = BTreeMap::new();
     for ((p, v), w) in parts.iter().zip(insts).zip(waits) {
         let rr = &p.regions;
-        let main: Vec<usize> = (0..rr.occurrences.len()).filter(|&k| rr.occurrences[k].main).collect();
+        let main = rr.main_occurrences();
         let blocked_host = Set::from_sorted(rr.free_gaps.iter().copied())
             .union(&Set::from_sorted(rr.sync_spans.iter().copied()));
-        let name_of = |k: usize| {
-            rr.occurrences.get(k).and_then(|o| rr.names.get(o.name as usize)).cloned().unwrap_or_default()
-        };
-        let deepest = |ts: i64| -> Option<usize> {
-            let j = main.partition_point(|&k| rr.occurrences[k].start_ns <= ts);
-            let mut cur = j.checked_sub(1).map(|j| main[j]);
-            while let Some(c) = cur {
-                let o = &rr.occurrences[c];
-                if ts < o.end_ns {
-                    return Some(c);
-                }
-                cur = o.parent.map(|q| q as usize);
-            }
-            None
-        };
+        let name_of = |k: usize| rr.name_of(k).to_string();
+        let deepest = |ts: i64| rr.region_at(&main, ts);
         #[derive(Default)]
         struct Acc {
             path: String,

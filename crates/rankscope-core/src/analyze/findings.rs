@@ -276,26 +276,34 @@ fn median_f(mut v: Vec<f64>) -> f64 {
 
 /// Every finding of the analysis, ranked.
 pub fn findings(a: &Analysis, ops: &[Op], th: &Thresholds) -> Vec<Finding> {
+    // A hang or a mismatch comes first, and the steps it stopped are no steady state: the
+    // other findings are read on the steps that ran to the end.
+    let stuck = mismatches(a, ops);
+    let stopped: Vec<u32> = if stuck.is_empty() {
+        Vec::new()
+    } else {
+        ops.iter().filter(|o| o.partial).map(|o| o.step).collect()
+    };
     let mut per_step: BTreeMap<u32, Vec<&StepRank>> = BTreeMap::new();
-    for s in &a.steps {
+    for s in a.steps.iter().filter(|s| !stopped.contains(&s.step)) {
         per_step.insert(s.step, s.per_rank.iter().collect());
     }
-    let walls: Vec<f64> = a.steps.iter().flat_map(|s| s.per_rank.iter().map(|r| r.wall_ns as f64)).collect();
+    let walls: Vec<f64> = per_step.values().flat_map(|v| v.iter().map(|r| r.wall_ns as f64)).collect();
     let step_ns = if walls.is_empty() { 0.0 } else { walls.iter().sum::<f64>() / walls.len() as f64 };
     let cx = Ctx {
         a,
         th,
+        all_steps: per_step.keys().copied().collect(),
         per_step,
         step_ns,
-        all_steps: a.steps.iter().map(|s| s.step).collect(),
         ranks: a.ranks.iter().map(|r| r.rank).collect(),
         cpu_only: !a.ranks.is_empty() && a.ranks.iter().all(|r| r.metrics_from == "cpu"),
     };
     let mut out: Vec<Finding> = Vec::new();
-    let late = late_ranks(&cx);
+    let late = if stuck.is_empty() { late_ranks(&cx) } else { None };
     if let Some(f) = late.as_ref().and_then(|l| late_rank_finding(&cx, l)) {
         out.push(f);
-    } else if let Some(f) = arrival_jitter(&cx) {
+    } else if let Some(f) = arrival_jitter(&cx).filter(|_| stuck.is_empty()) {
         out.push(f);
     }
     let straggler_ranks: Vec<u32> = late.as_ref().map(|l| l.ranks.clone()).unwrap_or_default();
@@ -327,7 +335,7 @@ pub fn findings(a: &Analysis, ops: &[Op], th: &Thresholds) -> Vec<Finding> {
     out.extend(host_sync(&cx, &straggler_ranks));
     out.extend(allocator_churn(&cx));
     out.extend(below_fabric(&cx));
-    if let Some(f) = step_jitter(&cx, &out) {
+    if let Some(f) = step_jitter(&cx, &out).filter(|_| stuck.is_empty()) {
         out.push(f);
     }
     let floor = cx.floor_ns();
@@ -337,6 +345,68 @@ pub fn findings(a: &Analysis, ops: &[Op], th: &Thresholds) -> Vec<Finding> {
         f.impact_ns = f.impact_ns.min(cap);
     }
     out.sort_by(|x, y| y.impact_ns.cmp(&x.impact_ns).then(y.severity.cmp(&x.severity)).then(x.id.cmp(&y.id)));
+    // The job stopped: nothing else matters until it runs.
+    stuck.into_iter().chain(out).collect()
+}
+
+/// A hang or mismatch the sequence engine found: the first divergence of a group, said the
+/// way the engine words it ([`crate::sequence::text`]).
+fn mismatches(a: &Analysis, ops: &[Op]) -> Vec<Finding> {
+    use crate::sequence::{DiagnosisKind, DivergenceClass};
+    let Some(seq) = &a.sequence else { return Vec::new() };
+    let mut out = Vec::new();
+    for d in seq.diagnoses.iter().filter(|d| matches!(d.kind, DiagnosisKind::Hang | DiagnosisKind::Mismatch))
+    {
+        let div = seq
+            .groups
+            .iter()
+            .find(|g| Some(&g.pg) == d.pg.as_ref())
+            .and_then(|g| g.divergences.iter().find(|v| Some(v.position) == d.position));
+        let waited = div
+            .map(|v| {
+                v.sides.iter().flat_map(|s| s.waits.iter()).filter_map(|w| w.waited_ns).max().unwrap_or(0)
+            })
+            .unwrap_or(0);
+        let steps: Vec<u32> = {
+            let mut v: Vec<u32> =
+                div.map(|v| v.sides.iter().filter_map(|s| s.record.step).collect()).unwrap_or_default();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        let label = div.and_then(|v| v.sides.iter().find_map(|s| s.record.label.clone()));
+        let shape =
+            div.is_some_and(|v| v.class == DivergenceClass::Mismatch && !v.shifts.iter().any(|_| true));
+        let fix = if shape {
+            "Make every rank pass the same shapes and dtypes to each collective: look for a rank-dependent tensor size (an uneven last batch, a padded or unpadded shard, a parameter only some ranks own). Run once with `TORCH_DISTRIBUTED_DEBUG=DETAIL`, which checks shapes before each collective and names the call.".to_string()
+        } else {
+            format!(
+                "Make every rank issue the same collectives in the same order{}: look on the rank(s) named for a collective inside a rank-dependent branch (`if rank == …`, a metric logged by some ranks only), an early `break`/`return`/`continue`, data-dependent control flow, or an exception caught on one rank. Run once with `TORCH_DISTRIBUTED_DEBUG=DETAIL` to fail fast at the first mismatch, and keep Flight Recorder on (`TORCH_FR_BUFFER_SIZE`, `TORCH_FR_DUMP_TEMP_FILE`) to get the stacks of a hang.",
+                label.as_deref().map(|l| format!(" (the one that diverged was issued in `{l}`)")).unwrap_or_default()
+            )
+        };
+        let mut evidence = BTreeMap::new();
+        if waited > 0 {
+            evidence.insert("waited_ns".to_string(), waited as f64);
+        }
+        if let Some(t) = div.and_then(|v| v.timeout) {
+            evidence.insert("timeout_ms".to_string(), t.ms as f64);
+        }
+        evidence.insert("partial_collectives".to_string(), ops.iter().filter(|o| o.partial).count() as f64);
+        out.push(Finding {
+            id: "collective_mismatch".into(),
+            severity: Severity::High,
+            message: d.sentence.clone(),
+            fix,
+            ranks: d.ranks.clone(),
+            steps,
+            evidence,
+            symptoms: vec!["hang".into()],
+            location: None,
+            // The job stops: every step it does not run is lost.
+            impact_ns: waited,
+        });
+    }
     out
 }
 
@@ -735,8 +805,12 @@ fn exposed_comm(cx: &Ctx<'_>, small: bool) -> Option<Finding> {
     // in practice (DOMAIN.md); the saving claimed is 70% of what could hide.
     let saving = OVERLAP_ACHIEVABLE * median_f(savings);
     let per_rank: Vec<f64> = et.iter().map(|x| x.1).collect();
-    let hidden: Vec<f64> =
-        et.iter().zip(&tr).filter(|(_, t)| t.1 > 0.0).map(|(e, t)| 1.0 - e.1 / t.1).collect();
+    let hidden: Vec<f64> = et
+        .iter()
+        .zip(&tr)
+        .filter(|(_, t)| t.1 > 0.0)
+        .map(|(e, t)| (1.0 - e.1 / t.1).clamp(0.0, 1.0))
+        .collect();
     let comm_share =
         comm.iter().zip(&wall).map(|(c, w)| if w.1 > 0.0 { c.1 / w.1 } else { 0.0 }).fold(0.0, f64::max);
     // Where the exposed transfer comes from: the collectives' origin with the most of it.
@@ -749,7 +823,7 @@ fn exposed_comm(cx: &Ctx<'_>, small: bool) -> Option<Finding> {
         region: String,
     }
     let mut origins: BTreeMap<(String, CollKind), Origin> = BTreeMap::new();
-    for o in &cx.a.comm_origins {
+    for o in cx.a.comm_origins.iter().filter(|o| cx.per_step.contains_key(&o.step)) {
         let e = origins.entry((o.path.clone(), o.kind)).or_insert(Origin {
             exposed: 0.0,
             calls: 0.0,
@@ -841,7 +915,7 @@ fn blocking_collectives(cx: &Ctx<'_>) -> Vec<Finding> {
     const SMALL_BYTES: i64 = 64 * 1024;
     let n_steps = cx.all_steps.len().max(1) as f64;
     let mut groups: BTreeMap<(String, CollKind), Vec<&diagnose::OriginRow>> = BTreeMap::new();
-    for o in &cx.a.comm_origins {
+    for o in cx.a.comm_origins.iter().filter(|o| cx.per_step.contains_key(&o.step)) {
         if o.region.is_empty() || o.region == "ProfilerStep" {
             continue;
         }
@@ -876,7 +950,7 @@ fn blocking_collectives(cx: &Ctx<'_>) -> Vec<Finding> {
         // step's path. The others' extra time is their wait for that rank, which would only
         // move to the next collective. Per step: the least inclusive time over the ranks.
         let mut per_step: BTreeMap<u32, f64> = BTreeMap::new();
-        for r in cx.a.regions.iter().filter(|r| r.name == region) {
+        for r in cx.a.regions.iter().filter(|r| r.name == region && cx.per_step.contains_key(&r.step)) {
             let v = per_step.entry(r.step).or_insert(f64::INFINITY);
             *v = v.min(r.inclusive_ns as f64);
         }

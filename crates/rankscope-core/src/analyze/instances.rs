@@ -232,6 +232,26 @@ pub struct Matched {
     pub per_rank: Vec<Instance>,
 }
 
+/// Per process group: how many loaded ranks have a (non point-to-point) instance in it.
+pub fn group_members(insts: &[Vec<Instance>]) -> std::collections::BTreeMap<String, usize> {
+    let mut out = std::collections::BTreeMap::new();
+    for v in insts {
+        let mut pgs: Vec<&str> = v.iter().filter(|x| !x.kind.is_p2p()).map(|x| x.pg.as_str()).collect();
+        pgs.sort_unstable();
+        pgs.dedup();
+        for pg in pgs {
+            *out.entry(pg.to_string()).or_insert(0) += 1;
+        }
+    }
+    out
+}
+
+/// Whether a matched collective misses a loaded member of its group (point-to-point
+/// exchanges pair two ranks by nature and never are).
+pub fn is_partial(m: &Matched, members: &std::collections::BTreeMap<String, usize>) -> bool {
+    !m.kind.is_p2p() && members.get(&m.pg).is_some_and(|&n| m.ranks.len() < n)
+}
+
 /// How instances were matched.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct MatchInfo {

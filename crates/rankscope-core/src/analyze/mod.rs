@@ -18,6 +18,7 @@ pub mod findings;
 pub mod idle;
 pub mod instances;
 pub mod intervals;
+pub mod issued;
 pub mod regions;
 pub mod report;
 pub mod waits;
@@ -151,6 +152,11 @@ pub struct Analysis {
     /// Per rank × step: where its collectives were issued from, and how much of them the host
     /// was blocked on or left exposed.
     pub comm_origins: Vec<diagnose::OriginRow>,
+    /// Each rank's collectives as a sequence per process group, compared across ranks: the
+    /// first divergence, who did not issue what, the last collective each rank entered
+    /// ([`crate::sequence`]). Absent without collectives.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<crate::sequence::SequenceReport>,
     /// The collectives against nccl-tests (empty without nccl-tests input).
     pub fabric: Vec<fabric::FabricComparison>,
     pub findings: Vec<findings::Finding>,
@@ -188,6 +194,9 @@ pub struct RankPart {
     /// Where the host's time goes, by annotation and phase.
     #[serde(default)]
     pub regions: regions::RankRegions,
+    /// The collective calls the host issued (`c10d::*`), for the mismatch engine.
+    #[serde(default)]
+    pub issued: Vec<issued::Issued>,
     pub diagnostics: Vec<FileDiagnostic>,
 }
 
@@ -278,6 +287,7 @@ pub fn rank_part(r: &RankEntry, strings: &StringTable, kernel_wait_threshold_ns:
         comm_set,
         overlap_set,
         regions,
+        issued: issued::issued_ops(r, strings),
         diagnostics: r
             .trace
             .diagnostics
@@ -297,12 +307,44 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
     let steps_known = parts.iter().all(|p| !p.steps_synthetic);
     let insts: Vec<Vec<instances::Instance>> =
         parts.iter_mut().map(|p| std::mem::take(&mut p.instances)).collect();
+    let sequence = sequence_report(&parts, &insts, world);
     let (matched, matching) = instances::match_instances(&ranks, steps_known, &insts);
-    let alignment = align::align(&parts, &matched, &opts.offsets);
-    let ops = collectives::ops(&matched, &alignment, world);
+    // A collective that a loaded member of its group never joined (a hang, a rank that left,
+    // a profiling window that closed earlier) is waiting, not a rendezvous: it anchors no
+    // alignment and has no transfer.
+    let members = instances::group_members(&insts);
+    let (complete, partial): (Vec<instances::Matched>, Vec<instances::Matched>) =
+        matched.into_iter().partition(|m| !instances::is_partial(m, &members));
+    let alignment = align::align(&parts, &complete, &opts.offsets);
+    let mut ops = collectives::ops(&complete, &alignment, world);
+    for mut o in collectives::ops(&partial, &alignment, world) {
+        o.partial = true;
+        o.transfer_ns = 0;
+        o.sync_wait_ns = o.dur_ns.clone();
+        ops.push(o);
+    }
+    ops.sort_by_key(|o| {
+        (o.start_ns.first().copied().unwrap_or(0) + o.dur_ns.first().copied().unwrap_or(0), o.kind, o.key)
+    });
+    // Instances that matched no other rank, in a job whose collectives otherwise match.
+    let in_ops: std::collections::BTreeSet<(u32, u32)> =
+        ops.iter().flat_map(|o| o.ranks.iter().copied().zip(o.events.iter().map(|e| e.0))).collect();
+    let orphans: Vec<Vec<intervals::Iv>> = ranks
+        .iter()
+        .zip(&insts)
+        .map(|(&r, v)| {
+            if ops.is_empty() {
+                return Vec::new();
+            }
+            v.iter()
+                .filter(|x| !x.kind.is_p2p() && !in_ops.contains(&(r, x.event.0)))
+                .map(|x| (x.start_ns, x.end_ns))
+                .collect()
+        })
+        .collect();
     let insts_ranked: Vec<(u32, Vec<instances::Instance>)> = ranks.iter().copied().zip(insts).collect();
     let colls = collectives::stats(&ops, &insts_ranked, world);
-    let waits = waits::rank_waits(&parts, &ops, &alignment);
+    let waits = waits::rank_waits(&parts, &ops, &alignment, &orphans);
     for (p, w) in parts.iter_mut().zip(&waits) {
         fill_waits(p, w);
     }
@@ -316,7 +358,6 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
     let (region_rows, phase_rows) = diagnose::host_rows(&parts, &waits);
     let (origins, origin_of) =
         diagnose::comm_origins(&parts, &insts_ranked.iter().map(|x| x.1.clone()).collect::<Vec<_>>(), &waits);
-    let mut ops = ops;
     for o in &mut ops {
         if let (Some(&r), Some(ev)) = (o.ranks.first(), o.events.first()) {
             o.origin = origin_of.get(&(r, ev.0)).cloned().unwrap_or_default();
@@ -353,6 +394,7 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
         regions: region_rows,
         phases: phase_rows,
         comm_origins: origins,
+        sequence,
         fabric: Vec::new(),
         findings: Vec::new(),
         diagnostics: parts.iter().flat_map(|p| p.diagnostics.iter().cloned()).collect(),
@@ -372,6 +414,113 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
     }
     a.findings = findings::findings(&a, &ops, &opts.thresholds);
     a
+}
+
+/// Every rank's collectives as sequences for the mismatch engine, each labelled with the
+/// main-thread region it was issued from (`loss_allreduce`). The executed collectives first
+/// (their durations are the waits); when they agree but every rank also has the calls its host
+/// issued (CPU ranks: `c10d::*` with shapes), those calls too: a call the backend never ran
+/// (a cross-rank check that failed first) is only there.
+fn sequence_report(
+    parts: &[RankPart],
+    insts: &[Vec<instances::Instance>],
+    world: i64,
+) -> Option<crate::sequence::SequenceReport> {
+    use crate::sequence::{Backend, CollRecord, DiagnosisKind, RankSeq, SeqOptions, Source};
+    if parts.len() < 2 || insts.iter().all(Vec::is_empty) {
+        return None;
+    }
+    let label_at = |p: &RankPart, main: &[usize], ts: i64| {
+        let rr = &p.regions;
+        rr.region_at(main, ts).map(|k| rr.name_of(k).to_string()).filter(|l| l != "ProfilerStep")
+    };
+    let backend = |p: &RankPart| match p.info.backend.as_deref().map(str::to_ascii_lowercase) {
+        Some(b) if b.contains("nccl") || b.contains("rccl") => Backend::Nccl,
+        Some(b) if b.contains("gloo") => Backend::Gloo,
+        Some(_) => Backend::Other,
+        None => Backend::Unknown,
+    };
+    let seq_of = |p: &RankPart, records: Vec<CollRecord>| RankSeq {
+        rank: p.info.rank,
+        source: Source::Trace,
+        backend: backend(p),
+        file: p.info.source.clone(),
+        records,
+    };
+    let executed: Vec<RankSeq> = parts
+        .iter()
+        .zip(insts)
+        .map(|(p, v)| {
+            let main = p.regions.main_occurrences();
+            let records = v
+                .iter()
+                .map(|i| {
+                    let label = label_at(p, &main, i.issued_ns);
+                    CollRecord::basic(
+                        &i.pg,
+                        i.kind,
+                        i.seq,
+                        i.bytes,
+                        Some(i.start_ns),
+                        Some(i.end_ns),
+                        Some(i.step),
+                        label.as_deref(),
+                    )
+                })
+                .collect();
+            seq_of(p, records)
+        })
+        .collect();
+    let loaded: Vec<u32> = parts.iter().map(|p| p.info.rank).collect();
+    // Expected ranks: the world when every rank of it is loaded, else the loaded ones (a
+    // subset of the job's files is not a hang).
+    let world_ranks: Vec<u32> = (0..world.max(0) as u32).collect();
+    let expected = if world_ranks.iter().all(|r| loaded.contains(r)) { world_ranks } else { loaded };
+    let opts = SeqOptions { world: expected, ..SeqOptions::default() };
+    let report = crate::sequence::analyze(&executed, &opts);
+    let diverged = |r: &crate::sequence::SequenceReport| {
+        r.diagnoses.iter().any(|d| matches!(d.kind, DiagnosisKind::Hang | DiagnosisKind::Mismatch))
+    };
+    let use_issued = parts.iter().all(|p| !p.issued.is_empty() && p.info.metrics_from == "cpu");
+    if diverged(&report) || !use_issued {
+        return Some(report);
+    }
+    let issued: Vec<RankSeq> = parts
+        .iter()
+        .map(|p| {
+            let main = p.regions.main_occurrences();
+            let records = p
+                .issued
+                .iter()
+                .map(|i| {
+                    let label = label_at(p, &main, i.start_ns);
+                    let mut c = CollRecord::basic(
+                        "",
+                        i.kind,
+                        None,
+                        None,
+                        Some(i.start_ns),
+                        Some(i.end_ns),
+                        Some(i.step),
+                        label.as_deref(),
+                    );
+                    if let Some(n) = i.elements {
+                        c.in_sizes = vec![vec![n]];
+                    }
+                    c
+                })
+                .collect();
+            seq_of(p, records)
+        })
+        .collect();
+    let mut calls = crate::sequence::analyze(&issued, &opts);
+    if diverged(&calls) {
+        calls.notes.push(
+            "compared the collective calls the hosts issued (`c10d::*`): the executed collectives agree, so the backend never ran the call that diverged (a cross-rank check, such as TORCH_DISTRIBUTED_DEBUG=DETAIL's, stopped it first)".to_string(),
+        );
+        return Some(calls);
+    }
+    Some(report)
 }
 
 /// Writes the transfer / wait split into a part's step rows and totals.

@@ -153,6 +153,33 @@ pub struct RankRegions {
     pub dropped: usize,
 }
 
+impl RankRegions {
+    /// The innermost main-thread occurrence open at `ts` (rank clock). `main` lists the main
+    /// thread's occurrences in start order (see [`RankRegions::main_occurrences`]).
+    pub fn region_at(&self, main: &[usize], ts: i64) -> Option<usize> {
+        let j = main.partition_point(|&k| self.occurrences.get(k).is_some_and(|o| o.start_ns <= ts));
+        let mut cur = j.checked_sub(1).and_then(|j| main.get(j).copied());
+        while let Some(c) = cur {
+            let o = self.occurrences.get(c)?;
+            if ts < o.end_ns {
+                return Some(c);
+            }
+            cur = o.parent.map(|q| q as usize);
+        }
+        None
+    }
+
+    /// Indices of the main thread's occurrences, in start order.
+    pub fn main_occurrences(&self) -> Vec<usize> {
+        (0..self.occurrences.len()).filter(|&k| self.occurrences[k].main).collect()
+    }
+
+    /// The name of occurrence `k`.
+    pub fn name_of(&self, k: usize) -> &str {
+        self.occurrences.get(k).and_then(|o| self.names.get(o.name as usize)).map_or("", String::as_str)
+    }
+}
+
 fn is_region(t: &RankTrace, strings: &StringTable, i: usize) -> bool {
     let e = &t.events;
     if e.kind[i] != EventKind::Slice {

@@ -40,8 +40,15 @@ pub struct RankWait {
     pub exposed_transfer: Set,
 }
 
-/// The split of every rank (same order as `parts`).
-pub fn rank_waits(parts: &[RankPart], ops: &[Op], al: &[RankAlignment]) -> Vec<RankWait> {
+/// The split of every rank (same order as `parts`). `orphans[k]` are rank k's collectives that
+/// matched no other rank in a job where the others' collectives do match (rank clock): the
+/// rank waited in them for peers that never came, so they are wait, as partial collectives are.
+pub fn rank_waits(
+    parts: &[RankPart],
+    ops: &[Op],
+    al: &[RankAlignment],
+    orphans: &[Vec<Iv>],
+) -> Vec<RankWait> {
     let n = parts.len();
     let mut prefixes: Vec<Vec<Iv>> = vec![Vec::new(); n];
     let mut suffixes: Vec<Vec<Iv>> = vec![Vec::new(); n];
@@ -72,6 +79,15 @@ pub fn rank_waits(parts: &[RankPart], ops: &[Op], al: &[RankAlignment]) -> Vec<R
         if slots.len() < 2 {
             continue;
         }
+        if o.partial {
+            // Nobody transfers in a collective a member never joined: all of it is waiting.
+            for &(slot, s, d, _) in &slots {
+                let start = s + offsets[slot];
+                prefixes[slot].push((start, start + d.max(0)));
+                in_ops[slot].push((start, start + d.max(0)));
+            }
+            continue;
+        }
         let lo = slots.iter().map(|s| s.1).min().unwrap_or(0);
         let hi = slots.iter().map(|s| s.1 + s.2.max(0)).max().unwrap_or(lo);
         // Where every participant is in exposed communication at once.
@@ -98,9 +114,11 @@ pub fn rank_waits(parts: &[RankPart], ops: &[Op], al: &[RankAlignment]) -> Vec<R
             let wait = Set::from_unsorted(std::mem::take(&mut prefixes[k]))
                 .intersect(&comm)
                 .subtract(&Set::from_unsorted(std::mem::take(&mut suffixes[k])));
-            let transfer = comm.subtract(&wait);
             let exposed = comm.subtract(&overlap);
-            let matched = Set::from_unsorted(std::mem::take(&mut in_ops[k]));
+            let orphan = Set::from_unsorted(orphans.get(k).cloned().unwrap_or_default());
+            let wait = wait.union(&orphan.intersect(&comm));
+            let transfer = comm.subtract(&wait);
+            let matched = Set::from_unsorted(std::mem::take(&mut in_ops[k])).union(&orphan);
             let exposed_transfer = exposed
                 .intersect(&Set::from_unsorted(std::mem::take(&mut all_exposed[k])))
                 .union(&exposed.subtract(&matched));

@@ -116,6 +116,11 @@ pub enum CollKind {
 }
 
 impl CollKind {
+    /// A point-to-point kind (send, recv, send/recv): it pairs two ranks, not a group.
+    pub fn is_p2p(self) -> bool {
+        matches!(self, CollKind::Send | CollKind::Recv | CollKind::SendRecv)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             CollKind::Unknown => "unknown",

@@ -1474,6 +1474,9 @@ impl TraceParser {
         }
         *pos += 1;
         let mut product: i64 = 1;
+        // A TensorList first input (`c10d::allreduce_`: `[[[930832]], [], ...]`): the elements
+        // of all its tensors.
+        let mut list_total: Option<i64> = None;
         loop {
             match json::peek(buf, pos)? {
                 b']' => {
@@ -1481,11 +1484,40 @@ impl TraceParser {
                     break;
                 }
                 b',' => *pos += 1,
+                b'[' => {
+                    *pos += 1;
+                    let mut p: i64 = 1;
+                    loop {
+                        match json::peek(buf, pos)? {
+                            b']' => {
+                                *pos += 1;
+                                break;
+                            }
+                            b',' => *pos += 1,
+                            b'[' => {
+                                json::skip_value(buf, pos)?;
+                                p = -1;
+                            }
+                            _ => match self.read_num(buf, pos, base, 0)? {
+                                Some(v) if p >= 0 => p = p.saturating_mul(v.max(0)),
+                                _ => p = -1,
+                            },
+                        }
+                    }
+                    list_total = match (list_total, p) {
+                        (_, p) if p < 0 => Some(-1),
+                        (Some(t), _) if t < 0 => Some(-1),
+                        (t, p) => Some(t.unwrap_or(0).saturating_add(p)),
+                    };
+                }
                 _ => match self.read_num(buf, pos, base, 0)? {
                     Some(v) => product = product.saturating_mul(v.max(0)),
                     None => product = -1,
                 },
             }
+        }
+        if let Some(t) = list_total {
+            product = t;
         }
         // Skip the remaining elements of the outer list.
         loop {
