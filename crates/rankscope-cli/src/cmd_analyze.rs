@@ -138,12 +138,21 @@ pub fn run(a: Args) -> Result<u8> {
     let fr_report = fr.as_ref().map(|l| (&l.dumps, rankscope_core::fr::job_report(&l.dumps)));
     let failed_dumps = fr.as_ref().map_or(0, |l| l.failed.len());
     if a.json {
-        let mut v = serde_json::to_value(&analysis)?;
-        // The dumps' report under `flight_recorder` (until `Analysis` carries it itself).
-        if let (Some((d, r)), Some(obj)) = (&fr_report, v.as_object_mut()) {
-            obj.insert("flight_recorder".into(), cmd_fr::json_value(d, r)?);
+        // The dumps' report under `flight_recorder` (until `Analysis` carries it itself), after
+        // the analysis's own fields in their declared order: the app writes the same bytes.
+        #[derive(serde::Serialize)]
+        struct WithDumps<'a> {
+            #[serde(flatten)]
+            analysis: &'a analyze::Analysis,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            flight_recorder: Option<serde_json::Value>,
         }
-        crate::out::emit(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
+        let flight_recorder = match &fr_report {
+            Some((d, r)) => Some(cmd_fr::json_value(d, r)?),
+            None => None,
+        };
+        let out = WithDumps { analysis: &analysis, flight_recorder };
+        crate::out::emit(&format!("{}\n", serde_json::to_string_pretty(&out)?))?;
     } else if a.csv {
         crate::out::emit(&report::csv(&analysis))?;
         if fr_report.is_some() {

@@ -45,6 +45,29 @@ pub fn md_code(s: &str) -> String {
     format!("{fence}{pad}{body}{pad}{fence}")
 }
 
+/// Prose rankscope wrote around names from the trace, with the names in backticks (a finding's
+/// message or fix): the text between backticks becomes a code span ([`md_code`]), the rest is
+/// [`md_text`]. A name that itself holds a backtick only moves where a span ends; every piece
+/// is still escaped, so nothing from the trace can become HTML or a table cell boundary.
+pub fn md_prose(s: &str) -> String {
+    let pieces: Vec<&str> = s.split('`').collect();
+    // An unpaired backtick: the last piece is plain text with its backtick kept.
+    let paired = pieces.len() % 2 == 1;
+    let mut out = String::with_capacity(s.len() + 8);
+    for (i, p) in pieces.iter().enumerate() {
+        let last = i + 1 == pieces.len();
+        if i % 2 == 1 && (paired || !last) {
+            out.push_str(&md_code(p));
+        } else {
+            if i % 2 == 1 {
+                out.push_str("\\`");
+            }
+            out.push_str(&md_text(p));
+        }
+    }
+    out
+}
+
 /// One CSV cell (RFC 4180): quoted when it holds a `,`, `"` or line break (quotes doubled);
 /// a cell starting with `=`, `+`, `-`, `@`, a tab or a carriage return gets a leading `'` so a
 /// spreadsheet reads it as text, not as a formula (OWASP's advice for CSV injection). For cells
@@ -75,6 +98,14 @@ mod tests {
             "\\*\\*bold\\*\\* \\`code\\` \\~\\~s\\~\\~ \\&amp;"
         );
         assert_eq!(md_text("# title"), "\\# title");
+    }
+
+    #[test]
+    fn prose_keeps_its_code_spans_and_escapes_the_rest() {
+        assert_eq!(md_prose("in `forward` on rank 2"), "in `forward` on rank 2");
+        assert_eq!(md_prose("a `<b>|c` d_e"), "a `<b>\\|c` d\\_e");
+        assert_eq!(md_prose("odd ` tick <x>"), "odd \\` tick \\<x\\>");
+        assert_eq!(md_prose("<img src=x>"), "\\<img src=x\\>");
     }
 
     #[test]

@@ -120,6 +120,18 @@ pub enum Severity {
     High,
 }
 
+impl Severity {
+    /// As the JSON spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Low => "low",
+            Severity::Medium => "medium",
+            Severity::High => "high",
+        }
+    }
+}
+
 /// Where a late rank's excess time is.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Location {
@@ -331,8 +343,15 @@ pub fn findings(a: &Analysis, ops: &[Op], th: &Thresholds) -> Vec<Finding> {
     if !out.iter().any(|f| f.id == "input_bound") {
         out.extend(input_bound_all(&cx));
     }
-    out.extend(cpu_bound(&cx, &straggler_ranks));
-    out.extend(host_sync(&cx, &straggler_ranks));
+    // Device idle that follows a host sync is host_sync's; cpu_bound keeps the rest of the
+    // launch-bound idle, so the two never claim the same time twice.
+    let sync = host_sync(&cx, &straggler_ranks);
+    let mut launch = cpu_bound(&cx, &straggler_ranks);
+    if let (Some(c), Some(h)) = (launch.as_mut(), sync.as_ref()) {
+        c.impact_ns = (c.impact_ns - h.impact_ns).max(0);
+    }
+    out.extend(sync);
+    out.extend(launch);
     out.extend(allocator_churn(&cx));
     out.extend(below_fabric(&cx));
     if let Some(f) = step_jitter(&cx, &out).filter(|_| stuck.is_empty()) {
@@ -346,7 +365,8 @@ pub fn findings(a: &Analysis, ops: &[Op], th: &Thresholds) -> Vec<Finding> {
     }
     out.sort_by(|x, y| y.impact_ns.cmp(&x.impact_ns).then(y.severity.cmp(&x.severity)).then(x.id.cmp(&y.id)));
     // The job stopped: nothing else matters until it runs.
-    stuck.into_iter().chain(out).collect()
+    // One divergence is the cause; the later ones are usually its consequences.
+    stuck.into_iter().take(1).chain(out).collect()
 }
 
 /// A hang or mismatch the sequence engine found: the first divergence of a group, said the

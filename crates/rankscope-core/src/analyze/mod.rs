@@ -19,6 +19,7 @@ pub mod idle;
 pub mod instances;
 pub mod intervals;
 pub mod issued;
+pub mod markdown;
 pub mod regions;
 pub mod report;
 pub mod waits;

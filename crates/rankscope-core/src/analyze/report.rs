@@ -1,22 +1,22 @@
 //! Renderings of an [`Analysis`]: CSV (the rank × step table), Markdown (a report a person
-//! reads), and `--fail-on` expressions for CI gating.
+//! reads, in [`super::markdown`]), and `--fail-on` expressions for CI gating.
 
 use std::fmt::Write;
 
 use super::Analysis;
-use crate::escape::{csv_field, md_code, md_text};
+use crate::escape::csv_field;
 
 /// The per rank × step table as CSV (times in ns).
 pub fn csv(a: &Analysis) -> String {
     let mut s = String::from(
-        "step,rank,source,start_ns,wall_ns,compute_ns,comm_ns,overlap_ns,exposed_comm_ns,memory_ns,busy_ns,idle_ns,host_sync_ns,data_loading_ns,offset_ns\n",
+        "step,rank,source,start_ns,wall_ns,compute_ns,comm_ns,overlap_ns,exposed_comm_ns,memory_ns,busy_ns,idle_ns,host_sync_ns,data_loading_ns,offset_ns,input_ns,comm_transfer_ns,comm_wait_ns,exposed_transfer_ns,exposed_wait_ns,cpu_bound_ns,launch_overhead_ns\n",
     );
     for st in &a.steps {
         for r in &st.per_rank {
             let off = a.alignment.iter().find(|x| x.rank == r.rank).map_or(0, |x| x.offset_ns);
             let _ = writeln!(
                 s,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 st.step,
                 r.rank,
                 csv_field(&r.source.to_string()),
@@ -31,170 +31,21 @@ pub fn csv(a: &Analysis) -> String {
                 r.idle_ns,
                 r.host_sync_ns,
                 r.data_loading_ns,
-                off
+                off,
+                r.input_ns,
+                r.comm_transfer_ns,
+                r.comm_wait_ns,
+                r.exposed_transfer_ns,
+                r.exposed_wait_ns,
+                r.cpu_bound_ns,
+                r.launch_overhead_ns
             );
         }
     }
     s
 }
 
-fn ms(ns: i64) -> String {
-    format!("{:.3}", ns as f64 / 1e6)
-}
-
-/// A Markdown report.
-pub fn markdown(a: &Analysis) -> String {
-    let mut s = String::new();
-    let _ = writeln!(s, "# rankscope analysis\n");
-    let world = a.ranks.iter().filter_map(|r| r.world_size).max();
-    let backend =
-        a.ranks.iter().find_map(|r| r.backend.as_deref().map(md_text)).unwrap_or_else(|| "?".into());
-    let _ = writeln!(
-        s,
-        "{} rank(s){}, backend {backend}, {} step(s); time figures from {} lanes.\n",
-        a.ranks.len(),
-        world.map(|w| format!(" of world size {w}")).unwrap_or_default(),
-        a.steps.len(),
-        a.ranks.first().map_or("?", |r| r.metrics_from.as_str())
-    );
-    let _ = writeln!(s, "## Findings\n");
-    if a.findings.is_empty() {
-        let _ = writeln!(s, "No finding crossed its threshold.\n");
-    }
-    for f in &a.findings {
-        let _ = writeln!(
-            s,
-            "- **{:?}** `{}`: {}  \n  Fix: {}",
-            f.severity,
-            f.id,
-            md_text(&f.message),
-            md_text(&f.fix)
-        );
-    }
-    let _ = writeln!(s, "\n## Per rank (sums over steps, ms)\n");
-    let _ = writeln!(s, "| rank | steps | wall | compute | comm | overlap | exposed comm | idle | exposed % | overlap % (HTA) | step p50 | step max |");
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|");
-    for t in &a.rank_totals {
-        let st = t.step_time.as_ref();
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {} | {} | {} |",
-            t.rank,
-            t.steps,
-            ms(t.wall_ns),
-            ms(t.compute_ns),
-            ms(t.comm_ns),
-            ms(t.overlap_ns),
-            ms(t.exposed_comm_ns),
-            ms(t.idle_ns),
-            100.0 * t.exposed_comm_ratio,
-            t.overlap_pct_hta.map_or("-".into(), |v| format!("{v:.1}")),
-            st.map_or("-".into(), |x| ms(x.p50_ns)),
-            st.map_or("-".into(), |x| ms(x.max_ns)),
-        );
-    }
-    let _ = writeln!(s, "\n## Clock alignment\n");
-    let _ = writeln!(s, "| rank | method | offset (µs) | estimate (µs) | residual (µs) | anchors |");
-    let _ = writeln!(s, "|---|---|---|---|---|---|");
-    for x in &a.alignment {
-        let _ = writeln!(
-            s,
-            "| {} | {} | {:.1} | {:.1} | {:.1} | {} |",
-            x.rank,
-            x.method,
-            x.offset_ns as f64 / 1e3,
-            x.estimate_ns as f64 / 1e3,
-            x.residual_ns as f64 / 1e3,
-            x.anchors
-        );
-    }
-    let _ = writeln!(s, "\n## Collectives\n");
-    let _ = writeln!(s, "| kind | group | count | size p50 (MiB) | p50 (ms) | p99 (ms) | sync wait (ms) | skew max (ms) | busbw (GB/s) |");
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|");
-    for c in &a.collectives {
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            c.kind.name(),
-            if c.pg.is_empty() { "-".to_string() } else { md_text(&c.pg) },
-            c.count,
-            c.bytes_p50.map_or("-".into(), |b| format!("{:.2}", b as f64 / 1048576.0)),
-            ms(c.dur_p50_ns),
-            ms(c.dur_p99_ns),
-            c.sync_wait_mean_ns.map_or("-".into(), ms),
-            c.skew_max_ns.map_or("-".into(), ms),
-            c.busbw_gbps.map_or("-".into(), |b| format!("{b:.1}")),
-        );
-    }
-    if !a.fabric.is_empty() {
-        let _ = writeln!(s, "\n## Against the fabric (nccl-tests)\n");
-        for c in &a.fabric {
-            let _ = writeln!(s, "- {}", md_text(&c.message));
-        }
-    }
-    if !a.stragglers.is_empty() {
-        let _ = writeln!(s, "\n## Stragglers\n");
-        for x in &a.stragglers {
-            let _ = writeln!(
-                s,
-                "- step {}: rank {} (late by {} ms over {} collectives; others waited {} ms)",
-                x.step,
-                x.rank,
-                ms(x.lateness_ns),
-                x.collectives,
-                ms(x.others_wait_ns)
-            );
-        }
-    }
-    if !a.critical_path.is_empty() {
-        let _ = writeln!(s, "\n## Critical path\n");
-        for p in &a.critical_path {
-            let _ = writeln!(
-                s,
-                "- step {} ({}): rank {} ({}), {} ms = compute {} + exposed comm {} + memory {} + CPU-bound {} + launch overhead {} + idle {}",
-                p.step,
-                p.level,
-                p.rank,
-                p.chosen_as,
-                ms(p.length_ns),
-                ms(p.split.compute_ns),
-                ms(p.split.communication_ns),
-                ms(p.split.memory_ns),
-                ms(p.split.cpu_bound_ns),
-                ms(p.split.launch_overhead_ns),
-                ms(p.split.idle_ns)
-            );
-            if !p.hops.is_empty() {
-                let ranks: Vec<String> = p
-                    .hops
-                    .iter()
-                    .map(|h| match h.collective {
-                        Some(k) => format!("{}@{}", k.name(), h.rank),
-                        None => format!("r{}", h.rank),
-                    })
-                    .collect();
-                let _ = writeln!(s, "  path: {}", ranks.join(" → "));
-            }
-        }
-    }
-    let diags: Vec<_> =
-        a.diagnostics.iter().filter(|d| d.diagnostic.severity >= crate::model::Severity::Repaired).collect();
-    if !diags.is_empty() {
-        let _ = writeln!(s, "\n## Input problems\n");
-        for d in diags {
-            let _ = writeln!(
-                s,
-                "- rank {} {}: {:?} ×{}: {}",
-                d.rank,
-                md_code(&d.file),
-                d.diagnostic.kind,
-                d.diagnostic.count,
-                md_text(&d.diagnostic.message)
-            );
-        }
-    }
-    s
-}
+pub use super::markdown::markdown;
 
 /// A CI gate: `metric>value` or `metric<value` (also `>=`, `<=`), on the job-level metrics
 /// listed in [`metric`].
