@@ -313,12 +313,18 @@ pub fn findings(a: &Analysis, ops: &[Op], th: &Thresholds) -> Vec<Finding> {
     };
     let mut out: Vec<Finding> = Vec::new();
     let late = if stuck.is_empty() { late_ranks(&cx) } else { None };
-    if let Some(f) = late.as_ref().and_then(|l| late_rank_finding(&cx, l)) {
+    // The late ranks' own symptoms are their finding's; they are kept out of the job-wide
+    // ones only when that finding is made.
+    let mut straggler_ranks: Vec<u32> = Vec::new();
+    let floor = cx.floor_ns();
+    if let Some(f) =
+        late.as_ref().and_then(|l| late_rank_finding(&cx, l)).filter(|f| f.impact_ns as f64 >= floor)
+    {
+        straggler_ranks = late.as_ref().map(|l| l.ranks.clone()).unwrap_or_default();
         out.push(f);
     } else if let Some(f) = arrival_jitter(&cx).filter(|_| stuck.is_empty()) {
         out.push(f);
     }
-    let straggler_ranks: Vec<u32> = late.as_ref().map(|l| l.ranks.clone()).unwrap_or_default();
     let blocking = blocking_collectives(&cx);
     let blocking_saving: i64 = blocking.iter().map(|f| f.impact_ns).sum();
     let blocking_regions: Vec<String> =
@@ -357,7 +363,6 @@ pub fn findings(a: &Analysis, ops: &[Op], th: &Thresholds) -> Vec<Finding> {
     if let Some(f) = step_jitter(&cx, &out).filter(|_| stuck.is_empty()) {
         out.push(f);
     }
-    let floor = cx.floor_ns();
     let cap = step_ns.max(0.0) as i64;
     out.retain(|f| f.impact_ns as f64 >= floor);
     for f in &mut out {
