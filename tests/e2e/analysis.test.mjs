@@ -117,6 +117,43 @@ test('gloo 4 ranks: findings, rank figures, alignment and collectives equal rank
   await page.close();
 });
 
+test('a real host stall (zoo): the Summary leads with the cause and where it is; Ranks × steps shows who waited', async () => {
+  const dir = path.join(ROOT, 'tests/zoo/host_stall');
+  const files = fs.readdirSync(dir).filter((f) => f.endsWith('.json.gz')).sort().map((f) => path.join(dir, f));
+  const cli = JSON.parse(execFileSync(BIN, ['analyze', '--json', ...files], { maxBuffer: 64 << 20, stdio: ['ignore', 'pipe', 'ignore'] }).toString());
+  const { page } = await openWith(files);
+  await page.click('[data-testid=nav-summary]');
+  // The first thing on the page is the cause, on the injected rank, with where its time went.
+  const lead = page.locator('[data-testid=finding]').first();
+  assert.equal(await lead.getAttribute('data-id'), 'host_stall');
+  assert.equal(await lead.getAttribute('data-ranks'), '2');
+  assert.equal(await lead.getAttribute('data-impact-ns'), String(cli.findings[0].impact_ns));
+  const where = await lead.locator('[data-testid=finding-where]').innerText();
+  assert.match(where, /straggler_sleep/);
+  assert.match(where, /no operator running/);
+  const summaryTop = await page.locator('[data-testid=summary]').evaluate((el) => el.firstElementChild.className);
+  assert.match(summaryTop, /findings-section/, 'the findings come before the job facts');
+  await shot(page, '35-zoo-host-stall-summary');
+  // Ranks × steps opens on waiting: the late rank waits least, every other rank waits for it.
+  await page.click('[data-testid=nav-steps]');
+  assert.equal(await page.getAttribute('[data-testid=heatmap]', 'data-metric'), 'exposed_wait');
+  const cells = await page.$$eval('[data-testid=heat-cell]', (els) => els.map((e) => ({ rank: +e.dataset.rank, step: +e.dataset.step, v: +e.dataset.value })));
+  for (const st of cli.steps) {
+    for (const r of st.per_rank) {
+      const c = cells.find((x) => x.rank === r.rank && x.step === st.step);
+      assert.equal(c.v, r.exposed_wait_ns, `rank ${r.rank} step ${st.step}`);
+    }
+    const w = Object.fromEntries(st.per_rank.map((r) => [r.rank, r.exposed_wait_ns]));
+    for (const r of [0, 1, 3]) assert.ok(w[r] > w[2], `step ${st.step}: rank ${r} waits more than rank 2`);
+  }
+  assert.ok(await page.locator('[data-testid=rank-bar] .seg-wait').count() === 4);
+  await shot(page, '36-zoo-host-stall-steps');
+  await page.click('[data-testid=nav-collectives]');
+  const transfer = await page.locator('[data-testid=collective-row] [data-testid=transfer]').first().innerText();
+  assert.notEqual(transfer, '–');
+  await page.close();
+});
+
 test('a heatmap cell opens the timeline at that rank and step', async () => {
   const { page } = await openWith(traces('ddp-gloo-cpu-4rank'));
   await page.click('[data-testid=nav-steps]');

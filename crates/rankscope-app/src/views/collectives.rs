@@ -21,6 +21,11 @@ const COLUMNS: &[(&str, &str, Key)] = &[
     ("Duration p50", "median duration over every rank's execution", |c| Some(c.dur_p50_ns as f64)),
     ("Duration p99", "99th percentile of the duration", |c| Some(c.dur_p99_ns as f64)),
     ("Bus bandwidth", "busbw (GB/s) = algbw × nccl-tests' factor, from the transfer time", |c| c.busbw_gbps),
+    (
+        "Transfer",
+        "mean transfer time: the shortest duration over the ranks of one collective (moving data)",
+        |c| c.transfer_mean_ns.map(|v| v as f64),
+    ),
     ("Sync wait", "mean time a rank waited for the others (duration − transfer)", |c| {
         c.sync_wait_mean_ns.map(|v| v as f64)
     }),
@@ -106,7 +111,8 @@ pub fn collectives(p: &Props) -> Html {
                             <td class="num">{format::duration(c.dur_p50_ns as f64)}</td>
                             <td class="num">{format::duration(c.dur_p99_ns as f64)}</td>
                             <td class="num" title={format!("basis: {}", c.bw_basis)}>{c.busbw_gbps.map(|b| if b >= 0.01 { format!("{b:.2} GB/s") } else { format!("{:.2} MB/s", b * 1e3) }).unwrap_or_else(|| "–".into())}</td>
-                            <td class="num">{c.sync_wait_mean_ns.map(|v| format::duration(v as f64)).unwrap_or_else(|| "–".into())}</td>
+                            <td class="num" data-testid="transfer">{c.transfer_mean_ns.map(|v| format::duration(v as f64)).unwrap_or_else(|| "–".into())}</td>
+                            <td class="num" data-testid="sync-wait">{c.sync_wait_mean_ns.map(|v| format::duration(v as f64)).unwrap_or_else(|| "–".into())}</td>
                             <td class="num">{c.skew_p50_ns.map(|v| format::duration(v as f64)).unwrap_or_else(|| "–".into())}</td>
                         </tr>
                     }

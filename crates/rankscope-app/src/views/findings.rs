@@ -51,28 +51,72 @@ fn evidence_value(k: &str, v: f64) -> String {
     }
 }
 
+/// The median step over ranks and steps, the reference a gain is read against.
+fn typical_step_ns(a: &rankscope_core::analyze::Analysis) -> f64 {
+    let mut v: Vec<i64> = a.steps.iter().flat_map(|s| s.per_rank.iter().map(|r| r.wall_ns)).collect();
+    v.sort_unstable();
+    v.get(v.len() / 2).copied().unwrap_or(0) as f64
+}
+
+/// "Where: ProfilerStep › forward › straggler_sleep (forward): 402 ms per step on rank 2
+/// against 0 µs on the others; no operator running 402 ms".
+fn location(l: &rankscope_core::analyze::findings::Location, ranks: &[u32]) -> String {
+    let mut split = Vec::new();
+    for (what, v) in [
+        ("no operator running", l.free_excess_ns),
+        ("operators", l.ops_excess_ns),
+        ("host synchronization", l.sync_excess_ns),
+        ("device compute", l.device_excess_ns),
+    ] {
+        if v > 0 {
+            split.push(format!("{what} {}", format::duration(v as f64)));
+        }
+    }
+    format!(
+        "Where: {} ({}): {} per step on rank {} against {} on the others{}",
+        l.regions.join(" › "),
+        l.phase.name().replace('_', " "),
+        format::duration(l.rank_ns as f64),
+        ranges(ranks),
+        format::duration(l.others_ns as f64),
+        if split.is_empty() { String::new() } else { format!("; the excess is {}", split.join(", ")) }
+    )
+}
+
 #[function_component(Findings)]
 pub fn findings(p: &Props) -> Html {
     let findings = &p.job.analysis.findings;
+    let step = typical_step_ns(&p.job.analysis);
     html! {
         <section class="findings-section">
-            <h2>{"Findings"}</h2>
+            <h2>{"What is wrong"}</h2>
             <ol class="findings" data-testid="findings">
-            { for findings.iter().map(|f| {
+            { for findings.iter().enumerate().map(|(i, f)| {
                 let sev = severity_name(f.severity);
+                let gain = (f.impact_ns > 0).then(|| {
+                    let share = if step > 0.0 { format!(" ({:.0}% of a step)", 100.0 * f.impact_ns as f64 / step) } else { String::new() };
+                    format!(" · about {} per step to gain{share}", format::duration(f.impact_ns as f64))
+                });
                 html! {
-                    <li class={classes!("finding", format!("finding-{sev}"))} data-testid="finding" data-id={f.id.clone()}
-                        data-severity={sev} data-ranks={f.ranks.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(",")}>
+                    <li class={classes!("finding", format!("finding-{sev}"), (i == 0).then_some("finding-lead"))} data-testid="finding" data-id={f.id.clone()}
+                        data-severity={sev} data-ranks={f.ranks.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(",")}
+                        data-impact-ns={f.impact_ns.to_string()}>
                         <div class="finding-head">
                             <span class={classes!("sev", format!("sev-{sev}"))}>{sev}</span>
                             <span class="finding-message">{f.message.clone()}</span>
-                            if f.impact_ns > 0 { <span class="muted">{format!(" · impact {}", format::duration(f.impact_ns as f64))}</span> }
+                            if let Some(g) = gain { <span class="muted" data-testid="finding-gain">{g}</span> }
                         </div>
+                        if let Some(l) = &f.location {
+                            <div class="finding-where" data-testid="finding-where">{location(l, &f.ranks)}</div>
+                        }
+                        if !f.symptoms.is_empty() {
+                            <div class="finding-explains muted">{format!("Explains: {}", f.symptoms.iter().map(|x| x.replace('_', " ")).collect::<Vec<_>>().join(", "))}</div>
+                        }
                         <div class="finding-evidence muted">
                             <code>{f.id.clone()}</code>
                             if !f.ranks.is_empty() { <span>{format!(" · rank{} {}", if f.ranks.len() == 1 { "" } else { "s" }, ranges(&f.ranks))}</span> }
                             if !f.steps.is_empty() { <span>{format!(" · step{} {}", if f.steps.len() == 1 { "" } else { "s" }, ranges(&f.steps))}</span> }
-                            { for f.evidence.iter().map(|(k, v)| html! { <span>{format!(" · {}: {}", k.replace('_', " "), evidence_value(k, *v))}</span> }) }
+                            { for f.evidence.iter().map(|(k, v)| html! { <span>{format!(" · {}: {}", k.replace("_ns", "").replace('_', " "), evidence_value(k, *v))}</span> }) }
                         </div>
                         <div class="finding-fix"><strong>{"Fix: "}</strong>{f.fix.clone()}</div>
                     </li>

@@ -20,18 +20,34 @@ pub struct Props {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Metric {
+    /// Exposed communication where every rank was communicating: what overlap could hide.
+    Transfer,
+    /// Exposed communication while another rank was still busy: waiting for it.
+    Wait,
     Exposed,
+    Input,
     Idle,
     Wall,
     Compute,
 }
 
 impl Metric {
-    const ALL: [Metric; 4] = [Metric::Exposed, Metric::Idle, Metric::Wall, Metric::Compute];
+    const ALL: [Metric; 7] = [
+        Metric::Wait,
+        Metric::Transfer,
+        Metric::Exposed,
+        Metric::Input,
+        Metric::Idle,
+        Metric::Wall,
+        Metric::Compute,
+    ];
 
     fn name(self) -> &'static str {
         match self {
+            Metric::Transfer => "exposed_transfer",
+            Metric::Wait => "exposed_wait",
             Metric::Exposed => "exposed_comm",
+            Metric::Input => "input",
             Metric::Idle => "idle",
             Metric::Wall => "wall",
             Metric::Compute => "compute",
@@ -40,7 +56,10 @@ impl Metric {
 
     fn title(self) -> &'static str {
         match self {
+            Metric::Transfer => "Exposed transfer",
+            Metric::Wait => "Waiting for others",
             Metric::Exposed => "Exposed communication",
+            Metric::Input => "Input (data loading)",
             Metric::Idle => "Idle",
             Metric::Wall => "Step time (wall)",
             Metric::Compute => "Compute",
@@ -49,8 +68,11 @@ impl Metric {
 
     fn of(self, r: &StepRank) -> i64 {
         match self {
+            Metric::Transfer => r.exposed_transfer_ns,
+            Metric::Wait => r.exposed_wait_ns,
             Metric::Exposed => r.exposed_comm_ns,
-            Metric::Idle => r.idle_ns,
+            Metric::Input => r.input_ns,
+            Metric::Idle => (r.idle_ns - r.input_ns).max(0),
             Metric::Wall => r.wall_ns,
             Metric::Compute => r.compute_ns,
         }
@@ -60,20 +82,22 @@ impl Metric {
 /// A segment of the per-rank bars: CSS class suffix, what it is, its length from the totals.
 type Segment = (&'static str, &'static str, fn(&RankTotals) -> i64);
 
-const SEGMENTS: [Segment; 5] = [
+const SEGMENTS: [Segment; 7] = [
     ("compute", "compute only", |t| t.compute_ns - t.overlap_ns),
     ("overlap", "compute overlapping communication", |t| t.overlap_ns),
-    ("exposed", "exposed communication", |t| t.exposed_comm_ns),
+    ("transfer", "exposed transfer (all ranks communicating)", |t| t.exposed_transfer_ns),
+    ("wait", "waiting for other ranks", |t| t.exposed_wait_ns),
     ("other", "memory and other busy time", |t| {
         (t.wall_ns - t.compute_ns - t.exposed_comm_ns - t.idle_ns).max(0)
     }),
-    ("idle", "idle", |t| t.idle_ns),
+    ("input", "input (data loading)", |t| t.input_ns),
+    ("idle", "idle", |t| (t.idle_ns - t.input_ns).max(0)),
 ];
 
 #[function_component(Steps)]
 pub fn steps(p: &Props) -> Html {
     let ctx = use_context::<Ctx>();
-    let metric = use_state(|| Metric::Exposed);
+    let metric = use_state(|| Metric::Wait);
     let a = &p.job.analysis;
     let ranks: Vec<u32> = a.ranks.iter().map(|r| r.rank).collect();
     let steps: Vec<u32> = a.steps.iter().map(|s| s.step).collect();

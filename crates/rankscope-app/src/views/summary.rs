@@ -1,4 +1,5 @@
-//! Summary: job facts, the findings, and one row per rank with its headline figures.
+//! Summary: the findings first (the cause leads), then the job facts, the exports, and one row
+//! per rank with its headline figures.
 
 use yew::prelude::*;
 
@@ -41,6 +42,7 @@ pub fn summary(p: &Props) -> Html {
             if p.demo {
                 <p class="banner">{"Synthetic demo: 8 ranks generated in this tab by rankscope's trace generator (rank 5 is a straggler; part of the gradient communication is exposed)."}</p>
             }
+            <Findings job={p.job.clone()} />
             <dl class="facts">
                 { fact("Ranks", format!("{}{}", f.ranks,
                     if f.missing_ranks.is_empty() { String::new() } else { format!(" ({} missing: {:?})", f.missing_ranks.len(), f.missing_ranks) }), "fact-ranks") }
@@ -53,7 +55,6 @@ pub fn summary(p: &Props) -> Html {
                 { fact("Read", format::bytes(f.input_bytes), "fact-bytes") }
             </dl>
             <Exports job={p.job.clone()} />
-            <Findings job={p.job.clone()} />
             if !f.duplicate_ranks.is_empty() {
                 <p class="error">{format!("Several files claim rank(s) {:?}: see Diagnostics.", f.duplicate_ranks)}</p>
             }
