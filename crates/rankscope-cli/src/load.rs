@@ -18,8 +18,10 @@ pub struct Input {
     pub walked: bool,
 }
 
-/// Expands files and directories into trace files: a directory contributes every regular
-/// `.json` and `.json.gz` file below it (sorted); a file named explicitly is taken whatever its
+/// Expands files and directories into input files: a directory contributes every regular file
+/// below it whose name the app would take from the same folder
+/// ([`rankscope_core::job::is_folder_candidate`]: `.json`, `.json.gz`, `.log`, `.txt`, `.out`,
+/// any case) or that is a Flight Recorder dump (sorted); what each is, is decided by content; a file named explicitly is taken whatever its
 /// name or kind (`<(zcat trace.gz)` is a pipe). The walk visits each real directory once (a
 /// symlink to `.` or to a parent is not a loop), takes each real file once however many links
 /// lead to it, and skips special files (a FIFO named `*.json` is never opened), with a note.
@@ -67,7 +69,7 @@ fn walk(
             continue;
         }
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        let json_name = name.ends_with(".json") || name.ends_with(".json.gz");
+        let json_name = rankscope_core::job::is_folder_candidate(name);
         if !meta.is_file() {
             if json_name {
                 eprintln!("rankscope: note: skipped {} (not a regular file)", path.display());
@@ -281,7 +283,7 @@ pub fn inputs(
 ) -> Result<(Vec<Input>, RankMap, Rules)> {
     let files = expand(paths)?;
     if files.is_empty() {
-        anyhow::bail!("no .json or .json.gz files under the given paths");
+        anyhow::bail!("no input files (.json, .json.gz, .log, .txt, .out or Flight Recorder dumps) under the given paths");
     }
     let map = parse_rank_map(rank)?;
     for (f, r) in &map {

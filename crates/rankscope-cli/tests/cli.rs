@@ -194,7 +194,9 @@ fn option_errors_name_the_option() {
 #[cfg(unix)]
 #[test]
 fn folders_walk_each_directory_once_and_skip_what_is_not_a_trace() {
-    let d = scratch("folder-walk");
+    // One level down, so that `up` (a link to `..`) leads only back here, not to other tests'.
+    let d = scratch("folder-walk").join("w");
+    std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("{e}"));
     std::fs::copy(fixtures("edge/truncated_mid_event.json"), d.join("rank2.json"))
         .unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(d.join("config.json"), br#"[{"lr": 0.1}]"#).unwrap_or_else(|e| panic!("{e}"));
@@ -212,4 +214,30 @@ fn folders_walk_each_directory_once_and_skip_what_is_not_a_trace() {
     for name in ["config.json", "settings.json", "pipe.json"] {
         assert!(err.contains(name), "no note for {name}: {err}");
     }
+}
+
+#[test]
+fn a_folder_means_what_it_means_in_the_app() {
+    // Traces, an nccl-tests output with an upper-case `.TXT` and a non-trace JSON: the app
+    // takes the first two from the same folder and skips the third; so does the CLI.
+    let dir = scratch("folder_like_the_app");
+    let gloo = shared("traces/ddp-gloo-cpu-4rank");
+    for e in std::fs::read_dir(&gloo).unwrap_or_else(|e| panic!("{e}")).flatten() {
+        std::fs::copy(e.path(), dir.join(e.file_name())).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let tests = shared("nccl-tests/xxrjun_h100_1node-8gpu_multi-collective.txt");
+    std::fs::copy(tests, dir.join("NCCL-TESTS.TXT")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.join("config.json"), br#"[{"lr": 0.1}]"#).unwrap_or_else(|e| panic!("{e}"));
+    let d = dir.display().to_string();
+    let out = bin().args(["analyze", "--json", &d]).output().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v["ranks"].as_array().map(Vec::len), Some(4));
+    // The H100 NCCL numbers are joined and said not to stand for a gloo CPU job.
+    let fabric = v["fabric"].as_array().cloned().unwrap_or_default();
+    assert!(!fabric.is_empty(), "the folder's nccl-tests output was read");
+    assert!(fabric.iter().all(|f| f["comparable"] == false), "{fabric:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("config.json"));
+    // The key order is the analysis's own, as the app writes it.
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("{\n  \"schema\": \"rankscope.analysis\""));
 }

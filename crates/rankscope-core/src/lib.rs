@@ -16,6 +16,7 @@ pub mod escape;
 pub mod export;
 pub mod fr;
 pub mod inspect;
+pub mod job;
 pub mod model;
 pub mod nccl;
 pub mod normalize;

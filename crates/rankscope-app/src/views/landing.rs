@@ -29,9 +29,9 @@ fn picked(e: &Event, folder: bool) -> Vec<File> {
 
 /// Names rankscope reads when a folder is chosen (explicitly chosen files are all tried):
 /// traces, and the logs and text outputs NCCL_DEBUG and nccl-tests write.
+/// The core's rule ([`rankscope_core::job::is_folder_candidate`]), the CLI's too.
 pub fn is_trace_name(name: &str) -> bool {
-    let n = name.to_ascii_lowercase();
-    [".json", ".json.gz", ".log", ".txt", ".out"].iter().any(|e| n.ends_with(e))
+    rankscope_core::job::is_folder_candidate(name)
 }
 
 #[function_component(Landing)]

@@ -22,17 +22,13 @@ use super::align::RankAlignment;
 use super::instances::{Instance, Matched};
 use crate::model::CollKind;
 
-/// nccl-tests' bus-bandwidth factor for `kind` over `n` ranks.
+/// nccl-tests' bus-bandwidth factor for `kind` over `n` ranks ([`CollKind::busbw_factor`]);
+/// a single-rank trace gets 1 (busbw = algbw), since its one rank's figure is all there is.
 pub fn busbw_factor(kind: CollKind, n: i64) -> f64 {
     if n <= 1 {
         return 1.0;
     }
-    let n = n as f64;
-    match kind {
-        CollKind::AllReduce => 2.0 * (n - 1.0) / n,
-        CollKind::AllGather | CollKind::ReduceScatter | CollKind::AllToAll => (n - 1.0) / n,
-        _ => 1.0,
-    }
+    kind.busbw_factor(n)
 }
 
 /// One matched collective after alignment.
@@ -262,6 +258,14 @@ mod tests {
         assert!((busbw_factor(CollKind::AllToAll, 4) - 0.75).abs() < 1e-12);
         assert_eq!(busbw_factor(CollKind::Broadcast, 8), 1.0);
         assert_eq!(busbw_factor(CollKind::SendRecv, 2), 1.0);
+        // Gather and scatter as nccl-tests counts them, as the nccl-tests reader does.
+        assert!((busbw_factor(CollKind::Gather, 8) - 0.875).abs() < 1e-12);
+        assert!((busbw_factor(CollKind::Scatter, 4) - 0.75).abs() < 1e-12);
+        for c in crate::nccl::perf::Collective::ALL {
+            if let Some(k) = c.kind() {
+                assert_eq!(k.busbw_factor(8), c.busbw_factor(8), "{c:?}");
+            }
+        }
     }
 
     #[test]

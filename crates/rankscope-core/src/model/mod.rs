@@ -116,6 +116,23 @@ pub enum CollKind {
 }
 
 impl CollKind {
+    /// nccl-tests' bus-bandwidth factor over `n` ranks (busbw = algbw × factor), the one table
+    /// every part of rankscope uses (nccl-tests' `doc/PERFORMANCE.md` and each test's `getBw`):
+    /// all_reduce `2(n−1)/n`; all_gather, reduce_scatter, all_to_all, gather, scatter `(n−1)/n`;
+    /// the rest `1`. With `n = 1` the `(n−1)/n` factors are 0, as nccl-tests reports them.
+    pub fn busbw_factor(self, n: i64) -> f64 {
+        let n = n.max(1) as f64;
+        match self {
+            CollKind::AllReduce => 2.0 * (n - 1.0) / n,
+            CollKind::AllGather
+            | CollKind::ReduceScatter
+            | CollKind::AllToAll
+            | CollKind::Gather
+            | CollKind::Scatter => (n - 1.0) / n,
+            _ => 1.0,
+        }
+    }
+
     /// A point-to-point kind (send, recv, send/recv): it pairs two ranks, not a group.
     pub fn is_p2p(self) -> bool {
         matches!(self, CollKind::Send | CollKind::Recv | CollKind::SendRecv)

@@ -96,17 +96,28 @@ impl Collective {
     /// bandwidth, whatever the rank count. With `n = 1`, factors `(n−1)/n` are 0: a 1-rank
     /// run reports busbw 0 because nothing crosses a link.
     pub fn busbw_factor(self, n: u32) -> f64 {
-        let n = f64::from(n.max(1));
-        match self {
-            Collective::AllReduce => 2.0 * (n - 1.0) / n,
-            Collective::AllGather
-            | Collective::ReduceScatter
-            | Collective::AllToAll
-            | Collective::Gather
-            | Collective::Scatter
-            | Collective::Hypercube => (n - 1.0) / n,
-            Collective::Broadcast | Collective::Reduce | Collective::SendRecv => 1.0,
+        match self.kind() {
+            Some(k) => k.busbw_factor(i64::from(n)),
+            // Hypercube (nccl-tests only): an all_gather pattern.
+            None => crate::model::CollKind::AllGather.busbw_factor(i64::from(n)),
         }
+    }
+
+    /// The trace-side kind of this test's collective (none for `hypercube`, a test pattern).
+    pub fn kind(self) -> Option<crate::model::CollKind> {
+        use crate::model::CollKind as K;
+        Some(match self {
+            Collective::AllReduce => K::AllReduce,
+            Collective::AllGather => K::AllGather,
+            Collective::ReduceScatter => K::ReduceScatter,
+            Collective::AllToAll => K::AllToAll,
+            Collective::SendRecv => K::SendRecv,
+            Collective::Broadcast => K::Broadcast,
+            Collective::Reduce => K::Reduce,
+            Collective::Gather => K::Gather,
+            Collective::Scatter => K::Scatter,
+            Collective::Hypercube => return None,
+        })
     }
 }
 
