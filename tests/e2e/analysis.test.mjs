@@ -154,6 +154,38 @@ test('a real host stall (zoo): the Summary leads with the cause and where it is;
   await page.close();
 });
 
+test('a real hang (zoo): the finding names the rank that skipped the collective, with where every rank got to', async () => {
+  const dir = path.join(ROOT, 'tests/zoo/hang_skipped_allreduce');
+  const files = fs.readdirSync(dir).filter((f) => f.endsWith('.json.gz')).sort().map((f) => path.join(dir, f));
+  const cli = JSON.parse(execFileSync(BIN, ['analyze', '--json', ...files], { maxBuffer: 64 << 20, stdio: ['ignore', 'pipe', 'ignore'] }).toString());
+  const { page } = await openWith(files);
+  await page.click('[data-testid=nav-summary]');
+  const lead = page.locator('[data-testid=finding]').first();
+  assert.equal(await lead.getAttribute('data-id'), 'collective_mismatch');
+  assert.equal(await lead.getAttribute('data-ranks'), '1');
+  const rows = await lead.locator('[data-testid=last-collective-row]').evaluateAll((els) => els.map((e) => ({
+    rank: +e.dataset.rank, named: e.dataset.named === 'true', n: +e.children[1].textContent, completed: e.children[2].textContent,
+    entered: e.children[3].textContent,
+  })));
+  const rec = (x) => (x ? `${x.kind} #${x.position}${x.step != null ? ` (step ${x.step})` : ''}` : '–');
+  const d = cli.sequence.diagnoses.find((x) => x.kind === 'hang' || x.kind === 'mismatch');
+  const g = cli.sequence.groups.find((x) => x.pg === d.pg);
+  assert.equal(rows.length, g.ranks.length);
+  for (const r of g.ranks) {
+    const row = rows.find((x) => x.rank === r.rank);
+    assert.equal(row.n, r.records, `rank ${r.rank}: collectives`);
+    assert.equal(row.named, d.ranks.includes(r.rank));
+    assert.equal(row.completed, rec(r.last_completed));
+    assert.equal(row.entered, rec(r.last_entered));
+  }
+  // Rank 1 skipped the loss all_reduce of step 3: it is already in step 4's first collective
+  // while the others wait in step 3's.
+  const entered = Object.fromEntries(rows.map((r) => [r.rank, r.entered]));
+  for (const r of [0, 2, 3]) assert.notEqual(entered[r], entered[1], `rank ${r} against rank 1`);
+  await shot(page, '37-zoo-hang-summary');
+  await page.close();
+});
+
 test('a heatmap cell opens the timeline at that rank and step', async () => {
   const { page } = await openWith(traces('ddp-gloo-cpu-4rank'));
   await page.click('[data-testid=nav-steps]');

@@ -72,15 +72,66 @@ fn location(l: &rankscope_core::analyze::findings::Location, ranks: &[u32]) -> S
             split.push(format!("{what} {}", format::duration(v as f64)));
         }
     }
+    let against = if ranks.len() > 1 {
+        // A finding on several ranks compares them with no one: say what each spends.
+        String::new()
+    } else {
+        format!(" against {} on the others", format::duration(l.others_ns as f64))
+    };
     format!(
-        "Where: {} ({}): {} per step on rank {} against {} on the others{}",
+        "Where: {} ({}): {} per step on rank{} {}{against}{}",
         l.regions.join(" › "),
         l.phase.name().replace('_', " "),
         format::duration(l.rank_ns as f64),
+        if ranks.len() == 1 { "" } else { "s" },
         ranges(ranks),
-        format::duration(l.others_ns as f64),
-        if split.is_empty() { String::new() } else { format!("; the excess is {}", split.join(", ")) }
+        if split.is_empty() || ranks.len() > 1 {
+            String::new()
+        } else {
+            format!("; the excess is {}", split.join(", "))
+        }
     )
+}
+
+/// "all_reduce #6 (step 4)", or "–".
+fn record(r: &Option<rankscope_core::sequence::RecordRef>) -> String {
+    r.as_ref().map_or("–".to_string(), |x| {
+        format!(
+            "{} #{}{}",
+            x.kind.name(),
+            x.position,
+            x.step.map(|s| format!(" (step {s})")).unwrap_or_default()
+        )
+    })
+}
+
+/// For a hang or a mismatch: where each rank of the diverging group got to, the ranks the
+/// diagnosis names marked.
+fn stopped(seq: &rankscope_core::sequence::SequenceReport) -> Html {
+    use rankscope_core::sequence::DiagnosisKind;
+    let Some(d) =
+        seq.diagnoses.iter().find(|d| matches!(d.kind, DiagnosisKind::Hang | DiagnosisKind::Mismatch))
+    else {
+        return html! {};
+    };
+    let Some(g) = seq.groups.iter().find(|g| Some(&g.pg) == d.pg.as_ref()) else { return html! {} };
+    html! {
+        <table class="stopped" data-testid="last-collectives">
+            <caption class="muted">{if g.pg.is_empty() { "Where each rank got to".to_string() } else { format!("Where each rank of group {} got to", g.pg) }}</caption>
+            <thead><tr><th class="num">{"Rank"}</th><th class="num">{"Collectives"}</th><th>{"Last completed"}</th><th>{"Last entered"}</th></tr></thead>
+            <tbody>
+            { for g.ranks.iter().map(|r| html! {
+                <tr class={classes!(d.ranks.contains(&r.rank).then_some("named"))} data-testid="last-collective-row"
+                    data-rank={r.rank.to_string()} data-named={d.ranks.contains(&r.rank).to_string()}>
+                    <td class="num">{r.rank}</td>
+                    <td class="num">{r.records}</td>
+                    <td>{record(&r.last_completed)}</td>
+                    <td>{record(&r.last_entered)}</td>
+                </tr>
+            }) }
+            </tbody>
+        </table>
+    }
 }
 
 #[function_component(Findings)]
@@ -93,10 +144,13 @@ pub fn findings(p: &Props) -> Html {
             <ol class="findings" data-testid="findings">
             { for findings.iter().enumerate().map(|(i, f)| {
                 let sev = severity_name(f.severity);
-                let gain = (f.impact_ns > 0).then(|| {
+                // A hang's figure is how long the ranks waited, not a saving per step.
+                let gain = if f.id == "collective_mismatch" {
+                    f.evidence.get("waited_ns").map(|w| format!(" · the waiting ranks were stuck {}", format::duration(*w)))
+                } else { (f.impact_ns > 0).then(|| {
                     let share = if step > 0.0 { format!(" ({:.0}% of a step)", 100.0 * f.impact_ns as f64 / step) } else { String::new() };
                     format!(" · about {} per step to gain{share}", format::duration(f.impact_ns as f64))
-                });
+                }) };
                 html! {
                     <li class={classes!("finding", format!("finding-{sev}"), (i == 0).then_some("finding-lead"))} data-testid="finding" data-id={f.id.clone()}
                         data-severity={sev} data-ranks={f.ranks.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(",")}
@@ -119,6 +173,9 @@ pub fn findings(p: &Props) -> Html {
                             { for f.evidence.iter().map(|(k, v)| html! { <span>{format!(" · {}: {}", k.replace("_ns", "").replace('_', " "), evidence_value(k, *v))}</span> }) }
                         </div>
                         <div class="finding-fix"><strong>{"Fix: "}</strong>{f.fix.clone()}</div>
+                        if f.id == "collective_mismatch" {
+                            if let Some(seq) = &p.job.analysis.sequence { { stopped(seq) } }
+                        }
                     </li>
                 }
             }) }

@@ -171,7 +171,13 @@ fn findings(s: &mut String, a: &Analysis) {
 }
 
 fn finding(s: &mut String, n: usize, f: &Finding, step: f64) {
-    let saving = if f.impact_ns > 0 {
+    let saving = if f.id == "collective_mismatch" {
+        // A hang's figure is how long the ranks waited, not a saving per step.
+        f.evidence
+            .get("waited_ns")
+            .map(|w| format!(" — the waiting ranks were stuck {} ms", ms_f(*w)))
+            .unwrap_or_default()
+    } else if f.impact_ns > 0 {
         let share = if step > 0.0 {
             format!(", {:.0}% of the step", 100.0 * f.impact_ns as f64 / step)
         } else {
@@ -196,15 +202,30 @@ fn finding(s: &mut String, n: usize, f: &Finding, step: f64) {
                 split.push(format!("{what} {} ms", ms(v)));
             }
         }
-        let _ = writeln!(
-            s,
-            "   Where: {path} ({}), {} ms per step on rank {} against {} ms on the others{}.  ",
-            l.phase.name(),
-            ms(l.rank_ns),
-            list(&f.ranks),
-            ms(l.others_ns),
-            if split.is_empty() { String::new() } else { format!("; the excess is {}", split.join(", ")) }
-        );
+        if f.ranks.len() == 1 {
+            let _ = writeln!(
+                s,
+                "   Where: {path} ({}), {} ms per step on rank {} against {} ms on the others{}.  ",
+                l.phase.name(),
+                ms(l.rank_ns),
+                list(&f.ranks),
+                ms(l.others_ns),
+                if split.is_empty() {
+                    String::new()
+                } else {
+                    format!("; the excess is {}", split.join(", "))
+                }
+            );
+        } else {
+            // A finding on several ranks compares them with no one: what each spends there.
+            let _ = writeln!(
+                s,
+                "   Where: {path} ({}), {} ms per step on ranks {}.  ",
+                l.phase.name(),
+                ms(l.rank_ns),
+                list(&f.ranks)
+            );
+        }
     }
     if !f.ranks.is_empty() || !f.steps.is_empty() {
         let _ = writeln!(s, "   Ranks {}; steps {}.  ", list(&f.ranks), list(&f.steps));
