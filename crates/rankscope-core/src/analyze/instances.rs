@@ -483,7 +483,9 @@ impl P2pHost {
     }
 }
 
-/// Keeps the events not contained in another of the list on the same lane.
+/// Keeps the events not contained in another of the list on the same lane. A point-to-point
+/// span contains nothing: gloo's async `gloo:send` lasts until its recv completed, and the
+/// thread's next exchanges (`gloo:recv`, the next `gloo:send`) start inside it.
 fn top_level(t: &RankTrace, mut idx: Vec<usize>) -> Vec<usize> {
     let e = &t.events;
     idx.sort_by_key(|&i| (e.lane[i], e.ts_ns[i], std::cmp::Reverse(e.dur_ns[i])));
@@ -493,7 +495,9 @@ fn top_level(t: &RankTrace, mut idx: Vec<usize>) -> Vec<usize> {
         match cur {
             Some((l, end)) if l == e.lane[i] && e.end_ns(i) <= end => continue,
             _ => {
-                cur = Some((e.lane[i], e.end_ns(i)));
+                if !is_p2p_kind(e.coll_kind(i)) {
+                    cur = Some((e.lane[i], e.end_ns(i)));
+                }
                 out.push(i);
             }
         }

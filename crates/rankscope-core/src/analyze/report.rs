@@ -126,6 +126,7 @@ pub fn markdown(a: &Analysis) -> String {
             c.busbw_gbps.map_or("-".into(), |b| format!("{b:.1}")),
         );
     }
+    pipeline_markdown(&mut s, a);
     if !a.fabric.is_empty() {
         let _ = writeln!(s, "\n## Against the fabric (nccl-tests)\n");
         for c in &a.fabric {
@@ -194,6 +195,37 @@ pub fn markdown(a: &Analysis) -> String {
         }
     }
     s
+}
+
+/// The pipeline table (nothing without a pipeline): per stage, the means over steps.
+fn pipeline_markdown(s: &mut String, a: &Analysis) {
+    let Some(p) = &a.pipeline else { return };
+    let _ = writeln!(
+        s,
+        "\n## Pipeline\n\n{} stages (ranks {}), schedule {}, {} micro-batches; theory (p − 1)/(m + p − 1) = {}.\n",
+        p.stages.len(),
+        p.stages.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(" → "),
+        p.schedule.name(),
+        p.micro_batches.map_or("?".into(), |m| m.to_string()),
+        p.theory_bubble_share.map_or("-".into(), |t| format!("{:.1}%", 100.0 * t)),
+    );
+    let _ =
+        writeln!(s, "| stage | rank | span (ms) | compute (ms) | bubble (ms) | bubble % | recv wait (ms) |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+    for x in &p.per_stage {
+        let slowest = if p.slowest_stage == Some(x.stage) { " (slowest)" } else { "" };
+        let _ = writeln!(
+            s,
+            "| {}{slowest} | {} | {} | {} | {} | {:.1} | {} |",
+            x.stage,
+            x.rank,
+            ms(x.span_ns),
+            ms(x.compute_ns),
+            ms(x.bubble_ns),
+            100.0 * x.bubble_share,
+            ms(x.recv_wait_ns),
+        );
+    }
 }
 
 /// A CI gate: `metric>value` or `metric<value` (also `>=`, `<=`), on the job-level metrics
