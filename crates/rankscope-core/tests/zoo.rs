@@ -373,6 +373,16 @@ fn pipeline(name: &str, schedule: &str) {
         f.message
     );
     assert!(f.fix.contains("micro-batches"), "{name}: {}", f.fix);
+    // The critical path of a step crosses stages: back from the last backward on stage 0
+    // through the stages' backward and forward, the slowest among them (a walk can stop early
+    // where a stage's input was posted before the stage began its step).
+    assert_eq!(p.critical_path.len(), 4, "{name}");
+    for c in &p.critical_path {
+        let crossed: std::collections::BTreeSet<u32> = c.hops.iter().map(|h| h.stage).collect();
+        assert!(crossed.len() >= 3, "{name}: step {}: {:?}", c.step, c.hops);
+        assert!(p.slowest_stage.is_some_and(|s| crossed.contains(&s)), "{name}: {:?}", c.hops);
+        assert!(c.work_ns.iter().sum::<i64>() <= c.end_ns - c.start_ns, "{name}: {c:?}");
+    }
 }
 
 #[test]

@@ -326,8 +326,7 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
     let colls_only: Vec<Vec<instances::Instance>> =
         insts.iter().map(|v| v.iter().filter(|x| !x.p2p).cloned().collect()).collect();
     let (matched, matching) = instances::match_instances(&ranks, steps_known, &colls_only);
-    let pipes: Vec<&pipeline::RankPipe> = parts.iter().map(|p| &p.pipe).collect();
-    let pipe_report = pipeline::report(&ranks, &insts, &pipes);
+
     // A collective that a loaded member of its group never joined (a hang, a rank that left,
     // a profiling window that closed earlier) is waiting, not a rendezvous: it anchors no
     // alignment and has no transfer.
@@ -335,6 +334,11 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
     let (complete, partial): (Vec<instances::Matched>, Vec<instances::Matched>) =
         matched.into_iter().partition(|m| !instances::is_partial(m, &members));
     let alignment = align::align(&parts, &complete, &opts.offsets);
+    let pipe_report = {
+        let pipes: Vec<&pipeline::RankPipe> = parts.iter().map(|p| &p.pipe).collect();
+        let offsets: Vec<(u32, i64)> = alignment.iter().map(|a| (a.rank, a.offset_ns)).collect();
+        pipeline::report(&ranks, &insts, &pipes, &offsets)
+    };
     let mut ops = collectives::ops(&complete, &alignment, world);
     for mut o in collectives::ops(&partial, &alignment, world) {
         o.partial = true;

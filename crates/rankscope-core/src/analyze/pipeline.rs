@@ -170,6 +170,32 @@ pub struct PipelineReport {
     pub slowest_stage: Option<u32>,
     pub slowest_excess: f64,
     pub links: Vec<P2pLink>,
+    /// Per step: the critical path across stages ([`critical_paths`]).
+    #[serde(default)]
+    pub critical_path: Vec<PipePath>,
+}
+
+/// The critical path of one pipeline step, across stages (aligned times).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PipePath {
+    pub step: u32,
+    pub start_ns: i64,
+    pub end_ns: i64,
+    /// Latest first: the work on a stage, then the exchange it waited for, then the sender's
+    /// work before it, back to the start of the step.
+    pub hops: Vec<PipeHop>,
+    /// Time on the path per stage (work only), stage order.
+    pub work_ns: Vec<i64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PipeHop {
+    pub stage: u32,
+    pub rank: u32,
+    /// `work` or `exchange` (from the previous hop's stage to this one's successor).
+    pub what: String,
+    pub start_ns: i64,
+    pub end_ns: i64,
 }
 
 /// Whether `name` is a stage annotation of torch.distributed.pipelining (`Forward 3`,
@@ -558,7 +584,12 @@ fn chain(ranks: &[u32], pairs: &[Pair<'_>], insts: &[Vec<Instance>]) -> Option<V
 }
 
 /// The job half: the pipeline from every rank's instances and figures (`None` without one).
-pub fn report(ranks: &[u32], insts: &[Vec<Instance>], pipes: &[&RankPipe]) -> Option<PipelineReport> {
+pub fn report(
+    ranks: &[u32],
+    insts: &[Vec<Instance>],
+    pipes: &[&RankPipe],
+    offsets: &[(u32, i64)],
+) -> Option<PipelineReport> {
     let (pairs, links) = match_p2p(ranks, insts);
     let (stages, detected_from) = match chain(ranks, &pairs, insts) {
         Some(c) => (c, "p2p_chain"),
@@ -689,7 +720,9 @@ pub fn report(ranks: &[u32], insts: &[Vec<Instance>], pipes: &[&RankPipe]) -> Op
         Some(s) if mean_compute > 0.0 => s.compute_ns as f64 / mean_compute - 1.0,
         _ => 0.0,
     };
+    let critical_path = critical_paths(&stages, ranks, pipes, &pairs, offsets);
     Some(PipelineReport {
+        critical_path,
         detected_from: detected_from.to_string(),
         schedule,
         micro_batches,
@@ -702,6 +735,84 @@ pub fn report(ranks: &[u32], insts: &[Vec<Instance>], pipes: &[&RankPipe]) -> Op
         links,
         stages,
     })
+}
+
+/// The critical path of each step, walked backwards from the stage whose step ends last: on
+/// the current stage, the latest receive before the current time that it waited in (its
+/// sender posted the data after the receive began) is where the path came from: the work after
+/// it is on this stage, the exchange links it to the sender's post, and the walk continues on
+/// the sender from that instant. A receive whose data was already there is no hop. The walk
+/// ends at the current stage's step start. Aligned clocks (`offsets`: aligned = rank − offset).
+pub fn critical_paths(
+    stages: &[u32],
+    ranks: &[u32],
+    pipes: &[&RankPipe],
+    pairs: &[Pair<'_>],
+    offsets: &[(u32, i64)],
+) -> Vec<PipePath> {
+    let off = |rank: u32| offsets.iter().find(|o| o.0 == rank).map_or(0, |o| o.1);
+    let stage_of = |rank: u32| stages.iter().position(|&r| r == rank).map_or(u32::MAX, |s| s as u32);
+    let window = |rank: u32, step: u32| -> Option<(i64, i64)> {
+        let k = ranks.iter().position(|&r| r == rank)?;
+        let row = pipes.get(k)?.steps.iter().find(|s| s.step == step)?;
+        Some((row.start_ns - off(rank), row.end_ns - off(rank)))
+    };
+    let mut steps: Vec<u32> = pipes.iter().flat_map(|p| p.steps.iter().map(|s| s.step)).collect();
+    steps.sort_unstable();
+    steps.dedup();
+    let mut out = Vec::new();
+    for step in steps {
+        let ends: Vec<(i64, u32)> =
+            stages.iter().filter_map(|&r| window(r, step).map(|w| (w.1, r))).collect();
+        let Some(&(end, last)) = ends.iter().max_by_key(|x| (x.0, std::cmp::Reverse(x.1))) else { continue };
+        // Exchanges of the step into each rank: (recv start, recv end, send start, src), aligned.
+        let into = |rank: u32| -> Vec<(i64, i64, i64, u32)> {
+            let mut v: Vec<(i64, i64, i64, u32)> = pairs
+                .iter()
+                .filter(|q| q.1 == rank && q.3.step == step && stages.contains(&q.0))
+                .map(|q| (q.3.start_ns - off(rank), q.3.end_ns - off(rank), q.2.start_ns - off(q.0), q.0))
+                .collect();
+            v.sort_unstable();
+            v
+        };
+        let mut hops = Vec::new();
+        let (mut rank, mut t) = (last, end);
+        let mut start = end;
+        for _ in 0..pairs.len() + stages.len() + 1 {
+            let lo = window(rank, step).map_or(t, |w| w.0);
+            let from = into(rank)
+                .into_iter()
+                .filter(|x| x.1 <= t && x.1 > lo && x.2 > x.0 && x.2 < x.1 && x.3 != rank)
+                .max_by_key(|x| x.1);
+            let stage = stage_of(rank);
+            match from {
+                Some((_, recv_end, send_start, src)) => {
+                    hops.push(PipeHop { stage, rank, what: "work".into(), start_ns: recv_end, end_ns: t });
+                    hops.push(PipeHop {
+                        stage: stage_of(src),
+                        rank: src,
+                        what: "exchange".into(),
+                        start_ns: send_start,
+                        end_ns: recv_end,
+                    });
+                    (rank, t) = (src, send_start);
+                }
+                None => {
+                    hops.push(PipeHop { stage, rank, what: "work".into(), start_ns: lo.min(t), end_ns: t });
+                    start = lo.min(t);
+                    break;
+                }
+            }
+        }
+        let mut work_ns = vec![0i64; stages.len()];
+        for h in hops.iter().filter(|h| h.what == "work") {
+            if let Some(w) = work_ns.get_mut(h.stage as usize) {
+                *w += h.end_ns - h.start_ns;
+            }
+        }
+        out.push(PipePath { step, start_ns: start, end_ns: end, hops, work_ns });
+    }
+    out
 }
 
 /// The intervals of every rank's point-to-point exchanges (rank clock): time a stage spends in
@@ -769,7 +880,7 @@ mod tests {
             })
             .collect();
         let refs: Vec<&RankPipe> = pipes.iter().collect();
-        let Some(r) = report(&[0, 1, 2], &insts, &refs) else { panic!("no pipeline") };
+        let Some(r) = report(&[0, 1, 2], &insts, &refs, &[]) else { panic!("no pipeline") };
         assert_eq!(r.stages, [0, 1, 2]);
         assert_eq!(r.micro_batches, Some(2));
         assert_eq!(r.schedule, Schedule::Gpipe);

@@ -226,6 +226,20 @@ fn pipeline_markdown(s: &mut String, a: &Analysis) {
             ms(x.recv_wait_ns),
         );
     }
+    if !p.critical_path.is_empty() {
+        let _ = writeln!(s);
+    }
+    for c in &p.critical_path {
+        let stages: Vec<String> =
+            c.hops.iter().rev().filter(|h| h.what == "work").map(|h| h.stage.to_string()).collect();
+        let _ = writeln!(
+            s,
+            "- step {} critical path ({} ms): stages {}",
+            c.step,
+            ms(c.end_ns - c.start_ns),
+            stages.join(" → ")
+        );
+    }
 }
 
 /// A CI gate: `metric>value` or `metric<value` (also `>=`, `<=`), on the job-level metrics
