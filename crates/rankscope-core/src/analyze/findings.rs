@@ -371,15 +371,21 @@ fn pipeline_bubble(cx: &Ctx<'_>) -> Option<Finding> {
     let slowest = by_compute[0];
     let second = by_compute.get(1).map_or(0, |s| s.compute_ns);
     let mean_compute = mean(|s| s.compute_ns as f64);
-    // One stage far slower than every other is the bottleneck: the fix is that stage's.
-    let one_slow = slowest.compute_ns as f64 >= 1.5 * second as f64;
+    // One stage far slower than every other is the bottleneck and the fix is that stage's: at
+    // least 40% more compute than the next slowest (first and last stages are naturally
+    // 10–30% heavier, with the embedding and the head).
+    let one_slow = slowest.compute_ns as f64 >= 1.4 * second as f64;
     let ranks = if one_slow { vec![slowest.rank] } else { p.stages.clone() };
     let m = p.micro_batches;
     let stages = p.stages.len();
     let shares: Vec<String> =
         p.per_stage.iter().map(|s| format!("stage {} {}", s.stage, pct(s.bubble_share))).collect();
-    let theory = match (p.theory_bubble_share, m) {
-        (Some(t), Some(m)) => {
+    let theory = match (p.theory_bubble_share, m, p.virtual_stages.filter(|&v| v > 1)) {
+        (Some(t), Some(m), Some(v)) => format!(
+            ", against (p − 1)/(m·v + p − 1) = {} for {stages} stages, {m} micro-batches and {v} virtual stages per rank",
+            pct(t)
+        ),
+        (Some(t), Some(m), None) => {
             format!(", against (p − 1)/(m + p − 1) = {} for {stages} stages and {m} micro-batches", pct(t))
         }
         _ => String::new(),
@@ -423,6 +429,9 @@ fn pipeline_bubble(cx: &Ctx<'_>) -> Option<Finding> {
         fixes.push("more micro-batches per step (rule of thumb m ≥ 4p)".to_string());
     }
     fixes.push(match p.schedule {
+        super::pipeline::Schedule::Interleaved1f1b => {
+            "more virtual stages per rank (v in (p − 1)/(m·v + p − 1)), at the cost of more exchanges".to_string()
+        }
         super::pipeline::Schedule::OneFOneB => {
             "an interleaved schedule (ScheduleInterleaved1F1B with v virtual stages per rank: (p − 1)/(m·v + p − 1))".to_string()
         }

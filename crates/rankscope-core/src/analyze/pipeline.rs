@@ -45,6 +45,12 @@
 //!   exchanges in the forward direction (sends to the next stage; on the last stage, recvs
 //!   from the previous).
 //!
+//! **Interleaved** schedules (v virtual stages per rank) close the chain into a ring (the last
+//! rank sends chunk c's output to the first rank's chunk c + 1): the ring is taken in rank
+//! order from the lowest rank, the schedule is `interleaved_1f1b`, and v comes from the
+//! `PP:{stage}F{i}` annotations (distinct stages per rank); micro-batches are the rank's
+//! forwards / v. Without annotations v (and so m and the theory) cannot be told.
+//!
 //! **Schedule**: `gpipe` when every stage runs all its forwards before its first backward
 //! (annotations; else every forward-direction exchange of a stage precedes its first
 //! backward-direction one), `1f1b` when some stage runs a backward before its last forward,
@@ -80,6 +86,9 @@ pub struct StageStepPart {
     pub backwards: u32,
     /// Their order, `F` and `B` by start time.
     pub order: String,
+    /// Distinct stages named by `PP:{stage}F{i}` annotations (0 without them).
+    #[serde(default)]
+    pub virtual_stages: u32,
 }
 
 /// The schedule, as far as the trace tells it.
@@ -89,6 +98,10 @@ pub enum Schedule {
     Gpipe,
     #[serde(rename = "1f1b")]
     OneFOneB,
+    /// Interleaved 1F1B: each rank holds v > 1 virtual stages (the exchanges close a ring, or
+    /// `PP:{stage}F{i}` annotations name several stages per rank).
+    #[serde(rename = "interleaved_1f1b")]
+    Interleaved1f1b,
     Unknown,
 }
 
@@ -97,6 +110,7 @@ impl Schedule {
         match self {
             Schedule::Gpipe => "GPipe",
             Schedule::OneFOneB => "1F1B",
+            Schedule::Interleaved1f1b => "interleaved 1F1B",
             Schedule::Unknown => "unknown",
         }
     }
@@ -160,7 +174,11 @@ pub struct PipelineReport {
     pub schedule: Schedule,
     /// Micro-batches per step (the median over stages and steps).
     pub micro_batches: Option<u32>,
-    /// (p − 1) / (m + p − 1).
+    /// Virtual stages per rank (interleaved schedules), when the annotations tell.
+    #[serde(default)]
+    pub virtual_stages: Option<u32>,
+    /// (p − 1) / (m + p − 1); interleaved (p − 1) / (m·v + p − 1). Absent when m (or, for a
+    /// ring without annotations, v) cannot be told.
     pub theory_bubble_share: Option<f64>,
     /// The same with twice the micro-batches.
     pub theory_bubble_share_2m: Option<f64>,
@@ -198,9 +216,27 @@ pub struct PipeHop {
     pub end_ns: i64,
 }
 
-/// Whether `name` is a stage annotation of torch.distributed.pipelining (`Forward 3`,
-/// `Backward 3`), and which.
-fn fb_annotation(name: &str) -> Option<char> {
+/// Whether `name` is a stage annotation of torch.distributed.pipelining, which (`F` / `B`),
+/// and the stage when it says: `Forward 3` / `Backward 3` (`ScheduleGPipe`), `PP:5F3` /
+/// `PP:5B3` (`_PipelineScheduleRuntime`: stage 5, micro-batch 3; interleaved schedules).
+fn fb_annotation(name: &str) -> Option<(char, Option<u32>)> {
+    if let Some(rest) = name.strip_prefix("PP:") {
+        let k = rest.find(|c: char| !c.is_ascii_digit())?;
+        let stage: u32 = rest[..k].parse().ok()?;
+        let (c, mb) = rest[k..].split_at(1);
+        if mb.is_empty() || !mb.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        return match c {
+            "F" => Some(('F', Some(stage))),
+            "B" => Some(('B', Some(stage))),
+            _ => None,
+        };
+    }
+    fb_plain(name).map(|c| (c, None))
+}
+
+fn fb_plain(name: &str) -> Option<char> {
     let (word, n) = name.split_once(' ')?;
     if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -265,6 +301,7 @@ pub fn rank_pipe(
         let mut recvs: Vec<Iv> = Vec::new();
         let mut opt: Vec<Iv> = Vec::new();
         let mut fb: Vec<(i64, char)> = Vec::new();
+        let mut vstages: BTreeSet<u32> = BTreeSet::new();
         for i in 0..e.len() {
             if e.kind[i] != EventKind::Slice || Some(e.lane[i]) != lane {
                 continue;
@@ -274,9 +311,10 @@ pub fn rank_pipe(
                 continue;
             }
             let name = strings.get(e.name[i]);
-            if let Some(c) = fb_annotation(name) {
+            if let Some((c, stage)) = fb_annotation(name) {
                 if s >= lo {
                     fb.push((s, c));
+                    vstages.extend(stage);
                 }
                 continue;
             }
@@ -356,6 +394,7 @@ pub fn rank_pipe(
         row.forwards = fb.iter().filter(|x| x.1 == 'F').count() as u32;
         row.backwards = fb.iter().filter(|x| x.1 == 'B').count() as u32;
         row.order = fb.iter().map(|x| x.1).collect();
+        row.virtual_stages = vstages.len() as u32;
         out.steps.push(row);
     }
     out
@@ -531,7 +570,8 @@ fn match_p2p<'a>(ranks: &[u32], insts: &'a [Vec<Instance>]) -> (Vec<Pair<'a>>, V
 }
 
 /// The stage chain of the exchanges, head first (see the module doc).
-fn chain(ranks: &[u32], pairs: &[Pair<'_>], insts: &[Vec<Instance>]) -> Option<Vec<u32>> {
+/// The stage chain of the exchanges, head first, and whether it is a ring (see the module doc).
+fn chain(ranks: &[u32], pairs: &[Pair<'_>], insts: &[Vec<Instance>]) -> Option<(Vec<u32>, bool)> {
     let mut adj: BTreeMap<u32, BTreeSet<u32>> = BTreeMap::new();
     for p in pairs {
         adj.entry(p.0).or_default().insert(p.1);
@@ -563,6 +603,21 @@ fn chain(ranks: &[u32], pairs: &[Pair<'_>], insts: &[Vec<Instance>]) -> Option<V
             best = Some(path);
         }
     }
+    // Every rank with two neighbours and no end: a ring, which interleaved schedules make (the
+    // last stage of chunk c sends to the first rank for chunk c + 1). Stages in rank order from
+    // the lowest rank towards its lower-numbered neighbour.
+    if best.is_none() && adj.values().all(|n| n.len() == 2) {
+        let start = *adj.keys().next()?;
+        let mut path = vec![start];
+        let mut prev = start;
+        let mut cur = *adj[&start].iter().next()?;
+        while cur != start && path.len() <= adj.len() {
+            path.push(cur);
+            let next = adj[&cur].iter().copied().find(|&x| x != prev)?;
+            (prev, cur) = (cur, next);
+        }
+        return (path.len() == adj.len()).then_some((path, true));
+    }
     let mut path = best?;
     // The head: the end whose first exchange is a send.
     let first_is_send = |rank: u32| -> Option<bool> {
@@ -580,7 +635,7 @@ fn chain(ranks: &[u32], pairs: &[Pair<'_>], insts: &[Vec<Instance>]) -> Option<V
     if flip {
         path.reverse();
     }
-    Some(path)
+    Some((path, false))
 }
 
 /// The job half: the pipeline from every rank's instances and figures (`None` without one).
@@ -591,8 +646,8 @@ pub fn report(
     offsets: &[(u32, i64)],
 ) -> Option<PipelineReport> {
     let (pairs, links) = match_p2p(ranks, insts);
-    let (stages, detected_from) = match chain(ranks, &pairs, insts) {
-        Some(c) => (c, "p2p_chain"),
+    let (stages, detected_from, ring) = match chain(ranks, &pairs, insts) {
+        Some((c, ring)) => (c, "p2p_chain", ring),
         None if pairs.is_empty() => {
             let annotated: Vec<u32> = ranks
                 .iter()
@@ -603,7 +658,7 @@ pub fn report(
             if annotated.len() < 2 {
                 return None;
             }
-            (annotated, "annotations")
+            (annotated, "annotations", false)
         }
         None => return None,
     };
@@ -611,6 +666,14 @@ pub fn report(
     let slot = |rank: u32| ranks.iter().position(|&r| r == rank);
     // Per stage × step: micro-batches and the order of forward / backward work.
     let mut steps: Vec<StageStep> = Vec::new();
+    let mut vs: Vec<i64> = stages
+        .iter()
+        .filter_map(|&r| slot(r))
+        .flat_map(|k| pipes[k].steps.iter().map(|s| i64::from(s.virtual_stages)))
+        .filter(|&v| v > 0)
+        .collect();
+    let v = (!vs.is_empty()).then(|| super::instances::median(&mut vs) as u32).filter(|&v| v > 0);
+    let per_v = v.unwrap_or(1);
     let mut gpipe_votes = 0usize;
     let mut one_f_votes = 0usize;
     for (stage, &rank) in stages.iter().enumerate() {
@@ -642,7 +705,12 @@ pub fn report(
             } else {
                 pairs.iter().filter(|q| q.1 == rank && Some(q.0) == prev && q.3.step == row.step).count()
             } as u32;
-            let m = if row.forwards > 0 { Some(row.forwards) } else { (dir_count > 0).then_some(dir_count) };
+            // Interleaved: each micro-batch passes a rank once per virtual stage.
+            let m = if row.forwards > 0 {
+                Some(row.forwards / per_v).filter(|&m| m > 0)
+            } else {
+                (dir_count > 0 && !ring).then_some(dir_count / per_v).filter(|&m| m > 0)
+            };
             if row.forwards > 0 && row.backwards > 0 {
                 let last_f = row.order.rfind('F');
                 let first_b = row.order.find('B');
@@ -676,7 +744,9 @@ pub fn report(
     // A stage whose steps saw no exchange (outside the profiled window) has nothing to say.
     steps.retain(|s| s.span_ns > 0);
     steps.sort_by_key(|s| (s.step, s.stage));
-    let schedule = if one_f_votes > 0 && one_f_votes >= gpipe_votes / 4 {
+    let schedule = if ring || v.is_some_and(|v| v > 1) {
+        Schedule::Interleaved1f1b
+    } else if one_f_votes > 0 && one_f_votes >= gpipe_votes / 4 {
         Schedule::OneFOneB
     } else if gpipe_votes > 0 {
         Schedule::Gpipe
@@ -686,8 +756,8 @@ pub fn report(
     let mut ms: Vec<i64> = steps.iter().filter_map(|s| s.micro_batches.map(i64::from)).collect();
     let micro_batches = (!ms.is_empty()).then(|| super::instances::median(&mut ms) as u32);
     let theory = |m: u32| {
-        let (p, m) = (f64::from(p), f64::from(m));
-        (p - 1.0) / (m + p - 1.0)
+        let (p, m, v) = (f64::from(p), f64::from(m), f64::from(per_v));
+        (p - 1.0) / (m * v + p - 1.0)
     };
     let per_stage: Vec<StageSummary> = stages
         .iter()
@@ -726,8 +796,11 @@ pub fn report(
         detected_from: detected_from.to_string(),
         schedule,
         micro_batches,
-        theory_bubble_share: micro_batches.filter(|&m| m > 0).map(theory),
-        theory_bubble_share_2m: micro_batches.filter(|&m| m > 0).map(|m| theory(2 * m)),
+        virtual_stages: v,
+        theory_bubble_share: micro_batches.filter(|&m| m > 0 && (!ring || v.is_some())).map(theory),
+        theory_bubble_share_2m: micro_batches
+            .filter(|&m| m > 0 && (!ring || v.is_some()))
+            .map(|m| theory(2 * m)),
         slowest_stage: slowest.map(|s| s.stage),
         slowest_excess,
         per_stage,
