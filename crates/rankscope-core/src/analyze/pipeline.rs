@@ -489,7 +489,6 @@ fn match_p2p<'a>(ranks: &[u32], insts: &'a [Vec<Instance>]) -> (Vec<Pair<'a>>, V
             // A batch pairs once per pair of ranks: from the lower rank.
             let si: Vec<usize> = si.into_iter().filter(|&j| !batch(sends[ks][j].x) || src < dst).collect();
             let ri: Vec<usize> = ri.into_iter().filter(|&j| !batch(recvs[kd][j].x) || src < dst).collect();
-            link(&mut links, &pg, src, dst);
             for (&a, &b) in si.iter().zip(&ri) {
                 sends[ks][a].taken = true;
                 recvs[kd][b].taken = true;
@@ -815,7 +814,8 @@ pub fn report(
 /// sender posted the data after the receive began) is where the path came from: the work after
 /// it is on this stage, the exchange links it to the sender's post, and the walk continues on
 /// the sender from that instant. A receive whose data was already there is no hop. The walk
-/// ends at the current stage's step start. Aligned clocks (`offsets`: aligned = rank − offset).
+/// ends at the current stage's step start. Only exchanges whose both ends are in the step count,
+/// so a path never leaves the step's windows. Aligned clocks (`offsets`: aligned = rank − offset).
 pub fn critical_paths(
     stages: &[u32],
     ranks: &[u32],
@@ -842,7 +842,7 @@ pub fn critical_paths(
         let into = |rank: u32| -> Vec<(i64, i64, i64, u32)> {
             let mut v: Vec<(i64, i64, i64, u32)> = pairs
                 .iter()
-                .filter(|q| q.1 == rank && q.3.step == step && stages.contains(&q.0))
+                .filter(|q| q.1 == rank && q.3.step == step && q.2.step == step && stages.contains(&q.0))
                 .map(|q| (q.3.start_ns - off(rank), q.3.end_ns - off(rank), q.2.start_ns - off(q.0), q.0))
                 .collect();
             v.sort_unstable();
@@ -962,5 +962,24 @@ mod tests {
         assert_eq!(links, [(0, 1, 2, 2), (1, 0, 2, 2), (1, 2, 2, 2), (2, 1, 2, 2)]);
         assert!((r.theory_bubble_share.unwrap_or(f64::NAN) - 2.0 / 4.0).abs() < 1e-9);
         assert_eq!(r.per_stage[0].bubble_ns, 150);
+    }
+
+    /// `batch_isend_irecv` between two ranks (an NCCL group: one SendRecv kernel each side) is
+    /// one exchange, counted once.
+    #[test]
+    fn a_batch_is_one_exchange() {
+        let batch = |peer: u32, start: i64| Instance {
+            kind: CollKind::SendRecv,
+            batch: vec![(CollKind::Send, Some(peer)), (CollKind::Recv, Some(peer))],
+            ..inst(CollKind::SendRecv, None, start, start + 10)
+        };
+        let insts = vec![vec![batch(1, 0), batch(1, 50)], vec![batch(0, 2), batch(0, 52)]];
+        let (pairs, links) = match_p2p(&[0, 1], &insts);
+        assert_eq!(pairs.len(), 2);
+        let l: Vec<(u32, u32, usize, usize, usize, usize)> = links
+            .iter()
+            .map(|l| (l.src, l.dst, l.matched, l.batched, l.unmatched_sends, l.unmatched_recvs))
+            .collect();
+        assert_eq!(l, [(0, 1, 2, 2, 0, 0)]);
     }
 }
