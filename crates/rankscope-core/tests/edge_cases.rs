@@ -253,3 +253,18 @@ fn async_and_unknown_phases() {
     assert_eq!(names(&job), ["a"]);
     assert_eq!(diag(&job, DiagKind::UnsupportedPhase).map(|d| d.count), Some(2));
 }
+
+#[test]
+fn p2p_peers() {
+    let job = check("p2p_peers.json");
+    let t = &job.ranks[0].trace;
+    // One row per communication op; `aten::mm`'s `Concrete Inputs` are not a peer. The last
+    // event writes `args` before its name, so its peer is not known (never guessed) and it has
+    // no other communication argument.
+    assert_eq!(names(&job), ["c10d::send", "c10d::recv_", "aten::mm", "record_param_comms", "c10d::recv_"]);
+    assert_eq!(t.comm.len(), 3);
+    assert_eq!(t.comm.src_rank, [-1, 0, 1]);
+    assert_eq!(t.comm.dst_rank, [2, -1, 2]);
+    assert_eq!(t.comm.tag, [7, 0, -1]);
+    assert_eq!(t.comm.seq, [-1, -1, 3]);
+}

@@ -19,6 +19,12 @@ fn zoo(name: &str) -> PathBuf {
 
 /// The scenario's analysis and its scenario.json.
 fn run(name: &str) -> (Analysis, Value) {
+    let (job, spec) = load(name);
+    (analyze(&job, &Options::default()), spec)
+}
+
+/// The scenario's job and its scenario.json.
+fn load(name: &str) -> (rankscope_core::normalize::Job, Value) {
     let dir = zoo(name);
     let spec: Value = serde_json::from_slice(&common::read(&dir.join("scenario.json")))
         .unwrap_or_else(|e| panic!("{name}/scenario.json: {e}"));
@@ -38,7 +44,7 @@ fn run(name: &str) -> (Analysis, Value) {
         .collect();
     let job = assemble(traces, &[], &Rules::default());
     assert!(job.errors.is_empty(), "{name}: {:?}", job.errors);
-    (analyze(&job, &Options::default()), spec)
+    (job, spec)
 }
 
 fn ids(a: &Analysis) -> Vec<&str> {
@@ -315,4 +321,104 @@ fn early_exit_names_the_rank_that_never_issued() {
 #[test]
 fn mismatched_shapes_name_both_shapes() {
     hang("mismatch_shapes", &["rank 2", "930831", "930832", "step 3"]);
+}
+
+/// A real pipeline run (torch.distributed.pipelining on gloo): the bubble is the first finding,
+/// every stage's bubble share is within 0.05 of what the run measured with `perf_counter()`
+/// around the chunks' compute, the slowest stage is the measured one, and no send / recv of
+/// activations is called a straggler or a small collective.
+fn pipeline(name: &str, schedule: &str) {
+    let (a, spec) = run(name);
+    let f = check_expected(name, &a, &spec).unwrap_or_else(|| panic!("{name}: nothing expected"));
+    for g in &a.findings {
+        eprintln!(
+            "{name}: {} [{} ms] {:?}: {} / {}",
+            g.id,
+            g.impact_ns / 1_000_000,
+            g.ranks,
+            g.message,
+            g.fix
+        );
+    }
+    let p = a.pipeline.as_ref().unwrap_or_else(|| panic!("{name}: no pipeline"));
+    let m = &spec["measured"]["derived"]["pipeline"];
+    assert_eq!(p.stages, [0, 1, 2, 3], "{name}");
+    assert_eq!(p.micro_batches, Some(8), "{name}");
+    assert_eq!(serde_json::to_value(p.schedule).unwrap_or_default(), schedule, "{name}");
+    let theory = m["theory_bubble_share"].as_f64().unwrap_or(f64::NAN);
+    assert!(
+        (p.theory_bubble_share.unwrap_or(f64::NAN) - theory).abs() < 1e-3,
+        "{name}: {:?}",
+        p.theory_bubble_share
+    );
+    for s in &p.per_stage {
+        let want = m["mean_bubble_share_per_stage"][s.stage.to_string()].as_f64().unwrap_or(f64::NAN);
+        eprintln!("{name}: stage {} bubble share {:.3} measured {want:.3}", s.stage, s.bubble_share);
+        assert!(
+            (s.bubble_share - want).abs() <= 0.05,
+            "{name}: stage {}: {:.3} vs {want}",
+            s.stage,
+            s.bubble_share
+        );
+    }
+    assert_eq!(p.slowest_stage, m["slowest_stage"].as_u64().map(|x| x as u32), "{name}");
+    assert!(a.straggler.is_none() && a.stragglers.is_empty(), "{name}: {:?}", a.stragglers);
+    assert!(a.collectives.iter().all(|c| !c.kind.is_p2p()), "{name}: {:?}", a.collectives);
+    for l in &p.links {
+        assert_eq!((l.unmatched_sends, l.unmatched_recvs, l.size_mismatches), (0, 0, 0), "{name}: {l:?}");
+    }
+    assert!(
+        f.message.contains(&format!("stage {}", p.slowest_stage.unwrap_or(u32::MAX))),
+        "{name}: {}",
+        f.message
+    );
+    assert!(f.fix.contains("micro-batches"), "{name}: {}", f.fix);
+    // The critical path of a step crosses stages: back from the last backward on stage 0
+    // through the stages' backward and forward, the slowest among them (a walk can stop early
+    // where a stage's input was posted before the stage began its step).
+    assert_eq!(p.critical_path.len(), 4, "{name}");
+    for c in &p.critical_path {
+        let crossed: std::collections::BTreeSet<u32> = c.hops.iter().map(|h| h.stage).collect();
+        assert!(crossed.len() >= 3, "{name}: step {}: {:?}", c.step, c.hops);
+        assert!(p.slowest_stage.is_some_and(|s| crossed.contains(&s)), "{name}: {:?}", c.hops);
+        assert!(c.work_ns.iter().sum::<i64>() <= c.end_ns - c.start_ns, "{name}: {c:?}");
+    }
+}
+
+#[test]
+fn gpipe_bubble_is_the_first_finding() {
+    pipeline("pipeline_gpipe", "gpipe");
+}
+
+#[test]
+fn one_f_one_b_bubble_without_stage_annotations() {
+    pipeline("pipeline_1f1b", "1f1b");
+}
+
+#[test]
+fn slow_stage_is_named() {
+    pipeline("pipeline_slow_stage", "gpipe");
+}
+
+#[test]
+fn pipeline_parts_survive_serialization_and_combine_to_the_same_analysis() {
+    // The app computes each rank's part (its stage figures included) in a worker.
+    let (job, _) = load("pipeline_1f1b");
+    let opts = Options::default();
+    let direct = analyze(&job, &opts);
+    let posted: Vec<rankscope_core::analyze::RankPart> = job
+        .ranks
+        .iter()
+        .rev()
+        .map(|r| {
+            let p = rankscope_core::analyze::rank_part(r, &job.strings, opts.kernel_wait_threshold_ns);
+            let text = serde_json::to_string(&p).unwrap_or_else(|e| panic!("{e}"));
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"))
+        })
+        .collect();
+    let combined = rankscope_core::analyze::combine(posted, job.errors.clone(), &opts);
+    assert!(direct.pipeline.is_some());
+    assert_eq!(combined, direct);
+    let md = rankscope_core::analyze::report::markdown(&direct);
+    assert!(md.contains("## Pipeline") && md.contains("| 0 (slowest) | 0 |"), "{md}");
 }

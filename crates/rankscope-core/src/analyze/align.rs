@@ -10,7 +10,9 @@
 //!
 //! Methods, in order: `user` (`--offset RANK=NS`), `collectives` (above), `step_starts` (median
 //! difference of `ProfilerStep#N` starts, which synchronous data parallel aligns closely),
-//! `timestamps` (trust the file's clock: `baseTimeNanoseconds` / epoch µs). The reference rank
+//! `timestamps` (trust the file's clock: `baseTimeNanoseconds` / epoch µs). Pipeline stages (ranks
+//! with point-to-point exchanges or stage annotations) never use step starts: they start their
+//! steps apart by design. The reference rank
 //! (the lowest) has method `reference`.
 //!
 //! Never correct what is right: an estimate within the noise (|estimate| ≤ max(3 × residual,
@@ -91,7 +93,11 @@ pub fn align(parts: &[RankPart], matched: &[Matched], user: &[(u32, i64)]) -> Ve
                     "collective end times matched with the reference rank",
                 );
             }
-            let diffs: Vec<i64> = if p.steps_synthetic || ref_part.steps_synthetic {
+            // Pipeline stages start their steps apart by design (a stage waits for its
+            // neighbour's activations; the optimizer runs when its own backward ends): their
+            // step starts are no anchors.
+            let pipelined = !p.pipe.steps.is_empty() || !ref_part.pipe.steps.is_empty();
+            let diffs: Vec<i64> = if p.steps_synthetic || ref_part.steps_synthetic || pipelined {
                 Vec::new()
             } else {
                 p.step_starts

@@ -312,6 +312,7 @@ pub fn findings(a: &Analysis, ops: &[Op], th: &Thresholds) -> Vec<Finding> {
         cpu_only: !a.ranks.is_empty() && a.ranks.iter().all(|r| r.metrics_from == "cpu"),
     };
     let mut out: Vec<Finding> = Vec::new();
+    out.extend(pipeline_bubble(&cx));
     let late = if stuck.is_empty() { late_ranks(&cx) } else { None };
     // The late ranks' own symptoms are their finding's; they are kept out of the job-wide
     // ones only when that finding is made.
@@ -372,6 +373,134 @@ pub fn findings(a: &Analysis, ops: &[Op], th: &Thresholds) -> Vec<Finding> {
     // The job stopped: nothing else matters until it runs.
     // One divergence is the cause; the later ones are usually its consequences.
     stuck.into_iter().take(1).chain(out).collect()
+}
+
+/// The pipeline's bubble: stages idle waiting for their neighbours, against the schedule's
+/// (p − 1) / (m + p − 1), the slowest stage, and the fixes that apply. Its saving is the bubble
+/// beyond what the formula leaves at twice the micro-batches (what more micro-batches and
+/// balanced stages could reach).
+fn pipeline_bubble(cx: &Ctx<'_>) -> Option<Finding> {
+    let p = cx.a.pipeline.as_ref()?;
+    if p.per_stage.len() < 2 {
+        return None;
+    }
+    let n = p.per_stage.len() as f64;
+    let mean = |f: fn(&super::pipeline::StageSummary) -> f64| p.per_stage.iter().map(f).sum::<f64>() / n;
+    let bubble_ns = mean(|s| s.bubble_ns as f64);
+    let span_ns = mean(|s| s.span_ns as f64);
+    let share = mean(|s| s.bubble_share);
+    let floor = p.theory_bubble_share_2m.unwrap_or(0.0);
+    let impact = (bubble_ns - floor * span_ns).max(0.0);
+    let mut by_compute: Vec<&super::pipeline::StageSummary> = p.per_stage.iter().collect();
+    by_compute.sort_by(|a, b| b.compute_ns.cmp(&a.compute_ns).then(a.stage.cmp(&b.stage)));
+    let slowest = by_compute[0];
+    let second = by_compute.get(1).map_or(0, |s| s.compute_ns);
+    let mean_compute = mean(|s| s.compute_ns as f64);
+    // One stage far slower than every other is the bottleneck and the fix is that stage's: at
+    // least 40% more compute than the next slowest (first and last stages are naturally
+    // 10–30% heavier, with the embedding and the head).
+    let one_slow = slowest.compute_ns as f64 >= 1.4 * second as f64;
+    let ranks = if one_slow { vec![slowest.rank] } else { p.stages.clone() };
+    let m = p.micro_batches;
+    let stages = p.stages.len();
+    let shares: Vec<String> =
+        p.per_stage.iter().map(|s| format!("stage {} {}", s.stage, pct(s.bubble_share))).collect();
+    let theory = match (p.theory_bubble_share, m, p.virtual_stages.filter(|&v| v > 1)) {
+        (Some(t), Some(m), Some(v)) => format!(
+            ", against (p − 1)/(m·v + p − 1) = {} for {stages} stages, {m} micro-batches and {v} virtual stages per rank",
+            pct(t)
+        ),
+        (Some(t), Some(m), None) => {
+            format!(", against (p − 1)/(m + p − 1) = {} for {stages} stages and {m} micro-batches", pct(t))
+        }
+        _ => String::new(),
+    };
+    let sched = match p.schedule {
+        super::pipeline::Schedule::Unknown => "schedule not told".to_string(),
+        s => format!("{} schedule", s.name()),
+    };
+    let mb = m.map(|m| format!(", {m} micro-batches")).unwrap_or_default();
+    let recv = mean(|s| s.recv_wait_ns as f64);
+    let message = format!(
+        "Pipeline of {stages} stages (ranks {}), {sched}{mb}: the stages are idle {} of the schedule on average waiting for their neighbours (the bubble: {}){theory}; {} per step of it is blocked in receives. Stage {} (rank {}) is the slowest: {} of compute per step, {} above the stages' mean ({}){}.",
+        rank_list(&p.stages),
+        pct(share),
+        shares.join(", "),
+        dur(recv),
+        slowest.stage,
+        slowest.rank,
+        dur(slowest.compute_ns as f64),
+        pct(p.slowest_excess),
+        dur(mean_compute),
+        if one_slow { "; the other stages wait for it" } else { "" },
+    );
+    let mut fixes = Vec::new();
+    if one_slow || p.slowest_excess >= 0.1 {
+        fixes.push(format!(
+            "rebalance the stages: move layers off stage {} (rank {}), whose compute is {} above the mean",
+            slowest.stage,
+            slowest.rank,
+            pct(p.slowest_excess)
+        ));
+    }
+    if let (Some(m), Some(t2)) = (m, p.theory_bubble_share_2m) {
+        fixes.push(format!(
+            "more micro-batches: at {} the formula's bubble is {} (rule of thumb m ≥ 4p = {})",
+            2 * m,
+            pct(t2),
+            4 * stages
+        ));
+    } else {
+        fixes.push("more micro-batches per step (rule of thumb m ≥ 4p)".to_string());
+    }
+    fixes.push(match p.schedule {
+        super::pipeline::Schedule::Interleaved1f1b => {
+            "more virtual stages per rank (v in (p − 1)/(m·v + p − 1)), at the cost of more exchanges".to_string()
+        }
+        super::pipeline::Schedule::OneFOneB => {
+            "an interleaved schedule (ScheduleInterleaved1F1B with v virtual stages per rank: (p − 1)/(m·v + p − 1))".to_string()
+        }
+        _ => "a 1F1B or interleaved schedule (Schedule1F1B bounds the activations in flight; ScheduleInterleaved1F1B with v virtual stages per rank gives (p − 1)/(m·v + p − 1))".to_string(),
+    });
+    let mut fix = fixes.join("; ");
+    if let Some(c) = fix.get(..1) {
+        fix = c.to_uppercase() + &fix[1..];
+    }
+    fix.push('.');
+    let mut evidence = BTreeMap::new();
+    for s in &p.per_stage {
+        evidence.insert(format!("bubble_share_stage_{}", s.stage), s.bubble_share);
+        evidence.insert(format!("compute_ns_stage_{}", s.stage), s.compute_ns as f64);
+    }
+    evidence.insert("bubble_share".into(), share);
+    evidence.insert("bubble_ns".into(), bubble_ns);
+    evidence.insert("recv_wait_ns".into(), recv);
+    evidence.insert("slowest_stage".into(), f64::from(slowest.stage));
+    evidence.insert("slowest_excess".into(), p.slowest_excess);
+    evidence.insert("stages".into(), stages as f64);
+    if let Some(t) = p.theory_bubble_share {
+        evidence.insert("theory_bubble_share".into(), t);
+    }
+    if let Some(t) = p.theory_bubble_share_2m {
+        evidence.insert("theory_bubble_share_2m".into(), t);
+    }
+    if let Some(m) = m {
+        evidence.insert("micro_batches".into(), f64::from(m));
+    }
+    let mut steps: Vec<u32> = p.steps.iter().map(|s| s.step).collect();
+    steps.dedup();
+    Some(Finding {
+        id: "pipeline_bubble".into(),
+        severity: severity_for(impact, cx.step_ns),
+        message,
+        fix,
+        ranks,
+        steps,
+        evidence,
+        symptoms: vec!["exposed_comm".into(), "straggler".into()],
+        location: None,
+        impact_ns: impact as i64,
+    })
 }
 
 /// A hang or mismatch the sequence engine found: the first divergence of a group, said the
@@ -941,7 +1070,9 @@ fn blocking_collectives(cx: &Ctx<'_>) -> Vec<Finding> {
     let n_steps = cx.all_steps.len().max(1) as f64;
     let mut groups: BTreeMap<(String, CollKind), Vec<&diagnose::OriginRow>> = BTreeMap::new();
     for o in cx.a.comm_origins.iter().filter(|o| cx.per_step.contains_key(&o.step)) {
-        if o.region.is_empty() || o.region == "ProfilerStep" {
+        // A stage blocked in a receive waits for its neighbour: that is the pipeline's
+        // bubble (`pipeline_bubble`), not a host synchronization to move.
+        if o.region.is_empty() || o.region == "ProfilerStep" || o.kind.is_p2p() {
             continue;
         }
         groups.entry((o.region.clone(), o.kind)).or_default().push(o);

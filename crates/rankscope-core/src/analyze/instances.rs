@@ -9,6 +9,21 @@
 //! the CPU communication op with the same `External id`; the communication op enclosing the
 //! launch on the host thread (e.g. `nccl:all_reduce` with `Input Dims` and `Input type`).
 //!
+//! **Point-to-point** (`p2p`): sends, recvs and batches of them (`batch_isend_irecv`, an NCCL
+//! group: `nccl:coalesced`) are exchanges between two ranks, not collectives: they are matched
+//! send → recv by [`super::p2p`] and kept out of the collectives' matching below. An instance is
+//! point-to-point when its kind is send, recv or send/recv (NCCL's `ncclDevKernel_SendRecv`
+//! whose enclosing op does not say all_to_all, gather or scatter) and it is not nested in a
+//! collective op (`TORCH_DISTRIBUTED_DEBUG=DETAIL` runs its checks as `gloo:send` / `gloo:recv`
+//! inside `c10d::allreduce_`: those belong to the collective). Its peer (the global rank at the
+//! other end), in order: `Dst Rank` / `Src Rank` of `record_param_comms` (global); the peer in
+//! the `Concrete Inputs` of the `c10d::send` / `c10d::recv_` that enqueued it (gloo: paired with
+//! the backend span by order per direction), or in PGNCCL's profiling title (`nccl:send 0->1`,
+//! `nccl:recv 1<-0`), both ranks in the op's process group, mapped to global ranks through the
+//! group's ranks (`Process Group Ranks`, `distributedInfo.pg_config`; a group that is not known
+//! is taken as the default group). Without any of those the peer stays unknown and
+//! [`super::p2p`] infers it from the pipeline's structure.
+//!
 //! Matching across ranks: by (process group, `Seq`) where the trace has sequence numbers;
 //! otherwise by (process group, collective kind, step, ordinal within the step); without step
 //! markers by whole-trace ordinal, trying small ordinal shifts per rank and keeping one only
@@ -38,6 +53,57 @@ pub struct Instance {
     /// op that enqueued a backend span, else its start. Where in the step it comes from.
     #[serde(default)]
     pub issued_ns: i64,
+    /// A point-to-point exchange (see the module doc), not a collective.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub p2p: bool,
+    /// Point-to-point: the global rank at the other end (a send's destination, a recv's
+    /// source), when the trace says it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<u32>,
+    /// Point-to-point: the tag (`c10d::send` / `c10d::recv_`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<i64>,
+    /// A batch of sends and recvs run as one exchange (`batch_isend_irecv`, `nccl:coalesced`):
+    /// its members' direction (`Send` / `Recv`) and peer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub batch: Vec<(CollKind, Option<u32>)>,
+}
+
+/// Whether `kind` is a point-to-point kind.
+pub fn is_p2p_kind(kind: CollKind) -> bool {
+    matches!(kind, CollKind::Send | CollKind::Recv | CollKind::SendRecv)
+}
+
+/// A process group's ranks from `Process Group Ranks` text (`[0, 1]`); empty when cut (`...`)
+/// or unreadable.
+fn parse_ranks(text: &str) -> Vec<i64> {
+    if text.contains("...") {
+        return Vec::new();
+    }
+    let v: Option<Vec<i64>> = text
+        .trim()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .map(|x| x.parse().ok())
+        .collect();
+    v.unwrap_or_default()
+}
+
+/// The peer in PGNCCL's profiling title: `nccl:send 0->1` (to 1), `nccl:recv 1<-0` (from 0);
+/// ranks in the op's process group.
+fn peer_in_title(name: &str) -> Option<(CollKind, i64)> {
+    let rest = name.strip_prefix("nccl:")?;
+    let (op, ranks) = rest.split_once(' ')?;
+    let (kind, sep) = match op {
+        "send" => (CollKind::Send, "->"),
+        "recv" => (CollKind::Recv, "<-"),
+        _ => return None,
+    };
+    let (_, peer) = ranks.split_once(sep)?;
+    Some((kind, peer.trim().parse().ok()?))
 }
 
 /// Bytes per element of a dtype as Kineto spells it (`Float`, `float`, `c10::BFloat16`, ...).
@@ -105,6 +171,7 @@ pub fn rank_instances(r: &RankEntry, strings: &StringTable) -> Vec<Instance> {
             cpu.iter().copied().filter(|&i| super::breakdown::is_backend_span(t, strings, i)).collect();
         top_level(t, if backend.is_empty() { cpu } else { backend })
     };
+    let row_of = |q: usize| (e.args[q] != NONE_U32).then_some(e.args[q] as usize);
     // Host-side communication ops with their args, by External id and by lane for enclosure.
     let mut by_ext: FxHashMap<u64, usize> = FxHashMap::default();
     let mut host_comm_by_lane: FxHashMap<LaneId, Vec<usize>> = FxHashMap::default();
@@ -136,6 +203,8 @@ pub fn rank_instances(r: &RankEntry, strings: &StringTable) -> Vec<Instance> {
     };
     let mut chosen = chosen;
     chosen.sort_by_key(|&i| (e.ts_ns[i], i));
+    let p2p_host = if gpu_side { P2pHost::default() } else { P2pHost::new(t, strings, &chosen) };
+    let world = t.meta.distributed.as_ref().and_then(|d| d.world_size);
     let mut out = Vec::with_capacity(chosen.len());
     for (k, i) in chosen.into_iter().enumerate() {
         let own = (e.args[i] != NONE_U32).then_some(e.args[i] as usize);
@@ -147,7 +216,9 @@ pub fn rank_instances(r: &RankEntry, strings: &StringTable) -> Vec<Instance> {
                 v.iter().rev().find(|&&h| e.ts_ns[h] <= ts && e.end_ns(h) >= ts).map(|&h| e.args[h] as usize)
             })
         });
-        let rows: Vec<usize> = [own, via_ext, via_launch].into_iter().flatten().collect();
+        let enq = p2p_host.enqueue_of(i);
+        let rows: Vec<usize> =
+            [own, via_ext, via_launch, enq.and_then(&row_of)].into_iter().flatten().collect();
         let size = rows.iter().find_map(|&a| args_bytes(t, strings, a));
         let pg = rows
             .iter()
@@ -173,7 +244,90 @@ pub fn rank_instances(r: &RankEntry, strings: &StringTable) -> Vec<Instance> {
                 kind = k;
             }
         }
-        let world = t.meta.distributed.as_ref().and_then(|d| d.world_size);
+        if matches!(kind, CollKind::SendRecv) {
+            // A send/recv kernel whose op says which.
+            if let Some(k) = from_args.filter(|k| matches!(k, CollKind::Send | CollKind::Recv)) {
+                kind = k;
+            }
+        }
+        // The innermost host op enclosing the launch (`nccl:send 0->1`, `nccl:coalesced`).
+        let launch_host = r.norm.links.launch_of(EventIdx(i as u32)).and_then(|l| {
+            let l = l.0 as usize;
+            let ts = e.ts_ns[l];
+            host_comm_by_lane
+                .get(&e.lane[l])
+                .and_then(|v| v.iter().rev().find(|&&h| e.ts_ns[h] <= ts && e.end_ns(h) >= ts).copied())
+        });
+        if kind == CollKind::SendRecv {
+            // NCCL runs all_to_all, gather and scatter as grouped send/recv: the op says so.
+            if let Some(h) = launch_host {
+                let k = crate::normalize::coll_kind_of(strings.get(e.name[h]));
+                if matches!(k, CollKind::AllToAll | CollKind::Gather | CollKind::Scatter) {
+                    kind = k;
+                }
+            }
+        }
+        let p2p = is_p2p_kind(kind) && !p2p_host.in_collective(i);
+        let (mut peer, mut tag, mut batch) = (None, None, Vec::new());
+        if p2p {
+            let pg_ranks: Vec<i64> = rows
+                .iter()
+                .filter_map(|&a| t.comm.pg_ranks.get(a).copied())
+                .find(|s| *s != StrId::EMPTY)
+                .map(|s| parse_ranks(strings.get(s)))
+                .filter(|v| !v.is_empty())
+                .or_else(|| {
+                    t.meta.distributed.as_ref().and_then(|d| {
+                        d.pg_config
+                            .iter()
+                            .find(|g| g.name == pg && !g.ranks.is_empty())
+                            .map(|g| g.ranks.clone())
+                    })
+                })
+                .unwrap_or_default();
+            let global = |group_rank: i64| -> Option<u32> {
+                let g = if pg_ranks.is_empty() {
+                    group_rank
+                } else {
+                    *pg_ranks.get(usize::try_from(group_rank).ok()?)?
+                };
+                u32::try_from(g).ok()
+            };
+            for &a in &rows {
+                let c = &t.comm;
+                let ev = c.event.get(a).map_or(usize::MAX, |x| x.0 as usize);
+                let group_local = ev < e.len() && strings.get(e.name[ev]).starts_with("c10d::");
+                let v = match kind {
+                    CollKind::Send => c.dst_rank.get(a).copied(),
+                    CollKind::Recv => c.src_rank.get(a).copied(),
+                    _ => None,
+                };
+                if let Some(v) = v.filter(|&v| v >= 0) {
+                    if peer.is_none() {
+                        peer = if group_local { global(i64::from(v)) } else { u32::try_from(v).ok() };
+                    }
+                }
+                if tag.is_none() {
+                    tag = c.tag.get(a).copied().filter(|&x| x >= 0).map(i64::from);
+                }
+            }
+            if peer.is_none() {
+                let title = launch_host.map(|h| strings.get(e.name[h])).or_else(|| {
+                    let n = strings.get(e.name[i]);
+                    n.starts_with("nccl:").then_some(n)
+                });
+                if let Some((k, v)) = title.and_then(peer_in_title) {
+                    if k == kind {
+                        peer = global(v);
+                    }
+                }
+            }
+            if kind == CollKind::SendRecv {
+                batch = launch_host
+                    .map(|h| p2p_batch(t, strings, h, &host_comm_by_lane, &global))
+                    .unwrap_or_default();
+            }
+        }
         let bytes = size.map(|s| match (kind, s.input_only, group_size.or(world)) {
             (CollKind::AllGather, true, Some(n)) if n > 0 => s.bytes.saturating_mul(n),
             _ => s.bytes,
@@ -194,14 +348,144 @@ pub fn rank_instances(r: &RankEntry, strings: &StringTable) -> Vec<Instance> {
                 .launch_of(EventIdx(i as u32))
                 .map(|l| e.ts_ns[l.0 as usize])
                 .or_else(|| enqueue.get(k).map(|&q| e.ts_ns[q]))
+                .or_else(|| enq.map(|q| e.ts_ns[q]))
                 .unwrap_or(e.ts_ns[i]),
+            p2p,
+            peer,
+            tag,
+            batch,
         });
     }
     out.sort_by_key(|x| (x.start_ns, x.event));
     out
 }
 
-/// Keeps the events not contained in another of the list on the same lane.
+/// The members of a batched point-to-point exchange launched inside host op `h` (an NCCL group,
+/// `nccl:coalesced`): the sends and recvs recorded on its thread inside it, or since the
+/// previous communication op ended when they precede it (PGNCCL records each `isend` / `irecv`
+/// of a coalescing block, then launches the group at its end).
+fn p2p_batch(
+    t: &RankTrace,
+    strings: &StringTable,
+    h: usize,
+    host_comm_by_lane: &FxHashMap<LaneId, Vec<usize>>,
+    global: &dyn Fn(i64) -> Option<u32>,
+) -> Vec<(CollKind, Option<u32>)> {
+    let e = &t.events;
+    let Some(v) = host_comm_by_lane.get(&e.lane[h]) else { return Vec::new() };
+    let dir = |q: usize| match e.coll_kind(q) {
+        k @ (CollKind::Send | CollKind::Recv) => Some(k),
+        _ => None,
+    };
+    // Where the block starts: the end of the previous op on the thread that is not a send or
+    // recv (nor inside `h`).
+    let start = v
+        .iter()
+        .filter(|&&q| e.end_ns(q) <= e.ts_ns[h] && dir(q).is_none() && q != h)
+        .map(|&q| e.end_ns(q))
+        .max()
+        .unwrap_or(i64::MIN);
+    let mut out = Vec::new();
+    let mut last_end = i64::MIN;
+    for &q in v {
+        let inside = e.ts_ns[q] >= e.ts_ns[h] && e.end_ns(q) <= e.end_ns(h) && q != h;
+        let before = e.ts_ns[q] >= start && e.end_ns(q) <= e.ts_ns[h];
+        let Some(k) = dir(q) else { continue };
+        // One member per op: an op and the `record_param_comms` nested in it are one.
+        if !(inside || before) || e.ts_ns[q] < last_end {
+            continue;
+        }
+        last_end = e.end_ns(q);
+        let a = e.args[q] as usize;
+        let c = &t.comm;
+        let raw = match k {
+            CollKind::Send => c.dst_rank.get(a).copied(),
+            _ => c.src_rank.get(a).copied(),
+        }
+        .filter(|&x| x >= 0);
+        let group_local = strings.get(e.name[q]).starts_with("c10d::");
+        let peer = raw.and_then(|x| if group_local { global(i64::from(x)) } else { u32::try_from(x).ok() });
+        out.push((k, peer));
+    }
+    out
+}
+
+/// Host-side facts of CPU-only point-to-point spans: the `c10d::send` / `c10d::recv_` that
+/// enqueued each backend span, and the collective ops the spans may be nested in.
+#[derive(Debug, Default)]
+struct P2pHost {
+    /// `(span, enqueue op)`, sorted by span.
+    enqueue: Vec<(usize, usize)>,
+    /// Spans nested in a collective op (not point-to-point exchanges).
+    nested: Vec<usize>,
+}
+
+impl P2pHost {
+    fn new(t: &RankTrace, strings: &StringTable, chosen: &[usize]) -> P2pHost {
+        let e = &t.events;
+        let c10d =
+            |i: usize| e.class[i] == Class::Communication && strings.get(e.name[i]).starts_with("c10d::");
+        let mut out = P2pHost::default();
+        // Collective ops per lane, to find the spans nested in one.
+        let mut coll_ops: FxHashMap<LaneId, Vec<usize>> = FxHashMap::default();
+        for i in 0..e.len() {
+            if c10d(i) && e.kind[i] == EventKind::Slice && !is_p2p_kind(e.coll_kind(i)) {
+                coll_ops.entry(e.lane[i]).or_default().push(i);
+            }
+        }
+        for &i in chosen {
+            if !is_p2p_kind(e.coll_kind(i)) {
+                continue;
+            }
+            let inside = coll_ops.get(&e.lane[i]).is_some_and(|v| {
+                v.iter().any(|&q| e.ts_ns[q] <= e.ts_ns[i] && e.end_ns(q) >= e.end_ns(i) && q != i)
+            });
+            if inside {
+                out.nested.push(i);
+            }
+        }
+        for kind in [CollKind::Send, CollKind::Recv] {
+            let mut spans: Vec<usize> = chosen
+                .iter()
+                .copied()
+                .filter(|&i| e.coll_kind(i) == kind && !out.nested.contains(&i))
+                .collect();
+            let mut ops: Vec<usize> = (0..e.len())
+                .filter(|&i| c10d(i) && e.kind[i] == EventKind::Slice && e.coll_kind(i) == kind)
+                .collect();
+            spans.sort_by_key(|&i| (e.ts_ns[i], i));
+            ops.sort_by_key(|&i| (e.ts_ns[i], i));
+            if spans.len() == ops.len() {
+                out.enqueue.extend(spans.into_iter().zip(ops));
+            } else {
+                // Each span with the latest unused op of its direction that began before it.
+                let mut used = vec![false; ops.len()];
+                for sp in spans {
+                    let k = ops.partition_point(|&q| e.ts_ns[q] <= e.ts_ns[sp]);
+                    if let Some(j) = (0..k).rev().find(|&j| !used[j]) {
+                        used[j] = true;
+                        out.enqueue.push((sp, ops[j]));
+                    }
+                }
+            }
+        }
+        out.enqueue.sort_unstable();
+        out.nested.sort_unstable();
+        out
+    }
+
+    fn enqueue_of(&self, span: usize) -> Option<usize> {
+        self.enqueue.binary_search_by_key(&span, |x| x.0).ok().map(|k| self.enqueue[k].1)
+    }
+
+    fn in_collective(&self, span: usize) -> bool {
+        self.nested.binary_search(&span).is_ok()
+    }
+}
+
+/// Keeps the events not contained in another of the list on the same lane. A point-to-point
+/// span contains nothing: gloo's async `gloo:send` lasts until its recv completed, and the
+/// thread's next exchanges (`gloo:recv`, the next `gloo:send`) start inside it.
 fn top_level(t: &RankTrace, mut idx: Vec<usize>) -> Vec<usize> {
     let e = &t.events;
     idx.sort_by_key(|&i| (e.lane[i], e.ts_ns[i], std::cmp::Reverse(e.dur_ns[i])));
@@ -211,7 +495,9 @@ fn top_level(t: &RankTrace, mut idx: Vec<usize>) -> Vec<usize> {
         match cur {
             Some((l, end)) if l == e.lane[i] && e.end_ns(i) <= end => continue,
             _ => {
-                cur = Some((e.lane[i], e.end_ns(i)));
+                if !is_p2p_kind(e.coll_kind(i)) {
+                    cur = Some((e.lane[i], e.end_ns(i)));
+                }
                 out.push(i);
             }
         }

@@ -120,6 +120,7 @@ pub fn markdown(a: &Analysis) -> String {
     totals(&mut s, a);
     alignment(&mut s, a);
     collectives(&mut s, a);
+    pipeline(&mut s, a);
     origins(&mut s, a);
     if !a.fabric.is_empty() {
         let _ = writeln!(s, "\n## Against the fabric (nccl-tests)\n");
@@ -527,6 +528,51 @@ fn origins(s: &mut String, a: &Analysis) {
     }
     if rows.len() > listed {
         let _ = writeln!(s, "\n({} more origin(s) in the JSON's `comm_origins`.)", rows.len() - listed);
+    }
+}
+
+/// The pipeline table (nothing without a pipeline): per stage, the means over steps.
+fn pipeline(s: &mut String, a: &Analysis) {
+    let Some(p) = &a.pipeline else { return };
+    let _ = writeln!(
+        s,
+        "\n## Pipeline\n\n{} stages (ranks {}), schedule {}, {} micro-batches; theory (p − 1)/(m + p − 1) = {}.\n",
+        p.stages.len(),
+        p.stages.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(" → "),
+        p.schedule.name(),
+        p.micro_batches.map_or("?".into(), |m| m.to_string()),
+        p.theory_bubble_share.map_or("-".into(), |t| format!("{:.1}%", 100.0 * t)),
+    );
+    let _ =
+        writeln!(s, "| stage | rank | span (ms) | compute (ms) | bubble (ms) | bubble % | recv wait (ms) |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+    for x in &p.per_stage {
+        let slowest = if p.slowest_stage == Some(x.stage) { " (slowest)" } else { "" };
+        let _ = writeln!(
+            s,
+            "| {}{slowest} | {} | {} | {} | {} | {:.1} | {} |",
+            x.stage,
+            x.rank,
+            ms(x.span_ns),
+            ms(x.compute_ns),
+            ms(x.bubble_ns),
+            100.0 * x.bubble_share,
+            ms(x.recv_wait_ns),
+        );
+    }
+    if !p.critical_path.is_empty() {
+        let _ = writeln!(s);
+    }
+    for c in &p.critical_path {
+        let stages: Vec<String> =
+            c.hops.iter().rev().filter(|h| h.what == "work").map(|h| h.stage.to_string()).collect();
+        let _ = writeln!(
+            s,
+            "- step {} critical path ({} ms): stages {}",
+            c.step,
+            ms(c.end_ns - c.start_ns),
+            stages.join(" → ")
+        );
     }
 }
 

@@ -20,6 +20,7 @@ pub mod instances;
 pub mod intervals;
 pub mod issued;
 pub mod markdown;
+pub mod pipeline;
 pub mod regions;
 pub mod report;
 pub mod waits;
@@ -158,6 +159,11 @@ pub struct Analysis {
     /// ([`crate::sequence`]). Absent without collectives.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sequence: Option<crate::sequence::SequenceReport>,
+    /// Pipeline parallelism: the stages the point-to-point exchanges chain, micro-batches,
+    /// schedule, and per stage × step compute, bubble and receive wait ([`pipeline`]). Absent
+    /// without a pipeline.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pipeline: Option<pipeline::PipelineReport>,
     /// The collectives against nccl-tests (empty without nccl-tests input).
     pub fabric: Vec<fabric::FabricComparison>,
     pub findings: Vec<findings::Finding>,
@@ -198,6 +204,10 @@ pub struct RankPart {
     /// The collective calls the host issued (`c10d::*`), for the mismatch engine.
     #[serde(default)]
     pub issued: Vec<issued::Issued>,
+    /// Per step: the stage figures of a pipeline rank (empty without exchanges or stage
+    /// annotations).
+    #[serde(default)]
+    pub pipe: pipeline::RankPipe,
     pub diagnostics: Vec<FileDiagnostic>,
 }
 
@@ -265,6 +275,8 @@ pub fn rank_part(r: &RankEntry, strings: &StringTable, kernel_wait_threshold_ns:
     let instances = instances::rank_instances(r, strings);
     let steps: Vec<(u32, breakdown::StepRank)> = windows.iter().map(|w| w.0).zip(rows).collect();
     let regions = regions::rank_regions(r, strings, &windows);
+    let device_compute = (sets.source == "gpu").then_some(&sets.compute);
+    let pipe = pipeline::rank_pipe(r, strings, &windows, &instances, device_compute);
     let comm_set = sets.comm.intervals().to_vec();
     let overlap_set = sets.compute.intersect(&sets.comm).intervals().to_vec();
     let ctx = critical_path::RankCtx::new(r, sets, windows, gaps);
@@ -289,6 +301,7 @@ pub fn rank_part(r: &RankEntry, strings: &StringTable, kernel_wait_threshold_ns:
         overlap_set,
         regions,
         issued: issued::issued_ops(r, strings),
+        pipe,
         diagnostics: r
             .trace
             .diagnostics
@@ -309,7 +322,12 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
     let insts: Vec<Vec<instances::Instance>> =
         parts.iter_mut().map(|p| std::mem::take(&mut p.instances)).collect();
     let sequence = sequence_report(&parts, &insts, world);
-    let (matched, matching) = instances::match_instances(&ranks, steps_known, &insts);
+    // Point-to-point exchanges pair two ranks ([`pipeline`]); only collectives are matched
+    // across the group.
+    let colls_only: Vec<Vec<instances::Instance>> =
+        insts.iter().map(|v| v.iter().filter(|x| !x.p2p).cloned().collect()).collect();
+    let (matched, matching) = instances::match_instances(&ranks, steps_known, &colls_only);
+
     // A collective that a loaded member of its group never joined (a hang, a rank that left,
     // a profiling window that closed earlier) is waiting, not a rendezvous: it anchors no
     // alignment and has no transfer.
@@ -317,6 +335,11 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
     let (complete, partial): (Vec<instances::Matched>, Vec<instances::Matched>) =
         matched.into_iter().partition(|m| !instances::is_partial(m, &members));
     let alignment = align::align(&parts, &complete, &opts.offsets);
+    let pipe_report = {
+        let pipes: Vec<&pipeline::RankPipe> = parts.iter().map(|p| &p.pipe).collect();
+        let offsets: Vec<(u32, i64)> = alignment.iter().map(|a| (a.rank, a.offset_ns)).collect();
+        pipeline::report(&ranks, &insts, &pipes, &offsets)
+    };
     let mut ops = collectives::ops(&complete, &alignment, world);
     for mut o in collectives::ops(&partial, &alignment, world) {
         o.partial = true;
@@ -344,18 +367,36 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
         })
         .collect();
     let insts_ranked: Vec<(u32, Vec<instances::Instance>)> = ranks.iter().copied().zip(insts).collect();
-    let colls = collectives::stats(&ops, &insts_ranked, world);
+    let colls_ranked: Vec<(u32, Vec<instances::Instance>)> = ranks.iter().copied().zip(colls_only).collect();
+    let colls = collectives::stats(&ops, &colls_ranked, world);
+    // A stage's time in its exchanges is waiting for its neighbour (the bubble), never a
+    // transfer to overlap: it joins the wait like an orphan's.
+    let p2p_sets: Vec<intervals::Set> =
+        insts_ranked.iter().map(|(_, v)| intervals::Set::from_unsorted(pipeline::p2p_intervals(v))).collect();
+    let mut orphans = orphans;
+    orphans.resize(parts.len(), Vec::new());
+    for (o, s) in orphans.iter_mut().zip(&p2p_sets) {
+        o.extend(s.intervals().iter().copied());
+    }
     let waits = waits::rank_waits(&parts, &ops, &alignment, &orphans);
     for (p, w) in parts.iter_mut().zip(&waits) {
         fill_waits(p, w);
     }
     let mut per_step: std::collections::BTreeMap<u32, Vec<breakdown::StepRank>> = Default::default();
-    for p in &parts {
+    // Who waited for whom at collectives: the exchanges' wait is the pipeline's, not a late rank's.
+    let mut per_step_colls: std::collections::BTreeMap<u32, Vec<breakdown::StepRank>> = Default::default();
+    for ((p, w), s) in parts.iter().zip(&waits).zip(&p2p_sets) {
+        let p2p_wait = w.wait.intersect(s);
+        let p2p_exposed = w.exposed_wait.intersect(s);
         for (step, row) in &p.steps {
             per_step.entry(*step).or_default().push(row.clone());
+            let mut r = row.clone();
+            r.comm_wait_ns = (r.comm_wait_ns - p2p_wait.len_within(r.start_ns, r.end_ns)).max(0);
+            r.exposed_wait_ns = (r.exposed_wait_ns - p2p_exposed.len_within(r.start_ns, r.end_ns)).max(0);
+            per_step_colls.entry(*step).or_default().push(r);
         }
     }
-    let step_waits = diagnose::step_waits(&per_step, WAIT_NOISE_NS);
+    let step_waits = diagnose::step_waits(&per_step_colls, WAIT_NOISE_NS);
     let (region_rows, phase_rows) = diagnose::host_rows(&parts, &waits);
     let (origins, origin_of) =
         diagnose::comm_origins(&parts, &insts_ranked.iter().map(|x| x.1.clone()).collect::<Vec<_>>(), &waits);
@@ -396,6 +437,7 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
         phases: phase_rows,
         comm_origins: origins,
         sequence,
+        pipeline: pipe_report,
         fabric: Vec::new(),
         findings: Vec::new(),
         diagnostics: parts.iter().flat_map(|p| p.diagnostics.iter().cloned()).collect(),

@@ -317,6 +317,13 @@ pub struct CommArgs {
     pub pg_ranks: Vec<StrId>,
     /// Per-process-group sequence number (`Seq`), when the trace has it.
     pub seq: Vec<i64>,
+    /// Point-to-point ops: the sending and the receiving rank (`Src Rank` / `Dst Rank` of
+    /// `record_param_comms`, global ranks), or the peer of `c10d::send` / `c10d::recv_` from
+    /// their `Concrete Inputs` (its rank in the op's process group); -1 when absent.
+    pub src_rank: Vec<i32>,
+    pub dst_rank: Vec<i32>,
+    /// The tag of `c10d::send` / `c10d::recv_` (`Concrete Inputs`), or -1.
+    pub tag: Vec<i32>,
     /// Number of elements of the first input tensor from `Input Dims` (annotations without
     /// message sizes), or -1.
     pub input_elems: Vec<i64>,
@@ -332,7 +339,7 @@ impl CommArgs {
     }
 
     /// Bytes per row held by the columns.
-    pub const BYTES_PER_ROW: usize = 4 + 4 + 8 * 4 + 4 + 8 + 4 * 3 + 8 + 8;
+    pub const BYTES_PER_ROW: usize = 4 + 4 + 8 * 4 + 4 + 8 + 4 * 3 + 8 + 4 * 3 + 8;
 }
 
 /// Whether a lane is a CPU thread or a GPU stream.

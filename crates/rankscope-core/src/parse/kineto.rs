@@ -226,6 +226,11 @@ struct Args {
     pg_desc: Option<StrId>,
     pg_ranks: Option<StrId>,
     seq: Option<i64>,
+    /// `Src Rank` / `Dst Rank` of a point-to-point op (`record_param_comms`: global ranks), or
+    /// the peer and tag from the `Concrete Inputs` of `c10d::send` / `c10d::recv_`.
+    src_rank: Option<i64>,
+    dst_rank: Option<i64>,
+    tag: Option<i64>,
     input_elems: Option<i64>,
     input_type: Option<StrId>,
     // Metadata (`M`) event arguments.
@@ -244,6 +249,8 @@ impl Args {
             || self.group_size.is_some()
             || self.pg_name.is_some()
             || self.seq.is_some()
+            || self.src_rank.is_some()
+            || self.dst_rank.is_some()
             || self.input_elems.is_some()
     }
 }
@@ -1375,7 +1382,7 @@ impl TraceParser {
                         self.counter_args(buf, pos, base)?;
                     } else {
                         let s = *pos;
-                        self.args(buf, pos, base, &mut ev.args)?;
+                        self.args(buf, pos, base, ev.name, &mut ev.args)?;
                         if ev.ph == 0 && ev.ph_other.is_none() {
                             ev.args_span = Some((s, *pos));
                         }
@@ -1396,7 +1403,7 @@ impl TraceParser {
 
     /// Reads the kept keys of `args`; skips the rest.
     #[inline]
-    fn args(&mut self, buf: &[u8], pos: &mut usize, base: u64, a: &mut Args) -> Res<()> {
+    fn args(&mut self, buf: &[u8], pos: &mut usize, base: u64, name: Option<StrId>, a: &mut Args) -> Res<()> {
         if json::peek(buf, pos)? != b'{' {
             return json::skip_value(buf, pos);
         }
@@ -1419,6 +1426,20 @@ impl TraceParser {
                 b"Process Group Description" => a.pg_desc = self.read_str(buf, pos, base)?,
                 b"Process Group Ranks" => a.pg_ranks = self.ranks_text(buf, pos, base)?,
                 b"Seq" | b"seq" | b"Sequence" => a.seq = self.read_num(buf, pos, base, 0)?,
+                b"Src Rank" => a.src_rank = self.read_num(buf, pos, base, 0)?,
+                b"Dst Rank" => a.dst_rank = self.read_num(buf, pos, base, 0)?,
+                b"Concrete Inputs" if self.is_p2p_op(name) => {
+                    let (peer, tag) = self.peer_and_tag(buf, pos, base)?;
+                    let send = name.is_some_and(|n| self.out.strings.get(n) == "c10d::send");
+                    if peer.is_some() {
+                        if send {
+                            a.dst_rank = peer;
+                        } else {
+                            a.src_rank = peer;
+                        }
+                    }
+                    a.tag = tag;
+                }
                 b"Input Dims" => a.input_elems = self.first_dims_product(buf, pos, base)?,
                 b"Input type" => a.input_type = self.first_string(buf, pos, base)?,
                 b"name" => a.m_name = self.read_str(buf, pos, base)?,
@@ -1440,6 +1461,44 @@ impl TraceParser {
             }
         }
         Ok(())
+    }
+
+    /// Whether `name` is a point-to-point op whose `Concrete Inputs` are `[tensors, group,
+    /// peer, tag]` (`c10d::send(Tensor[], ProcessGroup, int dstRank, int tag)`,
+    /// `c10d::recv_(Tensor[], ProcessGroup, int srcRank, int tag)`). Only those are read: every
+    /// operator recorded with shapes has `Concrete Inputs`.
+    fn is_p2p_op(&self, name: Option<StrId>) -> bool {
+        name.is_some_and(|n| matches!(self.out.strings.get(n), "c10d::send" | "c10d::recv_"))
+    }
+
+    /// The third and fourth elements of `Concrete Inputs` as integers (`["", "", "2", "0"]`):
+    /// the peer's rank in the op's process group and the tag.
+    fn peer_and_tag(&mut self, buf: &[u8], pos: &mut usize, base: u64) -> Res<(Option<i64>, Option<i64>)> {
+        if json::peek(buf, pos)? != b'[' {
+            return json::skip_value(buf, pos).map(|_| (None, None));
+        }
+        *pos += 1;
+        let (mut peer, mut tag) = (None, None);
+        let mut k = 0usize;
+        loop {
+            match json::peek(buf, pos)? {
+                b']' => {
+                    *pos += 1;
+                    break;
+                }
+                b',' => *pos += 1,
+                _ => {
+                    match k {
+                        2 => peer = self.read_num(buf, pos, base, 0)?,
+                        3 => tag = self.read_num(buf, pos, base, 0)?,
+                        _ => json::skip_value(buf, pos)?,
+                    }
+                    k += 1;
+                }
+            }
+        }
+        let ok = |v: Option<i64>| v.filter(|&x| (0..=i64::from(i32::MAX)).contains(&x));
+        Ok((ok(peer), ok(tag)))
     }
 
     /// `Process Group Ranks` is usually a string (`"[0, 1]"`); an array (possibly cut with
@@ -1631,7 +1690,9 @@ impl TraceParser {
             && a.out_bytes.is_none()
             && a.group_size.is_none()
             && a.pg_name.is_none()
-            && a.seq.is_none();
+            && a.seq.is_none()
+            && a.src_rank.is_none()
+            && a.dst_rank.is_none();
         if only_dims {
             let n = self.out.strings.get(name);
             if !COMM_NAME_PREFIXES.iter().any(|p| n.starts_with(p)) {
@@ -1652,6 +1713,10 @@ impl TraceParser {
         c.pg_desc.push(a.pg_desc.unwrap_or(StrId::EMPTY));
         c.pg_ranks.push(a.pg_ranks.unwrap_or(StrId::EMPTY));
         c.seq.push(a.seq.unwrap_or(-1));
+        let rank32 = |v: Option<i64>| v.and_then(|x| i32::try_from(x).ok()).filter(|&x| x >= 0).unwrap_or(-1);
+        c.src_rank.push(rank32(a.src_rank));
+        c.dst_rank.push(rank32(a.dst_rank));
+        c.tag.push(rank32(a.tag));
         c.input_elems.push(a.input_elems.unwrap_or(-1));
         row
     }

@@ -350,7 +350,10 @@ fn group_report(
             absent.push(r);
         }
     }
-    let silent: Vec<u32> = lanes.iter().filter(|l| l.recs.is_empty()).map(|l| l.rank).collect();
+    // Silent: members without a collective where another member issued some (a group of
+    // point-to-point exchanges only, a pipeline's, has no collective sequence to miss).
+    let any_coll = lanes.iter().any(|l| !l.recs.is_empty());
+    let silent: Vec<u32> = lanes.iter().filter(|l| any_coll && l.recs.is_empty()).map(|l| l.rank).collect();
     let lanes: Vec<Lane<'_>> = lanes.into_iter().filter(|l| !l.recs.is_empty()).collect();
     let timeout_dump =
         lanes.iter().flat_map(|l| l.recs.iter().filter_map(|&(_, i)| l.seq.records[i].timeout_ms)).max();

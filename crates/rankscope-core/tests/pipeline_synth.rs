@@ -1,0 +1,80 @@
+//! Pipelines on GPU-shaped traces: the synth generator's pipeline presets (NCCL send/recv
+//! kernels, `record_param_comms` with `Src Rank` / `Dst Rank`, per-edge process groups,
+//! GPipe / 1F1B / interleaved schedules), whose manifest has the truth per rank × step.
+#![allow(clippy::expect_used, clippy::unwrap_used)] // a failed expectation is the test failing
+
+mod common;
+
+use rankscope_core::analyze::{analyze, Analysis, Options};
+use rankscope_core::normalize::{assemble, Rules};
+use rankscope_core::synth::{self, Manifest, Scenario, SynthConfig};
+
+fn run(s: Scenario) -> (Analysis, Manifest) {
+    let cfg = SynthConfig { steps: 3, ..s.config() };
+    let traces = synth::write_ranks(&cfg, vec![Vec::new(); cfg.ranks as usize])
+        .expect("write_ranks")
+        .into_iter()
+        .enumerate()
+        .map(|(r, (b, _))| {
+            common::ingest_chunked(&synth::file_name(r as u32, false), &b, 1 << 20).expect("a trace")
+        })
+        .collect();
+    let job = assemble(traces, &[], &Rules::default());
+    (analyze(&job, &Options::default()), synth::manifest(&cfg))
+}
+
+/// Stages, schedule, micro-batches and the formula as generated; per-stage bubble share within
+/// 0.06 of the manifest's (whose window is the replica's first forward kernel to its last
+/// backward kernel, ours the step minus the optimizer: the last stage's differ most); every
+/// message matched; the bubble first, no straggler.
+#[test]
+fn synth_pipelines_match_their_manifest() {
+    for s in [
+        Scenario::PipelineGpipe,
+        Scenario::Pipeline1f1b,
+        Scenario::PipelineInterleaved,
+        Scenario::PipelineSlowStage,
+    ] {
+        let name = s.name();
+        let (a, m) = run(s);
+        let mp = m.pipeline.as_ref().expect("truth");
+        let p = a.pipeline.as_ref().unwrap_or_else(|| panic!("{name}: no pipeline"));
+        assert_eq!(p.stages.len() as u32, mp.stages, "{name}");
+        assert_eq!(
+            serde_json::to_value(p.schedule).unwrap(),
+            serde_json::to_value(mp.schedule).unwrap(),
+            "{name}"
+        );
+        assert_eq!(a.findings.first().map(|f| f.id.as_str()), Some("pipeline_bubble"), "{name}");
+        assert!(a.findings.iter().all(|f| f.id != "straggler" && f.id != "small_collectives"), "{name}");
+        assert!(a.collectives.iter().all(|c| !c.kind.is_p2p()), "{name}");
+        let matched: usize = p.links.iter().map(|l| l.matched).sum();
+        assert_eq!(matched, mp.p2p.len(), "{name}: {:?}", p.links);
+        if let Some(v) = p.virtual_stages.filter(|&v| v > 1) {
+            assert_eq!(v, mp.virtual_stages, "{name}");
+        }
+        if let Some(t) = p.theory_bubble_share {
+            assert_eq!(p.micro_batches, Some(mp.micro_batches), "{name}");
+            assert!(
+                (t - mp.formula_bubble_fraction).abs() < 1e-9,
+                "{name}: {t} vs {}",
+                mp.formula_bubble_fraction
+            );
+        }
+        for st in &p.per_stage {
+            let t = mp.ranks.iter().find(|r| r.rank == st.rank).unwrap();
+            let want = t.bubble_fraction.iter().sum::<f64>() / t.bubble_fraction.len() as f64;
+            eprintln!("{name}: stage {} bubble share {:.3} manifest {want:.3}", st.stage, st.bubble_share);
+            assert!(
+                (st.bubble_share - want).abs() <= 0.06,
+                "{name}: stage {}: {} vs {want}",
+                st.stage,
+                st.bubble_share
+            );
+        }
+        if let Some(slow) = mp.slow_stage {
+            assert_eq!(p.slowest_stage, Some(slow), "{name}");
+            assert_eq!(a.findings[0].ranks, [p.stages[slow as usize]], "{name}");
+        }
+    }
+}
