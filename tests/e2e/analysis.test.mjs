@@ -186,6 +186,31 @@ test('a real hang (zoo): the finding names the rank that skipped the collective,
   await page.close();
 });
 
+test('a real pipeline with a slow stage (zoo): the bubble finding first, the Pipeline view shows each stage against the formula', async () => {
+  const dir = path.join(ROOT, 'tests/zoo/pipeline_slow_stage');
+  const files = fs.readdirSync(dir).filter((f) => f.endsWith('.json.gz')).sort().map((f) => path.join(dir, f));
+  const cli = JSON.parse(execFileSync(BIN, ['analyze', '--json', ...files], { maxBuffer: 64 << 20, stdio: ['ignore', 'pipe', 'ignore'] }).toString());
+  const { page } = await openWith(files);
+  await page.click('[data-testid=nav-summary]');
+  const lead = page.locator('[data-testid=finding]').first();
+  assert.equal(await lead.getAttribute('data-id'), 'pipeline_bubble');
+  assert.equal(await lead.getAttribute('data-ranks'), '2');
+  assert.equal(await page.locator('[data-testid=finding][data-id=straggler]').count(), 0);
+  await page.click('[data-testid=nav-pipeline]');
+  await page.waitForSelector('[data-testid=stage-bars]');
+  const bars = await page.$$eval('[data-testid=stage-bar]', (els) => els.map((e) => ({ stage: +e.dataset.stage, share: +e.dataset.bubbleShare })));
+  assert.equal(bars.length, cli.pipeline.per_stage.length);
+  for (const s of cli.pipeline.per_stage) {
+    const b = bars.find((x) => x.stage === s.stage);
+    assert.ok(Math.abs(b.share - s.bubble_share) < 1e-4, `stage ${s.stage}: ${b.share} vs ${s.bubble_share}`);
+  }
+  assert.match(await page.locator('[data-testid=stage-row].named').innerText(), /slowest/);
+  assert.equal(await page.locator('[data-testid=stage-row].named').getAttribute('data-stage'), String(cli.pipeline.slowest_stage));
+  assert.ok(await page.locator('[data-testid=p2p-link]').count() >= 6, 'both directions of the three links');
+  await shot(page, '38-zoo-pipeline-view');
+  await page.close();
+});
+
 test('a heatmap cell opens the timeline at that rank and step', async () => {
   const { page } = await openWith(traces('ddp-gloo-cpu-4rank'));
   await page.click('[data-testid=nav-steps]');

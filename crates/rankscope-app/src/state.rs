@@ -35,10 +35,11 @@ pub enum View {
     Alignment,
     Fabric,
     Diagnostics,
+    Pipeline,
 }
 
 impl View {
-    pub const ALL: [View; 7] = [
+    pub const ALL: [View; 8] = [
         View::Summary,
         View::Steps,
         View::Timeline,
@@ -46,6 +47,7 @@ impl View {
         View::Alignment,
         View::Fabric,
         View::Diagnostics,
+        View::Pipeline,
     ];
 
     /// The name in the URL hash.
@@ -58,6 +60,7 @@ impl View {
             View::Alignment => "alignment",
             View::Fabric => "fabric",
             View::Diagnostics => "diagnostics",
+            View::Pipeline => "pipeline",
         }
     }
 
@@ -70,6 +73,7 @@ impl View {
             View::Alignment => "Alignment",
             View::Fabric => "Fabric",
             View::Diagnostics => "Diagnostics",
+            View::Pipeline => "Pipeline",
         }
     }
 

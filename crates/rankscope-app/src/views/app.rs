@@ -293,6 +293,7 @@ pub fn app() -> Html {
                 View::Collectives => html! { <Collectives job={job.clone()} /> },
                 View::Alignment => html! { <Alignment job={job.clone()} /> },
                 View::Fabric => html! { <Fabric job={job.clone()} /> },
+                View::Pipeline => html! { <super::pipeline::Pipeline job={job.clone()} /> },
                 View::Diagnostics => {
                     html! { <Diagnostics job={job.clone()} untrusted={state.untrusted.clone()} /> }
                 }

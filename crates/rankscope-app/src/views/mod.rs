@@ -11,6 +11,7 @@ pub mod files;
 pub mod findings;
 pub mod help;
 pub mod landing;
+pub mod pipeline;
 pub mod steps;
 pub mod summary;
 pub mod timeline;
