@@ -61,17 +61,11 @@ fn typical_step_ns(a: &rankscope_core::analyze::Analysis) -> f64 {
 /// "Where: ProfilerStep › forward › straggler_sleep (forward): 402 ms per step on rank 2
 /// against 0 µs on the others; no operator running 402 ms".
 fn location(l: &rankscope_core::analyze::findings::Location, ranks: &[u32]) -> String {
-    let mut split = Vec::new();
-    for (what, v) in [
-        ("no operator running", l.free_excess_ns),
-        ("operators", l.ops_excess_ns),
-        ("host synchronization", l.sync_excess_ns),
-        ("device compute", l.device_excess_ns),
-    ] {
-        if v > 0 {
-            split.push(format!("{what} {}", format::duration(v as f64)));
-        }
-    }
+    let split: Vec<String> = l
+        .excess_parts()
+        .into_iter()
+        .map(|(what, v)| format!("{what} {}", format::duration(v as f64)))
+        .collect();
     let against = if ranks.len() > 1 {
         // A finding on several ranks compares them with no one: say what each spends.
         String::new()

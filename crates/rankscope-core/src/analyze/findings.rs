@@ -148,6 +148,22 @@ pub struct Location {
     pub device_excess_ns: i64,
 }
 
+impl Location {
+    /// The excess split, in words, for the parts that are there: `[("no operator running",
+    /// 402_000_000)]`.
+    pub fn excess_parts(&self) -> Vec<(&'static str, i64)> {
+        [
+            ("no operator running", self.free_excess_ns),
+            ("operators", self.ops_excess_ns),
+            ("host synchronization", self.sync_excess_ns),
+            ("device compute", self.device_excess_ns),
+        ]
+        .into_iter()
+        .filter(|x| x.1 > 0)
+        .collect()
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Finding {
     /// Stable identifier of the cause (`host_stall`, `exposed_comm`, ...).
@@ -273,7 +289,7 @@ impl Ctx<'_> {
     }
 }
 
-fn median_f(mut v: Vec<f64>) -> f64 {
+pub(crate) fn median_f(mut v: Vec<f64>) -> f64 {
     if v.is_empty() {
         return 0.0;
     }

@@ -23,18 +23,7 @@ fn ms_f(ns: f64) -> String {
     format!("{:.3}", ns / 1e6)
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
+use super::findings::median_f as median;
 
 /// "2" / "2–5" / "2, 4, 7" for a sorted list of steps or ranks.
 fn list(v: &[u32]) -> String {
@@ -192,17 +181,8 @@ fn finding(s: &mut String, n: usize, f: &Finding, step: f64) {
     let _ = writeln!(s, "   {}  ", md_prose(&f.message));
     if let Some(l) = &f.location {
         let path = l.regions.iter().map(|r| md_code(r)).collect::<Vec<_>>().join(" > ");
-        let mut split = Vec::new();
-        for (what, v) in [
-            ("no operator running", l.free_excess_ns),
-            ("operators", l.ops_excess_ns),
-            ("host synchronization", l.sync_excess_ns),
-            ("device compute", l.device_excess_ns),
-        ] {
-            if v > 0 {
-                split.push(format!("{what} {} ms", ms(v)));
-            }
-        }
+        let split: Vec<String> =
+            l.excess_parts().into_iter().map(|(what, v)| format!("{what} {} ms", ms(v))).collect();
         if f.ranks.len() == 1 {
             let _ = writeln!(
                 s,
