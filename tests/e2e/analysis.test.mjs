@@ -211,6 +211,33 @@ test('a real pipeline with a slow stage (zoo): the bubble finding first, the Pip
   await page.close();
 });
 
+test('Flight Recorder dumps dropped with the traces of a real hang: the report is in the Summary, the exports are the CLI\'s', async () => {
+  const dir = path.join(ROOT, 'tests/zoo/hang_skipped_allreduce');
+  const names = fs.readdirSync(dir).sort();
+  const files = names.filter((f) => f.endsWith('.json.gz') || f.endsWith('.pkl')).map((f) => path.join(dir, f));
+  const { page } = await openWith(files);
+  await page.click('[data-testid=nav-summary]');
+  assert.equal(await page.locator('[data-testid=rank-row]').count(), 4, 'the dumps are not ranks');
+  const diag = await page.$$eval('[data-testid=fr-diagnosis]', (els) => els.map((e) => ({ kind: e.dataset.kind, ranks: e.dataset.ranks, text: e.textContent })));
+  assert.ok(diag.some((d) => d.kind === 'hang' && /rank 1 never issued it/.test(d.text)), JSON.stringify(diag));
+  const strip = (t) => t.replaceAll(dir + '/', '');
+  const cli = (flag) => strip(execFileSync(BIN, ['analyze', flag, ...files], { maxBuffer: 64 << 20, stdio: ['ignore', 'pipe', 'ignore'] }).toString());
+  const json = await download(page, '[data-testid=export-json]');
+  assert.equal(json.bytes.toString(), cli('--json'));
+  assert.ok(JSON.parse(json.bytes.toString()).flight_recorder.dumps.length === 4);
+  const md = await download(page, '[data-testid=export-md]');
+  assert.equal(md.bytes.toString(), cli('--md'));
+  await shot(page, '39-zoo-hang-with-dumps');
+  await page.close();
+  // The dumps alone: the report is the page.
+  const alone = await openWith(files.filter((f) => f.endsWith('.pkl')));
+  await alone.page.waitForSelector('[data-testid=flight-recorder]');
+  assert.ok(await alone.page.locator('[data-testid=fr-diagnosis][data-kind=hang]').count() >= 1);
+  assert.equal(await alone.page.locator('[data-testid=fr-group]').count(), 2);
+  await shot(alone.page, '40-zoo-dumps-alone');
+  await alone.page.close();
+});
+
 test('a heatmap cell opens the timeline at that rank and step', async () => {
   const { page } = await openWith(traces('ddp-gloo-cpu-4rank'));
   await page.click('[data-testid=nav-steps]');

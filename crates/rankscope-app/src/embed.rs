@@ -322,7 +322,8 @@ pub fn use_embed(
             if let Some(j) = ready {
                 *job.borrow_mut() = Some(j.clone());
                 if !j.ranks.is_empty() {
-                    let text = serde_json::to_string_pretty(&*j.analysis).unwrap_or_default() + "\n";
+                    let dumps = j.flight_recorder.as_deref().map(crate::state::FlightRecorder::as_input);
+                    let text = rankscope_core::analyze::report::json(&j.analysis, dumps);
                     let report = js_sys::JSON::parse(&text).unwrap_or(JsValue::NULL);
                     let msg = event(json!({ "event": "analysis" }));
                     if let Ok(body) = Reflect::get(&msg, &"rankscope".into()) {

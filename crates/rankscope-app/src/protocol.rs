@@ -66,16 +66,21 @@ pub enum ToWorker {
 /// Bytes of a file's start that decide what it is.
 pub const SNIFF_BYTES: usize = 64 << 10;
 
-/// NCCL text the app reads beside traces.
+/// NCCL text and Flight Recorder dumps the app reads beside traces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum TextKind {
     NcclLog,
     NcclTests,
+    /// A PyTorch Flight Recorder dump (pickle or JSON), kept whole like NCCL text.
+    FlightRecorder,
 }
 
 /// What a file is from its first [`SNIFF_BYTES`], by the rule `rankscope analyze` uses
 /// ([`rankscope_core::nccl::sniff_input`]): the NCCL kinds found in it, none for a trace.
 pub fn sniff(head: &[u8]) -> Vec<TextKind> {
+    if rankscope_core::fr::sniff(head) {
+        return vec![TextKind::FlightRecorder];
+    }
     rankscope_core::nccl::sniff_input(head)
         .into_iter()
         .map(|k| match k {

@@ -154,6 +154,25 @@ pub struct JobView {
     /// NCCL logs and nccl-tests output, when any were loaded (the tests are also the analysis'
     /// fabric: `analysis.fabric` places the trace's collectives against them).
     pub fabric: Option<Rc<Fabric>>,
+    /// Flight Recorder dumps, when any were loaded: their sequence report, as
+    /// `rankscope analyze` adds it under `flight_recorder`.
+    pub flight_recorder: Option<Rc<FlightRecorder>>,
+}
+
+/// The Flight Recorder dumps of the job, read as the CLI reads them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlightRecorder {
+    pub dumps: Vec<rankscope_core::fr::RankedDump>,
+    pub report: rankscope_core::sequence::SequenceReport,
+    /// `(file, why)` for dumps that could not be read or were left out (a second dump of a rank).
+    pub problems: Vec<(String, String)>,
+}
+
+impl FlightRecorder {
+    /// The pair the core's JSON and Markdown writers take.
+    pub fn as_input(&self) -> (&[rankscope_core::fr::RankedDump], &rankscope_core::sequence::SequenceReport) {
+        (&self.dumps, &self.report)
+    }
 }
 
 impl JobView {
@@ -240,7 +259,9 @@ impl State {
     /// Every file is done, at least one is a rank, and the analysis is combined: the views can
     /// show the job.
     pub fn ready(&self) -> bool {
-        self.job.as_ref().is_some_and(|j| !j.ranks.is_empty() || j.fabric.is_some())
+        self.job
+            .as_ref()
+            .is_some_and(|j| !j.ranks.is_empty() || j.fabric.is_some() || j.flight_recorder.is_some())
     }
 
     pub fn loading(&self) -> bool {
@@ -522,7 +543,29 @@ fn combine(
         offsets,
         origin_ns,
         fabric: fabric.map(Rc::new),
+        flight_recorder: flight_recorder(files, texts).map(Rc::new),
     }
+}
+
+/// Reads the Flight Recorder dumps as `rankscope analyze` does (`fr::read`, one dump per rank
+/// by `fr::decide_ranks`, the job's sequence report). Dumps are kB to a few MB.
+fn flight_recorder(files: &[FileEntry], texts: &BTreeMap<FileId, Rc<Vec<u8>>>) -> Option<FlightRecorder> {
+    let mut dumps = Vec::new();
+    let mut problems = Vec::new();
+    for f in files.iter().filter(|f| f.text.as_ref().is_some_and(|t| t.contains(&TextKind::FlightRecorder))) {
+        let Some(b) = texts.get(&f.id) else { continue };
+        match rankscope_core::fr::read(&f.name, b) {
+            Ok(d) => dumps.push(d),
+            Err(e) => problems.push((f.name.clone(), e.to_string())),
+        }
+    }
+    if dumps.is_empty() && problems.is_empty() {
+        return None;
+    }
+    let (dumps, skipped) = rankscope_core::fr::decide_ranks(dumps);
+    problems.extend(skipped.into_iter().map(|s| (s.file, s.reason)));
+    let report = rankscope_core::fr::job_report(&dumps);
+    Some(FlightRecorder { dumps, report, problems })
 }
 
 /// Reads the NCCL text files as the CLI does: nccl-tests output with `nccl::analyze_tests` (as

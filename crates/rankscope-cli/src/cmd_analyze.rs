@@ -138,31 +138,16 @@ pub fn run(a: Args) -> Result<u8> {
     let fr_report = fr.as_ref().map(|l| (&l.dumps, rankscope_core::fr::job_report(&l.dumps)));
     let failed_dumps = fr.as_ref().map_or(0, |l| l.failed.len());
     if a.json {
-        // The dumps' report under `flight_recorder` (until `Analysis` carries it itself), after
-        // the analysis's own fields in their declared order: the app writes the same bytes.
-        #[derive(serde::Serialize)]
-        struct WithDumps<'a> {
-            #[serde(flatten)]
-            analysis: &'a analyze::Analysis,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            flight_recorder: Option<serde_json::Value>,
-        }
-        let flight_recorder = match &fr_report {
-            Some((d, r)) => Some(cmd_fr::json_value(d, r)?),
-            None => None,
-        };
-        let out = WithDumps { analysis: &analysis, flight_recorder };
-        crate::out::emit(&format!("{}\n", serde_json::to_string_pretty(&out)?))?;
+        let dumps = fr_report.as_ref().map(|(d, r)| (d.as_slice(), r));
+        crate::out::emit(&report::json(&analysis, dumps))?;
     } else if a.csv {
         crate::out::emit(&report::csv(&analysis))?;
         if fr_report.is_some() {
             eprintln!("rankscope: the Flight Recorder dumps are not part of the CSV: see --md or --json");
         }
     } else {
-        crate::out::emit(&report::markdown(&analysis))?;
-        if let Some((d, r)) = &fr_report {
-            crate::out::emit(&format!("\n## Flight Recorder\n\n```\n{}```\n", cmd_fr::render(d, r)))?;
-        }
+        let dumps = fr_report.as_ref().map(|(d, r)| (d.as_slice(), r));
+        crate::out::emit(&report::markdown_with_dumps(&analysis, dumps))?;
     }
     let bad = report::failed_gates(&analysis, &gates);
     for (g, v) in &bad {

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use rankscope_core::fr::{self, RankedDump};
-use rankscope_core::sequence::{text, SequenceReport};
+use rankscope_core::sequence::SequenceReport;
 use serde::Serialize;
 
 use crate::load;
@@ -22,55 +22,16 @@ pub struct Args {
     pub json: bool,
 }
 
-/// The `flight_recorder` member of the analysis JSON: the dumps and their report.
-pub fn json_value(dumps: &[RankedDump], report: &SequenceReport) -> Result<serde_json::Value> {
-    #[derive(Serialize)]
-    struct Member<'a> {
-        dumps: Vec<DumpInfo<'a>>,
-        report: &'a SequenceReport,
-    }
-    Ok(serde_json::to_value(Member { dumps: dump_infos(dumps), report })?)
-}
-
-/// One dump as the JSON output lists it (its entries are in the report's records).
-#[derive(Debug, Serialize)]
-pub struct DumpInfo<'a> {
-    pub file: &'a str,
-    pub rank: u32,
-    pub rank_from: fr::RankFrom,
-    pub format: fr::DumpFormat,
-    pub version: &'a str,
-    pub backend: rankscope_core::sequence::Backend,
-    pub comm_lib_version: &'a str,
-    pub entries: usize,
-    pub diagnostics: &'a [rankscope_core::model::Diagnostic],
-}
+pub use rankscope_core::fr::output::{dump_infos, render};
 
 #[derive(Debug, Serialize)]
 struct Output<'a> {
     schema: &'static str,
     version: u32,
-    dumps: Vec<DumpInfo<'a>>,
+    dumps: Vec<rankscope_core::fr::output::DumpInfo<'a>>,
     failed: Vec<rankscope_core::inspect::FailedFile>,
     skipped: Vec<fr::SkippedDump>,
     report: &'a SequenceReport,
-}
-
-pub fn dump_infos(dumps: &[RankedDump]) -> Vec<DumpInfo<'_>> {
-    dumps
-        .iter()
-        .map(|d| DumpInfo {
-            file: &d.dump.file,
-            rank: d.rank,
-            rank_from: d.rank_from,
-            format: d.dump.format,
-            version: &d.dump.version,
-            backend: d.dump.backend(),
-            comm_lib_version: &d.dump.comm_lib_version,
-            entries: d.dump.entries.len(),
-            diagnostics: &d.dump.diagnostics,
-        })
-        .collect()
 }
 
 /// The dumps read, the files that could not be, and the dumps left out (a second dump of a
@@ -109,28 +70,6 @@ pub fn read_dumps(files: &[PathBuf]) -> Loaded {
         eprintln!("rankscope: {}: skipped: {}", s.file, s.reason);
     }
     Loaded { dumps, failed, skipped }
-}
-
-/// The text block for a set of dumps: one line per dump, then the report.
-pub fn render(dumps: &[RankedDump], report: &SequenceReport) -> String {
-    let mut out = String::new();
-    for d in dumps {
-        let backend = format!("{:?}", d.dump.backend()).to_lowercase();
-        out.push_str(&format!(
-            "rank {:<3} {} ({:?}, version {}, {backend}, {} entries)\n",
-            d.rank,
-            d.dump.file,
-            d.dump.format,
-            d.dump.version,
-            d.dump.entries.len()
-        ));
-        for x in &d.dump.diagnostics {
-            out.push_str(&format!("    {:?} ×{}: {}\n", x.kind, x.count, x.message));
-        }
-    }
-    out.push('\n');
-    out.push_str(&text::report(report));
-    out
 }
 
 /// Files of the given paths that are dumps: a directory contributes every file below it that

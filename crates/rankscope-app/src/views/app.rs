@@ -267,6 +267,8 @@ pub fn app() -> Html {
     } else if let Some(job) = &state.job {
         if job.ranks.is_empty() && job.fabric.is_some() {
             "NCCL files read (no trace)".to_string()
+        } else if job.ranks.is_empty() && job.flight_recorder.is_some() {
+            "Flight Recorder dumps read (no trace)".to_string()
         } else if job.ranks.is_empty() {
             "no file could be read".to_string()
         } else {
@@ -283,6 +285,11 @@ pub fn app() -> Html {
         let show_files = loading || !ready || matches!(state.view, View::Summary | View::Diagnostics);
         let view = match (&state.job, ready) {
             // NCCL files only: the Fabric view is all there is.
+            // Flight Recorder dumps only: their report is all there is.
+            (Some(job), true) if job.ranks.is_empty() && job.fabric.is_none() => match &job.flight_recorder {
+                Some(fr) => html! { <super::flight::FlightRecorder fr={fr.clone()} /> },
+                None => html! {},
+            },
             (Some(job), true) if job.ranks.is_empty() => html! { <Fabric job={job.clone()} /> },
             (Some(job), true) => match state.view {
                 View::Summary => html! { <Summary job={job.clone()} demo={state.demo} /> },

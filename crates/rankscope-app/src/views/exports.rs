@@ -185,13 +185,12 @@ pub fn exports(p: &Props) -> Html {
     }
 
     let a = p.job.analysis.clone();
+    let fr = p.job.flight_recorder.clone();
     let on_json = {
-        let (a, status) = (a.clone(), status.clone());
+        let (a, status, fr) = (a.clone(), status.clone(), fr.clone());
         Callback::from(move |_| {
-            status.set(match serde_json::to_string_pretty(&*a) {
-                Ok(s) => save(&(s + "\n"), "application/json", "rankscope-analysis.json"),
-                Err(e) => Status::Failed(e.to_string()),
-            })
+            let text = report::json(&a, fr.as_deref().map(crate::state::FlightRecorder::as_input));
+            status.set(save(&text, "application/json", "rankscope-analysis.json"))
         })
     };
     let on_csv = {
@@ -199,9 +198,11 @@ pub fn exports(p: &Props) -> Html {
         Callback::from(move |_| status.set(save(&report::csv(&a), "text/csv", "rankscope-steps.csv")))
     };
     let on_md = {
-        let (a, status) = (a.clone(), status.clone());
+        let (a, status, fr) = (a.clone(), status.clone(), fr.clone());
         Callback::from(move |_| {
-            status.set(save(&report::markdown(&a), "text/markdown", "rankscope-report.md"))
+            let text =
+                report::markdown_with_dumps(&a, fr.as_deref().map(crate::state::FlightRecorder::as_input));
+            status.set(save(&text, "text/markdown", "rankscope-report.md"))
         })
     };
     let on_trace = {

@@ -67,8 +67,10 @@ pub fn files(p: &Props) -> Html {
                             let kinds = f.text.iter().flatten().map(|k| match k {
                                 crate::protocol::TextKind::NcclLog => "NCCL_DEBUG log",
                                 crate::protocol::TextKind::NcclTests => "nccl-tests output",
+                                crate::protocol::TextKind::FlightRecorder => "Flight Recorder dump",
                             }).collect::<Vec<_>>().join(" + ");
-                            html! { <span class="ok">{format!("{kinds} · see Fabric")}</span> }
+                            let fr = f.text.iter().flatten().any(|k| *k == crate::protocol::TextKind::FlightRecorder);
+                            html! { <span class="ok">{format!("{kinds} · see {}", if fr { "Summary" } else { "Fabric" })}</span> }
                         }
                         FileStatus::Ready => {
                             let s = f.summary.as_ref();

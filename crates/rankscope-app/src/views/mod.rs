@@ -9,6 +9,7 @@ pub mod exports;
 pub mod fabric;
 pub mod files;
 pub mod findings;
+pub mod flight;
 pub mod help;
 pub mod landing;
 pub mod pipeline;

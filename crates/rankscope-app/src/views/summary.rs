@@ -43,6 +43,9 @@ pub fn summary(p: &Props) -> Html {
                 <p class="banner">{"Synthetic demo: 8 ranks generated in this tab by rankscope's trace generator (rank 5 is a straggler; part of the gradient communication is exposed)."}</p>
             }
             <Findings job={p.job.clone()} />
+            if let Some(fr) = &p.job.flight_recorder {
+                <super::flight::FlightRecorder fr={fr.clone()} />
+            }
             <dl class="facts">
                 { fact("Ranks", format!("{}{}", f.ranks,
                     if f.missing_ranks.is_empty() { String::new() } else { format!(" ({} missing: {:?})", f.missing_ranks.len(), f.missing_ranks) }), "fact-ranks") }

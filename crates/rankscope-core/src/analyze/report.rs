@@ -47,6 +47,37 @@ pub fn csv(a: &Analysis) -> String {
 
 pub use super::markdown::markdown;
 
+/// `rankscope analyze --json`: the analysis's fields in their declared order, then, with Flight
+/// Recorder dumps among the inputs, their report under `flight_recorder`. The CLI and the app
+/// both write it with this function, so their bytes are the same.
+pub fn json(
+    a: &Analysis,
+    dumps: Option<(&[crate::fr::RankedDump], &crate::sequence::SequenceReport)>,
+) -> String {
+    #[derive(serde::Serialize)]
+    struct WithDumps<'a> {
+        #[serde(flatten)]
+        analysis: &'a Analysis,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        flight_recorder: Option<crate::fr::output::Member<'a>>,
+    }
+    let out = WithDumps { analysis: a, flight_recorder: dumps.map(|(d, r)| crate::fr::output::member(d, r)) };
+    // Serializing plain values into a string cannot fail (no I/O, string keys only).
+    serde_json::to_string_pretty(&out).unwrap_or_default() + "\n"
+}
+
+/// `rankscope analyze --md`: the note, then the dumps' section when there are dumps.
+pub fn markdown_with_dumps(
+    a: &Analysis,
+    dumps: Option<(&[crate::fr::RankedDump], &crate::sequence::SequenceReport)>,
+) -> String {
+    let mut s = markdown(a);
+    if let Some((d, r)) = dumps {
+        s.push_str(&crate::fr::output::markdown_section(d, r));
+    }
+    s
+}
+
 /// A CI gate: `metric>value` or `metric<value` (also `>=`, `<=`), on the job-level metrics
 /// listed in [`metric`].
 #[derive(Debug, Clone, PartialEq)]

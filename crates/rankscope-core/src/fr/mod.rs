@@ -47,6 +47,7 @@ use crate::normalize::coll_kind_of;
 use crate::sequence::{self, Backend, CollRecord, Frame, RankSeq, SeqOptions, SequenceReport, Source, State};
 
 mod decode;
+pub mod output;
 pub mod pickle;
 
 /// The encoding of a dump file.
