@@ -60,14 +60,15 @@ fn typical_step_ns(a: &rankscope_core::analyze::Analysis) -> f64 {
 
 /// "Where: ProfilerStep › forward › straggler_sleep (forward): 402 ms per step on rank 2
 /// against 0 µs on the others; no operator running 402 ms".
-fn location(l: &rankscope_core::analyze::findings::Location, ranks: &[u32]) -> String {
+fn location(l: &rankscope_core::analyze::findings::Location, ranks: &[u32], world: usize) -> String {
     let split: Vec<String> = l
         .excess_parts()
         .into_iter()
         .map(|(what, v)| format!("{what} {}", format::duration(v as f64)))
         .collect();
-    let against = if ranks.len() > 1 {
-        // A finding on several ranks compares them with no one: say what each spends.
+    let every = ranks.len() >= world;
+    let against = if every {
+        // A finding on every rank compares them with no one: say what each spends.
         String::new()
     } else {
         format!(" against {} on the others", format::duration(l.others_ns as f64))
@@ -79,7 +80,7 @@ fn location(l: &rankscope_core::analyze::findings::Location, ranks: &[u32]) -> S
         format::duration(l.rank_ns as f64),
         if ranks.len() == 1 { "" } else { "s" },
         ranges(ranks),
-        if split.is_empty() || ranks.len() > 1 {
+        if split.is_empty() || every {
             String::new()
         } else {
             format!("; the excess is {}", split.join(", "))
@@ -155,7 +156,7 @@ pub fn findings(p: &Props) -> Html {
                             if let Some(g) = gain { <span class="muted" data-testid="finding-gain">{g}</span> }
                         </div>
                         if let Some(l) = &f.location {
-                            <div class="finding-where" data-testid="finding-where">{location(l, &f.ranks)}</div>
+                            <div class="finding-where" data-testid="finding-where">{location(l, &f.ranks, p.job.analysis.ranks.len())}</div>
                         }
                         if !f.symptoms.is_empty() {
                             <div class="finding-explains muted">{format!("Explains: {}", f.symptoms.iter().map(|x| x.replace('_', " ")).collect::<Vec<_>>().join(", "))}</div>

@@ -747,8 +747,11 @@ fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
     let cause = classify(cx, rank, &late.steps, cost_late);
     let who = ranks_word(&late.ranks);
     let steps_said = format!("{} of {} steps", late.steps.len(), cx.all_steps.len().max(late.spread_steps));
+    // One late rank or a late group: the sentences agree in number.
+    let group = late.ranks.len() > 1;
+    let (it, arrives) = if group { ("them", "arrive") } else { ("it", "arrives") };
     let waited = format!(
-        "the other ranks each wait {} per step for it ({steps_said})",
+        "the other ranks each wait {} per step for {it} ({steps_said})",
         dur_range(other_waits.clone())
     );
     let mut evidence = BTreeMap::from([
@@ -761,7 +764,11 @@ fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
     if !evidence["others_exposed_wait_ns_min"].is_finite() {
         evidence.insert("others_exposed_wait_ns_min".into(), 0.0);
     }
-    let others_fix = "The other ranks need no tuning: their time in the collectives is waiting for this rank, not communication to overlap.";
+    let others_fix = if group {
+        "The other ranks need no tuning: their time in the collectives is waiting for these ranks, not communication to overlap."
+    } else {
+        "The other ranks need no tuning: their time in the collectives is waiting for this rank, not communication to overlap."
+    };
     let (id, message, fix, loc) = match &cause {
         Cause::Input { data } => {
             evidence.insert("data_loading_ns".into(), data.mine_ns);
@@ -885,7 +892,7 @@ fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
                 .unwrap_or_default();
             (
                 "straggler",
-                format!("{who} arrives last at the collectives, and {waited}.{hint}"),
+                format!("{who} {arrives} last at the collectives, and {waited}.{hint}"),
                 format!(
                     "Compare {}'s step with another rank's in the timeline (same step, aligned clocks) to find what it does longer; {}. {others_fix}",
                     who.to_lowercase(),

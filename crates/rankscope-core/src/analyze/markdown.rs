@@ -156,11 +156,11 @@ fn findings(s: &mut String, a: &Analysis) {
     }
     let step = typical_step_ns(a);
     for (i, f) in a.findings.iter().enumerate() {
-        finding(s, i + 1, f, step);
+        finding(s, i + 1, f, step, a.ranks.len());
     }
 }
 
-fn finding(s: &mut String, n: usize, f: &Finding, step: f64) {
+fn finding(s: &mut String, n: usize, f: &Finding, step: f64, world: usize) {
     let saving = if f.id == "collective_mismatch" {
         // A hang's figure is how long the ranks waited, not a saving per step.
         f.evidence
@@ -183,12 +183,14 @@ fn finding(s: &mut String, n: usize, f: &Finding, step: f64) {
         let path = l.regions.iter().map(|r| md_code(r)).collect::<Vec<_>>().join(" > ");
         let split: Vec<String> =
             l.excess_parts().into_iter().map(|(what, v)| format!("{what} {} ms", ms(v))).collect();
-        if f.ranks.len() == 1 {
+        // Against the others unless the finding is on every rank (then there are none).
+        if f.ranks.len() < world {
             let _ = writeln!(
                 s,
-                "   Where: {path} ({}), {} ms per step on rank {} against {} ms on the others{}.  ",
+                "   Where: {path} ({}), {} ms per step on rank{} {} against {} ms on the others{}.  ",
                 l.phase.name(),
                 ms(l.rank_ns),
+                if f.ranks.len() == 1 { "" } else { "s" },
                 list(&f.ranks),
                 ms(l.others_ns),
                 if split.is_empty() {
@@ -198,7 +200,7 @@ fn finding(s: &mut String, n: usize, f: &Finding, step: f64) {
                 }
             );
         } else {
-            // A finding on several ranks compares them with no one: what each spends there.
+            // A finding on every rank compares them with no one: what each spends there.
             let _ = writeln!(
                 s,
                 "   Where: {path} ({}), {} ms per step on ranks {}.  ",
