@@ -406,16 +406,7 @@ fn pipeline_parts_survive_serialization_and_combine_to_the_same_analysis() {
     let (job, _) = load("pipeline_1f1b");
     let opts = Options::default();
     let direct = analyze(&job, &opts);
-    let posted: Vec<rankscope_core::analyze::RankPart> = job
-        .ranks
-        .iter()
-        .rev()
-        .map(|r| {
-            let p = rankscope_core::analyze::rank_part(r, &job.strings, opts.kernel_wait_threshold_ns);
-            let text = serde_json::to_string(&p).unwrap_or_else(|e| panic!("{e}"));
-            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"))
-        })
-        .collect();
+    let posted = common::posted_parts(&job, &opts);
     let combined = rankscope_core::analyze::combine(posted, job.errors.clone(), &opts);
     assert!(direct.pipeline.is_some());
     assert_eq!(combined, direct);

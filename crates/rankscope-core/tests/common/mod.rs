@@ -50,3 +50,20 @@ pub fn load_dir(dir: &str) -> Vec<RankTrace> {
         })
         .collect()
 }
+
+/// Every rank's part as the app's workers post it (JSON there and back), in reverse rank order
+/// (the job half must not depend on the order parts arrive in).
+pub fn posted_parts(
+    job: &Job,
+    opts: &rankscope_core::analyze::Options,
+) -> Vec<rankscope_core::analyze::RankPart> {
+    job.ranks
+        .iter()
+        .rev()
+        .map(|r| {
+            let p = rankscope_core::analyze::rank_part(r, &job.strings, opts.kernel_wait_threshold_ns);
+            let text = serde_json::to_string(&p).unwrap_or_else(|e| panic!("{e}"));
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"))
+        })
+        .collect()
+}
