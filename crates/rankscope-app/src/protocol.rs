@@ -63,32 +63,9 @@ pub enum ToWorker {
     Perfetto { file: FileId, req: u32, member: Box<rankscope_core::export::perfetto::Member>, shift_ns: i64 },
 }
 
-/// Bytes of a file's start that decide what it is.
-pub const SNIFF_BYTES: usize = 64 << 10;
-
-/// NCCL text and Flight Recorder dumps the app reads beside traces.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum TextKind {
-    NcclLog,
-    NcclTests,
-    /// A PyTorch Flight Recorder dump (pickle or JSON), kept whole like NCCL text.
-    FlightRecorder,
-}
-
-/// What a file is from its first [`SNIFF_BYTES`], by the rule `rankscope analyze` uses
-/// ([`rankscope_core::nccl::sniff_input`]): the NCCL kinds found in it, none for a trace.
-pub fn sniff(head: &[u8]) -> Vec<TextKind> {
-    if rankscope_core::fr::sniff(head) {
-        return vec![TextKind::FlightRecorder];
-    }
-    rankscope_core::nccl::sniff_input(head)
-        .into_iter()
-        .map(|k| match k {
-            rankscope_core::nccl::Kind::NcclLog => TextKind::NcclLog,
-            rankscope_core::nccl::Kind::NcclTests => TextKind::NcclTests,
-        })
-        .collect()
-}
+/// What a file is from its first [`SNIFF_BYTES`] ([`rankscope_core::job::text_kinds`], the
+/// rule `rankscope analyze` uses): the text kinds found in it, none for a trace.
+pub use rankscope_core::job::{text_kinds as sniff, TextKind, SNIFF_BYTES};
 
 /// Where a file's load is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

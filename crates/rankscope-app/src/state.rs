@@ -23,7 +23,7 @@ use rankscope_core::view::{apply_decision, decide_job, JobFacts, RankClaim, Rank
 use yew::Reducible;
 
 use crate::protocol::{FileId, Phase, TextKind};
-use rankscope_core::nccl::{self, LogReport, TestsReport};
+use rankscope_core::job;
 
 /// The views, in the order of the navigation bar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,13 +113,9 @@ pub struct FileEntry {
     pub text: Option<Vec<TextKind>>,
 }
 
-/// The NCCL side of the job: `rankscope nccl` over the NCCL_DEBUG logs and
-/// `rankscope nccl-tests` over the nccl-tests outputs that were loaded.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Fabric {
-    pub logs: Option<LogReport>,
-    pub tests: Option<TestsReport>,
-}
+/// The NCCL side of the job (`rankscope nccl` over the NCCL_DEBUG logs, `rankscope nccl-tests`
+/// over the nccl-tests outputs) and its Flight Recorder dumps, read by the core's job API.
+pub use rankscope_core::job::{Fabric, FlightRecorder};
 
 /// The ranks decided across files, waiting for the parts that must be recomputed.
 #[derive(Debug, Clone, PartialEq)]
@@ -157,22 +153,6 @@ pub struct JobView {
     /// Flight Recorder dumps, when any were loaded: their sequence report, as
     /// `rankscope analyze` adds it under `flight_recorder`.
     pub flight_recorder: Option<Rc<FlightRecorder>>,
-}
-
-/// The Flight Recorder dumps of the job, read as the CLI reads them.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FlightRecorder {
-    pub dumps: Vec<rankscope_core::fr::RankedDump>,
-    pub report: rankscope_core::sequence::SequenceReport,
-    /// `(file, why)` for dumps that could not be read or were left out (a second dump of a rank).
-    pub problems: Vec<(String, String)>,
-}
-
-impl FlightRecorder {
-    /// The pair the core's JSON and Markdown writers take.
-    pub fn as_input(&self) -> (&[rankscope_core::fr::RankedDump], &rankscope_core::sequence::SequenceReport) {
-        (&self.dumps, &self.report)
-    }
 }
 
 impl JobView {
@@ -505,14 +485,23 @@ fn combine(
     parts: &BTreeMap<FileId, Rc<RankPart>>,
     texts: &BTreeMap<FileId, Rc<Vec<u8>>>,
 ) -> JobView {
-    let fabric = fabric(files, texts);
     let parts: Vec<(FileId, RankPart)> =
         a.ranks.iter().filter_map(|(f, _)| parts.get(f).map(|p| (*f, (**p).clone()))).collect();
-    let opts = analyze::Options {
-        fabric: fabric.as_ref().and_then(|f| f.tests.clone()),
-        ..analyze::Options::default()
-    };
-    let analysis = analyze::combine(parts.iter().map(|(_, p)| p.clone()).collect(), a.errors.clone(), &opts);
+    // NCCL text and dumps, in load order (as a folder lists them).
+    let texts: Vec<job::TextRef<'_>> = files
+        .iter()
+        .filter_map(|f| {
+            let kinds = f.text.as_deref()?;
+            texts.get(&f.id).map(|b| job::TextRef { name: &f.name, kinds, bytes: &b[..] })
+        })
+        .collect();
+    let out = job::combine_decided(
+        parts.iter().map(|(_, p)| p.clone()).collect(),
+        a.errors.clone(),
+        &texts,
+        &analyze::Options::default(),
+    );
+    let analysis = out.analysis;
     let offset_of_rank =
         |rank: u32| analysis.alignment.iter().find(|x| x.rank == rank).map_or(0, |x| x.offset_ns);
     let offsets: BTreeMap<FileId, i64> =
@@ -542,54 +531,9 @@ fn combine(
         first_op,
         offsets,
         origin_ns,
-        fabric: fabric.map(Rc::new),
-        flight_recorder: flight_recorder(files, texts).map(Rc::new),
+        fabric: out.fabric.map(Rc::new),
+        flight_recorder: out.flight_recorder.map(Rc::new),
     }
-}
-
-/// Reads the Flight Recorder dumps as `rankscope analyze` does (`fr::read`, one dump per rank
-/// by `fr::decide_ranks`, the job's sequence report). Dumps are kB to a few MB.
-fn flight_recorder(files: &[FileEntry], texts: &BTreeMap<FileId, Rc<Vec<u8>>>) -> Option<FlightRecorder> {
-    let mut dumps = Vec::new();
-    let mut problems = Vec::new();
-    for f in files.iter().filter(|f| f.text.as_ref().is_some_and(|t| t.contains(&TextKind::FlightRecorder))) {
-        let Some(b) = texts.get(&f.id) else { continue };
-        match rankscope_core::fr::read(&f.name, b) {
-            Ok(d) => dumps.push(d),
-            Err(e) => problems.push((f.name.clone(), e.to_string())),
-        }
-    }
-    if dumps.is_empty() && problems.is_empty() {
-        return None;
-    }
-    let (dumps, skipped) = rankscope_core::fr::decide_ranks(dumps);
-    problems.extend(skipped.into_iter().map(|s| (s.file, s.reason)));
-    let report = rankscope_core::fr::job_report(&dumps);
-    Some(FlightRecorder { dumps, report, problems })
-}
-
-/// Reads the NCCL text files as the CLI does: nccl-tests output with `nccl::analyze_tests` (as
-/// `rankscope nccl-tests` and `rankscope analyze TRACES... TESTS...`), NCCL_DEBUG logs with
-/// `nccl::analyze_logs` (as `rankscope nccl`). A log holding a perf table is read both ways.
-/// These run on the main thread: the inputs are logs and tables (kB to a few MB, parsed in
-/// milliseconds), and `analyze::combine` needs the `TestsReport` here (the core's NCCL reports
-/// serialize but do not deserialize, so they cannot come from a worker as values).
-fn fabric(files: &[FileEntry], texts: &BTreeMap<FileId, Rc<Vec<u8>>>) -> Option<Fabric> {
-    let of = |k: TextKind| -> Vec<nccl::Input<'_>> {
-        files
-            .iter()
-            .filter(|f| f.text.as_ref().is_some_and(|t| t.contains(&k)))
-            .filter_map(|f| texts.get(&f.id).map(|b| nccl::Input { name: &f.name, bytes: &b[..] }))
-            .collect()
-    };
-    let (logs, tests) = (of(TextKind::NcclLog), of(TextKind::NcclTests));
-    if logs.is_empty() && tests.is_empty() {
-        return None;
-    }
-    Some(Fabric {
-        logs: (!logs.is_empty()).then(|| nccl::analyze_logs(&logs)),
-        tests: (!tests.is_empty()).then(|| nccl::analyze_tests(&tests, None)),
-    })
 }
 
 /// Decides ranks across the loaded files (as the CLI does), computes the job facts, and lists

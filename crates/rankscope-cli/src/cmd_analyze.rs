@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use rankscope_core::analyze::{self, report, Options};
 
-use crate::{cmd_fr, load};
+use crate::load;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -54,9 +54,6 @@ pub struct Args {
 /// Exit codes: 0 fine; 1 a file is not a trace or two files claim one rank; 2 usage or I/O
 /// error; 3 a `--fail-on` gate failed.
 pub fn run(a: Args) -> Result<u8> {
-    let (files, explicit, rules) = load::inputs(&a.paths, &a.rank, a.rules.as_deref())?;
-    let walked: Vec<bool> = files.iter().map(|f| f.walked).collect();
-    let files: Vec<std::path::PathBuf> = files.into_iter().map(|f| f.path).collect();
     let mut opts = Options::default();
     for o in &a.offset {
         let (r, ns) = o.split_once('=').with_context(|| format!("--offset expects RANK=NS, got `{o}`"))?;
@@ -89,73 +86,59 @@ pub fn run(a: Args) -> Result<u8> {
             Ok(gate)
         })
         .collect::<Result<_>>()?;
-    let mut traces = Vec::new();
-    let mut perf = Vec::new();
-    let mut dumps = Vec::new();
-    for (f, walked) in files.into_iter().zip(walked) {
-        match load::sniff_file(&f) {
-            load::InputKind::Trace => traces.push(load::Input { path: f, walked }),
-            load::InputKind::NcclTests => perf.push(f),
-            load::InputKind::FlightRecorder => dumps.push(f),
-            load::InputKind::NcclLog => {
-                eprintln!("rankscope: {} is an NCCL_DEBUG log: read it with `rankscope nccl`", f.display())
-            }
-        }
-    }
-    if !perf.is_empty() {
-        let texts: Vec<(String, Vec<u8>)> = perf
-            .iter()
-            .map(|p| {
-                Ok((
-                    p.display().to_string(),
-                    std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?,
-                ))
-            })
-            .collect::<Result<_>>()?;
-        let inputs: Vec<rankscope_core::nccl::Input<'_>> =
-            texts.iter().map(|(n, b)| rankscope_core::nccl::Input { name: n, bytes: b }).collect();
-        opts.fabric = Some(rankscope_core::nccl::analyze_tests(&inputs, None));
-    }
-    if traces.is_empty() && !dumps.is_empty() {
-        // Flight Recorder dumps only: the hang report alone.
-        return cmd_fr::report_files(&dumps, a.json);
-    }
-    let fr = (!dumps.is_empty()).then(|| cmd_fr::read_dumps(&dumps));
-    let (job, failed) = load::load_job(&traces, &explicit, &rules, 4 << 20);
-    for f in &failed {
+    let req = load::Request {
+        paths: a.paths.clone(),
+        ranks: a.rank.clone(),
+        rules: a.rules.clone(),
+        options: opts,
+        chunk: None,
+    };
+    let line = load::ProgressLine::new();
+    let load::Outcome { job, out, notes } = load::analyze_paths(&req, &|d, t| line.update(d, t))?;
+    line.end();
+    load::print_notes(&notes);
+    for f in &out.failed {
         eprintln!("rankscope: {}", f.error);
     }
-    if job.ranks.is_empty() {
-        anyhow::bail!("no file could be read as a trace");
+    if let Some(f) = &out.flight_recorder {
+        for m in f.messages() {
+            eprintln!("rankscope: {m}");
+        }
     }
-    let analysis = analyze::analyze(&job, &opts);
-    if let Some(path) = &a.merged_trace {
-        write_merged(path, &job, &analysis).with_context(|| format!("cannot write {}", path.display()))?;
+    if !out.has_traces() {
+        match &out.flight_recorder {
+            // Flight Recorder dumps only: the hang report alone.
+            Some(f) if !f.dumps.is_empty() => {}
+            _ => anyhow::bail!("no file could be read as a trace"),
+        }
     }
-    if let Some(path) = &a.perfetto {
-        write_perfetto(path, &job, &analysis).with_context(|| format!("cannot write {}", path.display()))?;
+    let analysis = &out.analysis;
+    if out.has_traces() {
+        if let Some(path) = &a.merged_trace {
+            write_merged(path, &job, analysis).with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        if let Some(path) = &a.perfetto {
+            write_perfetto(path, &job, analysis)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
     }
-    let fr_report = fr.as_ref().map(|l| (&l.dumps, rankscope_core::fr::job_report(&l.dumps)));
-    let failed_dumps = fr.as_ref().map_or(0, |l| l.failed.len());
     if a.json {
-        let dumps = fr_report.as_ref().map(|(d, r)| (d.as_slice(), r));
-        crate::out::emit(&report::json(&analysis, dumps))?;
-    } else if a.csv {
-        crate::out::emit(&report::csv(&analysis))?;
-        if fr_report.is_some() {
+        crate::out::emit(&out.json())?;
+    } else if a.csv && out.has_traces() {
+        crate::out::emit(&out.csv())?;
+        if out.flight_recorder.is_some() {
             eprintln!("rankscope: the Flight Recorder dumps are not part of the CSV: see --md or --json");
         }
     } else {
-        let dumps = fr_report.as_ref().map(|(d, r)| (d.as_slice(), r));
-        crate::out::emit(&report::markdown_with_dumps(&analysis, dumps))?;
+        crate::out::emit(&out.markdown())?;
     }
-    let bad = report::failed_gates(&analysis, &gates);
+    let bad = if out.has_traces() { report::failed_gates(analysis, &gates) } else { Vec::new() };
     for (g, v) in &bad {
         eprintln!("rankscope: gate failed: {} {} {} (measured {v:.4})", g.metric, g.op, g.value);
     }
     Ok(if !bad.is_empty() {
         3
-    } else if failed.is_empty() && failed_dumps == 0 && analysis.errors.is_empty() {
+    } else if out.clean() {
         0
     } else {
         1

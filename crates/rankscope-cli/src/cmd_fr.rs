@@ -3,9 +3,8 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use rankscope_core::fr::{self, RankedDump};
-use rankscope_core::sequence::SequenceReport;
-use serde::Serialize;
+use rankscope_core::inspect::FailedFile;
+use rankscope_core::job;
 
 use crate::load;
 
@@ -22,63 +21,18 @@ pub struct Args {
     pub json: bool,
 }
 
-pub use rankscope_core::fr::output::{dump_infos, render};
-
-#[derive(Debug, Serialize)]
-struct Output<'a> {
-    schema: &'static str,
-    version: u32,
-    dumps: Vec<rankscope_core::fr::output::DumpInfo<'a>>,
-    failed: Vec<rankscope_core::inspect::FailedFile>,
-    skipped: Vec<fr::SkippedDump>,
-    report: &'a SequenceReport,
-}
-
-/// The dumps read, the files that could not be, and the dumps left out (a second dump of a
-/// rank).
-#[derive(Debug)]
-pub struct Loaded {
-    pub dumps: Vec<RankedDump>,
-    pub failed: Vec<rankscope_core::inspect::FailedFile>,
-    pub skipped: Vec<fr::SkippedDump>,
-}
-
-/// Reads every dump and decides the ranks; problems are printed on stderr.
-pub fn read_dumps(files: &[PathBuf]) -> Loaded {
-    let mut dumps = Vec::new();
-    let mut failed = Vec::new();
-    for f in files {
-        let name = f.display().to_string();
-        match std::fs::read(f) {
-            Ok(bytes) => match fr::read(&name, &bytes) {
-                Ok(d) => dumps.push(d),
-                Err(e) => {
-                    failed.push(rankscope_core::inspect::FailedFile { file: name, error: e.to_string() })
-                }
-            },
-            Err(e) => failed.push(rankscope_core::inspect::FailedFile {
-                file: name.clone(),
-                error: format!("{name}: {e}"),
-            }),
-        }
-    }
-    let (dumps, skipped) = fr::decide_ranks(dumps);
-    for f in &failed {
-        eprintln!("rankscope: {}", f.error);
-    }
-    for s in &skipped {
-        eprintln!("rankscope: {}: skipped: {}", s.file, s.reason);
-    }
-    Loaded { dumps, failed, skipped }
-}
+pub use rankscope_core::fr::output::render;
 
 /// Files of the given paths that are dumps: a directory contributes every file below it that
 /// sniffs as one; a file named explicitly is taken whatever it is.
 fn dump_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
-    for input in load::expand(paths)? {
+    let mut notes = Vec::new();
+    let inputs = load::expand(paths, &mut notes)?;
+    load::print_notes(&notes);
+    for input in inputs {
         let p = input.path;
-        if !input.walked || load::sniff_file(&p) == load::InputKind::FlightRecorder {
+        if !input.walked || load::sniff_file(&p) == rankscope_core::job::InputKind::FlightRecorder {
             out.push(p);
         }
     }
@@ -94,25 +48,36 @@ pub fn run(a: Args) -> Result<u8> {
     report_files(&files, a.json)
 }
 
-/// Reads the dumps and prints their report (text or JSON).
+/// Reads the dumps (each read as a dump, whatever its content: it was named or sniffed as
+/// one) and prints their report (text or JSON); problems go to stderr.
 pub fn report_files(files: &[PathBuf], json: bool) -> Result<u8> {
-    let Loaded { dumps, failed, skipped } = read_dumps(files);
-    if dumps.is_empty() {
+    let mut texts = Vec::new();
+    let mut unreadable = Vec::new();
+    for f in files {
+        let name = f.display().to_string();
+        match std::fs::read(f) {
+            Ok(bytes) => texts.push(job::Text { name, kinds: vec![job::TextKind::FlightRecorder], bytes }),
+            Err(e) => unreadable.push(FailedFile { file: name.clone(), error: format!("{name}: {e}") }),
+        }
+    }
+    let refs: Vec<job::TextRef<'_>> = texts.iter().map(job::Text::as_ref).collect();
+    for f in &unreadable {
+        eprintln!("rankscope: {}", f.error);
+    }
+    let Some(mut fr) = job::flight_recorder(&refs) else {
+        anyhow::bail!("no file could be read as a Flight Recorder dump");
+    };
+    for m in fr.messages() {
+        eprintln!("rankscope: {m}");
+    }
+    fr.failed.splice(0..0, unreadable);
+    if fr.dumps.is_empty() {
         anyhow::bail!("no file could be read as a Flight Recorder dump");
     }
-    let report = fr::job_report(&dumps);
     if json {
-        let out = Output {
-            schema: "rankscope.fr",
-            version: 1,
-            dumps: dump_infos(&dumps),
-            failed,
-            skipped,
-            report: &report,
-        };
-        println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(if out.failed.is_empty() { 0 } else { 1 });
+        crate::out::emit(&fr.json())?;
+    } else {
+        crate::out::emit(&render(&fr.dumps, &fr.report))?;
     }
-    print!("{}", render(&dumps, &report));
-    Ok(if failed.is_empty() { 0 } else { 1 })
+    Ok(if fr.failed.is_empty() { 0 } else { 1 })
 }

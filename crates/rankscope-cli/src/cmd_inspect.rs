@@ -29,8 +29,14 @@ pub struct Args {
 /// Exit codes: 0 all good; 1 some file is not a trace or the files conflict (two claim one
 /// rank); 2 usage or I/O error.
 pub fn run(a: Args) -> Result<u8> {
-    let (files, explicit, rules) = load::inputs(&a.paths, &a.rank, a.rules.as_deref())?;
-    let (job, failed) = load::load_job(&files, &explicit, &rules, a.chunk_kib.max(1) * 1024);
+    let mut notes = Vec::new();
+    let (files, explicit, rules) = load::inputs(&a.paths, &a.rank, a.rules.as_deref(), &mut notes)?;
+    let line = load::ProgressLine::new();
+    let (job, failed, more) =
+        load::load_job(&files, &explicit, &rules, a.chunk_kib.max(1) * 1024, &|d, t| line.update(d, t));
+    line.end();
+    notes.extend(more);
+    load::print_notes(&notes);
     let report = inspect::report(&job, failed);
     if a.json {
         crate::out::emit(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;

@@ -22,7 +22,7 @@ pub struct InspectReport {
     pub job: JobSummary,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FailedFile {
     pub file: String,
     pub error: String,

@@ -56,7 +56,7 @@ pub fn flight_recorder(p: &Props) -> Html {
                 </table>
             }) }
             { for rep.notes.iter().map(|n| html! { <p class="muted">{format!("Note: {n}")}</p> }) }
-            { for p.fr.problems.iter().map(|(f, why)| html! { <p class="warn">{format!("{f}: {why}")}</p> }) }
+            { for p.fr.problems().into_iter().map(|(f, why)| html! { <p class="warn">{format!("{f}: {why}")}</p> }) }
         </section>
     }
 }

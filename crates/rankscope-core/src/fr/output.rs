@@ -49,6 +49,29 @@ pub fn member<'a>(dumps: &'a [RankedDump], report: &'a SequenceReport) -> Member
     Member { dumps: dump_infos(dumps), report }
 }
 
+/// The `rankscope.fr` JSON: the dumps, the files that could not be read, the dumps left out,
+/// and the report (docs/flight-recorder.md).
+pub fn json(
+    dumps: &[RankedDump],
+    failed: &[crate::inspect::FailedFile],
+    skipped: &[super::SkippedDump],
+    report: &SequenceReport,
+) -> String {
+    #[derive(Serialize)]
+    struct Output<'a> {
+        schema: &'static str,
+        version: u32,
+        dumps: Vec<DumpInfo<'a>>,
+        failed: &'a [crate::inspect::FailedFile],
+        skipped: &'a [super::SkippedDump],
+        report: &'a SequenceReport,
+    }
+    let out =
+        Output { schema: "rankscope.fr", version: 1, dumps: dump_infos(dumps), failed, skipped, report };
+    // Plain values into a string: cannot fail.
+    serde_json::to_string_pretty(&out).unwrap_or_default() + "\n"
+}
+
 /// The text block for a set of dumps: one line per dump, then the report.
 pub fn render(dumps: &[RankedDump], report: &SequenceReport) -> String {
     let mut out = String::new();

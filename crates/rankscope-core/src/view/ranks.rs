@@ -47,6 +47,14 @@ pub fn decide_ranks(claims: &[RankClaim]) -> Vec<RankDecision> {
 /// [`decide_ranks`], with the job-level errors the CLI reports for the same files (two files
 /// claiming one rank).
 pub fn decide_job(claims: &[RankClaim]) -> (Vec<RankDecision>, Vec<JobError>) {
+    decide_job_with(claims, &[])
+}
+
+/// [`decide_job`] with ranks given by the user for some files (`--rank FILE=N`).
+pub fn decide_job_with(
+    claims: &[RankClaim],
+    explicit: &[(String, u32)],
+) -> (Vec<RankDecision>, Vec<JobError>) {
     let stand_ins: Vec<RankTrace> = claims
         .iter()
         .enumerate()
@@ -60,7 +68,7 @@ pub fn decide_job(claims: &[RankClaim]) -> (Vec<RankDecision>, Vec<JobError>) {
             t
         })
         .collect();
-    let job = assemble(stand_ins, &[], &Rules::default());
+    let job = assemble(stand_ins, explicit, &Rules::default());
     let mut out: Vec<Option<RankDecision>> = vec![None; claims.len()];
     for e in &job.ranks {
         let raw: Vec<Diagnostic> =

@@ -1,0 +1,321 @@
+//! The job API every shell calls: the CLI, the app's workers and reducer, the wasm / npm
+//! package and the Python package. A shell only moves bytes (files, `File.stream()`, paths on a
+//! cluster) and prints or draws; what an input is, how ranks are decided, how the parts become
+//! one analysis and what the outputs look like are decided here, once.
+//!
+//! ```text
+//!   bytes ──► Reader (kind by content) ──► Trace ──► normalize ──► RankPart (+ its RankClaim)
+//!                                      └─► Text  (NCCL log, nccl-tests, Flight Recorder dump)
+//!   [(claim, part)] + [text] ──► combine ──► JobOutput { analysis, fabric, flight recorder }
+//!                                              └─► json() / csv() / markdown()
+//! ```
+//!
+//! A part may be computed anywhere (a thread, a Web Worker, a Ray task on another machine):
+//! its rank is decided at the job level from every file's [`RankClaim`] ([`decide`]) and
+//! stamped on it afterwards ([`RankPart::restamp`]), because no rank figure depends on the
+//! rank's own number.
+
+mod read;
+
+pub use read::{detect, text_kinds, InputKind, Loaded, Reader, Text, TextKind, TextRef, SNIFF_BYTES};
+
+use crate::analyze::{self, report, Analysis, Options, RankPart};
+use crate::fr::{self, RankedDump, SkippedDump};
+use crate::inspect::FailedFile;
+use crate::model::{DiagKind, RankTrace};
+use crate::nccl::{self, LogReport, TestsReport};
+use crate::normalize::{self, assemble, JobError, RankSource, Rules};
+use crate::sequence::SequenceReport;
+use crate::view::{RankClaim, RankDecision};
+
+/// Names read when a folder is walked or dropped (files named one by one are all tried):
+/// traces (`.json`, `.json.gz`), and the logs and text outputs NCCL_DEBUG and nccl-tests write
+/// (`.log`, `.txt`, `.out`), case-insensitively. Flight Recorder dumps, which carry any name
+/// (`fr_rank0`, `*.pkl`), are recognised by content on top of this ([`detect`]).
+pub fn is_folder_candidate(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    FOLDER_SUFFIXES.iter().any(|e| n.ends_with(e))
+}
+
+/// The suffixes [`is_folder_candidate`] accepts.
+pub const FOLDER_SUFFIXES: [&str; 5] = [".json", ".json.gz", ".log", ".txt", ".out"];
+
+/// What the NCCL text of a job says: the `NCCL_DEBUG` logs' report and the nccl-tests results.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Fabric {
+    pub logs: Option<LogReport>,
+    pub tests: Option<TestsReport>,
+}
+
+/// A job's Flight Recorder dumps: one per rank, their sequence report, and the files that could
+/// not be read or were left out (a second dump of a rank).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlightRecorder {
+    pub dumps: Vec<RankedDump>,
+    pub report: SequenceReport,
+    pub failed: Vec<FailedFile>,
+    pub skipped: Vec<SkippedDump>,
+}
+
+impl FlightRecorder {
+    /// The pair the JSON and Markdown writers take.
+    pub fn as_input(&self) -> (&[RankedDump], &SequenceReport) {
+        (&self.dumps, &self.report)
+    }
+
+    /// `(file, why)` for every dump that is not in the report.
+    pub fn problems(&self) -> Vec<(String, String)> {
+        let failed = self.failed.iter().map(|f| (f.file.clone(), f.error.clone()));
+        failed.chain(self.skipped.iter().map(|s| (s.file.clone(), s.reason.clone()))).collect()
+    }
+
+    /// One line per dump that is not in the report, as the CLI prints them (a read error names
+    /// its file and byte offset).
+    pub fn messages(&self) -> Vec<String> {
+        let failed = self.failed.iter().map(|f| f.error.clone());
+        failed.chain(self.skipped.iter().map(|s| format!("{}: skipped: {}", s.file, s.reason))).collect()
+    }
+
+    /// The `rankscope.fr` JSON (what `rankscope fr --json` prints, and `rankscope analyze
+    /// --json` for a job of dumps alone).
+    pub fn json(&self) -> String {
+        fr::output::json(&self.dumps, &self.failed, &self.skipped, &self.report)
+    }
+}
+
+/// Reads the NCCL text of a job as `rankscope nccl` and `rankscope nccl-tests` do: the logs
+/// with [`nccl::analyze_logs`], the tests with [`nccl::analyze_tests`] (a log holding a perf
+/// table is read both ways). `None` without NCCL text.
+pub fn fabric(texts: &[TextRef<'_>]) -> Option<Fabric> {
+    let of = |k: TextKind| -> Vec<nccl::Input<'_>> {
+        texts
+            .iter()
+            .filter(|t| t.kinds.contains(&k))
+            .map(|t| nccl::Input { name: t.name, bytes: t.bytes })
+            .collect()
+    };
+    let (logs, tests) = (of(TextKind::NcclLog), of(TextKind::NcclTests));
+    if logs.is_empty() && tests.is_empty() {
+        return None;
+    }
+    Some(Fabric {
+        logs: (!logs.is_empty()).then(|| nccl::analyze_logs(&logs)),
+        tests: (!tests.is_empty()).then(|| nccl::analyze_tests(&tests, None)),
+    })
+}
+
+/// Reads the Flight Recorder dumps among `texts` ([`fr::read`]), keeps one per rank
+/// ([`fr::decide_ranks`]) and makes their sequence report. `None` without dumps.
+pub fn flight_recorder(texts: &[TextRef<'_>]) -> Option<FlightRecorder> {
+    let mut dumps = Vec::new();
+    let mut failed = Vec::new();
+    for t in texts.iter().filter(|t| t.kinds.contains(&TextKind::FlightRecorder)) {
+        match fr::read(t.name, t.bytes) {
+            Ok(d) => dumps.push(d),
+            Err(e) => failed.push(FailedFile { file: t.name.to_string(), error: e.to_string() }),
+        }
+    }
+    if dumps.is_empty() && failed.is_empty() {
+        return None;
+    }
+    let (dumps, skipped) = fr::decide_ranks(dumps);
+    let report = fr::job_report(&dumps);
+    Some(FlightRecorder { dumps, report, failed, skipped })
+}
+
+/// Decides every file's rank from the claims of all of them, in load order: `result[i]` is
+/// for `claims[i]`. `explicit` maps file names to ranks (`--rank FILE=N`); two files claiming
+/// one rank is a job error.
+pub fn decide(claims: &[RankClaim], explicit: &[(String, u32)]) -> (Vec<RankDecision>, Vec<JobError>) {
+    crate::view::ranks::decide_job_with(claims, explicit)
+}
+
+/// A file's claim on its rank, as [`decide`] reads it.
+pub fn claim_of(t: &RankTrace) -> RankClaim {
+    RankClaim { file: t.source.clone(), claimed_rank: t.meta.distributed.as_ref().and_then(|d| d.rank) }
+}
+
+/// The per-file half for a host that holds one trace: normalizes it alone (its rank as the
+/// file decides it, to be restamped by [`combine`]) and computes its part. `None` never
+/// happens in practice (normalizing keeps every trace it is given).
+pub fn part_of(trace: RankTrace, rules: &Rules, opts: &Options) -> Option<(RankClaim, RankPart)> {
+    let claim = claim_of(&trace);
+    let job = assemble(vec![trace], &[], rules);
+    let r = job.ranks.first()?;
+    Some((claim, analyze::rank_part(r, &job.strings, opts.kernel_wait_threshold_ns)))
+}
+
+/// A job's outputs: the analysis and what the NCCL text and Flight Recorder dumps say.
+#[derive(Debug, Clone)]
+pub struct JobOutput {
+    pub analysis: Analysis,
+    pub fabric: Option<Fabric>,
+    pub flight_recorder: Option<FlightRecorder>,
+    /// Files the shell could not read as anything (the trace reader's message, naming the file
+    /// and byte offset), kept for the exit status and the page.
+    pub failed: Vec<FailedFile>,
+}
+
+impl JobOutput {
+    /// Whether there is a trace analysis (else the dumps' report is all there is).
+    pub fn has_traces(&self) -> bool {
+        !self.analysis.ranks.is_empty()
+    }
+
+    /// `rankscope analyze --json`: the `rankscope.analysis` JSON (with a `flight_recorder`
+    /// member when there are dumps), or the `rankscope.fr` JSON for dumps alone.
+    pub fn json(&self) -> String {
+        match (&self.flight_recorder, self.has_traces()) {
+            (Some(f), false) => f.json(),
+            (f, _) => report::json(&self.analysis, f.as_ref().map(FlightRecorder::as_input)),
+        }
+    }
+
+    /// `rankscope analyze --md`.
+    pub fn markdown(&self) -> String {
+        match (&self.flight_recorder, self.has_traces()) {
+            (Some(f), false) => fr::output::render(&f.dumps, &f.report),
+            (f, _) => report::markdown_with_dumps(&self.analysis, f.as_ref().map(FlightRecorder::as_input)),
+        }
+    }
+
+    /// `rankscope analyze --csv` (the dumps are not part of it).
+    pub fn csv(&self) -> String {
+        report::csv(&self.analysis)
+    }
+
+    /// The clock offset estimated (or given) for a rank: aligned time = rank time − offset.
+    pub fn offset_of(&self, rank: u32) -> i64 {
+        self.analysis.alignment.iter().find(|x| x.rank == rank).map_or(0, |x| x.offset_ns)
+    }
+
+    /// Exit status of `rankscope analyze`: 0 when every input was read and the job holds no
+    /// error, else 1.
+    pub fn clean(&self) -> bool {
+        self.failed.is_empty()
+            && self.analysis.errors.is_empty()
+            && self.flight_recorder.as_ref().is_none_or(|f| f.failed.is_empty())
+    }
+}
+
+/// The job half: decides ranks across every file's claim, stamps them on the parts, reads the
+/// NCCL text and the dumps, and combines. `files[i]` is in load order (it decides load-order
+/// ranks); parts whose rank the job changes are restamped, never recomputed.
+pub fn combine(
+    files: Vec<(RankClaim, RankPart)>,
+    explicit: &[(String, u32)],
+    texts: &[TextRef<'_>],
+    opts: &Options,
+) -> JobOutput {
+    let claims: Vec<RankClaim> = files.iter().map(|(c, _)| c.clone()).collect();
+    let (decisions, errors) = decide(&claims, explicit);
+    let parts = files.into_iter().zip(&decisions).map(|((_, mut p), d)| {
+        p.restamp(d);
+        p
+    });
+    combine_decided(parts.collect(), errors, texts, opts)
+}
+
+/// [`combine`] for parts already computed with the job's ranks (the app's workers are told
+/// the decision before they compute; a host holding every trace normalizes them together).
+pub fn combine_decided(
+    parts: Vec<RankPart>,
+    errors: Vec<JobError>,
+    texts: &[TextRef<'_>],
+    opts: &Options,
+) -> JobOutput {
+    let fabric = fabric(texts);
+    let flight_recorder = flight_recorder(texts);
+    let mut opts = opts.clone();
+    if opts.fabric.is_none() {
+        opts.fabric = fabric.as_ref().and_then(|f| f.tests.clone());
+    }
+    let analysis = analyze::combine(parts, errors, &opts);
+    JobOutput { analysis, fabric, flight_recorder, failed: Vec::new() }
+}
+
+/// The whole job for a host that holds every trace (the CLI, the Python package): normalizes
+/// them together (so exports can write every rank) and analyzes. Returns the normalized job
+/// with the outputs.
+pub fn analyze_traces(
+    traces: Vec<RankTrace>,
+    explicit: &[(String, u32)],
+    rules: &Rules,
+    texts: &[TextRef<'_>],
+    opts: &Options,
+) -> (normalize::Job, JobOutput) {
+    let job = assemble(traces, explicit, rules);
+    let parts: Vec<RankPart> = job
+        .ranks
+        .iter()
+        .map(|r| analyze::rank_part(r, &job.strings, opts.kernel_wait_threshold_ns))
+        .collect();
+    let out = combine_decided(parts, job.errors.clone(), texts, opts);
+    (job, out)
+}
+
+impl RankPart {
+    /// Puts the job's decision on a part computed with another rank: every rank number in it,
+    /// where the rank came from, and the rank diagnostics (the decision's replace the file's
+    /// own). No figure of a part depends on the rank's number, so this equals recomputing.
+    pub fn restamp(&mut self, d: &RankDecision) {
+        let rank = d.rank;
+        self.info.rank = rank;
+        if let Some(s) = rank_source_of(&d.rank_source) {
+            self.info.rank_source = s;
+        }
+        self.totals.rank = rank;
+        for (_, s) in &mut self.steps {
+            s.rank = rank;
+        }
+        for x in &mut self.gpu_idle {
+            x.rank = rank;
+        }
+        if let Some(l) = self.launch.as_mut() {
+            l.rank = rank;
+        }
+        for a in &mut self.allocations {
+            a.rank = rank;
+        }
+        for c in &mut self.chains {
+            c.rank = rank;
+        }
+        let rank_kinds = crate::view::ranks::RANK_KINDS;
+        self.diagnostics.retain(|x| !rank_kinds.contains(&x.diagnostic.kind));
+        let file = self.info.source.clone();
+        self.diagnostics.extend(d.raw.iter().map(|x| analyze::FileDiagnostic {
+            file: file.clone(),
+            rank,
+            diagnostic: x.clone(),
+        }));
+        for x in &mut self.diagnostics {
+            x.rank = rank;
+        }
+        // The order `DiagnosticSet::sorted` gives: severity, most severe first, then kind.
+        self.diagnostics.sort_by(|a, b| {
+            b.diagnostic.severity.cmp(&a.diagnostic.severity).then(a.diagnostic.kind.cmp(&b.diagnostic.kind))
+        });
+    }
+}
+
+fn rank_source_of(s: &str) -> Option<RankSource> {
+    serde_json::from_value(serde_json::Value::String(s.to_string())).ok()
+}
+
+/// Rank diagnostics are the ones [`RankPart::restamp`] replaces.
+pub const RANK_DIAGNOSTICS: [DiagKind; 4] = crate::view::ranks::RANK_KINDS;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folder_candidates() {
+        for n in ["rank0.json", "w.pt.trace.json.gz", "TESTS.TXT", "nccl.Log", "slurm-1.out"] {
+            assert!(is_folder_candidate(n), "{n}");
+        }
+        for n in ["notes.md", "model.pt", "json", "a.json.bz2"] {
+            assert!(!is_folder_candidate(n), "{n}");
+        }
+    }
+}

@@ -1,0 +1,331 @@
+//! rankscope on a machine with files, for every shell that has a file system (the CLI, the
+//! Python package): folders walked as the app walks a dropped folder, each input's kind decided
+//! by content ([`rankscope_core::job::detect`]), traces read in chunks on every core, and the
+//! job made by the core's job API ([`rankscope_core::job`]). Nothing here prints: notes come
+//! back as values, progress through a callback.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use anyhow::{Context, Result};
+use rankscope_core::inspect::FailedFile;
+pub use rankscope_core::job::InputKind;
+use rankscope_core::job::{self, JobOutput, Text, TextRef};
+use rankscope_core::model::RankTrace;
+use rankscope_core::normalize::{assemble, Job, Rules};
+use rankscope_core::parse::FileIngest;
+
+/// One input file, and whether it was found by walking a folder (rather than named).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Input {
+    pub path: PathBuf,
+    pub walked: bool,
+}
+
+/// Expands files and directories into input files: a directory contributes every regular file
+/// below it whose name the app would take from the same folder
+/// ([`rankscope_core::job::is_folder_candidate`]: `.json`, `.json.gz`, `.log`, `.txt`, `.out`,
+/// any case) or that is a Flight Recorder dump (sorted); what each is, is decided by content; a file named explicitly is taken whatever its
+/// name or kind (`<(zcat trace.gz)` is a pipe). The walk visits each real directory once (a
+/// symlink to `.` or to a parent is not a loop), takes each real file once however many links
+/// lead to it, and skips special files (a FIFO named `*.json` is never opened), with a note.
+pub fn expand(paths: &[PathBuf], notes: &mut Vec<String>) -> Result<Vec<Input>> {
+    let mut out = Vec::new();
+    let mut dirs = std::collections::BTreeSet::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for p in paths {
+        let meta = std::fs::metadata(p).with_context(|| format!("cannot read {}", p.display()))?;
+        if meta.is_dir() {
+            let mut found = Vec::new();
+            walk(p, &mut found, &mut dirs, &mut seen, notes)?;
+            found.sort();
+            out.extend(found.into_iter().map(|path| Input { path, walked: true }));
+        } else {
+            if let Ok(c) = std::fs::canonicalize(p) {
+                seen.insert(c);
+            }
+            out.push(Input { path: p.clone(), walked: false });
+        }
+    }
+    Ok(out)
+}
+
+fn walk(
+    dir: &Path,
+    out: &mut Vec<PathBuf>,
+    dirs: &mut std::collections::BTreeSet<PathBuf>,
+    seen: &mut std::collections::BTreeSet<PathBuf>,
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    let real = std::fs::canonicalize(dir).with_context(|| format!("cannot read {}", dir.display()))?;
+    if !dirs.insert(real) {
+        return Ok(());
+    }
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot list {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    entries.sort();
+    for path in entries {
+        // `metadata` follows symlinks: a link is what it points to (a dangling one is skipped).
+        let Ok(meta) = std::fs::metadata(&path) else { continue };
+        if meta.is_dir() {
+            walk(&path, out, dirs, seen, notes)?;
+            continue;
+        }
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let json_name = rankscope_core::job::is_folder_candidate(name);
+        if !meta.is_file() {
+            if json_name {
+                notes.push(format!("skipped {} (not a regular file)", path.display()));
+            }
+            continue;
+        }
+        // Flight Recorder dumps carry any name (`fr_rank0`, `*.pkl`): asked by content.
+        if !json_name && sniff_file(&path) != InputKind::FlightRecorder {
+            continue;
+        }
+        let real = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+        if seen.insert(real) {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// Why a file could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadError {
+    pub message: String,
+    /// The bytes were read, and they are not a trace (rather than an I/O failure).
+    pub not_a_trace: bool,
+}
+
+impl ReadError {
+    fn io(message: String) -> Self {
+        ReadError { message, not_a_trace: false }
+    }
+}
+
+/// Reads one file in chunks through the core's streaming ingest.
+pub fn read_trace(path: &Path, chunk: usize, progress: &dyn Fn(u64)) -> Result<RankTrace, ReadError> {
+    let name = path.display().to_string();
+    let mut f = std::fs::File::open(path).map_err(|e| ReadError::io(format!("{name}: cannot open: {e}")))?;
+    let mut ingest = FileIngest::new(&name);
+    let mut buf = vec![0u8; chunk.max(1)];
+    loop {
+        let n = match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(ReadError::io(format!("{name}: read error: {e}"))),
+        };
+        ingest.feed(&buf[..n]);
+        progress(n as u64);
+        if ingest.failed() {
+            break;
+        }
+    }
+    ingest.finish().map_err(|e| ReadError { message: e.to_string(), not_a_trace: true })
+}
+
+/// Progress of reading: `(bytes done, bytes in all)`, called from the reading threads.
+pub type ProgressFn<'a> = &'a (dyn Fn(u64, u64) + Sync);
+
+/// Reads every trace file (in parallel, one thread per core), in the order given. A file found
+/// by walking a folder that is not a trace (a `config.json`, a `[{"lr": 0.1}]`) is skipped with
+/// a note; a file named explicitly that is not one fails.
+pub fn load_traces(
+    files: &[Input],
+    chunk: usize,
+    progress: ProgressFn<'_>,
+) -> (Vec<RankTrace>, Vec<FailedFile>, Vec<String>) {
+    let total: u64 = files.iter().filter_map(|f| std::fs::metadata(&f.path).ok()).map(|m| m.len()).sum();
+    let done = AtomicU64::new(0);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(files.len()).max(1);
+    let next = AtomicU64::new(0);
+    let results: Mutex<Vec<(usize, Result<RankTrace, ReadError>)>> = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed) as usize;
+                let Some(input) = files.get(i) else { break };
+                let r = read_trace(&input.path, chunk, &|n| {
+                    progress(done.fetch_add(n, Ordering::Relaxed) + n, total);
+                });
+                if let Ok(mut v) = results.lock() {
+                    v.push((i, r));
+                }
+            });
+        }
+    });
+    let mut results = results.into_inner().unwrap_or_default();
+    results.sort_by_key(|(i, _)| *i);
+    let mut traces = Vec::new();
+    let mut failed = Vec::new();
+    let mut notes = Vec::new();
+    for (i, r) in results {
+        let Some(input) = files.get(i) else { continue };
+        match r {
+            Ok(t) => traces.push(t),
+            Err(ReadError { message, not_a_trace: true }) if input.walked => {
+                notes.push(format!("skipped {message}"))
+            }
+            Err(ReadError { message, .. }) => {
+                failed.push(FailedFile { file: input.path.display().to_string(), error: message })
+            }
+        }
+    }
+    (traces, failed, notes)
+}
+
+/// [`load_traces`], then normalizes them into one job (ranks decided across the files).
+pub fn load_job(
+    files: &[Input],
+    explicit: &[(String, u32)],
+    rules: &Rules,
+    chunk: usize,
+    progress: ProgressFn<'_>,
+) -> (Job, Vec<FailedFile>, Vec<String>) {
+    let (traces, failed, notes) = load_traces(files, chunk, progress);
+    (assemble(traces, explicit, rules), failed, notes)
+}
+
+/// Parses `FILE=N` rank mappings.
+pub fn parse_rank_map(items: &[String]) -> Result<Vec<(String, u32)>> {
+    items
+        .iter()
+        .map(|s| {
+            let (f, r) = s.rsplit_once('=').with_context(|| format!("--rank expects FILE=N, got `{s}`"))?;
+            let r: u32 =
+                r.trim().parse().with_context(|| format!("--rank {s}: `{r}` is not a rank number"))?;
+            Ok((f.to_string(), r))
+        })
+        .collect()
+}
+
+/// The default rules, with a user rule file in front when given.
+pub fn load_rules(path: Option<&Path>) -> Result<Rules> {
+    match path {
+        None => Ok(Rules::default()),
+        Some(p) => {
+            let text =
+                std::fs::read_to_string(p).with_context(|| format!("cannot read rules {}", p.display()))?;
+            Rules::with_user_rules(&text).with_context(|| format!("rules {}", p.display()))
+        }
+    }
+}
+
+/// What a file is, from its first [`job::SNIFF_BYTES`] ([`job::detect`]); a file that cannot
+/// be opened is handed to the trace reader, which says why.
+pub fn sniff_file(path: &Path) -> InputKind {
+    job::detect(&head_of(path))
+}
+
+fn head_of(path: &Path) -> Vec<u8> {
+    let mut head = vec![0u8; job::SNIFF_BYTES];
+    let mut n = 0;
+    if let Ok(mut f) = std::fs::File::open(path) {
+        while n < head.len() {
+            match f.read(&mut head[n..]) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+    }
+    head.truncate(n);
+    head
+}
+
+/// Explicit `FILE=N` rank mappings.
+pub type RankMap = Vec<(String, u32)>;
+
+/// The inputs every trace command shares: files from paths, explicit ranks, rules. A `--rank`
+/// naming no input file is an error (it would otherwise be ignored in silence).
+pub fn inputs(
+    paths: &[PathBuf],
+    rank: &[String],
+    rules: Option<&Path>,
+    notes: &mut Vec<String>,
+) -> Result<(Vec<Input>, RankMap, Rules)> {
+    let files = expand(paths, notes)?;
+    if files.is_empty() {
+        anyhow::bail!("no input files (.json, .json.gz, .log, .txt, .out or Flight Recorder dumps) under the given paths");
+    }
+    let map = parse_rank_map(rank)?;
+    for (f, r) in &map {
+        // The core matches a mapping to a file by its whole name or a trailing path part.
+        let hit = files.iter().any(|i| {
+            let s = i.path.display().to_string();
+            s == *f || s.ends_with(&format!("/{f}"))
+        });
+        anyhow::ensure!(hit, "--rank {f}={r}: no input file is called `{f}`");
+    }
+    Ok((files, map, load_rules(rules)?))
+}
+
+/// A whole analysis from paths: what `rankscope analyze` and `rankscope.analyze()` run.
+#[derive(Debug, Default)]
+pub struct Request {
+    /// Files and folders (folders walked as [`expand`] says).
+    pub paths: Vec<PathBuf>,
+    /// `FILE=N` explicit ranks.
+    pub ranks: Vec<String>,
+    /// Extra classification rules (a JSON file).
+    pub rules: Option<PathBuf>,
+    pub options: rankscope_core::analyze::Options,
+    /// Read size (default 4 MiB).
+    pub chunk: Option<usize>,
+}
+
+/// What [`analyze_paths`] gives: the normalized job (for exports), the outputs, and the notes a
+/// shell shows (files skipped, NCCL logs that only the NCCL report reads).
+#[derive(Debug)]
+pub struct Outcome {
+    pub job: Job,
+    pub out: JobOutput,
+    pub notes: Vec<String>,
+}
+
+/// Reads every input by kind and runs the job: traces in parallel, NCCL text and Flight
+/// Recorder dumps whole (kB to MB), then [`job::analyze_traces`]. Errors are for usage (no
+/// input, a `--rank` naming no file, unreadable rules); a file that cannot be read is in
+/// `out.failed`.
+pub fn analyze_paths(req: &Request, progress: ProgressFn<'_>) -> Result<Outcome> {
+    let mut notes = Vec::new();
+    let (files, explicit, rules) = inputs(&req.paths, &req.ranks, req.rules.as_deref(), &mut notes)?;
+    let mut traces = Vec::new();
+    let mut texts: Vec<Text> = Vec::new();
+    let mut failed = Vec::new();
+    for f in files {
+        let head = head_of(&f.path);
+        let kinds = job::text_kinds(&head);
+        if kinds.is_empty() {
+            traces.push(f);
+            continue;
+        }
+        let name = f.path.display().to_string();
+        match std::fs::read(&f.path) {
+            Ok(bytes) => {
+                if kinds == [job::TextKind::NcclLog] {
+                    notes.push(format!("{name} is an NCCL_DEBUG log: its report is `rankscope nccl`'s"));
+                }
+                texts.push(Text { name, kinds, bytes })
+            }
+            Err(e) => {
+                failed.push(FailedFile { file: name.clone(), error: format!("{name}: cannot read: {e}") })
+            }
+        }
+    }
+    let (traces, trace_failed, more) = load_traces(&traces, req.chunk.unwrap_or(4 << 20), progress);
+    notes.extend(more);
+    failed.extend(trace_failed);
+    let refs: Vec<TextRef<'_>> = texts.iter().map(Text::as_ref).collect();
+    let (job, mut out) = job::analyze_traces(traces, &explicit, &rules, &refs, &req.options);
+    out.failed = failed;
+    Ok(Outcome { job, out, notes })
+}
