@@ -159,7 +159,9 @@ fn write_perfetto(
     let plan_in: Vec<(u32, i64, &str)> = job
         .ranks
         .iter()
-        .map(|r| (r.rank, al(r.rank).map_or(0, |x| x.offset_ns), al(r.rank).map_or("", |x| x.method)))
+        .map(|r| {
+            (r.rank, al(r.rank).map_or(0, |x| x.offset_ns), al(r.rank).map_or("", |x| x.method.as_str()))
+        })
         .collect();
     let plan = perfetto::plan(&plan_in, origin);
     let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
@@ -185,7 +187,7 @@ fn write_merged(
     let ranks: Vec<_> = job.ranks.iter().map(|r| (r, offset(r.rank))).collect();
     let origin = export::origin(&ranks);
     let methods: Vec<(u32, i64, &str)> =
-        a.alignment.iter().map(|x| (x.rank, x.offset_ns, x.method)).collect();
+        a.alignment.iter().map(|x| (x.rank, x.offset_ns, x.method.as_str())).collect();
     let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
     export::write_header(&mut out, origin, &methods)?;
     for (k, (r, off)) in ranks.iter().enumerate() {

@@ -18,6 +18,7 @@ pub mod fr;
 pub mod inspect;
 pub mod job;
 pub mod model;
+pub mod names;
 pub mod nccl;
 pub mod normalize;
 pub mod parse;

@@ -388,7 +388,7 @@ fn merged_trace_puts_every_rank_on_the_aligned_clock() {
     let origin = rankscope_core::export::origin(&ranks);
     let mut out = Vec::new();
     let methods: Vec<(u32, i64, &str)> =
-        a.alignment.iter().map(|x| (x.rank, x.offset_ns, x.method)).collect();
+        a.alignment.iter().map(|x| (x.rank, x.offset_ns, x.method.as_str())).collect();
     rankscope_core::export::write_header(&mut out, origin, &methods).unwrap_or_else(|e| panic!("{e}"));
     for (k, (r, off)) in ranks.iter().enumerate() {
         rankscope_core::export::write_rank(&mut out, r, &job.strings, *off, origin, k == 0)

@@ -66,6 +66,10 @@ fn parts_from_anywhere_equal_the_whole_job() {
         let parts = remote_parts(files.iter().map(|(n, b)| trace(n, b)).collect(), &opts);
         let combined = job::combine(parts, &[], &[], &opts);
         assert_eq!(combined.json(), whole.json(), "{dir}");
+        // The analysis reads back from its own JSON (a shell that gets text holds the value).
+        let back: rankscope_core::analyze::Analysis =
+            serde_json::from_str(&whole.json()).unwrap_or_else(|e| panic!("{dir}: {e}"));
+        assert_eq!(back, whole.analysis, "{dir}");
     }
 }
 
@@ -197,4 +201,36 @@ fn dumps_alone_give_the_fr_report() {
     let json: serde_json::Value = serde_json::from_str(&out.json()).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(json["schema"], "rankscope.fr");
     assert!(out.flight_recorder.as_ref().is_some_and(|f| f.dumps.len() == 4));
+}
+
+#[test]
+fn nccl_reports_read_back_from_their_json() {
+    // A worker parses NCCL text and posts the reports as JSON: they must come back equal.
+    let mut texts = Vec::new();
+    for dir in ["nccl-logs", "nccl-tests"] {
+        let mut paths: Vec<_> = std::fs::read_dir(common::shared().join(dir))
+            .unwrap_or_else(|e| panic!("{dir}: {e}"))
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.is_file())
+            .collect();
+        paths.sort();
+        for p in paths {
+            if let Loaded::Text(t) = read_all(&p.display().to_string(), &common::read(&p)) {
+                texts.push(t);
+            }
+        }
+    }
+    let refs: Vec<_> = texts.iter().map(Text::as_ref).collect();
+    let fabric = job::fabric(&refs).unwrap_or_else(|| panic!("no NCCL text recognised"));
+    let logs = fabric.logs.as_ref().unwrap_or_else(|| panic!("no NCCL_DEBUG log recognised"));
+    let tests = fabric.tests.as_ref().unwrap_or_else(|| panic!("no nccl-tests output recognised"));
+    let back: rankscope_core::nccl::LogReport =
+        serde_json::from_str(&serde_json::to_string(logs).unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(&back, logs);
+    let back: rankscope_core::nccl::TestsReport =
+        serde_json::from_str(&serde_json::to_string(tests).unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(&back, tests);
 }

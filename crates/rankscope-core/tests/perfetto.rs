@@ -19,7 +19,9 @@ fn archive(job: &Job, a: &Analysis) -> (Vec<u8>, perfetto::Plan) {
     let input: Vec<(u32, i64, &str)> = job
         .ranks
         .iter()
-        .map(|r| (r.rank, al(r.rank).map_or(0, |x| x.offset_ns), al(r.rank).map_or("", |x| x.method)))
+        .map(|r| {
+            (r.rank, al(r.rank).map_or(0, |x| x.offset_ns), al(r.rank).map_or("", |x| x.method.as_str()))
+        })
         .collect();
     let plan = perfetto::plan(&input, export::origin(&ranks));
     let mut out = Vec::new();

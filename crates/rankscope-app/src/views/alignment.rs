@@ -29,7 +29,7 @@ pub fn alignment(p: &Props) -> Html {
     html! {
         <section class="alignment" data-testid="alignment">
             <p class="muted">{"Matched collectives end at nearly the same instant on every rank; a rank's offset is the median of (its end − the reference rank's end) over them, and the residual their median absolute deviation. An estimate within the noise (|estimate| ≤ max(3 × residual, 10 µs)) is not applied. Aligned time = rank time − offset."}</p>
-            <p>{format!("Collectives matched by {}.", matching.method.replace('_', " "))}</p>
+            <p>{format!("Collectives matched by {}.", matching.method.as_str().replace('_', " "))}</p>
             <table class="align-table" data-testid="alignment-table">
                 <thead><tr>
                     <th class="num">{"Rank"}</th><th>{"Method"}</th><th class="num">{"Offset applied"}</th>
@@ -38,11 +38,11 @@ pub fn alignment(p: &Props) -> Html {
                 </tr></thead>
                 <tbody>
                 { for a.alignment.iter().map(|r| html! {
-                    <tr data-testid="alignment-row" data-rank={r.rank.to_string()} data-method={r.method}
+                    <tr data-testid="alignment-row" data-rank={r.rank.to_string()} data-method={r.method.as_str()}
                         data-offset-ns={r.offset_ns.to_string()} data-estimate-ns={r.estimate_ns.to_string()}
                         data-residual-ns={r.residual_ns.to_string()} data-anchors={r.anchors.to_string()}>
                         <td class="num">{r.rank}</td>
-                        <td title={r.method}>{method_text(r.method)}</td>
+                        <td title={r.method.as_str()}>{method_text(r.method.as_str())}</td>
                         <td class="num">{format::duration(r.offset_ns as f64)}</td>
                         <td class="num">{format::duration(r.estimate_ns as f64)}</td>
                         <td class="num">{format::duration(r.residual_ns as f64)}</td>

@@ -212,7 +212,7 @@ pub fn exports(p: &Props) -> Html {
             let Some(pool) = &pool else { return };
             let a = &job.analysis;
             let methods: Vec<(u32, i64, &str)> =
-                a.alignment.iter().map(|x| (x.rank, x.offset_ns, x.method)).collect();
+                a.alignment.iter().map(|x| (x.rank, x.offset_ns, x.method.as_str())).collect();
             let mut header = Vec::new();
             let _ = export::write_header(&mut header, job.origin_ns, &methods);
             let order: Vec<FileId> = job.ranks.iter().map(|(f, _)| *f).collect();
@@ -246,7 +246,11 @@ pub fn exports(p: &Props) -> Html {
                 .ranks
                 .iter()
                 .map(|(_, r)| {
-                    (r.rank, al(r.rank).map_or(0, |x| x.offset_ns), al(r.rank).map_or("", |x| x.method))
+                    (
+                        r.rank,
+                        al(r.rank).map_or(0, |x| x.offset_ns),
+                        al(r.rank).map_or("", |x| x.method.as_str()),
+                    )
                 })
                 .collect();
             let plan = archive::plan(&input, job.origin_ns);

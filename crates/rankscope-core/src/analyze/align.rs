@@ -19,7 +19,7 @@
 //! 10 µs)) is not applied; `offset_ns` is then 0 and the estimate is still reported.
 //! Convention: aligned time = rank time − `offset_ns`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::instances::{median, Matched};
 use super::RankPart;
@@ -27,11 +27,27 @@ use super::RankPart;
 /// The noise floor below which an estimated offset is not applied.
 pub const MIN_APPLIED_OFFSET_NS: i64 = 10_000;
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+crate::named_enum! {
+    /// How a rank's clock offset was found.
+    pub enum AlignMethod {
+        /// Given with `--offset`.
+        User => "user",
+        /// The reference rank (offset 0 by definition).
+        Reference => "reference",
+        /// Collective end times matched with the reference rank.
+        Collectives => "collectives",
+        /// `ProfilerStep#N` starts matched with the reference rank.
+        StepStarts => "step_starts",
+        /// Nothing to match: the raw timestamps are taken as they are.
+        Timestamps => "timestamps",
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RankAlignment {
     pub rank: u32,
     /// `reference`, `user`, `collectives`, `step_starts` or `timestamps`.
-    pub method: &'static str,
+    pub method: AlignMethod,
     /// Applied offset: aligned time = rank time − offset.
     pub offset_ns: i64,
     /// The estimate before the noise test (equal to `offset_ns` when applied).
@@ -56,7 +72,7 @@ pub fn align(parts: &[RankPart], matched: &[Matched], user: &[(u32, i64)]) -> Ve
             if let Some(&(_, off)) = user.iter().find(|(k, _)| *k == rank) {
                 return RankAlignment {
                     rank,
-                    method: "user",
+                    method: AlignMethod::User,
                     offset_ns: off,
                     estimate_ns: off,
                     residual_ns: 0,
@@ -68,7 +84,7 @@ pub fn align(parts: &[RankPart], matched: &[Matched], user: &[(u32, i64)]) -> Ve
             if rank == reference {
                 return RankAlignment {
                     rank,
-                    method: "reference",
+                    method: AlignMethod::Reference,
                     offset_ns: 0,
                     estimate_ns: 0,
                     residual_ns: 0,
@@ -88,7 +104,7 @@ pub fn align(parts: &[RankPart], matched: &[Matched], user: &[(u32, i64)]) -> Ve
             if !diffs.is_empty() {
                 return estimate(
                     rank,
-                    "collectives",
+                    AlignMethod::Collectives,
                     diffs,
                     "collective end times matched with the reference rank",
                 );
@@ -111,14 +127,14 @@ pub fn align(parts: &[RankPart], matched: &[Matched], user: &[(u32, i64)]) -> Ve
             if !diffs.is_empty() {
                 return estimate(
                     rank,
-                    "step_starts",
+                    AlignMethod::StepStarts,
                     diffs,
                     "no collective matched with the reference rank: step starts used as anchors",
                 );
             }
             RankAlignment {
                 rank,
-                method: "timestamps",
+                method: AlignMethod::Timestamps,
                 offset_ns: 0,
                 estimate_ns: 0,
                 residual_ns: 0,
@@ -132,7 +148,7 @@ pub fn align(parts: &[RankPart], matched: &[Matched], user: &[(u32, i64)]) -> Ve
         .collect()
 }
 
-fn estimate(rank: u32, method: &'static str, mut diffs: Vec<i64>, why: &str) -> RankAlignment {
+fn estimate(rank: u32, method: AlignMethod, mut diffs: Vec<i64>, why: &str) -> RankAlignment {
     let est = median(&mut diffs);
     let mut dev: Vec<i64> = diffs.iter().map(|d| (d - est).abs()).collect();
     let max_dev = dev.iter().copied().max().unwrap_or(0);

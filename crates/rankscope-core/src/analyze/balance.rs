@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::breakdown::StepRank;
 use super::collectives::{pct, Op};
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
 pub struct StepStraggler {
     pub step: u32,
     pub rank: u32,
@@ -34,7 +34,7 @@ pub struct StepStraggler {
     pub runner_up_lateness_ns: i64,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
 pub struct StragglerSummary {
     /// The rank named straggler most often.
     pub rank: u32,
@@ -96,7 +96,7 @@ pub fn stragglers(ops: &[Op]) -> (Vec<StepStraggler>, Option<StragglerSummary>) 
     (out, summary)
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
 pub struct Imbalance {
     pub step: u32,
     /// (max − min) / mean of compute_ns over ranks.

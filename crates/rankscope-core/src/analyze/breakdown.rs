@@ -37,8 +37,8 @@ use crate::normalize::job::RankEntry;
 /// The unions of one rank's events by role, over the whole trace.
 #[derive(Debug, Clone, Default)]
 pub struct RankSets {
-    /// `gpu` or `cpu`: which lanes the figures come from.
-    pub source: &'static str,
+    /// Which lanes the figures come from.
+    pub source: MetricsFrom,
     pub compute: Set,
     pub comm: Set,
     pub memory: Set,
@@ -86,7 +86,7 @@ pub fn rank_sets(r: &RankEntry, strings: &StringTable) -> RankSets {
         }
     }
     RankSets {
-        source: if side == LaneKind::Gpu { "gpu" } else { "cpu" },
+        source: if side == LaneKind::Gpu { MetricsFrom::Gpu } else { MetricsFrom::Cpu },
         compute: Set::from_sorted(compute),
         comm: Set::from_sorted(comm),
         memory: Set::from_sorted(memory),
@@ -152,8 +152,29 @@ pub struct StepRank {
     pub tb_computation_ns: i64,
     pub tb_communication_ns: i64,
     pub tb_other_ns: i64,
-    /// `gpu` or `cpu`.
-    pub source: String,
+    pub source: MetricsFrom,
+}
+
+crate::named_enum! {
+    /// Which lanes a rank's figures come from.
+    #[derive(Default)]
+    pub enum MetricsFrom {
+        /// GPU streams (kernels, memcpy/memset): the device's time.
+        #[default]
+        Gpu => "gpu",
+        /// CPU threads (a CPU-only run, e.g. gloo on CPU): the host's ops.
+        Cpu => "cpu",
+    }
+}
+
+impl MetricsFrom {
+    /// The lanes of this side.
+    pub fn lane_kind(self) -> LaneKind {
+        match self {
+            MetricsFrom::Gpu => LaneKind::Gpu,
+            MetricsFrom::Cpu => LaneKind::Cpu,
+        }
+    }
 }
 
 /// Step windows of one rank: `(step, start, end)`, non-overlapping, in time order.
@@ -226,7 +247,7 @@ pub fn window(rank: u32, sets: &RankSets, gaps: Option<&GapClassifier>, start: i
         tb_computation_ns: compute - overlap,
         tb_communication_ns: comm - overlap,
         tb_other_ns: wall - cm.len_ns(),
-        source: sets.source.to_string(),
+        source: sets.source,
     }
 }
 
@@ -238,7 +259,7 @@ mod tests {
     fn window_formulas_on_a_known_case() {
         // compute [0,10) ∪ [20,30); comm [5,25); memory [40,45); window [0,50).
         let sets = RankSets {
-            source: "gpu",
+            source: MetricsFrom::Gpu,
             compute: Set::from_unsorted(vec![(0, 10), (20, 30), (2, 8)]),
             comm: Set::from_unsorted(vec![(5, 25)]),
             memory: Set::from_unsorted(vec![(40, 45)]),

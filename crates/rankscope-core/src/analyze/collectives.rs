@@ -103,7 +103,7 @@ pub fn ops(matched: &[Matched], al: &[RankAlignment], world: i64) -> Vec<Op> {
 }
 
 /// Per kind and process group.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
 pub struct CollectiveStats {
     pub kind: CollKind,
     pub pg: String,
@@ -126,7 +126,17 @@ pub struct CollectiveStats {
     pub algbw_gbps: Option<f64>,
     pub busbw_gbps: Option<f64>,
     /// `transfer` (matched across ranks) or `duration` (single rank: includes any waiting).
-    pub bw_basis: &'static str,
+    pub bw_basis: BwBasis,
+}
+
+crate::named_enum! {
+    /// What time a collective's bandwidth is computed over.
+    pub enum BwBasis {
+        /// The transfer, matched across ranks (the last member's arrival to the end).
+        Transfer => "transfer",
+        /// The whole duration on one rank: includes any waiting, so a lower bound.
+        Duration => "duration",
+    }
 }
 
 /// Nearest-rank percentile of a sorted slice.
@@ -187,7 +197,7 @@ fn summarize(
         skew_max_ns: timing.as_ref().and_then(|t| t.skews.last().copied()),
         algbw_gbps: alg,
         busbw_gbps: alg.map(|a| a * busbw_factor(kind, group_size)),
-        bw_basis: if timing.is_some() { "transfer" } else { "duration" },
+        bw_basis: if timing.is_some() { BwBasis::Transfer } else { BwBasis::Duration },
     }
 }
 

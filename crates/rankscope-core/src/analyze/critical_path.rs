@@ -49,7 +49,7 @@ pub struct PathEvent {
 pub struct StepPath {
     pub step: u32,
     /// Which level of critical-path analysis this is.
-    pub level: String,
+    pub level: PathLevel,
     pub rank: u32,
     /// Why this rank: `straggler` or `longest_step`.
     pub chosen_as: String,
@@ -167,7 +167,7 @@ impl<'a> RankCtx<'a> {
         gaps: GapClassifier,
     ) -> Self {
         let e = &rank.trace.events;
-        let side = if sets.source == "gpu" { LaneKind::Gpu } else { LaneKind::Cpu };
+        let side = sets.source.lane_kind();
         let mut work: Vec<usize> =
             (0..e.len()).filter(|&i| super::breakdown::is_work(&rank.trace, i, side)).collect();
         work.sort_by_key(|&i| (e.ts_ns[i], i));
@@ -239,7 +239,7 @@ pub fn chain(c: &RankCtx<'_>, strings: &StringTable, step: u32, lo: i64, hi: i64
     top.truncate(5);
     StepPath {
         step,
-        level: LEVEL.to_string(),
+        level: LEVEL,
         rank: c.rank.rank,
         chosen_as: String::new(),
         start_ns: lo,
@@ -259,11 +259,21 @@ pub fn chain(c: &RankCtx<'_>, strings: &StringTable, step: u32, lo: i64, hi: i64
     }
 }
 
+crate::named_enum! {
+    /// Which level of critical-path analysis a step's chain is.
+    pub enum PathLevel {
+        /// Level 1: the chain of the rank that bounds the step.
+        BottleneckRankChain => "bottleneck_rank_chain",
+        /// Level 2: the chain across ranks through the matched collectives.
+        CrossRankCollectiveChain => "cross_rank_collective_chain",
+    }
+}
+
 /// The level of critical-path analysis implemented.
-pub const LEVEL: &str = "bottleneck_rank_chain";
+pub const LEVEL: PathLevel = PathLevel::BottleneckRankChain;
 
 /// The level-2 label.
-pub const LEVEL2: &str = "cross_rank_collective_chain";
+pub const LEVEL2: PathLevel = PathLevel::CrossRankCollectiveChain;
 
 /// Per step: the level-2 cross-rank chain when the step has matched collectives, else the
 /// level-1 chain of the rank that bounds it (the straggler, else the longest step); on the
@@ -395,7 +405,7 @@ fn level2(
         .unwrap_or_default();
     Some(StepPath {
         step: s.step,
-        level: LEVEL2.to_string(),
+        level: LEVEL2,
         rank: dominant,
         chosen_as: "dominant".into(),
         start_ns: hops.first().map_or(start, |h| h.start_ns),

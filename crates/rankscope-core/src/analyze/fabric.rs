@@ -21,7 +21,7 @@ use crate::model::CollKind;
 use crate::nccl::perf::PerfTest;
 use crate::nccl::{Collective, TestsReport};
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
 pub struct FabricComparison {
     /// False when the nccl-tests run is not of this job's hardware or backend (then `reason`
     /// says why and no finding is drawn from it).
@@ -40,7 +40,7 @@ pub struct FabricComparison {
     /// achieved / fabric.
     pub fraction: f64,
     /// `transfer` (fair) or `duration` (a lower bound: includes waiting).
-    pub basis: &'static str,
+    pub basis: super::collectives::BwBasis,
     pub fabric_file: String,
     pub fabric_ranks: Option<u32>,
     pub message: String,
@@ -163,7 +163,7 @@ pub fn compare(colls: &[CollectiveStats], tests: &TestsReport, facts: &TraceFact
         let model =
             test.analysis.as_ref().and_then(|a| a.fit.as_ref()).and_then(|f| f.busbw_at(bytes as f64));
         let fraction = achieved / fabric;
-        let lower = if c.bw_basis == "duration" { "at least " } else { "" };
+        let lower = if c.bw_basis == super::collectives::BwBasis::Duration { "at least " } else { "" };
         let reason = mismatch(test, facts, c.group_size);
         let message = match &reason {
             Some(why) => format!(

@@ -264,7 +264,7 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     fn is_cpu(&self, rank: u32) -> bool {
-        self.a.ranks.iter().any(|r| r.rank == rank && r.metrics_from == "cpu")
+        self.a.ranks.iter().any(|r| r.rank == rank && r.metrics_from == super::breakdown::MetricsFrom::Cpu)
     }
 
     /// Per rank: the mean over its steps of `f`.
@@ -325,7 +325,8 @@ pub fn findings(a: &Analysis, ops: &[Op], th: &Thresholds) -> Vec<Finding> {
         per_step,
         step_ns,
         ranks: a.ranks.iter().map(|r| r.rank).collect(),
-        cpu_only: !a.ranks.is_empty() && a.ranks.iter().all(|r| r.metrics_from == "cpu"),
+        cpu_only: !a.ranks.is_empty()
+            && a.ranks.iter().all(|r| r.metrics_from == super::breakdown::MetricsFrom::Cpu),
     };
     let mut out: Vec<Finding> = Vec::new();
     out.extend(pipeline_bubble(&cx));
@@ -1336,7 +1337,13 @@ fn input_bound_all(cx: &Ctx<'_>) -> Option<Finding> {
     // CPU ranks: the DataLoader runs on the training thread, the whole of it is step time;
     // GPU ranks: what costs is the device idle while the host loads (`input_ns`).
     let share: Vec<(u32, f64, f64)> = cx
-        .per_rank_mean(|r| if r.source == "cpu" { r.data_loading_ns } else { r.input_ns })
+        .per_rank_mean(|r| {
+            if r.source == super::breakdown::MetricsFrom::Cpu {
+                r.data_loading_ns
+            } else {
+                r.input_ns
+            }
+        })
         .into_iter()
         .map(|(rank, v)| (rank, v, v / cx.rank_step_ns(rank).max(1.0)))
         .collect();
@@ -1477,11 +1484,9 @@ fn below_fabric(cx: &Ctx<'_>) -> Vec<Finding> {
     let n_steps = cx.all_steps.len().max(1) as f64;
     let exposed = median_f(cx.per_rank_mean(|r| r.exposed_transfer_ns).into_iter().map(|x| x.1).collect());
     let mut out = Vec::new();
-    for c in a
-        .fabric
-        .iter()
-        .filter(|c| c.comparable && c.basis == "transfer" && c.fraction < cx.th.fabric_fraction)
-    {
+    for c in a.fabric.iter().filter(|c| {
+        c.comparable && c.basis == super::collectives::BwBasis::Transfer && c.fraction < cx.th.fabric_fraction
+    }) {
         let per_step: f64 = a
             .collectives
             .iter()

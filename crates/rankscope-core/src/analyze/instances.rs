@@ -538,10 +538,22 @@ pub fn is_partial(m: &Matched, members: &std::collections::BTreeMap<String, usiz
     !m.kind.is_p2p() && members.get(&m.pg).is_some_and(|&n| m.ranks.len() < n)
 }
 
+crate::named_enum! {
+    /// How collective instances were matched across ranks.
+    pub enum MatchMethod {
+        /// By the process group's sequence number (`Seq` / `Comms Id`) on every rank.
+        ProcessGroupSeq => "process_group_seq",
+        /// By ordinal within (step, process group, kind).
+        OrdinalPerStep => "ordinal_per_step_group_and_kind",
+        /// By ordinal within (process group, kind): steps are not known on every rank.
+        Ordinal => "ordinal_per_group_and_kind",
+    }
+}
+
 /// How instances were matched.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct MatchInfo {
-    pub method: &'static str,
+    pub method: MatchMethod,
     /// Per rank, the ordinal shift applied (0 when matched by sequence number).
     pub shifts: Vec<(u32, i64)>,
 }
@@ -643,11 +655,11 @@ pub fn match_instances(
     }
     out.sort_by_key(|m| (m.per_rank.first().map_or(0, |x| x.end_ns), m.kind, m.key));
     let method = if all_seq {
-        "process_group_seq"
+        MatchMethod::ProcessGroupSeq
     } else if steps_known {
-        "ordinal_per_step_group_and_kind"
+        MatchMethod::OrdinalPerStep
     } else {
-        "ordinal_per_group_and_kind"
+        MatchMethod::Ordinal
     };
     (out, MatchInfo { method, shifts })
 }

@@ -27,7 +27,7 @@ pub mod waits;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Diagnostic, LaneKind, StringTable};
+use crate::model::{Diagnostic, StringTable};
 use crate::normalize::job::RankEntry;
 use crate::normalize::{Job, JobError, RankSource};
 
@@ -69,13 +69,13 @@ pub struct RankInfo {
     pub events: u64,
     pub steps: Vec<u32>,
     /// Which lanes the time figures come from: `gpu` or `cpu` (CPU-only traces).
-    pub metrics_from: String,
+    pub metrics_from: breakdown::MetricsFrom,
     /// Distinct device names of `deviceProperties`.
     #[serde(default)]
     pub devices: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
 pub struct StepEntry {
     pub step: u32,
     pub per_rank: Vec<breakdown::StepRank>,
@@ -128,10 +128,18 @@ pub struct FileDiagnostic {
     pub diagnostic: Diagnostic,
 }
 
-/// The whole analysis (schema `rankscope.analysis`).
-#[derive(Debug, Clone, Serialize, PartialEq)]
+crate::named_enum! {
+    /// The schema name of the analysis JSON.
+    pub enum AnalysisSchema {
+        Analysis => "rankscope.analysis",
+    }
+}
+
+/// The whole analysis (schema `rankscope.analysis`). It deserializes from its own JSON, so a
+/// shell that gets it as text (a worker, a notebook) holds the same value.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Analysis {
-    pub schema: &'static str,
+    pub schema: AnalysisSchema,
     pub schema_version: u32,
     pub ranks: Vec<RankInfo>,
     pub steps: Vec<StepEntry>,
@@ -215,7 +223,7 @@ pub struct RankPart {
 pub fn rank_part(r: &RankEntry, strings: &StringTable, kernel_wait_threshold_ns: i64) -> RankPart {
     let sets = breakdown::rank_sets(r, strings);
     let windows = breakdown::step_windows(r);
-    let side = if sets.source == "gpu" { LaneKind::Gpu } else { LaneKind::Cpu };
+    let side = sets.source.lane_kind();
     let gaps = idle::GapClassifier::new(r, side, kernel_wait_threshold_ns);
     let rows: Vec<breakdown::StepRank> =
         windows.iter().map(|&(_, lo, hi)| breakdown::window(r.rank, &sets, Some(&gaps), lo, hi)).collect();
@@ -228,7 +236,7 @@ pub fn rank_part(r: &RankEntry, strings: &StringTable, kernel_wait_threshold_ns:
         backend: d.backend,
         events: r.trace.counts.total,
         steps: r.norm.steps.number.clone(),
-        metrics_from: sets.source.to_string(),
+        metrics_from: sets.source,
         devices: {
             let mut v: Vec<String> = r.trace.meta.devices.iter().map(|d| d.name.clone()).collect();
             v.sort();
@@ -275,7 +283,7 @@ pub fn rank_part(r: &RankEntry, strings: &StringTable, kernel_wait_threshold_ns:
     let instances = instances::rank_instances(r, strings);
     let steps: Vec<(u32, breakdown::StepRank)> = windows.iter().map(|w| w.0).zip(rows).collect();
     let regions = regions::rank_regions(r, strings, &windows);
-    let device_compute = (sets.source == "gpu").then_some(&sets.compute);
+    let device_compute = (sets.source == breakdown::MetricsFrom::Gpu).then_some(&sets.compute);
     let pipe = pipeline::rank_pipe(r, strings, &windows, &instances, device_compute);
     let comm_set = sets.comm.intervals().to_vec();
     let overlap_set = sets.compute.intersect(&sets.comm).intervals().to_vec();
@@ -417,7 +425,7 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
         parts.iter().map(|p| (p.info.rank, p.segments.clone())).collect();
     let critical_path = critical_path::paths(&chains, &segments, &ops, &stragglers, &alignment, &steps);
     let mut a = Analysis {
-        schema: "rankscope.analysis",
+        schema: AnalysisSchema::Analysis,
         schema_version: ANALYSIS_SCHEMA_VERSION,
         ranks: parts.iter().map(|p| p.info.clone()).collect(),
         steps,
@@ -447,7 +455,8 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
         let mut facts = fabric::TraceFacts {
             backends: a.ranks.iter().filter_map(|r| r.backend.clone()).collect(),
             devices: a.ranks.iter().flat_map(|r| r.devices.iter().cloned()).collect(),
-            cpu_only: !a.ranks.is_empty() && a.ranks.iter().all(|r| r.metrics_from == "cpu"),
+            cpu_only: !a.ranks.is_empty()
+                && a.ranks.iter().all(|r| r.metrics_from == breakdown::MetricsFrom::Cpu),
         };
         facts.backends.sort();
         facts.backends.dedup();
@@ -524,7 +533,8 @@ fn sequence_report(
     let diverged = |r: &crate::sequence::SequenceReport| {
         r.diagnoses.iter().any(|d| matches!(d.kind, DiagnosisKind::Hang | DiagnosisKind::Mismatch))
     };
-    let use_issued = parts.iter().all(|p| !p.issued.is_empty() && p.info.metrics_from == "cpu");
+    let use_issued =
+        parts.iter().all(|p| !p.issued.is_empty() && p.info.metrics_from == breakdown::MetricsFrom::Cpu);
     if diverged(&report) || !use_issued {
         return Some(report);
     }

@@ -91,6 +91,16 @@ pub struct StageStepPart {
     pub virtual_stages: u32,
 }
 
+crate::named_enum! {
+    /// What a pipeline was recognised from.
+    pub enum PipeSource {
+        /// Point-to-point exchanges chaining the ranks (a ring for interleaved schedules).
+        P2pChain => "p2p_chain",
+        /// `Forward i` / `Backward i` stage annotations, without exchanges.
+        Annotations => "annotations",
+    }
+}
+
 /// The schedule, as far as the trace tells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -169,8 +179,7 @@ pub struct StageSummary {
 pub struct PipelineReport {
     /// Ranks in stage order (stage 0 first).
     pub stages: Vec<u32>,
-    /// `p2p_chain` or `annotations`.
-    pub detected_from: String,
+    pub detected_from: PipeSource,
     pub schedule: Schedule,
     /// Micro-batches per step (the median over stages and steps).
     pub micro_batches: Option<u32>,
@@ -646,7 +655,7 @@ pub fn report(
 ) -> Option<PipelineReport> {
     let (pairs, links) = match_p2p(ranks, insts);
     let (stages, detected_from, ring) = match chain(ranks, &pairs, insts) {
-        Some((c, ring)) => (c, "p2p_chain", ring),
+        Some((c, ring)) => (c, PipeSource::P2pChain, ring),
         None if pairs.is_empty() => {
             let annotated: Vec<u32> = ranks
                 .iter()
@@ -657,7 +666,7 @@ pub fn report(
             if annotated.len() < 2 {
                 return None;
             }
-            (annotated, "annotations", false)
+            (annotated, PipeSource::Annotations, false)
         }
         None => return None,
     };
@@ -792,7 +801,7 @@ pub fn report(
     let critical_path = critical_paths(&stages, ranks, pipes, &pairs, offsets);
     Some(PipelineReport {
         critical_path,
-        detected_from: detected_from.to_string(),
+        detected_from,
         schedule,
         micro_batches,
         virtual_stages: v,

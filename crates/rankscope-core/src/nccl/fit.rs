@@ -29,11 +29,11 @@
 //! switches protocol (LL → LL128 → Simple) or algorithm (tree → ring), so a two-parameter model
 //! is an approximation: read the quality before trusting the model far from the measured sizes.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A fitted `T(S) = α + S / B`. Serialized for the app; evaluate with [`Self::time_at`],
 /// [`Self::algbw_at`], [`Self::busbw_at`].
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct LatencyBandwidthFit {
     /// Latency α in µs.
     pub alpha_us: f64,
@@ -53,12 +53,19 @@ pub struct LatencyBandwidthFit {
     pub max_rel_err: f64,
     /// True when the unconstrained fit gave α < 0 and α was fixed at 0.
     pub alpha_clamped: bool,
-    /// Always `"wls-relative"`: least squares on relative time errors (weights 1/T²).
-    pub method: &'static str,
+    pub method: FitMethod,
+}
+
+crate::named_enum! {
+    /// How the model was fitted.
+    pub enum FitMethod {
+        /// Least squares on relative time errors (weights 1/T²).
+        WlsRelative => "wls-relative",
+    }
 }
 
 /// Why no model could be fitted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FitError {
     #[error("fewer than two usable points with distinct sizes")]
@@ -149,7 +156,7 @@ pub fn fit_latency_bandwidth(
         rms_rel_err: 0.0,
         max_rel_err: 0.0,
         alpha_clamped: clamped,
-        method: "wls-relative",
+        method: FitMethod::WlsRelative,
     };
     let (mut sq, mut mx) = (0.0_f64, 0.0_f64);
     for &(s, t) in &pts {

@@ -24,13 +24,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::text::{lines, strip_call_fragments};
 use super::{sort_findings, Diagnostic, Evidence, Finding, Input, Severity, REPORT_VERSION};
 
 /// Facts about one process (`host`, `pid`).
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct NcclProcess {
     pub host: String,
     pub pid: u64,
@@ -81,7 +81,7 @@ pub struct NcclProcess {
 }
 
 /// One member of a communicator.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NcclRank {
     /// `commId` (`0x8bc2ef06035e5d2d`) when printed, else `nranks=N`.
     pub comm: String,
@@ -110,7 +110,7 @@ pub struct NcclRank {
 }
 
 /// A ring: the rank order of one channel (`Channel 00/08 :    0   7   6 ...`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NcclRing {
     /// The communicator, when the writing thread or process identifies it.
     pub comm: Option<String>,
@@ -125,7 +125,7 @@ pub struct NcclRing {
 }
 
 /// One rank's place in a tree of one channel (`Trees [0] 1/8/-1->0->-1`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NcclTree {
     pub host: String,
     pub pid: u64,
@@ -138,7 +138,7 @@ pub struct NcclTree {
 }
 
 /// How one rank reaches one peer, summarised over channels.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PeerLink {
     /// The communicator, when the writing thread or process identifies it (rank numbers are
     /// per communicator).
@@ -159,7 +159,7 @@ pub struct PeerLink {
 }
 
 /// One step of the error-return trace NCCL prints after a failure (`proxy.cc:679 -> 6`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TraceStep {
     pub line: u32,
     /// `transport/net.cc:1134`.
@@ -171,7 +171,7 @@ pub struct TraceStep {
 }
 
 /// A `NCCL WARN` line with its continuation and error-return trace (or a trace with no WARN).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NcclWarning {
     pub host: String,
     pub pid: u64,
@@ -188,7 +188,7 @@ pub struct NcclWarning {
 }
 
 /// Per-file facts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogFile {
     pub name: String,
     pub lines: u32,
@@ -200,7 +200,7 @@ pub struct LogFile {
 }
 
 /// Everything read from a set of NCCL logs (one job, possibly one file per node or rank).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LogReport {
     pub version: u32,
     pub files: Vec<LogFile>,

@@ -24,7 +24,7 @@ pub mod log;
 pub mod perf;
 mod text;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use fit::{fit_latency_bandwidth, LatencyBandwidthFit};
 pub use log::{analyze_logs, LogReport};
@@ -41,7 +41,7 @@ pub struct Input<'a> {
 }
 
 /// How serious a finding or diagnostic is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     Info,
@@ -50,7 +50,7 @@ pub enum Severity {
 }
 
 /// One line of an input that supports a finding.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Evidence {
     pub file: String,
     /// 1-based line number in `file`.
@@ -79,7 +79,7 @@ impl Evidence {
 }
 
 /// A diagnosis in plain language, with the lines that show it and the fix the field recommends.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Finding {
     /// Stable identifier, e.g. `log.net-socket-multinode` (documented in `docs/nccl.md`).
     pub id: String,
@@ -120,7 +120,7 @@ pub(crate) fn sort_findings(f: &mut [Finding]) {
 }
 
 /// A parse problem that did not stop the parse (partial failure is data).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Diagnostic {
     pub severity: Severity,
     /// Stable kind, e.g. `tests.no-results`, `tests.interleaved-tables`.
@@ -132,7 +132,7 @@ pub struct Diagnostic {
 }
 
 /// What a file is, judged from its first bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
     /// `NCCL_DEBUG=INFO` output (lines with `NCCL INFO` / `NCCL WARN`).

@@ -23,14 +23,14 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::fit::{fit_latency_bandwidth, FitError, LatencyBandwidthFit};
 use super::text::{after_glued_prefix, finite, lines, strip_call_fragments};
 use super::{sort_findings, Diagnostic, Evidence, Finding, Input, Severity, REPORT_VERSION};
 
 /// A collective measured by nccl-tests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Collective {
     AllReduce,
@@ -122,7 +122,7 @@ impl Collective {
 }
 
 /// Where the collective of a test was learnt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CollectiveSource {
     /// `# Collective test starting: all_reduce_perf` (nccl-tests ≥ 2.17).
@@ -135,7 +135,7 @@ pub enum CollectiveSource {
 }
 
 /// The check column of one measurement.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "value", rename_all = "snake_case")]
 pub enum Check {
     /// `#wrong`: number of wrong elements (nccl-tests ≥ 2.13 layout).
@@ -147,7 +147,7 @@ pub enum Check {
 }
 
 /// One measurement (out-of-place or in-place) of a row, as printed.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Measurement {
     pub time_us: f64,
     pub algbw_gbps: f64,
@@ -156,7 +156,7 @@ pub struct Measurement {
 }
 
 /// One result row, as printed.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PerfRow {
     pub line: u32,
     pub size_bytes: u64,
@@ -171,7 +171,7 @@ pub struct PerfRow {
 }
 
 /// One `#  Rank ...` device line.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TestDevice {
     pub line: u32,
     pub rank: u32,
@@ -186,7 +186,7 @@ pub struct TestDevice {
 }
 
 /// The columns announced by the header line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Layout {
     pub has_redop: bool,
     pub has_root: bool,
@@ -240,7 +240,7 @@ impl Layout {
 }
 
 /// Busbw plateau, knee sizes and the comparison with a peak; see [`analyze_curve`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CurveAnalysis {
     /// The latency-bandwidth fit of out-of-place times, if one could be made.
     pub fit: Option<LatencyBandwidthFit>,
@@ -262,7 +262,7 @@ pub struct CurveAnalysis {
 }
 
 /// A link peak bandwidth in GB/s (busbw terms) and where it came from.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Peak {
     pub gbps: f64,
     /// `"user"` or a description of the assumed hardware figure.
@@ -272,7 +272,7 @@ pub struct Peak {
 }
 
 /// One test (one table) as found in a file.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PerfTest {
     pub file: String,
     /// Order of the test in its file, from 0.
@@ -312,7 +312,7 @@ pub struct PerfTest {
 }
 
 /// Everything read from nccl-tests outputs.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TestsReport {
     pub version: u32,
     pub files: Vec<String>,
