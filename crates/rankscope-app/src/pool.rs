@@ -169,9 +169,9 @@ impl Pool {
         self.ask(file, &ToWorker::Pick { file, req, lane, depth, t_ns, slop_ns });
     }
 
-    /// Tells the worker holding `file` the job-level rank decision; it answers with a new part.
-    pub fn reanalyze(&self, file: FileId, decision: rankscope_core::view::RankDecision) {
-        let _ = self.ask(file, &ToWorker::Reanalyze { file, decision: Box::new(decision) });
+    /// Tells the worker holding `file` the job-level rank decision (for its exports); no answer.
+    pub fn decide(&self, file: FileId, decision: rankscope_core::view::RankDecision) {
+        let _ = self.ask(file, &ToWorker::Decide { file, decision: Box::new(decision) });
     }
 
     /// Asks for `file`'s piece of the merged Chrome trace; the pieces go to the export sink.
@@ -400,7 +400,6 @@ fn on_message(inner_rc: &Rc<RefCell<Inner>>, index: usize, m: FromWorker, extra:
             dispatch.emit(Action::Loaded { file, summary, part, first_ns });
             pump(inner_rc);
         }
-        FromWorker::Part { file, part } => dispatch.emit(Action::Part { file, part }),
         FromWorker::Text { file, kinds } => {
             done(file, false);
             let bytes = extra.dyn_into::<js_sys::Uint8Array>().map(|b| b.to_vec()).unwrap_or_default();

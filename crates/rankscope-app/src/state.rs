@@ -7,14 +7,16 @@
 //!
 //! The analysis arrives the way the summaries do: each worker sends its rank's
 //! `analyze::RankPart` with `Loaded`. Once every file is done the ranks are decided across files
-//! ([`Assembly`]); a file whose rank decision differs from the one its worker made alone gets
-//! its part recomputed by that worker (`Reanalyze`), and when every part is final the reducer
-//! runs `analyze::combine`, exactly what `rankscope analyze` runs, and the [`JobView`] exists.
+//! ([`Assembly`], `job::decide`), each part gets the job's decision stamped on it
+//! (`RankPart::restamp`: no figure of a part depends on the rank's number), a worker whose
+//! decision differs from its own is told (`Decide`, for its exports), and the reducer runs the
+//! core's job API (`job::combine_decided`), exactly what `rankscope analyze` runs: the
+//! [`JobView`] exists as soon as the last file is read.
 //!
 //! Adding a view: a [`View`] variant with its name, a component in `views/`, and, for data, one
 //! more field of [`JobView`] filled when the job is assembled.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use rankscope_core::analyze::{self, Analysis, RankPart};
@@ -117,15 +119,17 @@ pub struct FileEntry {
 /// over the nccl-tests outputs) and its Flight Recorder dumps, read by the core's job API.
 pub use rankscope_core::job::{Fabric, FlightRecorder};
 
-/// The ranks decided across files, waiting for the parts that must be recomputed.
+/// The ranks decided across files.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Assembly {
     /// `(file, summary)` sorted by rank, then file name.
     pub ranks: Vec<(FileId, Rc<RankSummary>)>,
     pub facts: JobFacts,
     pub errors: Vec<JobError>,
+    /// Every loaded trace's decision (stamped on its part).
+    pub decisions: BTreeMap<FileId, RankDecision>,
     /// Files whose worker decided another rank (or other rank diagnostics) than the job did,
-    /// with the job's decision: their parts are recomputed.
+    /// with the job's decision: their workers are told.
     pub requests: Vec<(FileId, RankDecision)>,
     /// Counts assemblies, so that the requests are sent once per assembly.
     pub generation: u32,
@@ -196,8 +200,6 @@ pub struct State {
     /// Each file's analysis part, as its worker last sent it.
     pub parts: BTreeMap<FileId, Rc<RankPart>>,
     pub assembly: Option<Rc<Assembly>>,
-    /// Parts still to be recomputed for the current assembly.
-    pub awaiting: BTreeSet<FileId>,
     /// Assemblies so far (never reset: tells one job's assembly from the next one's).
     pub assemblies: u32,
     pub job: Option<Rc<JobView>>,
@@ -224,7 +226,6 @@ impl Default for State {
             parts: BTreeMap::new(),
             texts: BTreeMap::new(),
             assembly: None,
-            awaiting: BTreeSet::new(),
             assemblies: 0,
             job: None,
             selection: None,
@@ -279,15 +280,10 @@ pub enum Action {
         kinds: Vec<TextKind>,
         bytes: Rc<Vec<u8>>,
     },
-    /// The worker holding `file` died: a part it was to recompute will not come (the analysis
-    /// goes on without that rank rather than waiting forever).
+    /// The worker holding `file` died and it is being read again: the job is made anew when
+    /// it is back (its new worker must be told the job's rank).
     Lost {
         file: FileId,
-    },
-    /// A recomputed analysis part (after `Reanalyze`).
-    Part {
-        file: FileId,
-        part: Box<RankPart>,
     },
     Failed {
         file: FileId,
@@ -344,7 +340,6 @@ impl Reducible for State {
                 s.demo = demo;
                 s.parts.clear();
                 s.assembly = None;
-                s.awaiting.clear();
                 s.job = None;
             }
             Action::Started { file, now_ms } => {
@@ -386,13 +381,10 @@ impl Reducible for State {
                 }
             }
             Action::Lost { file } => {
-                if s.awaiting.remove(&file) {
-                    s.parts.remove(&file);
-                }
-            }
-            Action::Part { file, part } => {
-                if s.awaiting.remove(&file) {
-                    s.parts.insert(file, Rc::new(*part));
+                if let Some(f) = s.files.get_mut(file as usize) {
+                    f.status = FileStatus::Queued;
+                    s.assembly = None;
+                    s.job = None;
                 }
             }
             Action::Failed { file, error } => {
@@ -449,10 +441,9 @@ impl Reducible for State {
         if s.assembly.is_none() && !s.files.is_empty() && !s.loading() {
             s.assemblies = s.assemblies.wrapping_add(1);
             let a = assemble(&mut s.files, &s.parts, s.assemblies);
-            s.awaiting = a.requests.iter().map(|(f, _)| *f).collect();
             s.assembly = Some(Rc::new(a));
         }
-        if s.job.is_none() && s.awaiting.is_empty() {
+        if s.job.is_none() {
             if let Some(a) = &s.assembly {
                 let job = combine(a, &s.files, &s.parts, &s.texts);
                 // NCCL text only: the Fabric view is all there is to see.
@@ -485,8 +476,17 @@ fn combine(
     parts: &BTreeMap<FileId, Rc<RankPart>>,
     texts: &BTreeMap<FileId, Rc<Vec<u8>>>,
 ) -> JobView {
-    let parts: Vec<(FileId, RankPart)> =
-        a.ranks.iter().filter_map(|(f, _)| parts.get(f).map(|p| (*f, (**p).clone()))).collect();
+    let parts: Vec<(FileId, RankPart)> = a
+        .ranks
+        .iter()
+        .filter_map(|(f, _)| {
+            let mut p = (**parts.get(f)?).clone();
+            if let Some(d) = a.decisions.get(f) {
+                p.restamp(d);
+            }
+            Some((*f, p))
+        })
+        .collect();
     // NCCL text and dumps, in load order (as a folder lists them).
     let texts: Vec<job::TextRef<'_>> = files
         .iter()
@@ -537,7 +537,7 @@ fn combine(
 }
 
 /// Decides ranks across the loaded files (as the CLI does), computes the job facts, and lists
-/// the parts to recompute.
+/// the workers to tell.
 fn assemble(files: &mut [FileEntry], parts: &BTreeMap<FileId, Rc<RankPart>>, generation: u32) -> Assembly {
     let loaded: Vec<usize> =
         files.iter().enumerate().filter(|(_, f)| f.summary.is_some()).map(|(i, _)| i).collect();
@@ -546,15 +546,17 @@ fn assemble(files: &mut [FileEntry], parts: &BTreeMap<FileId, Rc<RankPart>>, gen
         .filter_map(|&i| files[i].summary.as_ref())
         .map(|s| RankClaim { file: s.file.clone(), claimed_rank: s.claimed_rank })
         .collect();
-    let (decisions, errors) = decide_job(&claims);
+    let (decided, errors) = job::decide(&claims, &[]);
     let mut ranks = Vec::new();
     let mut requests = Vec::new();
-    for (&i, d) in loaded.iter().zip(&decisions) {
+    let mut decisions = BTreeMap::new();
+    for (&i, d) in loaded.iter().zip(&decided) {
         let f = &mut files[i];
         if let Some(s) = f.summary.as_mut() {
             if own_decision(s) != *d || !parts.contains_key(&f.id) {
                 requests.push((f.id, d.clone()));
             }
+            decisions.insert(f.id, d.clone());
             let mut patched = (**s).clone();
             apply_decision(&mut patched, d);
             *s = Rc::new(patched);
@@ -566,6 +568,7 @@ fn assemble(files: &mut [FileEntry], parts: &BTreeMap<FileId, Rc<RankPart>>, gen
         facts: JobFacts::from_ranks(ranks.iter().map(|(_, s)| &**s)),
         ranks,
         errors,
+        decisions,
         requests,
         generation,
     }
@@ -613,8 +616,9 @@ mod tests {
         s = s.reduce(Action::Failed { file: 2, error: "bad.png: not a trace".into() });
         assert!(s.job.is_none() && !s.ready(), "a file is still loading");
         s = s.reduce(loaded(1, "a.json", Some(0)));
-        // b.json's worker gave it rank 0 alone; the job gives it rank 1: its part is recomputed.
-        assert!(!s.ready(), "b.json's part waits for the job's rank");
+        // b.json's worker gave it rank 0 alone; the job gives it rank 1: its worker is told,
+        // and its part is restamped at once.
+        assert!(s.ready(), "the job is there as soon as the last file is read");
         let a = s.assembly.clone().unwrap_or_else(|| panic!("assembly"));
         assert_eq!(a.requests.iter().map(|(f, d)| (*f, d.rank)).collect::<Vec<_>>(), [(0, 1)]);
         let mut v = RankView::new(
@@ -626,12 +630,12 @@ mod tests {
             &Default::default(),
         );
         v.apply_decision(&a.requests[0].1);
-        s = s.reduce(Action::Part {
-            file: 0,
-            part: Box::new(v.analysis_part().unwrap_or_else(|| panic!("part"))),
-        });
-        assert!(s.ready());
+        let recomputed = v.analysis_part().unwrap_or_else(|| panic!("part"));
         let job = s.job.clone().unwrap_or_else(|| panic!("job"));
+        // The restamped part is the part the worker would have recomputed.
+        let mut stamped = (**s.parts.get(&0).unwrap_or_else(|| panic!("part of b.json"))).clone();
+        stamped.restamp(&a.requests[0].1);
+        assert_eq!(stamped, recomputed);
         // a.json claims rank 0; b.json gets the smallest free rank by load order.
         let got: Vec<(u32, &str, &str)> =
             job.ranks.iter().map(|(_, r)| (r.rank, r.file.as_str(), r.rank_source.as_str())).collect();

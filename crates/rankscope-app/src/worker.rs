@@ -93,13 +93,12 @@ fn handle(state: &Rc<RefCell<State>>, m: ToWorker, extra: JsValue) {
                 post(&FromWorker::Tile { file, tile: Box::new(v.tile(key)) });
             }
         }
-        ToWorker::Reanalyze { file, decision } => {
+        ToWorker::Decide { file, decision } => {
+            // The job's rank for this file: what its exports and summaries name. The part was
+            // already restamped by the reducer; nothing is sent back.
             let mut st = state.borrow_mut();
             if let Some(v) = st.ranks.get_mut(&file) {
                 v.apply_decision(&decision);
-                if let Some(part) = v.analysis_part() {
-                    post(&FromWorker::Part { file, part: Box::new(part) });
-                }
             }
         }
         ToWorker::Search { file, req, query } => {

@@ -174,14 +174,14 @@ pub fn app() -> Html {
         );
     }
 
-    // Parts to recompute with the job's rank decisions: asked once per assembly.
+    // Workers whose rank the job decided otherwise are told, once per assembly.
     {
         let pool = pool.clone();
         let requests = state.assembly.as_ref().map(|a| (a.generation, a.requests.clone()));
         use_effect_with(requests.as_ref().map(|r| r.0), move |_| {
             if let (Some(p), Some((_, reqs))) = (pool.borrow().as_ref(), requests) {
                 for (file, d) in reqs {
-                    p.reanalyze(file, d);
+                    p.decide(file, d);
                 }
             }
         });
