@@ -183,6 +183,69 @@ test('a real hang (zoo): the finding names the rank that skipped the collective,
   const entered = Object.fromEntries(rows.map((r) => [r.rank, r.entered]));
   for (const r of [0, 2, 3]) assert.notEqual(entered[r], entered[1], `rank ${r} against rank 1`);
   await shot(page, '37-zoo-hang-summary');
+  // The finding opens the timeline on the divergence, marked on every rank of the group.
+  await page.click('[data-testid=finding-open-timeline]');
+  await page.waitForSelector('[data-testid=timeline] canvas');
+  assert.equal(await page.locator('[data-testid=divergence-bar] .divergence-text').innerText(), d.sentence);
+  let marks = await shownMarks(page, g.ranks.length);
+  assert.ok(marks.every((m) => m.in_x), JSON.stringify(marks));
+  // Ranks below the fold: scrolled into view, where their marks are drawn too.
+  const seen = new Set(marks.filter((m) => m.visible).map((m) => m.rank));
+  assert.ok(seen.has(Math.min(...g.ranks.map((r) => r.rank))), 'opened at the lowest rank');
+  for (let i = 0; i < 10 && seen.size < g.ranks.length; i++) {
+    await page.mouse.move(700, 500);
+    await page.mouse.wheel(0, 300);
+    await page.waitForTimeout(300);
+    marks = JSON.parse(await page.getAttribute('[data-testid=timeline] canvas', 'data-marks'));
+    for (const m of marks.filter((x) => x.visible)) seen.add(m.rank);
+  }
+  assert.equal(seen.size, g.ranks.length, `marks seen on ranks ${[...seen]}`);
+  const sides = Object.fromEntries(cli.sequence.groups[0].divergences[0].sides.flatMap((s, k) => s.ranks.map((r) => [r, k])));
+  for (const r of g.ranks) {
+    const m = marks.find((x) => x.rank === r.rank);
+    assert.ok(m && m.in_x, `rank ${r.rank}: ${JSON.stringify(marks)}`);
+    assert.equal(m.named, d.ranks.includes(r.rank));
+    assert.equal(m.kind, sides[r.rank] === 0 ? 'issued' : 'differs', `rank ${r.rank}`);
+    // An 8 s wait in a window that shows every rank's: a band, not a hairline, and its label.
+    assert.ok(m.x1 - m.x0 > 200, `rank ${r.rank}: ${m.x0}..${m.x1}`);
+    assert.ok(m.shown.length > 20 && m.label.startsWith(m.shown.replace(/…$/, '').replace(/^⚠ /, '')), m.shown);
+  }
+  assert.match(marks.find((m) => m.rank === 1).label, /^skipped all_reduce #8 \(step 3\); in all_reduce #8 \(step 4/);
+  for (const m of marks.filter((x) => x.rank !== 1)) assert.match(m.label, /^all_reduce #8 \(step 3, 4 B\) — waited 8\.0\d s$/);
+  await page.click('[data-testid=divergence-show]');
+  await page.waitForTimeout(800);
+  await shot(page, '41-zoo-hang-timeline');
+  await page.close();
+});
+
+/** The timeline's divergence marks (the canvas' data-marks), once `n` are drawn. */
+async function shownMarks(page, n) {
+  await page.waitForFunction((k) => {
+    const c = document.querySelector('[data-testid=timeline] canvas');
+    return c && JSON.parse(c.dataset.marks || '[]').length === k;
+  }, n, { timeout: 30_000 });
+  await page.waitForTimeout(500);
+  return JSON.parse(await page.getAttribute('[data-testid=timeline] canvas', 'data-marks'));
+}
+
+test('a real early exit (zoo): the timeline marks where the rank that never issued the collective stopped', async () => {
+  const dir = path.join(ROOT, 'tests/zoo/early_exit');
+  const files = fs.readdirSync(dir).filter((f) => f.endsWith('.json.gz')).sort().map((f) => path.join(dir, f));
+  const cli = JSON.parse(execFileSync(BIN, ['analyze', '--json', ...files], { maxBuffer: 64 << 20, stdio: ['ignore', 'pipe', 'ignore'] }).toString());
+  const div = cli.sequence.groups[0].divergences[0];
+  assert.equal(div.class, 'not_issued');
+  const { page } = await openWith(files);
+  await page.click('[data-testid=nav-timeline]');
+  await page.click('[data-testid=divergence-show]');
+  const marks = await shownMarks(page, 4);
+  for (const m of marks) assert.ok(m.in_x, JSON.stringify(m));
+  const gone = div.missing[0];
+  const m = marks.find((x) => x.rank === gone.rank);
+  assert.equal(m.kind, 'not_issued');
+  assert.equal(m.label, `never issued all_reduce #${div.position}; last: all_reduce #${gone.last.position} (step ${gone.last.step})`);
+  // It stopped before the others began to wait: its line is left of their bands.
+  for (const w of marks.filter((x) => x.rank !== gone.rank)) assert.ok(m.x0 <= w.x0, `${m.x0} vs ${w.x0}`);
+  await shot(page, '42-zoo-early-exit-timeline');
   await page.close();
 });
 
@@ -207,7 +270,35 @@ test('a real pipeline with a slow stage (zoo): the bubble finding first, the Pip
   assert.match(await page.locator('[data-testid=stage-row].named').innerText(), /slowest/);
   assert.equal(await page.locator('[data-testid=stage-row].named').getAttribute('data-stage'), String(cli.pipeline.slowest_stage));
   assert.ok(await page.locator('[data-testid=p2p-link]').count() >= 6, 'both directions of the three links');
+  // One step drawn stages × time: a row per stage, its bubbles hatched, forward and backward
+  // told apart (the run is annotated), the step's bubble share the CLI's; the picker switches.
+  const diagram = async () => {
+    const step = +(await page.getAttribute('[data-testid=pipeline-diagram]', 'data-step'));
+    const rows = await page.$$eval('[data-testid=pipe-row]', (els) => els.map((e) => ({
+      stage: +e.dataset.stage, share: +e.dataset.bubbleShare, bubbles: e.querySelectorAll('[data-testid=pipe-bubble]').length,
+      fwd: e.querySelectorAll('[data-kind=forward]').length, bwd: e.querySelectorAll('[data-kind=backward]').length,
+      wait: e.querySelectorAll('[data-kind=recv_wait]').length,
+    })));
+    return { step, rows };
+  };
+  const steps = [...new Set(cli.pipeline.steps.map((s) => s.step))].sort((a, b) => a - b);
+  const first = await diagram();
+  assert.ok(steps.includes(first.step), `${first.step} of ${steps}`);
+  const checkStep = ({ step, rows }) => {
+    assert.deepEqual(rows.map((r) => r.stage), cli.pipeline.stages.map((_, i) => i));
+    for (const r of rows) {
+      const want = cli.pipeline.steps.find((s) => s.step === step && s.stage === r.stage);
+      assert.ok(Math.abs(r.share - want.bubble_share) < 1e-4, `step ${step} stage ${r.stage}`);
+      assert.ok(r.bubbles > 0 && r.wait > 0, `step ${step} stage ${r.stage}: ${JSON.stringify(r)}`);
+      assert.ok(r.fwd >= want.micro_batches && r.bwd >= want.micro_batches, `step ${step} stage ${r.stage}: ${JSON.stringify(r)}`);
+    }
+  };
+  checkStep(first);
   await shot(page, '38-zoo-pipeline-view');
+  const other = steps.find((s) => s !== first.step);
+  await page.selectOption('[data-testid=pipeline-step]', String(other));
+  await page.waitForSelector(`[data-testid=pipeline-diagram][data-step="${other}"]`);
+  checkStep(await diagram());
   await page.close();
 });
 

@@ -206,6 +206,9 @@ pub struct State {
     /// The last selection, and how many there were (tells a new one from the same one again).
     pub selection: Option<Selection>,
     pub selections: u32,
+    /// How many times another view opened the timeline (`Action::Open`): the same place opened
+    /// again is shown again.
+    pub opened: u32,
     /// Messages from origins the embedding protocol does not trust, ignored: count per origin.
     pub untrusted: BTreeMap<String, u32>,
     /// The job's title, when a host page gave one.
@@ -230,6 +233,7 @@ impl Default for State {
             job: None,
             selection: None,
             selections: 0,
+            opened: 0,
             untrusted: BTreeMap::new(),
             title: None,
         }
@@ -414,6 +418,7 @@ impl Reducible for State {
                     s.window = Some((start_ns - off - origin - pad, end_ns - off - origin + pad));
                     s.selection = Some(Selection { file, start_ns, end_ns, name: None });
                     s.selections = s.selections.wrapping_add(1);
+                    s.opened = s.opened.wrapping_add(1);
                 }
             }
             Action::SetFocus(rank, step) => {

@@ -308,6 +308,31 @@ fn hang(name: &str, words: &[&str]) {
     }
 }
 
+/// The timeline's marks on a real hang: every rank of the group has one, at a time of its own
+/// trace; the rank that skipped is the one named and is told apart from the waiting ones.
+#[test]
+fn skipped_allreduce_is_marked_on_every_rank() {
+    use rankscope_core::sequence::marks::{marks, MarkKind};
+    for (name, odd, kind) in
+        [("hang_skipped_allreduce", 1, MarkKind::Differs), ("early_exit", 3, MarkKind::NotIssued)]
+    {
+        let (a, _) = run(name);
+        let seq = a.sequence.as_ref().unwrap_or_else(|| panic!("{name}: no sequence report"));
+        let m = marks(seq);
+        assert_eq!(m.iter().map(|m| m.rank).collect::<Vec<_>>(), [0, 1, 2, 3], "{name}: {m:?}");
+        for x in &m {
+            let r = a.ranks.iter().find(|r| r.rank == x.rank).map(|r| r.rank);
+            assert!(r.is_some() && x.start_ns.is_some() && x.end_ns >= x.start_ns, "{name}: {x:?}");
+            assert_eq!(x.named, x.rank == odd, "{name}: {x:?}");
+            assert_eq!(x.kind == kind, x.rank == odd, "{name}: {x:?}");
+            if x.rank != odd {
+                assert!(x.label.contains("waited 8.0"), "{name}: {}", x.label);
+            }
+            eprintln!("{name}: rank {}: {}", x.rank, x.label);
+        }
+    }
+}
+
 #[test]
 fn skipped_allreduce_names_the_rank_and_the_collective() {
     hang("hang_skipped_allreduce", &["rank 1", "all_reduce #8", "step 3", "loss_allreduce", "8.0"]);
@@ -398,6 +423,55 @@ fn one_f_one_b_bubble_without_stage_annotations() {
 #[test]
 fn slow_stage_is_named() {
     pipeline("pipeline_slow_stage", "gpipe");
+}
+
+/// The blocks a stage × step carries for drawing add up to its figures: compute blocks to
+/// `compute_ns`, recv-wait blocks to `recv_wait_ns` (no merging below the cap), all inside the
+/// step's window, on the aligned clock; with `Forward i` / `Backward i` annotations (GPipe) the
+/// compute is placed forward or backward, one of each per micro-batch at least.
+fn pipeline_blocks(name: &str, annotated: bool) {
+    use rankscope_core::analyze::pipeline::BlockKind;
+    let (a, _) = run(name);
+    let p = a.pipeline.as_ref().unwrap_or_else(|| panic!("{name}: no pipeline"));
+    assert!(!p.steps.is_empty(), "{name}");
+    for s in &p.steps {
+        let sum = |f: &dyn Fn(BlockKind) -> bool| -> i64 {
+            s.blocks.iter().filter(|b| f(b.kind)).map(|b| b.end_ns - b.start_ns).sum()
+        };
+        let compute = sum(&|k| matches!(k, BlockKind::Forward | BlockKind::Backward | BlockKind::Compute));
+        let what = format!("{name}: stage {} step {}", s.stage, s.step);
+        assert!(s.blocks.len() <= 3 * rankscope_core::analyze::pipeline::MAX_BLOCKS, "{what}");
+        assert!(
+            (compute - s.compute_ns).abs() <= s.compute_ns / 100,
+            "{what}: {compute} vs {}",
+            s.compute_ns
+        );
+        assert_eq!(sum(&|k| k == BlockKind::RecvWait), s.recv_wait_ns, "{what}");
+        assert!(s.end_ns - s.start_ns >= s.span_ns, "{what}");
+        for b in &s.blocks {
+            assert!(
+                s.start_ns <= b.start_ns && b.start_ns < b.end_ns && b.end_ns <= s.end_ns,
+                "{what}: {b:?}"
+            );
+        }
+        let n = |k: BlockKind| s.blocks.iter().filter(|b| b.kind == k).count() as u32;
+        if annotated {
+            let m = s.micro_batches.unwrap_or(0);
+            assert!(n(BlockKind::Forward) >= m && n(BlockKind::Backward) >= m, "{what}: {:?}", s.blocks);
+        } else {
+            assert_eq!(n(BlockKind::Forward) + n(BlockKind::Backward), 0, "{what}");
+        }
+    }
+}
+
+#[test]
+fn gpipe_blocks_add_up_to_the_stage_figures() {
+    pipeline_blocks("pipeline_gpipe", true);
+}
+
+#[test]
+fn one_f_one_b_blocks_add_up_to_the_stage_figures() {
+    pipeline_blocks("pipeline_1f1b", false);
 }
 
 #[test]

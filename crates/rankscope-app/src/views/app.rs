@@ -295,7 +295,7 @@ pub fn app() -> Html {
                 View::Summary => html! { <Summary job={job.clone()} demo={state.demo} /> },
                 View::Steps => html! { <Steps job={job.clone()} /> },
                 View::Timeline => html! {
-                    <Timeline job={job.clone()} window={state.window} focus={state.focus} aligned={state.aligned} />
+                    <Timeline job={job.clone()} window={state.window} focus={state.focus} aligned={state.aligned} opened={state.opened} />
                 },
                 View::Collectives => html! { <Collectives job={job.clone()} /> },
                 View::Alignment => html! { <Alignment job={job.clone()} /> },

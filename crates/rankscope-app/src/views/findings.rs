@@ -133,6 +133,11 @@ fn stopped(seq: &rankscope_core::sequence::SequenceReport) -> Html {
 pub fn findings(p: &Props) -> Html {
     let findings = &p.job.analysis.findings;
     let step = typical_step_ns(&p.job.analysis);
+    // The hang / mismatch on the timeline, when its ranks are loaded as traces.
+    let ctx = use_context::<super::Ctx>();
+    let open = crate::divergence::open(&p.job)
+        .zip(ctx)
+        .map(|(action, ctx)| Callback::from(move |_: MouseEvent| ctx.dispatch.emit(action.clone())));
     html! {
         <section class="findings-section">
             <h2>{"What is wrong"}</h2>
@@ -170,6 +175,10 @@ pub fn findings(p: &Props) -> Html {
                         <div class="finding-fix"><strong>{"Fix: "}</strong>{f.fix.clone()}</div>
                         if f.id == "collective_mismatch" {
                             if let Some(seq) = &p.job.analysis.sequence { { stopped(seq) } }
+                            if let Some(open) = open.clone() {
+                                <button class="small finding-open" data-testid="finding-open-timeline" onclick={open}
+                                    title="Open the timeline at the divergent collective, marked on every rank">{"Show on the timeline"}</button>
+                            }
                         }
                     </li>
                 }

@@ -17,6 +17,7 @@ use std::collections::{HashMap, HashSet};
 use std::rc::{Rc, Weak};
 
 use rankscope_core::model::Class;
+use rankscope_core::sequence::marks::{Mark, MarkKind};
 use rankscope_core::view::timeline::{level_for, tiles_covering, MAX_LEVEL, NO_LABEL};
 use rankscope_core::view::{EventDetail, Found, Hit, Tile, TileKey};
 use wasm_bindgen::prelude::*;
@@ -40,6 +41,10 @@ pub struct Props {
     pub focus: Option<u32>,
     /// Aligned clocks (each rank's time − its alignment offset) or raw.
     pub aligned: bool,
+    /// Counts the times another view opened the timeline: a new count shows `window` and
+    /// `focus` again even when they are the same as before.
+    #[prop_or_default]
+    pub opened: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -159,6 +164,12 @@ struct Ctl {
     aligned: bool,
     /// The rank opened from another view: its header is marked.
     focus: Option<u32>,
+    /// The first hang / mismatch on each rank ([`crate::divergence`]), own clocks.
+    marks: Vec<(FileId, Mark)>,
+    /// The marks' places as last written to the canvas' `data-marks` (a test hook).
+    marks_attr: String,
+    /// The `opened` count last shown.
+    opened_seen: u32,
 }
 
 impl Ctl {
@@ -196,6 +207,9 @@ impl Ctl {
             job: None,
             aligned: true,
             focus: None,
+            marks: Vec::new(),
+            marks_attr: String::new(),
+            opened_seen: 0,
         }
     }
 
@@ -263,6 +277,7 @@ impl Ctl {
         }
         self.rows = rows;
         self.content_h = y;
+        self.marks = crate::divergence::placed(job);
         if let Some(c) = self.canvas.cast::<HtmlCanvasElement>() {
             let _ = c.set_attribute("data-layout", &format!("[{}]", places.join(",")));
         }
@@ -599,6 +614,11 @@ fn draw(c: &Shared) {
         }
         let _ = g.set_line_dash(&js_sys::Array::new());
     }
+    let places = draw_marks(&g, ctl, w, h, &col);
+    if places != ctl.marks_attr {
+        let _ = canvas.set_attribute("data-marks", &places);
+        ctl.marks_attr = places;
+    }
     draw_flow(&g, ctl, &col);
     draw_ruler(&g, ctl, w, &col);
     draw_hover(&g, ctl, w, h, &col);
@@ -618,6 +638,81 @@ fn draw(c: &Shared) {
             p.tile(file, key);
         }
     }
+}
+
+/// The divergence on every rank: the collective a rank waited in as a band over its lanes, the
+/// instant a rank stopped short of it (its last collective's end) as a dashed line; a label on
+/// the rank's header (pinned to the edge, with an arrow, when the mark is off screen). Returns
+/// the marks' places as JSON for the canvas' `data-marks`.
+fn draw_marks(g: &CanvasRenderingContext2d, ctl: &Ctl, w: f64, h: f64, col: &Colors) -> String {
+    let mut places: Vec<serde_json::Value> = Vec::new();
+    for row in &ctl.rows {
+        let RowKind::Rank { file, offset_ns, .. } = &row.kind else { continue };
+        for (_, m) in ctl.marks.iter().filter(|(f, _)| f == file) {
+            let (Some(a), Some(b)) = (m.start_ns, m.end_ns) else { continue };
+            let x0 = ctl.x_of(a, *offset_ns);
+            let x1 = ctl.x_of(b, *offset_ns).max(x0);
+            let head = row.y - ctl.scroll_y;
+            let y0 = head.max(RULER_H);
+            let y1 = (row.group_end - ctl.scroll_y).min(h);
+            let point = matches!(m.kind, MarkKind::NotIssued | MarkKind::Skipped);
+            g.save();
+            g.begin_path();
+            g.rect(GUTTER_W, RULER_H, w - GUTTER_W, h - RULER_H);
+            g.clip();
+            g.set_stroke_style_str(&col.select);
+            g.set_fill_style_str(&col.select);
+            if y1 > y0 {
+                if point {
+                    g.set_line_width(2.0);
+                    let _ = g.set_line_dash(&js_sys::Array::of2(&5.0.into(), &3.0.into()));
+                    g.begin_path();
+                    g.move_to(x0.floor() + 0.5, y0);
+                    g.line_to(x0.floor() + 0.5, y1);
+                    g.stroke();
+                    let _ = g.set_line_dash(&js_sys::Array::new());
+                } else {
+                    let bw = (x1 - x0).max(3.0);
+                    g.set_global_alpha(0.12);
+                    g.fill_rect(x0, y0, bw, y1 - y0);
+                    g.set_global_alpha(1.0);
+                    g.set_line_width(2.0);
+                    g.stroke_rect(x0, y0 + 1.0, bw, y1 - y0 - 2.0);
+                }
+            }
+            // The label, on the rank's header row.
+            let text = format!("{}{}", if m.named { "⚠ " } else { "" }, m.label);
+            let (lo, hi) = (GUTTER_W + 2.0, w - 2.0);
+            let (text, tx) = if x1 < lo {
+                let t = format!("◀ {text}");
+                (t, lo + 2.0)
+            } else if x0 > hi {
+                let t = format!("{text} ▶");
+                let tw = t.chars().count() as f64 * CHAR_W + 8.0;
+                (t, (hi - tw).max(lo))
+            } else {
+                let tw = text.chars().count() as f64 * CHAR_W + 8.0;
+                (text, (x0.max(lo) + 4.0).min(hi - tw).max(lo))
+            };
+            let shown = fit_text(&text, hi - tx).unwrap_or_default();
+            let tw = shown.chars().count() as f64 * CHAR_W + 8.0;
+            let ly = head + 2.0;
+            if head + RANK_H > RULER_H && head < h && !shown.is_empty() {
+                g.set_fill_style_str(&col.select);
+                g.fill_rect(tx, ly, tw, RANK_H - 4.0);
+                g.set_fill_style_str("#ffffff");
+                g.fill_text(&shown, tx + 4.0, head + RANK_H / 2.0).ok();
+            }
+            g.restore();
+            places.push(serde_json::json!({
+                "rank": m.rank, "kind": m.kind, "named": m.named, "label": m.label, "shown": shown,
+                "x0": x0.round(), "x1": x1.round(), "y0": y0.round(), "y1": y1.round(),
+                "in_x": x1 >= GUTTER_W && x0 <= w,
+                "visible": x1 >= GUTTER_W && x0 <= w && y1 > y0,
+            }));
+        }
+    }
+    serde_json::Value::Array(places).to_string()
 }
 
 /// Outlines an event (a search match, the selection), at least 3 px wide so it shows at any zoom.
@@ -906,10 +1001,18 @@ pub fn timeline(p: &Props) -> Html {
     // show first.
     {
         let ctl = ctl.clone();
-        use_effect_with((p.window, p.focus), move |(win, focus)| {
+        use_effect_with((p.window, p.focus, p.opened), move |(win, focus, opened)| {
+            // Opened again from another view (maybe the same place): shown again, even after
+            // the user moved; a window we published ourselves moves nothing.
+            let fresh = {
+                let mut c = ctl.borrow_mut();
+                let fresh = c.opened_seen != *opened || c.focus != *focus;
+                c.opened_seen = *opened;
+                fresh
+            };
             if let Some((a, b)) = *win {
                 let mine = ctl.borrow().published == Some((a, b));
-                if !mine && b > a {
+                if (fresh || !mine) && b > a {
                     {
                         let mut c = ctl.borrow_mut();
                         c.ns_per_px = (b - a) as f64 / c.plot_w();
@@ -921,7 +1024,7 @@ pub fn timeline(p: &Props) -> Html {
                 }
             }
             ctl.borrow_mut().focus = *focus;
-            if let Some(r) = *focus {
+            if let (Some(r), true) = (*focus, fresh) {
                 ctl.borrow_mut().scroll_to_rank(r);
             }
             request_frame(&ctl);
@@ -1151,6 +1254,22 @@ pub fn timeline(p: &Props) -> Html {
             }
         })
     };
+    // The first hang / mismatch, when there is one: its sentence, and a button to show it.
+    let diverged = p.job.analysis.sequence.as_ref().and_then(|seq| {
+        use rankscope_core::sequence::DiagnosisKind;
+        let d =
+            seq.diagnoses.iter().find(|d| matches!(d.kind, DiagnosisKind::Hang | DiagnosisKind::Mismatch))?;
+        (!crate::divergence::placed(&p.job).is_empty()).then(|| d.sentence.clone())
+    });
+    let show_divergence = {
+        let ctx = ctx.clone();
+        let job = p.job.clone();
+        Callback::from(move |_| {
+            if let (Some(c), Some(a)) = (&ctx, crate::divergence::open(&job)) {
+                c.dispatch.emit(a);
+            }
+        })
+    };
     html! {
         <section class="timeline-view">
             <div class="timeline-bar">
@@ -1172,6 +1291,13 @@ pub fn timeline(p: &Props) -> Html {
                 <span class="muted keys" title="Ctrl+wheel or W/S zoom · drag, Shift+wheel or A/D pan · 0 fits · click a rank's header to fold it · click an event for its details and flow">{"keys: ?"}</span>
                 <button class="small" data-testid="export-png" onclick={on_png} title="Save what the timeline shows as a PNG">{"PNG"}</button>
             </div>
+            if let Some(sentence) = diverged {
+                <div class="divergence-bar" data-testid="divergence-bar">
+                    <span class="divergence-text" title={sentence.clone()}>{sentence}</span>
+                    <button class="small" data-testid="divergence-show" onclick={show_divergence}
+                        title="Zoom to the divergent collective on every rank">{"Show it"}</button>
+                </div>
+            }
             <div class="timeline" data-testid="timeline" data-clock={if p.aligned { "aligned" } else { "raw" }}
                 data-focus-rank={p.focus.map(|r| r.to_string())} data-focus-file={focus_file.map(|f| f.to_string())}>
                 <canvas ref={canvas} tabindex="0" aria-label="Timeline of every rank's threads and streams"

@@ -41,6 +41,11 @@
 //!   bookkeeping). *bubble share* = bubble / span.
 //! - *recv wait*: the union of blocking receives (`c10d::recv_`, `gloo:recv`, recv kernels not
 //!   under compute) in the span.
+//! - *blocks* (for drawing): the compute set's intervals, `forward` / `backward` where a stage
+//!   annotation covers them (host compute only; device compute is `compute`: the host's
+//!   annotations are not on the device's clock), the recv-wait set, the optimizer; at most
+//!   [`MAX_BLOCKS`] per group, closest neighbours merged beyond. The report carries them (and
+//!   the step window) on the aligned clock.
 //! - *micro-batches*: `Forward i` annotations of the stage in the step; without them, the
 //!   exchanges in the forward direction (sends to the next stage; on the last stage, recvs
 //!   from the previous).
@@ -89,6 +94,81 @@ pub struct StageStepPart {
     /// Distinct stages named by `PP:{stage}F{i}` annotations (0 without them).
     #[serde(default)]
     pub virtual_stages: u32,
+    /// What the step looks like, for drawing ([`PipeBlock`], rank clock).
+    #[serde(default)]
+    pub blocks: Vec<PipeBlock>,
+}
+
+/// What a [`PipeBlock`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockKind {
+    /// Compute inside a `Forward i` / `PP:{s}F{i}` annotation.
+    Forward,
+    /// Compute inside a `Backward i` / `PP:{s}B{i}` annotation.
+    Backward,
+    /// Compute the annotations do not place (none in the trace, or device compute: the host's
+    /// annotations are not on the device's clock).
+    Compute,
+    /// A blocking receive (the recv wait).
+    RecvWait,
+    /// The optimizer, outside the span.
+    Optimizer,
+}
+
+/// One interval of a stage's step: the compute (forward, backward or unplaced) whose lengths add
+/// up to `compute_ns`, then the blocking receives (`recv_wait_ns`), then the optimizer. The
+/// step's window minus these is the bubble. At most [`MAX_BLOCKS`] of each of the three groups:
+/// beyond, the closest neighbours of the same kind are merged (then any neighbours, as
+/// `compute`), so a drawing stays small while the figures stay exact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PipeBlock {
+    pub kind: BlockKind,
+    pub start_ns: i64,
+    pub end_ns: i64,
+}
+
+/// At most this many blocks per group (compute, recv waits, optimizer) of a stage × step.
+pub const MAX_BLOCKS: usize = 96;
+
+/// The blocks of `set`, each of `kind`.
+fn blocks_of(set: &Set, kind: BlockKind) -> impl Iterator<Item = PipeBlock> + '_ {
+    set.intervals().iter().map(move |&(start_ns, end_ns)| PipeBlock { kind, start_ns, end_ns })
+}
+
+/// Merges time-ordered blocks until at most `cap` remain: the closest neighbours of the same kind
+/// first, then any neighbours (a merge of two kinds is `compute`).
+fn coarsen(mut v: Vec<PipeBlock>, cap: usize) -> Vec<PipeBlock> {
+    for same_kind in [true, false] {
+        if v.len() <= cap {
+            break;
+        }
+        let mut gaps: Vec<i64> = v
+            .windows(2)
+            .filter(|w| !same_kind || w[0].kind == w[1].kind)
+            .map(|w| w[1].start_ns - w[0].end_ns)
+            .collect();
+        if gaps.is_empty() {
+            continue;
+        }
+        gaps.sort_unstable();
+        let excess = (v.len() - cap).min(gaps.len());
+        let limit = gaps[excess - 1];
+        let mut out: Vec<PipeBlock> = Vec::with_capacity(cap);
+        for b in v {
+            match out.last_mut() {
+                Some(l) if (!same_kind || l.kind == b.kind) && b.start_ns - l.end_ns <= limit => {
+                    if l.kind != b.kind {
+                        l.kind = BlockKind::Compute;
+                    }
+                    l.end_ns = l.end_ns.max(b.end_ns);
+                }
+                _ => out.push(b),
+            }
+        }
+        v = out;
+    }
+    v
 }
 
 crate::named_enum! {
@@ -158,6 +238,14 @@ pub struct StageStep {
     pub bubble_share: f64,
     pub recv_wait_ns: i64,
     pub micro_batches: Option<u32>,
+    /// The step's window (aligned clock).
+    #[serde(default)]
+    pub start_ns: i64,
+    #[serde(default)]
+    pub end_ns: i64,
+    /// Compute, recv waits and optimizer of the step ([`PipeBlock`], aligned clock).
+    #[serde(default)]
+    pub blocks: Vec<PipeBlock>,
 }
 
 /// One stage, means over its steps.
@@ -310,6 +398,7 @@ pub fn rank_pipe(
         let mut recvs: Vec<Iv> = Vec::new();
         let mut opt: Vec<Iv> = Vec::new();
         let mut fb: Vec<(i64, char)> = Vec::new();
+        let (mut f_ivs, mut b_ivs): (Vec<Iv>, Vec<Iv>) = (Vec::new(), Vec::new());
         let mut vstages: BTreeSet<u32> = BTreeSet::new();
         for i in 0..e.len() {
             if e.kind[i] != EventKind::Slice || Some(e.lane[i]) != lane {
@@ -325,6 +414,8 @@ pub fn rank_pipe(
                     fb.push((s, c));
                     vstages.extend(stage);
                 }
+                let ivs = if c == 'F' { &mut f_ivs } else { &mut b_ivs };
+                ivs.push((s, end));
                 continue;
             }
             if is_optimizer(strings, e, i) {
@@ -368,8 +459,8 @@ pub fn rank_pipe(
         barriers.sort_unstable();
         let blocking = Set::from_unsorted(barriers.clone());
         ops.retain(|&(s, end)| !blocking.intervals().iter().any(|&(a, b)| a <= s && end <= b));
-        row.compute_ns = match device_compute {
-            Some(c) => c.subtract(&opt).len_within(lo, hi),
+        let compute = match device_compute {
+            Some(c) => c.clip(lo, hi).subtract(&opt),
             None => {
                 // Runs of operators with no blocking exchange in between.
                 let mut runs: Vec<Iv> = Vec::new();
@@ -385,9 +476,10 @@ pub fn rank_pipe(
                         _ => runs.push((s, end)),
                     }
                 }
-                Set::from_unsorted(runs).subtract(&opt).len_within(lo, hi)
+                Set::from_unsorted(runs).subtract(&opt).clip(lo, hi)
             }
         };
+        row.compute_ns = compute.len_ns();
         let mut recv_set = Set::from_unsorted(recvs);
         if let Some(c) = device_compute {
             // Device recv kernels: the part not under compute is what the stage waited.
@@ -398,7 +490,26 @@ pub fn rank_pipe(
                 .collect();
             recv_set = recv_set.union(&Set::from_unsorted(dev).subtract(c));
         }
-        row.recv_wait_ns = recv_set.subtract(&opt).len_within(lo, hi);
+        let recv_set = recv_set.subtract(&opt).clip(lo, hi);
+        row.recv_wait_ns = recv_set.len_ns();
+        // The drawing: compute placed by the annotations (host compute only), recv waits,
+        // optimizer.
+        let mut placed: Vec<PipeBlock> = if device_compute.is_some() {
+            blocks_of(&compute, BlockKind::Compute).collect()
+        } else {
+            let f = Set::from_unsorted(f_ivs);
+            let b = Set::from_unsorted(b_ivs).subtract(&f);
+            let mut v: Vec<PipeBlock> = blocks_of(&compute.intersect(&f), BlockKind::Forward)
+                .chain(blocks_of(&compute.intersect(&b), BlockKind::Backward))
+                .chain(blocks_of(&compute.subtract(&f).subtract(&b), BlockKind::Compute))
+                .collect();
+            v.sort_by_key(|x| (x.start_ns, x.kind));
+            v
+        };
+        placed = coarsen(placed, MAX_BLOCKS);
+        placed.extend(coarsen(blocks_of(&recv_set, BlockKind::RecvWait).collect(), MAX_BLOCKS));
+        placed.extend(coarsen(blocks_of(&opt.clip(lo, hi), BlockKind::Optimizer).collect(), MAX_BLOCKS));
+        row.blocks = placed;
         fb.sort_unstable();
         row.forwards = fb.iter().filter(|x| x.1 == 'F').count() as u32;
         row.backwards = fb.iter().filter(|x| x.1 == 'B').count() as u32;
@@ -672,6 +783,8 @@ pub fn report(
     };
     let p = stages.len() as u32;
     let slot = |rank: u32| ranks.iter().position(|&r| r == rank);
+    // Aligned = rank clock − offset.
+    let off = |rank: u32| offsets.iter().find(|o| o.0 == rank).map_or(0, |o| o.1);
     // Per stage × step: micro-batches and the order of forward / backward work.
     let mut steps: Vec<StageStep> = Vec::new();
     let mut vs: Vec<i64> = stages
@@ -746,6 +859,17 @@ pub fn report(
                 bubble_share: if row.span_ns > 0 { bubble as f64 / row.span_ns as f64 } else { 0.0 },
                 recv_wait_ns: row.recv_wait_ns,
                 micro_batches: m,
+                start_ns: row.start_ns - off(rank),
+                end_ns: row.end_ns - off(rank),
+                blocks: row
+                    .blocks
+                    .iter()
+                    .map(|b| PipeBlock {
+                        start_ns: b.start_ns - off(rank),
+                        end_ns: b.end_ns - off(rank),
+                        ..*b
+                    })
+                    .collect(),
             });
         }
     }
@@ -971,6 +1095,20 @@ mod tests {
         assert_eq!(links, [(0, 1, 2, 2), (1, 0, 2, 2), (1, 2, 2, 2), (2, 1, 2, 2)]);
         assert!((r.theory_bubble_share.unwrap_or(f64::NAN) - 2.0 / 4.0).abs() < 1e-9);
         assert_eq!(r.per_stage[0].bubble_ns, 150);
+    }
+
+    /// Blocks beyond the cap merge with their closest neighbour of the same kind first; kinds
+    /// mix (as `compute`) only when the same-kind merges cannot reach the cap.
+    #[test]
+    fn coarsen_merges_the_closest_neighbours() {
+        let b = |kind, start_ns, end_ns| PipeBlock { kind, start_ns, end_ns };
+        use BlockKind::{Backward as B, Compute as C, Forward as F};
+        let v = vec![b(F, 0, 10), b(F, 11, 20), b(F, 30, 40), b(B, 41, 50), b(B, 60, 70)];
+        assert_eq!(coarsen(v.clone(), 5), v);
+        assert_eq!(coarsen(v.clone(), 4), [b(F, 0, 20), b(F, 30, 40), b(B, 41, 50), b(B, 60, 70)]);
+        assert_eq!(coarsen(v.clone(), 2), [b(F, 0, 40), b(B, 41, 70)]);
+        assert_eq!(coarsen(v, 1), [b(C, 0, 70)]);
+        assert_eq!(coarsen(Vec::new(), 0), []);
     }
 
     /// `batch_isend_irecv` between two ranks (an NCCL group: one SendRecv kernel each side) is

@@ -62,6 +62,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::model::CollKind;
 
+pub mod marks;
 pub mod text;
 mod types;
 

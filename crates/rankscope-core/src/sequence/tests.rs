@@ -232,3 +232,30 @@ fn text_helpers() {
     assert_eq!(text::timeout(Timeout { ms: 600_000, source: TimeoutSource::BackendDefault }), "10 min");
     assert_eq!(text::dtype("c10::BFloat16"), "bfloat16");
 }
+
+/// The marks of the example: the waiting ranks at their record, with the wait; the rank
+/// that never issued it at the end of its last collective.
+#[test]
+fn marks_place_the_divergence_on_every_rank() {
+    use marks::{marks, MarkKind};
+    let r = analyze(&job(3, 6, Some((1, 4)), 8_020_000_000, true), &SeqOptions::default());
+    let m = marks(&r);
+    let got: Vec<(u32, MarkKind, bool, &str)> =
+        m.iter().map(|m| (m.rank, m.kind, m.named, m.label.as_str())).collect();
+    assert_eq!(
+        got,
+        [
+            (0, MarkKind::Issued, false, "all_reduce #10 (step 4) — waited 8.02 s"),
+            (1, MarkKind::NotIssued, true, "never issued all_reduce #10; last: all_reduce #9 (step 4)"),
+            (2, MarkKind::Issued, false, "all_reduce #10 (step 4) — waited 8.02 s"),
+        ]
+    );
+    let d = r.first_divergence().expect("a divergence");
+    let w = &d.sides[0].waits[0];
+    assert_eq!((m[0].start_ns, m[0].end_ns), (w.since_ns, w.since_ns.zip(w.waited_ns).map(|(a, b)| a + b)));
+    let last = d.missing[0].last.as_ref().and_then(|l| l.end_ns);
+    assert!(last.is_some());
+    assert_eq!((m[1].start_ns, m[1].end_ns), (last, last));
+    // Sequences that agree have no marks.
+    assert!(marks(&analyze(&job(3, 6, None, 0, true), &SeqOptions::default())).is_empty());
+}
