@@ -11,7 +11,7 @@ import pytest
 import rankscope
 from rankscope import _native
 
-from conftest import REPO, SHARED, need
+from conftest import REPO, SHARED, cli, need
 
 
 def parts_of(d):
@@ -124,3 +124,17 @@ def test_part_of_a_non_trace_names_file_and_offset(tmp_path):
     assert e.value.file == str(p) and isinstance(e.value.offset, int)
     with pytest.raises(OSError):
         rankscope.part(tmp_path / "missing.json")
+
+
+def test_the_clis_part_and_combine_are_the_same_split(tmp_path, dlrm):
+    files, _ = rankscope._expand([str(dlrm)])
+    outs = []
+    for i, (p, _) in enumerate(files):
+        out = tmp_path / f"{i:04}.part"
+        cli("part", p, "-o", str(out))
+        # The CLI and the package write the same bytes (one encoder, in the core).
+        assert out.read_bytes() == rankscope.part(p)
+        outs.append(str(out))
+    assert cli("combine", "--json", *outs) == cli("analyze", "--json", str(dlrm))
+    assert cli("combine", *outs) == cli("analyze", str(dlrm))
+    assert cli("combine", "--csv", "--offset", "1=500", *outs) == cli("analyze", "--csv", "--offset", "1=500", str(dlrm))
