@@ -6,6 +6,7 @@ mod cmd_analyze;
 mod cmd_fr;
 mod cmd_inspect;
 mod cmd_nccl;
+mod cmd_part;
 mod cmd_synth;
 mod load;
 mod out;
@@ -37,6 +38,8 @@ enum Command {
     Nccl(cmd_nccl::LogArgs),
     /// Read nccl-tests (`*_perf`) output: bandwidth tables and latency-bandwidth fit.
     NcclTests(cmd_nccl::TestsArgs),
+    #[command(flatten)]
+    Split(cmd_part::Command),
 }
 
 fn main() -> std::process::ExitCode {
@@ -48,6 +51,7 @@ fn main() -> std::process::ExitCode {
         Command::Synth(a) => cmd_synth::run(a),
         Command::Nccl(a) => cmd_nccl::run_log(a),
         Command::NcclTests(a) => cmd_nccl::run_tests(a),
+        Command::Split(c) => cmd_part::run(c),
     };
     match result {
         Ok(code) => std::process::ExitCode::from(code),

@@ -5,13 +5,15 @@
 //! [`normalize`] (ranks, steps, lanes, categories, launch → kernel links) → [`inspect`] reports.
 //! [`nccl`] reads NCCL_DEBUG logs and nccl-tests output; [`synth`] generates traces.
 //! [`fr`] reads PyTorch Flight Recorder dumps; [`sequence`] compares the ranks' collective
-//! sequences (hangs and mismatches) from dumps or traces.
+//! sequences (hangs and mismatches) from dumps or traces. [`job`] is the API every shell calls;
+//! [`digest`] encodes one file's part as bytes, to be combined on another machine.
 //!
 //! The crate knows nothing of the browser or the operating system: it takes bytes in chunks of
 //! any size and returns values. No file system, no clocks, no threads. It builds for the host
 //! and for `wasm32-unknown-unknown`.
 
 pub mod analyze;
+pub mod digest;
 pub mod escape;
 pub mod export;
 pub mod fr;

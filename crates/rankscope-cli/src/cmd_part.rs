@@ -1,0 +1,165 @@
+//! `rankscope part FILE -o FILE.part` and `rankscope combine PARTS...`: one job split across
+//! processes or machines (a Slurm array task or a Kubernetes indexed-job pod per file, then one
+//! combine), with the bytes of `rankscope_core::digest`. `combine` of every file's part, given
+//! in the order `analyze` reads the files (sorted paths), prints what `analyze` prints.
+
+use std::io::Read;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use rankscope_core::analyze::{Options, RankPart};
+use rankscope_core::digest::{self, Piece};
+use rankscope_core::job::{self, Loaded, Reader, Text, TextRef};
+use rankscope_core::view::RankClaim;
+
+use crate::load;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// One file's part of a job, for `rankscope combine`: a trace's rank claim and per-rank
+    /// analysis (kB, never the events), or an NCCL log / nccl-tests output / Flight Recorder
+    /// dump whole.
+    Part(PartArgs),
+    /// The job from the parts `rankscope part` wrote, given in file order: what `rankscope
+    /// analyze` prints for the same files.
+    Combine(CombineArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct PartArgs {
+    /// The input file (its kind is decided by content). Name it as `analyze` would (the path
+    /// under the job's folder): the name is the file's in the report.
+    pub file: PathBuf,
+    /// Where to write the part.
+    #[arg(short, long, value_name = "FILE.part")]
+    pub out: PathBuf,
+    /// Extra classification rules (JSON), tried before the defaults.
+    #[arg(long, value_name = "FILE")]
+    pub rules: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CombineArgs {
+    /// Part files, in the order `analyze` would read their inputs (it decides load-order ranks).
+    #[arg(required = true)]
+    pub parts: Vec<PathBuf>,
+    /// The full analysis as JSON (schema `rankscope.analysis`).
+    #[arg(long, conflicts_with_all = ["csv", "md"])]
+    pub json: bool,
+    /// The per rank × step table as CSV.
+    #[arg(long, conflicts_with = "md")]
+    pub csv: bool,
+    /// A Markdown report (the default).
+    #[arg(long)]
+    pub md: bool,
+    /// Give a file its rank explicitly: `--rank path/to/file.json=3` (repeatable).
+    #[arg(long = "rank", value_name = "FILE=N")]
+    pub rank: Vec<String>,
+    /// A known clock offset: `--offset RANK=NS` (repeatable).
+    #[arg(long = "offset", value_name = "RANK=NS")]
+    pub offset: Vec<String>,
+    /// Change a finding threshold: `--threshold exposed_comm_ratio=0.15` (repeatable).
+    #[arg(long = "threshold", value_name = "NAME=VALUE")]
+    pub threshold: Vec<String>,
+}
+
+pub fn run(c: Command) -> Result<u8> {
+    match c {
+        Command::Part(a) => part(a),
+        Command::Combine(a) => combine(a),
+    }
+}
+
+/// Exit codes: 0 written; 1 the file is not a trace nor a text rankscope reads; 2 usage or I/O.
+fn part(a: PartArgs) -> Result<u8> {
+    let rules = load::load_rules(a.rules.as_deref())?;
+    let name = a.file.display().to_string();
+    let mut f = std::fs::File::open(&a.file).with_context(|| format!("cannot open {name}"))?;
+    let mut reader = Reader::new(&name);
+    let mut buf = vec![0u8; 4 << 20];
+    loop {
+        let n = match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e).with_context(|| format!("cannot read {name}")),
+        };
+        reader.feed(buf.get(..n).unwrap_or_default());
+        if reader.failed() {
+            break;
+        }
+    }
+    let piece = match reader.finish() {
+        Ok(Loaded::Trace(t)) => match job::part_of(*t, &rules, &Options::default()) {
+            Some((claim, part)) => Piece::Trace { claim, part: Box::new(part) },
+            None => anyhow::bail!("{name}: no rank"),
+        },
+        Ok(Loaded::Text(t)) => Piece::Text(t),
+        Err(e) => {
+            eprintln!("rankscope: {e}");
+            return Ok(1);
+        }
+    };
+    std::fs::write(&a.out, digest::encode(&piece))
+        .with_context(|| format!("cannot write {}", a.out.display()))?;
+    Ok(0)
+}
+
+/// Exit codes as `analyze`'s: 0 fine; 1 two files claim one rank; 2 usage, I/O or a part that
+/// cannot be read.
+fn combine(a: CombineArgs) -> Result<u8> {
+    let mut opts = Options::default();
+    for o in &a.offset {
+        let (r, ns) = o.split_once('=').with_context(|| format!("--offset expects RANK=NS, got `{o}`"))?;
+        let r = r
+            .trim()
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--offset {o}: `{}` is not a rank ({e})", r.trim()))?;
+        let ns = ns.trim().parse().map_err(|e| {
+            anyhow::anyhow!("--offset {o}: `{}` is not a whole number of ns ({e})", ns.trim())
+        })?;
+        opts.offsets.push((r, ns));
+    }
+    for t in &a.threshold {
+        let (n, v) =
+            t.split_once('=').with_context(|| format!("--threshold expects NAME=VALUE, got `{t}`"))?;
+        let v: f64 = v
+            .trim()
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--threshold {t}: `{}` is not a number ({e})", v.trim()))?;
+        opts.thresholds.set(n.trim(), v).map_err(|e| anyhow::anyhow!("--threshold {t}: {e}"))?;
+    }
+    let explicit = load::parse_rank_map(&a.rank)?;
+    let mut files: Vec<(RankClaim, RankPart)> = Vec::new();
+    let mut texts: Vec<Text> = Vec::new();
+    for p in &a.parts {
+        let name = p.display().to_string();
+        let bytes = std::fs::read(p).with_context(|| format!("cannot read {name}"))?;
+        match digest::decode(&name, &bytes)? {
+            Piece::Trace { claim, part } => files.push((claim, *part)),
+            Piece::Text(t) => texts.push(t),
+        }
+    }
+    for (f, r) in &explicit {
+        let hit = files.iter().any(|(c, _)| c.file == *f || c.file.ends_with(&format!("/{f}")));
+        anyhow::ensure!(hit, "--rank {f}={r}: no part is of a file called `{f}`");
+    }
+    let refs: Vec<TextRef<'_>> = texts.iter().map(Text::as_ref).collect();
+    let out = job::combine(files, &explicit, &refs, &opts);
+    if let Some(f) = &out.flight_recorder {
+        for m in f.messages() {
+            eprintln!("rankscope: {m}");
+        }
+    }
+    if !out.has_traces() && out.flight_recorder.as_ref().is_none_or(|f| f.dumps.is_empty()) {
+        anyhow::bail!("no part holds a trace or a Flight Recorder dump");
+    }
+    if a.json {
+        crate::out::emit(&out.json())?;
+    } else if a.csv && out.has_traces() {
+        crate::out::emit(&out.csv())?;
+    } else {
+        crate::out::emit(&out.markdown())?;
+    }
+    Ok(if out.clean() { 0 } else { 1 })
+}

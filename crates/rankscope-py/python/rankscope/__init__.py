@@ -1,0 +1,210 @@
+"""rankscope: diagnose distributed PyTorch training from per-rank Kineto traces, NCCL logs and
+Flight Recorder dumps.
+
+    import rankscope
+    a = rankscope.analyze("traces/")          # a folder, a file, or a list of them
+    a.ranks(); a.steps(); a.findings()        # pandas DataFrames (pyarrow tables, or dicts)
+
+The work is done in Rust (the same code as the ``rankscope`` CLI and the browser app), on every
+core, with the GIL released. ``a.report`` is exactly ``rankscope analyze --json``.
+
+For jobs spread over many machines, each file's part can be computed where the file is
+(``rankscope.part(path) -> bytes``) and the parts combined anywhere (``rankscope.combine``);
+``rankscope.ray.analyze`` does that on a Ray cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+from . import _native
+from ._analysis import Analysis
+from ._errors import PartError, RankscopeError, TraceError
+from ._progress import resolve as _resolve_progress
+
+__all__ = [
+    "analyze",
+    "part",
+    "part_info",
+    "combine",
+    "Analysis",
+    "RankscopeError",
+    "TraceError",
+    "PartError",
+    "PART_VERSION",
+    "__version__",
+]
+
+__version__: str = _native.__version__
+#: The format version of the bytes ``part`` writes (``combine`` reads only this one).
+PART_VERSION: int = _native.PART_VERSION
+
+PathLike = Union[str, "os.PathLike[str]"]
+Paths = Union[PathLike, Iterable[PathLike]]
+
+
+def _paths(paths_or_dir: Paths) -> List[str]:
+    if isinstance(paths_or_dir, (str, bytes, os.PathLike)):
+        items = [paths_or_dir]
+    else:
+        items = list(paths_or_dir)
+    out = [os.fsdecode(p) for p in items]
+    if not out:
+        raise RankscopeError("no paths given")
+    return out
+
+
+def _ranks(ranks: Union[None, Mapping[str, int], Iterable[str]]) -> List[str]:
+    """``{"path/to/file.json": 3}`` or ``["file.json=3"]`` → the CLI's ``FILE=N`` strings."""
+    if ranks is None:
+        return []
+    if isinstance(ranks, Mapping):
+        return [f"{os.fsdecode(f)}={int(r)}" for f, r in ranks.items()]
+    if isinstance(ranks, str):
+        raise TypeError("ranks: a mapping {file: rank} or a list of 'FILE=N' strings, not one string")
+    return [str(x) for x in ranks]
+
+
+def _offsets(offsets: Optional[Mapping[int, int]]) -> List[Tuple[int, int]]:
+    """``{rank: offset_ns}``: aligned time = rank time − offset (the CLI's ``--offset``)."""
+    if offsets is None:
+        return []
+    out = []
+    for r, ns in offsets.items():
+        if isinstance(ns, float) and not ns.is_integer():
+            raise ValueError(f"offsets: {ns} for rank {r} is not a whole number of ns")
+        out.append((int(r), int(ns)))
+    return out
+
+
+def _thresholds(thresholds: Optional[Mapping[str, float]]) -> List[Tuple[str, float]]:
+    """``{"exposed_comm_ratio": 0.15}`` (the CLI's ``--threshold``; names in
+    docs/analysis-schema.md)."""
+    if thresholds is None:
+        return []
+    return [(str(k), float(v)) for k, v in thresholds.items()]
+
+
+def _rules_path(rules: Optional[PathLike]) -> Optional[str]:
+    return None if rules is None else os.fsdecode(rules)
+
+
+def _rules_text(rules: Optional[PathLike]) -> Optional[str]:
+    if rules is None:
+        return None
+    with open(rules, encoding="utf-8") as f:
+        return f.read()
+
+
+def _check(out, strict: bool) -> None:
+    """Raises for what makes ``rankscope analyze`` fail: nothing readable at all, or (strict)
+    any input that is not a trace."""
+    failed = out.failed
+    if strict and failed:
+        file, message = failed[0]
+        more = f" (and {len(failed) - 1} more: {', '.join(f for f, _ in failed[1:4])})" if len(failed) > 1 else ""
+        raise TraceError(message + more, file=file, offset=_offset_in(message))
+    if not out.has_traces and not out.has_dumps:
+        if failed:
+            file, message = failed[0]
+            raise TraceError(message, file=file, offset=_offset_in(message))
+        raise RankscopeError("no file could be read as a trace")
+    for file, message in failed:
+        warnings.warn(f"rankscope: {message}", RuntimeWarning, stacklevel=3)
+
+
+def _offset_in(message: str) -> Optional[int]:
+    # The core's messages say "(at byte N)" (rankscope_core::parse::IngestError).
+    import re
+
+    m = re.search(r"\(at byte (\d+)\)", message)
+    return int(m.group(1)) if m else None
+
+
+def analyze(
+    paths_or_dir: Paths,
+    *,
+    ranks: Union[None, Mapping[str, int], Iterable[str]] = None,
+    offsets: Optional[Mapping[int, int]] = None,
+    thresholds: Optional[Mapping[str, float]] = None,
+    rules: Optional[PathLike] = None,
+    progress=None,
+    strict: bool = True,
+) -> Analysis:
+    """Analyses one job: trace files (one per rank, ``.json`` / ``.json.gz``), folders of them
+    (walked as the CLI walks them), NCCL logs, nccl-tests output and Flight Recorder dumps (each
+    recognised by content). The same as ``rankscope analyze PATHS``.
+
+    - ``ranks``: ``{file: rank}`` for files that do not say their rank (``--rank FILE=N``).
+    - ``offsets``: ``{rank: ns}`` known clock offsets (``--offset``).
+    - ``thresholds``: ``{name: value}`` finding thresholds (``--threshold``).
+    - ``rules``: a JSON file of classification rules, tried before the defaults (``--rules``).
+    - ``progress``: a callable ``(done_bytes, total_bytes)``; ``True`` draws a line on stderr;
+      ``None`` (default) draws it only on a terminal for large inputs; ``False`` is quiet.
+    - ``strict``: raise :class:`TraceError` when a named file is not a trace (default), else
+      warn and analyse the rest (``Analysis.failed`` lists them).
+    """
+    callback, line = _resolve_progress(progress)
+    try:
+        out = _native.analyze(
+            _paths(paths_or_dir),
+            _ranks(ranks),
+            _offsets(offsets),
+            _thresholds(thresholds),
+            _rules_path(rules),
+            callback,
+        )
+    finally:
+        if line is not None:
+            line.close()
+    _check(out, strict)
+    return Analysis(out)
+
+
+def part(path: PathLike, *, rules: Optional[PathLike] = None) -> bytes:
+    """One file's part of a job, as bytes to send anywhere and give to :func:`combine`: for a
+    trace, its rank claim and the per-rank half of the analysis (kB to a few MB, never the
+    events); for an NCCL log, nccl-tests output or a Flight Recorder dump, the text itself. The
+    file is read in chunks. Raises :class:`TraceError` (file, byte offset) for a file that is
+    none of these, ``OSError`` when it cannot be read."""
+    return _native.part(os.fsdecode(path), _rules_text(rules))
+
+
+def part_info(data: bytes) -> Tuple[str, str]:
+    """``(kind, name)`` of an encoded part: kind ``trace``, or the text's kinds (``nccl_log``,
+    ``nccl_tests``, ``flight_recorder``, joined by ``+``); name is the file it came from."""
+    return _native.part_info(data)
+
+
+def combine(
+    parts: Iterable[bytes],
+    *,
+    names: Optional[Sequence[str]] = None,
+    ranks: Union[None, Mapping[str, int], Iterable[str]] = None,
+    offsets: Optional[Mapping[int, int]] = None,
+    thresholds: Optional[Mapping[str, float]] = None,
+) -> Analysis:
+    """The job from parts made by :func:`part` (anywhere, in any process): ranks decided across
+    every part's claim, in the order given (as the CLI orders files: sorted paths), then the
+    same analysis as :func:`analyze`. ``names`` name the parts in errors (default
+    ``parts[i]``)."""
+    blobs = [bytes(p) if not isinstance(p, bytes) else p for p in parts]
+    names_l = [str(n) for n in names] if names is not None else [f"parts[{i}]" for i in range(len(blobs))]
+    if len(names_l) != len(blobs):
+        raise ValueError(f"combine: {len(names_l)} names for {len(blobs)} parts")
+    out = _native.combine(blobs, names_l, _ranks(ranks), _offsets(offsets), _thresholds(thresholds))
+    _check(out, strict=False)
+    return Analysis(out)
+
+
+def _expand(paths: List[str]) -> Tuple[List[Tuple[str, bool]], List[str]]:
+    """The input files under local paths, as :func:`analyze` finds them: ``[(path, walked)]``
+    and notes."""
+    return _native.expand(paths)
+
+
+# Imported last: it uses the functions above.
+from . import ray  # noqa: E402,F401  (rankscope.ray; Ray itself is imported only when used)
+

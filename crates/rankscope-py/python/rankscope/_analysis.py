@@ -1,0 +1,233 @@
+"""The result of an analysis: the report (``rankscope analyze --json`` as a dict), its Markdown
+and CSV, and its tables.
+
+Tables are pandas DataFrames when pandas is installed, else pyarrow Tables when pyarrow is, else
+lists of dicts (``form=`` chooses). Columns are the JSON's fields, times in integer ns
+(``*_ns``), ratios as fractions; docs/analysis-schema.md defines every one, docs/python.md maps
+HTA's functions onto them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List, Optional
+
+__all__ = ["Analysis", "COLUMNS"]
+
+# The columns of each named table, in the JSON's order (tests/py checks them against the
+# report, so a field added to the schema fails a test until it is listed here). An empty table
+# still has them.
+COLUMNS: Dict[str, List[str]] = {
+    "steps": [
+        "step", "rank", "start_ns", "end_ns", "wall_ns", "compute_ns", "comm_ns", "overlap_ns",
+        "exposed_comm_ns", "memory_ns", "busy_ns", "idle_ns", "cpu_bound_ns", "launch_overhead_ns",
+        "other_idle_ns", "input_ns", "host_sync_ns", "data_loading_ns", "comm_transfer_ns",
+        "comm_wait_ns", "exposed_transfer_ns", "exposed_wait_ns", "tb_computation_ns",
+        "tb_communication_ns", "tb_other_ns", "source",
+    ],
+    "collectives": [
+        "kind", "pg", "count", "instances", "group_size", "bytes_total", "bytes_p50", "dur_mean_ns",
+        "dur_p50_ns", "dur_p95_ns", "dur_p99_ns", "dur_max_ns", "transfer_mean_ns",
+        "sync_wait_mean_ns", "skew_p50_ns", "skew_max_ns", "algbw_gbps", "busbw_gbps", "bw_basis",
+    ],
+    "stragglers": [
+        "step", "rank", "lateness_ns", "others_wait_ns", "collectives", "runner_up_rank",
+        "runner_up_lateness_ns",
+    ],
+    "findings": [
+        "id", "severity", "message", "fix", "ranks", "steps", "evidence", "symptoms", "location",
+        "impact_ns",
+    ],
+    "alignment": [
+        "rank", "method", "offset_ns", "estimate_ns", "residual_ns", "max_residual_ns", "anchors", "note",
+    ],
+    "gpu_idle": [
+        "rank", "device", "stream", "kernels", "busy_ns", "idle_ns", "host_wait_ns", "kernel_wait_ns",
+        "other_ns", "density",
+    ],
+    "launches": [
+        "rank", "launches", "runtime_p50_ns", "runtime_p99_ns", "delay_p50_ns", "delay_p99_ns",
+        "delay_max_ns", "runtime_outliers",
+    ],
+    "diagnostics": ["file", "rank", "kind", "severity", "count", "first_offset", "message"],
+}
+
+# ranks(): who each rank is (report["ranks"]) beside its whole-trace figures
+# (report["rank_totals"], step_time flattened to step_time_*).
+RANK_INFO = ["rank", "source", "rank_source", "world_size", "backend", "events", "metrics_from", "devices"]
+STEP_TIME = ["mean_ns", "p50_ns", "p99_ns", "max_ns", "min_ns", "jitter"]
+RANK_TOTALS = [
+    "steps", "wall_ns", "compute_ns", "comm_ns", "overlap_ns", "exposed_comm_ns", "memory_ns",
+    "idle_ns", "cpu_bound_ns", "launch_overhead_ns", "host_sync_ns", "data_loading_ns",
+]
+# The totals' remaining fields (after RANK_TOTALS, in the JSON's order) are appended as found.
+
+
+def _frame(rows: List[Dict[str, Any]], columns: List[str], form: str):
+    if form not in ("auto", "pandas", "arrow", "records"):
+        raise ValueError(f"form must be 'auto', 'pandas', 'arrow' or 'records', not {form!r}")
+    if form in ("auto", "pandas"):
+        try:
+            import pandas as pd
+        except ImportError:
+            if form == "pandas":
+                raise
+        else:
+            return pd.DataFrame.from_records(rows, columns=columns)
+    if form in ("auto", "arrow"):
+        try:
+            import pyarrow as pa
+        except ImportError:
+            if form == "arrow":
+                raise
+        else:
+            if not rows:
+                return pa.table({c: pa.array([], type=pa.null()) for c in columns})
+            return pa.Table.from_pylist([{c: r.get(c) for c in columns} for r in rows])
+    return [{c: r.get(c) for c in columns} for r in rows]
+
+
+def _columns_of(rows: List[Dict[str, Any]], known: List[str]) -> List[str]:
+    """The known columns, then any the report has beyond them (a newer core)."""
+    extra: List[str] = []
+    for r in rows:
+        for k in r:
+            if k not in known and k not in extra:
+                extra.append(k)
+    return known + extra
+
+
+class Analysis:
+    """One job's analysis. ``report`` is the dict of ``rankscope analyze --json``; ``json()``,
+    ``markdown()`` and ``csv()`` are the CLI's ``--json``, ``--md`` and ``--csv`` outputs, byte
+    for byte; the table methods take ``form='auto'|'pandas'|'arrow'|'records'``."""
+
+    def __init__(self, out):
+        self._out = out
+        self._json: Optional[str] = None
+        self._report: Optional[Dict[str, Any]] = None
+
+    # -- the CLI's outputs -------------------------------------------------------------------
+    def json(self) -> str:
+        """``rankscope analyze --json`` (schema ``rankscope.analysis``; ``rankscope.fr`` for
+        Flight Recorder dumps alone)."""
+        if self._json is None:
+            self._json = self._out.json()
+        return self._json
+
+    @property
+    def report(self) -> Dict[str, Any]:
+        """The JSON report as a dict (docs/analysis-schema.md)."""
+        if self._report is None:
+            self._report = json.loads(self.json())
+        return self._report
+
+    def markdown(self) -> str:
+        """``rankscope analyze --md``: findings, where the time goes, who waits for whom."""
+        return self._out.markdown()
+
+    def csv(self) -> str:
+        """``rankscope analyze --csv``: the rank × step table."""
+        return self._out.csv()
+
+    def _repr_markdown_(self) -> str:  # Jupyter shows the report a person reads
+        return self.markdown()
+
+    def __repr__(self) -> str:
+        r = self.report
+        if r.get("schema") != "rankscope.analysis":
+            return f"<rankscope.Analysis {r.get('schema')}>"
+        return (
+            f"<rankscope.Analysis: {len(r.get('ranks', []))} ranks, {len(r.get('steps', []))} steps, "
+            f"{len(r.get('findings', []))} findings>"
+        )
+
+    # -- what the reading said ---------------------------------------------------------------
+    @property
+    def notes(self) -> List[str]:
+        """Files skipped while walking folders, NCCL logs only ``rankscope nccl`` reads."""
+        return list(self._out.notes)
+
+    @property
+    def failed(self) -> List[Dict[str, str]]:
+        """Inputs that could not be read: ``{file, error}`` (the error names the byte offset)."""
+        return [{"file": f, "error": e} for f, e in self._out.failed]
+
+    @property
+    def clean(self) -> bool:
+        """What ``rankscope analyze``'s exit status 0 means: every input read, no job error."""
+        return bool(self._out.clean)
+
+    # -- tables ------------------------------------------------------------------------------
+    def _list(self, key: str) -> List[Dict[str, Any]]:
+        v = self.report.get(key)
+        return v if isinstance(v, list) else []
+
+    def table(self, key: str, form: str = "auto"):
+        """Any list of the report as a table: ``imbalance``, ``waits``, ``regions``,
+        ``phases``, ``comm_origins``, ``critical_path``, ``allocations``, ``fabric``, … (or a
+        named table's key)."""
+        rows = self._list(key)
+        return _frame(rows, _columns_of(rows, COLUMNS.get(key, [])), form)
+
+    def steps(self, form: str = "auto"):
+        """One row per rank × step (HTA's per-step view; the CSV's rows): wall, compute,
+        communication, overlap, exposed communication split into transfer and wait, idle by
+        cause, and the TensorBoard plugin's four bars (``tb_*``). Start/end on the rank's own
+        clock (``alignment()`` gives the offsets)."""
+        rows = [dict(step=s.get("step"), **r) for s in self._list("steps") for r in s.get("per_rank", [])]
+        return _frame(rows, _columns_of(rows, COLUMNS["steps"]), form)
+
+    def ranks(self, form: str = "auto"):
+        """One row per rank (HTA's ``get_temporal_breakdown`` and ``get_comm_comp_overlap``):
+        the file, backend and devices, then sums over the rank's steps and ratios:
+        ``compute_ns`` (HTA's compute_time), ``overlap_pct_hta`` (HTA's
+        comp_comm_overlap_pctg), ``exposed_comm_ratio``, ``step_time_*``."""
+        info = {r.get("rank"): r for r in self._list("ranks")}
+        rows = []
+        for t in self._list("rank_totals"):
+            row = {k: info.get(t.get("rank"), {}).get(k) for k in RANK_INFO}
+            for k, v in t.items():
+                if k == "step_time" and isinstance(v, dict):
+                    for sk in STEP_TIME:
+                        row[f"step_time_{sk}"] = v.get(sk)
+                elif k != "rank":
+                    row[k] = v
+            rows.append(row)
+        return _frame(rows, _columns_of(rows, RANK_INFO + RANK_TOTALS), form)
+
+    def collectives(self, form: str = "auto"):
+        """One row per collective kind and process group: count, bytes, duration percentiles,
+        transfer against synchronisation wait, arrival skew, algbw / busbw (TB plugin's
+        comm-ops table, with the wait split HTA does not make)."""
+        return self.table("collectives", form)
+
+    def stragglers(self, form: str = "auto"):
+        """One row per step: the rank the others waited for, how late, what it cost them
+        (HTA's ``get_potential_stragglers``, per step and with its cost; ``report['straggler']``
+        is the job's verdict)."""
+        return self.table("stragglers", form)
+
+    def findings(self, form: str = "auto"):
+        """The findings, causes first then by time saved per step (``impact_ns``)."""
+        return self.table("findings", form)
+
+    def alignment(self, form: str = "auto"):
+        """One row per rank: the clock offset (aligned = rank time − offset_ns), how it was
+        found, and its residual."""
+        return self.table("alignment", form)
+
+    def gpu_idle(self, form: str = "auto"):
+        """One row per rank and GPU stream (HTA's ``get_idle_time_breakdown``, wide):
+        idle split into ``host_wait_ns``, ``kernel_wait_ns`` (gaps under 30 µs) and
+        ``other_ns``, as HTA defines them."""
+        return self.table("gpu_idle", form)
+
+    def launches(self, form: str = "auto"):
+        """One row per rank (HTA's ``get_cuda_kernel_launch_stats``, summarised): launch
+        count, runtime-call and launch-delay percentiles, outliers."""
+        return self.table("launches", form)
+
+    def diagnostics(self, form: str = "auto"):
+        """What the reading found wrong in each file, counted (never an exception)."""
+        return self.table("diagnostics", form)
