@@ -25,5 +25,6 @@ pub mod nccl;
 pub mod normalize;
 pub mod parse;
 pub mod sequence;
+pub mod session;
 pub mod synth;
 pub mod view;

@@ -22,6 +22,10 @@
 //! being exact); `u32`, `u8` and `f64` fields are numbers. The shapes are declared in the
 //! TypeScript output (`rankscope_wasm.d.ts`) and checked by the wasm-bindgen tests.
 //!
+//! The job API the npm package is built on (`JobInput`, `Job`: any mix of traces, NCCL text and
+//! Flight Recorder dumps, by content, giving exactly `rankscope analyze`'s outputs) is in
+//! [`job`](mod@job).
+//!
 //! No logic lives here: ingest, normalization, reports, tiles and the demo generator are the
 //! core's; this crate only converts.
 
@@ -35,8 +39,11 @@ use rankscope_core::view::{self, RankClaim, RankSummary, RankView, TileKey};
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
+mod job;
+pub use job::{detect_kind, is_folder_candidate, sniff_bytes, Job, JobInput};
+
 /// Serializes to a plain JS value: maps as objects, 64-bit integers as `bigint`.
-fn to_js<T: Serialize + ?Sized>(v: &T) -> Result<JsValue, JsError> {
+pub(crate) fn to_js<T: Serialize + ?Sized>(v: &T) -> Result<JsValue, JsError> {
     let s = serde_wasm_bindgen::Serializer::json_compatible().serialize_large_number_types_as_bigints(true);
     v.serialize(&s).map_err(|e| JsError::new(&e.to_string()))
 }

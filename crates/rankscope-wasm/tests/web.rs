@@ -138,3 +138,51 @@ fn the_analysis_combines_parts_and_renders_like_the_cli() {
     assert!(job.markdown().starts_with("# rankscope analysis"));
     assert!(analyze_parts(JsValue::from_str("nope")).is_err());
 }
+
+#[wasm_bindgen_test]
+fn a_job_reads_inputs_by_content_and_answers_like_the_cli() {
+    let mut job = Job::new(true);
+    assert!(job.set_threshold("no_such", 1.0).is_err());
+    assert!(job.json().is_err(), "outputs come after finish");
+    for r in [0, 1] {
+        let bytes = demo_rank(r).unwrap_or_else(|_| panic!("demo"));
+        let mut i = JobInput::new(&demo_file_name(r));
+        for c in bytes.chunks(1 << 20) {
+            i.feed(c);
+        }
+        assert_eq!(i.kind().unwrap_or_else(|_| panic!("kind")).as_string().as_deref(), Some("trace"));
+        assert!(get(&i.progress().unwrap_or_else(|_| panic!("progress")), "events").is_bigint());
+        let a = job.add(&mut i, false).unwrap_or_else(|_| panic!("add"));
+        assert_eq!(get(&a, "kind").as_string().as_deref(), Some("trace"));
+        assert!(get(&a, "error").is_null());
+        assert!(job.add(&mut i, false).is_err(), "an input is added once");
+    }
+    let mut png = JobInput::new("picture.png");
+    png.feed(&[0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a]);
+    let a = job.add(&mut png, false).unwrap_or_else(|_| panic!("add"));
+    assert!(get(&a, "kind").is_null());
+    assert!(get(&a, "error")
+        .as_string()
+        .is_some_and(|e| e.starts_with("picture.png: not a trace file (at byte")));
+    job.finish().unwrap_or_else(|_| panic!("finish"));
+    assert!(job.finish().is_err(), "finishing twice is an error, not a panic");
+    assert!(job.json().unwrap_or_default().starts_with("{\n  \"schema\": \"rankscope.analysis\""));
+    assert_eq!(job.failed().unwrap_or_else(|_| panic!("failed")).unchecked_into::<Array>().length(), 1);
+    assert_eq!(job.clean().ok(), Some(false));
+    let ranks: Array = job.ranks().unwrap_or_else(|_| panic!("ranks")).unchecked_into();
+    assert_eq!(ranks.length(), 2);
+    let r1 = ranks.get(1);
+    assert_eq!(get(&r1, "rank").as_f64(), Some(1.0));
+    let t0: i64 = get(&r1, "span_start_ns").unchecked_into::<BigInt>().try_into().unwrap_or(0);
+    let t1: i64 = get(&r1, "span_end_ns").unchecked_into::<BigInt>().try_into().unwrap_or(0);
+    let tiles: Array = job.tiles(1, 0, t0, t1, 800).unwrap_or_else(|_| panic!("tiles")).unchecked_into();
+    assert!(tiles.length() >= 1);
+    assert!(get(&tiles.get(0), "start_ns").is_object(), "columns are arrays");
+    assert!(job.tiles(5, 0, t0, t1, 800).is_err());
+    assert!(get(&job.search(1, "nccl", 3).unwrap_or_else(|_| panic!("search")), "total").is_bigint());
+    assert!(is_folder_candidate("RANK0.JSON.GZ") && !is_folder_candidate("notes.md"));
+    assert_eq!(
+        detect_kind(b"{\"traceEvents\": []}").ok().and_then(|k| k.as_string()).as_deref(),
+        Some("trace")
+    );
+}

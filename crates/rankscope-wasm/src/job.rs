@@ -1,0 +1,257 @@
+//! The job API the npm package `rankscope` is built on (`rankscope_core::session` over
+//! `rankscope_core::job`): one `JobInput` per input, fed in chunks; a `Job` that takes them,
+//! then answers with the CLI's outputs and, when it kept the tables, the timeline's questions.
+//!
+//! ```js
+//! const job = new Job(true);                 // keep each rank's tables (tiles, search, pick)
+//! job.setThreshold("exposed_comm_ratio", 0.15); job.setOffset(3, 1200n); job.setRank("a.json", 0);
+//! const input = new JobInput("rank0.json");
+//! for await (const chunk of file.stream()) input.feed(chunk);
+//! job.add(input, false);                     // → { file, kind, error, skipped }; never throws
+//! job.finish();                              // throws only when nothing could be read
+//! job.json();                                // byte for byte `rankscope analyze --json`
+//! ```
+
+use rankscope_core::job::{self, Reader};
+use rankscope_core::session::{Finished, Session};
+use rankscope_core::view::TileKey;
+use wasm_bindgen::prelude::*;
+
+use crate::to_js;
+
+#[wasm_bindgen(typescript_custom_section)]
+const TS_JOB_TYPES: &'static str = r#"
+/** What an input was read as. */
+export type InputKind = "trace" | "nccl_log" | "nccl_tests" | "flight_recorder";
+/** What became of one input given to `Job.add`. */
+export interface Added {
+  file: string; kind: InputKind | null; error: string | null; skipped: boolean;
+}
+/** A file that could not be read (the message names the file and byte offset). */
+export interface FailedInput { file: string; error: string; }
+"#;
+
+/// One input of a job, fed in chunks of any size: what it is is decided by its content.
+#[wasm_bindgen]
+#[derive(Debug)]
+pub struct JobInput {
+    reader: Option<Reader>,
+}
+
+#[wasm_bindgen]
+impl JobInput {
+    /// `name` names the input in every message (and gives the rank when it holds one).
+    #[wasm_bindgen(constructor)]
+    pub fn new(name: &str) -> JobInput {
+        JobInput { reader: Some(Reader::new(name)) }
+    }
+
+    /// Feeds the next chunk.
+    pub fn feed(&mut self, chunk: &[u8]) {
+        if let Some(r) = self.reader.as_mut() {
+            r.feed(chunk);
+        }
+    }
+
+    /// What the input is, once its first 64 KiB (or its end) were seen; `undefined` before.
+    #[wasm_bindgen(unchecked_return_type = "InputKind | undefined")]
+    pub fn kind(&self) -> Result<JsValue, JsError> {
+        match self.reader.as_ref().and_then(Reader::kind) {
+            Some(k) => to_js(&k),
+            None => Ok(JsValue::UNDEFINED),
+        }
+    }
+
+    /// True once the input is known not to be anything the job reads (stop feeding).
+    pub fn failed(&self) -> bool {
+        self.reader.as_ref().is_some_and(Reader::failed)
+    }
+
+    #[wasm_bindgen(unchecked_return_type = "Progress")]
+    pub fn progress(&self) -> Result<JsValue, JsError> {
+        to_js(&self.reader.as_ref().map(Reader::progress).unwrap_or_default())
+    }
+}
+
+/// A job: inputs added one by one, then finished into the CLI's outputs.
+#[wasm_bindgen]
+#[derive(Debug)]
+pub struct Job {
+    session: Option<Session>,
+    done: Option<Finished>,
+}
+
+#[wasm_bindgen]
+impl Job {
+    /// `keepTables`: keep each rank's normalized tables for `tiles`, `search` and `pick` (else
+    /// only its analysis part is kept, and memory is one rank's tables at a time).
+    #[wasm_bindgen(constructor)]
+    pub fn new(keep_tables: bool) -> Job {
+        Job { session: Some(Session::new(keep_tables)), done: None }
+    }
+
+    fn session(&mut self) -> Result<&mut Session, JsError> {
+        self.session
+            .as_mut()
+            .ok_or_else(|| JsError::new("the job is finished: inputs and options come before finish()"))
+    }
+
+    fn done(&self) -> Result<&Finished, JsError> {
+        self.done.as_ref().ok_or_else(|| JsError::new("the job is not finished: call finish() first"))
+    }
+
+    /// `--threshold NAME=VALUE`; throws on an unknown name or a value that is not finite.
+    #[wasm_bindgen(js_name = setThreshold)]
+    pub fn set_threshold(&mut self, name: &str, value: f64) -> Result<(), JsError> {
+        self.session()?.options_mut().thresholds.set(name, value).map_err(|e| JsError::new(&e))
+    }
+
+    /// `--offset RANK=NS`: aligned time = rank time − `ns`.
+    #[wasm_bindgen(js_name = setOffset)]
+    pub fn set_offset(&mut self, rank: u32, ns: i64) -> Result<(), JsError> {
+        self.session()?.options_mut().offsets.push((rank, ns));
+        Ok(())
+    }
+
+    /// `--rank FILE=N`: `file` is an input's whole name or a trailing path part of it.
+    #[wasm_bindgen(js_name = setRank)]
+    pub fn set_rank(&mut self, file: &str, rank: u32) -> Result<(), JsError> {
+        self.session()?.set_rank(file, rank);
+        Ok(())
+    }
+
+    /// `--rules`: classification rules (JSON text) tried before the defaults.
+    #[wasm_bindgen(js_name = setRules)]
+    pub fn set_rules(&mut self, json: &str) -> Result<(), JsError> {
+        self.session()?.set_user_rules(json).map_err(|e| JsError::new(&e.to_string()))
+    }
+
+    /// Ends `input` and takes it into the job. `walked`: found by walking a folder (a file that
+    /// is not ours is then skipped with a note instead of failed). Never throws for bad input.
+    #[wasm_bindgen(unchecked_return_type = "Added")]
+    pub fn add(&mut self, input: &mut JobInput, walked: bool) -> Result<JsValue, JsError> {
+        let reader = input.reader.take().ok_or_else(|| JsError::new("this input was already added"))?;
+        let added = self.session()?.add(reader, walked);
+        to_js(&added)
+    }
+
+    /// Records an input that could not be read (an I/O error): it is listed in `failed()`.
+    #[wasm_bindgen(unchecked_return_type = "Added")]
+    pub fn fail(&mut self, file: &str, error: &str) -> Result<JsValue, JsError> {
+        let added = self.session()?.fail(file, error);
+        to_js(&added)
+    }
+
+    /// Decides ranks and combines. Throws when an explicit rank names no input, or when no
+    /// input could be read as a trace or a Flight Recorder dump.
+    pub fn finish(&mut self) -> Result<(), JsError> {
+        let s = self.session.take().ok_or_else(|| JsError::new("the job is already finished"))?;
+        self.done = Some(s.finish().map_err(|e| JsError::new(&e.to_string()))?);
+        Ok(())
+    }
+
+    /// `rankscope analyze --json`.
+    pub fn json(&self) -> Result<String, JsError> {
+        Ok(self.done()?.out.json())
+    }
+
+    /// `rankscope analyze --md`.
+    pub fn markdown(&self) -> Result<String, JsError> {
+        Ok(self.done()?.out.markdown())
+    }
+
+    /// `rankscope analyze --csv` (the traces' rank × step table).
+    pub fn csv(&self) -> Result<String, JsError> {
+        Ok(self.done()?.out.csv())
+    }
+
+    /// What the NCCL text says (`rankscope nccl` / `rankscope nccl-tests` as JSON objects), or
+    /// `null` without NCCL text.
+    #[wasm_bindgen(
+        unchecked_return_type = "{ logs: Record<string, unknown> | null; tests: Record<string, unknown> | null } | null"
+    )]
+    pub fn fabric(&self) -> Result<JsValue, JsError> {
+        to_js(&self.done()?.out.fabric)
+    }
+
+    /// What the CLI prints on stderr: inputs skipped, logs only the fabric report reads, dumps
+    /// left out.
+    #[wasm_bindgen(unchecked_return_type = "string[]")]
+    pub fn notes(&self) -> Result<JsValue, JsError> {
+        to_js(&self.done()?.notes)
+    }
+
+    /// Inputs that could not be read.
+    #[wasm_bindgen(unchecked_return_type = "FailedInput[]")]
+    pub fn failed(&self) -> Result<JsValue, JsError> {
+        to_js(&self.done()?.out.failed)
+    }
+
+    /// Exit status 0 of `rankscope analyze`: every input read, no job error.
+    pub fn clean(&self) -> Result<bool, JsError> {
+        Ok(self.done()?.out.clean())
+    }
+
+    /// The kept ranks' summaries, in load order, with the job's ranks.
+    #[wasm_bindgen(unchecked_return_type = "RankSummary[]")]
+    pub fn ranks(&self) -> Result<JsValue, JsError> {
+        let s: Vec<_> = self.done()?.views.iter().filter_map(|v| v.summary()).collect();
+        to_js(&s)
+    }
+
+    fn view(&self, rank: u32) -> Result<&rankscope_core::view::RankView, JsError> {
+        self.done()?
+            .view(rank)
+            .ok_or_else(|| JsError::new(&format!("no rank {rank} with tables in this job")))
+    }
+
+    /// The level-of-detail tiles of `lane` of `rank` covering `[t0, t1)` (absolute ns) drawn
+    /// `px` pixels wide.
+    #[wasm_bindgen(unchecked_return_type = "Tile[]")]
+    pub fn tiles(&self, rank: u32, lane: u32, t0: i64, t1: i64, px: u32) -> Result<JsValue, JsError> {
+        let t = self.done()?.tiles(rank, lane, t0, t1, px).map_err(|e| JsError::new(&e.to_string()))?;
+        to_js(&t)
+    }
+
+    /// One tile by its key (`2^level` ns per pixel, tile `index` of 256 pixels).
+    #[wasm_bindgen(unchecked_return_type = "Tile")]
+    pub fn tile(&self, rank: u32, lane: u32, level: u8, index: i64) -> Result<JsValue, JsError> {
+        to_js(&self.view(rank)?.tile(TileKey { lane, level, index }))
+    }
+
+    /// Events of `rank` whose name contains `query` (case-insensitive): the count and the
+    /// first `limit`.
+    #[wasm_bindgen(unchecked_return_type = "Found")]
+    pub fn search(&self, rank: u32, query: &str, limit: u32) -> Result<JsValue, JsError> {
+        to_js(&self.view(rank)?.search(query, limit as usize))
+    }
+
+    /// The event drawn at `t` in row `depth` of `lane` of `rank`, within `slop` ns.
+    #[wasm_bindgen(unchecked_return_type = "EventDetail | undefined")]
+    pub fn pick(&self, rank: u32, lane: u32, depth: u32, t: i64, slop: i64) -> Result<JsValue, JsError> {
+        match self.view(rank)?.pick(lane, depth, t, slop) {
+            Some(d) => to_js(&d),
+            None => Ok(JsValue::UNDEFINED),
+        }
+    }
+}
+
+/// Whether a file of this name found in a walked folder is an input (`.json`, `.json.gz`,
+/// `.log`, `.txt`, `.out`, any case); Flight Recorder dumps of any name are found by content
+/// (`detectKind`).
+#[wasm_bindgen(js_name = isFolderCandidate)]
+pub fn is_folder_candidate(name: &str) -> bool {
+    job::is_folder_candidate(name)
+}
+
+/// What an input is from its first 64 KiB (`head`), as `JobInput` decides it.
+#[wasm_bindgen(js_name = detectKind, unchecked_return_type = "InputKind")]
+pub fn detect_kind(head: &[u8]) -> Result<JsValue, JsError> {
+    to_js(&job::detect(head))
+}
+
+/// Bytes of a file's start that decide what it is.
+#[wasm_bindgen(js_name = sniffBytes)]
+pub fn sniff_bytes() -> u32 {
+    job::SNIFF_BYTES as u32
+}
