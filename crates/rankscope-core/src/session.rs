@@ -123,7 +123,7 @@ impl Session {
                         t.name
                     ));
                 }
-                let kind = kind_of(&t.kinds);
+                let kind = InputKind::of(&t.kinds);
                 self.texts.push(t);
                 Added { file, kind: Some(kind), error: None, skipped: false }
             }
@@ -225,16 +225,6 @@ impl Finished {
 
 /// The single kind of a text read with these kinds ([`job::detect`]'s order: a dump, then a
 /// perf table, then a log).
-fn kind_of(kinds: &[TextKind]) -> InputKind {
-    if kinds.contains(&TextKind::FlightRecorder) {
-        InputKind::FlightRecorder
-    } else if kinds.contains(&TextKind::NcclTests) {
-        InputKind::NcclTests
-    } else {
-        InputKind::NcclLog
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -33,6 +33,22 @@ pub enum InputKind {
     FlightRecorder,
 }
 
+impl InputKind {
+    /// The one kind of an input whose text kinds are `kinds` (none: a trace). A log that also
+    /// holds a perf table counts as nccl-tests output (its table is what a trace analysis uses).
+    pub fn of(kinds: &[TextKind]) -> InputKind {
+        if kinds.contains(&TextKind::FlightRecorder) {
+            InputKind::FlightRecorder
+        } else if kinds.contains(&TextKind::NcclTests) {
+            InputKind::NcclTests
+        } else if kinds.contains(&TextKind::NcclLog) {
+            InputKind::NcclLog
+        } else {
+            InputKind::Trace
+        }
+    }
+}
+
 /// The text kinds `head` (a file's first [`SNIFF_BYTES`]) is: none for a trace. A gzip
 /// stream, or text whose first non-blank byte is `{`, is a trace unless it is a Flight
 /// Recorder dump; a `[` may open a bare-array trace or be mpirun's `[1,0]<stdout>:` tag, so
@@ -50,19 +66,9 @@ pub fn text_kinds(head: &[u8]) -> Vec<TextKind> {
         .collect()
 }
 
-/// The one kind a shell routes `head` by: a log that also holds a perf table counts as
-/// nccl-tests output (its table is what a trace analysis uses).
+/// The one kind a shell routes `head` by ([`InputKind::of`]).
 pub fn detect(head: &[u8]) -> InputKind {
-    let k = text_kinds(head);
-    if k.contains(&TextKind::FlightRecorder) {
-        InputKind::FlightRecorder
-    } else if k.contains(&TextKind::NcclTests) {
-        InputKind::NcclTests
-    } else if k.contains(&TextKind::NcclLog) {
-        InputKind::NcclLog
-    } else {
-        InputKind::Trace
-    }
+    InputKind::of(&text_kinds(head))
 }
 
 /// A text input, owned.
@@ -153,13 +159,7 @@ impl Reader {
         match &self.state {
             State::Head(_) => None,
             State::Trace(_) => Some(InputKind::Trace),
-            State::Text(k, _) => Some(if k.contains(&TextKind::FlightRecorder) {
-                InputKind::FlightRecorder
-            } else if k.contains(&TextKind::NcclTests) {
-                InputKind::NcclTests
-            } else {
-                InputKind::NcclLog
-            }),
+            State::Text(k, _) => Some(InputKind::of(k)),
         }
     }
 
