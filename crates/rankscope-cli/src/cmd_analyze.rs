@@ -54,28 +54,7 @@ pub struct Args {
 /// Exit codes: 0 fine; 1 a file is not a trace or two files claim one rank; 2 usage or I/O
 /// error; 3 a `--fail-on` gate failed.
 pub fn run(a: Args) -> Result<u8> {
-    let mut opts = Options::default();
-    for o in &a.offset {
-        let (r, ns) = o.split_once('=').with_context(|| format!("--offset expects RANK=NS, got `{o}`"))?;
-        let r = r
-            .trim()
-            .parse()
-            .map_err(|e| anyhow::anyhow!("--offset {o}: `{}` is not a rank ({e})", r.trim()))?;
-        let ns = ns.trim().parse().map_err(|e| {
-            anyhow::anyhow!("--offset {o}: `{}` is not a whole number of ns ({e})", ns.trim())
-        })?;
-        opts.offsets.push((r, ns));
-    }
-    for t in &a.threshold {
-        let (n, v) =
-            t.split_once('=').with_context(|| format!("--threshold expects NAME=VALUE, got `{t}`"))?;
-        let v: f64 = v
-            .trim()
-            .parse()
-            .map_err(|e| anyhow::anyhow!("--threshold {t}: `{}` is not a number ({e})", v.trim()))?;
-        anyhow::ensure!(v.is_finite(), "--threshold {t}: the value must be a finite number");
-        opts.thresholds.set(n.trim(), v).map_err(|e| anyhow::anyhow!("--threshold {t}: {e}"))?;
-    }
+    let opts = options(&a.offset, &a.threshold)?;
     let gates: Vec<report::Gate> = a
         .fail_on
         .iter()
@@ -143,6 +122,34 @@ pub fn run(a: Args) -> Result<u8> {
     } else {
         1
     })
+}
+
+/// The analysis options from `--offset RANK=NS` and `--threshold NAME=VALUE` (shared by
+/// `analyze` and `combine`).
+pub fn options(offset: &[String], threshold: &[String]) -> Result<Options> {
+    let mut opts = Options::default();
+    for o in offset {
+        let (r, ns) = o.split_once('=').with_context(|| format!("--offset expects RANK=NS, got `{o}`"))?;
+        let r = r
+            .trim()
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--offset {o}: `{}` is not a rank ({e})", r.trim()))?;
+        let ns = ns.trim().parse().map_err(|e| {
+            anyhow::anyhow!("--offset {o}: `{}` is not a whole number of ns ({e})", ns.trim())
+        })?;
+        opts.offsets.push((r, ns));
+    }
+    for t in threshold {
+        let (n, v) =
+            t.split_once('=').with_context(|| format!("--threshold expects NAME=VALUE, got `{t}`"))?;
+        let v: f64 = v
+            .trim()
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--threshold {t}: `{}` is not a number ({e})", v.trim()))?;
+        anyhow::ensure!(v.is_finite(), "--threshold {t}: the value must be a finite number");
+        opts.thresholds.set(n.trim(), v).map_err(|e| anyhow::anyhow!("--threshold {t}: {e}"))?;
+    }
+    Ok(opts)
 }
 
 /// Writes the Perfetto archive of every rank (`export::perfetto`).

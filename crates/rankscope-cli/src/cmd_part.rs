@@ -108,27 +108,7 @@ fn part(a: PartArgs) -> Result<u8> {
 /// Exit codes as `analyze`'s: 0 fine; 1 two files claim one rank; 2 usage, I/O or a part that
 /// cannot be read.
 fn combine(a: CombineArgs) -> Result<u8> {
-    let mut opts = Options::default();
-    for o in &a.offset {
-        let (r, ns) = o.split_once('=').with_context(|| format!("--offset expects RANK=NS, got `{o}`"))?;
-        let r = r
-            .trim()
-            .parse()
-            .map_err(|e| anyhow::anyhow!("--offset {o}: `{}` is not a rank ({e})", r.trim()))?;
-        let ns = ns.trim().parse().map_err(|e| {
-            anyhow::anyhow!("--offset {o}: `{}` is not a whole number of ns ({e})", ns.trim())
-        })?;
-        opts.offsets.push((r, ns));
-    }
-    for t in &a.threshold {
-        let (n, v) =
-            t.split_once('=').with_context(|| format!("--threshold expects NAME=VALUE, got `{t}`"))?;
-        let v: f64 = v
-            .trim()
-            .parse()
-            .map_err(|e| anyhow::anyhow!("--threshold {t}: `{}` is not a number ({e})", v.trim()))?;
-        opts.thresholds.set(n.trim(), v).map_err(|e| anyhow::anyhow!("--threshold {t}: {e}"))?;
-    }
+    let opts = crate::cmd_analyze::options(&a.offset, &a.threshold)?;
     let explicit = load::parse_rank_map(&a.rank)?;
     let mut files: Vec<(RankClaim, RankPart)> = Vec::new();
     let mut texts: Vec<Text> = Vec::new();

@@ -60,17 +60,7 @@ pub fn marks(rep: &SequenceReport) -> Vec<Mark> {
     let Some(d) = rep.first_divergence() else { return Vec::new() };
     let Some(main) = d.sides.first() else { return Vec::new() };
     let mismatch = d.class == DivergenceClass::Mismatch;
-    let fields = d
-        .fields
-        .iter()
-        .map(|f| match f {
-            Field::Kind => "kind",
-            Field::Shape => "shape",
-            Field::Dtype => "dtype",
-            Field::Size => "size",
-        })
-        .collect::<Vec<_>>()
-        .join(", ");
+    let fields = d.fields.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(", ");
     let mut out = Vec::new();
     for (k, side) in d.sides.iter().enumerate() {
         for &rank in &side.ranks {

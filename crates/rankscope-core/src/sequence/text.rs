@@ -332,16 +332,7 @@ pub fn divergence(d: &Divergence, rep: &SequenceReport) -> String {
             }
         }
         DivergenceClass::Mismatch => {
-            let what: Vec<&str> = d
-                .fields
-                .iter()
-                .map(|f| match f {
-                    Field::Kind => "kind",
-                    Field::Shape => "shape",
-                    Field::Dtype => "dtype",
-                    Field::Size => "size",
-                })
-                .collect();
+            let what: Vec<&str> = d.fields.iter().map(|f| f.as_str()).collect();
             let head = format!(
                 "Collective #{}{} does not match across ranks ({})",
                 d.position,

@@ -361,14 +361,14 @@ pub enum DivergenceClass {
     Mismatch,
 }
 
-/// A field that differs between records at one position.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Field {
-    Kind,
-    Shape,
-    Dtype,
-    Size,
+crate::named_enum! {
+    /// A field that differs between records at one position.
+    pub enum Field {
+        Kind => "kind",
+        Shape => "shape",
+        Dtype => "dtype",
+        Size => "size",
+    }
 }
 
 /// Why a member has no record at a position.
