@@ -30,9 +30,17 @@ pub fn md_text(s: &str) -> String {
 pub fn md_code(s: &str) -> String {
     let body: String =
         s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect::<String>().replace('|', "\\|");
+    let longest = longest_backtick_run(&body);
+    let fence = "`".repeat(longest + 1);
+    let pad = if body.starts_with('`') || body.ends_with('`') || body.is_empty() { " " } else { "" };
+    format!("{fence}{pad}{body}{pad}{fence}")
+}
+
+/// The longest run of backticks in `s`: a code span or fence around `s` needs one more.
+pub fn longest_backtick_run(s: &str) -> usize {
     let mut longest = 0;
     let mut run = 0;
-    for c in body.chars() {
+    for c in s.chars() {
         if c == '`' {
             run += 1;
             longest = longest.max(run);
@@ -40,9 +48,7 @@ pub fn md_code(s: &str) -> String {
             run = 0;
         }
     }
-    let fence = "`".repeat(longest + 1);
-    let pad = if body.starts_with('`') || body.ends_with('`') || body.is_empty() { " " } else { "" };
-    format!("{fence}{pad}{body}{pad}{fence}")
+    longest
 }
 
 /// Prose rankscope wrote around names from the trace, with the names in backticks (a finding's

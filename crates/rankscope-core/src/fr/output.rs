@@ -98,16 +98,7 @@ pub fn render(dumps: &[RankedDump], report: &SequenceReport) -> String {
 /// backticks inside it (names in a dump are untrusted: none can close the fence).
 pub fn markdown_section(dumps: &[RankedDump], report: &SequenceReport) -> String {
     let body = render(dumps, report);
-    let mut longest = 0;
-    let mut run = 0;
-    for c in body.chars() {
-        if c == '`' {
-            run += 1;
-            longest = longest.max(run);
-        } else {
-            run = 0;
-        }
-    }
+    let longest = crate::escape::longest_backtick_run(&body);
     let fence = "`".repeat((longest + 1).max(3));
     format!("\n## Flight Recorder\n\n{fence}\n{body}{fence}\n")
 }
