@@ -1,0 +1,366 @@
+//! What an NCCL log says is wrong, with the lines that show it: sockets instead of the fabric,
+//! GPUDirect RDMA off, mixed versions, patched builds, init that took long, warnings and their fixes.
+
+use super::*;
+
+/// Known WARN patterns and what practitioners do about them.
+pub(super) fn warn_fix(msg: &str) -> &'static str {
+    if msg.contains("Got completion from peer") || msg.contains("with error 12") {
+        "Error 12 is IBV_WC_RETRY_EXC_ERR: the peer's NIC stopped acknowledging (peer process died, link flap, congestion). Check the peer host first (was it killed? dmesg/Xid), then the fabric (ibstat, port error counters, switch logs); raising NCCL_IB_TIMEOUT only hides a flaky link"
+    } else if msg.contains("Cuda failure") || msg.contains("CUDA failure") {
+        "A CUDA call failed inside NCCL: check the GPU (nvidia-smi, dmesg Xid), driver/runtime versions, and out-of-memory conditions"
+    } else if msg.contains("unhandled system error") || msg.contains("connect") || msg.contains("Connection")
+    {
+        "A socket/system call failed: check that NCCL_SOCKET_IFNAME picks an interface every host can reach, firewalls between hosts, and that all ranks started"
+    } else if msg.contains("timeout") || msg.contains("Timeout") {
+        "A timeout: one rank did not arrive (crashed, hung, or collectives mismatched across ranks); look at the other ranks' logs first"
+    } else {
+        "Read the WARN with the return-code trace below it (the last `-> N` is the ncclResult_t returned to the caller); NCCL_DEBUG_SUBSYS=ALL gives more context"
+    }
+}
+
+pub(super) fn log_findings(
+    st: &State,
+    peers: &[PeerLink],
+    rings: &[NcclRing],
+    hosts: &BTreeSet<String>,
+    n_nodes: u32,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let procs: Vec<&NcclProcess> = st.procs.values().collect();
+
+    // 1. Multi-node job on NET/Socket.
+    let socket_conns: Vec<&Conn> = st
+        .conns
+        .iter()
+        .filter(|c| net_of(&c.via).is_some_and(|(n, _)| n.eq_ignore_ascii_case("Socket")))
+        .collect();
+    let socket_net =
+        st.ev_network.iter().filter(|(k, _)| k.eq_ignore_ascii_case("Socket")).flat_map(|x| x.1.iter());
+    let socket_hosts: BTreeSet<&str> = procs
+        .iter()
+        .filter(|p| p.network.as_deref().is_some_and(|n| n.eq_ignore_ascii_case("Socket")))
+        .map(|p| p.host.as_str())
+        .chain(socket_conns.iter().map(|c| c.host.as_str()))
+        .collect();
+    if n_nodes > 1 && !socket_hosts.is_empty() {
+        let mut ev: Vec<Evidence> = socket_net.cloned().collect();
+        ev.extend(st.ev_no_ibverbs.iter().cloned());
+        ev.extend(st.ev_env_net.iter().cloned());
+        ev.extend(socket_conns.iter().take(2).map(|c| Evidence::new(&c.file, c.line, &c.text)));
+        out.push(Finding::new(
+            "log.net-socket-multinode",
+            Severity::Error,
+            format!(
+                "multi-node job ({n_nodes} nodes) communicates over NET/Socket (TCP) on {}: the RDMA NIC is not used{}",
+                socket_hosts.iter().copied().collect::<Vec<_>>().join(", "),
+                if st.ev_no_ibverbs.is_empty() { "" } else { " (libibverbs could not be opened)" }
+            ),
+            "Make RDMA available to NCCL: install rdma-core/libibverbs in the container (and, on AWS EFA, the aws-ofi-nccl plugin with libfabric), expose the /dev/infiniband devices, and do not set NCCL_IB_DISABLE=1 or NCCL_NET=Socket; the log should then say `Using network IB` (or the plugin's name)",
+            ev,
+        ));
+    }
+
+    // 2. Different networks across processes.
+    let nets: BTreeMap<&str, BTreeSet<&str>> = procs
+        .iter()
+        .filter_map(|p| p.network.as_deref().map(|n| (n, p.host.as_str())))
+        .fold(BTreeMap::new(), |mut m, (n, h)| {
+            m.entry(n).or_default().insert(h);
+            m
+        });
+    if nets.len() > 1 {
+        let ev = st.ev_network.values().filter_map(|v| v.first().cloned()).collect();
+        out.push(Finding::new(
+            "log.mixed-networks",
+            Severity::Warning,
+            format!(
+                "processes chose different networks: {}",
+                nets.iter().map(|(n, hs)| format!("{n} on {}", hs.iter().copied().collect::<Vec<_>>().join(", "))).collect::<Vec<_>>().join("; ")
+            ),
+            "Give every node the same network stack (drivers, plugin, NCCL_NET / NCCL_IB_* settings): NCCL falls back per host when a library or device is missing",
+            ev,
+        ));
+    }
+
+    // 3. SHM or NET between GPUs of one node.
+    let bad: Vec<&PeerLink> = peers
+        .iter()
+        .filter(|p| p.same_host == Some(true) && p.transports.iter().any(|t| t == "SHM" || t == "NET"))
+        .collect();
+    if !bad.is_empty() {
+        let pairs: BTreeSet<(u32, u32)> =
+            bad.iter().map(|p| (p.from_rank.min(p.to_rank), p.from_rank.max(p.to_rank))).collect();
+        let ev: Vec<Evidence> = st
+            .conns
+            .iter()
+            .filter(|c| {
+                let t = transport_class(&c.via);
+                (t == "SHM" || t == "NET")
+                    && bad.iter().any(|p| p.comm == c.comm && p.from_rank == c.from && p.to_rank == c.to)
+            })
+            .map(|c| Evidence::new(&c.file, c.line, &c.text))
+            .collect();
+        let via: BTreeSet<&str> = bad
+            .iter()
+            .flat_map(|p| p.via.iter().map(String::as_str))
+            .filter(|v| !v.starts_with("P2P"))
+            .collect();
+        let set: Vec<String> = st
+            .ev_env_p2p
+            .iter()
+            .filter_map(|e| e.text.split("NCCL INFO ").nth(1).map(str::to_string))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let mut ev = ev;
+        ev.extend(st.ev_env_p2p.iter().cloned());
+        out.push(Finding::new(
+            "log.intra-node-shm-or-net",
+            Severity::Warning,
+            format!(
+                "{} pair(s) of GPUs on the same node talk through {} instead of P2P (NVLink/PCIe): intra-node traffic goes through host memory or the NIC{}",
+                pairs.len(),
+                via.into_iter().collect::<Vec<_>>().join(", "),
+                if set.is_empty() { String::new() } else { format!(" ({})", set.join("; ")) }
+            ),
+            "Check `nvidia-smi topo -m`, NCCL_P2P_DISABLE / NCCL_P2P_LEVEL / NCCL_SHM_DISABLE settings, PCIe ACS and IOMMU (they block P2P), and containers started without --ipc=host or with GPUs split across containers",
+            ev,
+        ));
+    }
+
+    // 4. GDRDMA disabled on an RDMA network.
+    let no_gdr_conns: Vec<&Conn> = st
+        .conns
+        .iter()
+        .filter(|c| net_of(&c.via).is_some_and(|(n, gdr)| !gdr && !n.eq_ignore_ascii_case("Socket")))
+        .collect();
+    let gdr_off_hosts: BTreeSet<&str> =
+        procs.iter().filter(|p| p.gdr == Some(false)).map(|p| p.host.as_str()).collect();
+    if !gdr_off_hosts.is_empty() && (n_nodes > 1 || !no_gdr_conns.is_empty()) {
+        let mut ev: Vec<Evidence> = st.ev_gdr_off.clone();
+        ev.extend(no_gdr_conns.iter().take(2).map(|c| Evidence::new(&c.file, c.line, &c.text)));
+        let mut reasons = Vec::new();
+        if st.ev_gdr_off.iter().any(|e| e.text.contains("no module")) {
+            reasons.push("the peer-memory kernel module is not loaded");
+        }
+        if st.ev_gdr_off.iter().any(|e| e.text.contains("distance")) {
+            reasons.push("GPU and NIC are too far apart in PCIe");
+        }
+        let why = if reasons.is_empty() { String::new() } else { format!(" ({})", reasons.join("; ")) };
+        out.push(Finding::new(
+            "log.gdr-disabled",
+            Severity::Warning,
+            format!(
+                "GPUDirect RDMA is off on {}{why}: network transfers are staged through host memory, costing bandwidth and CPU",
+                gdr_off_hosts.iter().copied().collect::<Vec<_>>().join(", ")
+            ),
+            "Load the peer-memory module (nvidia-peermem, or nv_peer_mem on old drivers) on every node; if NCCL reports `distance X >= Y`, the GPU and NIC sit under different PCIe switches/CPUs: use the NIC closest to each GPU or raise NCCL_NET_GDR_LEVEL only if the platform supports it",
+            ev,
+        ));
+    }
+
+    // 5. NCCL versions differ.
+    if st.versions.len() > 1 {
+        let ev: Vec<Evidence> = st.ev_version.values().cloned().collect();
+        out.push(Finding::new(
+            "log.nccl-version-mismatch",
+            Severity::Error,
+            format!(
+                "different NCCL versions in one job: {}",
+                st.versions
+                    .iter()
+                    .map(|(v, hs)| format!("{v} on {}", hs.iter().cloned().collect::<Vec<_>>().join(", ")))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+            "Run one NCCL build everywhere (the same container image, or the same LD_LIBRARY_PATH on every host): mixed versions can hang or fail at init because their wire protocols differ",
+            ev,
+        ));
+    }
+    let drivers: BTreeSet<&String> = st.ev_driver.keys().map(|k| &k.1).collect();
+    if drivers.len() > 1 {
+        out.push(Finding::new(
+            "log.cuda-driver-mismatch",
+            Severity::Warning,
+            format!(
+                "different CUDA driver versions across hosts: {}",
+                st.ev_driver.keys().map(|(h, v)| format!("{v} on {h}")).collect::<Vec<_>>().join(", ")
+            ),
+            "Install the same GPU driver on every node of a job; mixed drivers are a common source of hard-to-reproduce failures",
+            st.ev_driver.values().cloned().collect(),
+        ));
+    }
+
+    // 5b. Same NCCL version built for different CUDA versions.
+    let mut builds: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for (_, v, c) in st.ev_build.keys() {
+        builds.entry(v.as_str()).or_default().insert(c.as_str());
+    }
+    if builds.values().any(|c| c.len() > 1) && st.versions.len() == 1 {
+        out.push(Finding::new(
+            "log.nccl-build-mismatch",
+            Severity::Warning,
+            format!(
+                "the same NCCL version is built for different CUDA versions: {}",
+                st.ev_build.keys().map(|(h, v, c)| format!("{v}+cuda{c} on {h}")).collect::<Vec<_>>().join(", ")
+            ),
+            "Use one NCCL package everywhere (same container image); different builds of one version are a sign of hosts set up differently",
+            st.ev_build.values().cloned().collect(),
+        ));
+    }
+
+    // 5c. Bootstrap over loopback or a container bridge in a multi-node job.
+    let bad_boot: Vec<(&String, &Evidence)> = st
+        .ev_bootstrap
+        .iter()
+        .filter(|((_, i), _)| i == "lo" || i.starts_with("docker") || i.starts_with("virbr"))
+        .map(|((h, _), e)| (h, e))
+        .collect();
+    if n_nodes > 1 && !bad_boot.is_empty() {
+        let hs: BTreeSet<&str> = bad_boot.iter().map(|(h, _)| h.as_str()).collect();
+        out.push(Finding::new(
+            "log.bootstrap-interface",
+            Severity::Error,
+            format!(
+                "multi-node job bootstraps over a host-local interface (loopback or container bridge) on {}: other nodes cannot reach it",
+                hs.into_iter().collect::<Vec<_>>().join(", ")
+            ),
+            "Set NCCL_SOCKET_IFNAME to the interface that connects the nodes (e.g. NCCL_SOCKET_IFNAME=eth0 or =^lo,docker)",
+            bad_boot.into_iter().map(|(_, e)| e.clone()).collect(),
+        ));
+    }
+
+    // 6. Patched / differently built NCCL.
+    if !st.ev_patched.is_empty() {
+        let patched: Vec<&String> = st.ev_patched.keys().collect();
+        let stock: Vec<&String> = st.ev_stock.keys().filter(|h| !st.ev_patched.contains_key(*h)).collect();
+        let mixed = !stock.is_empty();
+        let mut ev: Vec<Evidence> = st.ev_patched.values().cloned().collect();
+        ev.extend(stock.iter().filter_map(|h| st.ev_stock.get(*h).cloned()));
+        out.push(Finding::new(
+            "log.patched-nccl",
+            if mixed { Severity::Warning } else { Severity::Info },
+            if mixed {
+                format!(
+                    "{} print(s) extra fields in NCCL lines (a patched or debug build) while {} print(s) the stock format: the hosts run different NCCL builds even if the version strings match",
+                    patched.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "),
+                    stock.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                )
+            } else {
+                format!(
+                    "{} print(s) extra fields in NCCL lines: a patched or debug NCCL build",
+                    patched.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                )
+            },
+            "Use the same NCCL build on every host; keep debug/patched builds out of production runs",
+            ev,
+        ));
+    }
+
+    // 7. Processes that each formed a 1-rank communicator.
+    let single: Vec<&NcclRank> = st.ranks.values().filter(|r| r.nranks == Some(1)).collect();
+    let single_procs: BTreeSet<(&str, u64)> = single.iter().map(|r| (r.host.as_str(), r.pid)).collect();
+    let multi_exists = st.ranks.values().any(|r| r.nranks.is_some_and(|n| n > 1));
+    if single_procs.len() > 1 && !multi_exists {
+        out.push(Finding::new(
+            "log.single-rank-communicators",
+            Severity::Error,
+            format!(
+                "{} processes on {} host(s) each formed their own 1-rank communicator: they never joined one job",
+                single_procs.len(),
+                single_procs.iter().map(|x| x.0).collect::<BTreeSet<_>>().len()
+            ),
+            "A launch misconfiguration: build nccl-tests (or the application) with MPI support (MPI=1) and start it with mpirun/srun/torchrun so every process learns its rank and the world size; check that every host runs the same MPI-enabled binary",
+            single.iter().map(|r| Evidence::new(&r.file, r.line, &format!("{}:{} comm {} rank {} nranks 1", r.host, r.pid, r.comm_ptr.as_deref().unwrap_or("?"), r.rank))).collect(),
+        ));
+    }
+
+    // 8. Rings that leave and re-enter nodes.
+    let bad_rings: Vec<&NcclRing> = rings
+        .iter()
+        .filter(|r| matches!((r.host_crossings, r.hosts), (Some(c), Some(h)) if h > 1 && c > h))
+        .collect();
+    if !bad_rings.is_empty() {
+        out.push(Finding::new(
+            "log.ring-crosses-nodes",
+            Severity::Warning,
+            format!(
+                "{} ring(s) leave and re-enter a node more often than needed (e.g. channel {}: {} node crossings for {} nodes): each extra crossing puts inter-node traffic on the ring",
+                bad_rings.len(),
+                bad_rings.first().map_or(0, |r| r.channel),
+                bad_rings.first().and_then(|r| r.host_crossings).unwrap_or(0),
+                bad_rings.first().and_then(|r| r.hosts).unwrap_or(0)
+            ),
+            "NCCL did not see the node topology correctly: provide NCCL_TOPO_FILE (or fix the virtualised PCI topology), and check that ranks are numbered node by node (rank = node × GPUs per node + local rank)",
+            bad_rings.iter().map(|r| Evidence::new(&r.file, r.line, &format!("Channel {:02} : {}", r.channel, r.ranks.iter().map(u32::to_string).collect::<Vec<_>>().join(" ")))).collect(),
+        ));
+    }
+
+    // 9. Init started but never completed.
+    let stuck: Vec<&Evidence> = st
+        .ranks
+        .values()
+        .filter(|r| r.init_started && !r.init_complete)
+        .filter_map(|r| st.ev_init_start.get(&(r.host.clone(), r.pid, format!("{}#{}", r.comm, r.rank))))
+        .collect();
+    if !stuck.is_empty() {
+        out.push(Finding::new(
+            "log.init-incomplete",
+            Severity::Warning,
+            format!("{} rank(s) started communicator init but the log shows no `Init COMPLETE`: init hung, failed, or the log was cut", stuck.len()),
+            "Look for WARN lines and for ranks that never started; a hang at init usually means a rank is missing or the network between two hosts is blocked",
+            stuck.into_iter().cloned().collect(),
+        ));
+    }
+
+    // 10. Warnings and error traces.
+    let mut groups: BTreeMap<String, Vec<&NcclWarning>> = BTreeMap::new();
+    for w in &st.warnings {
+        let key: String = w.message.chars().map(|c| if c.is_ascii_digit() { '#' } else { c }).collect();
+        groups.entry(key).or_default().push(w);
+    }
+    for ws in groups.values() {
+        let Some(first) = ws.first() else { continue };
+        let mut ev = Vec::new();
+        for w in ws {
+            let text = if w.message.is_empty() {
+                w.trace.first().map(|t| format!("{} -> {}", t.location, t.code)).unwrap_or_default()
+            } else {
+                format!("NCCL WARN {}", w.message)
+            };
+            ev.push(Evidence::new(&w.file, w.line, &text));
+            for t in w.trace.iter().take(3) {
+                ev.push(Evidence::new(
+                    &w.file,
+                    t.line,
+                    &format!("{} -> {} ({}) {}", t.location, t.code, nccl_result_name(t.code), t.note),
+                ));
+            }
+        }
+        let code = first
+            .trace
+            .last()
+            .map(|t| format!(" ; returned {} ({})", t.code, nccl_result_name(t.code)))
+            .unwrap_or_default();
+        let mut message = if first.message.is_empty() {
+            format!("an NCCL error-return trace without a WARN line on {}:{}{code}", first.host, first.pid)
+        } else {
+            let cont = first.continuation.join(" ");
+            format!(
+                "NCCL WARN on {}:{}: {}{}{}",
+                first.host,
+                first.pid,
+                first.message,
+                if cont.is_empty() { String::new() } else { format!(" {cont}") },
+                code
+            )
+        };
+        if ws.len() > 1 {
+            message.push_str(&format!(" (and {} more like it)", ws.len() - 1));
+        }
+        out.push(Finding::new("log.nccl-warn", Severity::Error, message, warn_fix(&first.message), ev));
+    }
+    let _ = hosts;
+    out
+}

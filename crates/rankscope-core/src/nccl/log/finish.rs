@@ -1,0 +1,221 @@
+//! From everything read to the [`LogReport`]: communicators resolved per thread, rings and trees
+//! deduplicated, peer links classified, the per-rank table filled in.
+
+use super::*;
+
+pub(super) fn finish(mut st: State) -> LogReport {
+    // Versions printed without a header: attribute them through the launcher's rank tag
+    // (`[1,0]<stdout>:NCCL version 2.9.9+cuda11.2` → the process tagged rank 0), else to `?`.
+    for (lr, ver, cuda, ev) in std::mem::take(&mut st.loose_versions) {
+        let owner =
+            lr.and_then(|r| st.procs.values_mut().find(|p| p.launcher_rank == Some(r) && p.file == ev.file));
+        let host = match owner {
+            Some(p) => {
+                if p.nccl_version.is_none() {
+                    p.nccl_version = Some(ver.clone());
+                    p.nccl_cuda_version = cuda;
+                }
+                p.host.clone()
+            }
+            None => "?".to_string(),
+        };
+        st.versions.entry(ver.clone()).or_default().insert(host.clone());
+        st.ev_version.entry((host, ver)).or_insert(ev);
+    }
+    // The network of versions that do not print `Using network`: from the devices NCCL listed
+    // or, failing that, from the process's own network connections.
+    let mut conn_nets: BTreeMap<(String, u64), String> = BTreeMap::new();
+    for c in &st.conns {
+        if let Some((name, _)) = net_of(&c.via) {
+            conn_nets.entry((c.host.clone(), c.pid)).or_insert(name);
+        }
+    }
+    for (k, p) in st.procs.iter_mut() {
+        if p.network.is_none() {
+            p.network = conn_nets.get(k).cloned().or_else(|| {
+                if !p.ib_devices.is_empty() {
+                    Some("IB".to_string())
+                } else if !p.socket_interfaces.is_empty() {
+                    Some("Socket".to_string())
+                } else {
+                    None
+                }
+            });
+        }
+    }
+    // GDRDMA as seen on network connections.
+    for c in &st.conns {
+        if let Some((name, gdr)) = net_of(&c.via) {
+            if let Some(p) = st.procs.get_mut(&(c.host.clone(), c.pid)) {
+                if gdr {
+                    p.gdr = Some(true);
+                } else if p.gdr.is_none() && !name.eq_ignore_ascii_case("Socket") {
+                    p.gdr = Some(false);
+                }
+            }
+        }
+    }
+    // Which communicator a connection or ring line belongs to: rank numbers are per
+    // communicator, and a training job has many (DP, TP, PP groups). NCCL prints connection and
+    // ring lines from the thread that initialises the communicator, so the writing thread names
+    // it when that thread printed `comm` lines for exactly one communicator; failing that, the
+    // process does when it holds the line's local rank in exactly one communicator.
+    let ptr_comm: BTreeMap<(&str, u64, &str), &str> = st
+        .ranks
+        .values()
+        .filter_map(|r| r.comm_ptr.as_deref().map(|p| ((r.host.as_str(), r.pid, p), r.comm.as_str())))
+        .collect();
+    let thread_comm: BTreeMap<(String, u64, u64), String> = st
+        .comm_threads
+        .iter()
+        .filter_map(|((h, pid, tid), ptrs)| {
+            let comms: BTreeSet<&str> =
+                ptrs.iter().filter_map(|p| ptr_comm.get(&(h.as_str(), *pid, p.as_str())).copied()).collect();
+            (comms.len() == 1)
+                .then(|| ((h.clone(), *pid, *tid), comms.first().map(|c| c.to_string()).unwrap_or_default()))
+        })
+        .collect();
+    let mut proc_comms: BTreeMap<(&str, u64), Vec<(u32, &str)>> = BTreeMap::new();
+    for r in st.ranks.values() {
+        proc_comms.entry((r.host.as_str(), r.pid)).or_default().push((r.rank, r.comm.as_str()));
+    }
+    let resolve = |host: &str, pid: u64, tid: u64, local: Option<u32>| -> Option<String> {
+        if let Some(c) = thread_comm.get(&(host.to_string(), pid, tid)) {
+            return Some(c.clone());
+        }
+        let cands: BTreeSet<&str> = proc_comms
+            .get(&(host, pid))
+            .map(|v| v.iter().filter(|(r, _)| local.is_none_or(|l| *r == l)).map(|(_, c)| *c).collect())
+            .unwrap_or_default();
+        (cands.len() == 1).then(|| cands.first().map(|c| c.to_string())).flatten()
+    };
+    let mut conns = std::mem::take(&mut st.conns);
+    for c in &mut conns {
+        let local = match c.dir {
+            Some(false) => c.to,
+            _ => c.from,
+        };
+        c.comm = resolve(&c.host, c.pid, c.tid, Some(local));
+    }
+    let mut rings: BTreeMap<(Option<String>, u32, Vec<u32>), NcclRing> = BTreeMap::new();
+    for (mut ring, (h, pid, tid)) in std::mem::take(&mut st.rings) {
+        ring.comm = resolve(&h, pid, tid, None);
+        rings.entry((ring.comm.clone(), ring.channel, ring.ranks.clone())).or_insert(ring);
+    }
+
+    // Rank → host, per communicator (from comm lines and banners), with a job-wide fallback
+    // (ranks of multi-rank communicators and the local end of connection lines; a rank number
+    // claimed by two hosts is left out).
+    let comm_rank_host: BTreeMap<(&str, u32), &str> =
+        st.ranks.values().map(|r| ((r.comm.as_str(), r.rank), r.host.as_str())).collect();
+    let mut rank_host: BTreeMap<u32, BTreeSet<String>> = BTreeMap::new();
+    for r in st.ranks.values().filter(|r| r.nranks.is_none_or(|n| n > 1)) {
+        rank_host.entry(r.rank).or_default().insert(r.host.clone());
+    }
+    let mut from_conns: BTreeMap<u32, BTreeSet<String>> = BTreeMap::new();
+    for c in &conns {
+        let local = match c.dir {
+            Some(false) => c.to,
+            _ => c.from,
+        };
+        from_conns.entry(local).or_default().insert(c.host.clone());
+    }
+    for (r, hs) in from_conns {
+        rank_host.entry(r).or_insert(hs);
+    }
+    let host_of = |comm: Option<&str>, r: u32| -> Option<String> {
+        if let Some(h) = comm.and_then(|c| comm_rank_host.get(&(c, r))) {
+            return Some(h.to_string());
+        }
+        rank_host.get(&r).filter(|s| s.len() == 1).and_then(|s| s.iter().next().cloned())
+    };
+
+    // Peers.
+    let mut peers: BTreeMap<(Option<String>, u32, u32), PeerLink> = BTreeMap::new();
+    let mut transports: BTreeMap<String, u32> = BTreeMap::new();
+    for c in &conns {
+        *transports.entry(c.via.clone()).or_default() += 1;
+        let e = peers.entry((c.comm.clone(), c.from, c.to)).or_insert_with(|| {
+            let fh = host_of(c.comm.as_deref(), c.from);
+            let th = host_of(c.comm.as_deref(), c.to);
+            let same = match (&fh, &th) {
+                (Some(a), Some(b)) => Some(a == b),
+                _ => None,
+            };
+            PeerLink {
+                comm: c.comm.clone(),
+                from_rank: c.from,
+                to_rank: c.to,
+                from_host: fh,
+                to_host: th,
+                same_host: same,
+                via: Vec::new(),
+                transports: Vec::new(),
+                lines: 0,
+                channels: Vec::new(),
+            }
+        });
+        e.lines += 1;
+        if !e.via.contains(&c.via) {
+            e.via.push(c.via.clone());
+            e.via.sort();
+        }
+        let tc = transport_class(&c.via);
+        if !e.transports.contains(&tc) {
+            e.transports.push(tc);
+            e.transports.sort();
+        }
+        if !e.channels.contains(&c.channel) {
+            e.channels.push(c.channel);
+            e.channels.sort_unstable();
+        }
+    }
+
+    // Rings: host crossings when every rank's host is known.
+    for ring in rings.values_mut() {
+        let hosts: Option<Vec<String>> =
+            ring.ranks.iter().map(|&r| host_of(ring.comm.as_deref(), r)).collect();
+        if let Some(hs) = hosts.filter(|h| h.len() > 1) {
+            let distinct: BTreeSet<&String> = hs.iter().collect();
+            let crossings = (0..hs.len()).filter(|&i| hs.get(i) != hs.get((i + 1) % hs.len())).count();
+            ring.host_crossings = u32::try_from(crossings).ok();
+            ring.hosts = u32::try_from(distinct.len()).ok();
+        }
+    }
+    st.conns = conns;
+    let rings: Vec<NcclRing> = rings.into_values().collect();
+
+    let mut hosts: BTreeSet<String> = st.procs.keys().map(|k| k.0.clone()).collect();
+    hosts.extend(st.ranks.values().map(|r| r.host.clone()));
+    let n_nodes = u32::try_from(hosts.len()).unwrap_or(u32::MAX).max(st.max_nodes);
+
+    let peers: Vec<PeerLink> = peers.into_values().collect();
+    let findings = {
+        let mut f = log_findings(&st, &peers, &rings, &hosts, n_nodes);
+        sort_findings(&mut f);
+        f
+    };
+    let nccl_versions = st.versions.iter().map(|(v, hs)| (v.clone(), hs.iter().cloned().collect())).collect();
+    let mut ranks: Vec<NcclRank> = st.ranks.into_values().collect();
+    ranks.sort_by(|a, b| {
+        a.comm.cmp(&b.comm).then(a.rank.cmp(&b.rank)).then(a.host.cmp(&b.host)).then(a.pid.cmp(&b.pid))
+    });
+    let mut rings = rings;
+    rings.sort_by(|a, b| a.channel.cmp(&b.channel).then(a.comm.cmp(&b.comm)).then(a.ranks.cmp(&b.ranks)));
+    LogReport {
+        version: REPORT_VERSION,
+        files: st.files,
+        hosts: hosts.into_iter().collect(),
+        n_nodes,
+        nccl_versions,
+        processes: st.procs.into_values().collect(),
+        ranks,
+        rings,
+        trees: st.trees.into_values().collect(),
+        peers,
+        transports,
+        warnings: st.warnings,
+        findings,
+        diagnostics: st.diagnostics,
+    }
+}
