@@ -21,7 +21,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::instances::{median, Matched};
+use super::instances::Matched;
+use super::stats::lower_median;
 use super::RankPart;
 
 /// The noise floor below which an estimated offset is not applied.
@@ -149,10 +150,10 @@ pub fn align(parts: &[RankPart], matched: &[Matched], user: &[(u32, i64)]) -> Ve
 }
 
 fn estimate(rank: u32, method: AlignMethod, mut diffs: Vec<i64>, why: &str) -> RankAlignment {
-    let est = median(&mut diffs);
+    let est = lower_median(&mut diffs);
     let mut dev: Vec<i64> = diffs.iter().map(|d| (d - est).abs()).collect();
     let max_dev = dev.iter().copied().max().unwrap_or(0);
-    let mad = median(&mut dev);
+    let mad = lower_median(&mut dev);
     let noise = (3 * mad).max(MIN_APPLIED_OFFSET_NS);
     let applied = est.abs() > noise;
     RankAlignment {

@@ -17,7 +17,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::breakdown::StepRank;
-use super::collectives::{pct, Op};
+use super::collectives::Op;
+use super::stats::percentile;
 
 #[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
 pub struct StepStraggler {
@@ -148,8 +149,8 @@ pub fn step_time_stats(walls: &[i64]) -> Option<StepTimeStats> {
     let var = v.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / n;
     Some(StepTimeStats {
         mean_ns: mean.round() as i64,
-        p50_ns: pct(&v, 50.0),
-        p99_ns: pct(&v, 99.0),
+        p50_ns: percentile(&v, 50.0),
+        p99_ns: percentile(&v, 99.0),
         max_ns: *v.last().unwrap_or(&0),
         min_ns: v[0],
         jitter: if mean > 0.0 { var.sqrt() / mean } else { 0.0 },

@@ -16,7 +16,7 @@
 //! - `overlap_ns` = |C ∩ M|; `exposed_comm_ns` = |M − C| = `comm_ns − overlap_ns`
 //!   (TraceLens's "exposed communication").
 //! - `busy_ns` = |C ∪ M ∪ Mem|; `idle_ns` = `wall_ns − busy_ns`, split into `cpu_bound_ns`,
-//!   `launch_overhead_ns` and `other_idle_ns` by [`GapClassifier`] (see `idle.rs`).
+//!   `launch_overhead_ns` and `other_idle_ns` by [`GapClassifier`] (see `gaps.rs`).
 //! - `host_sync_ns`: union of host synchronization calls (`cudaStreamSynchronize`, ...) on CPU
 //!   threads; `data_loading_ns`: union of DataLoader iterations on CPU threads.
 //! - The TensorBoard plugin's four-way split of the step: computation − overlap (`tb_computation_ns`),
@@ -29,8 +29,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::idle::{GapClassifier, GapSplit};
+use super::gaps::{GapClassifier, GapSplit};
 use super::intervals::Set;
+use super::roles::{is_backend_span, Work};
 use crate::model::*;
 use crate::normalize::job::RankEntry;
 
@@ -46,12 +47,11 @@ pub struct RankSets {
     pub data_loading: Set,
 }
 
-/// Builds the unions for one rank.
-pub fn rank_sets(r: &RankEntry, strings: &StringTable) -> RankSets {
+/// Builds the unions for one rank, on the side its [`Work`] says.
+pub fn rank_sets(r: &RankEntry, strings: &StringTable, work: &Work) -> RankSets {
     let t = &r.trace;
     let e = &t.events;
-    let has_gpu_work = (0..e.len()).any(|i| is_work(t, i, LaneKind::Gpu));
-    let side = if has_gpu_work { LaneKind::Gpu } else { LaneKind::Cpu };
+    let side = work.metrics_side();
     // On CPU-only ranks the backend's own spans (`gloo:all_reduce` on its worker threads) are
     // the communication; the `c10d::*` ops on the main thread only enqueue it and sit inside
     // compute, so counting them would report enqueue cost as overlap. Without backend spans,
@@ -95,23 +95,8 @@ pub fn rank_sets(r: &RankEntry, strings: &StringTable) -> RankSets {
     }
 }
 
-/// Whether event `i` is a communication backend's own span (`gloo:*`, `nccl:*`, `mpi:*`,
-/// `ucc:*`).
-pub fn is_backend_span(t: &RankTrace, strings: &StringTable, i: usize) -> bool {
-    let n = strings.get(t.events.name[i]);
-    BACKEND_PREFIXES.iter().any(|p| n.starts_with(p))
-}
-
 /// Name prefixes of communication backends' own spans.
 pub const BACKEND_PREFIXES: &[&str] = &["gloo:", "nccl:", "mpi:", "ucc:"];
-
-/// Whether row `i` is device-style work (compute, communication or memory slice) on a lane of
-/// kind `side`: what busy unions, gaps and chains are made of.
-pub fn is_work(t: &RankTrace, i: usize, side: LaneKind) -> bool {
-    t.events.kind[i] == EventKind::Slice
-        && t.lanes.kind.get(t.events.lane[i].0 as usize) == Some(&side)
-        && matches!(t.events.class[i], Class::Compute | Class::Communication | Class::Memory)
-}
 
 /// One rank's figures for one step. Times in ns on the rank's own clock.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -177,15 +162,16 @@ impl MetricsFrom {
     }
 }
 
-/// Step windows of one rank: `(step, start, end)`, non-overlapping, in time order.
-pub fn step_windows(r: &RankEntry) -> Vec<(u32, i64, i64)> {
+/// Step windows of one rank: `(step, start, end)`, non-overlapping, in time order; `gpu_work`
+/// is the rank's GPU work ([`Work::gpu`]).
+pub fn step_windows(r: &RankEntry, gpu_work: &[usize]) -> Vec<(u32, i64, i64)> {
     let s = &r.norm.steps;
     let e = &r.trace.events;
     let n = s.len();
     // Last end of GPU work per step (GPU events carry the step of their launch).
     let mut gpu_end: FxHashMap<u32, i64> = FxHashMap::default();
-    for i in 0..e.len() {
-        if e.step[i] != NONE_U32 && is_work(&r.trace, i, LaneKind::Gpu) {
+    for &i in gpu_work {
+        if e.step[i] != NONE_U32 {
             let v = gpu_end.entry(e.step[i]).or_insert(i64::MIN);
             *v = (*v).max(e.end_ns(i));
         }

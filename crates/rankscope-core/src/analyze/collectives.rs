@@ -20,6 +20,7 @@ use serde::Serialize;
 
 use super::align::RankAlignment;
 use super::instances::{Instance, Matched};
+use super::stats::{lower_median_f, percentile};
 use crate::model::CollKind;
 
 /// nccl-tests' bus-bandwidth factor for `kind` over `n` ranks ([`CollKind::busbw_factor`]);
@@ -139,23 +140,6 @@ crate::named_enum! {
     }
 }
 
-/// Nearest-rank percentile of a sorted slice.
-pub fn pct(sorted: &[i64], p: f64) -> i64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let k = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[k.clamp(1, sorted.len()) - 1]
-}
-
-fn median_f(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    Some(v[(v.len() - 1) / 2])
-}
-
 /// Cross-rank timing of a group of matched collectives.
 struct Timing {
     transfer_mean_ns: i64,
@@ -177,7 +161,7 @@ fn summarize(
 ) -> CollectiveStats {
     durs.sort_unstable();
     bytes.sort_unstable();
-    let alg = median_f(algbw);
+    let alg = lower_median_f(algbw);
     CollectiveStats {
         kind,
         pg,
@@ -185,15 +169,15 @@ fn summarize(
         instances: durs.len(),
         group_size,
         bytes_total: bytes.iter().sum(),
-        bytes_p50: (!bytes.is_empty()).then(|| pct(&bytes, 50.0)),
+        bytes_p50: (!bytes.is_empty()).then(|| percentile(&bytes, 50.0)),
         dur_mean_ns: durs.iter().sum::<i64>() / durs.len().max(1) as i64,
-        dur_p50_ns: pct(&durs, 50.0),
-        dur_p95_ns: pct(&durs, 95.0),
-        dur_p99_ns: pct(&durs, 99.0),
+        dur_p50_ns: percentile(&durs, 50.0),
+        dur_p95_ns: percentile(&durs, 95.0),
+        dur_p99_ns: percentile(&durs, 99.0),
         dur_max_ns: durs.last().copied().unwrap_or(0),
         transfer_mean_ns: timing.as_ref().map(|t| t.transfer_mean_ns),
         sync_wait_mean_ns: timing.as_ref().map(|t| t.sync_wait_mean_ns),
-        skew_p50_ns: timing.as_ref().map(|t| pct(&t.skews, 50.0)),
+        skew_p50_ns: timing.as_ref().map(|t| percentile(&t.skews, 50.0)),
         skew_max_ns: timing.as_ref().and_then(|t| t.skews.last().copied()),
         algbw_gbps: alg,
         busbw_gbps: alg.map(|a| a * busbw_factor(kind, group_size)),
@@ -276,13 +260,5 @@ mod tests {
                 assert_eq!(k.busbw_factor(8), c.busbw_factor(8), "{c:?}");
             }
         }
-    }
-
-    #[test]
-    fn percentiles() {
-        let v = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10];
-        assert_eq!(pct(&v, 50.0), 5);
-        assert_eq!(pct(&v, 95.0), 10);
-        assert_eq!(pct(&v, 10.0), 1);
     }
 }

@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use super::align::RankAlignment;
 use super::breakdown::RankSets;
 use super::collectives::offset_of;
-use super::idle::GapClassifier;
+use super::gaps::GapClassifier;
 use super::StepEntry;
 use crate::model::*;
 use crate::normalize::job::RankEntry;
@@ -165,12 +165,9 @@ impl<'a> RankCtx<'a> {
         sets: RankSets,
         windows: Vec<(u32, i64, i64)>,
         gaps: GapClassifier,
+        work: Vec<usize>,
     ) -> Self {
         let e = &rank.trace.events;
-        let side = sets.source.lane_kind();
-        let mut work: Vec<usize> =
-            (0..e.len()).filter(|&i| super::breakdown::is_work(&rank.trace, i, side)).collect();
-        work.sort_by_key(|&i| (e.ts_ns[i], i));
         let max_work_dur = work.iter().map(|&i| e.dur_ns[i]).max().unwrap_or(0);
         RankCtx { rank, sets, windows, gaps, work, max_work_dur }
     }

@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use super::intervals::{Iv, Set};
 use super::regions::Phase;
+use super::stats::median;
 use super::waits::RankWait;
 use super::RankPart;
 
@@ -182,20 +183,6 @@ pub fn late_cost(ranks: &[u32], exposed: &[i64], late: &[u32]) -> i64 {
     match (others, mine) {
         (Some(o), Some(m)) => (o - m).max(0),
         _ => 0,
-    }
-}
-
-/// Median of `v` (mean of the two middle values), 0 for none.
-pub fn median(mut v: Vec<i64>) -> i64 {
-    if v.is_empty() {
-        return 0;
-    }
-    v.sort_unstable();
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2
     }
 }
 
@@ -496,12 +483,5 @@ mod tests {
         assert_eq!(late_cost(&[0, 1, 2, 3], &[400, 410, 0, 395], &[2]), 395);
         // Everyone late: nothing to gain from one of them.
         assert_eq!(late_cost(&[0, 1], &[5, 5], &[0, 1]), 0);
-    }
-
-    #[test]
-    fn medians() {
-        assert_eq!(median(vec![3, 1, 2]), 2);
-        assert_eq!(median(vec![4, 1, 3, 2]), 2);
-        assert_eq!(median(vec![]), 0);
     }
 }

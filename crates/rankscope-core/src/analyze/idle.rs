@@ -22,7 +22,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::collectives::pct;
+use super::stats::percentile;
 use crate::model::*;
 use crate::normalize::job::RankEntry;
 
@@ -66,14 +66,13 @@ pub struct AllocInStep {
 }
 
 /// Per-stream idle breakdown of one rank (see the module doc).
-pub fn stream_idle(r: &RankEntry, threshold: i64) -> Vec<StreamIdle> {
+/// `gpu_work` is the rank's GPU work ([`super::roles::Work::gpu`]).
+pub fn stream_idle(r: &RankEntry, gpu_work: &[usize], threshold: i64) -> Vec<StreamIdle> {
     let t = &r.trace;
     let e = &t.events;
     let mut by_lane: std::collections::BTreeMap<LaneId, Vec<usize>> = Default::default();
-    for i in 0..e.len() {
-        if super::breakdown::is_work(t, i, LaneKind::Gpu) {
-            by_lane.entry(e.lane[i]).or_default().push(i);
-        }
+    for &i in gpu_work {
+        by_lane.entry(e.lane[i]).or_default().push(i);
     }
     let mut out = Vec::new();
     for (lane, mut idx) in by_lane {
@@ -135,14 +134,14 @@ pub fn launch_stats(r: &RankEntry) -> Option<LaunchStats> {
     }
     runtime.sort_unstable();
     delay.sort_unstable();
-    let p50 = pct(&runtime, 50.0);
+    let p50 = percentile(&runtime, 50.0);
     Some(LaunchStats {
         rank: r.rank,
         launches: runtime.len(),
         runtime_p50_ns: p50,
-        runtime_p99_ns: pct(&runtime, 99.0),
-        delay_p50_ns: pct(&delay, 50.0),
-        delay_p99_ns: pct(&delay, 99.0),
+        runtime_p99_ns: percentile(&runtime, 99.0),
+        delay_p50_ns: percentile(&delay, 50.0),
+        delay_p99_ns: percentile(&delay, 99.0),
         delay_max_ns: delay.last().copied().unwrap_or(0),
         runtime_outliers: runtime.iter().filter(|&&x| p50 > 0 && x > 10 * p50).count(),
     })
@@ -164,68 +163,4 @@ pub fn allocations(r: &RankEntry) -> Vec<AllocInStep> {
         .into_iter()
         .map(|(step, (calls, time_ns))| AllocInStep { rank: r.rank, step, calls, time_ns })
         .collect()
-}
-
-/// Classifies the idle gaps of a rank's busy union (all its GPU streams together, or its CPU
-/// threads on CPU-only ranks): a gap is **CPU-bound** when the work that ends it was launched by
-/// a host call that ended after the gap began (the device waited for the host), **launch
-/// overhead** when it is shorter than the kernel-wait threshold, and **other** otherwise.
-#[derive(Debug, Clone)]
-pub struct GapClassifier {
-    /// Work events by start: (start, end of the launching host call or i64::MIN).
-    starts: Vec<(i64, i64)>,
-    threshold: i64,
-}
-
-/// How a window's idle time splits.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct GapSplit {
-    /// The host was loading data (inside a DataLoader iteration): input-bound, host work.
-    pub input_ns: i64,
-    pub cpu_bound_ns: i64,
-    pub launch_overhead_ns: i64,
-    pub other_idle_ns: i64,
-}
-
-impl GapClassifier {
-    pub fn new(r: &RankEntry, side: LaneKind, threshold: i64) -> Self {
-        let t = &r.trace;
-        let e = &t.events;
-        let mut starts: Vec<(i64, i64)> = (0..e.len())
-            .filter(|&i| super::breakdown::is_work(t, i, side))
-            .map(|i| {
-                let le =
-                    r.norm.links.launch_of(EventIdx(i as u32)).map_or(i64::MIN, |l| e.end_ns(l.0 as usize));
-                (e.ts_ns[i], le)
-            })
-            .collect();
-        starts.sort_unstable();
-        GapClassifier { starts, threshold }
-    }
-
-    /// Splits the gaps of `busy` inside `[lo, hi)`. The part of a gap during which the host
-    /// was loading data (`input`, the DataLoader union) is input time, whatever ends the gap;
-    /// the rest of the gap is classified by the work that ends it.
-    pub fn split(
-        &self,
-        busy: &super::intervals::Set,
-        input: &super::intervals::Set,
-        lo: i64,
-        hi: i64,
-    ) -> GapSplit {
-        let mut s = GapSplit::default();
-        for &(g0, g1) in busy.gaps(lo, hi).intervals() {
-            let loading = input.len_within(g0, g1);
-            s.input_ns += loading;
-            let gap = g1 - g0 - loading;
-            let k = self.starts.partition_point(|x| x.0 < g1);
-            let next = self.starts.get(k);
-            match next {
-                Some(&(start, launch_end)) if start < hi && launch_end > g0 => s.cpu_bound_ns += gap,
-                Some(&(start, _)) if start < hi && gap < self.threshold => s.launch_overhead_ns += gap,
-                _ => s.other_idle_ns += gap,
-            }
-        }
-        s
-    }
 }

@@ -32,6 +32,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::roles::is_backend_span;
+use super::stats::lower_median;
 use crate::model::*;
 use crate::normalize::job::RankEntry;
 
@@ -106,21 +108,6 @@ fn peer_in_title(name: &str) -> Option<(CollKind, i64)> {
     Some((kind, peer.trim().parse().ok()?))
 }
 
-/// Bytes per element of a dtype as Kineto spells it (`Float`, `float`, `c10::BFloat16`, ...).
-pub fn dtype_bytes(dtype: &str) -> Option<i64> {
-    let d = dtype.trim().to_ascii_lowercase();
-    let d = d.rsplit("::").next().unwrap_or(&d);
-    Some(match d {
-        "float" | "float32" | "f32" | "int" | "int32" | "i32" | "uint32" | "complexhalf" => 4,
-        "double" | "float64" | "f64" | "long" | "int64" | "i64" | "uint64" | "complexfloat" => 8,
-        "half" | "float16" | "f16" | "bfloat16" | "bf16" | "short" | "int16" | "uint16" => 2,
-        "byte" | "char" | "bool" | "int8" | "uint8" | "i8" | "u8" | "float8_e4m3fn" | "float8_e5m2"
-        | "float8_e4m3fnuz" | "float8_e5m2fnuz" => 1,
-        "complexdouble" => 16,
-        _ => return None,
-    })
-}
-
 /// Bytes of the comm-args row `a`, as nccl-tests counts a collective's size S: the larger of
 /// the input and output buffers (all_reduce: either; all_gather: the gathered output;
 /// reduce_scatter: the full input). From `In/Out msg size` when written, else `In/Out msg
@@ -143,7 +130,7 @@ fn args_bytes(t: &RankTrace, strings: &StringTable, a: usize) -> Option<Size> {
         (None, Some(&n)) if n >= 0 => (n, true),
         _ => return None,
     };
-    let size = dtype_bytes(strings.get(*c.dtype.get(a)?))?;
+    let size = crate::model::dtype_bytes(strings.get(*c.dtype.get(a)?))?;
     Some(Size { bytes: n.saturating_mul(size), input_only })
 }
 
@@ -167,8 +154,7 @@ pub fn rank_instances(r: &RankEntry, strings: &StringTable) -> Vec<Instance> {
         gpu
     } else {
         let cpu: Vec<usize> = (0..e.len()).filter(|&i| comm(i) && lane_kind(i) == LaneKind::Cpu).collect();
-        let backend: Vec<usize> =
-            cpu.iter().copied().filter(|&i| super::breakdown::is_backend_span(t, strings, i)).collect();
+        let backend: Vec<usize> = cpu.iter().copied().filter(|&i| is_backend_span(t, strings, i)).collect();
         top_level(t, if backend.is_empty() { cpu } else { backend })
     };
     let row_of = |q: usize| (e.args[q] != NONE_U32).then_some(e.args[q] as usize);
@@ -685,9 +671,9 @@ fn best_shift(reference: &[&Instance], v: &[&Instance]) -> i64 {
         if diffs.len() * 4 < reference.len().min(v.len()) * 3 || diffs.is_empty() {
             return None;
         }
-        let med = median(&mut diffs.clone());
+        let med = lower_median(&mut diffs.clone());
         let mut dev: Vec<i64> = diffs.iter().map(|d| (d - med).abs()).collect();
-        Some(median(&mut dev))
+        Some(lower_median(&mut dev))
     };
     let base = score(0);
     let mut best = (base, 0i64);
@@ -703,33 +689,4 @@ fn best_shift(reference: &[&Instance], v: &[&Instance]) -> i64 {
         }
     }
     best.1
-}
-
-/// Median of a non-empty slice (lower median); 0 for an empty one.
-pub fn median(v: &mut [i64]) -> i64 {
-    if v.is_empty() {
-        return 0;
-    }
-    let mid = (v.len() - 1) / 2;
-    *v.select_nth_unstable(mid).1
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dtype_sizes() {
-        assert_eq!(dtype_bytes("Float"), Some(4));
-        assert_eq!(dtype_bytes("c10::BFloat16"), Some(2));
-        assert_eq!(dtype_bytes("double"), Some(8));
-        assert_eq!(dtype_bytes("Scalar"), None);
-    }
-
-    #[test]
-    fn medians() {
-        assert_eq!(median(&mut [5, 1, 3]), 3);
-        assert_eq!(median(&mut [4, 1, 3, 2]), 2);
-        assert_eq!(median(&mut []), 0);
-    }
 }

@@ -23,7 +23,7 @@ fn ms_f(ns: f64) -> String {
     format!("{:.3}", ns / 1e6)
 }
 
-use super::findings::median_f as median;
+use super::stats::median_f as median;
 
 /// "2" / "2–5" / "2, 4, 7" for a sorted list of steps or ranks.
 fn list(v: &[u32]) -> String {

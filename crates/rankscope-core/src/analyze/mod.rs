@@ -15,6 +15,7 @@ pub mod critical_path;
 pub mod diagnose;
 pub mod fabric;
 pub mod findings;
+pub mod gaps;
 pub mod idle;
 pub mod instances;
 pub mod intervals;
@@ -23,6 +24,8 @@ pub mod markdown;
 pub mod pipeline;
 pub mod regions;
 pub mod report;
+pub mod roles;
+pub mod stats;
 pub mod waits;
 
 use serde::{Deserialize, Serialize};
@@ -221,10 +224,11 @@ pub struct RankPart {
 
 /// The per-rank half of the analysis.
 pub fn rank_part(r: &RankEntry, strings: &StringTable, kernel_wait_threshold_ns: i64) -> RankPart {
-    let sets = breakdown::rank_sets(r, strings);
-    let windows = breakdown::step_windows(r);
+    let mut work = roles::Work::of(&r.trace);
+    let sets = breakdown::rank_sets(r, strings, &work);
+    let windows = breakdown::step_windows(r, &work.gpu);
     let side = sets.source.lane_kind();
-    let gaps = idle::GapClassifier::new(r, side, kernel_wait_threshold_ns);
+    let gaps = gaps::GapClassifier::new(r, work.side(side), kernel_wait_threshold_ns);
     let rows: Vec<breakdown::StepRank> =
         windows.iter().map(|&(_, lo, hi)| breakdown::window(r.rank, &sets, Some(&gaps), lo, hi)).collect();
     let d = r.trace.meta.distributed.clone().unwrap_or_default();
@@ -277,7 +281,7 @@ pub fn rank_part(r: &RankEntry, strings: &StringTable, kernel_wait_threshold_ns:
             .then(|| 100.0 * sets.compute.intersect(&sets.comm).len_ns() as f64 / whole_comm as f64),
         step_time: balance::step_time_stats(&rows.iter().map(|s| s.wall_ns).collect::<Vec<_>>()),
     };
-    let gpu_idle = idle::stream_idle(r, kernel_wait_threshold_ns);
+    let gpu_idle = idle::stream_idle(r, &work.gpu, kernel_wait_threshold_ns);
     let launch = idle::launch_stats(r);
     let allocations = idle::allocations(r);
     let instances = instances::rank_instances(r, strings);
@@ -287,7 +291,9 @@ pub fn rank_part(r: &RankEntry, strings: &StringTable, kernel_wait_threshold_ns:
     let pipe = pipeline::rank_pipe(r, strings, &windows, &instances, device_compute);
     let comm_set = sets.comm.intervals().to_vec();
     let overlap_set = sets.compute.intersect(&sets.comm).intervals().to_vec();
-    let ctx = critical_path::RankCtx::new(r, sets, windows, gaps);
+    let side_work =
+        std::mem::take(if side == crate::model::LaneKind::Gpu { &mut work.gpu } else { &mut work.cpu });
+    let ctx = critical_path::RankCtx::new(r, sets, windows, gaps, side_work);
     let chains =
         ctx.windows.iter().map(|&(step, lo, hi)| critical_path::chain(&ctx, strings, step, lo, hi)).collect();
     let segments = critical_path::segments(&ctx, &instances);

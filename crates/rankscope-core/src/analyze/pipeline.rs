@@ -425,7 +425,7 @@ pub fn rank_pipe(
             match e.class[i] {
                 Class::Communication => {
                     let recv = e.coll_kind(i) == CollKind::Recv;
-                    if super::breakdown::is_backend_span(t, strings, i) {
+                    if super::roles::is_backend_span(t, strings, i) {
                         backend.push((s, end));
                         if recv {
                             recvs.push((s, end));
@@ -681,7 +681,7 @@ fn match_p2p<'a>(ranks: &[u32], insts: &'a [Vec<Instance>]) -> (Vec<Pair<'a>>, V
             .filter_map(|p| p.2.bytes.or(p.3.bytes))
             .collect();
         if !b.is_empty() {
-            l.bytes = Some(super::instances::median(&mut b));
+            l.bytes = Some(super::stats::lower_median(&mut b));
         }
     }
     pairs.sort_by_key(|p| (p.2.start_ns, p.0, p.1));
@@ -793,7 +793,7 @@ pub fn report(
         .flat_map(|k| pipes[k].steps.iter().map(|s| i64::from(s.virtual_stages)))
         .filter(|&v| v > 0)
         .collect();
-    let v = (!vs.is_empty()).then(|| super::instances::median(&mut vs) as u32).filter(|&v| v > 0);
+    let v = (!vs.is_empty()).then(|| super::stats::lower_median(&mut vs) as u32).filter(|&v| v > 0);
     let per_v = v.unwrap_or(1);
     let mut gpipe_votes = 0usize;
     let mut one_f_votes = 0usize;
@@ -886,7 +886,7 @@ pub fn report(
         Schedule::Unknown
     };
     let mut ms: Vec<i64> = steps.iter().filter_map(|s| s.micro_batches.map(i64::from)).collect();
-    let micro_batches = (!ms.is_empty()).then(|| super::instances::median(&mut ms) as u32);
+    let micro_batches = (!ms.is_empty()).then(|| super::stats::lower_median(&mut ms) as u32);
     let theory = |m: u32| {
         let (p, m, v) = (f64::from(p), f64::from(m), f64::from(per_v));
         (p - 1.0) / (m * v + p - 1.0)
@@ -911,7 +911,7 @@ pub fn report(
                 bubble_ns: mean(|s| s.bubble_ns),
                 bubble_share: v.iter().map(|s| s.bubble_share).sum::<f64>() / v.len() as f64,
                 recv_wait_ns: mean(|s| s.recv_wait_ns),
-                micro_batches: (!m.is_empty()).then(|| super::instances::median(&mut m) as u32),
+                micro_batches: (!m.is_empty()).then(|| super::stats::lower_median(&mut m) as u32),
             })
         })
         .collect();

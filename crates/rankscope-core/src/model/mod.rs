@@ -95,6 +95,24 @@ impl Class {
     }
 }
 
+/// Bytes per element of a dtype, as Kineto spells it in a collective's arguments (`Float`,
+/// `c10::BFloat16`, `Float8_e4m3fn`) or nccl-tests in its `type` column (`float`, `bfloat16`,
+/// `half`, `f8e4m3`): one table for traces and nccl-tests alike. Case and a `c10::` style path
+/// are ignored; none for a name that is not a dtype (`Scalar`).
+pub fn dtype_bytes(dtype: &str) -> Option<i64> {
+    let d = dtype.trim().to_ascii_lowercase();
+    let d = d.rsplit("::").next().unwrap_or(&d);
+    Some(match d {
+        "float" | "float32" | "f32" | "int" | "int32" | "i32" | "uint32" | "complexhalf" => 4,
+        "double" | "float64" | "f64" | "long" | "int64" | "i64" | "uint64" | "complexfloat" => 8,
+        "half" | "float16" | "f16" | "fp16" | "bfloat16" | "bf16" | "short" | "int16" | "uint16" => 2,
+        "byte" | "char" | "bool" | "int8" | "uint8" | "i8" | "u8" | "float8_e4m3fn" | "float8_e5m2"
+        | "float8_e4m3fnuz" | "float8_e5m2fnuz" | "f8e4m3" | "f8e5m2" | "fp8_e4m3" | "fp8_e5m2" => 1,
+        "complexdouble" => 16,
+        _ => return None,
+    })
+}
+
 /// The kind of a collective (or point-to-point) operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -516,5 +534,28 @@ impl RankTrace {
             + self.flows.len() * (8 + 1 + 4 + 8 + 4 + 1)
             + self.counters.len() * (4 + 4 + 8 + 8 + 16)
             + self.lanes.len() * 64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_dtype_table_for_traces_and_nccl_tests() {
+        for (name, bytes) in [
+            ("Float", 4),
+            ("c10::BFloat16", 2),
+            ("double", 8),
+            ("Float8_e4m3fn", 1),
+            ("half", 2),
+            ("bfloat16", 2),
+            ("f8e4m3", 1),
+            ("fp8_e5m2", 1),
+            ("int64", 8),
+        ] {
+            assert_eq!(dtype_bytes(name), Some(bytes), "{name}");
+        }
+        assert_eq!(dtype_bytes("Scalar"), None);
     }
 }

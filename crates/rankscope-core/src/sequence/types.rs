@@ -245,7 +245,7 @@ impl CollRecord {
             for (i, shape) in self.in_sizes.iter().enumerate() {
                 let n = shape.iter().try_fold(1i64, |a, &d| a.checked_mul(d.max(0)))?;
                 let dt = self.in_dtypes.get(i).or(self.in_dtypes.first())?;
-                total = total.checked_add(n.checked_mul(crate::analyze::instances::dtype_bytes(dt)?)?)?;
+                total = total.checked_add(n.checked_mul(crate::model::dtype_bytes(dt)?)?)?;
             }
             (!self.in_sizes.is_empty()).then_some(total)
         })

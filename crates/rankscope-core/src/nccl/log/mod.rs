@@ -22,9 +22,9 @@
 //! (`nranks=16`). Ranks printed by the nccl-tests banner (`#  Rank 3 ... Pid P on HOST`) fill in
 //! when `NCCL_DEBUG_SUBSYS` hides the `comm` lines.
 //!
-//! **Layout.** This file holds the report's types and the reader's state; [`line`] finds a line's
-//! header, [`read`] walks a file, [`info`] reads one `NCCL INFO` message, [`finish`] resolves
-//! what was read into the report and [`findings`] says what is wrong in it.
+//! **Layout.** This file holds the report's types and the reader's state; `line` finds a line's
+//! header, `read` walks a file, `info` reads one `NCCL INFO` message, `finish` resolves
+//! what was read into the report and `findings` says what is wrong in it.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,0 +1,373 @@
+//! Waiting first: the ranks the others waited for, named for why they are late (their
+//! DataLoader, more compute, time in an annotation with no operator running), or a late rank
+//! that changes from step to step.
+
+use super::*;
+
+/// A consistent late group.
+pub(super) struct Late {
+    pub(super) ranks: Vec<u32>,
+    /// Steps (with a measurable spread) in which the group was late.
+    steps: Vec<u32>,
+    /// Steps with a measurable spread.
+    spread_steps: usize,
+    /// Per step the group was late: what it cost the step.
+    cost_ns: Vec<i64>,
+}
+
+pub(super) fn late_ranks(cx: &Ctx<'_>) -> Option<Late> {
+    let waits = &cx.a.waits;
+    let spread: Vec<&StepWaits> = waits.iter().filter(|w| !w.late.is_empty() && w.cost_ns > 0).collect();
+    if spread.is_empty() {
+        return None;
+    }
+    let mut count: BTreeMap<u32, usize> = BTreeMap::new();
+    for w in &spread {
+        for &r in &w.late {
+            *count.entry(r).or_default() += 1;
+        }
+    }
+    // Consistent over the steps of the trace, not only over those with a spread: a rank late
+    // in 2 of 4 steps is noise. One measured step is named if it is the only step there is.
+    let n_steps = cx.all_steps.len().max(spread.len());
+    let need = (cx.th.straggler_consistency * n_steps as f64).ceil().max(1.0) as usize;
+    let ranks: Vec<u32> = count.iter().filter(|(_, &n)| n >= need).map(|(&r, _)| r).collect();
+    if ranks.is_empty() || ranks.len() * 2 > cx.ranks.len() {
+        return None;
+    }
+    let mut steps = Vec::new();
+    let mut cost = Vec::new();
+    for w in waits {
+        if ranks.iter().any(|r| w.late.contains(r)) {
+            let c = diagnose::late_cost(&w.ranks, &w.exposed_wait_ns, &ranks);
+            if c > 0 {
+                steps.push(w.step);
+                cost.push(c);
+            }
+        }
+    }
+    if steps.is_empty() {
+        return None;
+    }
+    Some(Late { ranks, steps, spread_steps: spread.len(), cost_ns: cost })
+}
+
+/// What the late rank's excess is made of.
+pub(super) enum Cause {
+    Input {
+        data: Diff,
+    },
+    /// More time on the same work when `same_work` (its optimizer, whose work does not depend
+    /// on the batch, is slower by as much), else more work.
+    Compute {
+        compute: Diff,
+        loc: Option<Located>,
+        same_work: Option<Diff>,
+    },
+    Stall {
+        loc: Located,
+    },
+    Sync {
+        loc: Located,
+    },
+    Unknown {
+        loc: Option<Located>,
+    },
+}
+
+pub(super) fn classify(cx: &Ctx<'_>, rank: u32, steps: &[u32], excess: f64) -> Cause {
+    let cmp = Compare { rank, steps, ranks: &cx.ranks };
+    let data = cmp.phase(&cx.a.phases, Phase::DataLoading);
+    let per_step: BTreeMap<u32, Vec<StepRank>> =
+        cx.per_step.iter().map(|(k, v)| (*k, v.iter().map(|r| (*r).clone()).collect())).collect();
+    let compute = cmp.step_figure(&per_step, |r| r.compute_ns);
+    let loc = diagnose::locate(&cmp, &cx.a.regions);
+    let half = 0.5 * excess;
+    if data.excess() >= half {
+        return Cause::Input { data };
+    }
+    // Same work on a slower device, or more work? The optimizer's work depends on the
+    // parameters, not the batch: uneven batches leave it equal, a slower device (or host) slows
+    // it as much as the rest.
+    let opt = if cx.is_cpu(rank) {
+        cmp.phase(&cx.a.phases, Phase::Optimizer)
+    } else {
+        cmp.phase_device(&cx.a.regions, Phase::Optimizer)
+    };
+    let same_work = {
+        let rc = if compute.others_ns > 0.0 { compute.mine_ns / compute.others_ns } else { 1.0 };
+        let ro = if opt.others_ns > 0.0 { opt.mine_ns / opt.others_ns } else { 1.0 };
+        (opt.others_ns > 0.01 * compute.others_ns && rc > 1.0 && ro >= 1.0 + 0.5 * (rc - 1.0)).then_some(opt)
+    };
+    if compute.excess() >= half {
+        return Cause::Compute { compute, loc, same_work };
+    }
+    let Some(l) = loc else { return Cause::Unknown { loc: None } };
+    let here = l.path.last().map_or(0.0, |x| x.1.excess());
+    if l.phase == Phase::DataLoading && here >= half {
+        return Cause::Input { data: l.path.last().map(|x| x.1.clone()).unwrap_or_default() };
+    }
+    let share = |d: &Diff| here > 0.0 && d.excess() >= 0.5 * here;
+    if here >= half && share(&l.free) {
+        return Cause::Stall { loc: l };
+    }
+    if here >= half && share(&l.sync) {
+        return Cause::Sync { loc: l };
+    }
+    if here >= half && (share(&l.ops) || share(&l.device)) {
+        return Cause::Compute { compute, loc: Some(l), same_work };
+    }
+    Cause::Unknown { loc: Some(l) }
+}
+
+pub(super) fn location(l: &Located) -> Location {
+    let last = l.path.last().map(|x| x.1.clone()).unwrap_or_default();
+    Location {
+        regions: l.path.iter().map(|x| x.0.clone()).collect(),
+        phase: l.phase,
+        rank_ns: last.mine_ns as i64,
+        others_ns: last.others_ns as i64,
+        free_excess_ns: l.free.excess() as i64,
+        ops_excess_ns: l.ops.excess() as i64,
+        sync_excess_ns: l.sync.excess() as i64,
+        device_excess_ns: l.device.excess() as i64,
+    }
+}
+
+/// "`straggler_sleep` inside `forward`", or "the step outside any annotation".
+pub(super) fn where_words(l: &Located) -> String {
+    let names: Vec<&str> = l.path.iter().map(|x| x.0.as_str()).filter(|n| *n != "ProfilerStep").collect();
+    match names.as_slice() {
+        [] => "the step, outside any annotation,".into(),
+        [one] => format!("`{one}`"),
+        [.., parent, last] => format!("`{last}` inside `{parent}`"),
+    }
+}
+
+pub(super) fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
+    let n_steps = cx.all_steps.len().max(1) as f64;
+    let cost_late = late.cost_ns.iter().sum::<i64>() as f64 / late.cost_ns.len().max(1) as f64;
+    // Ranked by the mean over every step (a straggler in 2 of 10 steps saves less).
+    let saving = late.cost_ns.iter().sum::<i64>() as f64 / n_steps;
+    // The other ranks' exposed wait, each, over the late steps.
+    let others: Vec<u32> = cx.ranks.iter().copied().filter(|r| !late.ranks.contains(r)).collect();
+    let mut other_waits: Vec<f64> = Vec::new();
+    for &r in &others {
+        let v: Vec<f64> =
+            cx.a.waits
+                .iter()
+                .filter(|w| late.steps.contains(&w.step))
+                .filter_map(|w| w.ranks.iter().position(|&x| x == r).map(|k| w.exposed_wait_ns[k] as f64))
+                .collect();
+        if !v.is_empty() {
+            other_waits.push(v.iter().sum::<f64>() / v.len() as f64);
+        }
+    }
+    let rank = late.ranks[0];
+    let cpu = cx.is_cpu(rank);
+    let cause = classify(cx, rank, &late.steps, cost_late);
+    let who = ranks_word(&late.ranks);
+    let steps_said = format!("{} of {} steps", late.steps.len(), cx.all_steps.len().max(late.spread_steps));
+    // One late rank or a late group: the sentences agree in number.
+    let group = late.ranks.len() > 1;
+    let (it, arrives) = if group { ("them", "arrive") } else { ("it", "arrives") };
+    let waited = format!(
+        "the other ranks each wait {} per step for {it} ({steps_said})",
+        dur_range(other_waits.clone())
+    );
+    let mut evidence = BTreeMap::from([
+        ("others_exposed_wait_ns_max".to_string(), other_waits.iter().copied().fold(0.0, f64::max)),
+        ("others_exposed_wait_ns_min".to_string(), other_waits.iter().copied().fold(f64::INFINITY, f64::min)),
+        ("cost_ns_per_late_step".to_string(), cost_late),
+        ("late_steps".to_string(), late.steps.len() as f64),
+        ("consistency".to_string(), late.steps.len() as f64 / late.spread_steps.max(1) as f64),
+    ]);
+    if !evidence["others_exposed_wait_ns_min"].is_finite() {
+        evidence.insert("others_exposed_wait_ns_min".into(), 0.0);
+    }
+    let others_fix = if group {
+        "The other ranks need no tuning: their time in the collectives is waiting for these ranks, not communication to overlap."
+    } else {
+        "The other ranks need no tuning: their time in the collectives is waiting for this rank, not communication to overlap."
+    };
+    let (id, message, fix, loc) = match &cause {
+        Cause::Input { data } => {
+            evidence.insert("data_loading_ns".into(), data.mine_ns);
+            evidence.insert("others_data_loading_ns".into(), data.others_ns);
+            let ratio = if data.others_ns > 0.0 { data.mine_ns / data.others_ns } else { f64::INFINITY };
+            let times = if ratio.is_finite() { format!(" ({ratio:.1}×)") } else { String::new() };
+            (
+                "input_bound",
+                format!(
+                    "{who} is input-bound: its data loading takes {} per step against {} on the other ranks{times}, so {waited}.",
+                    dur(data.mine_ns),
+                    dur(data.others_ns)
+                ),
+                format!(
+                    "Speed up {}'s input pipeline: more DataLoader workers (`num_workers`, `persistent_workers`, `prefetch_factor`), move decoding/augmentation off the training process, and check its storage or data shard (a slower disk, a remote read, larger samples). {others_fix}",
+                    who.to_lowercase()
+                ),
+                None,
+            )
+        }
+        Cause::Compute { compute, loc, same_work: Some(opt) } => {
+            evidence.insert("compute_ns".into(), compute.mine_ns);
+            evidence.insert("others_compute_ns".into(), compute.others_ns);
+            evidence.insert("optimizer_ns".into(), opt.mine_ns);
+            evidence.insert("others_optimizer_ns".into(), opt.others_ns);
+            let ratio = if compute.others_ns > 0.0 { compute.mine_ns / compute.others_ns } else { 0.0 };
+            let ropt = if opt.others_ns > 0.0 { opt.mine_ns / opt.others_ns } else { 0.0 };
+            let device = if cpu { "CPU" } else { "GPU" };
+            (
+                "slow_device",
+                format!(
+                    "{who} is slower at the same work: {} of {device} compute per step against {} on the other ranks ({ratio:.2}×), and even its optimizer step, whose work does not depend on the batch, takes {ropt:.2}× as long; so {waited}.",
+                    dur(compute.mine_ns),
+                    dur(compute.others_ns)
+                ),
+                format!(
+                    "Inspect {}'s {}: {}. Rebalancing data will not help: the work is the same. {others_fix}",
+                    who.to_lowercase(),
+                    if cpu { "host" } else { "GPU" },
+                    if cpu { "other processes on its cores, CPU frequency scaling or throttling, a different CPU model, NUMA placement" } else { "clocks and temperature (`nvidia-smi -q -d CLOCK,PERFORMANCE,TEMPERATURE`), power capping, ECC or XID errors, other processes on the GPU, a different GPU model or PCIe/NVLink placement" }
+                ),
+                loc.as_ref().map(location),
+            )
+        }
+        Cause::Compute { compute, loc, same_work: None } => {
+            evidence.insert("compute_ns".into(), compute.mine_ns);
+            evidence.insert("others_compute_ns".into(), compute.others_ns);
+            let ratio = if compute.others_ns > 0.0 { compute.mine_ns / compute.others_ns } else { 0.0 };
+            let place = loc
+                .as_ref()
+                .filter(|l| l.path.len() > 1)
+                .map(|l| format!(", most of it in {}", where_words(l)))
+                .unwrap_or_default();
+            let device = if cpu { "CPU" } else { "GPU" };
+            (
+                "compute_imbalance",
+                format!(
+                    "{who} does more compute than the others: {} of {device} compute per step against {} on the other ranks ({ratio:.2}×){place}, so {waited}.",
+                    dur(compute.mine_ns),
+                    dur(compute.others_ns)
+                ),
+                format!(
+                    "Give every rank the same work: equal per-rank batch sizes and sequence lengths (check the sampler, padding or bucketing by length), even sharding of embeddings or experts, no rank-dependent code paths. If {} runs the same shapes as the others, its {} is slower: {}. {others_fix}",
+                    who.to_lowercase(),
+                    if cpu { "host" } else { "device" },
+                    if cpu { "look for other processes on its cores, CPU frequency limits or a different CPU model" } else { "check its clocks and temperature (nvidia-smi -q -d CLOCK,PERFORMANCE), ECC errors, and other processes on that GPU" }
+                ),
+                loc.as_ref().map(location),
+            )
+        }
+        Cause::Stall { loc } => {
+            let place = where_words(loc);
+            let last = loc.path.last().map(|x| x.1.clone()).unwrap_or_default();
+            evidence.insert("stall_ns".into(), loc.free.mine_ns);
+            evidence.insert("others_stall_ns".into(), loc.free.others_ns);
+            (
+                "host_stall",
+                format!(
+                    "{who} stalls on the host: {} per step in {place} with no operator running, against {} on the other ranks ({} vs {} in the region), so {waited}.",
+                    dur(loc.free.mine_ns),
+                    dur(loc.free.others_ns),
+                    dur(last.mine_ns),
+                    dur(last.others_ns)
+                ),
+                format!(
+                    "Find what {} does in {place} that the others do not: a sleep, blocking I/O (logging, checkpoint, file or network reads), a lock, garbage collection, or a rank-specific branch; move it out of the step or make it asynchronous. {others_fix}",
+                    who.to_lowercase()
+                ),
+                Some(location(loc)),
+            )
+        }
+        Cause::Sync { loc } => {
+            let place = where_words(loc);
+            (
+                "straggler",
+                format!(
+                    "{who} arrives late at the collectives: it spends {} more per step blocked in host synchronization in {place} than the other ranks (its own device finishes later), so {waited}.",
+                    dur(loc.sync.excess())
+                ),
+                format!(
+                    "Look at what {}'s device runs before that synchronization: compare its kernels with another rank's in the timeline; remove the synchronization if it is not needed. {others_fix}",
+                    who.to_lowercase()
+                ),
+                Some(location(loc)),
+            )
+        }
+        Cause::Unknown { loc } => {
+            let hint = loc
+                .as_ref()
+                .and_then(|l| {
+                    let last = l.path.last()?;
+                    (l.path.len() > 1).then(|| {
+                        format!(
+                            " The largest difference is in {} ({} vs {} per step).",
+                            where_words(l),
+                            dur(last.1.mine_ns),
+                            dur(last.1.others_ns)
+                        )
+                    })
+                })
+                .unwrap_or_default();
+            (
+                "straggler",
+                format!("{who} {arrives} last at the collectives, and {waited}.{hint}"),
+                format!(
+                    "Compare {}'s step with another rank's in the timeline (same step, aligned clocks) to find what it does longer; {}. {others_fix}",
+                    who.to_lowercase(),
+                    if cpu { "look for other processes on its host or a slower CPU" } else { "check its host and GPU (clocks, other processes), its input and its batch" }
+                ),
+                loc.as_ref().map(location),
+            )
+        }
+    };
+    let mut symptoms = vec!["straggler".to_string()];
+    if other_waits.iter().any(|&w| w > cx.th.exposed_comm_ratio * cx.step_ns) {
+        symptoms.push("exposed_wait".into());
+    }
+    Some(Finding {
+        id: id.to_string(),
+        severity: severity_for(saving, cx.step_ns),
+        message,
+        fix,
+        ranks: late.ranks.clone(),
+        steps: late.steps.clone(),
+        evidence,
+        symptoms,
+        location: loc,
+        impact_ns: saving as i64,
+    })
+}
+
+pub(super) fn arrival_jitter(cx: &Ctx<'_>) -> Option<Finding> {
+    let waits: Vec<&StepWaits> = cx.a.waits.iter().filter(|w| w.cost_ns > 0).collect();
+    if waits.len() < 2 {
+        return None;
+    }
+    let n_steps = cx.all_steps.len().max(1) as f64;
+    let saving = waits.iter().map(|w| w.cost_ns as f64).sum::<f64>() / n_steps;
+    let lates: Vec<String> = waits.iter().map(|w| rank_list(&w.late)).collect();
+    let per_rank: Vec<f64> = cx.per_rank_mean(|r| r.exposed_wait_ns).into_iter().map(|x| x.1).collect();
+    Some(Finding {
+        id: "arrival_jitter".into(),
+        severity: severity_for(saving, cx.step_ns).min(Severity::Medium),
+        message: format!(
+            "The ranks wait for each other at the collectives ({} per step of exposed wait, each), but the last to arrive changes from step to step (rank {}): no single straggler.",
+            dur_range(per_rank),
+            lates.join(", then ")
+        ),
+        fix: if cx.cpu_only {
+            "Look for noise on the hosts rather than for a slow rank: more processes or threads than cores (set `OMP_NUM_THREADS` / `torch.set_num_threads` so ranks do not oversubscribe the CPU), background work, garbage collection pauses; pin each rank to its own cores.".into()
+        } else {
+            "Look for noise rather than for a slow rank: Python garbage collection (`gc.freeze()` after warm-up), variable batch shapes, periodic host work (logging, checkpointing), CPU oversubscription of the launching threads; pin each rank to its own cores.".into()
+        },
+        ranks: cx.ranks.clone(),
+        steps: waits.iter().map(|w| w.step).collect(),
+        evidence: BTreeMap::from([("cost_ns_per_step".into(), saving)]),
+        symptoms: vec!["exposed_wait".into()],
+        location: None,
+        impact_ns: saving as i64,
+    })
+}
