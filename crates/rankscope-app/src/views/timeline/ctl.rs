@@ -1,0 +1,261 @@
+//! The timeline's control: the viewport's zoom and pan, the rows' layout and hit testing, and
+//! the animation frame and settle timer that follow every move.
+
+use super::*;
+
+impl Viewport {
+    pub(super) fn plot_w(&self) -> f64 {
+        (self.width - GUTTER_W).max(10.0)
+    }
+
+    pub(super) fn fit(&mut self) {
+        self.ns_per_px = (self.total_ns * 1.02 / self.plot_w()).max(0.05);
+        self.t0 = -self.total_ns * 0.01;
+    }
+
+    pub(super) fn clamp(&mut self) {
+        let max_npp = (self.total_ns * 1.5 / self.plot_w()).max(1.0);
+        self.ns_per_px = self.ns_per_px.clamp(0.05, max_npp);
+        let vis = self.plot_w() * self.ns_per_px;
+        self.t0 = self.t0.clamp(-vis * 0.5, self.total_ns - vis * 0.5);
+        let max_scroll = (self.content_h - self.height + 40.0).max(0.0);
+        self.scroll_y = self.scroll_y.clamp(0.0, max_scroll);
+    }
+
+    /// Zooms by `factor` (< 1 zooms in) keeping the time under canvas x `x` in place.
+    pub(super) fn zoom_at(&mut self, factor: f64, x: f64) {
+        let px = (x - GUTTER_W).clamp(0.0, self.plot_w());
+        let t = self.t0 + px * self.ns_per_px;
+        self.ns_per_px *= factor;
+        self.clamp();
+        self.t0 = t - px * self.ns_per_px;
+        self.clamp();
+    }
+
+    pub(super) fn x_of(&self, abs_ns: i64, offset_ns: i64) -> f64 {
+        let rel = abs_ns.saturating_add(offset_ns).saturating_sub(self.origin) as f64;
+        GUTTER_W + (rel - self.t0) / self.ns_per_px
+    }
+
+    pub(super) fn window_ns(&self) -> (i64, i64) {
+        (self.t0.round() as i64, (self.t0 + self.plot_w() * self.ns_per_px).round() as i64)
+    }
+}
+
+impl Ctl {
+    pub(super) fn new(canvas: NodeRef) -> Ctl {
+        Ctl {
+            canvas,
+            pool: None,
+            dispatch: None,
+            view: Viewport {
+                origin: 0,
+                total_ns: 1.0,
+                t0: 0.0,
+                ns_per_px: 1.0,
+                scroll_y: 0.0,
+                width: 800.0,
+                height: 600.0,
+                content_h: 0.0,
+            },
+            rows: Vec::new(),
+            tiles: Tiles::default(),
+            colors: Colors::default(),
+            pointer: Pointer::default(),
+            search: Search::default(),
+            frames: Frames::default(),
+            collapsed: HashSet::new(),
+            job: None,
+            aligned: true,
+            focus: None,
+            marks: Vec::new(),
+            marks_attr: String::new(),
+            opened_seen: 0,
+        }
+    }
+
+    pub(super) fn layout(&mut self, job: &JobView) {
+        self.view.origin = job.facts.span_start_ns;
+        self.view.total_ns = ((job.facts.span_end_ns - job.facts.span_start_ns) as f64).max(1.0);
+        let mut rows = Vec::new();
+        let mut y = RULER_H;
+        // The lanes' places, as a test hook on the canvas (`data-layout`): the e2e tests aim at
+        // events with it.
+        let mut places: Vec<String> = Vec::new();
+        for (file, r) in &job.ranks {
+            let start = rows.len();
+            let offset_ns = if self.aligned { -job.offset(*file) } else { 0 };
+            rows.push(Row {
+                kind: RowKind::Rank {
+                    file: *file,
+                    label: format!(
+                        "{} rank {} · {}",
+                        if self.collapsed.contains(file) { "▸" } else { "▾" },
+                        r.rank,
+                        r.file
+                    ),
+                    steps: if r.steps_synthetic {
+                        Vec::new()
+                    } else {
+                        r.steps.iter().map(|s| (s.step, s.start_ns, s.end_ns)).collect()
+                    },
+                    offset_ns,
+                },
+                y,
+                h: RANK_H,
+                group_end: 0.0,
+            });
+            y += RANK_H;
+            let lanes = if self.collapsed.contains(file) { &r.lanes[..0] } else { &r.lanes[..] };
+            for l in lanes.iter().filter(|l| l.events > 0) {
+                let depth = l.depth.max(1);
+                let h = f64::from(depth) * ROW_H + LANE_GAP;
+                places.push(format!(
+                    r#"{{"rank":{},"file":{},"lane":{},"gpu":{},"y":{y},"h":{h}}}"#,
+                    r.rank, file, l.lane, l.gpu
+                ));
+                rows.push(Row {
+                    kind: RowKind::Lane {
+                        file: *file,
+                        lane: l.lane,
+                        label: l.label.clone(),
+                        depth,
+                        offset_ns,
+                    },
+                    y,
+                    h,
+                    group_end: 0.0,
+                });
+                y += h;
+            }
+            for row in &mut rows[start..] {
+                row.group_end = y;
+            }
+        }
+        self.rows = rows;
+        self.view.content_h = y;
+        self.marks = crate::divergence::placed(job);
+        if let Some(c) = self.canvas.cast::<HtmlCanvasElement>() {
+            let _ = c.set_attribute("data-layout", &format!("[{}]", places.join(",")));
+        }
+    }
+
+    /// The rank group whose header is at canvas y.
+    pub(super) fn header_at(&self, y: f64) -> Option<FileId> {
+        let cy = y + self.view.scroll_y;
+        self.rows.iter().find(|r| cy >= r.y && cy < r.y + r.h).and_then(|r| match r.kind {
+            RowKind::Rank { file, .. } => Some(file),
+            RowKind::Lane { .. } => None,
+        })
+    }
+
+    /// Folds or unfolds a rank group.
+    pub(super) fn toggle(&mut self, file: FileId) {
+        if !self.collapsed.remove(&file) {
+            self.collapsed.insert(file);
+        }
+        if let Some(job) = self.job.clone() {
+            self.layout(&job);
+            self.view.clamp();
+        }
+    }
+
+    /// The lane row and nesting depth under content y, with its file.
+    pub(super) fn lane_at(&self, y: f64) -> Option<(FileId, u32, u32, i64)> {
+        let cy = y + self.view.scroll_y;
+        let row = self.rows.iter().find(|r| cy >= r.y && cy < r.y + r.h)?;
+        match &row.kind {
+            RowKind::Lane { file, lane, depth, offset_ns, .. } => {
+                let d = ((cy - row.y) / ROW_H).floor() as u32;
+                (d < *depth).then_some((*file, *lane, d, *offset_ns))
+            }
+            RowKind::Rank { .. } => None,
+        }
+    }
+
+    /// Canvas y of the middle of nesting row `depth` of `lane` of `file` (None: folded away).
+    pub(super) fn row_mid(&self, file: FileId, lane: u32, depth: u32) -> Option<f64> {
+        self.rows.iter().find_map(|r| match r.kind {
+            RowKind::Lane { file: f, lane: l, .. } if f == file && l == lane => {
+                Some(r.y - self.view.scroll_y + f64::from(depth) * ROW_H + ROW_H / 2.0)
+            }
+            _ => None,
+        })
+    }
+
+    pub(super) fn offset_of(&self, file: FileId) -> i64 {
+        self.rows
+            .iter()
+            .find_map(|r| match r.kind {
+                RowKind::Rank { file: f, offset_ns, .. } if f == file => Some(offset_ns),
+                _ => None,
+            })
+            .unwrap_or(0)
+    }
+
+    /// Scrolls so that `rank`'s group is at the top.
+    pub(super) fn scroll_to_rank(&mut self, rank: u32) {
+        let Some(file) = self.job.as_ref().and_then(|j| j.file_of(rank)) else { return };
+        if let Some(r) =
+            self.rows.iter().find(|r| matches!(r.kind, RowKind::Rank { file: f, .. } if f == file))
+        {
+            self.view.scroll_y = r.y - RULER_H;
+            self.view.clamp();
+        }
+    }
+}
+
+pub(super) fn request_frame(c: &Shared) {
+    let mut ctl = c.borrow_mut();
+    if ctl.frames.pending {
+        return;
+    }
+    if ctl.frames.frame.is_none() {
+        let weak = Rc::downgrade(c);
+        ctl.frames.frame = Some(Closure::new(move || {
+            if let Some(c) = weak.upgrade() {
+                c.borrow_mut().frames.pending = false;
+                draw(&c);
+            }
+        }));
+    }
+    if let (Some(w), Some(f)) = (web_sys::window(), ctl.frames.frame.as_ref()) {
+        if let Ok(id) = w.request_animation_frame(f.as_ref().unchecked_ref()) {
+            ctl.frames.pending = true;
+            ctl.frames.id = Some(id);
+        }
+    }
+}
+
+/// After the view stops moving, the window goes to the state (and so to the URL hash).
+pub(super) fn settle_later(c: &Shared) {
+    let Some(w) = web_sys::window() else { return };
+    let mut ctl = c.borrow_mut();
+    if let Some((id, _)) = ctl.frames.settle.take() {
+        w.clear_timeout_with_handle(id);
+    }
+    let weak: Weak<RefCell<Ctl>> = Rc::downgrade(c);
+    let cb = Closure::<dyn FnMut()>::new(move || {
+        if let Some(c) = weak.upgrade() {
+            let (win, dispatch) = {
+                let mut ctl = c.borrow_mut();
+                let win = ctl.view.window_ns();
+                ctl.frames.published = Some(win);
+                (win, ctl.dispatch.clone())
+            };
+            if let Some(d) = dispatch {
+                d.emit(Action::SetWindow(Some(win)));
+            }
+        }
+    });
+    if let Ok(id) = w.set_timeout_with_callback_and_timeout_and_arguments_0(cb.as_ref().unchecked_ref(), 300)
+    {
+        ctl.frames.settle = Some((id, cb));
+    }
+}
+
+pub(super) fn moved(c: &Shared) {
+    c.borrow_mut().view.clamp();
+    request_frame(c);
+    settle_later(c);
+}

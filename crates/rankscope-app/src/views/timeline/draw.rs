@@ -1,0 +1,473 @@
+//! One frame of the timeline on its canvas: tiles at the level the zoom asks for (or the nearest
+//! coarser one meanwhile), the ruler, the divergence marks, the hovered and selected events.
+
+use super::*;
+
+pub(super) fn css_var(style: &web_sys::CssStyleDeclaration, name: &str, fallback: &str) -> String {
+    let v = style.get_property_value(name).unwrap_or_default();
+    let v = v.trim();
+    if v.is_empty() {
+        fallback.to_string()
+    } else {
+        v.to_string()
+    }
+}
+
+/// Black or white text, whichever reads better on `hex` (`#rrggbb`).
+pub(super) fn text_on(hex: &str) -> String {
+    let h = hex.trim_start_matches('#');
+    let c = |i: usize| {
+        h.get(i..i + 2).and_then(|s| u8::from_str_radix(s, 16).ok()).map_or(0.5, |v| f64::from(v) / 255.0)
+    };
+    let lum = 0.2126 * c(0) + 0.7152 * c(2) + 0.0722 * c(4);
+    if lum > 0.5 { "#000000" } else { "#ffffff" }.to_string()
+}
+
+pub(super) fn read_colors() -> Colors {
+    let Some(style) = web_sys::window()
+        .zip(web_sys::window().and_then(|w| w.document()).and_then(|d| d.document_element()))
+        .and_then(|(w, el)| w.get_computed_style(&el).ok().flatten())
+    else {
+        return Colors::default();
+    };
+    let class: Vec<String> = Class::ALL.iter().map(|&c| css_var(&style, &class_var(c), "#888888")).collect();
+    Colors {
+        text_on: class.iter().map(|c| text_on(c)).collect(),
+        class,
+        bg: css_var(&style, "--bg", "#ffffff"),
+        fg: css_var(&style, "--fg", "#111111"),
+        muted: css_var(&style, "--muted", "#666666"),
+        header: css_var(&style, "--panel", "#f2f2f2"),
+        lane_alt: css_var(&style, "--lane-alt", "#fafafa"),
+        step: css_var(&style, "--step-line", "#444444"),
+        ruler: css_var(&style, "--ruler", "#eeeeee"),
+        highlight: css_var(&style, "--highlight", "#ffd400"),
+        select: css_var(&style, "--select", "#d81b60"),
+    }
+}
+
+pub(super) fn fit_text(s: &str, width: f64) -> Option<String> {
+    let n = ((width - 6.0) / CHAR_W).floor();
+    if n < 3.0 {
+        return None;
+    }
+    let n = n as usize;
+    if s.chars().count() <= n {
+        Some(s.to_string())
+    } else {
+        Some(s.chars().take(n.saturating_sub(1)).chain(std::iter::once('…')).collect())
+    }
+}
+
+pub(super) fn draw(c: &Shared) {
+    let mut guard = c.borrow_mut();
+    let ctl = &mut *guard;
+    let Some(canvas) = ctl.canvas.cast::<HtmlCanvasElement>() else { return };
+    let Some(parent) = canvas.parent_element() else { return };
+    let (w, h) = (f64::from(parent.client_width()).max(200.0), f64::from(parent.client_height()).max(200.0));
+    let dpr = web_sys::window().map_or(1.0, |w| w.device_pixel_ratio()).max(1.0);
+    if (w - ctl.view.width).abs() > 0.5
+        || (h - ctl.view.height).abs() > 0.5
+        || canvas.width() != (w * dpr) as u32
+    {
+        ctl.view.width = w;
+        ctl.view.height = h;
+        canvas.set_width((w * dpr) as u32);
+        canvas.set_height((h * dpr) as u32);
+        ctl.view.clamp();
+    }
+    let Some(g) =
+        canvas.get_context("2d").ok().flatten().and_then(|x| x.dyn_into::<CanvasRenderingContext2d>().ok())
+    else {
+        return;
+    };
+    if ctl.colors.class.is_empty() {
+        ctl.colors = read_colors();
+    }
+    let col = ctl.colors.clone();
+    let _ = g.set_transform(dpr, 0.0, 0.0, dpr, 0.0, 0.0);
+    g.set_fill_style_str(&col.bg);
+    g.fill_rect(0.0, 0.0, w, h);
+    g.set_font(FONT);
+    g.set_text_baseline("middle");
+
+    let level = level_for(ctl.view.ns_per_px);
+    let (t0, t1) = (ctl.view.t0, ctl.view.t0 + ctl.view.plot_w() * ctl.view.ns_per_px);
+    let mut wanted: Vec<(FileId, TileKey)> = Vec::new();
+    let rows = ctl.rows.clone();
+    for (i, row) in rows.iter().enumerate() {
+        let y = row.y - ctl.view.scroll_y;
+        if y + row.h < RULER_H || y > h {
+            continue;
+        }
+        match &row.kind {
+            RowKind::Rank { label, file, .. } => {
+                g.set_fill_style_str(&col.header);
+                g.fill_rect(0.0, y, w, row.h);
+                if ctl.focus.is_some()
+                    && ctl.focus
+                        == ctl
+                            .job
+                            .as_ref()
+                            .and_then(|j| j.ranks.iter().find(|(f, _)| f == file))
+                            .map(|(_, r)| r.rank)
+                {
+                    g.set_fill_style_str(&col.select);
+                    g.fill_rect(0.0, y, 4.0, row.h);
+                }
+                g.set_fill_style_str(&col.fg);
+                if let Some(t) = fit_text(label, GUTTER_W - 4.0) {
+                    g.fill_text(&t, 6.0, y + row.h / 2.0).ok();
+                }
+            }
+            RowKind::Lane { file, lane, depth, offset_ns, label } => {
+                if i % 2 == 0 {
+                    g.set_fill_style_str(&col.lane_alt);
+                    g.fill_rect(GUTTER_W, y, w - GUTTER_W, row.h - LANE_GAP);
+                }
+                g.save();
+                g.begin_path();
+                g.rect(GUTTER_W, y, w - GUTTER_W, row.h);
+                g.clip();
+                let abs0 = ctl.view.origin + t0.floor() as i64 - offset_ns;
+                let abs1 = ctl.view.origin + t1.ceil() as i64 - offset_ns;
+                for key in tiles_covering(*lane, level, abs0, abs1) {
+                    let tile = match ctl.tiles.cache.get(&(*file, key)) {
+                        Some(t) => Some(t.clone()),
+                        None => {
+                            wanted.push((*file, key));
+                            (1..=8u8)
+                                .filter(|k| level + k <= MAX_LEVEL)
+                                .map(|k| TileKey {
+                                    lane: *lane,
+                                    level: level + k,
+                                    index: key.index.div_euclid(1 << k),
+                                })
+                                .find_map(|k2| ctl.tiles.cache.get(&(*file, k2)).cloned())
+                        }
+                    };
+                    if let Some(t) = tile {
+                        draw_tile(&g, ctl, &t, y, *offset_ns, &col);
+                    }
+                }
+                if let Some(found) = ctl.search.found.get(file) {
+                    g.set_stroke_style_str(&col.highlight);
+                    g.set_line_width(2.0);
+                    for hit in found.hits.iter().filter(|h| h.lane == *lane) {
+                        outline(&g, ctl, hit, y, *offset_ns);
+                    }
+                }
+                if let Some((f, l, d, sel)) = &ctl.pointer.selected {
+                    if f == file && l == lane {
+                        g.set_stroke_style_str(&col.select);
+                        g.set_line_width(2.0);
+                        let hit = Hit {
+                            lane: *l,
+                            depth: *d,
+                            start_ns: sel.start_ns,
+                            end_ns: sel.start_ns + sel.dur_ns,
+                        };
+                        outline(&g, ctl, &hit, y, *offset_ns);
+                    }
+                }
+                g.restore();
+                // Gutter label.
+                g.set_fill_style_str(&col.bg);
+                g.fill_rect(0.0, y, GUTTER_W, row.h);
+                g.set_fill_style_str(&col.muted);
+                if let Some(t) = fit_text(label, GUTTER_W - 10.0) {
+                    g.fill_text(&t, 12.0, y + ROW_H / 2.0).ok();
+                }
+                if *depth > 1 {
+                    g.set_fill_style_str(&col.ruler);
+                    g.fill_rect(0.0, y + row.h - 1.0, GUTTER_W, 1.0);
+                }
+            }
+        }
+    }
+    // Step boundaries: a line at each step start (and the last end) across the rank's lanes.
+    g.set_stroke_style_str(&col.step);
+    g.set_line_width(1.0);
+    for row in &rows {
+        let RowKind::Rank { steps, offset_ns, .. } = &row.kind else { continue };
+        let y0 = (row.y - ctl.view.scroll_y).max(RULER_H);
+        let y1 = (row.group_end - ctl.view.scroll_y).min(h);
+        if y1 <= y0 {
+            continue;
+        }
+        let mut marks: Vec<(f64, Option<u32>)> =
+            steps.iter().map(|&(n, s, _)| (ctl.view.x_of(s, *offset_ns), Some(n))).collect();
+        if let Some(&(_, _, e)) = steps.last() {
+            marks.push((ctl.view.x_of(e, *offset_ns), None));
+        }
+        let _ = g.set_line_dash(&js_sys::Array::of2(&4.0.into(), &3.0.into()));
+        // Hundreds of steps at full zoom-out: a line only where it stands apart from the last,
+        // a label only where it fits.
+        let (mut last_line, mut last_label) = (f64::MIN, f64::MIN);
+        for (x, n) in marks {
+            if x < GUTTER_W || x > w || x - last_line < 6.0 {
+                continue;
+            }
+            last_line = x;
+            g.begin_path();
+            g.move_to(x.floor() + 0.5, y0);
+            g.line_to(x.floor() + 0.5, y1);
+            g.stroke();
+            if let Some(n) = n {
+                let hy = row.y - ctl.view.scroll_y + RANK_H / 2.0;
+                let text = format!("step {n}");
+                if hy > RULER_H && x > GUTTER_W + 2.0 && x - last_label > text.len() as f64 * CHAR_W + 10.0 {
+                    last_label = x;
+                    g.set_fill_style_str(&col.fg);
+                    g.fill_text(&text, x + 4.0, hy).ok();
+                }
+            }
+        }
+        let _ = g.set_line_dash(&js_sys::Array::new());
+    }
+    let places = draw_marks(&g, ctl, w, h, &col);
+    if places != ctl.marks_attr {
+        let _ = canvas.set_attribute("data-marks", &places);
+        ctl.marks_attr = places;
+    }
+    draw_flow(&g, ctl, &col);
+    draw_ruler(&g, ctl, w, &col);
+    draw_hover(&g, ctl, w, h, &col);
+
+    // Ask for the tiles this frame lacked (nearest to the centre first is not needed: a worker
+    // answers a tile in well under a frame).
+    let pool = ctl.pool.clone();
+    let mut asks = Vec::new();
+    for k in wanted {
+        if ctl.tiles.inflight.insert(k) {
+            asks.push(k);
+        }
+    }
+    drop(guard);
+    if let Some(p) = pool {
+        for (file, key) in asks {
+            p.tile(file, key);
+        }
+    }
+}
+
+/// The divergence on every rank: the collective a rank waited in as a band over its lanes, the
+/// instant a rank stopped short of it (its last collective's end) as a dashed line; a label on
+/// the rank's header (pinned to the edge, with an arrow, when the mark is off screen). Returns
+/// the marks' places as JSON for the canvas' `data-marks`.
+pub(super) fn draw_marks(g: &CanvasRenderingContext2d, ctl: &Ctl, w: f64, h: f64, col: &Colors) -> String {
+    let mut places: Vec<serde_json::Value> = Vec::new();
+    for row in &ctl.rows {
+        let RowKind::Rank { file, offset_ns, .. } = &row.kind else { continue };
+        for (_, m) in ctl.marks.iter().filter(|(f, _)| f == file) {
+            let (Some(a), Some(b)) = (m.start_ns, m.end_ns) else { continue };
+            let x0 = ctl.view.x_of(a, *offset_ns);
+            let x1 = ctl.view.x_of(b, *offset_ns).max(x0);
+            let head = row.y - ctl.view.scroll_y;
+            let y0 = head.max(RULER_H);
+            let y1 = (row.group_end - ctl.view.scroll_y).min(h);
+            let point = matches!(m.kind, MarkKind::NotIssued | MarkKind::Skipped);
+            g.save();
+            g.begin_path();
+            g.rect(GUTTER_W, RULER_H, w - GUTTER_W, h - RULER_H);
+            g.clip();
+            g.set_stroke_style_str(&col.select);
+            g.set_fill_style_str(&col.select);
+            if y1 > y0 {
+                if point {
+                    g.set_line_width(2.0);
+                    let _ = g.set_line_dash(&js_sys::Array::of2(&5.0.into(), &3.0.into()));
+                    g.begin_path();
+                    g.move_to(x0.floor() + 0.5, y0);
+                    g.line_to(x0.floor() + 0.5, y1);
+                    g.stroke();
+                    let _ = g.set_line_dash(&js_sys::Array::new());
+                } else {
+                    let bw = (x1 - x0).max(3.0);
+                    g.set_global_alpha(0.12);
+                    g.fill_rect(x0, y0, bw, y1 - y0);
+                    g.set_global_alpha(1.0);
+                    g.set_line_width(2.0);
+                    g.stroke_rect(x0, y0 + 1.0, bw, y1 - y0 - 2.0);
+                }
+            }
+            // The label, on the rank's header row.
+            let text = format!("{}{}", if m.named { "⚠ " } else { "" }, m.label);
+            let (lo, hi) = (GUTTER_W + 2.0, w - 2.0);
+            let (text, tx) = if x1 < lo {
+                let t = format!("◀ {text}");
+                (t, lo + 2.0)
+            } else if x0 > hi {
+                let t = format!("{text} ▶");
+                let tw = t.chars().count() as f64 * CHAR_W + 8.0;
+                (t, (hi - tw).max(lo))
+            } else {
+                let tw = text.chars().count() as f64 * CHAR_W + 8.0;
+                (text, (x0.max(lo) + 4.0).min(hi - tw).max(lo))
+            };
+            let shown = fit_text(&text, hi - tx).unwrap_or_default();
+            let tw = shown.chars().count() as f64 * CHAR_W + 8.0;
+            let ly = head + 2.0;
+            if head + RANK_H > RULER_H && head < h && !shown.is_empty() {
+                g.set_fill_style_str(&col.select);
+                g.fill_rect(tx, ly, tw, RANK_H - 4.0);
+                g.set_fill_style_str("#ffffff");
+                g.fill_text(&shown, tx + 4.0, head + RANK_H / 2.0).ok();
+            }
+            g.restore();
+            places.push(serde_json::json!({
+                "rank": m.rank, "kind": m.kind, "named": m.named, "label": m.label, "shown": shown,
+                "x0": x0.round(), "x1": x1.round(), "y0": y0.round(), "y1": y1.round(),
+                "in_x": x1 >= GUTTER_W && x0 <= w,
+                "visible": x1 >= GUTTER_W && x0 <= w && y1 > y0,
+            }));
+        }
+    }
+    serde_json::Value::Array(places).to_string()
+}
+
+/// Outlines an event (a search match, the selection), at least 3 px wide so it shows at any zoom.
+pub(super) fn outline(g: &CanvasRenderingContext2d, ctl: &Ctl, hit: &Hit, y: f64, offset_ns: i64) {
+    let x0 = ctl.view.x_of(hit.start_ns, offset_ns);
+    let x1 = ctl.view.x_of(hit.end_ns, offset_ns);
+    if x1 < GUTTER_W - 2.0 || x0 > ctl.view.width + 2.0 {
+        return;
+    }
+    let w = (x1 - x0).max(3.0);
+    let by = y + f64::from(hit.depth) * ROW_H;
+    g.stroke_rect(x0 - 1.0, by, w + 1.0, ROW_H - 1.0);
+}
+
+/// The selected event's launch → kernel flow: an arrow from the launch to the GPU work.
+pub(super) fn draw_flow(g: &CanvasRenderingContext2d, ctl: &Ctl, col: &Colors) {
+    let Some((file, lane, depth, d)) = &ctl.pointer.selected else { return };
+    let Some(link) = &d.link else { return };
+    let off = ctl.offset_of(*file);
+    let (Some(ya), Some(yb)) =
+        (ctl.row_mid(*file, *lane, *depth), ctl.row_mid(*file, link.place.lane, link.place.depth))
+    else {
+        return;
+    };
+    let xa = ctl.view.x_of(d.start_ns, off);
+    let xb = ctl.view.x_of(link.place.start_ns, off);
+    // From the launch (CPU) to the kernel (GPU).
+    let ((x0, y0), (x1, y1)) = if d.gpu { ((xb, yb), (xa, ya)) } else { ((xa, ya), (xb, yb)) };
+    g.save();
+    g.begin_path();
+    g.rect(GUTTER_W, RULER_H, ctl.view.width - GUTTER_W, ctl.view.height - RULER_H);
+    g.clip();
+    g.set_stroke_style_str(&col.select);
+    g.set_fill_style_str(&col.select);
+    g.set_line_width(1.5);
+    g.begin_path();
+    g.move_to(x0, y0);
+    g.bezier_curve_to(x0 + 20.0, y0, x1 - 20.0, y1, x1, y1);
+    g.stroke();
+    g.begin_path();
+    g.move_to(x1, y1);
+    g.line_to(x1 - 7.0, y1 - 4.0);
+    g.line_to(x1 - 7.0, y1 + 4.0);
+    g.close_path();
+    g.fill();
+    g.restore();
+}
+
+pub(super) fn draw_tile(
+    g: &CanvasRenderingContext2d,
+    ctl: &Ctl,
+    t: &Tile,
+    y: f64,
+    offset_ns: i64,
+    col: &Colors,
+) {
+    let w = ctl.view.width;
+    for k in 0..t.len() {
+        let x0 = ctl.view.x_of(t.start_ns[k], offset_ns);
+        let x1 = ctl.view.x_of(t.end_ns[k], offset_ns);
+        if x1 < GUTTER_W || x0 > w {
+            continue;
+        }
+        let x0c = x0.max(GUTTER_W - 1.0);
+        let x1c = x1.min(w + 1.0);
+        let bw = (x1c - x0c).max(1.0);
+        let by = y + f64::from(t.depth[k]) * ROW_H;
+        let class = t.class[k] as usize;
+        g.set_fill_style_str(col.class.get(class).map_or("#888", String::as_str));
+        g.fill_rect(x0c, by, bw, ROW_H - 1.0);
+        if t.label[k] != NO_LABEL && bw > 30.0 {
+            if let Some(text) = t.labels.get(t.label[k] as usize).and_then(|s| fit_text(s, bw)) {
+                g.set_fill_style_str(col.text_on.get(class).map_or("#000", String::as_str));
+                g.fill_text(&text, x0c + 3.0, by + ROW_H / 2.0).ok();
+            }
+        }
+    }
+}
+
+/// A tick spacing of 1, 2 or 5 × 10^k ns giving about `target` ns between ticks.
+pub(super) fn nice_step(target: f64) -> f64 {
+    let p = 10f64.powf(target.max(1.0).log10().floor());
+    [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * p).find(|&s| s >= target).unwrap_or(10.0 * p)
+}
+
+pub(super) fn draw_ruler(g: &CanvasRenderingContext2d, ctl: &Ctl, w: f64, col: &Colors) {
+    g.set_fill_style_str(&col.ruler);
+    g.fill_rect(0.0, 0.0, w, RULER_H);
+    let step = nice_step(110.0 * ctl.view.ns_per_px);
+    let first = (ctl.view.t0 / step).ceil() * step;
+    g.set_fill_style_str(&col.fg);
+    g.set_stroke_style_str(&col.muted);
+    let mut t = first;
+    let end = ctl.view.t0 + ctl.view.plot_w() * ctl.view.ns_per_px;
+    while t <= end {
+        let x = GUTTER_W + (t - ctl.view.t0) / ctl.view.ns_per_px;
+        g.begin_path();
+        g.move_to(x.floor() + 0.5, RULER_H - 6.0);
+        g.line_to(x.floor() + 0.5, RULER_H);
+        g.stroke();
+        g.fill_text(&format::duration(t), x + 3.0, RULER_H / 2.0).ok();
+        t += step;
+    }
+    g.set_fill_style_str(&col.ruler);
+    g.fill_rect(0.0, 0.0, GUTTER_W, RULER_H);
+    g.set_fill_style_str(&col.muted);
+    let win = format!("{} visible", format::duration(ctl.view.plot_w() * ctl.view.ns_per_px));
+    g.fill_text(&win, 6.0, RULER_H / 2.0).ok();
+}
+
+pub(super) fn draw_hover(g: &CanvasRenderingContext2d, ctl: &Ctl, w: f64, h: f64, col: &Colors) {
+    let (Some((px, py)), Some((_, _, _, d))) = (ctl.pointer.at, ctl.pointer.hover.as_ref()) else { return };
+    if ctl.pointer.drag.is_some() {
+        return;
+    }
+    let mut lines = vec![d.name.clone()];
+    lines.push(format!(
+        "{} · {}{}",
+        d.class.replace('_', " "),
+        if d.instant { "instant".to_string() } else { format::duration(d.dur_ns as f64) },
+        d.step.map(|s| format!(" · step {s}")).unwrap_or_default()
+    ));
+    if !d.cat.is_empty() {
+        lines.push(format!("category {}", d.cat));
+    }
+    for (k, v) in d.args.iter().take(6) {
+        lines.push(format!("{k}: {v}"));
+    }
+    if let Some(l) = &d.launch {
+        lines.push(format!("launched by {l}"));
+    }
+    let lines: Vec<String> = lines.into_iter().map(|l| fit_text(&l, 460.0).unwrap_or(l)).collect();
+    let bw = lines.iter().map(|l| l.chars().count() as f64 * CHAR_W + 16.0).fold(120.0, f64::max).min(480.0);
+    let bh = lines.len() as f64 * 15.0 + 10.0;
+    let x = if px + 16.0 + bw > w { (px - 16.0 - bw).max(0.0) } else { px + 16.0 };
+    let y = if py + 16.0 + bh > h { (py - 16.0 - bh).max(0.0) } else { py + 16.0 };
+    g.set_fill_style_str(&col.header);
+    g.set_global_alpha(0.96);
+    g.fill_rect(x, y, bw, bh);
+    g.set_global_alpha(1.0);
+    g.set_stroke_style_str(&col.muted);
+    g.stroke_rect(x + 0.5, y + 0.5, bw, bh);
+    g.set_fill_style_str(&col.fg);
+    for (i, l) in lines.iter().enumerate() {
+        g.fill_text(l, x + 8.0, y + 12.0 + i as f64 * 15.0).ok();
+    }
+}

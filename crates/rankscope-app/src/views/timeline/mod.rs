@@ -1,0 +1,643 @@
+//! Timeline: every rank's CPU threads and GPU streams on one canvas.
+//!
+//! The canvas never sees events: it draws level-of-detail tiles (see
+//! `rankscope_core::view::timeline`) that the workers compute and this component caches. At each
+//! frame it picks the level whose pixel is at most the screen's, draws the tiles it has, and for
+//! a missing one asks the worker and meanwhile draws the nearest coarser tile it has, so zoom and
+//! pan never wait. Interaction follows Perfetto: Ctrl+wheel zooms at the pointer, Shift+wheel
+//! pans, wheel scrolls, drag pans, W/S zoom and A/D pan.
+//!
+//! Time runs on the aligned clock (each rank's time − the analysis' alignment offset of its
+//! rank; a row's `offset_ns` is the shift added to its rank's times) or, with the toggle, on each
+//! rank's own clock. Positions are computed as `i64` ns relative to the job's first
+//! event before they become `f64` pixels, so a nanosecond stays a nanosecond at any zoom.
+//!
+//! **Layout.** This file holds the component and the control's state, grouped by concern
+//! (`Viewport`, `Tiles`, `Pointer`, `Search`, `Frames`); `ctl` moves the view and lays out the
+//! rows, `draw` paints a frame.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::rc::{Rc, Weak};
+
+use rankscope_core::model::Class;
+use rankscope_core::sequence::marks::{Mark, MarkKind};
+use rankscope_core::view::timeline::{level_for, tiles_covering, MAX_LEVEL, NO_LABEL};
+use rankscope_core::view::{EventDetail, Found, Hit, Tile, TileKey};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use web_sys::{CanvasRenderingContext2d, HtmlCanvasElement};
+use yew::prelude::*;
+
+use super::{Ctx, Listener};
+use crate::format;
+use crate::pool::Pool;
+use crate::protocol::FileId;
+use crate::state::{Action, JobView};
+use crate::tokens::*;
+
+mod ctl;
+mod draw;
+
+use ctl::*;
+use draw::*;
+
+#[derive(Properties, PartialEq, Debug)]
+pub struct Props {
+    pub job: Rc<JobView>,
+    /// The window from the URL hash (ns from the job's first event).
+    pub window: Option<(i64, i64)>,
+    /// The rank to scroll to.
+    pub focus: Option<u32>,
+    /// Aligned clocks (each rank's time − its alignment offset) or raw.
+    pub aligned: bool,
+    /// Counts the times another view opened the timeline: a new count shows `window` and
+    /// `focus` again even when they are the same as before.
+    #[prop_or_default]
+    pub opened: u32,
+}
+
+#[derive(Debug, Clone)]
+enum RowKind {
+    Rank { file: FileId, label: String, steps: Vec<(u32, i64, i64)>, offset_ns: i64 },
+    Lane { file: FileId, lane: u32, label: String, depth: u32, offset_ns: i64 },
+}
+
+#[derive(Debug, Clone)]
+struct Row {
+    kind: RowKind,
+    /// Top in content coordinates (before scrolling), CSS px.
+    y: f64,
+    h: f64,
+    /// Bottom of the rank group this row belongs to (for step lines).
+    group_end: f64,
+}
+
+#[derive(Debug, Default, Clone)]
+struct Colors {
+    class: Vec<String>,
+    text_on: Vec<String>,
+    bg: String,
+    fg: String,
+    muted: String,
+    header: String,
+    lane_alt: String,
+    step: String,
+    ruler: String,
+    highlight: String,
+    select: String,
+}
+
+/// What is on screen: the time window, the vertical scroll and the canvas' size.
+struct Viewport {
+    /// The job's first event (ns): positions are computed relative to it.
+    origin: i64,
+    total_ns: f64,
+    /// View start (ns from `origin`) and zoom.
+    t0: f64,
+    ns_per_px: f64,
+    scroll_y: f64,
+    width: f64,
+    height: f64,
+    /// Height of every row together.
+    content_h: f64,
+}
+
+/// Level-of-detail tiles received, and the ones asked for.
+#[derive(Default)]
+struct Tiles {
+    cache: HashMap<(FileId, TileKey), Rc<Tile>>,
+    inflight: HashSet<(FileId, TileKey)>,
+}
+
+/// The pointer and what it found.
+#[derive(Default)]
+struct Pointer {
+    /// Canvas position.
+    at: Option<(f64, f64)>,
+    /// The event under the pointer: file, lane, nesting row, details.
+    hover: Option<(FileId, u32, u32, EventDetail)>,
+    /// Where the pending pick asked (file, lane, row), and its request number.
+    asked: (FileId, u32, u32),
+    req: u32,
+    /// The clicked event (file, lane, row, details): outlined, with its launch → kernel flow.
+    selected: Option<(FileId, u32, u32, EventDetail)>,
+    drag: Option<(f64, f64, f64, f64, bool)>,
+}
+
+/// Search matches per file, for the current request.
+#[derive(Default)]
+struct Search {
+    found: HashMap<FileId, Found>,
+    req: u32,
+}
+
+/// The animation frame and the settle timer.
+#[derive(Default)]
+struct Frames {
+    pending: bool,
+    /// The pending animation frame's id (cancelled when the timeline goes away: its closure is
+    /// dropped with this value).
+    id: Option<i32>,
+    frame: Option<Closure<dyn FnMut()>>,
+    settle: Option<(i32, Closure<dyn FnMut()>)>,
+    /// The window last written to the state (to tell our own updates from the hash's).
+    published: Option<(i64, i64)>,
+}
+
+struct Ctl {
+    canvas: NodeRef,
+    pool: Option<Pool>,
+    dispatch: Option<Callback<Action>>,
+    view: Viewport,
+    rows: Vec<Row>,
+    tiles: Tiles,
+    colors: Colors,
+    pointer: Pointer,
+    search: Search,
+    frames: Frames,
+    /// Rank groups folded to their header (click the header to fold or unfold).
+    collapsed: HashSet<FileId>,
+    job: Option<Rc<JobView>>,
+    aligned: bool,
+    /// The rank opened from another view: its header is marked.
+    focus: Option<u32>,
+    /// The first hang / mismatch on each rank ([`crate::divergence`]), own clocks.
+    marks: Vec<(FileId, Mark)>,
+    /// The marks' places as last written to the canvas' `data-marks` (a test hook).
+    marks_attr: String,
+    /// The `opened` count last shown.
+    opened_seen: u32,
+}
+
+type Shared = Rc<RefCell<Ctl>>;
+
+fn pick_at(c: &Shared, x: f64, y: f64) {
+    let (pool, ask) = {
+        let mut ctl = c.borrow_mut();
+        ctl.pointer.at = Some((x, y));
+        let hit = if x > GUTTER_W && y > RULER_H { ctl.lane_at(y) } else { None };
+        match hit {
+            Some((file, lane, depth, offset_ns)) => {
+                let t = ctl.view.origin + (ctl.view.t0 + (x - GUTTER_W) * ctl.view.ns_per_px).round() as i64
+                    - offset_ns;
+                let slop = (3.0 * ctl.view.ns_per_px).ceil() as i64;
+                ctl.pointer.req = ctl.pointer.req.wrapping_add(1);
+                ctl.pointer.asked = (file, lane, depth);
+                (ctl.pool.clone(), Some((file, ctl.pointer.req, lane, depth, t, slop)))
+            }
+            None => {
+                ctl.pointer.hover = None;
+                (None, None)
+            }
+        }
+    };
+    if let (Some(p), Some((file, req, lane, depth, t, slop))) = (pool, ask) {
+        p.pick(file, req, lane, depth, t, slop);
+    }
+    request_frame(c);
+}
+
+fn key_action(c: &Shared, key: &str) -> bool {
+    {
+        let mut ctl = c.borrow_mut();
+        let x = ctl.pointer.at.map_or(GUTTER_W + ctl.view.plot_w() / 2.0, |p| p.0);
+        let pan = ctl.view.plot_w() * ctl.view.ns_per_px * 0.15;
+        match key {
+            "w" | "W" => ctl.view.zoom_at(0.8, x),
+            "s" | "S" => ctl.view.zoom_at(1.25, x),
+            "a" | "A" => ctl.view.t0 -= pan,
+            "d" | "D" => ctl.view.t0 += pan,
+            "0" => ctl.view.fit(),
+            _ => return false,
+        }
+    }
+    moved(c);
+    true
+}
+
+#[function_component(Timeline)]
+pub fn timeline(p: &Props) -> Html {
+    let canvas = use_node_ref();
+    let ctx = use_context::<Ctx>();
+    let ctl: Shared = {
+        let canvas = canvas.clone();
+        use_mut_ref(move || Ctl::new(canvas))
+    };
+    let selected = use_state(|| None::<EventDetail>);
+    // Events matching the search, over every rank (None: no search).
+    let matches = use_state(|| None::<u64>);
+
+    // Layout, pool and sinks follow the job.
+    {
+        let ctl = ctl.clone();
+        let ctx = ctx.clone();
+        let focus = p.focus;
+        let has_window = p.window.is_some();
+        let matches = matches.clone();
+        use_effect_with((p.job.clone(), p.aligned), move |(job, aligned)| {
+            let pool = ctx.as_ref().and_then(Ctx::pool);
+            {
+                let mut c = ctl.borrow_mut();
+                c.aligned = *aligned;
+                c.pool = pool.clone();
+                c.dispatch = ctx.as_ref().map(|x| x.dispatch.clone());
+                c.job = Some(job.clone());
+                c.collapsed.clear();
+                c.layout(job);
+                c.tiles.cache.clear();
+                c.tiles.inflight.clear();
+                if let Some(canvas) = c.canvas.cast::<HtmlCanvasElement>().and_then(|e| e.parent_element()) {
+                    c.view.width = f64::from(canvas.client_width()).max(200.0);
+                    c.view.height = f64::from(canvas.client_height()).max(200.0);
+                }
+                if !has_window {
+                    c.view.fit();
+                }
+                if let Some(r) = focus {
+                    c.scroll_to_rank(r);
+                }
+            }
+            if let Some(pool) = &pool {
+                let weak = Rc::downgrade(&ctl);
+                let tile_sink: crate::pool::TileSink = Rc::new(move |file, tile: Tile| {
+                    if let Some(c) = weak.upgrade() {
+                        {
+                            let mut cm = c.borrow_mut();
+                            cm.tiles.inflight.remove(&(file, tile.key));
+                            if cm.tiles.cache.len() > 50_000 {
+                                cm.tiles.cache.clear();
+                            }
+                            cm.tiles.cache.insert((file, tile.key), Rc::new(tile));
+                        }
+                        request_frame(&c);
+                    }
+                });
+                let weak = Rc::downgrade(&ctl);
+                let pick_sink: crate::pool::PickSink = Rc::new(move |file, req, detail| {
+                    if let Some(c) = weak.upgrade() {
+                        {
+                            let mut cm = c.borrow_mut();
+                            if req != cm.pointer.req {
+                                return;
+                            }
+                            let (f, lane, depth) = cm.pointer.asked;
+                            cm.pointer.hover = detail.filter(|_| f == file).map(|d| (file, lane, depth, d));
+                        }
+                        request_frame(&c);
+                    }
+                });
+                pool.set_sinks(Some(tile_sink), Some(pick_sink));
+                let weak = Rc::downgrade(&ctl);
+                let matches = matches.clone();
+                let found_sink: crate::pool::FoundSink = Rc::new(move |file, req, found: Found| {
+                    if let Some(c) = weak.upgrade() {
+                        let total = {
+                            let mut cm = c.borrow_mut();
+                            if req != cm.search.req {
+                                return;
+                            }
+                            cm.search.found.insert(file, found);
+                            cm.search.found.values().map(|f| f.total).sum::<u64>()
+                        };
+                        matches.set(Some(total));
+                        request_frame(&c);
+                    }
+                });
+                pool.set_found_sink(Some(found_sink));
+            }
+            request_frame(&ctl);
+            move || {
+                if let Some(p) = pool {
+                    p.set_sinks(None, None);
+                    p.set_found_sink(None);
+                }
+            }
+        });
+    }
+
+    // A window from the URL hash or another view (not one we wrote ourselves), and the rank to
+    // show first.
+    {
+        let ctl = ctl.clone();
+        use_effect_with((p.window, p.focus, p.opened), move |(win, focus, opened)| {
+            // Opened again from another view (maybe the same place): shown again, even after
+            // the user moved; a window we published ourselves moves nothing.
+            let fresh = {
+                let mut c = ctl.borrow_mut();
+                let fresh = c.opened_seen != *opened || c.focus != *focus;
+                c.opened_seen = *opened;
+                fresh
+            };
+            if let Some((a, b)) = *win {
+                let mine = ctl.borrow().frames.published == Some((a, b));
+                if (fresh || !mine) && b > a {
+                    {
+                        let mut c = ctl.borrow_mut();
+                        c.view.ns_per_px = (b - a) as f64 / c.view.plot_w();
+                        c.view.clamp();
+                        c.view.t0 = a as f64;
+                        c.view.clamp();
+                    }
+                    request_frame(&ctl);
+                }
+            }
+            ctl.borrow_mut().focus = *focus;
+            if let (Some(r), true) = (*focus, fresh) {
+                ctl.borrow_mut().scroll_to_rank(r);
+            }
+            request_frame(&ctl);
+        });
+    }
+
+    // Wheel (not passive: it must not scroll or zoom the page), keys, resize, theme.
+    {
+        let ctl = ctl.clone();
+        let canvas = canvas.clone();
+        let selected = selected.clone();
+        use_effect_with((), move |_| {
+            let mut keep: Vec<Listener> = Vec::new();
+            if let Some(el) = canvas.cast::<HtmlCanvasElement>() {
+                let c = ctl.clone();
+                keep.push(Listener::active(el.into(), "wheel", move |e: web_sys::Event| {
+                    let Some(w) = e.dyn_ref::<web_sys::WheelEvent>() else { return };
+                    e.prevent_default();
+                    let scale = match w.delta_mode() {
+                        1 => 16.0,
+                        2 => 400.0,
+                        _ => 1.0,
+                    };
+                    let (dx, dy) = (w.delta_x() * scale, w.delta_y() * scale);
+                    {
+                        let mut cm = c.borrow_mut();
+                        if w.ctrl_key() || w.meta_key() {
+                            cm.view.zoom_at((dy * 0.002).exp(), f64::from(w.offset_x()));
+                        } else if w.shift_key() || dx.abs() > dy.abs() {
+                            let d = if dx.abs() > dy.abs() { dx } else { dy };
+                            cm.view.t0 += d * cm.view.ns_per_px;
+                        } else {
+                            cm.view.scroll_y += dy;
+                        }
+                    }
+                    moved(&c);
+                }));
+            }
+            if let Some(win) = web_sys::window() {
+                let c = ctl.clone();
+                let selected = selected.clone();
+                keep.push(Listener::active(win.clone().into(), "keydown", move |e: web_sys::Event| {
+                    let Some(k) = e.dyn_ref::<web_sys::KeyboardEvent>() else { return };
+                    if k.ctrl_key() || k.meta_key() || k.alt_key() {
+                        return;
+                    }
+                    let typing = e
+                        .target()
+                        .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
+                        .is_some_and(|el| matches!(el.tag_name().as_str(), "INPUT" | "TEXTAREA" | "SELECT"));
+                    if typing {
+                        return;
+                    }
+                    if k.key() == "Escape" {
+                        selected.set(None);
+                        c.borrow_mut().pointer.selected = None;
+                        request_frame(&c);
+                    }
+                    if key_action(&c, &k.key()) {
+                        e.prevent_default();
+                    }
+                }));
+                let c = ctl.clone();
+                keep.push(Listener::new(win.clone().into(), "resize", move |_| request_frame(&c)));
+                if let Ok(Some(mq)) = win.match_media("(prefers-color-scheme: dark)") {
+                    let c = ctl.clone();
+                    keep.push(Listener::new(mq.into(), "change", move |_| {
+                        c.borrow_mut().colors = Colors::default();
+                        request_frame(&c);
+                    }));
+                }
+            }
+            let ctl = ctl.clone();
+            move || {
+                drop(keep);
+                // The frame and settle closures die with the timeline: nothing may call them after.
+                let mut c = ctl.borrow_mut();
+                if let Some(w) = web_sys::window() {
+                    if let (true, Some(id)) = (c.frames.pending, c.frames.id.take()) {
+                        let _ = w.cancel_animation_frame(id);
+                    }
+                    if let Some((id, _)) = c.frames.settle.take() {
+                        w.clear_timeout_with_handle(id);
+                    }
+                }
+                c.frames.pending = false;
+            }
+        });
+    }
+
+    let on_down = {
+        let ctl = ctl.clone();
+        Callback::from(move |e: MouseEvent| {
+            if e.button() != 0 {
+                return;
+            }
+            let mut c = ctl.borrow_mut();
+            c.pointer.drag =
+                Some((f64::from(e.offset_x()), f64::from(e.offset_y()), c.view.t0, c.view.scroll_y, false));
+        })
+    };
+    let on_move = {
+        let ctl = ctl.clone();
+        Callback::from(move |e: MouseEvent| {
+            let (x, y) = (f64::from(e.offset_x()), f64::from(e.offset_y()));
+            let dragging = {
+                let mut c = ctl.borrow_mut();
+                let npp = c.view.ns_per_px;
+                match c.pointer.drag.as_mut() {
+                    Some((x0, y0, t0, s0, moved_any)) => {
+                        if (x - *x0).abs() + (y - *y0).abs() > 3.0 {
+                            *moved_any = true;
+                        }
+                        let (nt, ns) = (*t0 - (x - *x0) * npp, *s0 - (y - *y0));
+                        c.view.t0 = nt;
+                        c.view.scroll_y = ns;
+                        c.pointer.at = Some((x, y));
+                        true
+                    }
+                    None => false,
+                }
+            };
+            if dragging {
+                moved(&ctl);
+            } else {
+                pick_at(&ctl, x, y);
+            }
+        })
+    };
+    let on_up = {
+        let ctl = ctl.clone();
+        let selected = selected.clone();
+        let ctx = ctx.clone();
+        Callback::from(move |_e: MouseEvent| {
+            let click = {
+                let mut c = ctl.borrow_mut();
+                let was = c.pointer.drag.take();
+                match was {
+                    Some((_, y, _, _, false)) => match c.header_at(y) {
+                        Some(file) if y > RULER_H => {
+                            c.toggle(file);
+                            false
+                        }
+                        _ => true,
+                    },
+                    _ => false,
+                }
+            };
+            if click {
+                let hover = ctl.borrow().pointer.hover.clone();
+                ctl.borrow_mut().pointer.selected = hover.clone();
+                if let (Some((file, _, _, d)), Some(c)) = (&hover, &ctx) {
+                    c.dispatch.emit(Action::Select(crate::state::Selection {
+                        file: *file,
+                        start_ns: d.start_ns,
+                        end_ns: d.start_ns + d.dur_ns,
+                        name: Some(d.name.clone()),
+                    }));
+                }
+                selected.set(hover.map(|(_, _, _, d)| d));
+            }
+            request_frame(&ctl);
+        })
+    };
+    let on_leave = {
+        let ctl = ctl.clone();
+        Callback::from(move |_e: MouseEvent| {
+            {
+                let mut c = ctl.borrow_mut();
+                c.pointer.drag = None;
+                c.pointer.at = None;
+                c.pointer.hover = None;
+            }
+            request_frame(&ctl);
+        })
+    };
+
+    let legend = Class::ALL.iter().filter(|c| !matches!(c, Class::Other)).map(|&c| {
+        html! { <span class="legend-item"><span class={classes!("swatch", format!("c-{}", c.name().replace('_', "-")))}></span>{c.name().replace('_', " ")}</span> }
+    });
+    let toggle_clock = {
+        let ctx = ctx.clone();
+        let aligned = p.aligned;
+        Callback::from(move |_| {
+            if let Some(c) = &ctx {
+                c.dispatch.emit(Action::SetAligned(!aligned));
+            }
+        })
+    };
+    let focus_file = p.focus.and_then(|r| p.job.file_of(r));
+    let on_search = {
+        let ctl = ctl.clone();
+        let matches = matches.clone();
+        let files: Vec<FileId> = p.job.ranks.iter().map(|(f, _)| *f).collect();
+        Callback::from(move |e: InputEvent| {
+            let input: web_sys::HtmlInputElement = e.target_unchecked_into();
+            let q = input.value();
+            let pool = {
+                let mut c = ctl.borrow_mut();
+                c.search.req = c.search.req.wrapping_add(1);
+                c.search.found.clear();
+                c.pool.clone()
+            };
+            if q.trim().is_empty() {
+                matches.set(None);
+            } else if let Some(pool) = pool {
+                let req = ctl.borrow().search.req;
+                for &f in &files {
+                    pool.search(f, req, &q);
+                }
+            }
+            request_frame(&ctl);
+        })
+    };
+    let on_png = {
+        let canvas = canvas.clone();
+        Callback::from(move |_| {
+            let Some(el) = canvas.cast::<HtmlCanvasElement>() else { return };
+            let cb = Closure::once_into_js(move |blob: JsValue| {
+                if let Ok(b) = blob.dyn_into::<web_sys::Blob>() {
+                    if let Err(e) = crate::download::save_blob(&b, "rankscope-timeline.png") {
+                        web_sys::console::error_2(&"rankscope: cannot save the PNG".into(), &e);
+                    }
+                }
+            });
+            if let Err(e) = el.to_blob(cb.unchecked_ref()) {
+                web_sys::console::error_2(&"rankscope: cannot draw the PNG".into(), &e);
+            }
+        })
+    };
+    // The first hang / mismatch, when there is one: its sentence, and a button to show it.
+    let diverged = p.job.analysis.sequence.as_ref().and_then(|seq| {
+        use rankscope_core::sequence::DiagnosisKind;
+        let d =
+            seq.diagnoses.iter().find(|d| matches!(d.kind, DiagnosisKind::Hang | DiagnosisKind::Mismatch))?;
+        (!crate::divergence::placed(&p.job).is_empty()).then(|| d.sentence.clone())
+    });
+    let show_divergence = {
+        let ctx = ctx.clone();
+        let job = p.job.clone();
+        Callback::from(move |_| {
+            if let (Some(c), Some(a)) = (&ctx, crate::divergence::open(&job)) {
+                c.dispatch.emit(a);
+            }
+        })
+    };
+    html! {
+        <section class="timeline-view">
+            <div class="timeline-bar">
+                <span class="clock" role="group" aria-label="Clocks">
+                    <button class={classes!("tab", p.aligned.then_some("active"))} data-testid="clock-aligned"
+                        disabled={p.aligned} onclick={toggle_clock.clone()} title="each rank's time − its alignment offset">{"Aligned"}</button>
+                    <button class={classes!("tab", (!p.aligned).then_some("active"))} data-testid="clock-raw"
+                        disabled={!p.aligned} onclick={toggle_clock} title="each rank's own clock, as written">{"Raw clocks"}</button>
+                </span>
+                <input type="search" class="search" placeholder="Search names…" aria-label="Search events by name"
+                    data-testid="timeline-search" oninput={on_search} />
+                if let Some(n) = *matches {
+                    <span class="muted" data-testid="search-count" data-count={n.to_string()}>
+                        {format!("{} match{}", format::thousands(n), if n == 1 { "" } else { "es" })}
+                    </span>
+                }
+                <span class="legend">{ for legend }</span>
+                <span class="spacer"></span>
+                <span class="muted keys" title="Ctrl+wheel or W/S zoom · drag, Shift+wheel or A/D pan · 0 fits · click a rank's header to fold it · click an event for its details and flow">{"keys: ?"}</span>
+                <button class="small" data-testid="export-png" onclick={on_png} title="Save what the timeline shows as a PNG">{"PNG"}</button>
+            </div>
+            if let Some(sentence) = diverged {
+                <div class="divergence-bar" data-testid="divergence-bar">
+                    <span class="divergence-text" title={sentence.clone()}>{sentence}</span>
+                    <button class="small" data-testid="divergence-show" onclick={show_divergence}
+                        title="Zoom to the divergent collective on every rank">{"Show it"}</button>
+                </div>
+            }
+            <div class="timeline" data-testid="timeline" data-clock={if p.aligned { "aligned" } else { "raw" }}
+                data-focus-rank={p.focus.map(|r| r.to_string())} data-focus-file={focus_file.map(|f| f.to_string())}>
+                <canvas ref={canvas} tabindex="0" aria-label="Timeline of every rank's threads and streams"
+                    onmousedown={on_down} onmousemove={on_move} onmouseup={on_up} onmouseleave={on_leave}></canvas>
+            </div>
+            if let Some(d) = &*selected {
+                <aside class="selection" data-testid="selection">
+                    <strong>{d.name.clone()}</strong>
+                    <span>{format!(" · {} · {} · starts at {} ns{}", d.class.replace('_', " "),
+                        if d.instant { "instant".to_string() } else { format::duration(d.dur_ns as f64) },
+                        d.start_ns, d.step.map(|s| format!(" · step {s}")).unwrap_or_default())}</span>
+                    if let Some(l) = &d.launch { <span>{format!(" · launched by {l}")}</span> }
+                    if let Some(l) = &d.link {
+                        <span data-testid="selection-link">{
+                            if d.gpu { format!(" · flow: {} → this kernel", l.name) } else { format!(" · flow: this launch → {}", l.name) }
+                        }</span>
+                    }
+                    { for d.args.iter().map(|(k, v)| html! { <span class="arg">{format!(" · {k}: {v}")}</span> }) }
+                </aside>
+            }
+        </section>
+    }
+}
