@@ -2,15 +2,17 @@
 //!
 //! Up to `navigator.hardwareConcurrency` workers; each reads one file at a time and keeps every
 //! rank it read, so a question about a rank goes to the worker that holds it. Loads wait in a
-//! queue for a free worker. Answers about loads become reducer [`Action`]s; tiles and picks go to
-//! the timeline's sinks (they are drawing data, not UI state).
+//! queue for a free worker. Answers about loads become reducer [`Action`]s; the answers to
+//! questions about a loaded file ([`Query`]) go to the reply the asker gave with it, found by
+//! the request id the pool gave the question (they are drawing data and export bytes, not UI
+//! state). A question no live worker can answer, or whose worker dies, is answered
+//! [`Answer::Failed`], never left waiting.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 
 use js_sys::Array;
-use rankscope_core::view::{EventDetail, Found, Tile, TileKey};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use web_sys::{MessageEvent, Worker};
@@ -46,11 +48,9 @@ impl Task {
     }
 }
 
-pub type TileSink = Rc<dyn Fn(FileId, Tile)>;
-pub type PickSink = Rc<dyn Fn(FileId, u32, Option<EventDetail>)>;
-pub type FoundSink = Rc<dyn Fn(FileId, u32, Found)>;
-/// Pieces of an export: `(file, req, Ok((bytes, last)) | Err(why))`.
-pub type ExportSink = Rc<dyn Fn(FileId, u32, Result<(js_sys::Uint8Array, bool), String>)>;
+/// Where the answers to one question go: `(file, answer, what travelled beside it)` (the bytes
+/// of an export's `Chunk`, else `undefined`). Called once, or for an export once per piece.
+pub type Reply = Rc<dyn Fn(FileId, Answer, JsValue)>;
 
 struct Slot {
     worker: Worker,
@@ -71,15 +71,12 @@ struct Inner {
     holder: BTreeMap<FileId, usize>,
     /// Every load started, to start it again when the worker holding its tables dies.
     loads: BTreeMap<FileId, Task>,
-    /// Merged-trace pieces asked for and not yet fully received: `file → req`.
-    exports: BTreeMap<FileId, u32>,
+    /// Questions asked and not fully answered: request id → (file, reply).
+    pending: BTreeMap<u32, (FileId, Reply)>,
+    next_req: u32,
     /// Files whose worker died while reading them: not loaded again (they may be what killed it).
     fatal: std::collections::BTreeSet<FileId>,
     dispatch: Callback<Action>,
-    tile_sink: Option<TileSink>,
-    pick_sink: Option<PickSink>,
-    export_sink: Option<ExportSink>,
-    found_sink: Option<FoundSink>,
 }
 
 /// The worker pool of one job. Dropping it does not stop the workers: call [`Pool::terminate`].
@@ -123,13 +120,10 @@ impl Pool {
                 queue: VecDeque::new(),
                 holder: BTreeMap::new(),
                 loads: BTreeMap::new(),
-                exports: BTreeMap::new(),
+                pending: BTreeMap::new(),
+                next_req: 0,
                 fatal: Default::default(),
                 dispatch,
-                tile_sink: None,
-                pick_sink: None,
-                export_sink: None,
-                found_sink: None,
             })),
         }
     }
@@ -161,78 +155,29 @@ impl Pool {
         }
     }
 
-    pub fn tile(&self, file: FileId, key: TileKey) {
-        self.ask(file, &ToWorker::Tile { file, key });
-    }
-
-    pub fn pick(&self, file: FileId, req: u32, lane: u32, depth: u32, t_ns: i64, slop_ns: i64) {
-        self.ask(file, &ToWorker::Pick { file, req, lane, depth, t_ns, slop_ns });
-    }
-
-    /// Tells the worker holding `file` the job-level rank decision (for its exports); no answer.
-    pub fn decide(&self, file: FileId, decision: rankscope_core::view::RankDecision) {
-        let _ = self.ask(file, &ToWorker::Decide { file, decision: Box::new(decision) });
-    }
-
-    /// Asks for `file`'s piece of the merged Chrome trace; the pieces go to the export sink.
-    /// A file no worker holds (its worker died) answers at once with the reason, so the export
-    /// reports what is missing instead of waiting for it.
-    pub fn export(&self, file: FileId, req: u32, offset_ns: i64, origin_ns: i64, first: bool) {
-        let delivered = self.ask(file, &ToWorker::Export { file, req, offset_ns, origin_ns, first });
-        let sink = {
-            let mut inner = self.inner.borrow_mut();
-            if delivered {
-                inner.exports.insert(file, req);
-                None
-            } else {
-                inner.export_sink.clone()
-            }
-        };
-        if let Some(sink) = sink {
-            sink(file, req, Err(format!("file {file} is not loaded (the worker that held it stopped; it is being read again): export again once it is back")));
-        }
-    }
-
-    /// Asks for `file`'s member of the Perfetto archive; the pieces go to the export sink.
-    pub fn perfetto(
-        &self,
-        file: FileId,
-        req: u32,
-        member: rankscope_core::export::perfetto::Member,
-        shift_ns: i64,
-    ) {
-        self.ask(file, &ToWorker::Perfetto { file, req, member: Box::new(member), shift_ns });
-    }
-
-    /// Searches `file`'s events by name; the answer goes to the found sink.
-    pub fn search(&self, file: FileId, req: u32, query: &str) {
-        self.ask(file, &ToWorker::Search { file, req, query: query.to_string() });
-    }
-
-    pub fn set_found_sink(&self, sink: Option<FoundSink>) {
-        self.inner.borrow_mut().found_sink = sink;
-    }
-
-    pub fn set_export_sink(&self, sink: Option<ExportSink>) {
-        self.inner.borrow_mut().export_sink = sink;
-    }
-
-    /// Sends `m` to the worker holding `file`; `false` when no live worker holds it.
-    fn ask(&self, file: FileId, m: &ToWorker) -> bool {
+    /// Asks the worker holding `file` a question; its answers go to `reply` (none: nobody
+    /// waits for the answer). A file no live worker holds is answered `Failed` at once (after
+    /// the caller's turn, so the reply may borrow what the caller holds now).
+    pub fn ask(&self, file: FileId, query: Query, reply: Option<Reply>) {
         let mut inner = self.inner.borrow_mut();
-        if let Some(&s) = inner.holder.get(&file) {
-            if let Some(slot) = inner.slots.get_mut(s).filter(|x| !x.dead) {
-                send(slot, message(m, None));
-                return true;
+        inner.next_req = inner.next_req.wrapping_add(1);
+        let req = inner.next_req;
+        let slot = inner.holder.get(&file).copied().filter(|&s| inner.slots.get(s).is_some_and(|x| !x.dead));
+        match slot {
+            Some(s) => {
+                if let Some(r) = reply {
+                    inner.pending.insert(req, (file, r));
+                }
+                send(&mut inner.slots[s], message(&ToWorker::Ask { file, req, query }, None));
+            }
+            None => {
+                if let Some(r) = reply {
+                    wasm_bindgen_futures::spawn_local(async move {
+                        r(file, Answer::Failed(format!("file {file} is not loaded (the worker that held it stopped; it is being read again): ask again once it is back")), JsValue::UNDEFINED);
+                    });
+                }
             }
         }
-        false
-    }
-
-    pub fn set_sinks(&self, tile: Option<TileSink>, pick: Option<PickSink>) {
-        let mut inner = self.inner.borrow_mut();
-        inner.tile_sink = tile;
-        inner.pick_sink = pick;
     }
 
     /// Stops every worker (their ranks are gone).
@@ -245,7 +190,7 @@ impl Pool {
         inner.queue.clear();
         inner.holder.clear();
         inner.loads.clear();
-        inner.exports.clear();
+        inner.pending.clear();
     }
 
     /// Number of workers started so far.
@@ -361,16 +306,7 @@ fn pump(inner_rc: &Rc<RefCell<Inner>>) {
 }
 
 fn on_message(inner_rc: &Rc<RefCell<Inner>>, index: usize, m: FromWorker, extra: JsValue) {
-    let (dispatch, tile_sink, pick_sink, export_sink, found_sink) = {
-        let i = inner_rc.borrow();
-        (
-            i.dispatch.clone(),
-            i.tile_sink.clone(),
-            i.pick_sink.clone(),
-            i.export_sink.clone(),
-            i.found_sink.clone(),
-        )
-    };
+    let dispatch = inner_rc.borrow().dispatch.clone();
     let done = |file: FileId, keep: bool| {
         let mut inner = inner_rc.borrow_mut();
         if let Some(s) = inner.slots.get_mut(index) {
@@ -406,26 +342,17 @@ fn on_message(inner_rc: &Rc<RefCell<Inner>>, index: usize, m: FromWorker, extra:
             dispatch.emit(Action::Text { file, kinds, bytes: Rc::new(bytes) });
             pump(inner_rc);
         }
-        FromWorker::Found { file, req, found } => {
-            if let Some(sink) = found_sink {
-                sink(file, req, *found);
-            }
-        }
-        FromWorker::ExportChunk { file, req, last } => {
-            if last {
-                inner_rc.borrow_mut().exports.remove(&file);
-            }
-            if let Some(sink) = export_sink {
-                match extra.dyn_into::<js_sys::Uint8Array>() {
-                    Ok(bytes) => sink(file, req, Ok((bytes, last))),
-                    Err(_) => sink(file, req, Err("a piece of the export came without its bytes".into())),
+        FromWorker::Answer { file, req, answer } => {
+            let reply = {
+                let mut inner = inner_rc.borrow_mut();
+                if answer.is_final() {
+                    inner.pending.remove(&req)
+                } else {
+                    inner.pending.get(&req).cloned()
                 }
-            }
-        }
-        FromWorker::ExportFailed { file, req, error } => {
-            inner_rc.borrow_mut().exports.remove(&file);
-            if let Some(sink) = export_sink {
-                sink(file, req, Err(error));
+            };
+            if let Some((_, reply)) = reply.filter(|(f, _)| *f == file) {
+                reply(file, answer, extra);
             }
         }
         FromWorker::Failed { file, error } => {
@@ -438,16 +365,6 @@ fn on_message(inner_rc: &Rc<RefCell<Inner>>, index: usize, m: FromWorker, extra:
             dispatch.emit(Action::Cancelled { file });
             pump(inner_rc);
         }
-        FromWorker::Tile { file, tile } => {
-            if let Some(sink) = tile_sink {
-                sink(file, *tile);
-            }
-        }
-        FromWorker::Picked { file, req, detail } => {
-            if let Some(sink) = pick_sink {
-                sink(file, req, detail.map(|d| *d));
-            }
-        }
     }
 }
 
@@ -457,7 +374,7 @@ fn on_message(inner_rc: &Rc<RefCell<Inner>>, index: usize, m: FromWorker, extra:
 /// (or a new one), so their rows, lanes and exports come back; an export waiting for one of
 /// their pieces is told at once instead of waiting forever.
 fn on_worker_error(inner_rc: &Rc<RefCell<Inner>>, index: usize, text: String) {
-    let ((busy, unreadable), reload, exports, dispatch, sink) = {
+    let ((busy, unreadable), reload, orphans, dispatch) = {
         let mut inner = inner_rc.borrow_mut();
         let Some(s) = inner.slots.get_mut(index) else { return };
         s.worker.terminate();
@@ -470,12 +387,13 @@ fn on_worker_error(inner_rc: &Rc<RefCell<Inner>>, index: usize, text: String) {
             inner.loads.remove(&b);
         }
         let mut reload = Vec::new();
-        let mut exports = Vec::new();
         let mut unreadable = Vec::new();
+        // Questions the dead worker will never answer.
+        let orphan_reqs: Vec<u32> =
+            inner.pending.iter().filter(|(_, (f, _))| held.contains(f)).map(|(&r, _)| r).collect();
+        let orphans: Vec<(FileId, Reply)> =
+            orphan_reqs.iter().filter_map(|r| inner.pending.remove(r)).collect();
         for f in held.into_iter().filter(|f| Some(*f) != busy) {
-            if let Some(req) = inner.exports.remove(&f) {
-                exports.push((f, req));
-            }
             match inner.loads.get(&f).and_then(Task::again) {
                 Some(t) => reload.push(t),
                 None => unreadable.push(f),
@@ -490,19 +408,16 @@ fn on_worker_error(inner_rc: &Rc<RefCell<Inner>>, index: usize, text: String) {
         (
             (busy, unreadable),
             reload.iter().map(Task::file).collect::<Vec<_>>(),
-            exports,
+            orphans,
             inner.dispatch.clone(),
-            inner.export_sink.clone(),
         )
     };
     web_sys::console::error_1(&format!("rankscope worker {index} died: {text}").into());
     for file in reload {
         dispatch.emit(Action::Lost { file });
     }
-    if let Some(sink) = sink {
-        for (file, req) in exports {
-            sink(file, req, Err(format!("the worker holding file {file} stopped ({text}); it is being read again: export again once it is back")));
-        }
+    for (file, reply) in orphans {
+        reply(file, Answer::Failed(format!("the worker holding file {file} stopped ({text}); it is being read again: ask again once it is back")), JsValue::UNDEFINED);
     }
     if let Some(file) = busy {
         let why = if text.contains("unreachable") || text.to_lowercase().contains("memory") {

@@ -17,19 +17,18 @@
 //!               Failed {file, error}           not a trace at all / unreadable; the rest go on
 //! UI → worker   Cancel {file}                  stop reading after the current chunk
 //! worker → UI   Cancelled {file}
-//! UI → worker   Tile {file, key}               level-of-detail boxes of one lane over one tile
-//! worker → UI   Tile {file, tile}
-//! UI → worker   Pick {file, req, lane, depth, t_ns, slop_ns}   what is under the pointer
-//! worker → UI   Picked {file, req, detail}
-//! UI → worker   Search {file, req, query}      events whose name contains the query
-//! worker → UI   Found {file, req, found}       how many, and where the first SEARCH_LIMIT are drawn
-//! UI → worker   Export {file, req, offset_ns, origin_ns, first}   this rank's piece of the merged
-//!                                              Chrome trace, with the job's alignment
-//! worker → UI   ExportChunk {file, req, last} + Uint8Array   the piece, in pieces of ≤ CHUNK_BYTES
-//!               (the bytes are transferred, never a JS string)
-//! UI → worker   Perfetto {file, req, member, shift_ns}   this rank's member of the Perfetto
-//!               archive (tar header, its own-clock JSON, padding); answered with ExportChunks
+//! UI → worker   Ask {file, req, query}         a question about a loaded file ([`Query`])
+//! worker → UI   Answer {file, req, answer}     its answer ([`Answer`]), with the same `req`
 //! ```
+//!
+//! Every question about a loaded file is one [`Query`] arm, answered by [`Answer`]s carrying its
+//! request id: the pool keeps the reply of each pending request (see `pool.rs`) and fails it if
+//! the worker holding the file dies. Questions: `Tile` (level-of-detail boxes of one lane over one
+//! tile), `Pick` (what is under the pointer), `Search` (events whose name contains the query: how
+//! many, and where the first [`SEARCH_LIMIT`] are drawn), `Export` (this rank's piece of the merged
+//! Chrome trace, with the job's alignment) and `Perfetto` (its member of the Perfetto archive),
+//! both answered by `Chunk`s of ≤ [`CHUNK_BYTES`] whose bytes are transferred beside the message,
+//! never a JS string; `Decide` (the job's rank decision, for the exports) is answered `Done`.
 //!
 //! A `Load` may carry a `ReadableStream` instead of the `File` (a host page's stream, see
 //! `embed`): it is transferred, and read the same way.
@@ -55,12 +54,41 @@ pub enum ToWorker {
     Load { file: FileId, name: String },
     Demo { file: FileId, rank: u32 },
     Cancel { file: FileId },
-    Tile { file: FileId, key: TileKey },
-    Pick { file: FileId, req: u32, lane: u32, depth: u32, t_ns: i64, slop_ns: i64 },
-    Decide { file: FileId, decision: Box<RankDecision> },
-    Search { file: FileId, req: u32, query: String },
-    Export { file: FileId, req: u32, offset_ns: i64, origin_ns: i64, first: bool },
-    Perfetto { file: FileId, req: u32, member: Box<rankscope_core::export::perfetto::Member>, shift_ns: i64 },
+    Ask { file: FileId, req: u32, query: Query },
+}
+
+/// A question about one loaded file, for the worker holding it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Query {
+    Tile { key: TileKey },
+    Pick { lane: u32, depth: u32, t_ns: i64, slop_ns: i64 },
+    Search { query: String },
+    Export { offset_ns: i64, origin_ns: i64, first: bool },
+    Perfetto { member: Box<rankscope_core::export::perfetto::Member>, shift_ns: i64 },
+    Decide { decision: Box<RankDecision> },
+}
+
+/// What a worker answers a [`Query`] with. Every answer but a `Chunk` that is not the last ends
+/// the request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Answer {
+    Tile(Box<Tile>),
+    Picked(Option<Box<EventDetail>>),
+    Found(Box<Found>),
+    /// A piece of an export; its bytes (a `Uint8Array`) travel beside the message.
+    Chunk {
+        last: bool,
+    },
+    Done,
+    /// The question could not be answered: the rank is not loaded here, or the export failed.
+    Failed(String),
+}
+
+impl Answer {
+    /// Whether this answer ends its request.
+    pub fn is_final(&self) -> bool {
+        !matches!(self, Answer::Chunk { last: false })
+    }
 }
 
 /// What a file is from its first [`SNIFF_BYTES`] ([`rankscope_core::job::text_kinds`], the
@@ -80,13 +108,9 @@ pub enum FromWorker {
     Progress { file: FileId, phase: Phase, input_bytes: u64, text_bytes: u64, events: u64 },
     Text { file: FileId, kinds: Vec<TextKind> },
     Loaded { file: FileId, summary: Box<RankSummary>, part: Box<RankPart>, first_ns: Option<i64> },
-    Found { file: FileId, req: u32, found: Box<Found> },
-    ExportChunk { file: FileId, req: u32, last: bool },
-    ExportFailed { file: FileId, req: u32, error: String },
     Failed { file: FileId, error: String },
     Cancelled { file: FileId },
-    Tile { file: FileId, tile: Box<Tile> },
-    Picked { file: FileId, req: u32, detail: Option<Box<EventDetail>> },
+    Answer { file: FileId, req: u32, answer: Answer },
 }
 
 /// Encodes a message (serde_json cannot fail on these types; an empty string is ignored by the
@@ -106,20 +130,19 @@ mod tests {
     #[test]
     fn messages_round_trip_with_exact_nanoseconds() {
         let key = TileKey { lane: 3, level: 12, index: 1_716_404_512_093_771_204 / (256 << 12) };
-        let m = ToWorker::Pick {
+        let m = ToWorker::Ask {
             file: 2,
             req: 9,
-            lane: 3,
-            depth: 1,
-            t_ns: 1_716_404_512_093_771_205,
-            slop_ns: 40,
+            query: Query::Pick { lane: 3, depth: 1, t_ns: 1_716_404_512_093_771_205, slop_ns: 40 },
         };
         assert_eq!(decode::<ToWorker>(&encode(&m)), Ok(m));
-        let t = FromWorker::Tile {
+        let t = FromWorker::Answer {
             file: 1,
-            tile: Box::new(Tile { key, start_ns: vec![i64::MAX - 1], ..Tile::default() }),
+            req: 4,
+            answer: Answer::Tile(Box::new(Tile { key, start_ns: vec![i64::MAX - 1], ..Tile::default() })),
         };
         assert_eq!(decode::<FromWorker>(&encode(&t)), Ok(t));
+        assert!(Answer::Chunk { last: true }.is_final() && !Answer::Chunk { last: false }.is_final());
         assert!(decode::<FromWorker>("{").is_err());
     }
 

@@ -87,61 +87,51 @@ fn handle(state: &Rc<RefCell<State>>, m: ToWorker, extra: JsValue) {
         ToWorker::Cancel { file } => {
             state.borrow_mut().cancelled.insert(file);
         }
-        ToWorker::Tile { file, key } => {
-            let st = state.borrow();
-            if let Some(v) = st.ranks.get(&file) {
-                post(&FromWorker::Tile { file, tile: Box::new(v.tile(key)) });
+        ToWorker::Ask { file, req, query } => {
+            if let Some(answer) = answer(state, file, req, query) {
+                post(&FromWorker::Answer { file, req, answer });
             }
-        }
-        ToWorker::Decide { file, decision } => {
-            // The job's rank for this file: what its exports and summaries name. The part was
-            // already restamped by the reducer; nothing is sent back.
-            let mut st = state.borrow_mut();
-            if let Some(v) = st.ranks.get_mut(&file) {
-                v.apply_decision(&decision);
-            }
-        }
-        ToWorker::Search { file, req, query } => {
-            let st = state.borrow();
-            let found = st.ranks.get(&file).map(|v| v.search(&query, SEARCH_LIMIT)).unwrap_or_default();
-            post(&FromWorker::Found { file, req, found: Box::new(found) });
-        }
-        ToWorker::Export { file, req, offset_ns, origin_ns, first } => {
-            let st = state.borrow();
-            let Some(v) = st.ranks.get(&file) else {
-                return post(&FromWorker::ExportFailed {
-                    file,
-                    req,
-                    error: "this rank is not loaded".into(),
-                });
-            };
-            let mut out = ChunkPoster { file, req, buf: Vec::with_capacity(CHUNK_BYTES) };
-            match v.write_trace(&mut out, offset_ns, origin_ns, first) {
-                Ok(_) => out.send(true),
-                Err(e) => post(&FromWorker::ExportFailed { file, req, error: e.to_string() }),
-            }
-        }
-        ToWorker::Perfetto { file, req, member, shift_ns } => {
-            let st = state.borrow();
-            let Some(v) = st.ranks.get(&file) else {
-                return post(&FromWorker::ExportFailed {
-                    file,
-                    req,
-                    error: "this rank is not loaded".into(),
-                });
-            };
-            let mut out = ChunkPoster { file, req, buf: Vec::with_capacity(CHUNK_BYTES) };
-            match v.write_perfetto_member(&mut out, &member, shift_ns) {
-                Ok(_) => out.send(true),
-                Err(e) => post(&FromWorker::ExportFailed { file, req, error: e.to_string() }),
-            }
-        }
-        ToWorker::Pick { file, req, lane, depth, t_ns, slop_ns } => {
-            let st = state.borrow();
-            let detail = st.ranks.get(&file).and_then(|v| v.pick(lane, depth, t_ns, slop_ns)).map(Box::new);
-            post(&FromWorker::Picked { file, req, detail });
         }
     }
+}
+
+/// The answer to one question about `file`; none when it was posted already (an export's
+/// pieces are posted as they are written, the last one ending the request).
+fn answer(state: &Rc<RefCell<State>>, file: FileId, req: u32, query: Query) -> Option<Answer> {
+    if let Query::Decide { decision } = &query {
+        // The job's rank for this file: what its exports and summaries name. The part was
+        // already restamped by the reducer.
+        if let Some(v) = state.borrow_mut().ranks.get_mut(&file) {
+            v.apply_decision(decision);
+        }
+        return Some(Answer::Done);
+    }
+    let st = state.borrow();
+    let Some(v) = st.ranks.get(&file) else {
+        return Some(Answer::Failed("this rank is not loaded".into()));
+    };
+    Some(match query {
+        Query::Tile { key } => Answer::Tile(Box::new(v.tile(key))),
+        Query::Pick { lane, depth, t_ns, slop_ns } => {
+            Answer::Picked(v.pick(lane, depth, t_ns, slop_ns).map(Box::new))
+        }
+        Query::Search { query } => Answer::Found(Box::new(v.search(&query, SEARCH_LIMIT))),
+        Query::Export { offset_ns, origin_ns, first } => {
+            let mut out = ChunkPoster { file, req, buf: Vec::with_capacity(CHUNK_BYTES) };
+            match v.write_trace(&mut out, offset_ns, origin_ns, first) {
+                Ok(_) => return out.last(),
+                Err(e) => Answer::Failed(e.to_string()),
+            }
+        }
+        Query::Perfetto { member, shift_ns } => {
+            let mut out = ChunkPoster { file, req, buf: Vec::with_capacity(CHUNK_BYTES) };
+            match v.write_perfetto_member(&mut out, &member, shift_ns) {
+                Ok(_) => return out.last(),
+                Err(e) => Answer::Failed(e.to_string()),
+            }
+        }
+        Query::Decide { .. } => Answer::Done,
+    })
 }
 
 /// What a load ends with: the finished ingest, or why there is none.
@@ -208,14 +198,23 @@ impl ChunkPoster {
     fn send(&mut self, last: bool) {
         let bytes = Uint8Array::from(&self.buf[..]);
         self.buf.clear();
+        let answer = Answer::Chunk { last };
         let msg = Array::of2(
-            &JsValue::from_str(&encode(&FromWorker::ExportChunk { file: self.file, req: self.req, last })),
+            &JsValue::from_str(&encode(&FromWorker::Answer { file: self.file, req: self.req, answer })),
             &bytes,
         );
         let transfer = Array::of1(&bytes.buffer());
         if let Err(e) = scope().post_message_with_transfer(&msg, &transfer) {
             web_sys::console::error_2(&"rankscope worker: cannot post".into(), &e);
         }
+    }
+}
+
+impl ChunkPoster {
+    /// Posts what is left as the last piece: the answer that ends the request, so none is left.
+    fn last(mut self) -> Option<Answer> {
+        self.send(true);
+        None
     }
 }
 

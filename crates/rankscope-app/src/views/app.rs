@@ -181,7 +181,7 @@ pub fn app() -> Html {
         use_effect_with(requests.as_ref().map(|r| r.0), move |_| {
             if let (Some(p), Some((_, reqs))) = (pool.borrow().as_ref(), requests) {
                 for (file, d) in reqs {
-                    p.decide(file, d);
+                    p.ask(file, crate::protocol::Query::Decide { decision: Box::new(d) }, None);
                 }
             }
         });

@@ -21,7 +21,7 @@ use yew::prelude::*;
 
 use super::Ctx;
 use crate::download;
-use crate::protocol::FileId;
+use crate::protocol::{Answer, FileId, Query};
 use crate::state::JobView;
 
 #[derive(Properties, PartialEq, Debug)]
@@ -101,20 +101,40 @@ fn save(text: &str, mime: &str, name: &str) -> Status {
     }
 }
 
+/// Pieces of an export: `(file, req, Ok((bytes, last)) | Err(why))`.
+type ExportSink = Rc<dyn Fn(FileId, u32, Result<(Uint8Array, bool), String>)>;
+
+/// The pool's reply for one export request: its pieces, or why there are none, to the sink.
+fn reply_to(sink: &Rc<RefCell<Option<ExportSink>>>, req: u32) -> crate::pool::Reply {
+    let sink = sink.clone();
+    Rc::new(move |file, answer, extra| {
+        let Some(s) = sink.borrow().clone() else { return };
+        match answer {
+            Answer::Chunk { last } => match extra.dyn_into::<Uint8Array>() {
+                Ok(bytes) => s(file, req, Ok((bytes, last))),
+                Err(_) => s(file, req, Err("a piece of the export came without its bytes".into())),
+            },
+            Answer::Failed(e) => s(file, req, Err(e)),
+            _ => {}
+        }
+    })
+}
+
 #[function_component(Exports)]
 pub fn exports(p: &Props) -> Html {
     let ctx = use_context::<Ctx>();
     let status = use_state(|| Status::Idle);
     let trace: Rc<RefCell<TraceExport>> = use_mut_ref(TraceExport::default);
+    let sink: Rc<RefCell<Option<ExportSink>>> = use_mut_ref(|| None);
 
-    // The pieces of the merged trace come back through the pool's export sink.
+    // The pieces of the merged trace come back to this sink (see `reply_to`).
     {
         let trace = trace.clone();
         let status = status.clone();
-        let pool = ctx.as_ref().and_then(Ctx::pool);
+        let cell = sink.clone();
         use_effect_with(p.job.clone(), move |_| {
-            if let Some(pool) = &pool {
-                let sink: crate::pool::ExportSink = Rc::new(move |file, req, piece| {
+            {
+                let sink: ExportSink = Rc::new(move |file, req, piece| {
                     let mut t = trace.borrow_mut();
                     if req != t.req || t.failed {
                         return;
@@ -174,12 +194,10 @@ pub fn exports(p: &Props) -> Html {
                         }
                     }
                 });
-                pool.set_export_sink(Some(sink));
+                *cell.borrow_mut() = Some(sink);
             }
             move || {
-                if let Some(pool) = pool {
-                    pool.set_export_sink(None);
-                }
+                *cell.borrow_mut() = None;
             }
         });
     }
@@ -206,7 +224,7 @@ pub fn exports(p: &Props) -> Html {
         })
     };
     let on_trace = {
-        let (job, status, trace) = (p.job.clone(), status.clone(), trace.clone());
+        let (job, status, trace, sink) = (p.job.clone(), status.clone(), trace.clone(), sink.clone());
         let pool = ctx.as_ref().and_then(Ctx::pool);
         Callback::from(move |_| {
             let Some(pool) = &pool else { return };
@@ -230,13 +248,15 @@ pub fn exports(p: &Props) -> Html {
             };
             status.set(Status::Writing { done: 0, of: order.len() });
             for (k, f) in order.iter().enumerate() {
-                pool.export(*f, req, job.offset(*f), job.origin_ns, k == 0);
+                let query =
+                    Query::Export { offset_ns: job.offset(*f), origin_ns: job.origin_ns, first: k == 0 };
+                pool.ask(*f, query, Some(reply_to(&sink, req)));
             }
         })
     };
     // The Perfetto archive: every rank's member from its worker, then the manifest.
     let start_perfetto = {
-        let (job, status, trace) = (p.job.clone(), status.clone(), trace.clone());
+        let (job, status, trace, sink) = (p.job.clone(), status.clone(), trace.clone(), sink.clone());
         let pool = ctx.as_ref().and_then(Ctx::pool);
         move |to: Option<(web_sys::Window, String)>| {
             let Some(pool) = &pool else { return };
@@ -271,7 +291,8 @@ pub fn exports(p: &Props) -> Html {
             };
             status.set(Status::Writing { done: 0, of: order.len() });
             for (f, m) in order.iter().zip(plan.members) {
-                pool.perfetto(*f, req, m, plan.shift_ns);
+                let query = Query::Perfetto { member: Box::new(m), shift_ns: plan.shift_ns };
+                pool.ask(*f, query, Some(reply_to(&sink, req)));
             }
         }
     };

@@ -47,6 +47,7 @@ impl Ctl {
         Ctl {
             canvas,
             pool: None,
+            sinks: None,
             dispatch: None,
             view: Viewport {
                 origin: 0,

@@ -237,6 +237,7 @@ pub(super) fn draw(c: &Shared) {
     // Ask for the tiles this frame lacked (nearest to the centre first is not needed: a worker
     // answers a tile in well under a frame).
     let pool = ctl.pool.clone();
+    let tile_reply = ctl.sinks.as_ref().map(|s| s.tile.clone());
     let mut asks = Vec::new();
     for k in wanted {
         if ctl.tiles.inflight.insert(k) {
@@ -244,9 +245,9 @@ pub(super) fn draw(c: &Shared) {
         }
     }
     drop(guard);
-    if let Some(p) = pool {
+    if let (Some(p), Some(reply)) = (pool, tile_reply) {
         for (file, key) in asks {
-            p.tile(file, key);
+            p.ask(file, Query::Tile { key }, Some(reply.clone()));
         }
     }
 }

@@ -31,8 +31,8 @@ use yew::prelude::*;
 
 use super::{Ctx, Listener};
 use crate::format;
-use crate::pool::Pool;
-use crate::protocol::FileId;
+use crate::pool::{Pool, Reply};
+use crate::protocol::{Answer, FileId, Query};
 use crate::state::{Action, JobView};
 use crate::tokens::*;
 
@@ -145,9 +145,21 @@ struct Frames {
     published: Option<(i64, i64)>,
 }
 
+/// Where the workers' answers for this timeline go: a tile's straight to the cache; a pick's and
+/// a search's with the request number they were asked under (a stale one is dropped).
+struct Sinks {
+    tile: Reply,
+    pick: Sink,
+    found: Sink,
+}
+
+/// An answer with the timeline's own request number.
+type Sink = Rc<dyn Fn(FileId, u32, Answer)>;
+
 struct Ctl {
     canvas: NodeRef,
     pool: Option<Pool>,
+    sinks: Option<Sinks>,
     dispatch: Option<Callback<Action>>,
     view: Viewport,
     rows: Vec<Row>,
@@ -192,8 +204,10 @@ fn pick_at(c: &Shared, x: f64, y: f64) {
             }
         }
     };
-    if let (Some(p), Some((file, req, lane, depth, t, slop))) = (pool, ask) {
-        p.pick(file, req, lane, depth, t, slop);
+    let sink = c.borrow().sinks.as_ref().map(|s| s.pick.clone());
+    if let (Some(p), Some((file, req, lane, depth, t, slop)), Some(sink)) = (pool, ask, sink) {
+        let reply: Reply = Rc::new(move |file, answer, _| sink(file, req, answer));
+        p.ask(file, Query::Pick { lane, depth, t_ns: t, slop_ns: slop }, Some(reply));
     }
     request_frame(c);
 }
@@ -258,9 +272,10 @@ pub fn timeline(p: &Props) -> Html {
                     c.scroll_to_rank(r);
                 }
             }
-            if let Some(pool) = &pool {
+            if pool.is_some() {
                 let weak = Rc::downgrade(&ctl);
-                let tile_sink: crate::pool::TileSink = Rc::new(move |file, tile: Tile| {
+                let tile: Reply = Rc::new(move |file, answer, _| {
+                    let Answer::Tile(tile) = answer else { return };
                     if let Some(c) = weak.upgrade() {
                         {
                             let mut cm = c.borrow_mut();
@@ -268,13 +283,14 @@ pub fn timeline(p: &Props) -> Html {
                             if cm.tiles.cache.len() > 50_000 {
                                 cm.tiles.cache.clear();
                             }
-                            cm.tiles.cache.insert((file, tile.key), Rc::new(tile));
+                            cm.tiles.cache.insert((file, tile.key), Rc::new(*tile));
                         }
                         request_frame(&c);
                     }
                 });
                 let weak = Rc::downgrade(&ctl);
-                let pick_sink: crate::pool::PickSink = Rc::new(move |file, req, detail| {
+                let pick: Sink = Rc::new(move |file, req, answer| {
+                    let Answer::Picked(detail) = answer else { return };
                     if let Some(c) = weak.upgrade() {
                         {
                             let mut cm = c.borrow_mut();
@@ -282,36 +298,33 @@ pub fn timeline(p: &Props) -> Html {
                                 return;
                             }
                             let (f, lane, depth) = cm.pointer.asked;
-                            cm.pointer.hover = detail.filter(|_| f == file).map(|d| (file, lane, depth, d));
+                            cm.pointer.hover = detail.filter(|_| f == file).map(|d| (file, lane, depth, *d));
                         }
                         request_frame(&c);
                     }
                 });
-                pool.set_sinks(Some(tile_sink), Some(pick_sink));
                 let weak = Rc::downgrade(&ctl);
                 let matches = matches.clone();
-                let found_sink: crate::pool::FoundSink = Rc::new(move |file, req, found: Found| {
+                let found: Sink = Rc::new(move |file, req, answer| {
+                    let Answer::Found(found) = answer else { return };
                     if let Some(c) = weak.upgrade() {
                         let total = {
                             let mut cm = c.borrow_mut();
                             if req != cm.search.req {
                                 return;
                             }
-                            cm.search.found.insert(file, found);
+                            cm.search.found.insert(file, *found);
                             cm.search.found.values().map(|f| f.total).sum::<u64>()
                         };
                         matches.set(Some(total));
                         request_frame(&c);
                     }
                 });
-                pool.set_found_sink(Some(found_sink));
+                ctl.borrow_mut().sinks = Some(Sinks { tile, pick, found });
             }
             request_frame(&ctl);
             move || {
-                if let Some(p) = pool {
-                    p.set_sinks(None, None);
-                    p.set_found_sink(None);
-                }
+                ctl.borrow_mut().sinks = None;
             }
         });
     }
@@ -550,9 +563,15 @@ pub fn timeline(p: &Props) -> Html {
             if q.trim().is_empty() {
                 matches.set(None);
             } else if let Some(pool) = pool {
-                let req = ctl.borrow().search.req;
+                let (req, sink) = {
+                    let c = ctl.borrow();
+                    (c.search.req, c.sinks.as_ref().map(|s| s.found.clone()))
+                };
                 for &f in &files {
-                    pool.search(f, req, &q);
+                    let reply: Option<Reply> = sink
+                        .clone()
+                        .map(|sink| -> Reply { Rc::new(move |file, answer, _| sink(file, req, answer)) });
+                    pool.ask(f, Query::Search { query: q.clone() }, reply);
                 }
             }
             request_frame(&ctl);
