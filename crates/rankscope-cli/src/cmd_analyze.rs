@@ -16,24 +16,8 @@ pub struct Args {
     /// content) add their hang / mismatch report (alone when there are only dumps).
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
-    /// The full analysis as JSON (schema `rankscope.analysis`, see docs/analysis-schema.md).
-    #[arg(long, conflicts_with_all = ["csv", "md"])]
-    pub json: bool,
-    /// The per rank × step table as CSV.
-    #[arg(long, conflicts_with = "md")]
-    pub csv: bool,
-    /// A Markdown report.
-    #[arg(long)]
-    pub md: bool,
-    /// Give a file its rank explicitly: `--rank path/to/file.json=3` (repeatable).
-    #[arg(long = "rank", value_name = "FILE=N")]
-    pub rank: Vec<String>,
-    /// A known clock offset: `--offset RANK=NS` (aligned time = rank time − NS; repeatable).
-    #[arg(long = "offset", value_name = "RANK=NS")]
-    pub offset: Vec<String>,
-    /// Change a finding threshold: `--threshold exposed_comm_ratio=0.15` (repeatable).
-    #[arg(long = "threshold", value_name = "NAME=VALUE")]
-    pub threshold: Vec<String>,
+    #[command(flatten)]
+    pub job: JobFlags,
     /// Fail (exit 3) when a job metric crosses a bound, e.g. `--fail-on 'exposed_comm_ratio>0.3'`.
     #[arg(long = "fail-on", value_name = "METRIC>VALUE")]
     pub fail_on: Vec<String>,
@@ -51,10 +35,55 @@ pub struct Args {
     pub rules: Option<PathBuf>,
 }
 
+/// The flags `analyze` and `combine` share: what to print, and what the job is told.
+#[derive(Debug, clap::Args)]
+pub struct JobFlags {
+    /// The full analysis as JSON (schema `rankscope.analysis`, see docs/analysis-schema.md).
+    #[arg(long, conflicts_with_all = ["csv", "md"])]
+    pub json: bool,
+    /// The per rank × step table as CSV.
+    #[arg(long, conflicts_with = "md")]
+    pub csv: bool,
+    /// A Markdown report (the default).
+    #[arg(long)]
+    pub md: bool,
+    /// Give a file its rank explicitly: `--rank path/to/file.json=3` (repeatable).
+    #[arg(long = "rank", value_name = "FILE=N")]
+    pub rank: Vec<String>,
+    /// A known clock offset: `--offset RANK=NS` (aligned time = rank time − NS; repeatable).
+    #[arg(long = "offset", value_name = "RANK=NS")]
+    pub offset: Vec<String>,
+    /// Change a finding threshold: `--threshold exposed_comm_ratio=0.15` (repeatable).
+    #[arg(long = "threshold", value_name = "NAME=VALUE")]
+    pub threshold: Vec<String>,
+}
+
+impl JobFlags {
+    /// The analysis options these flags give.
+    pub fn options(&self) -> Result<Options> {
+        options(&self.offset, &self.threshold)
+    }
+
+    /// Prints the job's output in the form asked for (Markdown unless `--json` or `--csv`).
+    pub fn emit(&self, out: &rankscope_core::job::JobOutput) -> Result<()> {
+        if self.json {
+            crate::out::emit(&out.json())?;
+        } else if self.csv && out.has_traces() {
+            crate::out::emit(&out.csv())?;
+            if out.flight_recorder.is_some() {
+                eprintln!("rankscope: the Flight Recorder dumps are not part of the CSV: see --md or --json");
+            }
+        } else {
+            crate::out::emit(&out.markdown())?;
+        }
+        Ok(())
+    }
+}
+
 /// Exit codes: 0 fine; 1 a file is not a trace or two files claim one rank; 2 usage or I/O
 /// error; 3 a `--fail-on` gate failed.
 pub fn run(a: Args) -> Result<u8> {
-    let opts = options(&a.offset, &a.threshold)?;
+    let opts = a.job.options()?;
     let gates: Vec<report::Gate> = a
         .fail_on
         .iter()
@@ -67,7 +96,7 @@ pub fn run(a: Args) -> Result<u8> {
         .collect::<Result<_>>()?;
     let req = load::Request {
         paths: a.paths.clone(),
-        ranks: a.rank.clone(),
+        ranks: a.job.rank.clone(),
         rules: a.rules.clone(),
         options: opts,
         chunk: None,
@@ -101,16 +130,7 @@ pub fn run(a: Args) -> Result<u8> {
                 .with_context(|| format!("cannot write {}", path.display()))?;
         }
     }
-    if a.json {
-        crate::out::emit(&out.json())?;
-    } else if a.csv && out.has_traces() {
-        crate::out::emit(&out.csv())?;
-        if out.flight_recorder.is_some() {
-            eprintln!("rankscope: the Flight Recorder dumps are not part of the CSV: see --md or --json");
-        }
-    } else {
-        crate::out::emit(&out.markdown())?;
-    }
+    a.job.emit(&out)?;
     let bad = if out.has_traces() { report::failed_gates(analysis, &gates) } else { Vec::new() };
     for (g, v) in &bad {
         eprintln!("rankscope: gate failed: {} {} {} (measured {v:.4})", g.metric, g.op, g.value);
@@ -126,7 +146,7 @@ pub fn run(a: Args) -> Result<u8> {
 
 /// The analysis options from `--offset RANK=NS` and `--threshold NAME=VALUE` (shared by
 /// `analyze` and `combine`).
-pub fn options(offset: &[String], threshold: &[String]) -> Result<Options> {
+fn options(offset: &[String], threshold: &[String]) -> Result<Options> {
     let mut opts = Options::default();
     for o in offset {
         let (r, ns) = o.split_once('=').with_context(|| format!("--offset expects RANK=NS, got `{o}`"))?;

@@ -43,24 +43,8 @@ pub struct CombineArgs {
     /// Part files, in the order `analyze` would read their inputs (it decides load-order ranks).
     #[arg(required = true)]
     pub parts: Vec<PathBuf>,
-    /// The full analysis as JSON (schema `rankscope.analysis`).
-    #[arg(long, conflicts_with_all = ["csv", "md"])]
-    pub json: bool,
-    /// The per rank × step table as CSV.
-    #[arg(long, conflicts_with = "md")]
-    pub csv: bool,
-    /// A Markdown report (the default).
-    #[arg(long)]
-    pub md: bool,
-    /// Give a file its rank explicitly: `--rank path/to/file.json=3` (repeatable).
-    #[arg(long = "rank", value_name = "FILE=N")]
-    pub rank: Vec<String>,
-    /// A known clock offset: `--offset RANK=NS` (repeatable).
-    #[arg(long = "offset", value_name = "RANK=NS")]
-    pub offset: Vec<String>,
-    /// Change a finding threshold: `--threshold exposed_comm_ratio=0.15` (repeatable).
-    #[arg(long = "threshold", value_name = "NAME=VALUE")]
-    pub threshold: Vec<String>,
+    #[command(flatten)]
+    pub job: crate::cmd_analyze::JobFlags,
 }
 
 pub fn run(c: Command) -> Result<u8> {
@@ -108,8 +92,8 @@ fn part(a: PartArgs) -> Result<u8> {
 /// Exit codes as `analyze`'s: 0 fine; 1 two files claim one rank; 2 usage, I/O or a part that
 /// cannot be read.
 fn combine(a: CombineArgs) -> Result<u8> {
-    let opts = crate::cmd_analyze::options(&a.offset, &a.threshold)?;
-    let explicit = load::parse_rank_map(&a.rank)?;
+    let opts = a.job.options()?;
+    let explicit = load::parse_rank_map(&a.job.rank)?;
     let mut files: Vec<(RankClaim, RankPart)> = Vec::new();
     let mut texts: Vec<Text> = Vec::new();
     for p in &a.parts {
@@ -134,12 +118,6 @@ fn combine(a: CombineArgs) -> Result<u8> {
     if !out.has_traces() && out.flight_recorder.as_ref().is_none_or(|f| f.dumps.is_empty()) {
         anyhow::bail!("no part holds a trace or a Flight Recorder dump");
     }
-    if a.json {
-        crate::out::emit(&out.json())?;
-    } else if a.csv && out.has_traces() {
-        crate::out::emit(&out.csv())?;
-    } else {
-        crate::out::emit(&out.markdown())?;
-    }
+    a.job.emit(&out)?;
     Ok(if out.clean() { 0 } else { 1 })
 }
