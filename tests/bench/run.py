@@ -38,18 +38,18 @@ def load():
     return os.getloadavg()[0]
 
 
-def timed(cmd, stdout=subprocess.DEVNULL):
+def timed(cmd, stdout=subprocess.DEVNULL, env=None):
     """Runs `cmd` under /usr/bin/time: (wall s, user+sys s, peak RSS MB)."""
     tf = OUT / "time.txt"
     subprocess.run(["/usr/bin/time", "-f", "%e %U %S %M", "-o", str(tf)] + [str(c) for c in cmd],
-                   stdout=stdout, stderr=subprocess.DEVNULL, check=True)
+                   stdout=stdout, stderr=subprocess.DEVNULL, check=True,
+                   env=None if env is None else {**os.environ, **env})
     wall, user, sys_, rss = tf.read_text().split()[-4:]
     return float(wall), float(user) + float(sys_), int(rss) / 1024
 
 
-def repeat(cmd, n):
-    runs = [timed(cmd) for _ in range(n)]
-    return runs
+def repeat(cmd, n, env=None):
+    return [timed(cmd, env=env) for _ in range(n)]
 
 
 def span(xs, fmt="{:.2f}"):
@@ -110,6 +110,11 @@ def main():
     stages = [ingest_bench(f) for _ in range(reps)]
     inspect_runs = repeat([BIN, "inspect", "--json", f], reps)
     analyze_runs = repeat([BIN, "analyze", "--json", f], reps)
+    # One file on one core vs every core (rankscope-host read_trace_split), interleaved.
+    one, every = [], []
+    for _ in range(reps):
+        one += repeat([BIN, "inspect", "--json", f], 1, env={"RANKSCOPE_PARSE_THREADS": "1"})
+        every += repeat([BIN, "inspect", "--json", f], 1)
     loads.append(load())
     rate = lambda s: size_mb / s
     parse = [s["parse_s"] for s in stages]
@@ -134,6 +139,13 @@ def main():
         f"| `rankscope analyze --json` | {span(an_wall)} s wall, {span(an_cpu)} s CPU | "
         f"{span([rate(x) for x in an_wall], '{:.0f}')} MB/s | "
         f"{min(parse) / max(an_wall):.2f}–{max(parse) / min(an_wall):.2f} (target ≥ 0.8) |",
+        f"| `inspect --json`, the file on 1 core (`RANKSCOPE_PARSE_THREADS=1`) | {span([r[0] for r in one])} s wall, "
+        f"{span([r[1] for r in one])} s CPU | {span([rate(r[0]) for r in one], '{:.0f}')} MB/s | "
+        f"peak RSS {min(r[2] for r in one):.0f} MB |",
+        f"| `inspect --json`, the file on every core (split at seams) | {span([r[0] for r in every])} s wall, "
+        f"{span([r[1] for r in every])} s CPU | {span([rate(r[0]) for r in every], '{:.0f}')} MB/s | "
+        f"{min(r[0] for r in one) / max(r[0] for r in every):.2f}–{max(r[0] for r in one) / min(r[0] for r in every):.2f}× "
+        f"the 1-core wall (target ≥ 1.7 on 2 cores); peak RSS {min(r[2] for r in every):.0f} MB |",
         f"| peak RSS, `analyze` | {span([r[2] for r in analyze_runs], '{:.0f}')} MB | | "
         f"{min(r[2] for r in analyze_runs) / size_mb:.2f}× input (target ≤ 0.3) |",
         "",

@@ -44,7 +44,7 @@ fn split_parse(bytes: &[u8], cuts: &[usize], chunk: usize) -> Option<RankTrace> 
         p.feed(b"]");
         middle.push(p.finish().ok()?);
     }
-    split::merge(frame, &mark, &middle, bytes.len() as u64)
+    split::merge(frame, &mark, middle, bytes.len() as u64)
 }
 
 /// Everything a parse produces, as text (tables, every string in id order, lanes, counts).

@@ -237,7 +237,7 @@ pub fn read_trace_split(
         (framed, middle)
     });
     let (frame, mark) = framed?;
-    let mut t = split::merge(frame, &mark, &middle?, len)?;
+    let mut t = split::merge(frame, &mark, middle?, len)?;
     t.input_bytes = len;
     Some(t)
 }

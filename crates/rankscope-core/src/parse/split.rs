@@ -191,6 +191,18 @@ fn append(
     }
 }
 
+fn reserve(e: &mut EventTable, n: usize) {
+    e.kind.reserve_exact(n);
+    e.ts_ns.reserve_exact(n);
+    e.dur_ns.reserve_exact(n);
+    e.name.reserve_exact(n);
+    e.cat.reserve_exact(n);
+    e.lane.reserve_exact(n);
+    e.correlation.reserve_exact(n);
+    e.external_id.reserve_exact(n);
+    e.args.reserve_exact(n);
+}
+
 fn add_counts(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
     for (k, &n) in from {
         *into.entry(k.clone()).or_default() += n;
@@ -200,7 +212,10 @@ fn add_counts(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
 /// Merges the frame (head and tail, marked between them) and the middle pieces (in file order)
 /// into the trace the serial parser gives for the whole file, or `None` when any part leaves a
 /// doubt (see the module doc). `text_bytes` is the file's length.
-pub fn merge(frame: RankTrace, mark: &Mark, middle: &[RankTrace], text_bytes: u64) -> Option<RankTrace> {
+///
+/// Each piece is dropped once its rows are copied, and the merged columns are reserved at their
+/// final size, so the peak is the merged columns plus about one piece.
+pub fn merge(frame: RankTrace, mark: &Mark, middle: Vec<RankTrace>, text_bytes: u64) -> Option<RankTrace> {
     if !clean(&frame) || middle.iter().any(|m| !clean(m) || m.counts.by_ph.contains_key("M")) {
         return None;
     }
@@ -285,6 +300,13 @@ pub fn merge(frame: RankTrace, mark: &Mark, middle: &[RankTrace], text_bytes: u6
         }
     }
     out.strings = strings;
+    out.counts = f.counts.clone();
+    for m in &middle {
+        out.counts.total += m.counts.total;
+        add_counts(&mut out.counts.by_ph, &m.counts.by_ph);
+        add_counts(&mut out.counts.by_cat, &m.counts.by_cat);
+    }
+    let maps: Vec<(Vec<StrId>, Vec<LaneId>)> = mps.into_iter().map(|p| (p.strings, p.lanes)).collect();
     // Rows: the head, each piece, the tail.
     let mid_events: usize = middle.iter().map(|m| m.events.len()).sum();
     let mid_comm: usize = middle.iter().map(|m| m.comm.len()).sum();
@@ -292,6 +314,7 @@ pub fn merge(frame: RankTrace, mark: &Mark, middle: &[RankTrace], text_bytes: u6
     let (de, dc) = (mid_events as u32, mid_comm as u32);
     let frame_row = move |r: u32| if r < me { r } else { r.saturating_add(de) };
     let frame_comm = move |r: u32| if r < mc { r } else { r.saturating_add(dc) };
+    reserve(&mut out.events, f.events.len() + mid_events);
     append(
         &mut out,
         &fp,
@@ -303,7 +326,8 @@ pub fn merge(frame: RankTrace, mark: &Mark, middle: &[RankTrace], text_bytes: u6
         &frame_comm,
     );
     let (mut eo, mut co) = (me, mc);
-    for p in &mps {
+    for (m, (strings, lanes)) in middle.into_iter().zip(maps) {
+        let p = &Part { t: &m, strings, lanes, shift: base };
         let t = p.t;
         let (e0, c0) = (eo, co);
         let row = move |r: u32| r.saturating_add(e0);
@@ -338,11 +362,5 @@ pub fn merge(frame: RankTrace, mark: &Mark, middle: &[RankTrace], text_bytes: u6
         }
     }
     out.lanes = lanes.table;
-    out.counts = f.counts.clone();
-    for m in middle {
-        out.counts.total += m.counts.total;
-        add_counts(&mut out.counts.by_ph, &m.counts.by_ph);
-        add_counts(&mut out.counts.by_cat, &m.counts.by_cat);
-    }
     Some(out)
 }
