@@ -2,6 +2,9 @@
 //! (serde_json skipping everything, `IgnoredAny`) as the yardstick.
 //!
 //! `cargo run --release -p rankscope-cli --example ingest_bench -- FILE`
+//!
+//! Each figure is also printed as a `bench key=value` line for `tests/bench/run.py`
+//! (`./x bench`), which writes the tables of BENCHMARKS.md from them.
 
 use std::io::Read;
 use std::time::Instant;
@@ -41,12 +44,14 @@ fn main() -> anyhow::Result<()> {
     println!("normalize (sort, classify, link, steps, strings): {norm:.3} s");
     println!("report: {rep:.3} s; total {:.3} s = {:.0} MB/s", parse + norm + rep, mb(parse + norm + rep));
     println!("table bytes per event: {:.1}", report.files[0].table_bytes_per_event);
+    println!("bench parse_s={parse:.4} normalize_s={norm:.4} report_s={rep:.4} events={events} bytes={size}");
 
     let t3 = Instant::now();
     let r = std::io::BufReader::with_capacity(4 << 20, std::fs::File::open(&path)?);
     let mut de = serde_json::Deserializer::from_reader(r);
     serde::de::IgnoredAny::deserialize(&mut de)?;
     let bare = t3.elapsed().as_secs_f64();
+    println!("bench serde_skip_s={bare:.4}");
     println!(
         "bare serde_json parse (IgnoredAny, from a 4 MiB BufReader): {bare:.3} s = {:.0} MB/s",
         mb(bare)

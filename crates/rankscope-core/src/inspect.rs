@@ -163,7 +163,6 @@ fn file_report(r: &RankEntry, strings: &StringTable) -> FileReport {
     let t = &r.trace;
     let e = &t.events;
     let (start, end) = crate::normalize::steps::span(e);
-    let mut by_class: BTreeMap<String, u64> = BTreeMap::new();
     let mut slices = 0;
     let mut instants = 0;
     let mut gpu_ops = 0;
@@ -173,10 +172,20 @@ fn file_report(r: &RankEntry, strings: &StringTable) -> FileReport {
     let mut colls: BTreeMap<(CollKind, &'static str), u64> = BTreeMap::new();
     let mut cat_memo: FxHashMap<StrId, (bool, bool)> = FxHashMap::default();
     let mut name_memo: FxHashMap<StrId, (bool, bool)> = FxHashMap::default();
-    let is_linked: std::collections::HashSet<u32> = r.norm.links.gpu.iter().map(|g| g.0).collect();
+    // One flag per row, not a hash set: the rows are dense, and a set of millions of ids costs
+    // a cache miss per lookup (the larger the file, the slower each).
+    let mut is_linked = vec![false; e.len()];
+    for g in &r.norm.links.gpu {
+        if let Some(f) = is_linked.get_mut(g.0 as usize) {
+            *f = true;
+        }
+    }
+    let mut class_counts = [0u64; Class::ALL.len()];
     let mut linked = 0;
     for i in 0..e.len() {
-        *by_class.entry(e.class[i].name().to_string()).or_default() += 1;
+        if let Some(n) = class_counts.get_mut(e.class[i] as usize) {
+            *n += 1;
+        }
         match e.kind[i] {
             EventKind::Slice => slices += 1,
             EventKind::Instant => instants += 1,
@@ -191,7 +200,7 @@ fn file_report(r: &RankEntry, strings: &StringTable) -> FileReport {
         if e.kind[i] == EventKind::Slice {
             if gpu_op {
                 gpu_ops += 1;
-                if is_linked.contains(&(i as u32)) {
+                if is_linked[i] {
                     linked += 1;
                 }
             }
@@ -224,6 +233,12 @@ fn file_report(r: &RankEntry, strings: &StringTable) -> FileReport {
         })
         .collect();
     lanes.sort_by(|a, b| (a.kind, &a.pid, &a.tid).cmp(&(b.kind, &b.pid, &b.tid)));
+    let by_class: BTreeMap<String, u64> = Class::ALL
+        .iter()
+        .zip(class_counts)
+        .filter(|&(_, n)| n > 0)
+        .map(|(c, n)| (c.name().to_string(), n))
+        .collect();
     FileReport {
         file: t.source.clone(),
         rank: r.rank,

@@ -131,6 +131,117 @@ pub fn read_trace(path: &Path, chunk: usize, progress: &dyn Fn(u64)) -> Result<R
     ingest.finish().map_err(|e| ReadError { message: e.to_string(), not_a_trace: true })
 }
 
+/// Files smaller than this are parsed on one core (the pieces would not pay for themselves).
+/// `RANKSCOPE_SPLIT_MIN_BYTES` overrides it (tests), `RANKSCOPE_PARSE_THREADS=1` turns
+/// splitting off.
+const SPLIT_MIN_BYTES: u64 = 64 << 20;
+
+/// Bytes searched for a seam after each cut point.
+const SEAM_WINDOW: usize = 1 << 20;
+
+fn env_num(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
+}
+
+/// Reads `[from, to)` of `f` in `chunk`-byte reads into `feed`.
+fn read_range(
+    f: &std::fs::File,
+    from: u64,
+    to: u64,
+    chunk: usize,
+    feed: &mut dyn FnMut(&[u8]),
+) -> Option<()> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; chunk.max(1)];
+    let mut at = from;
+    while at < to {
+        let want = ((to - at) as usize).min(buf.len());
+        let n = match f.read_at(&mut buf[..want], at) {
+            Ok(0) => return None,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return None,
+        };
+        feed(&buf[..n]);
+        at += n as u64;
+    }
+    Some(())
+}
+
+/// One file on every core (`rankscope_core::parse::split`): the head and tail of the file read
+/// by one parser (the frame), the events between cut at verified seams into `pieces` parts
+/// parsed on their own threads, the columns merged into what the serial parse gives. `None`
+/// whenever that is not certain (gzip, a small file, no seam, any diagnostic, `B`/`E` events,
+/// …): the caller then parses serially, so damaged input keeps the serial messages.
+pub fn read_trace_split(
+    path: &Path,
+    chunk: usize,
+    pieces: usize,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Option<RankTrace> {
+    use rankscope_core::parse::{split, TraceParser};
+    use std::os::unix::fs::FileExt;
+    let name = path.display().to_string();
+    let f = std::fs::File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    let min = env_num("RANKSCOPE_SPLIT_MIN_BYTES").unwrap_or(SPLIT_MIN_BYTES);
+    if pieces < 2 || len < min.max(2) {
+        return None;
+    }
+    // Plain JSON only: gzip inflates serially, and a BOM or anything else is the serial path's.
+    let mut first = [0u8; 64];
+    let n = f.read_at(&mut first, 0).ok()?;
+    if !matches!(first[..n].iter().find(|b| !b.is_ascii_whitespace()), Some(b'{' | b'[')) {
+        return None;
+    }
+    let head = (len / (8 * pieces as u64)).min(1 << 20);
+    let mut cuts = vec![head];
+    let body = len - 2 * head;
+    cuts.extend((1..pieces as u64).map(|i| head + body / pieces as u64 * i));
+    cuts.push(len - head);
+    let mut seams: Vec<(u64, u64)> = Vec::new();
+    let mut window = vec![0u8; SEAM_WINDOW];
+    for &c in &cuts {
+        let n = f.read_at(&mut window, c).ok()?;
+        let (end, start) = split::find_seam(&window[..n])?;
+        let seam = (c + end as u64, c + start as u64);
+        if seams.last().is_some_and(|&(_, s)| seam.0 <= s) {
+            return None;
+        }
+        seams.push(seam);
+    }
+    let (first_seam, last_seam) = (*seams.first()?, *seams.last()?);
+    let frame = || -> Option<(RankTrace, rankscope_core::parse::Mark)> {
+        let mut p = TraceParser::new(&name);
+        read_range(&f, 0, first_seam.1, chunk, &mut |b| p.feed(b))?;
+        let mark = p.mark()?;
+        read_range(&f, last_seam.1, len, chunk, &mut |b| p.feed(b))?;
+        progress(first_seam.1 + (len - last_seam.1));
+        Some((p.finish().ok()?, mark))
+    };
+    let piece = |i: usize| -> Option<RankTrace> {
+        let (from, to) = (seams.get(i)?.1, seams.get(i + 1)?.0);
+        let mut p = TraceParser::new(&name);
+        p.feed(b"[");
+        read_range(&f, from, to, chunk, &mut |b| {
+            p.feed(b);
+            progress(b.len() as u64);
+        })?;
+        p.feed(b"]");
+        p.finish().ok()
+    };
+    let (framed, middle) = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..seams.len() - 1).map(|i| s.spawn(move || piece(i))).collect();
+        let framed = frame();
+        let middle: Option<Vec<RankTrace>> = handles.into_iter().map(|h| h.join().ok().flatten()).collect();
+        (framed, middle)
+    });
+    let (frame, mark) = framed?;
+    let mut t = split::merge(frame, &mark, middle?, len)?;
+    t.input_bytes = len;
+    Some(t)
+}
+
 /// Progress of reading: `(bytes done, bytes in all)`, called from the reading threads.
 pub type ProgressFn<'a> = &'a (dyn Fn(u64, u64) + Sync);
 
@@ -144,7 +255,12 @@ pub fn load_traces(
 ) -> (Vec<RankTrace>, Vec<FailedFile>, Vec<String>) {
     let total: u64 = files.iter().filter_map(|f| std::fs::metadata(&f.path).ok()).map(|m| m.len()).sum();
     let done = AtomicU64::new(0);
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(files.len()).max(1);
+    let cores = env_num("RANKSCOPE_PARSE_THREADS")
+        .map(|n| n.max(1) as usize)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let threads = cores.min(files.len()).max(1);
+    // One file alone gets every core; with more files than cores, each file one core.
+    let split_pieces = if files.len() == 1 { cores } else { 1 };
     let next = AtomicU64::new(0);
     let results: Mutex<Vec<(usize, Result<RankTrace, ReadError>)>> = Mutex::new(Vec::new());
     std::thread::scope(|s| {
@@ -152,9 +268,17 @@ pub fn load_traces(
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed) as usize;
                 let Some(input) = files.get(i) else { break };
-                let r = read_trace(&input.path, chunk, &|n| {
-                    progress(done.fetch_add(n, Ordering::Relaxed) + n, total);
-                });
+                let report = |n: u64| progress(done.fetch_add(n, Ordering::Relaxed) + n, total);
+                // A core left idle by too few files splits the file it reads.
+                let r = match read_trace_split(&input.path, chunk, split_pieces, &report) {
+                    Some(t) => Ok(t),
+                    None => {
+                        if split_pieces > 1 {
+                            done.store(0, Ordering::Relaxed);
+                        }
+                        read_trace(&input.path, chunk, &report)
+                    }
+                };
                 if let Ok(mut v) = results.lock() {
                     v.push((i, r));
                 }

@@ -28,6 +28,8 @@
 //! that waits 400 ms at the end of `backward` for a late peer does not look like a rank whose
 //! `backward` is slow.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::intervals::{Iv, Set};
@@ -322,14 +324,18 @@ pub fn rank_regions(r: &RankEntry, strings: &StringTable, windows: &[(u32, i64, 
     // Children regions cover their parent like operators do, by their own ops and syncs: fold
     // each occurrence's figures up into its ancestors after computing its own.
     let n = out.occurrences.len();
-    let mut sub_ops: Vec<Set> = occ_ops.into_iter().map(Set::from_unsorted).collect();
-    let mut sub_sync: Vec<Set> = occ_sync.into_iter().map(Set::from_unsorted).collect();
+    // Each occurrence's raw intervals are its own plus its children's results, appended by each
+    // child and made a set once when the occurrence's turn comes: one union per occurrence, not
+    // one per child (a region with thousands of child regions re-merged its growing set for
+    // each of them, quadratic in the children).
+    let mut sub_ops: Vec<Vec<Iv>> = occ_ops;
+    let mut sub_sync: Vec<Vec<Iv>> = occ_sync;
     // Occurrences are pushed in start order, parents before children: fold from the end.
     for k in (0..n).rev() {
         let o = &out.occurrences[k];
         let (lo, hi) = (o.start_ns, o.end_ns);
-        let sync = sub_sync[k].clip(lo, hi);
-        let ops = sub_ops[k].clip(lo, hi).subtract(&sync);
+        let sync = Set::from_unsorted(std::mem::take(&mut sub_sync[k])).clip(lo, hi);
+        let ops = Set::from_unsorted(std::mem::take(&mut sub_ops[k])).clip(lo, hi).subtract(&sync);
         let ops_ns = ops.len_ns();
         let sync_ns = sync.len_ns();
         let parent = o.parent;
@@ -338,10 +344,8 @@ pub fn rank_regions(r: &RankEntry, strings: &StringTable, windows: &[(u32, i64, 
         o.sync_ns = sync_ns;
         o.free_ns = (hi - lo - ops_ns - sync_ns).max(0);
         if let Some(p) = parent.map(|p| p as usize).filter(|&p| p < k) {
-            let merged = sub_ops[p].union(&ops);
-            sub_ops[p] = merged;
-            let merged = sub_sync[p].union(&sync);
-            sub_sync[p] = merged;
+            sub_ops[p].extend_from_slice(ops.intervals());
+            sub_sync[p].extend_from_slice(sync.intervals());
         }
     }
     // GPU compute launched from inside each occurrence (inclusive: added to every ancestor).
@@ -393,34 +397,24 @@ pub fn rank_regions(r: &RankEntry, strings: &StringTable, windows: &[(u32, i64, 
         }
         out.free_gaps = Set::from_unsorted(cands).subtract(&sync).intervals().to_vec();
         out.sync_spans = sync.intervals().to_vec();
-        let list = &lane_occ[m];
+        // The main thread's occurrences of each step, in start order.
+        let mut by_step: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        for &k in &lane_occ[m] {
+            if let Some(o) = out.occurrences.get(k) {
+                by_step.entry(o.step).or_default().push(k);
+            }
+        }
         for &(step, lo, hi) in windows {
             // Innermost phase-bearing occurrence wins: paint occurrences in start order
             // (parents before children), each overwriting what it covers.
             let mut painted: Vec<(Iv, Phase)> = vec![((lo, hi), Phase::Other)];
-            for &k in list {
+            for &k in by_step.get(&step).map_or(&[][..], Vec::as_slice) {
                 let o = &out.occurrences[k];
-                if o.step != step || o.end_ns <= lo || o.start_ns >= hi {
+                if o.end_ns <= lo || o.start_ns >= hi {
                     continue;
                 }
                 let Some(ph) = own_phase[k] else { continue };
-                let (a, b) = (o.start_ns.max(lo), o.end_ns.min(hi));
-                let mut next = Vec::with_capacity(painted.len() + 2);
-                for &((x, y), p) in &painted {
-                    if y <= a || x >= b {
-                        next.push(((x, y), p));
-                        continue;
-                    }
-                    if x < a {
-                        next.push(((x, a), p));
-                    }
-                    if y > b {
-                        next.push(((b, y), p));
-                    }
-                }
-                next.push(((a, b), ph));
-                next.sort_unstable_by_key(|x| x.0);
-                painted = next;
+                paint(&mut painted, o.start_ns.max(lo), o.end_ns.min(hi), ph);
             }
             let mut spans: Vec<(Phase, Vec<Iv>)> = Vec::new();
             for ph in Phase::ALL {
@@ -434,6 +428,36 @@ pub fn rank_regions(r: &RankEntry, strings: &StringTable, windows: &[(u32, i64, 
         }
     }
     out
+}
+
+/// Paints `[a, b)` with `ph` over `painted`, a partition of the step window into non-empty
+/// pieces sorted by start: the pieces it overlaps (a contiguous run, found by binary search)
+/// give way to it, keeping their parts outside it. Occurrences come in start order, so the run
+/// and the pieces after it are few (the enclosing occurrences' tails): O(log P + depth) per
+/// occurrence. An empty `[a, b)` changes no phase's union, so it is not painted. Returns the
+/// pieces it replaced or moved (the work, which a test bounds).
+fn paint(painted: &mut Vec<(Iv, Phase)>, a: i64, b: i64, ph: Phase) -> usize {
+    if b <= a {
+        return 0;
+    }
+    let i0 = painted.partition_point(|&((_, y), _)| y <= a);
+    let i1 = painted.partition_point(|&((x, _), _)| x < b).max(i0);
+    let mut with: Vec<(Iv, Phase)> = Vec::with_capacity(3);
+    if let Some(&((x, _), p)) = painted.get(i0).filter(|_| i0 < i1) {
+        if x < a {
+            with.push(((x, a), p));
+        }
+    }
+    with.push(((a, b), ph));
+    if let Some(&((_, y), p)) = i1.checked_sub(1).filter(|&j| j >= i0 && i0 < i1).and_then(|j| painted.get(j))
+    {
+        if y > b {
+            with.push(((b, y), p));
+        }
+    }
+    let work = painted.len() - i0;
+    painted.splice(i0..i1, with);
+    work
 }
 
 #[cfg(test)]
@@ -452,5 +476,77 @@ mod tests {
         );
         assert_eq!(phase_of("straggler_sleep", Class::Annotation), None);
         assert_eq!(region_name("ProfilerStep#7"), "ProfilerStep");
+    }
+
+    /// What `paint` replaced: rebuild every piece, then sort (quadratic over a step's regions).
+    fn paint_naive(painted: &[(Iv, Phase)], a: i64, b: i64, ph: Phase) -> Vec<(Iv, Phase)> {
+        let mut next = Vec::new();
+        for &((x, y), p) in painted {
+            if y <= a || x >= b {
+                next.push(((x, y), p));
+                continue;
+            }
+            if x < a {
+                next.push(((x, a), p));
+            }
+            if y > b {
+                next.push(((b, y), p));
+            }
+        }
+        next.push(((a, b), ph));
+        next.sort_unstable_by_key(|x| x.0);
+        next
+    }
+
+    fn unions(painted: &[(Iv, Phase)]) -> Vec<(Phase, Vec<Iv>)> {
+        Phase::ALL
+            .iter()
+            .map(|&ph| {
+                let ivs = painted.iter().filter(|x| x.1 == ph).map(|x| x.0).collect();
+                (ph, Set::from_unsorted(ivs).intervals().to_vec())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn paint_equals_the_rebuild_on_random_occurrences() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n) as i64
+        };
+        for _ in 0..500 {
+            let (lo, hi) = (0, 1000);
+            let (mut fast, mut slow) = (vec![((lo, hi), Phase::Other)], vec![((lo, hi), Phase::Other)]);
+            // Starts in order (as occurrences come), ends anywhere: nested, disjoint, overlapping
+            // and empty intervals alike.
+            let mut start = 0;
+            for _ in 0..rnd(40) {
+                start += rnd(60);
+                let (a, b) = (start.min(hi), (start + rnd(400) - 20).clamp(lo, hi));
+                let ph = Phase::ALL[rnd(5) as usize];
+                paint(&mut fast, a, b, ph);
+                slow = paint_naive(&slow, a, b, ph);
+                assert_eq!(unions(&fast), unions(&slow), "after [{a}, {b})");
+            }
+        }
+    }
+
+    /// The shape of the data-loading slowdown (issue 12): with every `aten::` operator a
+    /// data-loading region, a step holds thousands of sibling regions. Painting them must cost
+    /// a constant per region, not the step's whole painting.
+    #[test]
+    fn painting_many_siblings_is_linear() {
+        let n = 10_000;
+        let mut painted = vec![((0, 10 * n + 10), Phase::Other)];
+        let mut work = paint(&mut painted, 0, 10 * n + 5, Phase::Forward);
+        for i in 0..n {
+            work += paint(&mut painted, 10 * i + 1, 10 * i + 6, Phase::DataLoading);
+            work += paint(&mut painted, 10 * i + 2, 10 * i + 3, Phase::Backward);
+        }
+        assert_eq!(painted.len() as i64, 4 * n + 2);
+        assert!(work <= 8 * n as usize, "{work} pieces moved for {n} siblings");
     }
 }

@@ -99,10 +99,16 @@ pub fn assign(t: &mut RankTrace, links: &Links) -> StepTable {
             }
         }
     }
-    let linked: std::collections::HashSet<u32> = links.gpu.iter().map(|g| g.0).collect();
+    // One flag per row (a hash set of millions of ids costs a cache miss per lookup).
+    let mut linked = vec![false; step.len()];
+    for g in &links.gpu {
+        if let Some(f) = linked.get_mut(g.0 as usize) {
+            *f = true;
+        }
+    }
     for (i, st) in step.iter_mut().enumerate() {
         let on_gpu = t.lanes.kind.get(e.lane[i].0 as usize) == Some(&LaneKind::Gpu);
-        if on_gpu && !linked.contains(&(i as u32)) {
+        if on_gpu && !linked.get(i).copied().unwrap_or(false) {
             let s = find(&gpu, e.ts_ns[i]);
             *st = if s != NONE_U32 { s } else { find(&cpu, e.ts_ns[i]) };
         }

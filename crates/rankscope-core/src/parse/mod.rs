@@ -3,9 +3,10 @@
 pub mod gzip;
 pub mod json;
 pub mod kineto;
+pub mod split;
 pub mod value;
 
-pub use kineto::{IngestError, Limits, TraceParser};
+pub use kineto::{IngestError, Limits, Mark, TraceParser};
 
 use crate::model::{DiagKind, RankTrace};
 

@@ -1,0 +1,149 @@
+//! One file on every core (`parse::split`): the frame + pieces + merge give the serial parse's
+//! tables exactly, for random cut points; and any doubt (a seam inside a string, damage, `B`/`E`
+//! pairs) gives `None`, never a different trace.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::indexing_slicing)] // a failed expectation is the test failing
+
+use rankscope_core::model::{RankTrace, StrId};
+use rankscope_core::parse::{ingest_bytes, split, TraceParser};
+use rankscope_core::synth::{self, SynthConfig};
+
+/// The host's procedure (rankscope-host `read_trace_split`) over bytes in memory: seams found
+/// after each cut, the frame reads the head and the tail, the pieces between are parsed alone.
+/// `None` when no seam is found or the merge doubts.
+fn split_parse(bytes: &[u8], cuts: &[usize], chunk: usize) -> Option<RankTrace> {
+    let mut seams: Vec<(usize, usize)> = Vec::new();
+    for &c in cuts {
+        let w = &bytes[c..bytes.len().min(c + (1 << 20))];
+        let (end, start) = split::find_seam(w)?;
+        let seam = (c + end, c + start);
+        if seams.last().is_some_and(|&(_, s)| seam.0 <= s) {
+            return None;
+        }
+        seams.push(seam);
+    }
+    if seams.len() < 2 {
+        return None;
+    }
+    let feed = |p: &mut TraceParser, b: &[u8]| {
+        for c in b.chunks(chunk) {
+            p.feed(c);
+        }
+    };
+    let (first, last) = (seams[0], *seams.last().unwrap());
+    let mut f = TraceParser::new("t");
+    feed(&mut f, &bytes[..first.1]);
+    let mark = f.mark()?;
+    feed(&mut f, &bytes[last.1..]);
+    let frame = f.finish().ok()?;
+    let mut middle = Vec::new();
+    for w in seams.windows(2) {
+        let mut p = TraceParser::new("t");
+        p.feed(b"[");
+        feed(&mut p, &bytes[w[0].1..w[1].0]);
+        p.feed(b"]");
+        middle.push(p.finish().ok()?);
+    }
+    split::merge(frame, &mark, middle, bytes.len() as u64)
+}
+
+/// Everything a parse produces, as text (tables, every string in id order, lanes, counts).
+fn dump(t: &RankTrace) -> String {
+    let strings: Vec<&str> = (0..t.strings.len()).map(|i| t.strings.get(StrId(i as u32))).collect();
+    format!(
+        "{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{}\n{}",
+        strings,
+        t.events,
+        t.comm,
+        t.lanes,
+        t.flows,
+        t.counters,
+        t.meta,
+        t.counts,
+        t.diagnostics.is_empty(),
+        t.text_bytes
+    )
+}
+
+fn rank_bytes(seed: u64, rank: u32) -> Vec<u8> {
+    let cfg = SynthConfig {
+        ranks: 2,
+        steps: 3,
+        kernels_per_step: 60,
+        seed,
+        straggler_rank: Some(1),
+        ..SynthConfig::default()
+    };
+    let mut out = Vec::new();
+    synth::write_rank(&cfg, rank, &mut out).expect("write_rank");
+    out
+}
+
+/// splitmix64.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+#[test]
+fn random_seams_give_the_serial_tables() {
+    let mut rng = Rng(12);
+    let mut merged = 0;
+    for seed in 0..4u64 {
+        let bytes = rank_bytes(seed, (seed % 2) as u32);
+        let serial = dump(&ingest_bytes("t", &bytes).expect("serial parse"));
+        for _ in 0..12 {
+            let n = 2 + (rng.next() % 6) as usize;
+            let mut cuts: Vec<usize> = (0..n).map(|_| (rng.next() % bytes.len() as u64) as usize).collect();
+            cuts.sort_unstable();
+            let chunk = [7usize, 4096, 1 << 20][(rng.next() % 3) as usize];
+            if let Some(t) = split_parse(&bytes, &cuts, chunk) {
+                assert_eq!(dump(&t), serial, "seed {seed}, cuts {cuts:?}, chunk {chunk}");
+                merged += 1;
+            }
+        }
+    }
+    // Cuts inside the metadata before or after the events find no usable seam: most must merge.
+    assert!(merged >= 24, "only {merged} of 48 random splits merged");
+}
+
+#[test]
+fn a_seam_inside_a_string_is_refused() {
+    let doc = br#"{"traceEvents":[{"ph":"X","name":"a","pid":1,"tid":1,"ts":1,"dur":1},{"ph":"X","name":"x}, {\"ph\":\"X\"}","pid":1,"tid":1,"ts":2,"dur":1},{"ph":"X","name":"b","pid":1,"tid":1,"ts":3,"dur":1},{"ph":"X","name":"c","pid":1,"tid":1,"ts":4,"dur":1}]}"#;
+    let inside = doc.windows(4).position(|w| w == b"x}, ").unwrap() + 1;
+    let first = doc.windows(3).position(|w| w == b"},{").unwrap();
+    let last = doc.windows(3).rposition(|w| w == b"},{").unwrap();
+    assert!(split_parse(doc, &[first, inside, last], 3).is_none(), "a false seam must not merge");
+    // The true seams alone do.
+    let serial = dump(&ingest_bytes("t", doc).unwrap());
+    let t = split_parse(doc, &[first, first + 60, last], 3).expect("true seams merge");
+    assert_eq!(dump(&t), serial);
+}
+
+#[test]
+fn damage_and_begin_end_pairs_fall_back() {
+    // A damaged event in a middle piece: its diagnostic makes the merge refuse.
+    let damaged = br#"{"traceEvents":[{"ph":"X","name":"a","pid":1,"tid":1,"ts":1,"dur":1},{"ph":"X","name":"b","pid":1,"ts":2,"dur":1,"tid":[1,2},{"ph":"X","name":"c","pid":1,"tid":1,"ts":3,"dur":1},{"ph":"X","name":"d","pid":1,"tid":1,"ts":4,"dur":1}]}"#;
+    let first = damaged.windows(3).position(|w| w == b"},{").unwrap();
+    let last = damaged.windows(3).rposition(|w| w == b"},{").unwrap();
+    assert!(split_parse(damaged, &[first, first + 3, last], 5).is_none());
+    // A B/E pair across a seam.
+    let be = br#"{"traceEvents":[{"ph":"X","name":"a","pid":1,"tid":1,"ts":1,"dur":1},{"ph":"B","name":"b","pid":1,"tid":1,"ts":2},{"ph":"X","name":"c","pid":1,"tid":1,"ts":3,"dur":1},{"ph":"E","pid":1,"tid":1,"ts":4},{"ph":"X","name":"d","pid":1,"tid":1,"ts":5,"dur":1}]}"#;
+    let first = be.windows(3).position(|w| w == b"},{").unwrap();
+    let last = be.windows(3).rposition(|w| w == b"},{").unwrap();
+    assert!(split_parse(be, &[first, first + 60, last], 5).is_none());
+}
+
+#[test]
+fn seams_are_found_between_elements_only() {
+    assert_eq!(split::find_seam(b"1}, \n {2"), Some((2, 6)));
+    assert_eq!(split::find_seam(b"1] , {2"), None);
+    assert_eq!(split::find_seam(b"}{"), None);
+    assert_eq!(split::find_seam(b"a,b},{"), Some((4, 5)));
+}
