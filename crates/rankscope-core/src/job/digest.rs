@@ -18,7 +18,7 @@
 //!   bytes 10..    one gzip member; inflated, it is lines of compact JSON:
 //!                   the head   {"schema":"rankscope.digest","producer":…,"ranks":N,
 //!                               "texts":[{"name":…,"kinds":[…],"bytes":LEN},…]}
-//!                   N lines    {"claim":RankClaim,"part":RankPart}, in the job's rank order
+//!                   N lines    {"claim":RankClaim,"part":RankPart}, in load order (combine's)
 //!                   1 line     the Analysis (schema `rankscope.analysis`)
 //!                 then the texts' bytes, one after another, LEN each, in the head's order.
 //! ```
@@ -36,7 +36,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{Text, TextKind, TextRef};
 use crate::analyze::{Analysis, RankPart};
-use crate::view::RankClaim;
+use crate::view::summary::{sort_diagnostics, DeviceSummary, DiagSummary, StepSpan};
+use crate::view::{RankClaim, RankDecision, RankSummary};
 
 /// The first bytes of every job digest.
 pub const MAGIC: &[u8; 8] = b"RSDIGEST";
@@ -279,5 +280,218 @@ impl Read for Counted<'_> {
         let n = self.inner.read(buf)?;
         self.read += n as u64;
         Ok(n)
+    }
+}
+
+/// Where a full trace added to an opened digest goes: the index of its rank's part in
+/// [`JobDigest::files`] and the job's decision for it (what its worker is told, so that its
+/// exports and its timeline row carry the digest's rank).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Placed {
+    pub index: usize,
+    pub decision: RankDecision,
+}
+
+impl JobDigest {
+    /// Places traces added beside the digest (in load order): each by its file name, else by
+    /// its claimed rank ([`JobDigest::find`]); a trace of no rank of the job, or of a rank an
+    /// earlier trace took, is `None` (it is not part of this job). The job's figures never
+    /// change: they are the digest's.
+    pub fn place(&self, claims: &[RankClaim]) -> Vec<Option<Placed>> {
+        let mut taken = std::collections::BTreeSet::new();
+        claims
+            .iter()
+            .map(|c| {
+                let (claim, part) = self.find(&c.file, c.claimed_rank)?;
+                let index = self.files.iter().position(|(x, _)| x == claim)?;
+                if !taken.insert(index) {
+                    return None;
+                }
+                let raw: Vec<crate::model::Diagnostic> = part
+                    .diagnostics
+                    .iter()
+                    .filter(|d| crate::view::ranks::RANK_KINDS.contains(&d.diagnostic.kind))
+                    .map(|d| d.diagnostic.clone())
+                    .collect();
+                let rank_source = serde_json::to_value(part.info.rank_source)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                let decision = RankDecision {
+                    rank: part.info.rank,
+                    rank_source,
+                    diagnostics: raw.iter().map(DiagSummary::from_diagnostic).collect(),
+                    raw,
+                };
+                Some(Placed { index, decision })
+            })
+            .collect()
+    }
+
+    /// A rank's summary as the app lists it, from what its part knows (no lanes: the digest
+    /// holds no events). Its span is its steps' (else its collectives') extent on its own clock.
+    pub fn summary(&self, index: usize) -> Option<RankSummary> {
+        let (claim, p) = self.files.get(index)?;
+        let steps: Vec<StepSpan> = p
+            .steps
+            .iter()
+            .map(|(step, s)| StepSpan { step: *step, start_ns: s.start_ns, end_ns: s.end_ns })
+            .collect();
+        let ends = steps
+            .iter()
+            .map(|s| (s.start_ns, s.end_ns))
+            .chain(p.instances.iter().map(|i| (i.start_ns, i.end_ns)));
+        let (start, end) = ends.fold((i64::MAX, i64::MIN), |(a, b), (s, e)| (a.min(s), b.max(e)));
+        let (span_start_ns, span_end_ns) = if start <= end { (start, end) } else { (0, 0) };
+        let mut diagnostics: Vec<DiagSummary> =
+            p.diagnostics.iter().map(|d| DiagSummary::from_diagnostic(&d.diagnostic)).collect();
+        sort_diagnostics(&mut diagnostics);
+        let rank_source = serde_json::to_value(p.info.rank_source)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        Some(RankSummary {
+            file: claim.file.clone(),
+            rank: p.info.rank,
+            rank_source,
+            claimed_rank: claim.claimed_rank,
+            world_size: p.world_size,
+            backend: p.info.backend.clone(),
+            nccl_version: None,
+            host_name: None,
+            devices: p
+                .info
+                .devices
+                .iter()
+                .enumerate()
+                .map(|(i, n)| DeviceSummary { id: i as i64, name: n.clone() })
+                .collect(),
+            gzip: false,
+            input_bytes: 0,
+            text_bytes: 0,
+            span_start_ns,
+            span_end_ns,
+            events: p.info.events,
+            rows: 0,
+            gpu_ops: 0,
+            comm_kernels: 0,
+            steps,
+            steps_synthetic: p.steps_synthetic,
+            lanes: Vec::new(),
+            diagnostics,
+            hidden_events: 0,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyze::Options;
+    use crate::job::{self, Loaded, Reader};
+    use crate::normalize::Rules;
+    use crate::synth::{self, SynthConfig};
+
+    fn parts(ranks: u32) -> Vec<(RankClaim, RankPart)> {
+        let cfg = SynthConfig {
+            ranks,
+            steps: 2,
+            kernels_per_step: 40,
+            straggler_rank: Some(1),
+            ..SynthConfig::default()
+        };
+        (0..ranks)
+            .map(|rank| {
+                let mut bytes = Vec::new();
+                synth::write_rank(&cfg, rank, &mut bytes).unwrap_or_else(|e| panic!("{e}"));
+                let mut r = Reader::new(&synth::file_name(rank, false));
+                r.feed(&bytes);
+                let Ok(Loaded::Trace(t)) = r.finish() else { panic!("not a trace") };
+                job::part_of(*t, &Rules::default(), &Options::default()).unwrap_or_else(|| panic!("no part"))
+            })
+            .collect()
+    }
+
+    fn fr_text() -> Text {
+        let mut bytes: Vec<u8> = (0..=255u8).collect();
+        bytes.extend_from_slice(b"\n\n");
+        Text { name: "fr_rank3".into(), kinds: vec![TextKind::FlightRecorder], bytes }
+    }
+
+    #[test]
+    fn round_trips_and_gives_back_what_combine_made() {
+        let (files, errors) = job::decided(parts(4), &[]);
+        let texts = [fr_text()];
+        let refs: Vec<TextRef<'_>> = texts.iter().map(Text::as_ref).collect();
+        let out = job::combine_decided(
+            files.iter().map(|(_, p)| p.clone()).collect(),
+            errors,
+            &refs,
+            &Options::default(),
+        );
+        let enc = encode(&files, &refs, &out.analysis);
+        assert!(is_digest(&enc));
+        assert_eq!(job::detect(&enc), job::InputKind::Digest);
+        let d = decode("job.rsdigest", &enc).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(d.files, files);
+        assert_eq!(d.texts, texts.to_vec());
+        assert_eq!(d.output().json(), out.json());
+        // Through the Reader, in small chunks, as every shell reads it.
+        let mut r = Reader::new("job.rsdigest");
+        for c in enc.chunks(7) {
+            r.feed(c);
+        }
+        match r.finish() {
+            Ok(Loaded::Text(t)) => assert_eq!((t.kinds, t.bytes), (vec![TextKind::Digest], enc.clone())),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn traces_added_find_their_rank_by_name_then_by_claim() {
+        let (files, _) = job::decided(parts(3), &[]);
+        let d = JobDigest {
+            files,
+            texts: Vec::new(),
+            analysis: job::combine(parts(3), &[], &[], &Options::default()).analysis,
+        };
+        let c = |f: &str, r: Option<i64>| RankClaim { file: f.into(), claimed_rank: r };
+        let got: Vec<Option<u32>> = d
+            .place(&[
+                c("/elsewhere/rank2.pt.trace.json", None),
+                c("renamed.json", Some(1)),
+                c("x.json", Some(1)),
+                c("y.json", Some(7)),
+            ])
+            .into_iter()
+            .map(|p| p.map(|p| p.decision.rank))
+            .collect();
+        assert_eq!(got, [Some(2), Some(1), None, None]);
+        let s = d.summary(1).unwrap_or_else(|| panic!("summary"));
+        assert_eq!((s.rank, s.steps.len()), (1, 2));
+        assert!(s.span_start_ns < s.span_end_ns);
+    }
+
+    #[test]
+    fn wrong_bytes_are_errors_that_name_the_input() {
+        let (files, errors) = job::decided(parts(2), &[]);
+        let out = job::combine_decided(
+            files.iter().map(|(_, p)| p.clone()).collect(),
+            errors,
+            &[],
+            &Options::default(),
+        );
+        let enc = encode(&files, &[], &out.analysis);
+        assert_eq!(decode("x", b"RSPART\x01\x00"), Err(JobDigestError::NotADigest { name: "x".into() }));
+        let mut v2 = enc.clone();
+        v2[8] = 2;
+        assert_eq!(decode("x", &v2), Err(JobDigestError::Version { name: "x".into(), found: 2 }));
+        for n in (0..enc.len()).step_by(97) {
+            assert!(decode("c", &enc[..n]).is_err(), "cut at {n}");
+        }
+        assert_eq!(
+            decode_with_limit("t", &enc, 100),
+            Err(JobDigestError::TooLarge { name: "t".into(), limit: 100 })
+        );
     }
 }
