@@ -674,6 +674,11 @@ fn assemble_digest(
             }
             let mut patched = (**s).clone();
             apply_decision(&mut patched, &p.decision);
+            // The rank is the digest's: named as the analysis names it (the file the part was
+            // made from), so its row shows the digest's figures.
+            if let Some((c, _)) = d.files.get(p.index) {
+                patched.file = c.file.clone();
+            }
             *s = Rc::new(patched);
             decisions.insert(f.id, p.decision);
             by_index.insert(p.index, (f.id, s.clone()));

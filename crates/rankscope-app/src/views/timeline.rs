@@ -258,7 +258,7 @@ impl Ctl {
                 let depth = l.depth.max(1);
                 let h = f64::from(depth) * ROW_H + LANE_GAP;
                 places.push(format!(
-                    r#"{{"rank":{},"file":{},"lane":{},"gpu":{},"y":{y},"h":{h}}}"#,
+                    r#"{{"rank":{},"file":{},"lane":{},"gpu":{},"y":{y},"h":{h},"offset_ns":{offset_ns}}}"#,
                     r.rank, file, l.lane, l.gpu
                 ));
                 rows.push(Row {
@@ -1338,7 +1338,7 @@ fn digest_sentence(name: &str, job: &JobView) -> String {
     if traced == 0 {
         format!(
             "{name} is a job digest: it holds every rank's figures but no events. Drop ranks' trace files here \
-             (or pick them on the Summary) to see their timelines, aligned with the job's offsets."
+             to see their timelines, aligned with the job's offsets."
         )
     } else {
         format!(
