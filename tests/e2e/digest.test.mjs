@@ -104,6 +104,26 @@ async function drop(page, files) {
   }, payload);
 }
 
+/**
+ * Frame intervals (ms) while the page scrolls over the heatmap and the pointer moves across its
+ * cells (native <title> tooltips: hovering re-renders nothing).
+ */
+async function heatmapFrames(page) {
+  await page.evaluate(() => {
+    window.__frames = [];
+    let last = performance.now();
+    const tick = (t) => { window.__frames.push(t - last); last = t; if (window.__frames.length < 100000) window.__raf = requestAnimationFrame(tick); };
+    window.__raf = requestAnimationFrame(tick);
+  });
+  const box = await page.locator('[data-testid=heatmap]').boundingBox();
+  for (let i = 0; i < 60; i++) {
+    await page.mouse.move(box.x + 120 + (i * 37) % Math.max(1, box.width - 130), 200 + (i * 13) % 500);
+    await page.mouse.wheel(0, i < 30 ? 400 : -400);
+  }
+  const frames = await page.evaluate(() => { cancelAnimationFrame(window.__raf); return window.__frames.slice(1); });
+  return frames;
+}
+
 test('a job digest opens like its traces: the Summary, alignment and collectives are the CLI\'s; added traces get their timeline on the job\'s offsets', async () => {
   const { traces, digest, json } = await makeDigest('digest8', ['--ranks', '8', '--steps', '3']);
   const fromDigest = cli('analyze', '--json', digest).toString();
@@ -122,6 +142,9 @@ test('a job digest opens like its traces: the Summary, alignment and collectives
   await page.click('[data-testid=nav-steps]');
   assert.equal(await page.locator('[data-testid=heat-cell]').count(), a.steps.reduce((s, x) => s + x.per_rank.length, 0));
   await shot(page, '81-digest-steps');
+  // The same frame measurement on 8 ranks: the control for the 1,024-rank figure below.
+  const f8 = await heatmapFrames(page);
+  console.log(`digest8: heatmap frames n=${f8.length} p50 ${quantile(f8, 0.5).toFixed(1)} p95 ${quantile(f8, 0.95).toFixed(1)} ms max ${Math.max(...f8).toFixed(1)} ms`);
   // The timeline: no events in a digest, said plainly.
   await page.click('[data-testid=nav-timeline]');
   assert.match(await page.locator('[data-testid=digest-no-events]').innerText(), /holds every rank's figures but no events/);
@@ -188,18 +211,7 @@ test('a 1,024-rank digest: time to the Summary, the renderer\'s memory, the heat
   await page.click('[data-testid=nav-steps]');
   await page.waitForSelector('[data-testid=heatmap]');
   await shot(page, '85-digest1024-steps');
-  await page.evaluate(() => {
-    window.__frames = [];
-    let last = performance.now();
-    const tick = (t) => { window.__frames.push(t - last); last = t; if (window.__frames.length < 100000) window.__raf = requestAnimationFrame(tick); };
-    window.__raf = requestAnimationFrame(tick);
-  });
-  const box = await page.locator('[data-testid=heatmap]').boundingBox();
-  for (let i = 0; i < 60; i++) {
-    await page.mouse.move(box.x + 120 + (i * 37) % Math.max(1, box.width - 130), 200 + (i * 13) % 500);
-    await page.mouse.wheel(0, i < 30 ? 400 : -400);
-  }
-  const frames = await page.evaluate(() => { cancelAnimationFrame(window.__raf); return window.__frames.slice(1); });
+  const frames = await heatmapFrames(page);
   const framesP95 = quantile(frames, 0.95);
   await shot(page, '86-digest1024-steps-scrolled');
   console.log(`digest-1024: ${a.ranks.length} ranks, ${a.steps.length} steps; digest ${bytes} bytes, ${(bytes / a.ranks.length).toFixed(0)} B per rank; made in ${made} ms (synth + 1,024 parts + combine)`);
