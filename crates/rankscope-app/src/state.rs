@@ -181,6 +181,12 @@ impl JobView {
         self.ranks.iter().find(|(_, s)| s.rank == rank).map(|(f, _)| *f)
     }
 
+    /// The files a worker holds, in rank order (a digest's ranks without their trace have none:
+    /// exports write the ranks whose events are loaded).
+    pub fn event_files(&self) -> Vec<FileId> {
+        self.ranks.iter().map(|(f, _)| *f).filter(|f| *f < DIGEST_FILES).collect()
+    }
+
     pub fn offset(&self, file: FileId) -> i64 {
         self.offsets.get(&file).copied().unwrap_or(0)
     }
@@ -819,5 +825,88 @@ mod tests {
         assert!(matches!(s2.files[2].status, FileStatus::Failed(_)));
         let s3 = s.reduce(Action::Reset);
         assert!(s3.files.is_empty() && s3.job.is_none());
+    }
+
+    /// A job digest and a trace of one of its ranks, as bytes (synthetic 4-rank job).
+    fn digest_and_trace() -> (Vec<u8>, Vec<u8>, rankscope_core::job::JobOutput) {
+        use rankscope_core::synth::{self, SynthConfig};
+        let cfg = SynthConfig {
+            ranks: 4,
+            steps: 2,
+            kernels_per_step: 30,
+            straggler_rank: Some(1),
+            ..SynthConfig::default()
+        };
+        let mut traces = Vec::new();
+        let mut files = Vec::new();
+        for rank in 0..4 {
+            let mut bytes = Vec::new();
+            synth::write_rank(&cfg, rank, &mut bytes).unwrap_or_else(|e| panic!("{e}"));
+            let t = rankscope_core::parse::ingest_bytes(&synth::file_name(rank, false), &bytes)
+                .unwrap_or_else(|e| panic!("{e}"));
+            files.push(
+                job::part_of(t, &Default::default(), &Default::default()).unwrap_or_else(|| panic!("part")),
+            );
+            traces.push(bytes);
+        }
+        let (files, errors) = job::decided(files, &[]);
+        let out = job::combine_decided(
+            files.iter().map(|(_, p)| p.clone()).collect(),
+            errors,
+            &[],
+            &Default::default(),
+        );
+        let digest = job::digest::encode(&files, &[], &out.analysis);
+        (digest, traces.swap_remove(2), out)
+    }
+
+    #[test]
+    fn a_digest_is_the_job_and_added_traces_land_on_its_ranks() {
+        let (digest, trace2, out) = digest_and_trace();
+        let mut s = Rc::new(State::default());
+        s = s
+            .reduce(Action::Start { files: vec![("job.rsdigest".into(), digest.len() as u64)], demo: false });
+        s = s.reduce(Action::Text { file: 0, kinds: vec![TextKind::Digest], bytes: Rc::new(digest) });
+        assert!(s.ready());
+        let job = s.job.clone().unwrap_or_else(|| panic!("job"));
+        assert_eq!(*job.analysis, out.analysis, "the stored analysis, as combine made it");
+        assert_eq!(job.ranks.iter().map(|(_, r)| r.rank).collect::<Vec<_>>(), [0, 1, 2, 3]);
+        assert!(job.event_files().is_empty());
+        assert_eq!(job.digest.as_deref(), Some("job.rsdigest"));
+        // A trace of rank 2, under another folder: placed on rank 2 by its name, on its offset.
+        s = s.reduce(Action::Add { files: vec![("rank2.pt.trace.json".into(), trace2.len() as u64)] });
+        assert!(!s.ready());
+        let t = rankscope_core::parse::ingest_bytes("rank2.pt.trace.json", &trace2)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let v = RankView::new(t, &Default::default());
+        s = s.reduce(Action::Loaded {
+            file: 1,
+            summary: Box::new(v.summary().unwrap_or_else(|| panic!("summary"))),
+            part: Box::new(v.analysis_part().unwrap_or_else(|| panic!("part"))),
+            first_ns: v.first_ns(),
+        });
+        let job = s.job.clone().unwrap_or_else(|| panic!("job"));
+        assert_eq!(*job.analysis, out.analysis, "adding a trace changes no figure");
+        assert_eq!(job.event_files(), [1]);
+        assert_eq!(job.file_of(2), Some(1));
+        assert_eq!(job.offset(1), out.offset_of(2));
+        // A file that is no rank of the job is refused with the reason.
+        let mut s2 = s.clone().reduce(Action::Add { files: vec![("other.json".into(), 10)] });
+        let other = rankscope_core::parse::ingest_bytes(
+            "other.json",
+            br#"{"distributedInfo":{"rank":9},"traceEvents":[{"ph":"X","name":"a","pid":1,"tid":1,"ts":1,"dur":2}]}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let v = RankView::new(other, &Default::default());
+        s2 = s2.reduce(Action::Loaded {
+            file: 2,
+            summary: Box::new(v.summary().unwrap_or_else(|| panic!("summary"))),
+            part: Box::new(v.analysis_part().unwrap_or_else(|| panic!("part"))),
+            first_ns: v.first_ns(),
+        });
+        assert!(
+            matches!(&s2.files[2].status, FileStatus::Failed(e) if e.contains("not a rank of this job's digest"))
+        );
+        assert!(s2.ready());
     }
 }
