@@ -138,3 +138,15 @@ def test_the_clis_part_and_combine_are_the_same_split(tmp_path, dlrm):
     assert cli("combine", "--json", *outs) == cli("analyze", "--json", str(dlrm))
     assert cli("combine", *outs) == cli("analyze", str(dlrm))
     assert cli("combine", "--csv", "--offset", "1=500", *outs) == cli("analyze", "--csv", "--offset", "1=500", str(dlrm))
+
+
+def test_a_job_digest_opens_as_the_job(dlrm, tmp_path):
+    # combine(..., digest=) writes the job digest; analyze() of it alone, and the CLI's
+    # `analyze --json` of it, are the combined job byte for byte (docs/digest.md).
+    blobs, names = parts_of(dlrm)
+    path = tmp_path / "job.rsdigest"
+    combined = rankscope.combine(blobs, names=names, digest=path)
+    assert path.read_bytes().startswith(b"RSDIGEST")
+    assert rankscope._native.sniff(path.read_bytes()[:64]) == "digest"
+    assert rankscope.analyze(path, progress=False).json() == combined.json()
+    assert cli("analyze", "--json", str(path)) == combined.json()

@@ -13,6 +13,12 @@
 //! core's job API (`job::combine_decided`), exactly what `rankscope analyze` runs: the
 //! [`JobView`] exists as soon as the last file is read.
 //!
+//! A job digest (`rankscope combine --digest`, [`job::digest`]) arrives as a text file: the
+//! reducer decodes it, and its parts and stored analysis are the job (no worker parses events).
+//! Traces added later ([`Action::Add`]) are placed on the digest's ranks by the core
+//! ([`job::JobDigest::place`]) and give those ranks their timeline, on the digest's offsets; the
+//! figures stay the digest's.
+//!
 //! Adding a view: a [`View`] variant with its name, a component in `views/`, and, for data, one
 //! more field of [`JobView`] filled when the job is assembled.
 
@@ -157,12 +163,28 @@ pub struct JobView {
     /// Flight Recorder dumps, when any were loaded: their sequence report, as
     /// `rankscope analyze` adds it under `flight_recorder`.
     pub flight_recorder: Option<Rc<FlightRecorder>>,
+    /// The job came from a digest: its file's name (ranks without a loaded trace have no
+    /// lanes, and their file ids are [`digest_file`]s, held by no worker).
+    pub digest: Option<String>,
 }
+
+/// The file id of a digest rank that has no trace loaded: above every real file's.
+pub fn digest_file(index: usize) -> FileId {
+    DIGEST_FILES + index as FileId
+}
+
+const DIGEST_FILES: FileId = 1 << 30;
 
 impl JobView {
     /// The file of a rank (the first one when several claim it).
     pub fn file_of(&self, rank: u32) -> Option<FileId> {
         self.ranks.iter().find(|(_, s)| s.rank == rank).map(|(f, _)| *f)
+    }
+
+    /// The files a worker holds, in rank order (a digest's ranks without their trace have none:
+    /// exports write the ranks whose events are loaded).
+    pub fn event_files(&self) -> Vec<FileId> {
+        self.ranks.iter().map(|(f, _)| *f).filter(|f| *f < DIGEST_FILES).collect()
     }
 
     pub fn offset(&self, file: FileId) -> i64 {
@@ -213,6 +235,8 @@ pub struct State {
     pub untrusted: BTreeMap<String, u32>,
     /// The job's title, when a host page gave one.
     pub title: Option<String>,
+    /// The job digest among the files, decoded (its file, its job).
+    pub digest: Option<(FileId, Rc<job::JobDigest>)>,
 }
 
 impl Default for State {
@@ -236,6 +260,7 @@ impl Default for State {
             opened: 0,
             untrusted: BTreeMap::new(),
             title: None,
+            digest: None,
         }
     }
 }
@@ -260,6 +285,11 @@ pub enum Action {
     Start {
         files: Vec<(String, u64)>,
         demo: bool,
+    },
+    /// Files added to the current job (traces beside an opened digest): their ids follow the
+    /// current files'.
+    Add {
+        files: Vec<(String, u64)>,
     },
     Started {
         file: FileId,
@@ -341,8 +371,24 @@ impl Reducible for State {
                     })
                     .collect();
                 s.texts.clear();
+                s.digest = None;
                 s.demo = demo;
                 s.parts.clear();
+                s.assembly = None;
+                s.job = None;
+            }
+            Action::Add { files } => {
+                let base = s.files.len();
+                s.files.extend(files.into_iter().enumerate().map(|(i, (name, size))| FileEntry {
+                    id: (base + i) as FileId,
+                    name,
+                    size,
+                    status: FileStatus::Queued,
+                    started_ms: None,
+                    summary: None,
+                    first_ns: None,
+                    text: None,
+                }));
                 s.assembly = None;
                 s.job = None;
             }
@@ -374,6 +420,26 @@ impl Reducible for State {
                     f.first_ns = first_ns;
                     f.status = FileStatus::Ready;
                     s.parts.insert(file, Rc::new(*part));
+                }
+            }
+            Action::Text { file, kinds, bytes } if kinds.contains(&TextKind::Digest) => {
+                if let Some(f) = s.files.get_mut(file as usize) {
+                    f.size = f.size.max(bytes.len() as u64);
+                    match job::digest::decode(&f.name, &bytes) {
+                        // A second digest is refused: a digest is a whole job.
+                        Ok(_) if s.digest.is_some() => {
+                            f.status = FileStatus::Failed(format!(
+                                "{}: a second job digest (one job at a time)",
+                                f.name
+                            ))
+                        }
+                        Ok(d) => {
+                            f.text = Some(kinds);
+                            f.status = FileStatus::Ready;
+                            s.digest = Some((file, Rc::new(d)));
+                        }
+                        Err(e) => f.status = FileStatus::Failed(e.to_string()),
+                    }
                 }
             }
             Action::Text { file, kinds, bytes } => {
@@ -445,12 +511,18 @@ impl Reducible for State {
         }
         if s.assembly.is_none() && !s.files.is_empty() && !s.loading() {
             s.assemblies = s.assemblies.wrapping_add(1);
-            let a = assemble(&mut s.files, &s.parts, s.assemblies);
+            let a = match &s.digest {
+                Some((_, d)) => assemble_digest(d, &mut s.files, &s.parts, s.assemblies),
+                None => assemble(&mut s.files, &s.parts, s.assemblies),
+            };
             s.assembly = Some(Rc::new(a));
         }
         if s.job.is_none() {
             if let Some(a) = &s.assembly {
-                let job = combine(a, &s.files, &s.parts, &s.texts);
+                let job = match &s.digest {
+                    Some((file, d)) => combine_digest(a, d, &s.files, *file),
+                    None => combine(a, &s.files, &s.parts, &s.texts),
+                };
                 // NCCL text only: the Fabric view is all there is to see.
                 if job.ranks.is_empty() && job.fabric.is_some() {
                     s.view = View::Fabric;
@@ -506,13 +578,26 @@ fn combine(
         &texts,
         &analyze::Options::default(),
     );
+    let out = job::JobOutput { analysis: out.analysis, ..out };
+    let parts: Vec<(FileId, &RankPart)> = parts.iter().map(|(f, p)| (*f, p)).collect();
+    job_view(a, files, &parts, out, None)
+}
+
+/// What the views need from the job's outputs and its parts (each with its file).
+fn job_view(
+    a: &Assembly,
+    files: &[FileEntry],
+    parts: &[(FileId, &RankPart)],
+    out: job::JobOutput,
+    digest: Option<String>,
+) -> JobView {
     let analysis = out.analysis;
     let offset_of_rank =
         |rank: u32| analysis.alignment.iter().find(|x| x.rank == rank).map_or(0, |x| x.offset_ns);
     let offsets: BTreeMap<FileId, i64> =
         parts.iter().map(|(f, p)| (*f, offset_of_rank(p.info.rank))).collect();
     let mut first_op: BTreeMap<(String, String), (FileId, i64, i64)> = BTreeMap::new();
-    for (f, p) in &parts {
+    for (f, p) in parts {
         let off = offsets.get(f).copied().unwrap_or(0);
         for i in &p.instances {
             let key = (i.kind.name().to_string(), i.pg.clone());
@@ -538,6 +623,85 @@ fn combine(
         origin_ns,
         fabric: out.fabric.map(Rc::new),
         flight_recorder: out.flight_recorder.map(Rc::new),
+        digest,
+    }
+}
+
+/// The job of a digest: its stored analysis (never recomputed) and its parts; each rank's
+/// file is the trace placed on it, else a [`digest_file`].
+fn combine_digest(a: &Assembly, d: &job::JobDigest, files: &[FileEntry], digest: FileId) -> JobView {
+    let parts: Vec<(FileId, &RankPart)> = d
+        .files
+        .iter()
+        .enumerate()
+        .map(|(i, (_, p))| {
+            let file =
+                a.ranks.iter().find(|(_, s)| s.rank == p.info.rank).map_or(digest_file(i), |(f, _)| *f);
+            (file, p)
+        })
+        .collect();
+    let name = files.get(digest as usize).map(|f| f.name.clone()).unwrap_or_default();
+    job_view(a, files, &parts, d.output(), Some(name))
+}
+
+/// The ranks of a digest: every rank of the job, a trace placed on it by the core
+/// ([`job::JobDigest::place`]) giving it its summary (lanes, for the timeline), the others the
+/// summary the digest's part gives. Traces of no rank of the job fail with the reason.
+fn assemble_digest(
+    d: &job::JobDigest,
+    files: &mut [FileEntry],
+    parts: &BTreeMap<FileId, Rc<RankPart>>,
+    generation: u32,
+) -> Assembly {
+    let loaded: Vec<usize> =
+        files.iter().enumerate().filter(|(_, f)| f.summary.is_some()).map(|(i, _)| i).collect();
+    let claims: Vec<RankClaim> = loaded
+        .iter()
+        .filter_map(|&i| files[i].summary.as_ref())
+        .map(|s| RankClaim { file: s.file.clone(), claimed_rank: s.claimed_rank })
+        .collect();
+    let placed = d.place(&claims);
+    let mut by_index: BTreeMap<usize, (FileId, Rc<RankSummary>)> = BTreeMap::new();
+    let mut requests = Vec::new();
+    let mut decisions = BTreeMap::new();
+    for (&i, p) in loaded.iter().zip(placed) {
+        let f = &mut files[i];
+        let Some(p) = p else {
+            f.summary = None;
+            f.status = FileStatus::Failed(format!(
+                "{}: not a rank of this job's digest (by its name or its rank)",
+                f.name
+            ));
+            continue;
+        };
+        if let Some(s) = f.summary.as_mut() {
+            if own_decision(s) != p.decision || !parts.contains_key(&f.id) {
+                requests.push((f.id, p.decision.clone()));
+            }
+            let mut patched = (**s).clone();
+            apply_decision(&mut patched, &p.decision);
+            // The rank is the digest's: named as the analysis names it (the file the part was
+            // made from), so its row shows the digest's figures.
+            if let Some((c, _)) = d.files.get(p.index) {
+                patched.file = c.file.clone();
+            }
+            *s = Rc::new(patched);
+            decisions.insert(f.id, p.decision);
+            by_index.insert(p.index, (f.id, s.clone()));
+        }
+    }
+    let ranks: Vec<(FileId, Rc<RankSummary>)> = (0..d.files.len())
+        .filter_map(|i| by_index.remove(&i).or_else(|| Some((digest_file(i), Rc::new(d.summary(i)?)))))
+        .collect();
+    let mut ranks = ranks;
+    ranks.sort_by(|a, b| (a.1.rank, &a.1.file).cmp(&(b.1.rank, &b.1.file)));
+    Assembly {
+        facts: JobFacts::from_ranks(ranks.iter().map(|(_, s)| &**s)),
+        ranks,
+        errors: d.analysis.errors.clone(),
+        decisions,
+        requests,
+        generation,
     }
 }
 
@@ -661,5 +825,88 @@ mod tests {
         assert!(matches!(s2.files[2].status, FileStatus::Failed(_)));
         let s3 = s.reduce(Action::Reset);
         assert!(s3.files.is_empty() && s3.job.is_none());
+    }
+
+    /// A job digest and a trace of one of its ranks, as bytes (synthetic 4-rank job).
+    fn digest_and_trace() -> (Vec<u8>, Vec<u8>, rankscope_core::job::JobOutput) {
+        use rankscope_core::synth::{self, SynthConfig};
+        let cfg = SynthConfig {
+            ranks: 4,
+            steps: 2,
+            kernels_per_step: 30,
+            straggler_rank: Some(1),
+            ..SynthConfig::default()
+        };
+        let mut traces = Vec::new();
+        let mut files = Vec::new();
+        for rank in 0..4 {
+            let mut bytes = Vec::new();
+            synth::write_rank(&cfg, rank, &mut bytes).unwrap_or_else(|e| panic!("{e}"));
+            let t = rankscope_core::parse::ingest_bytes(&synth::file_name(rank, false), &bytes)
+                .unwrap_or_else(|e| panic!("{e}"));
+            files.push(
+                job::part_of(t, &Default::default(), &Default::default()).unwrap_or_else(|| panic!("part")),
+            );
+            traces.push(bytes);
+        }
+        let (files, errors) = job::decided(files, &[]);
+        let out = job::combine_decided(
+            files.iter().map(|(_, p)| p.clone()).collect(),
+            errors,
+            &[],
+            &Default::default(),
+        );
+        let digest = job::digest::encode(&files, &[], &out.analysis);
+        (digest, traces.swap_remove(2), out)
+    }
+
+    #[test]
+    fn a_digest_is_the_job_and_added_traces_land_on_its_ranks() {
+        let (digest, trace2, out) = digest_and_trace();
+        let mut s = Rc::new(State::default());
+        s = s
+            .reduce(Action::Start { files: vec![("job.rsdigest".into(), digest.len() as u64)], demo: false });
+        s = s.reduce(Action::Text { file: 0, kinds: vec![TextKind::Digest], bytes: Rc::new(digest) });
+        assert!(s.ready());
+        let job = s.job.clone().unwrap_or_else(|| panic!("job"));
+        assert_eq!(*job.analysis, out.analysis, "the stored analysis, as combine made it");
+        assert_eq!(job.ranks.iter().map(|(_, r)| r.rank).collect::<Vec<_>>(), [0, 1, 2, 3]);
+        assert!(job.event_files().is_empty());
+        assert_eq!(job.digest.as_deref(), Some("job.rsdigest"));
+        // A trace of rank 2, under another folder: placed on rank 2 by its name, on its offset.
+        s = s.reduce(Action::Add { files: vec![("rank2.pt.trace.json".into(), trace2.len() as u64)] });
+        assert!(!s.ready());
+        let t = rankscope_core::parse::ingest_bytes("rank2.pt.trace.json", &trace2)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let v = RankView::new(t, &Default::default());
+        s = s.reduce(Action::Loaded {
+            file: 1,
+            summary: Box::new(v.summary().unwrap_or_else(|| panic!("summary"))),
+            part: Box::new(v.analysis_part().unwrap_or_else(|| panic!("part"))),
+            first_ns: v.first_ns(),
+        });
+        let job = s.job.clone().unwrap_or_else(|| panic!("job"));
+        assert_eq!(*job.analysis, out.analysis, "adding a trace changes no figure");
+        assert_eq!(job.event_files(), [1]);
+        assert_eq!(job.file_of(2), Some(1));
+        assert_eq!(job.offset(1), out.offset_of(2));
+        // A file that is no rank of the job is refused with the reason.
+        let mut s2 = s.clone().reduce(Action::Add { files: vec![("other.json".into(), 10)] });
+        let other = rankscope_core::parse::ingest_bytes(
+            "other.json",
+            br#"{"distributedInfo":{"rank":9},"traceEvents":[{"ph":"X","name":"a","pid":1,"tid":1,"ts":1,"dur":2}]}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let v = RankView::new(other, &Default::default());
+        s2 = s2.reduce(Action::Loaded {
+            file: 2,
+            summary: Box::new(v.summary().unwrap_or_else(|| panic!("summary"))),
+            part: Box::new(v.analysis_part().unwrap_or_else(|| panic!("part"))),
+            first_ns: v.first_ns(),
+        });
+        assert!(
+            matches!(&s2.files[2].status, FileStatus::Failed(e) if e.contains("not a rank of this job's digest"))
+        );
+        assert!(s2.ready());
     }
 }

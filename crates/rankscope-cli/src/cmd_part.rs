@@ -45,6 +45,10 @@ pub struct CombineArgs {
     pub parts: Vec<PathBuf>,
     #[command(flatten)]
     pub job: crate::cmd_analyze::JobFlags,
+    /// Also write the job digest (every rank's part, the texts and the analysis, docs/digest.md):
+    /// `rankscope analyze` and the app open it like the traces.
+    #[arg(long, value_name = "FILE.rsdigest")]
+    pub digest: Option<PathBuf>,
 }
 
 pub fn run(c: Command) -> Result<u8> {
@@ -109,7 +113,12 @@ fn combine(a: CombineArgs) -> Result<u8> {
         anyhow::ensure!(hit, "--rank {f}={r}: no part is of a file called `{f}`");
     }
     let refs: Vec<TextRef<'_>> = texts.iter().map(Text::as_ref).collect();
-    let out = job::combine(files, &explicit, &refs, &opts);
+    let (files, errors) = job::decided(files, &explicit);
+    let out = job::combine_decided(files.iter().map(|(_, p)| p.clone()).collect(), errors, &refs, &opts);
+    if let Some(path) = &a.digest {
+        std::fs::write(path, job::digest::encode(&files, &refs, &out.analysis))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
     if let Some(f) = &out.flight_recorder {
         for m in f.messages() {
             eprintln!("rankscope: {m}");

@@ -99,8 +99,10 @@ pub fn encode(piece: &Piece) -> Vec<u8> {
     out.extend_from_slice(&VERSION.to_le_bytes());
     let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::default());
     // Writing into a Vec cannot fail, and the head's types always serialize (no map with
-    // non-string keys, no non-finite float that serde_json refuses: those become null).
-    let _ = serde_json::to_writer(&mut gz, &head);
+    // non-string keys, no non-finite float that serde_json refuses: those become null). The
+    // head is serialized whole first: serde_json writes token by token, and a deflate call per
+    // token made encoding a part ~25× slower than compressing it.
+    let _ = gz.write_all(&serde_json::to_vec(&head).unwrap_or_default());
     let _ = gz.write_all(b"\n");
     let _ = gz.write_all(payload);
     gz.finish().unwrap_or_default()

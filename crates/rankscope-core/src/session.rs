@@ -116,6 +116,16 @@ impl Session {
                 }
                 Added { file, kind: Some(InputKind::Trace), error: None, skipped: false }
             }
+            // A job digest is a whole job (rankscope analyze and the app open it); this session
+            // combines inputs, so it says so rather than leave the digest out in silence.
+            Ok(Loaded::Text(t)) if t.kinds.contains(&TextKind::Digest) => {
+                let error = format!(
+                    "{}: a rankscope job digest: open it with `rankscope analyze` or the app",
+                    t.name
+                );
+                self.names.pop();
+                self.fail(&t.name, &error)
+            }
             Ok(Loaded::Text(t)) => {
                 if t.kinds == [TextKind::NcclLog] {
                     self.notes.push(format!(

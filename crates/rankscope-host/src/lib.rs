@@ -445,6 +445,23 @@ pub fn analyze_paths(req: &Request, progress: ProgressFn<'_>) -> Result<Outcome>
             }
         }
     }
+    // A job digest is the whole job, its analysis as `combine` stored it.
+    let refs: Vec<TextRef<'_>> = texts.iter().map(Text::as_ref).collect();
+    if let Some(d) = job::digest_among(&refs, traces.len() + failed.len()) {
+        let d = d.map_err(anyhow::Error::msg)?;
+        let default = rankscope_core::analyze::Options::default();
+        if !req.ranks.is_empty()
+            || !req.options.offsets.is_empty()
+            || req.options.thresholds != default.thresholds
+        {
+            notes.push(
+                "the job digest holds the analysis as `combine` made it: --rank, --offset and --threshold do not change it"
+                    .into(),
+            );
+        }
+        let out = d.output();
+        return Ok(Outcome { job: assemble(Vec::new(), &[], &rules), out, notes });
+    }
     let (traces, trace_failed, more) = load_traces(&traces, req.chunk.unwrap_or(4 << 20), progress);
     notes.extend(more);
     failed.extend(trace_failed);

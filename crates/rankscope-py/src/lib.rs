@@ -331,9 +331,11 @@ fn part_info(py: Python<'_>, data: &[u8]) -> PyResult<(String, String)> {
 }
 
 /// The job from parts computed anywhere ([`job::combine`]): ranks decided across every part's
-/// claim, in the order given (it decides load-order ranks), texts read once.
+/// claim, in the order given (it decides load-order ranks), texts read once. With `digest`, the
+/// job digest is written there too (`rankscope combine --digest`).
 #[pyfunction]
-#[pyo3(signature = (parts, names, ranks, offsets, thresholds))]
+#[pyo3(signature = (parts, names, ranks, offsets, thresholds, digest=None))]
+#[allow(clippy::too_many_arguments)]
 fn combine(
     py: Python<'_>,
     parts: Vec<PyBackedBytes>,
@@ -341,6 +343,7 @@ fn combine(
     ranks: Vec<String>,
     offsets: Vec<(u32, i64)>,
     thresholds: Vec<(String, f64)>,
+    digest: Option<std::path::PathBuf>,
 ) -> PyResult<Output> {
     let opts = options(offsets, thresholds)?;
     let explicit =
@@ -386,10 +389,16 @@ fn combine(
     if files.is_empty() && texts.is_empty() {
         return Err(error(py, "RankscopeError", "no parts to combine".into(), None, None));
     }
-    let out = py.detach(|| {
+    let out = py.detach(|| -> std::io::Result<JobOutput> {
         let refs: Vec<TextRef<'_>> = texts.iter().map(Text::as_ref).collect();
-        job::combine(files, &explicit, &refs, &opts)
+        let (files, errors) = job::decided(files, &explicit);
+        let out = job::combine_decided(files.iter().map(|(_, p)| p.clone()).collect(), errors, &refs, &opts);
+        if let Some(path) = &digest {
+            std::fs::write(path, job::digest::encode(&files, &refs, &out.analysis))?;
+        }
+        Ok(out)
     });
+    let out = out.map_err(|e| PyOSError::new_err(format!("cannot write the digest: {e}")))?;
     Ok(Output { out, notes })
 }
 
@@ -412,7 +421,8 @@ fn is_folder_candidate(name: &str) -> bool {
     job::is_folder_candidate(name)
 }
 
-/// What a file is from its first bytes: `trace`, `nccl_log`, `nccl_tests` or `flight_recorder`.
+/// What a file is from its first bytes: `trace`, `nccl_log`, `nccl_tests`, `flight_recorder`
+/// or `digest` (a job digest).
 #[pyfunction]
 fn sniff(head: &[u8]) -> &'static str {
     match job::detect(head) {
@@ -420,6 +430,7 @@ fn sniff(head: &[u8]) -> &'static str {
         job::InputKind::NcclLog => "nccl_log",
         job::InputKind::NcclTests => "nccl_tests",
         job::InputKind::FlightRecorder => "flight_recorder",
+        job::InputKind::Digest => "digest",
     }
 }
 

@@ -54,11 +54,29 @@ pub fn app() -> Html {
         Callback::from(move |a: Action| d.dispatch(a))
     };
     let ctx = Ctx { pool: pool.clone(), dispatch: dispatch.clone() };
+    // With a job digest open (and nothing loading), files dropped or picked are added to it
+    // (ranks' traces for the timeline) instead of replacing the job: the number of files so far.
+    let adding: Rc<RefCell<Option<usize>>> = use_mut_ref(|| None);
+    *adding.borrow_mut() = (state.digest.is_some() && !state.loading()).then_some(state.files.len());
 
     let start = {
         let pool = pool.clone();
         let dispatch = dispatch.clone();
+        let adding = adding.clone();
         Callback::from(move |load: Load| {
+            if let (Load::Files(files), Some(base), Some(p)) =
+                (&load, *adding.borrow(), pool.borrow().as_ref())
+            {
+                if files.is_empty() {
+                    return;
+                }
+                let names = files.iter().map(|f| (f.name(), f.size() as u64)).collect();
+                let tasks =
+                    files.iter().enumerate().map(|(i, f)| Task::File((base + i) as u32, f.clone())).collect();
+                dispatch.emit(Action::Add { files: names });
+                p.load(tasks);
+                return;
+            }
             if let Some(old) = pool.borrow_mut().take() {
                 old.terminate();
             }

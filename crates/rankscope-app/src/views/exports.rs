@@ -233,7 +233,7 @@ pub fn exports(p: &Props) -> Html {
                 a.alignment.iter().map(|x| (x.rank, x.offset_ns, x.method.as_str())).collect();
             let mut header = Vec::new();
             let _ = export::write_header(&mut header, job.origin_ns, &methods);
-            let order: Vec<FileId> = job.ranks.iter().map(|(f, _)| *f).collect();
+            let order: Vec<FileId> = job.event_files();
             let req = {
                 let mut t = trace.borrow_mut();
                 let req = t.req.wrapping_add(1);
@@ -276,7 +276,7 @@ pub fn exports(p: &Props) -> Html {
             let plan = archive::plan(&input, job.origin_ns);
             let mut tail = Vec::new();
             let _ = archive::write_tail(&mut tail, &plan);
-            let order: Vec<FileId> = job.ranks.iter().map(|(f, _)| *f).collect();
+            let order: Vec<FileId> = job.event_files();
             let req = {
                 let mut t = trace.borrow_mut();
                 let req = t.req.wrapping_add(1);

@@ -68,6 +68,7 @@ pub fn files(p: &Props) -> Html {
                                 crate::protocol::TextKind::NcclLog => "NCCL_DEBUG log",
                                 crate::protocol::TextKind::NcclTests => "nccl-tests output",
                                 crate::protocol::TextKind::FlightRecorder => "Flight Recorder dump",
+                                crate::protocol::TextKind::Digest => "job digest",
                             }).collect::<Vec<_>>().join(" + ");
                             let fr = f.text.iter().flatten().any(|k| *k == crate::protocol::TextKind::FlightRecorder);
                             html! { <span class="ok">{format!("{kinds} · see {}", if fr { "Summary" } else { "Fabric" })}</span> }

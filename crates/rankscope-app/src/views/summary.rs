@@ -55,7 +55,11 @@ pub fn summary(p: &Props) -> Html {
                 { fact("Steps", steps, "fact-steps") }
                 { fact("Span", format!("{} (raw clocks, not aligned)", format::duration((f.span_end_ns - f.span_start_ns) as f64)), "fact-span") }
                 { fact("Events", format::thousands(f.events), "fact-events") }
-                { fact("Read", format::bytes(f.input_bytes), "fact-bytes") }
+                if let Some(name) = &p.job.digest {
+                    { fact("Job digest", format!("{name}: every rank's figures, no events (drop ranks' trace files to add their timelines)"), "fact-digest") }
+                } else {
+                    { fact("Read", format::bytes(f.input_bytes), "fact-bytes") }
+                }
             </dl>
             <Exports job={p.job.clone()} />
             if !f.duplicate_ranks.is_empty() {

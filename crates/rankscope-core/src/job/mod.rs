@@ -15,7 +15,10 @@
 //! stamped on it afterwards ([`RankPart::restamp`]), because no rank figure depends on the
 //! rank's own number.
 
+pub mod digest;
 mod read;
+
+pub use digest::{JobDigest, JobDigestError};
 
 pub use read::{detect, text_kinds, InputKind, Loaded, Reader, Text, TextKind, TextRef, SNIFF_BYTES};
 
@@ -207,13 +210,43 @@ pub fn combine(
     texts: &[TextRef<'_>],
     opts: &Options,
 ) -> JobOutput {
+    let (files, errors) = decided(files, explicit);
+    combine_decided(files.into_iter().map(|(_, p)| p).collect(), errors, texts, opts)
+}
+
+/// The first half of [`combine`]: ranks decided across every claim and stamped on the parts
+/// (what a job digest stores, [`digest::encode`]).
+pub fn decided(
+    files: Vec<(RankClaim, RankPart)>,
+    explicit: &[(String, u32)],
+) -> (Vec<(RankClaim, RankPart)>, Vec<JobError>) {
     let claims: Vec<RankClaim> = files.iter().map(|(c, _)| c.clone()).collect();
     let (decisions, errors) = decide(&claims, explicit);
-    let parts = files.into_iter().zip(&decisions).map(|((_, mut p), d)| {
-        p.restamp(d);
-        p
-    });
-    combine_decided(parts.collect(), errors, texts, opts)
+    let files = files
+        .into_iter()
+        .zip(&decisions)
+        .map(|((c, mut p), d)| {
+            p.restamp(d);
+            (c, p)
+        })
+        .collect();
+    (files, errors)
+}
+
+/// The one job digest among `texts`, decoded, when there is one: `Some(Err)` when it cannot be
+/// read or when other inputs come with it (a digest is a whole job; its figures are not
+/// combined with other files').
+pub fn digest_among(texts: &[TextRef<'_>], other_inputs: usize) -> Option<Result<JobDigest, String>> {
+    let mut digests = texts.iter().filter(|t| t.kinds.contains(&TextKind::Digest));
+    let d = digests.next()?;
+    let others = other_inputs + texts.len() - 1;
+    if others > 0 {
+        return Some(Err(format!(
+            "{}: a job digest is a whole job: analyse it alone (it came with {others} other input(s))",
+            d.name
+        )));
+    }
+    Some(digest::decode(d.name, d.bytes).map_err(|e| e.to_string()))
 }
 
 /// [`combine`] for parts already computed with the job's ranks (the app's workers are told

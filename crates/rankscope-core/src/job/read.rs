@@ -20,6 +20,9 @@ pub enum TextKind {
     NcclTests,
     /// A PyTorch Flight Recorder dump (pickle or JSON, gzipped or not).
     FlightRecorder,
+    /// A rankscope job digest (`RSDIGEST`, [`super::digest`]): a whole job's parts and
+    /// analysis, written by `rankscope combine --digest`.
+    Digest,
 }
 
 /// What an input is, for a shell that routes it.
@@ -31,13 +34,17 @@ pub enum InputKind {
     NcclLog,
     NcclTests,
     FlightRecorder,
+    /// A rankscope job digest ([`super::digest`]).
+    Digest,
 }
 
 impl InputKind {
     /// The one kind of an input whose text kinds are `kinds` (none: a trace). A log that also
     /// holds a perf table counts as nccl-tests output (its table is what a trace analysis uses).
     pub fn of(kinds: &[TextKind]) -> InputKind {
-        if kinds.contains(&TextKind::FlightRecorder) {
+        if kinds.contains(&TextKind::Digest) {
+            InputKind::Digest
+        } else if kinds.contains(&TextKind::FlightRecorder) {
             InputKind::FlightRecorder
         } else if kinds.contains(&TextKind::NcclTests) {
             InputKind::NcclTests
@@ -49,11 +56,17 @@ impl InputKind {
     }
 }
 
-/// The text kinds `head` (a file's first [`SNIFF_BYTES`]) is: none for a trace. A gzip
+/// The text kinds `head` (a file's first [`SNIFF_BYTES`]) is: none for a trace. A job digest
+/// is known by its magic bytes (and kept whole like a text). A gzip
 /// stream, or text whose first non-blank byte is `{`, is a trace unless it is a Flight
 /// Recorder dump; a `[` may open a bare-array trace or be mpirun's `[1,0]<stdout>:` tag, so
 /// the NCCL sniffer decides ([`crate::nccl::sniff_input`]).
 pub fn text_kinds(head: &[u8]) -> Vec<TextKind> {
+    // A job digest by its magic bytes (before the gzip rule: its body is a gzip member, but
+    // the file starts with `RSDIGEST`).
+    if super::digest::is_digest(head) {
+        return vec![TextKind::Digest];
+    }
     if crate::fr::sniff(head) {
         return vec![TextKind::FlightRecorder];
     }

@@ -185,16 +185,20 @@ def combine(
     ranks: Union[None, Mapping[str, int], Iterable[str]] = None,
     offsets: Optional[Mapping[int, int]] = None,
     thresholds: Optional[Mapping[str, float]] = None,
+    digest: Union[None, str, "os.PathLike[str]"] = None,
 ) -> Analysis:
     """The job from parts made by :func:`part` (anywhere, in any process): ranks decided across
     every part's claim, in the order given (as the CLI orders files: sorted paths), then the
     same analysis as :func:`analyze`. ``names`` name the parts in errors (default
-    ``parts[i]``)."""
+    ``parts[i]``). With ``digest``, the job digest is written to that path too (as
+    ``rankscope combine --digest``: :func:`analyze` and the app open it like the traces)."""
     blobs = [bytes(p) if not isinstance(p, bytes) else p for p in parts]
     names_l = [str(n) for n in names] if names is not None else [f"parts[{i}]" for i in range(len(blobs))]
     if len(names_l) != len(blobs):
         raise ValueError(f"combine: {len(names_l)} names for {len(blobs)} parts")
-    out = _native.combine(blobs, names_l, _ranks(ranks), _offsets(offsets), _thresholds(thresholds))
+    out = _native.combine(
+        blobs, names_l, _ranks(ranks), _offsets(offsets), _thresholds(thresholds), None if digest is None else str(digest)
+    )
     _check(out, strict=False)
     return Analysis(out)
 

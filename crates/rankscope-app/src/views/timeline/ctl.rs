@@ -84,6 +84,10 @@ impl Ctl {
         // events with it.
         let mut places: Vec<String> = Vec::new();
         for (file, r) in &job.ranks {
+            // A digest's rank without its trace has no events to draw (the bar above says so).
+            if job.digest.is_some() && r.lanes.is_empty() {
+                continue;
+            }
             let start = rows.len();
             let offset_ns = if self.aligned { -job.offset(*file) } else { 0 };
             rows.push(Row {
@@ -112,7 +116,7 @@ impl Ctl {
                 let depth = l.depth.max(1);
                 let h = f64::from(depth) * ROW_H + LANE_GAP;
                 places.push(format!(
-                    r#"{{"rank":{},"file":{},"lane":{},"gpu":{},"y":{y},"h":{h}}}"#,
+                    r#"{{"rank":{},"file":{},"lane":{},"gpu":{},"y":{y},"h":{h},"offset_ns":{offset_ns}}}"#,
                     r.rank, file, l.lane, l.gpu
                 ));
                 rows.push(Row {

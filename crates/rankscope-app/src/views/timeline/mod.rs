@@ -637,6 +637,11 @@ pub fn timeline(p: &Props) -> Html {
                         title="Zoom to the divergent collective on every rank">{"Show it"}</button>
                 </div>
             }
+            if let Some(name) = &p.job.digest {
+                <div class="digest-bar" data-testid="digest-no-events">
+                    {digest_sentence(name, &p.job)}
+                </div>
+            }
             <div class="timeline" data-testid="timeline" data-clock={if p.aligned { "aligned" } else { "raw" }}
                 data-focus-rank={p.focus.map(|r| r.to_string())} data-focus-file={focus_file.map(|f| f.to_string())}>
                 <canvas ref={canvas} tabindex="0" aria-label="Timeline of every rank's threads and streams"
@@ -658,5 +663,22 @@ pub fn timeline(p: &Props) -> Html {
                 </aside>
             }
         </section>
+    }
+}
+
+/// What the timeline of a digest shows, and how to see more.
+fn digest_sentence(name: &str, job: &JobView) -> String {
+    let traced = job.ranks.iter().filter(|(_, r)| !r.lanes.is_empty()).count();
+    let all = job.ranks.len();
+    if traced == 0 {
+        format!(
+            "{name} is a job digest: it holds every rank's figures but no events. Drop ranks' trace files here \
+             to see their timelines, aligned with the job's offsets."
+        )
+    } else {
+        format!(
+            "{name} is a job digest without events: {traced} of {all} ranks have their trace loaded and are drawn, \
+             on the job's offsets. Drop more ranks' trace files here to add them."
+        )
     }
 }

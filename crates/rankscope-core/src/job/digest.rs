@@ -1,0 +1,502 @@
+//! The job digest: one file holding a whole job's analysis and what it was made of, so that a
+//! 1,024-rank job can be opened (in the app, by `rankscope analyze`, in a notebook) without its
+//! traces. `rankscope combine PARTS... --digest job.rsdigest` writes it (docs/digest.md).
+//!
+//! It is the job-level sibling of the per-input part ([`crate::digest`], `RSPART`): a part is
+//! one input's contribution before the job is decided; a digest is every trace's part after it
+//! (each carries the job's rank: [`RankPart::restamp`] was applied), the text inputs (NCCL logs,
+//! nccl-tests output, Flight Recorder dumps) whole, and the [`Analysis`] that `combine`
+//! printed. Reading it gives that analysis back as it was stored (never recomputed, so the
+//! figures cannot drift with the reader's version), and the NCCL and Flight Recorder reports
+//! from the texts, as `combine` made them.
+//!
+//! Layout, version 1:
+//!
+//! ```text
+//!   bytes 0..8    magic  b"RSDIGEST"
+//!   bytes 8..10   format version, u16 little-endian (1)
+//!   bytes 10..    one gzip member; inflated, it is lines of compact JSON:
+//!                   the head   {"schema":"rankscope.digest","producer":…,"ranks":N,
+//!                               "texts":[{"name":…,"kinds":[…],"bytes":LEN},…]}
+//!                   N lines    {"claim":RankClaim,"part":RankPart}, in load order (combine's)
+//!                   1 line     the Analysis (schema `rankscope.analysis`)
+//!                 then the texts' bytes, one after another, LEN each, in the head's order.
+//! ```
+//!
+//! One line per rank keeps every JSON value small (a reader never holds one string of the
+//! whole job). The version changes whenever a reader of the old version could misread the new
+//! bytes; fields added with `#[serde(default)]` keep it.
+//!
+//! Size: gzip of the parts and the analysis, about 11 kB per rank for the synthetic job
+//! (BENCHMARKS.md, "Python and Ray"); the texts add what they weigh gzipped.
+
+use std::io::{Read, Write};
+
+use serde::{Deserialize, Serialize};
+
+use super::{Text, TextKind, TextRef};
+use crate::analyze::{Analysis, RankPart};
+use crate::view::summary::{sort_diagnostics, DeviceSummary, DiagSummary, StepSpan};
+use crate::view::{RankClaim, RankDecision, RankSummary};
+
+/// The first bytes of every job digest.
+pub const MAGIC: &[u8; 8] = b"RSDIGEST";
+/// The format version this build writes and reads.
+pub const VERSION: u16 = 1;
+/// Most bytes a digest may inflate to (a guard against a gzip bomb; 10,000 ranks inflate to
+/// about 1 GB).
+pub const MAX_INFLATED: u64 = 4 << 30;
+
+const SCHEMA: &str = "rankscope.digest";
+
+/// A job as a digest holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobDigest {
+    /// Every trace's claim and part, with the job's rank stamped on it, in rank order.
+    pub files: Vec<(RankClaim, RankPart)>,
+    /// The text inputs, in load order.
+    pub texts: Vec<Text>,
+    /// The analysis `combine` made of them.
+    pub analysis: Analysis,
+}
+
+/// Why bytes are not a digest this build can read. Every message names the input.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JobDigestError {
+    #[error("{name}: not a rankscope job digest (at byte 0: no `RSDIGEST` header)")]
+    NotADigest { name: String },
+    #[error("{name}: rankscope job digest format version {found}; this build reads version {VERSION}")]
+    Version { name: String, found: u16 },
+    /// `offset` counts bytes of the file (a damaged gzip stream) or of the inflated content (a
+    /// damaged line), as `at` says.
+    #[error("{name}: damaged rankscope job digest (at {at} byte {offset}): {reason}")]
+    Damaged { name: String, at: &'static str, offset: u64, reason: String },
+    #[error("{name}: rankscope job digest inflates beyond {limit} bytes")]
+    TooLarge { name: String, limit: u64 },
+}
+
+#[derive(Serialize, Deserialize)]
+struct Head {
+    schema: String,
+    /// `rankscope <version>`: who wrote it (information; the format version decides).
+    producer: String,
+    ranks: usize,
+    texts: Vec<TextHead>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct TextHead {
+    name: String,
+    kinds: Vec<TextKind>,
+    bytes: u64,
+}
+
+#[derive(Serialize)]
+struct FileLine<'a> {
+    claim: &'a RankClaim,
+    part: &'a RankPart,
+}
+
+#[derive(Deserialize)]
+struct FileLineOwned {
+    claim: RankClaim,
+    part: RankPart,
+}
+
+/// Whether `bytes` start like a job digest (any version).
+pub fn is_digest(bytes: &[u8]) -> bool {
+    bytes.starts_with(MAGIC)
+}
+
+/// Encodes a job: its decided parts (as [`super::decided`] gives them), its texts and the
+/// analysis combined from them.
+pub fn encode(files: &[(RankClaim, RankPart)], texts: &[TextRef<'_>], analysis: &Analysis) -> Vec<u8> {
+    let head = Head {
+        schema: SCHEMA.to_string(),
+        producer: format!("rankscope {}", env!("CARGO_PKG_VERSION")),
+        ranks: files.len(),
+        texts: texts
+            .iter()
+            .map(|t| TextHead {
+                name: t.name.to_string(),
+                kinds: t.kinds.to_vec(),
+                bytes: t.bytes.len() as u64,
+            })
+            .collect(),
+    };
+    let mut out = Vec::with_capacity(4096 + files.len() * 12_000);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    // serde_json writes token by token: buffered, deflate sees 64 KiB at a time (unbuffered,
+    // the many tiny writes made a 64-rank digest take 8 s instead of 0.3 s).
+    let mut gz = std::io::BufWriter::with_capacity(
+        1 << 16,
+        flate2::write::GzEncoder::new(out, flate2::Compression::default()),
+    );
+    // Writing into a Vec cannot fail, and these types always serialize (string keys only;
+    // non-finite floats become null).
+    let _ = serde_json::to_writer(&mut gz, &head);
+    let _ = gz.write_all(b"\n");
+    for (claim, part) in files {
+        let _ = serde_json::to_writer(&mut gz, &FileLine { claim, part });
+        let _ = gz.write_all(b"\n");
+    }
+    let _ = serde_json::to_writer(&mut gz, analysis);
+    let _ = gz.write_all(b"\n");
+    for t in texts {
+        let _ = gz.write_all(t.bytes);
+    }
+    gz.into_inner().ok().and_then(|g| g.finish().ok()).unwrap_or_default()
+}
+
+/// Decodes a job digest; `name` names it in errors.
+pub fn decode(name: &str, bytes: &[u8]) -> Result<JobDigest, JobDigestError> {
+    decode_with_limit(name, bytes, MAX_INFLATED)
+}
+
+/// [`decode`] with a bound on the inflated size.
+pub fn decode_with_limit(name: &str, bytes: &[u8], limit: u64) -> Result<JobDigest, JobDigestError> {
+    let name_s = || name.to_string();
+    if !is_digest(bytes) {
+        return Err(JobDigestError::NotADigest { name: name_s() });
+    }
+    let found = match bytes.get(8..10) {
+        Some(&[a, b]) => u16::from_le_bytes([a, b]),
+        _ => {
+            return Err(JobDigestError::Damaged {
+                name: name_s(),
+                at: "file",
+                offset: bytes.len() as u64,
+                reason: "ends inside the header".into(),
+            })
+        }
+    };
+    if found != VERSION {
+        return Err(JobDigestError::Version { name: name_s(), found });
+    }
+    let body = bytes.get(10..).unwrap_or_default();
+    let mut counted = Counted { inner: body, read: 0 };
+    let mut inflated = Vec::new();
+    let mut gz = flate2::read::GzDecoder::new(&mut counted).take(limit.saturating_add(1));
+    if let Err(e) = gz.read_to_end(&mut inflated) {
+        drop(gz);
+        return Err(JobDigestError::Damaged {
+            name: name_s(),
+            at: "file",
+            offset: 10 + counted.read,
+            reason: e.to_string(),
+        });
+    }
+    drop(gz);
+    if inflated.len() as u64 > limit {
+        return Err(JobDigestError::TooLarge { name: name_s(), limit });
+    }
+    let damaged = |offset: usize, reason: String| JobDigestError::Damaged {
+        name: name.to_string(),
+        at: "inflated",
+        offset: offset as u64,
+        reason,
+    };
+    let mut at = 0usize;
+    // The next line of JSON, and where it starts.
+    let mut line = |what: &str| -> Result<(&[u8], usize), JobDigestError> {
+        let rest = inflated.get(at..).unwrap_or_default();
+        let Some(nl) = memchr::memchr(b'\n', rest) else {
+            return Err(damaged(inflated.len(), format!("ends before the {what}")));
+        };
+        let start = at;
+        at += nl + 1;
+        Ok((rest.get(..nl).unwrap_or_default(), start))
+    };
+    let parse_err =
+        |start: usize, e: serde_json::Error| damaged(start + e.column().saturating_sub(1), e.to_string());
+    let (l, start) = line("head")?;
+    let head: Head = serde_json::from_slice(l).map_err(|e| parse_err(start, e))?;
+    if head.schema != SCHEMA {
+        return Err(damaged(0, format!("schema `{}`, expected `{SCHEMA}`", head.schema)));
+    }
+    let mut files = Vec::with_capacity(head.ranks.min(1 << 20));
+    for i in 0..head.ranks {
+        let (l, start) = line(&format!("part of rank {i}"))?;
+        let f: FileLineOwned = serde_json::from_slice(l).map_err(|e| parse_err(start, e))?;
+        files.push((f.claim, f.part));
+    }
+    let (l, start) = line("analysis")?;
+    let analysis: Analysis = serde_json::from_slice(l).map_err(|e| parse_err(start, e))?;
+    let mut texts = Vec::with_capacity(head.texts.len());
+    for t in head.texts {
+        let end =
+            usize::try_from(t.bytes).ok().and_then(|n| at.checked_add(n)).filter(|&e| e <= inflated.len());
+        let Some(end) = end else {
+            return Err(damaged(inflated.len(), format!("ends inside the text `{}`", t.name)));
+        };
+        texts.push(Text {
+            name: t.name,
+            kinds: t.kinds,
+            bytes: inflated.get(at..end).unwrap_or_default().to_vec(),
+        });
+        at = end;
+    }
+    if at != inflated.len() {
+        return Err(damaged(at, format!("{} bytes after the last text", inflated.len() - at)));
+    }
+    Ok(JobDigest { files, texts, analysis })
+}
+
+impl JobDigest {
+    /// The job's outputs as `combine` gave them: the stored analysis, and the NCCL and Flight
+    /// Recorder reports read from the stored texts ([`super::fabric`],
+    /// [`super::flight_recorder`]: their reports do not deserialize, and the texts are small).
+    pub fn output(&self) -> super::JobOutput {
+        let refs: Vec<TextRef<'_>> = self.texts.iter().map(Text::as_ref).collect();
+        super::JobOutput {
+            analysis: self.analysis.clone(),
+            fabric: super::fabric(&refs),
+            flight_recorder: super::flight_recorder(&refs),
+            failed: Vec::new(),
+        }
+    }
+
+    /// The part of the trace called `file` (its whole name, or a trailing path part either
+    /// way: `rank3.json` finds `/data/job/rank3.json`, and `/tmp/rank3.json` finds `rank3.json`),
+    /// else of the rank `claimed` (a trace's own `distributedInfo.rank`). This is how a full
+    /// trace added to an opened digest finds its rank (and so its clock offset).
+    pub fn find(&self, file: &str, claimed: Option<i64>) -> Option<&(RankClaim, RankPart)> {
+        let base = |s: &str| s.rsplit(['/', '\\']).next().unwrap_or(s).to_string();
+        self.files
+            .iter()
+            .find(|(c, _)| c.file == file)
+            .or_else(|| self.files.iter().find(|(c, _)| base(&c.file) == base(file)))
+            .or_else(|| {
+                let r = u32::try_from(claimed?).ok()?;
+                self.files.iter().find(|(_, p)| p.info.rank == r)
+            })
+    }
+}
+
+/// A reader that counts the bytes taken from it (the offset of a gzip fault).
+struct Counted<'a> {
+    inner: &'a [u8],
+    read: u64,
+}
+
+impl Read for Counted<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        Ok(n)
+    }
+}
+
+/// Where a full trace added to an opened digest goes: the index of its rank's part in
+/// [`JobDigest::files`] and the job's decision for it (what its worker is told, so that its
+/// exports and its timeline row carry the digest's rank).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Placed {
+    pub index: usize,
+    pub decision: RankDecision,
+}
+
+impl JobDigest {
+    /// Places traces added beside the digest (in load order): each by its file name, else by
+    /// its claimed rank ([`JobDigest::find`]); a trace of no rank of the job, or of a rank an
+    /// earlier trace took, is `None` (it is not part of this job). The job's figures never
+    /// change: they are the digest's.
+    pub fn place(&self, claims: &[RankClaim]) -> Vec<Option<Placed>> {
+        let mut taken = std::collections::BTreeSet::new();
+        claims
+            .iter()
+            .map(|c| {
+                let (claim, part) = self.find(&c.file, c.claimed_rank)?;
+                let index = self.files.iter().position(|(x, _)| x == claim)?;
+                if !taken.insert(index) {
+                    return None;
+                }
+                let raw: Vec<crate::model::Diagnostic> = part
+                    .diagnostics
+                    .iter()
+                    .filter(|d| crate::view::ranks::RANK_KINDS.contains(&d.diagnostic.kind))
+                    .map(|d| d.diagnostic.clone())
+                    .collect();
+                let rank_source = serde_json::to_value(part.info.rank_source)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                let decision = RankDecision {
+                    rank: part.info.rank,
+                    rank_source,
+                    diagnostics: raw.iter().map(DiagSummary::from_diagnostic).collect(),
+                    raw,
+                };
+                Some(Placed { index, decision })
+            })
+            .collect()
+    }
+
+    /// A rank's summary as the app lists it, from what its part knows (no lanes: the digest
+    /// holds no events). Its span is its steps' (else its collectives') extent on its own clock.
+    pub fn summary(&self, index: usize) -> Option<RankSummary> {
+        let (claim, p) = self.files.get(index)?;
+        let steps: Vec<StepSpan> = p
+            .steps
+            .iter()
+            .map(|(step, s)| StepSpan { step: *step, start_ns: s.start_ns, end_ns: s.end_ns })
+            .collect();
+        let ends = steps
+            .iter()
+            .map(|s| (s.start_ns, s.end_ns))
+            .chain(p.instances.iter().map(|i| (i.start_ns, i.end_ns)));
+        let (start, end) = ends.fold((i64::MAX, i64::MIN), |(a, b), (s, e)| (a.min(s), b.max(e)));
+        let (span_start_ns, span_end_ns) = if start <= end { (start, end) } else { (0, 0) };
+        let mut diagnostics: Vec<DiagSummary> =
+            p.diagnostics.iter().map(|d| DiagSummary::from_diagnostic(&d.diagnostic)).collect();
+        sort_diagnostics(&mut diagnostics);
+        let rank_source = serde_json::to_value(p.info.rank_source)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        Some(RankSummary {
+            file: claim.file.clone(),
+            rank: p.info.rank,
+            rank_source,
+            claimed_rank: claim.claimed_rank,
+            world_size: p.world_size,
+            backend: p.info.backend.clone(),
+            nccl_version: None,
+            host_name: None,
+            devices: p
+                .info
+                .devices
+                .iter()
+                .enumerate()
+                .map(|(i, n)| DeviceSummary { id: i as i64, name: n.clone() })
+                .collect(),
+            gzip: false,
+            input_bytes: 0,
+            text_bytes: 0,
+            span_start_ns,
+            span_end_ns,
+            events: p.info.events,
+            rows: 0,
+            gpu_ops: 0,
+            comm_kernels: 0,
+            steps,
+            steps_synthetic: p.steps_synthetic,
+            lanes: Vec::new(),
+            diagnostics,
+            hidden_events: 0,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyze::Options;
+    use crate::job::{self, Loaded, Reader};
+    use crate::normalize::Rules;
+    use crate::synth::{self, SynthConfig};
+
+    fn parts(ranks: u32) -> Vec<(RankClaim, RankPart)> {
+        let cfg = SynthConfig {
+            ranks,
+            steps: 2,
+            kernels_per_step: 40,
+            straggler_rank: Some(1),
+            ..SynthConfig::default()
+        };
+        (0..ranks)
+            .map(|rank| {
+                let mut bytes = Vec::new();
+                synth::write_rank(&cfg, rank, &mut bytes).unwrap_or_else(|e| panic!("{e}"));
+                let mut r = Reader::new(&synth::file_name(rank, false));
+                r.feed(&bytes);
+                let Ok(Loaded::Trace(t)) = r.finish() else { panic!("not a trace") };
+                job::part_of(*t, &Rules::default(), &Options::default()).unwrap_or_else(|| panic!("no part"))
+            })
+            .collect()
+    }
+
+    fn fr_text() -> Text {
+        let mut bytes: Vec<u8> = (0..=255u8).collect();
+        bytes.extend_from_slice(b"\n\n");
+        Text { name: "fr_rank3".into(), kinds: vec![TextKind::FlightRecorder], bytes }
+    }
+
+    #[test]
+    fn round_trips_and_gives_back_what_combine_made() {
+        let (files, errors) = job::decided(parts(4), &[]);
+        let texts = [fr_text()];
+        let refs: Vec<TextRef<'_>> = texts.iter().map(Text::as_ref).collect();
+        let out = job::combine_decided(
+            files.iter().map(|(_, p)| p.clone()).collect(),
+            errors,
+            &refs,
+            &Options::default(),
+        );
+        let enc = encode(&files, &refs, &out.analysis);
+        assert!(is_digest(&enc));
+        assert_eq!(job::detect(&enc), job::InputKind::Digest);
+        let d = decode("job.rsdigest", &enc).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(d.files, files);
+        assert_eq!(d.texts, texts.to_vec());
+        assert_eq!(d.output().json(), out.json());
+        // Through the Reader, in small chunks, as every shell reads it.
+        let mut r = Reader::new("job.rsdigest");
+        for c in enc.chunks(7) {
+            r.feed(c);
+        }
+        match r.finish() {
+            Ok(Loaded::Text(t)) => assert_eq!((t.kinds, t.bytes), (vec![TextKind::Digest], enc.clone())),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn traces_added_find_their_rank_by_name_then_by_claim() {
+        let (files, _) = job::decided(parts(3), &[]);
+        let d = JobDigest {
+            files,
+            texts: Vec::new(),
+            analysis: job::combine(parts(3), &[], &[], &Options::default()).analysis,
+        };
+        let c = |f: &str, r: Option<i64>| RankClaim { file: f.into(), claimed_rank: r };
+        let got: Vec<Option<u32>> = d
+            .place(&[
+                c("/elsewhere/rank2.pt.trace.json", None),
+                c("renamed.json", Some(1)),
+                c("x.json", Some(1)),
+                c("y.json", Some(7)),
+            ])
+            .into_iter()
+            .map(|p| p.map(|p| p.decision.rank))
+            .collect();
+        assert_eq!(got, [Some(2), Some(1), None, None]);
+        let s = d.summary(1).unwrap_or_else(|| panic!("summary"));
+        assert_eq!((s.rank, s.steps.len()), (1, 2));
+        assert!(s.span_start_ns < s.span_end_ns);
+    }
+
+    #[test]
+    fn wrong_bytes_are_errors_that_name_the_input() {
+        let (files, errors) = job::decided(parts(2), &[]);
+        let out = job::combine_decided(
+            files.iter().map(|(_, p)| p.clone()).collect(),
+            errors,
+            &[],
+            &Options::default(),
+        );
+        let enc = encode(&files, &[], &out.analysis);
+        assert_eq!(decode("x", b"RSPART\x01\x00"), Err(JobDigestError::NotADigest { name: "x".into() }));
+        let mut v2 = enc.clone();
+        v2[8] = 2;
+        assert_eq!(decode("x", &v2), Err(JobDigestError::Version { name: "x".into(), found: 2 }));
+        for n in (0..enc.len()).step_by(97) {
+            assert!(decode("c", &enc[..n]).is_err(), "cut at {n}");
+        }
+        assert_eq!(
+            decode_with_limit("t", &enc, 100),
+            Err(JobDigestError::TooLarge { name: "t".into(), limit: 100 })
+        );
+    }
+}
