@@ -94,18 +94,13 @@ pub fn encode(piece: &Piece) -> Vec<u8> {
         Piece::Text(t) => (Body::Text { name: t.name.clone(), kinds: t.kinds.clone() }, &t.bytes),
     };
     let head = Head { schema: SCHEMA.to_string(), producer: producer(), body };
-    let mut out = Vec::with_capacity(1024 + payload.len() / 4);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&VERSION.to_le_bytes());
-    let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::default());
-    // Writing into a Vec cannot fail, and the head's types always serialize (no map with
-    // non-string keys, no non-finite float that serde_json refuses: those become null). The
-    // head is serialized whole first: serde_json writes token by token, and a deflate call per
-    // token made encoding a part ~25× slower than compressing it.
-    let _ = gz.write_all(&serde_json::to_vec(&head).unwrap_or_default());
-    let _ = gz.write_all(b"\n");
-    let _ = gz.write_all(payload);
-    gz.finish().unwrap_or_default()
+    frame(MAGIC, VERSION, 1024 + payload.len() / 4, |gz| {
+        // The head's types always serialize (no map with non-string keys, no non-finite float
+        // that serde_json refuses: those become null).
+        let _ = serde_json::to_writer(&mut *gz, &head);
+        let _ = gz.write_all(b"\n");
+        let _ = gz.write_all(payload);
+    })
 }
 
 /// Encodes a trace's part (what `rankscope part` and `rankscope.part()` write).
@@ -129,37 +124,13 @@ pub fn decode_with_limit(name: &str, bytes: &[u8], limit: u64) -> Result<Piece, 
     if !bytes.starts_with(MAGIC) {
         return Err(DigestError::NotAPart { name: name_s() });
     }
-    let found = match bytes.get(6..8) {
-        Some(&[a, b]) => u16::from_le_bytes([a, b]),
-        _ => {
-            return Err(DigestError::Damaged {
-                name: name_s(),
-                at: "encoded",
-                offset: bytes.len() as u64,
-                reason: "ends inside the header".into(),
-            })
+    let inflated = unframe(bytes, MAGIC.len(), VERSION, limit).map_err(|e| match e {
+        Unframed::Damaged { offset, reason } => {
+            DigestError::Damaged { name: name_s(), at: "encoded", offset, reason }
         }
-    };
-    if found != VERSION {
-        return Err(DigestError::Version { name: name_s(), found });
-    }
-    let body = bytes.get(8..).unwrap_or_default();
-    let mut counted = Counted { inner: body, read: 0 };
-    let mut inflated = Vec::new();
-    let mut gz = flate2::read::GzDecoder::new(&mut counted).take(limit.saturating_add(1));
-    if let Err(e) = gz.read_to_end(&mut inflated) {
-        drop(gz);
-        return Err(DigestError::Damaged {
-            name: name_s(),
-            at: "encoded",
-            offset: 8 + counted.read,
-            reason: e.to_string(),
-        });
-    }
-    drop(gz);
-    if inflated.len() as u64 > limit {
-        return Err(DigestError::TooLarge { name: name_s(), limit });
-    }
+        Unframed::Version(found) => DigestError::Version { name: name_s(), found },
+        Unframed::TooLarge => DigestError::TooLarge { name: name_s(), limit },
+    })?;
     let damaged = |offset: usize, reason: String| DigestError::Damaged {
         name: name.to_string(),
         at: "inflated",
@@ -195,6 +166,67 @@ pub fn decode_with_limit(name: &str, bytes: &[u8], limit: u64) -> Result<Piece, 
 
 fn producer() -> String {
     format!("rankscope {}", env!("CARGO_PKG_VERSION"))
+}
+
+/// Why framed bytes did not open (the caller names its format in the message).
+pub(crate) enum Unframed {
+    /// Cut inside the header, or a gzip stream that does not inflate: at this byte of the input.
+    Damaged { offset: u64, reason: String },
+    /// Another format version.
+    Version(u16),
+    /// It inflates beyond the limit.
+    TooLarge,
+}
+
+/// The envelope of a part and of a job digest: `magic`, the format version (u16 little-endian),
+/// then one gzip member written by `body` (buffered: serde_json writes token by token, and a
+/// deflate call per token made encoding ~25× slower than compressing). Writing into a `Vec`
+/// cannot fail.
+pub(crate) fn frame(
+    magic: &[u8],
+    version: u16,
+    capacity: usize,
+    body: impl FnOnce(&mut dyn Write),
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(capacity);
+    out.extend_from_slice(magic);
+    out.extend_from_slice(&version.to_le_bytes());
+    let mut gz = std::io::BufWriter::with_capacity(
+        1 << 16,
+        flate2::write::GzEncoder::new(out, flate2::Compression::default()),
+    );
+    body(&mut gz);
+    gz.into_inner().ok().and_then(|g| g.finish().ok()).unwrap_or_default()
+}
+
+/// The inflated content of framed `bytes` whose magic (`magic_len` bytes, already checked) is
+/// followed by `version`; at most `limit` bytes.
+pub(crate) fn unframe(bytes: &[u8], magic_len: usize, version: u16, limit: u64) -> Result<Vec<u8>, Unframed> {
+    let head = magic_len + 2;
+    let found = match bytes.get(magic_len..head) {
+        Some(&[a, b]) => u16::from_le_bytes([a, b]),
+        _ => {
+            return Err(Unframed::Damaged {
+                offset: bytes.len() as u64,
+                reason: "ends inside the header".into(),
+            })
+        }
+    };
+    if found != version {
+        return Err(Unframed::Version(found));
+    }
+    let mut counted = Counted { inner: bytes.get(head..).unwrap_or_default(), read: 0 };
+    let mut inflated = Vec::new();
+    let mut gz = flate2::read::GzDecoder::new(&mut counted).take(limit.saturating_add(1));
+    if let Err(e) = gz.read_to_end(&mut inflated) {
+        drop(gz);
+        return Err(Unframed::Damaged { offset: head as u64 + counted.read, reason: e.to_string() });
+    }
+    drop(gz);
+    if inflated.len() as u64 > limit {
+        return Err(Unframed::TooLarge);
+    }
+    Ok(inflated)
 }
 
 /// A reader that counts the bytes taken from it (the offset of a gzip fault).

@@ -30,12 +30,11 @@
 //! Size: gzip of the parts and the analysis, about 11 kB per rank for the synthetic job
 //! (BENCHMARKS.md, "Python and Ray"); the texts add what they weigh gzipped.
 
-use std::io::{Read, Write};
-
 use serde::{Deserialize, Serialize};
 
 use super::{Text, TextKind, TextRef};
 use crate::analyze::{Analysis, RankPart};
+use crate::digest::Unframed;
 use crate::view::summary::{sort_diagnostics, DeviceSummary, DiagSummary, StepSpan};
 use crate::view::{RankClaim, RankDecision, RankSummary};
 
@@ -124,29 +123,21 @@ pub fn encode(files: &[(RankClaim, RankPart)], texts: &[TextRef<'_>], analysis: 
             })
             .collect(),
     };
-    let mut out = Vec::with_capacity(4096 + files.len() * 12_000);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&VERSION.to_le_bytes());
-    // serde_json writes token by token: buffered, deflate sees 64 KiB at a time (unbuffered,
-    // the many tiny writes made a 64-rank digest take 8 s instead of 0.3 s).
-    let mut gz = std::io::BufWriter::with_capacity(
-        1 << 16,
-        flate2::write::GzEncoder::new(out, flate2::Compression::default()),
-    );
-    // Writing into a Vec cannot fail, and these types always serialize (string keys only;
-    // non-finite floats become null).
-    let _ = serde_json::to_writer(&mut gz, &head);
-    let _ = gz.write_all(b"\n");
-    for (claim, part) in files {
-        let _ = serde_json::to_writer(&mut gz, &FileLine { claim, part });
+    crate::digest::frame(MAGIC, VERSION, 4096 + files.len() * 12_000, |gz| {
+        // Writing into a Vec cannot fail, and these types always serialize (string keys only;
+        // non-finite floats become null).
+        let _ = serde_json::to_writer(&mut *gz, &head);
         let _ = gz.write_all(b"\n");
-    }
-    let _ = serde_json::to_writer(&mut gz, analysis);
-    let _ = gz.write_all(b"\n");
-    for t in texts {
-        let _ = gz.write_all(t.bytes);
-    }
-    gz.into_inner().ok().and_then(|g| g.finish().ok()).unwrap_or_default()
+        for (claim, part) in files {
+            let _ = serde_json::to_writer(&mut *gz, &FileLine { claim, part });
+            let _ = gz.write_all(b"\n");
+        }
+        let _ = serde_json::to_writer(&mut *gz, analysis);
+        let _ = gz.write_all(b"\n");
+        for t in texts {
+            let _ = gz.write_all(t.bytes);
+        }
+    })
 }
 
 /// Decodes a job digest; `name` names it in errors.
@@ -160,37 +151,13 @@ pub fn decode_with_limit(name: &str, bytes: &[u8], limit: u64) -> Result<JobDige
     if !is_digest(bytes) {
         return Err(JobDigestError::NotADigest { name: name_s() });
     }
-    let found = match bytes.get(8..10) {
-        Some(&[a, b]) => u16::from_le_bytes([a, b]),
-        _ => {
-            return Err(JobDigestError::Damaged {
-                name: name_s(),
-                at: "file",
-                offset: bytes.len() as u64,
-                reason: "ends inside the header".into(),
-            })
+    let inflated = crate::digest::unframe(bytes, MAGIC.len(), VERSION, limit).map_err(|e| match e {
+        Unframed::Damaged { offset, reason } => {
+            JobDigestError::Damaged { name: name_s(), at: "file", offset, reason }
         }
-    };
-    if found != VERSION {
-        return Err(JobDigestError::Version { name: name_s(), found });
-    }
-    let body = bytes.get(10..).unwrap_or_default();
-    let mut counted = Counted { inner: body, read: 0 };
-    let mut inflated = Vec::new();
-    let mut gz = flate2::read::GzDecoder::new(&mut counted).take(limit.saturating_add(1));
-    if let Err(e) = gz.read_to_end(&mut inflated) {
-        drop(gz);
-        return Err(JobDigestError::Damaged {
-            name: name_s(),
-            at: "file",
-            offset: 10 + counted.read,
-            reason: e.to_string(),
-        });
-    }
-    drop(gz);
-    if inflated.len() as u64 > limit {
-        return Err(JobDigestError::TooLarge { name: name_s(), limit });
-    }
+        Unframed::Version(found) => JobDigestError::Version { name: name_s(), found },
+        Unframed::TooLarge => JobDigestError::TooLarge { name: name_s(), limit },
+    })?;
     let damaged = |offset: usize, reason: String| JobDigestError::Damaged {
         name: name.to_string(),
         at: "inflated",
@@ -271,20 +238,6 @@ impl JobDigest {
                 let r = u32::try_from(claimed?).ok()?;
                 self.files.iter().find(|(_, p)| p.info.rank == r)
             })
-    }
-}
-
-/// A reader that counts the bytes taken from it (the offset of a gzip fault).
-struct Counted<'a> {
-    inner: &'a [u8],
-    read: u64,
-}
-
-impl Read for Counted<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.read += n as u64;
-        Ok(n)
     }
 }
 
