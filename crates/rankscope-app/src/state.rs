@@ -121,6 +121,22 @@ pub struct FileEntry {
     pub text: Option<Vec<TextKind>>,
 }
 
+impl FileEntry {
+    /// A file chosen and waiting for a worker.
+    fn queued(id: FileId, name: String, size: u64) -> FileEntry {
+        FileEntry {
+            id,
+            name,
+            size,
+            status: FileStatus::Queued,
+            started_ms: None,
+            summary: None,
+            first_ns: None,
+            text: None,
+        }
+    }
+}
+
 /// The NCCL side of the job (`rankscope nccl` over the NCCL_DEBUG logs, `rankscope nccl-tests`
 /// over the nccl-tests outputs) and its Flight Recorder dumps, read by the core's job API.
 pub use rankscope_core::job::{Fabric, FlightRecorder};
@@ -359,16 +375,7 @@ impl Reducible for State {
                 s.files = files
                     .into_iter()
                     .enumerate()
-                    .map(|(i, (name, size))| FileEntry {
-                        id: i as FileId,
-                        name,
-                        size,
-                        status: FileStatus::Queued,
-                        started_ms: None,
-                        summary: None,
-                        first_ns: None,
-                        text: None,
-                    })
+                    .map(|(i, (name, size))| FileEntry::queued(i as FileId, name, size))
                     .collect();
                 s.texts.clear();
                 s.digest = None;
@@ -379,16 +386,12 @@ impl Reducible for State {
             }
             Action::Add { files } => {
                 let base = s.files.len();
-                s.files.extend(files.into_iter().enumerate().map(|(i, (name, size))| FileEntry {
-                    id: (base + i) as FileId,
-                    name,
-                    size,
-                    status: FileStatus::Queued,
-                    started_ms: None,
-                    summary: None,
-                    first_ns: None,
-                    text: None,
-                }));
+                s.files.extend(
+                    files
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, (name, size))| FileEntry::queued((base + i) as FileId, name, size)),
+                );
                 s.assembly = None;
                 s.job = None;
             }
