@@ -291,19 +291,10 @@ pub(super) fn info_line(st: &mut State, h: &Head<'_>, file: &str, n: u32, raw: &
                 nranks,
                 host: h.host.to_string(),
                 pid: h.pid,
-                cuda_dev: None,
-                nvml_dev: None,
-                bus_id: None,
-                n_nodes: None,
-                local_ranks: None,
-                local_rank: None,
-                init_started: false,
-                init_complete: false,
-                init_total_s: None,
-                init_parts: BTreeMap::new(),
                 source: "comm line".into(),
                 file: file.to_string(),
                 line: n,
+                ..NcclRank::default()
             })
         });
         entry.comm = comm.clone();

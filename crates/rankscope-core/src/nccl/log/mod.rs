@@ -98,7 +98,7 @@ pub struct NcclProcess {
 }
 
 /// One member of a communicator.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct NcclRank {
     /// `commId` (`0x8bc2ef06035e5d2d`) when printed, else `nranks=N`.
     pub comm: String,

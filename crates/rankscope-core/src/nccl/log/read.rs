@@ -157,18 +157,10 @@ pub(super) fn parse_file(st: &mut State, file: &str, bytes: &[u8]) {
                     host,
                     pid,
                     cuda_dev: Some(dev),
-                    nvml_dev: None,
-                    bus_id: None,
-                    n_nodes: None,
-                    local_ranks: None,
-                    local_rank: None,
-                    init_started: false,
-                    init_complete: false,
-                    init_total_s: None,
-                    init_parts: BTreeMap::new(),
                     source: "nccl-tests banner".into(),
                     file: file.to_string(),
                     line: n,
+                    ..NcclRank::default()
                 },
             );
         }
