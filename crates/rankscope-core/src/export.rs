@@ -109,24 +109,8 @@ pub fn write_rank<W: Write>(
     out.write_all(b"}}")?;
     sep(out, &mut n)?;
     write!(out, "{{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": {pid}, \"tid\": 0, \"args\": {{\"sort_index\": {pid}}}}}")?;
-    let mut lanes: Vec<usize> = (0..t.lanes.len()).collect();
-    lanes.sort_by_key(|&l| (t.lanes.kind[l], t.lanes.device[l], t.lanes.stream[l], t.lanes.sort_index[l], l));
-    for (k, &l) in lanes.iter().enumerate() {
-        let name = match t.lanes.kind[l] {
-            LaneKind::Gpu => format!("GPU {} stream {}", t.lanes.device[l], t.lanes.stream[l]),
-            LaneKind::Cpu => {
-                let nm = strings.get(t.lanes.name[l]);
-                let tid = match t.lanes.tid[l] {
-                    IdKey::Int(v) => v.to_string(),
-                    IdKey::Str(s) => strings.get(s).to_string(),
-                };
-                if nm.is_empty() {
-                    format!("thread {tid}")
-                } else {
-                    nm.to_string()
-                }
-            }
-        };
+    for (k, &l) in t.lanes.display_order().iter().enumerate() {
+        let name = t.lanes.label(l, strings);
         sep(out, &mut n)?;
         write!(out, "{{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": {pid}, \"tid\": {l}, \"args\": {{\"name\": ")?;
         esc(out, &name)?;

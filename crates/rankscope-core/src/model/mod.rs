@@ -402,6 +402,42 @@ impl LaneTable {
     pub fn is_empty(&self) -> bool {
         self.pid.is_empty()
     }
+
+    /// How lane `l` is named wherever it is shown (the app's timeline, the merged trace):
+    /// `GPU d stream s`, else its `thread_name` (Kineto's already read `thread 123 (python)`),
+    /// else `thread tid`.
+    pub fn label(&self, l: usize, strings: &StringTable) -> String {
+        if self.kind[l] == LaneKind::Gpu {
+            return format!("GPU {} stream {}", self.device[l], self.stream[l]);
+        }
+        let name = strings.get(self.name[l]);
+        if !name.is_empty() {
+            return name.to_string();
+        }
+        match self.tid[l] {
+            IdKey::Int(v) => format!("thread {v}"),
+            IdKey::Str(s) => format!("thread {}", strings.get(s)),
+        }
+    }
+
+    /// The order lanes are shown in: CPU threads first, by `thread_sort_index` then thread id
+    /// (named ids last), then GPU streams by device and stream; first seen breaks ties.
+    pub fn display_order(&self) -> Vec<usize> {
+        let key = |l: usize| {
+            if self.kind[l] == LaneKind::Gpu {
+                (true, self.device[l], self.stream[l])
+            } else {
+                let tid = match self.tid[l] {
+                    IdKey::Int(v) => v,
+                    IdKey::Str(_) => i64::MAX,
+                };
+                (false, self.sort_index[l], tid)
+            }
+        };
+        let mut order: Vec<usize> = (0..self.len()).collect();
+        order.sort_by_key(|&l| (key(l), l));
+        order
+    }
 }
 
 /// Flow events (`s` / `t` / `f`): arrows between slices, e.g. a CUDA launch to its kernel.
@@ -557,5 +593,36 @@ mod tests {
             assert_eq!(dtype_bytes(name), Some(bytes), "{name}");
         }
         assert_eq!(dtype_bytes("Scalar"), None);
+    }
+
+    #[test]
+    fn lanes_have_one_label_and_one_order() {
+        let mut strings = StringTable::default();
+        let empty = strings.intern("");
+        let py = strings.intern("thread 7 (python)");
+        let named = strings.intern("worker");
+        let mut t = LaneTable::default();
+        // (kind, tid, name, sort_index, device, stream)
+        for (kind, tid, name, sort, dev, stream) in [
+            (LaneKind::Gpu, IdKey::Int(7), empty, i64::MAX, 0, 7),
+            (LaneKind::Cpu, IdKey::Int(9), empty, i64::MAX, -1, -1),
+            (LaneKind::Cpu, IdKey::Int(7), py, i64::MAX, -1, -1),
+            (LaneKind::Gpu, IdKey::Int(3), empty, i64::MAX, 0, 3),
+            (LaneKind::Cpu, IdKey::Str(named), empty, 0, -1, -1),
+        ] {
+            t.pid.push(IdKey::Int(1));
+            t.tid.push(tid);
+            t.kind.push(kind);
+            t.name.push(name);
+            t.sort_index.push(sort);
+            t.device.push(dev);
+            t.stream.push(stream);
+            t.events.push(1);
+        }
+        let labels: Vec<String> = t.display_order().into_iter().map(|l| t.label(l, &strings)).collect();
+        assert_eq!(
+            labels,
+            ["thread worker", "thread 7 (python)", "thread 9", "GPU 0 stream 3", "GPU 0 stream 7"]
+        );
     }
 }

@@ -134,42 +134,18 @@ impl RankSummary {
         strings: &crate::model::StringTable,
     ) -> RankSummary {
         let t = &entry.trace;
-        let mut lanes: Vec<(LaneSummary, (bool, i64, i64, i64))> = (0..t.lanes.len())
-            .map(|l| {
-                let gpu = t.lanes.kind[l] == LaneKind::Gpu;
-                let tid = match t.lanes.tid[l] {
-                    crate::model::IdKey::Int(v) => v.to_string(),
-                    crate::model::IdKey::Str(s) => strings.get(s).to_string(),
-                };
-                let name = strings.get(t.lanes.name[l]);
-                let label = if gpu {
-                    format!("GPU {} stream {}", t.lanes.device[l], t.lanes.stream[l])
-                } else if name.is_empty() {
-                    format!("thread {tid}")
-                } else {
-                    // Kineto's own names already read `thread 123 (python)`.
-                    name.to_string()
-                };
-                let tid_num = match t.lanes.tid[l] {
-                    crate::model::IdKey::Int(v) => v,
-                    crate::model::IdKey::Str(_) => i64::MAX,
-                };
-                let key = if gpu {
-                    (true, t.lanes.device[l], t.lanes.stream[l], 0)
-                } else {
-                    (false, t.lanes.sort_index[l], tid_num, 0)
-                };
-                let summary = LaneSummary {
-                    lane: l as u32,
-                    gpu,
-                    label,
-                    events: t.lanes.events.get(l).copied().unwrap_or(0),
-                    depth: index.depth(l as u32),
-                };
-                (summary, key)
+        let lanes: Vec<LaneSummary> = t
+            .lanes
+            .display_order()
+            .into_iter()
+            .map(|l| LaneSummary {
+                lane: l as u32,
+                gpu: t.lanes.kind[l] == LaneKind::Gpu,
+                label: t.lanes.label(l, strings),
+                events: t.lanes.events.get(l).copied().unwrap_or(0),
+                depth: index.depth(l as u32),
             })
             .collect();
-        lanes.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.lane.cmp(&b.0.lane)));
         let comm_kernels = report.collectives.iter().filter(|c| c.side == "gpu").map(|c| c.count).sum();
         RankSummary {
             file: report.file.clone(),
@@ -200,7 +176,7 @@ impl RankSummary {
                 .map(|s| StepSpan { step: s.step, start_ns: s.start_ns, end_ns: s.start_ns + s.dur_ns })
                 .collect(),
             steps_synthetic: report.steps_synthetic,
-            lanes: lanes.into_iter().map(|(l, _)| l).collect(),
+            lanes,
             diagnostics: report.diagnostics.iter().map(DiagSummary::from_diagnostic).collect(),
             hidden_events: index.hidden,
         }
