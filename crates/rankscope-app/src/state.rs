@@ -656,13 +656,7 @@ fn assemble_digest(
     parts: &BTreeMap<FileId, Rc<RankPart>>,
     generation: u32,
 ) -> Assembly {
-    let loaded: Vec<usize> =
-        files.iter().enumerate().filter(|(_, f)| f.summary.is_some()).map(|(i, _)| i).collect();
-    let claims: Vec<RankClaim> = loaded
-        .iter()
-        .filter_map(|&i| files[i].summary.as_ref())
-        .map(|s| RankClaim { file: s.file.clone(), claimed_rank: s.claimed_rank })
-        .collect();
+    let (loaded, claims) = loaded_claims(files);
     let placed = d.place(&claims);
     let mut by_index: BTreeMap<usize, (FileId, Rc<RankSummary>)> = BTreeMap::new();
     let mut requests = Vec::new();
@@ -708,9 +702,8 @@ fn assemble_digest(
     }
 }
 
-/// Decides ranks across the loaded files (as the CLI does), computes the job facts, and lists
-/// the workers to tell.
-fn assemble(files: &mut [FileEntry], parts: &BTreeMap<FileId, Rc<RankPart>>, generation: u32) -> Assembly {
+/// The loaded files (indices into `files`) and each one's claim on its rank, in load order.
+fn loaded_claims(files: &[FileEntry]) -> (Vec<usize>, Vec<RankClaim>) {
     let loaded: Vec<usize> =
         files.iter().enumerate().filter(|(_, f)| f.summary.is_some()).map(|(i, _)| i).collect();
     let claims: Vec<RankClaim> = loaded
@@ -718,6 +711,13 @@ fn assemble(files: &mut [FileEntry], parts: &BTreeMap<FileId, Rc<RankPart>>, gen
         .filter_map(|&i| files[i].summary.as_ref())
         .map(|s| RankClaim { file: s.file.clone(), claimed_rank: s.claimed_rank })
         .collect();
+    (loaded, claims)
+}
+
+/// Decides ranks across the loaded files (as the CLI does), computes the job facts, and lists
+/// the workers to tell.
+fn assemble(files: &mut [FileEntry], parts: &BTreeMap<FileId, Rc<RankPart>>, generation: u32) -> Assembly {
+    let (loaded, claims) = loaded_claims(files);
     let (decided, errors) = job::decide(&claims, &[]);
     let mut ranks = Vec::new();
     let mut requests = Vec::new();
