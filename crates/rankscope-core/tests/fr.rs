@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use rankscope_core::fr::{self, pickle, DumpFormat, FrDump, RankedDump};
 use rankscope_core::model::CollKind;
 use rankscope_core::sequence::{DiagnosisKind, DivergenceClass, Field, MissingReason, SequenceReport};
+use rankscope_core::synth::Rng;
 
 fn case_dir(case: &str, form: &str) -> PathBuf {
     common::fixture("fr").join(case).join(form)
@@ -219,18 +220,6 @@ fn report_round_trips_through_json() {
 
 // ---- the pickle reader on hostile input: errors with offsets, never a panic ----
 
-/// splitmix64.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
-
 #[test]
 fn every_cut_of_a_dump_is_an_error_with_an_offset() {
     let p = case_dir("healthy", "pickle").join("fr_trace_rank_0");
@@ -251,7 +240,7 @@ fn every_cut_of_a_dump_is_an_error_with_an_offset() {
 
 #[test]
 fn mutated_dumps_never_panic() {
-    let mut rng = Rng(9);
+    let mut rng = Rng::from_state(9);
     let sources: Vec<Vec<u8>> = CASES
         .iter()
         .flat_map(|c| ["pickle", "json"].map(|f| files(&case_dir(c, f))[0].clone()))
@@ -260,22 +249,22 @@ fn mutated_dumps_never_panic() {
     for round in 0..3000 {
         let src = &sources[round % sources.len()];
         let mut v = src.clone();
-        for _ in 0..1 + rng.next() % 4 {
-            let at = (rng.next() % v.len().max(1) as u64) as usize;
-            match rng.next() % 4 {
+        for _ in 0..1 + rng.next_u64() % 4 {
+            let at = (rng.next_u64() % v.len().max(1) as u64) as usize;
+            match rng.next_u64() % 4 {
                 0 => v.truncate(at),
                 1 => {
                     if let Some(b) = v.get_mut(at) {
-                        *b = rng.next() as u8;
+                        *b = rng.next_u64() as u8;
                     }
                 }
                 2 => {
-                    let end = (at + 1 + (rng.next() % 16) as usize).min(v.len());
+                    let end = (at + 1 + (rng.next_u64() % 16) as usize).min(v.len());
                     v.drain(at..end);
                 }
                 _ => {
                     let junk = [b'(', b'e', b'u', 0x8a, 0xff, b'h', b'X', 0xff, 0xff];
-                    let k = (rng.next() % junk.len() as u64) as usize;
+                    let k = (rng.next_u64() % junk.len() as u64) as usize;
                     v.insert(at.min(v.len()), junk[k]);
                 }
             }

@@ -12,24 +12,7 @@ mod common;
 
 use common::*;
 use rankscope_core::model::{DiagKind, RankTrace, Severity};
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next() % n as u64) as usize
-        }
-    }
-}
+use rankscope_core::synth::Rng;
 
 /// The decompressed text of a trace file.
 fn text_of(path: &std::path::Path) -> Vec<u8> {
@@ -89,7 +72,7 @@ struct Campaign {
 fn campaign(seed: u64, per_file: usize, slice_bytes: usize) -> (Campaign, Vec<String>) {
     let mut files: Vec<_> = walk(&shared().join("traces"));
     files.sort();
-    let mut rng = Rng(seed);
+    let mut rng = Rng::from_state(seed);
     let mut c = Campaign::default();
     let mut examples = Vec::new();
     const HOT: &[u8] = b"\"{}[],:\\\x00\xff0aN";
@@ -100,7 +83,7 @@ fn campaign(seed: u64, per_file: usize, slice_bytes: usize) -> (Campaign, Vec<St
         let base_n = base.counts.total;
         for _ in 0..per_file {
             let at = events.start + rng.below(events.len());
-            let byte = if rng.below(2) == 0 { HOT[rng.below(HOT.len())] } else { rng.next() as u8 };
+            let byte = if rng.below(2) == 0 { HOT[rng.below(HOT.len())] } else { rng.next_u64() as u8 };
             let mut m = clean.clone();
             match rng.below(4) {
                 0 => m.insert(at, byte),

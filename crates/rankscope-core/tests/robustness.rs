@@ -5,25 +5,7 @@ mod common;
 
 use common::*;
 use rankscope_core::normalize::{assemble, Rules};
-
-/// splitmix64: a tiny deterministic generator.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next() % n as u64) as usize
-        }
-    }
-}
+use rankscope_core::synth::Rng;
 
 fn mutate(rng: &mut Rng, src: &[u8]) -> Vec<u8> {
     let mut v = src.to_vec();
@@ -33,7 +15,7 @@ fn mutate(rng: &mut Rng, src: &[u8]) -> Vec<u8> {
             0 => v.truncate(at),
             1 => {
                 if let Some(b) = v.get_mut(at) {
-                    *b = rng.next() as u8;
+                    *b = rng.next_u64() as u8;
                 }
             }
             2 => {
@@ -84,7 +66,7 @@ fn mutated_inputs_never_panic() {
     let dlrm = read(&shared().join("traces/param-dlrm-8rank/worker3_step_12.1694128201557.pt.trace.json"));
     sources.push(dlrm[..dlrm.len().min(60_000)].to_vec());
     sources.push(read(&shared().join("traces/hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")));
-    let mut rng = Rng(0x5eed);
+    let mut rng = Rng::from_state(0x5eed);
     let mut traces = 0;
     for case in 0..3000 {
         let src = &sources[case % sources.len()];

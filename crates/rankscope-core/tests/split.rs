@@ -6,6 +6,7 @@
 
 use rankscope_core::model::{RankTrace, StrId};
 use rankscope_core::parse::{ingest_bytes, split, TraceParser};
+use rankscope_core::synth::Rng;
 use rankscope_core::synth::{self, SynthConfig};
 
 /// The host's procedure (rankscope-host `read_trace_split`) over bytes in memory: seams found
@@ -79,30 +80,19 @@ fn rank_bytes(seed: u64, rank: u32) -> Vec<u8> {
     out
 }
 
-/// splitmix64.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
-
 #[test]
 fn random_seams_give_the_serial_tables() {
-    let mut rng = Rng(12);
+    let mut rng = Rng::from_state(12);
     let mut merged = 0;
     for seed in 0..4u64 {
         let bytes = rank_bytes(seed, (seed % 2) as u32);
         let serial = dump(&ingest_bytes("t", &bytes).expect("serial parse"));
         for _ in 0..12 {
-            let n = 2 + (rng.next() % 6) as usize;
-            let mut cuts: Vec<usize> = (0..n).map(|_| (rng.next() % bytes.len() as u64) as usize).collect();
+            let n = 2 + (rng.next_u64() % 6) as usize;
+            let mut cuts: Vec<usize> =
+                (0..n).map(|_| (rng.next_u64() % bytes.len() as u64) as usize).collect();
             cuts.sort_unstable();
-            let chunk = [7usize, 4096, 1 << 20][(rng.next() % 3) as usize];
+            let chunk = [7usize, 4096, 1 << 20][(rng.next_u64() % 3) as usize];
             if let Some(t) = split_parse(&bytes, &cuts, chunk) {
                 assert_eq!(dump(&t), serial, "seed {seed}, cuts {cuts:?}, chunk {chunk}");
                 merged += 1;

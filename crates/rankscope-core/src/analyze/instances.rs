@@ -11,7 +11,7 @@
 //!
 //! **Point-to-point** (`p2p`): sends, recvs and batches of them (`batch_isend_irecv`, an NCCL
 //! group: `nccl:coalesced`) are exchanges between two ranks, not collectives: they are matched
-//! send → recv by [`super::p2p`] and kept out of the collectives' matching below. An instance is
+//! send → recv by [`super::pipeline`] and kept out of the collectives' matching below. An instance is
 //! point-to-point when its kind is send, recv or send/recv (NCCL's `ncclDevKernel_SendRecv`
 //! whose enclosing op does not say all_to_all, gather or scatter) and it is not nested in a
 //! collective op (`TORCH_DISTRIBUTED_DEBUG=DETAIL` runs its checks as `gloo:send` / `gloo:recv`
@@ -22,7 +22,7 @@
 //! `nccl:recv 1<-0`), both ranks in the op's process group, mapped to global ranks through the
 //! group's ranks (`Process Group Ranks`, `distributedInfo.pg_config`; a group that is not known
 //! is taken as the default group). Without any of those the peer stays unknown and
-//! [`super::p2p`] infers it from the pipeline's structure.
+//! [`super::pipeline`] infers it from the pipeline's structure.
 //!
 //! Matching across ranks: by (process group, `Seq`) where the trace has sequence numbers;
 //! otherwise by (process group, collective kind, step, ordinal within the step); without step

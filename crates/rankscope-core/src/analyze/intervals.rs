@@ -185,29 +185,15 @@ impl Set {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// splitmix64.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        }
-        fn range(&mut self, n: u64) -> i64 {
-            (self.next() % n) as i64
-        }
-    }
+    use crate::synth::Rng;
 
     const N: usize = 200;
 
     fn random_ivs(r: &mut Rng) -> Vec<Iv> {
-        (0..r.range(12))
+        (0..r.range(0, 11))
             .map(|_| {
-                let a = r.range(N as u64);
-                (a, a + r.range(40) - 5)
+                let a = r.range(0, N as i64 - 1);
+                (a, a + r.range(0, 39) - 5)
             })
             .collect()
     }
@@ -229,7 +215,7 @@ mod tests {
 
     #[test]
     fn operations_agree_with_a_bitmap_model() {
-        let mut r = Rng(7);
+        let mut r = Rng::from_state(7);
         for _ in 0..5000 {
             let (x, y) = (random_ivs(&mut r), random_ivs(&mut r));
             let (a, b) = (Set::from_unsorted(x.clone()), Set::from_unsorted(y.clone()));
@@ -248,8 +234,8 @@ mod tests {
             assert_eq!(d.len_ns(), count(&|p, q| p && !q));
             assert_eq!(u, Set::from_unsorted([x.clone(), y.clone()].concat()));
             assert_eq!(Set::from_sorted(x.clone()), a);
-            let lo = r.range(N as u64);
-            let hi = lo + r.range(80);
+            let lo = r.range(0, N as i64 - 1);
+            let hi = lo + r.range(0, 79);
             let c = a.clip(lo, hi);
             assert!(well_formed(&c));
             let in_window =

@@ -2,7 +2,7 @@
 //! form, micro-batches, the schedule, and per stage × step the compute, the bubble and the
 //! blocking receive wait (docs/metrics.md, "Pipelines").
 //!
-//! **Matching** ([`match_p2p`]): a send on rank `s` to peer `d` pairs with a recv on rank `d`
+//! **Matching** (`match_p2p`): a send on rank `s` to peer `d` pairs with a recv on rank `d`
 //! from peer `s` of the same process group, by their order within that (group, src, dst) pair;
 //! sizes are compared (a pair whose sizes differ is counted as a size mismatch, not dropped). A
 //! batch (`batch_isend_irecv`, an NCCL group) is one exchange: its send/recv instance pairs with

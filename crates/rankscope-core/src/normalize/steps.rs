@@ -128,7 +128,7 @@ const OUTLIER_SLACK: i64 = 10;
 
 /// The span over all slices but the outliers, the number of outliers and the first outlier row.
 ///
-/// An outlier is a slice that starts more than [`OUTLIER_SLACK`] × W before the bulk or ends
+/// An outlier is a slice that starts more than `OUTLIER_SLACK` × W before the bulk or ends
 /// that far after it, where the bulk runs from the (k+1)-th earliest start to the (k+1)-th
 /// latest end with k = max(1, n/1000) (so one stray event, or 0.1% of them, never defines it)
 /// and W is its length, at least one second. One event at ts 0 in a trace on the epoch clock

@@ -5,8 +5,8 @@
 //! 1. **Seams**: near each cut point it looks for `}` `,` `{` (blanks allowed between) with
 //!    [`find_seam`]. Such bytes can also sit inside a string; nothing here trusts them: the
 //!    parses below prove each seam.
-//! 2. **The frame**: one [`TraceParser`] reads the head of the file up to the first seam, gives a
-//!    [`Mark`] ([`TraceParser::mark`]: every table's length at that point, and `None` unless the
+//! 2. **The frame**: one [`TraceParser`](super::TraceParser) reads the head of the file up to the first seam, gives a
+//!    [`Mark`] ([`TraceParser::mark`](super::TraceParser::mark): every table's length at that point, and `None` unless the
 //!    parser stands between two events with nothing carried and nothing to report), then reads
 //!    the tail from the last seam. It sees every top-level member, the head's and the tail's
 //!    events, and applies the base time.

@@ -72,7 +72,7 @@ fn text(buf: &[u8], s: Str<'_>, scratch: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// Parses one value. Depth beyond [`MAX_DEPTH`] is rejected as malformed.
+/// Parses one value. Depth beyond `MAX_DEPTH` is rejected as malformed.
 pub fn parse(buf: &[u8], pos: &mut usize) -> Res<Value> {
     let mut scratch = Vec::new();
     parse_at(buf, pos, 0, &mut scratch)

@@ -106,7 +106,7 @@ pub fn dtype(d: &str) -> String {
     }
 }
 
-/// "a scalar float32", "136 float32", "[8, 16] float32", "2 tensors [8], [8] float32".
+/// "a scalar float32", "136 float32", "\[8, 16\] float32", "2 tensors \[8\], \[8\] float32".
 pub fn shape(r: &RecordRef) -> Option<String> {
     let dt = r.in_dtypes.first().map(|d| format!(" {}", dtype(d))).unwrap_or_default();
     let one = |s: &Vec<i64>| match s.len() {

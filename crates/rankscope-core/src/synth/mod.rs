@@ -69,7 +69,7 @@ mod scenario;
 mod shapes;
 mod sim;
 
-use rng::Rng;
+pub use rng::Rng;
 pub use scenario::{Cause, Injected, Scenario};
 use sim::{Class, CollKind, JobSim, RankSim};
 
