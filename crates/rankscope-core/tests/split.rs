@@ -5,7 +5,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::indexing_slicing)] // a failed expectation is the test failing
 
 use rankscope_core::model::{RankTrace, StrId};
-use rankscope_core::parse::{ingest_bytes, split, TraceParser};
+use rankscope_core::parse::{ingest_bytes, split, CutSizes, Cutout, FileIngest, TraceParser};
 use rankscope_core::synth::Rng;
 use rankscope_core::synth::{self, SynthConfig};
 
@@ -136,4 +136,112 @@ fn seams_are_found_between_elements_only() {
     assert_eq!(split::find_seam(b"1] , {2"), None);
     assert_eq!(split::find_seam(b"}{"), None);
     assert_eq!(split::find_seam(b"a,b},{"), Some((4, 5)));
+}
+
+/// A cutting ingest over `bytes` fed in `chunk`-byte reads, its pieces parsed alone and merged:
+/// the trace, whether anything was cut, or `None` when it doubts (the host then parses
+/// serially).
+fn cut_parse(bytes: &[u8], sizes: CutSizes, chunk: usize) -> Option<(RankTrace, usize)> {
+    let mut ing = FileIngest::cutting("t", sizes);
+    let mut pieces = Vec::new();
+    for c in bytes.chunks(chunk) {
+        ing.feed(c);
+        pieces.extend(ing.take_pieces());
+    }
+    match ing.finish_cut().ok()? {
+        Cutout::Whole(t) => {
+            assert!(pieces.is_empty(), "a whole parse hands on no piece");
+            Some((t, 0))
+        }
+        Cutout::Doubt => None,
+        Cutout::Cut { frame, mark, text_bytes, input_bytes } => {
+            let n = pieces.len();
+            let middle: Option<Vec<RankTrace>> = pieces
+                .iter()
+                .map(|p| {
+                    let mut q = TraceParser::new("t");
+                    q.feed(b"[");
+                    q.feed(p);
+                    q.feed(b"]");
+                    q.finish().ok()
+                })
+                .collect();
+            let mut t = split::merge(frame, &mark, middle?, text_bytes)?;
+            t.input_bytes = input_bytes;
+            Some((t, n))
+        }
+    }
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(bytes).expect("gzip");
+    e.finish().expect("gzip")
+}
+
+fn dump_all(t: &RankTrace) -> String {
+    format!("{}\n{}\n{:?}", dump(t), t.input_bytes, t.diagnostics)
+}
+
+#[test]
+fn cutting_a_stream_gives_the_serial_tables() {
+    let mut rng = Rng::from_state(31);
+    let mut cut_some = 0;
+    for seed in 0..4u64 {
+        let plain = rank_bytes(seed, (seed % 2) as u32);
+        for bytes in [plain.clone(), gzip(&plain)] {
+            let serial = dump_all(&ingest_bytes("t", &bytes).expect("serial parse"));
+            for _ in 0..6 {
+                let sizes = CutSizes {
+                    head: 1 + rng.below(4096),
+                    block: 256 + rng.below(plain.len() / 4),
+                    // More than the `M` events at the end (about 6 kB here): a middle piece holding
+                    // them doubts, rightly.
+                    keep: 8192 + rng.below(8192),
+                };
+                let chunk = [7usize, 4096, 1 << 20][rng.below(3)];
+                let (t, pieces) = cut_parse(&bytes, sizes, chunk).expect("a clean trace never doubts");
+                assert_eq!(dump_all(&t), serial, "seed {seed}, {sizes:?}, chunk {chunk}");
+                if pieces > 1 {
+                    cut_some += 1;
+                }
+            }
+        }
+    }
+    assert!(cut_some >= 24, "only {cut_some} of 48 cutting parses cut more than one piece");
+}
+
+#[test]
+fn a_damaged_stream_keeps_the_serial_messages() {
+    // A byte changed anywhere: whatever the cut, the answer is the serial parse's or a doubt
+    // (then parsed serially), never a third trace.
+    let mut rng = Rng::from_state(32);
+    let plain = rank_bytes(5, 0);
+    let sizes = CutSizes { head: 2048, block: 8192, keep: 2048 };
+    let mut agreed = 0;
+    for round in 0..40 {
+        let mut bytes = plain.clone();
+        let at = rng.below(bytes.len());
+        bytes[at] = b"{}[],:\"x0"[rng.below(9)];
+        let input = if round % 2 == 0 { bytes } else { gzip(&bytes) };
+        let serial = ingest_bytes("t", &input).map(|t| dump_all(&t));
+        if let Some((t, _)) = cut_parse(&input, sizes, 4096) {
+            assert_eq!(Ok(dump_all(&t)), serial, "round {round}, byte {at}");
+            agreed += 1;
+        }
+    }
+    assert!(agreed > 0);
+}
+
+#[test]
+fn a_damaged_gzip_member_is_not_merged() {
+    // Cut short: the frame carries gzip's "cut" diagnostic, so the merge refuses.
+    let gz = gzip(&rank_bytes(6, 1));
+    let cut = &gz[..gz.len() * 3 / 4];
+    let sizes = CutSizes { head: 2048, block: 8192, keep: 2048 };
+    assert!(cut_parse(cut, sizes, 4096).is_none());
+    // The serial parse reads what inflated, and says so.
+    let t = ingest_bytes("t", cut).expect("partial");
+    assert!(!t.diagnostics.is_empty());
 }

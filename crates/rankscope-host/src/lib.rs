@@ -242,6 +242,113 @@ pub fn read_trace_split(
     Some(t)
 }
 
+/// A gzip file of at least this many compressed bytes read alone is inflated on one thread and
+/// parsed on the others ([`read_trace_cutting`]); Kineto's JSON compresses about 8–15×, so this
+/// is about the plain-JSON threshold's text.
+fn cut_min_bytes() -> u64 {
+    env_num("RANKSCOPE_SPLIT_MIN_BYTES").unwrap_or(SPLIT_MIN_BYTES / 8)
+}
+
+/// The cutter's sizes: `RANKSCOPE_CUT_BLOCK_BYTES` sets the pieces' size (tests; 8 MiB
+/// otherwise).
+fn cut_sizes() -> rankscope_core::parse::CutSizes {
+    let d = rankscope_core::parse::CutSizes::default();
+    match env_num("RANKSCOPE_CUT_BLOCK_BYTES") {
+        Some(b) => rankscope_core::parse::CutSizes { block: b as usize, ..d },
+        None => d,
+    }
+}
+
+/// One gzip file on every core: this thread reads and inflates, and hands the text to
+/// `rankscope_core::parse::FileIngest::cutting`, which passes the head and tail to the frame
+/// parser and cuts the events between into pieces at seams; `workers` threads parse the pieces
+/// while the rest still inflates, and the columns are merged as [`read_trace_split`] merges
+/// them. `None` whenever the cut doubts (a diagnostic anywhere, `B`/`E` events, no seam where
+/// one was due, …): the caller then reads the file serially, so damaged input keeps the serial
+/// path's messages. A file too small to cut comes back whole, exactly as the serial read.
+/// With the trace, how many middle pieces it was cut into (0: read whole).
+pub fn read_trace_cutting(
+    path: &Path,
+    chunk: usize,
+    workers: usize,
+    sizes: rankscope_core::parse::CutSizes,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Option<Result<(RankTrace, usize), ReadError>> {
+    use rankscope_core::parse::{split, Cutout, FileIngest, TraceParser};
+    let name = path.display().to_string();
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Vec<u8>)>(workers.max(1));
+    let rx = Mutex::new(rx);
+    let parsed: Mutex<Vec<(usize, Option<RankTrace>)>> = Mutex::new(Vec::new());
+    let read = std::thread::scope(|s| {
+        for _ in 0..workers.max(1) {
+            s.spawn(|| loop {
+                let next = match rx.lock() {
+                    Ok(r) => r.recv(),
+                    Err(_) => break,
+                };
+                let Ok((i, piece)) = next else { break };
+                let mut p = TraceParser::new(&name);
+                p.feed(b"[");
+                p.feed(&piece);
+                drop(piece);
+                p.feed(b"]");
+                let t = p.finish().ok();
+                if let Ok(mut v) = parsed.lock() {
+                    v.push((i, t));
+                }
+            });
+        }
+        let read = || -> Result<Cutout, ReadError> {
+            let mut f =
+                std::fs::File::open(path).map_err(|e| ReadError::io(format!("{name}: cannot open: {e}")))?;
+            let mut ingest = FileIngest::cutting(&name, sizes);
+            let mut buf = vec![0u8; chunk.max(1)];
+            let mut pieces = 0usize;
+            loop {
+                let n = match f.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(ReadError::io(format!("{name}: read error: {e}"))),
+                };
+                ingest.feed(&buf[..n]);
+                progress(n as u64);
+                for piece in ingest.take_pieces() {
+                    if tx.send((pieces, piece)).is_err() {
+                        return Ok(Cutout::Doubt);
+                    }
+                    pieces += 1;
+                }
+                if ingest.failed() {
+                    break;
+                }
+            }
+            ingest.finish_cut().map_err(|e| ReadError { message: e.to_string(), not_a_trace: true })
+        };
+        let r = read();
+        drop(tx);
+        r
+    });
+    let (frame, mark, text_bytes, input_bytes) = match read {
+        Err(e) => return Some(Err(e)),
+        Ok(Cutout::Whole(t)) => return Some(Ok((t, 0))),
+        Ok(Cutout::Doubt) => return None,
+        Ok(Cutout::Cut { frame, mark, text_bytes, input_bytes }) => (frame, mark, text_bytes, input_bytes),
+    };
+    let mut parsed = parsed.into_inner().ok()?;
+    parsed.sort_by_key(|(i, _)| *i);
+    let n = parsed.len();
+    let middle: Option<Vec<RankTrace>> = parsed.into_iter().map(|(_, t)| t).collect();
+    let mut t = split::merge(frame, &mark, middle?, text_bytes)?;
+    t.input_bytes = input_bytes;
+    Some(Ok((t, n)))
+}
+
+fn is_gzip(path: &Path) -> bool {
+    let mut magic = [0u8; 2];
+    std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic)).is_ok() && magic == [0x1f, 0x8b]
+}
+
 /// Progress of reading: `(bytes done, bytes in all)`, called from the reading threads.
 pub type ProgressFn<'a> = &'a (dyn Fn(u64, u64) + Sync);
 
@@ -270,8 +377,18 @@ pub fn load_traces(
                 let Some(input) = files.get(i) else { break };
                 let report = |n: u64| progress(done.fetch_add(n, Ordering::Relaxed) + n, total);
                 // A core left idle by too few files splits the file it reads.
-                let r = match read_trace_split(&input.path, chunk, split_pieces, &report) {
-                    Some(t) => Ok(t),
+                let cut = split_pieces > 1
+                    && std::fs::metadata(&input.path)
+                        .is_ok_and(|m| m.is_file() && m.len() >= cut_min_bytes())
+                    && is_gzip(&input.path);
+                let tried = if cut {
+                    read_trace_cutting(&input.path, chunk, split_pieces, cut_sizes(), &report)
+                        .map(|r| r.map(|(t, _)| t))
+                } else {
+                    read_trace_split(&input.path, chunk, split_pieces, &report).map(Ok)
+                };
+                let r = match tried {
+                    Some(r) => r,
                     None => {
                         if split_pieces > 1 {
                             done.store(0, Ordering::Relaxed);
@@ -469,4 +586,40 @@ pub fn analyze_paths(req: &Request, progress: ProgressFn<'_>) -> Result<Outcome>
     let (job, mut out) = job::analyze_traces(traces, &explicit, &rules, &refs, &req.options);
     out.failed = failed;
     Ok(Outcome { job, out, notes })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use rankscope_core::parse::CutSizes;
+    use std::io::Write;
+
+    /// The gzip path on every core: the pieces are parsed on worker threads, in whatever order
+    /// they finish, and the merged trace is the serial read's, table for table.
+    #[test]
+    fn a_gzip_file_cut_on_worker_threads_reads_as_the_serial_read() {
+        let cfg = rankscope_core::synth::SynthConfig {
+            ranks: 2,
+            steps: 3,
+            straggler_rank: Some(1),
+            ..Default::default()
+        };
+        let mut text = Vec::new();
+        rankscope_core::synth::write_rank(&cfg, 1, &mut text).unwrap();
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(&text).unwrap();
+        let dir = std::env::temp_dir().join(format!("rankscope-host-cut-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let gz = dir.join("rank1.json.gz");
+        std::fs::write(&gz, e.finish().unwrap()).unwrap();
+        let serial = read_trace(&gz, 1 << 16, &|_| {}).unwrap();
+        let sizes = CutSizes { head: 64 << 10, block: 96 << 10, keep: 64 << 10 };
+        for workers in [1, 2, 3] {
+            let (t, pieces) = read_trace_cutting(&gz, 1 << 16, workers, sizes, &|_| {}).unwrap().unwrap();
+            assert!(pieces >= 8, "{} text bytes cut into only {pieces} pieces", text.len());
+            assert_eq!(format!("{t:?}"), format!("{serial:?}"), "{workers} workers");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

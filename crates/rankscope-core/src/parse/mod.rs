@@ -7,6 +7,7 @@ pub mod split;
 pub mod value;
 
 pub use kineto::{IngestError, Limits, Mark, TraceParser};
+pub use split::{CutSizes, Cutter};
 
 use crate::model::{DiagKind, RankTrace};
 
@@ -23,9 +24,9 @@ pub struct Progress {
 
 enum Mode {
     /// Waiting for enough bytes to tell gzip from text.
-    Sniff(Vec<u8>, TraceParser),
-    Plain(TraceParser),
-    Gzip(Box<gzip::Gunzip>, TraceParser),
+    Sniff(Vec<u8>, Text),
+    Plain(Text),
+    Gzip(Box<gzip::Gunzip>, Text),
     Empty,
 }
 
@@ -38,6 +39,79 @@ impl std::fmt::Debug for Mode {
             Mode::Empty => "Empty",
         })
     }
+}
+
+/// Where the text goes: one parser, or (cutting) the frame parser and the middle pieces.
+#[derive(Debug)]
+struct Text {
+    parser: TraceParser,
+    cut: Option<Box<Cutting>>,
+}
+
+#[derive(Debug)]
+struct Cutting {
+    cutter: split::Cutter,
+    mark: Option<Mark>,
+    pieces: Vec<Vec<u8>>,
+}
+
+impl Text {
+    fn new(parser: TraceParser) -> Self {
+        Text { parser, cut: None }
+    }
+
+    fn feed(&mut self, b: &[u8]) {
+        match &mut self.cut {
+            None => self.parser.feed(b),
+            Some(c) => {
+                let Cutting { cutter, mark, pieces } = &mut **c;
+                let parser = &mut self.parser;
+                cutter.feed(b, &mut |cut| take_cut(cut, parser, mark, pieces));
+            }
+        }
+    }
+
+    /// The end of the text: the cutter's tail goes to the frame.
+    fn end(&mut self) {
+        if let Some(c) = &mut self.cut {
+            let Cutting { cutter, mark, pieces } = &mut **c;
+            let parser = &mut self.parser;
+            cutter.finish(&mut |cut| take_cut(cut, parser, mark, pieces));
+        }
+    }
+
+    fn text_bytes(&self) -> u64 {
+        self.cut.as_ref().map_or_else(|| self.parser.text_bytes(), |c| c.cutter.text_bytes())
+    }
+}
+
+fn take_cut(
+    cut: split::Cut<'_>,
+    parser: &mut TraceParser,
+    mark: &mut Option<Mark>,
+    pieces: &mut Vec<Vec<u8>>,
+) -> bool {
+    match cut {
+        split::Cut::Frame(b) => parser.feed(b),
+        split::Cut::Mark => {
+            *mark = parser.mark();
+            return mark.is_some();
+        }
+        split::Cut::Piece(v) => pieces.push(v),
+    }
+    true
+}
+
+/// How a cutting ingest ([`FileIngest::cutting`]) ended.
+#[derive(Debug)]
+pub enum Cutout {
+    /// Nothing was cut: this is the serial parse's trace.
+    Whole(RankTrace),
+    /// Cut: [`split::merge`] the frame with the pieces (each parsed as `[` piece `]`, in the
+    /// order they were taken) over `text_bytes` of text, then set `input_bytes`.
+    Cut { frame: RankTrace, mark: Mark, text_bytes: u64, input_bytes: u64 },
+    /// Cutting failed after pieces were handed on: parse the file serially.
+    Doubt,
 }
 
 /// Ingest of one file from chunks of any size. gzip is recognised by its magic bytes
@@ -57,8 +131,28 @@ impl FileIngest {
     /// Ingest with other parser [`Limits`].
     pub fn with_limits(source_name: &str, limits: Limits) -> Self {
         FileIngest {
-            mode: Mode::Sniff(Vec::new(), TraceParser::with_limits(source_name, limits)),
+            mode: Mode::Sniff(Vec::new(), Text::new(TraceParser::with_limits(source_name, limits))),
             input_bytes: 0,
+        }
+    }
+
+    /// Ingest that cuts the text for parsing on several cores ([`split::Cutter`]): take the
+    /// middle pieces with [`FileIngest::take_pieces`] as they come (after each feed) and end
+    /// with [`FileIngest::finish_cut`]. Useful where the text cannot be read at offsets (gzip,
+    /// a pipe, a stream); the frame keeps gzip's handling and messages.
+    pub fn cutting(source_name: &str, sizes: split::CutSizes) -> Self {
+        let mut t = Text::new(TraceParser::new(source_name));
+        t.cut = Some(Box::new(Cutting { cutter: split::Cutter::new(sizes), mark: None, pieces: Vec::new() }));
+        FileIngest { mode: Mode::Sniff(Vec::new(), t), input_bytes: 0 }
+    }
+
+    /// The middle pieces cut since the last call (cutting ingest only).
+    pub fn take_pieces(&mut self) -> Vec<Vec<u8>> {
+        match &mut self.mode {
+            Mode::Sniff(_, t) | Mode::Plain(t) | Mode::Gzip(_, t) => {
+                t.cut.as_mut().map(|c| std::mem::take(&mut c.pieces)).unwrap_or_default()
+            }
+            Mode::Empty => Vec::new(),
         }
     }
 
@@ -86,7 +180,7 @@ impl FileIngest {
             }
             Mode::Gzip(mut g, mut p) => {
                 // Once the text is found not to be a trace, inflating more is pointless.
-                if p.failed().is_none() {
+                if p.parser.failed().is_none() {
                     g.feed(chunk, &mut |piece| p.feed(piece));
                 }
                 Mode::Gzip(g, p)
@@ -102,30 +196,54 @@ impl FileIngest {
         };
         Progress {
             input_bytes: self.input_bytes,
-            text_bytes: p.map_or(0, TraceParser::text_bytes),
-            events: p.map_or(0, TraceParser::events_so_far),
+            text_bytes: p.map_or(0, Text::text_bytes),
+            events: p.map_or(0, |t| t.parser.events_so_far()),
         }
     }
 
     /// Whether the input was already found not to be a trace.
     pub fn failed(&self) -> bool {
         match &self.mode {
-            Mode::Sniff(_, p) | Mode::Plain(p) | Mode::Gzip(_, p) => p.failed().is_some(),
+            Mode::Sniff(_, p) | Mode::Plain(p) | Mode::Gzip(_, p) => p.parser.failed().is_some(),
             Mode::Empty => false,
         }
     }
 
     /// Ends the input: returns the raw (not yet normalized) trace.
-    pub fn finish(mut self) -> Result<RankTrace, IngestError> {
+    pub fn finish(self) -> Result<RankTrace, IngestError> {
+        self.end().0
+    }
+
+    /// Ends a cutting ingest ([`FileIngest::cutting`]).
+    pub fn finish_cut(self) -> Result<Cutout, IngestError> {
         let input_bytes = self.input_bytes;
-        let (parser, gz) = match std::mem::replace(&mut self.mode, Mode::Empty) {
+        let (trace, cut) = self.end();
+        let trace = trace?;
+        let Some(c) = cut else { return Ok(Cutout::Whole(trace)) };
+        if c.cutter.failed() {
+            return Ok(Cutout::Doubt);
+        }
+        match c.mark {
+            Some(mark) if !c.cutter.whole() => {
+                Ok(Cutout::Cut { frame: trace, mark, text_bytes: c.cutter.text_bytes(), input_bytes })
+            }
+            _ => Ok(Cutout::Whole(trace)),
+        }
+    }
+
+    fn end(mut self) -> (Result<RankTrace, IngestError>, Option<Box<Cutting>>) {
+        let input_bytes = self.input_bytes;
+        let (mut text, gz) = match std::mem::replace(&mut self.mode, Mode::Empty) {
             Mode::Sniff(head, mut p) => {
                 if head.starts_with(&[0x1f]) && head.len() == 1 {
-                    return Err(IngestError::NotATrace {
-                        source_name: p.source().to_string(),
-                        offset: 0,
-                        reason: "one byte, the start of a gzip header: the file was cut".to_string(),
-                    });
+                    return (
+                        Err(IngestError::NotATrace {
+                            source_name: p.parser.source().to_string(),
+                            offset: 0,
+                            reason: "one byte, the start of a gzip header: the file was cut".to_string(),
+                        }),
+                        None,
+                    );
                 }
                 p.feed(&head);
                 (p, None)
@@ -135,9 +253,11 @@ impl FileIngest {
                 let unfinished = g.finish();
                 (p, Some((g, unfinished)))
             }
-            Mode::Empty => (TraceParser::new(""), None),
+            Mode::Empty => (Text::new(TraceParser::new("")), None),
         };
-        let text_bytes = parser.text_bytes();
+        text.end();
+        let text_bytes = text.text_bytes();
+        let Text { parser, cut } = text;
         if let Some((g, unfinished)) = &gz {
             if text_bytes == 0 && parser.failed().is_none() {
                 // Nothing inflated: say why, rather than "the file is empty".
@@ -147,14 +267,20 @@ impl FileIngest {
                     .map(|(at, m)| format!("the gzip stream is corrupt at compressed byte {at} ({m})"))
                     .or(unfinished.clone())
                     .unwrap_or_else(|| "the gzip stream holds no text".to_string());
-                return Err(IngestError::NotATrace {
-                    source_name: parser.source().to_string(),
-                    offset: 0,
-                    reason: format!("{why}; nothing could be inflated"),
-                });
+                return (
+                    Err(IngestError::NotATrace {
+                        source_name: parser.source().to_string(),
+                        offset: 0,
+                        reason: format!("{why}; nothing could be inflated"),
+                    }),
+                    cut,
+                );
             }
         }
-        let mut trace = parser.finish()?;
+        let mut trace = match parser.finish() {
+            Ok(t) => t,
+            Err(e) => return (Err(e), cut),
+        };
         trace.input_bytes = input_bytes;
         if let Some((g, unfinished)) = gz {
             trace.meta.gzip = true;
@@ -171,7 +297,7 @@ impl FileIngest {
                 });
             }
         }
-        Ok(trace)
+        (Ok(trace), cut)
     }
 }
 
