@@ -389,8 +389,7 @@ fn level2(s: &StepEntry, ix: &Index<'_>, ops: &[super::collectives::Op]) -> Opti
         cursor = cursor.max(end);
     }
     // The tail of the rank whose step ends last.
-    let last =
-        s.per_rank.iter().max_by_key(|r| (r.end_ns - al.of(r.rank), std::cmp::Reverse(r.rank)))?;
+    let last = s.per_rank.iter().max_by_key(|r| (r.end_ns - al.of(r.rank), std::cmp::Reverse(r.rank)))?;
     let off = al.of(last.rank);
     if let Some(seg) = seg_of(last.rank).iter().find(|g| g.step == s.step && g.event.is_none()) {
         let (from, to) = (seg.from_ns - off, seg.to_ns - off);

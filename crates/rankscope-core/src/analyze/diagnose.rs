@@ -349,8 +349,11 @@ pub fn locate(cmp: &Compare<'_>, rows: &[RegionRow]) -> Option<Located> {
         (root.to_string(), String::new())
     } else {
         // No step markers: the top-level region with the largest excess.
-        let tops: BTreeSet<&str> =
-            rows.iter().filter(|r| r.rank == cmp.rank && r.parent.is_empty()).map(|r| r.name.as_str()).collect();
+        let tops: BTreeSet<&str> = rows
+            .iter()
+            .filter(|r| r.rank == cmp.rank && r.parent.is_empty())
+            .map(|r| r.name.as_str())
+            .collect();
         let best = tops
             .into_iter()
             .map(|n| (n, region(n, "", Figure::Active)))
@@ -497,6 +500,206 @@ pub fn len_within(ivs: &[Iv], lo: i64, hi: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The comparisons as first written (issue 13's oracle): every value a scan of all the rows,
+    /// quadratic in the ranks. The indexed ones must give the same figures, bit for bit.
+    mod naive {
+        use super::super::*;
+
+        pub fn diff_by(cmp: &Compare<'_>, value: impl Fn(u32, u32) -> i64) -> Diff {
+            let mut d = Diff::default();
+            if cmp.steps.is_empty() {
+                return d;
+            }
+            for &s in cmp.steps {
+                d.mine_ns += value(cmp.rank, s) as f64;
+                d.others_ns +=
+                    median(cmp.ranks.iter().filter(|&&r| r != cmp.rank).map(|&r| value(r, s)).collect())
+                        as f64;
+            }
+            let n = cmp.steps.len() as f64;
+            d.mine_ns /= n;
+            d.others_ns /= n;
+            d
+        }
+
+        pub fn region(cmp: &Compare<'_>, rows: &[RegionRow], name: &str, parent: &str, f: Figure) -> Diff {
+            diff_by(cmp, |r, s| {
+                rows.iter()
+                    .filter(|x| x.rank == r && x.step == s && x.name == name && x.parent == parent)
+                    .map(|x| figure(x, f))
+                    .sum()
+            })
+        }
+
+        pub fn phase_device(cmp: &Compare<'_>, rows: &[RegionRow], ph: Phase) -> Diff {
+            diff_by(cmp, |r, s| {
+                rows.iter()
+                    .filter(|x| x.rank == r && x.step == s && x.phase == ph)
+                    .map(|x| x.device_ns)
+                    .max()
+                    .unwrap_or(0)
+            })
+        }
+
+        pub fn phase(cmp: &Compare<'_>, rows: &[PhaseRow], ph: Phase) -> Diff {
+            diff_by(cmp, |r, s| {
+                rows.iter().filter(|x| x.rank == r && x.step == s && x.phase == ph).map(|x| x.active_ns).sum()
+            })
+        }
+
+        pub fn locate(cmp: &Compare<'_>, rows: &[RegionRow]) -> Option<Located> {
+            let root = "ProfilerStep";
+            let has_root = rows.iter().any(|r| r.rank == cmp.rank && r.name == root && r.parent.is_empty());
+            let (mut name, mut parent) = if has_root {
+                (root.to_string(), String::new())
+            } else {
+                let mut tops: Vec<String> = rows
+                    .iter()
+                    .filter(|r| r.rank == cmp.rank && r.parent.is_empty())
+                    .map(|r| r.name.clone())
+                    .collect();
+                tops.sort();
+                tops.dedup();
+                let best = tops
+                    .into_iter()
+                    .map(|n| {
+                        let d = region(cmp, rows, &n, "", Figure::Active);
+                        (n, d)
+                    })
+                    .max_by(|a, b| a.1.excess().total_cmp(&b.1.excess()))?;
+                (best.0, String::new())
+            };
+            let mut path = vec![(name.clone(), region(cmp, rows, &name, &parent, Figure::Active))];
+            loop {
+                let here = path.last().map(|x| x.1.excess()).unwrap_or(0.0);
+                let mut children: Vec<String> = rows
+                    .iter()
+                    .filter(|r| r.parent == name && (r.rank == cmp.rank || cmp.ranks.contains(&r.rank)))
+                    .map(|r| r.name.clone())
+                    .collect();
+                children.sort();
+                children.dedup();
+                let best = children
+                    .into_iter()
+                    .map(|c| {
+                        let d = region(cmp, rows, &c, &name, Figure::Active);
+                        (c, d)
+                    })
+                    .max_by(|a, b| a.1.excess().total_cmp(&b.1.excess()));
+                match best {
+                    Some((c, d)) if here > 0.0 && d.excess() >= 0.5 * here => {
+                        parent = std::mem::replace(&mut name, c.clone());
+                        path.push((c, d));
+                    }
+                    _ => break,
+                }
+            }
+            let phase = rows
+                .iter()
+                .find(|r| r.rank == cmp.rank && r.name == name && r.parent == parent)
+                .map_or(Phase::Other, |r| r.phase);
+            Some(Located {
+                free: region(cmp, rows, &name, &parent, Figure::Free),
+                ops: region(cmp, rows, &name, &parent, Figure::Ops),
+                sync: region(cmp, rows, &name, &parent, Figure::Sync),
+                device: region(cmp, rows, &name, &parent, Figure::Device),
+                path,
+                phase,
+            })
+        }
+    }
+
+    /// splitmix64.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n.max(1)
+        }
+    }
+
+    /// Random region trees (no name inside itself): names reused under several parents, repeated (rank, step, name,
+    /// parent) rows, ranks without rows and rows of ranks not compared, ties in the excess.
+    fn random_rows(r: &mut Rng, ranks: u32, steps: u32) -> Vec<RegionRow> {
+        const NAMES: [&str; 6] = ["ProfilerStep", "forward", "backward", "data", "optimizer.step", "x"];
+        let n = r.below(12 * u64::from(ranks) * u64::from(steps));
+        (0..n)
+            .map(|_| {
+                // A parent comes before its child in NAMES: a name nested in itself (directly or
+                // not) sends the descent round a cycle, in both versions.
+                let k = r.below(NAMES.len() as u64) as usize;
+                let name = NAMES[k].to_string();
+                let parent = match r.below(3) {
+                    0 => String::new(),
+                    _ if k > 0 => NAMES[r.below(k as u64) as usize].to_string(),
+                    _ => String::new(),
+                };
+                let rank = r.below(u64::from(ranks) + 1) as u32;
+                let step = r.below(u64::from(steps)) as u32;
+                let phase = Phase::ALL[r.below(5) as usize];
+                // Coarse figures so that medians and excesses often tie.
+                let f: Vec<i64> = (0..7).map(|_| (r.below(5) * 100) as i64).collect();
+                RegionRow {
+                    rank,
+                    step,
+                    name,
+                    parent,
+                    phase,
+                    count: 1,
+                    inclusive_ns: f[0],
+                    active_ns: f[1],
+                    ops_ns: f[2],
+                    free_ns: f[3],
+                    sync_ns: f[4],
+                    wait_ns: f[5],
+                    device_ns: f[6],
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn indexed_comparisons_equal_the_scanning_ones() {
+        let mut r = Rng(13);
+        for _ in 0..400 {
+            let (n_ranks, n_steps) = (2 + r.below(7) as u32, 1 + r.below(4) as u32);
+            let rows = random_rows(&mut r, n_ranks, n_steps);
+            let ranks: Vec<u32> = (0..n_ranks).filter(|_| r.below(5) > 0).collect();
+            let steps: Vec<u32> = (0..n_steps + 1).filter(|_| r.below(4) > 0).collect();
+            let phases: Vec<PhaseRow> = rows
+                .iter()
+                .map(|x| PhaseRow {
+                    rank: x.rank,
+                    step: x.step,
+                    phase: x.phase,
+                    inclusive_ns: x.inclusive_ns,
+                    active_ns: x.active_ns,
+                })
+                .collect();
+            let cmp = Compare { rank: r.below(u64::from(n_ranks)) as u32, steps: &steps, ranks: &ranks };
+            assert_eq!(locate(&cmp, &rows), naive::locate(&cmp, &rows), "{cmp:?}");
+            for ph in Phase::ALL {
+                assert_eq!(cmp.phase_device(&rows, ph), naive::phase_device(&cmp, &rows, ph));
+                assert_eq!(cmp.phase(&phases, ph), naive::phase(&cmp, &phases, ph));
+            }
+            let x = &rows[..rows.len().min(1)];
+            if let Some(x) = x.first() {
+                for f in [Figure::Active, Figure::Free, Figure::Ops, Figure::Sync, Figure::Device] {
+                    assert_eq!(
+                        cmp.region(&rows, &x.name, &x.parent, f),
+                        naive::region(&cmp, &rows, &x.name, &x.parent, f)
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn late_cost_is_the_least_other_wait_beyond_the_late() {
