@@ -19,6 +19,8 @@
 //! 10 µs)) is not applied; `offset_ns` is then 0 and the estimate is still reported.
 //! Convention: aligned time = rank time − `offset_ns`.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::instances::Matched;
@@ -66,11 +68,30 @@ pub struct RankAlignment {
 pub fn align(parts: &[RankPart], matched: &[Matched], user: &[(u32, i64)]) -> Vec<RankAlignment> {
     let Some(reference) = parts.first().map(|p| p.info.rank) else { return Vec::new() };
     let ref_part = &parts[0];
+    // Each rank is looked up in every collective: by rank, never by a scan of the collective's
+    // ranks (that made alignment quadratic in the ranks). The first place of a rank counts, and
+    // the first offset the user gave it.
+    let slots: Vec<BTreeMap<u32, usize>> = matched
+        .iter()
+        .map(|m| {
+            let mut at = BTreeMap::new();
+            if m.ranks.contains(&reference) {
+                for (k, &r) in m.ranks.iter().enumerate() {
+                    at.entry(r).or_insert(k);
+                }
+            }
+            at
+        })
+        .collect();
+    let mut given: BTreeMap<u32, i64> = BTreeMap::new();
+    for &(k, off) in user {
+        given.entry(k).or_insert(off);
+    }
     parts
         .iter()
         .map(|p| {
             let rank = p.info.rank;
-            if let Some(&(_, off)) = user.iter().find(|(k, _)| *k == rank) {
+            if let Some(&off) = given.get(&rank) {
                 return RankAlignment {
                     rank,
                     method: AlignMethod::User,
@@ -96,9 +117,10 @@ pub fn align(parts: &[RankPart], matched: &[Matched], user: &[(u32, i64)]) -> Ve
             }
             let diffs: Vec<i64> = matched
                 .iter()
-                .filter_map(|m| {
-                    let a = m.ranks.iter().position(|&x| x == reference)?;
-                    let b = m.ranks.iter().position(|&x| x == rank)?;
+                .zip(&slots)
+                .filter_map(|(m, at)| {
+                    let a = *at.get(&reference)?;
+                    let b = *at.get(&rank)?;
                     Some(m.per_rank[b].end_ns - m.per_rank[a].end_ns)
                 })
                 .collect();

@@ -62,16 +62,34 @@ pub struct Op {
     pub events: Vec<crate::model::EventIdx>,
 }
 
-pub fn offset_of(al: &[RankAlignment], rank: u32) -> i64 {
-    al.iter().find(|a| a.rank == rank).map_or(0, |a| a.offset_ns)
+/// Every rank's clock offset, by rank: one lookup per (collective, rank) must not scan the
+/// alignment (that made the job's analysis quadratic in the ranks).
+#[derive(Debug, Clone, Default)]
+pub struct Offsets(BTreeMap<u32, i64>);
+
+impl Offsets {
+    /// The first alignment of each rank counts.
+    pub fn new(al: &[RankAlignment]) -> Offsets {
+        let mut by_rank = BTreeMap::new();
+        for a in al {
+            by_rank.entry(a.rank).or_insert(a.offset_ns);
+        }
+        Offsets(by_rank)
+    }
+
+    /// The rank's offset (aligned time = rank time − offset), 0 for a rank not aligned.
+    pub fn of(&self, rank: u32) -> i64 {
+        self.0.get(&rank).copied().unwrap_or(0)
+    }
 }
 
 pub fn ops(matched: &[Matched], al: &[RankAlignment], world: i64) -> Vec<Op> {
+    let offsets = Offsets::new(al);
     matched
         .iter()
         .map(|m| {
             let start: Vec<i64> =
-                m.ranks.iter().zip(&m.per_rank).map(|(&r, x)| x.start_ns - offset_of(al, r)).collect();
+                m.ranks.iter().zip(&m.per_rank).map(|(&r, x)| x.start_ns - offsets.of(r)).collect();
             let dur: Vec<i64> = m.per_rank.iter().map(|x| x.end_ns - x.start_ns).collect();
             let transfer = dur.iter().copied().min().unwrap_or(0);
             let (lo, hi) =

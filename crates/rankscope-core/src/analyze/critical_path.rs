@@ -27,11 +27,13 @@
 //! kernel-wait threshold) and `idle_ns`. `top_events` lists the longest events of the dominant
 //! rank.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::align::RankAlignment;
 use super::breakdown::RankSets;
-use super::collectives::offset_of;
+use super::collectives::Offsets;
 use super::gaps::GapClassifier;
 use super::StepEntry;
 use crate::model::*;
@@ -283,9 +285,20 @@ pub fn paths(
     al: &[RankAlignment],
     steps: &[StepEntry],
 ) -> Vec<StepPath> {
+    // Looked up per step, collective and rank: by rank, never by a scan of the ranks.
+    let al = &Offsets::new(al);
+    let mut seg_by_rank: BTreeMap<u32, &[Segment]> = BTreeMap::new();
+    for (r, v) in segments {
+        seg_by_rank.entry(*r).or_insert(v.as_slice());
+    }
+    let mut chain_of: BTreeMap<(u32, u32), &StepPath> = BTreeMap::new();
+    for p in chains.iter().flatten() {
+        chain_of.entry((p.rank, p.step)).or_insert(p);
+    }
+    let ix = Index { segments: seg_by_rank, chains: chain_of, offsets: al };
     let mut out = Vec::new();
     for s in steps {
-        if let Some(p) = level2(s, chains, segments, ops, al) {
+        if let Some(p) = level2(s, &ix, ops) {
             out.push(p);
             continue;
         }
@@ -296,8 +309,8 @@ pub fn paths(
                 None => continue,
             },
         };
-        let Some(p) = chains.iter().flatten().find(|p| p.rank == rank && p.step == s.step) else { continue };
-        out.push(shifted(p, chosen_as, offset_of(al, rank)));
+        let Some(p) = ix.chains.get(&(rank, s.step)) else { continue };
+        out.push(shifted(p, chosen_as, al.of(rank)));
     }
     out
 }
@@ -313,13 +326,16 @@ fn shifted(p: &StepPath, chosen_as: &str, off: i64) -> StepPath {
     p
 }
 
-fn level2(
-    s: &StepEntry,
-    chains: &[Vec<StepPath>],
-    segments: &[(u32, Vec<Segment>)],
-    ops: &[super::collectives::Op],
-    al: &[RankAlignment],
-) -> Option<StepPath> {
+/// What [`paths`] looks up, by key: each rank's segments (its first list), each (rank, step)'s
+/// level-1 chain (the first), each rank's offset.
+struct Index<'a> {
+    segments: BTreeMap<u32, &'a [Segment]>,
+    chains: BTreeMap<(u32, u32), &'a StepPath>,
+    offsets: &'a Offsets,
+}
+
+fn level2(s: &StepEntry, ix: &Index<'_>, ops: &[super::collectives::Op]) -> Option<StepPath> {
+    let al = ix.offsets;
     let mut step_ops: Vec<&super::collectives::Op> =
         ops.iter().filter(|o| o.step == s.step && o.ranks.len() >= 2 && !o.partial).collect();
     if step_ops.is_empty() {
@@ -329,10 +345,9 @@ fn level2(
         o.ranks.iter().position(|&r| r == o.last_arriver).map_or(i64::MIN, |k| o.start_ns[k] + o.dur_ns[k])
     };
     step_ops.sort_by_key(|o| (end_of(o), o.key));
-    let seg_of =
-        |rank: u32| segments.iter().find(|(r, _)| *r == rank).map(|(_, v)| v.as_slice()).unwrap_or(&[]);
+    let seg_of = |rank: u32| ix.segments.get(&rank).copied().unwrap_or(&[]);
     // The path starts at the earliest aligned step start.
-    let start = s.per_rank.iter().map(|r| r.start_ns - offset_of(al, r.rank)).min()?;
+    let start = s.per_rank.iter().map(|r| r.start_ns - al.of(r.rank)).min()?;
     let mut cursor = start;
     let mut total = Split::default();
     let mut hops: Vec<Hop> = Vec::new();
@@ -345,7 +360,7 @@ fn level2(
             continue;
         }
         let rank = o.last_arriver;
-        let off = offset_of(al, rank);
+        let off = al.of(rank);
         let event = o.events.get(k).copied();
         if let Some(seg) = seg_of(rank).iter().find(|g| g.step == s.step && g.event == event) {
             let (from, to) = (seg.from_ns - off, seg.to_ns - off);
@@ -374,9 +389,8 @@ fn level2(
         cursor = cursor.max(end);
     }
     // The tail of the rank whose step ends last.
-    let last =
-        s.per_rank.iter().max_by_key(|r| (r.end_ns - offset_of(al, r.rank), std::cmp::Reverse(r.rank)))?;
-    let off = offset_of(al, last.rank);
+    let last = s.per_rank.iter().max_by_key(|r| (r.end_ns - al.of(r.rank), std::cmp::Reverse(r.rank)))?;
+    let off = al.of(last.rank);
     if let Some(seg) = seg_of(last.rank).iter().find(|g| g.step == s.step && g.event.is_none()) {
         let (from, to) = (seg.from_ns - off, seg.to_ns - off);
         let used = to - from.max(cursor);
@@ -394,11 +408,10 @@ fn level2(
     }
     let dominant =
         per_rank.iter().max_by_key(|(r, t)| (**t, std::cmp::Reverse(**r))).map_or(last.rank, |(r, _)| *r);
-    let top = chains
-        .iter()
-        .flatten()
-        .find(|p| p.rank == dominant && p.step == s.step)
-        .map(|p| shifted(p, "", offset_of(al, dominant)).top_events)
+    let top = ix
+        .chains
+        .get(&(dominant, s.step))
+        .map(|p| shifted(p, "", al.of(dominant)).top_events)
         .unwrap_or_default();
     Some(StepPath {
         step: s.step,

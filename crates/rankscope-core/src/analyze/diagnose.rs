@@ -20,7 +20,7 @@
 //!    (`host_stall`), found by descending from the step into the child region that explains at
 //!    least half of its parent's excess.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -178,6 +178,8 @@ pub fn step_waits(
 /// The step time `late` cost in a step: the least exposed wait among the other ranks beyond the
 /// most among the late ones (0 when every rank is late).
 pub fn late_cost(ranks: &[u32], exposed: &[i64], late: &[u32]) -> i64 {
+    // A set: the late group can be most of the job, and a scan of it per rank is quadratic.
+    let late: BTreeSet<u32> = late.iter().copied().collect();
     let others = ranks.iter().zip(exposed).filter(|(r, _)| !late.contains(r)).map(|(_, &w)| w).min();
     let mine = ranks.iter().zip(exposed).filter(|(r, _)| late.contains(r)).map(|(_, &w)| w).max();
     match (others, mine) {
@@ -222,6 +224,10 @@ impl Diff {
 }
 
 /// Compares `rank` with the other ranks over `steps`, for rows selected by `key`.
+///
+/// Every comparison first gathers its figure per (rank, step) in one pass over the rows, then
+/// reads one value per rank and step: O(rows + ranks × steps), never a scan of the rows per
+/// rank and step (that made the job's findings quadratic in the ranks).
 #[derive(Debug)]
 pub struct Compare<'a> {
     pub rank: u32,
@@ -229,8 +235,23 @@ pub struct Compare<'a> {
     pub ranks: &'a [u32],
 }
 
+/// A figure per (rank, step); a pair without one counts 0.
+pub type ByRankStep = BTreeMap<(u32, u32), i64>;
+
+/// The sum of `f` over the rows, per (rank, step).
+fn summed<'r>(rows: impl IntoIterator<Item = &'r RegionRow>, f: Figure) -> ByRankStep {
+    let mut v = ByRankStep::new();
+    for x in rows {
+        *v.entry((x.rank, x.step)).or_insert(0) += figure(x, f);
+    }
+    v
+}
+
 impl Compare<'_> {
-    fn diff_by(&self, value: impl Fn(u32, u32) -> i64) -> Diff {
+    /// Per step, the late rank's value and the median of the others' (0 where a rank has
+    /// none), each averaged over the steps.
+    pub fn diff_of(&self, values: &ByRankStep) -> Diff {
+        let value = |r: u32, s: u32| values.get(&(r, s)).copied().unwrap_or(0);
         let mut d = Diff::default();
         if self.steps.is_empty() {
             return d;
@@ -248,40 +269,43 @@ impl Compare<'_> {
 
     /// A region (by name and parent) and one of its figures.
     pub fn region(&self, rows: &[RegionRow], name: &str, parent: &str, f: Figure) -> Diff {
-        self.diff_by(|r, s| {
-            rows.iter()
-                .filter(|x| x.rank == r && x.step == s && x.name == name && x.parent == parent)
-                .map(|x| figure(x, f))
-                .sum()
-        })
+        self.diff_of(&summed(rows.iter().filter(|x| x.name == name && x.parent == parent), f))
     }
 
     /// The largest device time of a region of phase `ph` (the outermost one: device time is
     /// inclusive), per rank and step.
     pub fn phase_device(&self, rows: &[RegionRow], ph: Phase) -> Diff {
-        self.diff_by(|r, s| {
-            rows.iter()
-                .filter(|x| x.rank == r && x.step == s && x.phase == ph)
-                .map(|x| x.device_ns)
-                .max()
-                .unwrap_or(0)
-        })
+        let mut v = ByRankStep::new();
+        for x in rows.iter().filter(|x| x.phase == ph) {
+            let e = v.entry((x.rank, x.step)).or_insert(x.device_ns);
+            *e = (*e).max(x.device_ns);
+        }
+        self.diff_of(&v)
     }
 
     /// A phase's active time.
     pub fn phase(&self, rows: &[PhaseRow], ph: Phase) -> Diff {
-        self.diff_by(|r, s| {
-            rows.iter().filter(|x| x.rank == r && x.step == s && x.phase == ph).map(|x| x.active_ns).sum()
-        })
+        let mut v = ByRankStep::new();
+        for x in rows.iter().filter(|x| x.phase == ph) {
+            *v.entry((x.rank, x.step)).or_insert(0) += x.active_ns;
+        }
+        self.diff_of(&v)
     }
 
-    /// A per-step figure of the breakdown.
-    pub fn step_figure(
+    /// A per-step figure of the breakdown (a rank's first row of the step).
+    pub fn step_figure<R: std::borrow::Borrow<super::breakdown::StepRank>>(
         &self,
-        per_step: &BTreeMap<u32, Vec<super::breakdown::StepRank>>,
+        per_step: &BTreeMap<u32, Vec<R>>,
         f: fn(&super::breakdown::StepRank) -> i64,
     ) -> Diff {
-        self.diff_by(|r, s| per_step.get(&s).and_then(|v| v.iter().find(|x| x.rank == r)).map_or(0, f))
+        let mut v = ByRankStep::new();
+        for (&s, rows) in per_step {
+            for x in rows {
+                let x = x.borrow();
+                v.entry((x.rank, s)).or_insert_with(|| f(x));
+            }
+        }
+        self.diff_of(&v)
     }
 }
 
@@ -301,7 +325,23 @@ pub struct Located {
 
 /// Descends from the step region into the child that explains at least half of its parent's
 /// excess active time, as long as there is one.
+///
+/// The rows are grouped by (name, parent) once, and each parent's children (on the compared
+/// ranks) listed once: each region compared costs its own rows, whatever the number of ranks
+/// or sibling regions.
 pub fn locate(cmp: &Compare<'_>, rows: &[RegionRow]) -> Option<Located> {
+    let compared: BTreeSet<u32> = cmp.ranks.iter().copied().chain([cmp.rank]).collect();
+    let mut by_region: BTreeMap<(&str, &str), Vec<&RegionRow>> = BTreeMap::new();
+    let mut children_of: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for r in rows {
+        by_region.entry((r.name.as_str(), r.parent.as_str())).or_default().push(r);
+        if compared.contains(&r.rank) {
+            children_of.entry(r.parent.as_str()).or_default().insert(r.name.as_str());
+        }
+    }
+    let region = |name: &str, parent: &str, f: Figure| {
+        cmp.diff_of(&summed(by_region.get(&(name, parent)).into_iter().flatten().copied(), f))
+    };
     // The step region: `ProfilerStep` at the top of the main thread.
     let root = "ProfilerStep";
     let has_root = rows.iter().any(|r| r.rank == cmp.rank && r.name == root && r.parent.is_empty());
@@ -309,46 +349,30 @@ pub fn locate(cmp: &Compare<'_>, rows: &[RegionRow]) -> Option<Located> {
         (root.to_string(), String::new())
     } else {
         // No step markers: the top-level region with the largest excess.
-        let tops: Vec<String> = {
-            let mut v: Vec<String> = rows
-                .iter()
-                .filter(|r| r.rank == cmp.rank && r.parent.is_empty())
-                .map(|r| r.name.clone())
-                .collect();
-            v.sort();
-            v.dedup();
-            v
-        };
+        let tops: BTreeSet<&str> = rows
+            .iter()
+            .filter(|r| r.rank == cmp.rank && r.parent.is_empty())
+            .map(|r| r.name.as_str())
+            .collect();
         let best = tops
             .into_iter()
-            .map(|n| {
-                let d = cmp.region(rows, &n, "", Figure::Active);
-                (n, d)
-            })
+            .map(|n| (n, region(n, "", Figure::Active)))
             .max_by(|a, b| a.1.excess().total_cmp(&b.1.excess()))?;
-        (best.0, String::new())
+        (best.0.to_string(), String::new())
     };
-    let mut path = vec![(name.clone(), cmp.region(rows, &name, &parent, Figure::Active))];
+    let mut path = vec![(name.clone(), region(&name, &parent, Figure::Active))];
     loop {
         let here = path.last().map(|x| x.1.excess()).unwrap_or(0.0);
-        let mut children: Vec<String> = rows
-            .iter()
-            .filter(|r| r.parent == name && (r.rank == cmp.rank || cmp.ranks.contains(&r.rank)))
-            .map(|r| r.name.clone())
-            .collect();
-        children.sort();
-        children.dedup();
-        let best = children
+        let best = children_of
+            .get(name.as_str())
             .into_iter()
-            .map(|c| {
-                let d = cmp.region(rows, &c, &name, Figure::Active);
-                (c, d)
-            })
+            .flatten()
+            .map(|&c| (c, region(c, &name, Figure::Active)))
             .max_by(|a, b| a.1.excess().total_cmp(&b.1.excess()));
         match best {
             Some((c, d)) if here > 0.0 && d.excess() >= 0.5 * here => {
-                parent = std::mem::replace(&mut name, c.clone());
-                path.push((c, d));
+                parent = std::mem::replace(&mut name, c.to_string());
+                path.push((c.to_string(), d));
             }
             _ => break,
         }
@@ -358,10 +382,10 @@ pub fn locate(cmp: &Compare<'_>, rows: &[RegionRow]) -> Option<Located> {
         .find(|r| r.rank == cmp.rank && r.name == name && r.parent == parent)
         .map_or(Phase::Other, |r| r.phase);
     Some(Located {
-        free: cmp.region(rows, &name, &parent, Figure::Free),
-        ops: cmp.region(rows, &name, &parent, Figure::Ops),
-        sync: cmp.region(rows, &name, &parent, Figure::Sync),
-        device: cmp.region(rows, &name, &parent, Figure::Device),
+        free: region(&name, &parent, Figure::Free),
+        ops: region(&name, &parent, Figure::Ops),
+        sync: region(&name, &parent, Figure::Sync),
+        device: region(&name, &parent, Figure::Device),
         path,
         phase,
     })
@@ -476,6 +500,206 @@ pub fn len_within(ivs: &[Iv], lo: i64, hi: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The comparisons as first written (issue 13's oracle): every value a scan of all the rows,
+    /// quadratic in the ranks. The indexed ones must give the same figures, bit for bit.
+    mod naive {
+        use super::super::*;
+
+        pub fn diff_by(cmp: &Compare<'_>, value: impl Fn(u32, u32) -> i64) -> Diff {
+            let mut d = Diff::default();
+            if cmp.steps.is_empty() {
+                return d;
+            }
+            for &s in cmp.steps {
+                d.mine_ns += value(cmp.rank, s) as f64;
+                d.others_ns +=
+                    median(cmp.ranks.iter().filter(|&&r| r != cmp.rank).map(|&r| value(r, s)).collect())
+                        as f64;
+            }
+            let n = cmp.steps.len() as f64;
+            d.mine_ns /= n;
+            d.others_ns /= n;
+            d
+        }
+
+        pub fn region(cmp: &Compare<'_>, rows: &[RegionRow], name: &str, parent: &str, f: Figure) -> Diff {
+            diff_by(cmp, |r, s| {
+                rows.iter()
+                    .filter(|x| x.rank == r && x.step == s && x.name == name && x.parent == parent)
+                    .map(|x| figure(x, f))
+                    .sum()
+            })
+        }
+
+        pub fn phase_device(cmp: &Compare<'_>, rows: &[RegionRow], ph: Phase) -> Diff {
+            diff_by(cmp, |r, s| {
+                rows.iter()
+                    .filter(|x| x.rank == r && x.step == s && x.phase == ph)
+                    .map(|x| x.device_ns)
+                    .max()
+                    .unwrap_or(0)
+            })
+        }
+
+        pub fn phase(cmp: &Compare<'_>, rows: &[PhaseRow], ph: Phase) -> Diff {
+            diff_by(cmp, |r, s| {
+                rows.iter().filter(|x| x.rank == r && x.step == s && x.phase == ph).map(|x| x.active_ns).sum()
+            })
+        }
+
+        pub fn locate(cmp: &Compare<'_>, rows: &[RegionRow]) -> Option<Located> {
+            let root = "ProfilerStep";
+            let has_root = rows.iter().any(|r| r.rank == cmp.rank && r.name == root && r.parent.is_empty());
+            let (mut name, mut parent) = if has_root {
+                (root.to_string(), String::new())
+            } else {
+                let mut tops: Vec<String> = rows
+                    .iter()
+                    .filter(|r| r.rank == cmp.rank && r.parent.is_empty())
+                    .map(|r| r.name.clone())
+                    .collect();
+                tops.sort();
+                tops.dedup();
+                let best = tops
+                    .into_iter()
+                    .map(|n| {
+                        let d = region(cmp, rows, &n, "", Figure::Active);
+                        (n, d)
+                    })
+                    .max_by(|a, b| a.1.excess().total_cmp(&b.1.excess()))?;
+                (best.0, String::new())
+            };
+            let mut path = vec![(name.clone(), region(cmp, rows, &name, &parent, Figure::Active))];
+            loop {
+                let here = path.last().map(|x| x.1.excess()).unwrap_or(0.0);
+                let mut children: Vec<String> = rows
+                    .iter()
+                    .filter(|r| r.parent == name && (r.rank == cmp.rank || cmp.ranks.contains(&r.rank)))
+                    .map(|r| r.name.clone())
+                    .collect();
+                children.sort();
+                children.dedup();
+                let best = children
+                    .into_iter()
+                    .map(|c| {
+                        let d = region(cmp, rows, &c, &name, Figure::Active);
+                        (c, d)
+                    })
+                    .max_by(|a, b| a.1.excess().total_cmp(&b.1.excess()));
+                match best {
+                    Some((c, d)) if here > 0.0 && d.excess() >= 0.5 * here => {
+                        parent = std::mem::replace(&mut name, c.clone());
+                        path.push((c, d));
+                    }
+                    _ => break,
+                }
+            }
+            let phase = rows
+                .iter()
+                .find(|r| r.rank == cmp.rank && r.name == name && r.parent == parent)
+                .map_or(Phase::Other, |r| r.phase);
+            Some(Located {
+                free: region(cmp, rows, &name, &parent, Figure::Free),
+                ops: region(cmp, rows, &name, &parent, Figure::Ops),
+                sync: region(cmp, rows, &name, &parent, Figure::Sync),
+                device: region(cmp, rows, &name, &parent, Figure::Device),
+                path,
+                phase,
+            })
+        }
+    }
+
+    /// splitmix64.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n.max(1)
+        }
+    }
+
+    /// Random region trees (no name inside itself): names reused under several parents, repeated (rank, step, name,
+    /// parent) rows, ranks without rows and rows of ranks not compared, ties in the excess.
+    fn random_rows(r: &mut Rng, ranks: u32, steps: u32) -> Vec<RegionRow> {
+        const NAMES: [&str; 6] = ["ProfilerStep", "forward", "backward", "data", "optimizer.step", "x"];
+        let n = r.below(12 * u64::from(ranks) * u64::from(steps));
+        (0..n)
+            .map(|_| {
+                // A parent comes before its child in NAMES: a name nested in itself (directly or
+                // not) sends the descent round a cycle, in both versions.
+                let k = r.below(NAMES.len() as u64) as usize;
+                let name = NAMES[k].to_string();
+                let parent = match r.below(3) {
+                    0 => String::new(),
+                    _ if k > 0 => NAMES[r.below(k as u64) as usize].to_string(),
+                    _ => String::new(),
+                };
+                let rank = r.below(u64::from(ranks) + 1) as u32;
+                let step = r.below(u64::from(steps)) as u32;
+                let phase = Phase::ALL[r.below(5) as usize];
+                // Coarse figures so that medians and excesses often tie.
+                let f: Vec<i64> = (0..7).map(|_| (r.below(5) * 100) as i64).collect();
+                RegionRow {
+                    rank,
+                    step,
+                    name,
+                    parent,
+                    phase,
+                    count: 1,
+                    inclusive_ns: f[0],
+                    active_ns: f[1],
+                    ops_ns: f[2],
+                    free_ns: f[3],
+                    sync_ns: f[4],
+                    wait_ns: f[5],
+                    device_ns: f[6],
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn indexed_comparisons_equal_the_scanning_ones() {
+        let mut r = Rng(13);
+        for _ in 0..400 {
+            let (n_ranks, n_steps) = (2 + r.below(7) as u32, 1 + r.below(4) as u32);
+            let rows = random_rows(&mut r, n_ranks, n_steps);
+            let ranks: Vec<u32> = (0..n_ranks).filter(|_| r.below(5) > 0).collect();
+            let steps: Vec<u32> = (0..n_steps + 1).filter(|_| r.below(4) > 0).collect();
+            let phases: Vec<PhaseRow> = rows
+                .iter()
+                .map(|x| PhaseRow {
+                    rank: x.rank,
+                    step: x.step,
+                    phase: x.phase,
+                    inclusive_ns: x.inclusive_ns,
+                    active_ns: x.active_ns,
+                })
+                .collect();
+            let cmp = Compare { rank: r.below(u64::from(n_ranks)) as u32, steps: &steps, ranks: &ranks };
+            assert_eq!(locate(&cmp, &rows), naive::locate(&cmp, &rows), "{cmp:?}");
+            for ph in Phase::ALL {
+                assert_eq!(cmp.phase_device(&rows, ph), naive::phase_device(&cmp, &rows, ph));
+                assert_eq!(cmp.phase(&phases, ph), naive::phase(&cmp, &phases, ph));
+            }
+            let x = &rows[..rows.len().min(1)];
+            if let Some(x) = x.first() {
+                for f in [Figure::Active, Figure::Free, Figure::Ops, Figure::Sync, Figure::Device] {
+                    assert_eq!(
+                        cmp.region(&rows, &x.name, &x.parent, f),
+                        naive::region(&cmp, &rows, &x.name, &x.parent, f)
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn late_cost_is_the_least_other_wait_beyond_the_late() {

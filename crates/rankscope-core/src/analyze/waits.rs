@@ -26,7 +26,9 @@
 //! wait is somebody else's problem: it is charged to the rank the others waited for
 //! ([`super::diagnose`]).
 
-use super::collectives::{offset_of, Op};
+use std::collections::BTreeMap;
+
+use super::collectives::{Offsets, Op};
 use super::intervals::{Iv, Set};
 use super::{align::RankAlignment, RankPart};
 
@@ -54,8 +56,15 @@ pub fn rank_waits(
     let mut suffixes: Vec<Vec<Iv>> = vec![Vec::new(); n];
     let mut in_ops: Vec<Vec<Iv>> = vec![Vec::new(); n];
     let mut all_exposed: Vec<Vec<Iv>> = vec![Vec::new(); n];
-    let index = |rank: u32| parts.iter().position(|p| p.info.rank == rank);
-    let offsets: Vec<i64> = parts.iter().map(|p| offset_of(al, p.info.rank)).collect();
+    // Each collective looks its ranks up here: a scan of the parts per rank would make the
+    // job quadratic in its ranks. The first part of a rank counts.
+    let mut slot_of: BTreeMap<u32, usize> = BTreeMap::new();
+    for (k, p) in parts.iter().enumerate() {
+        slot_of.entry(p.info.rank).or_insert(k);
+    }
+    let index = |rank: u32| slot_of.get(&rank).copied();
+    let by_rank = Offsets::new(al);
+    let offsets: Vec<i64> = parts.iter().map(|p| by_rank.of(p.info.rank)).collect();
     // Exposed communication of each rank, on the aligned clock.
     let exposed_aligned: Vec<Set> = parts
         .iter()

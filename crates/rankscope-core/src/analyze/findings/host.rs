@@ -45,6 +45,7 @@ pub(super) fn input_bound_all(cx: &Ctx<'_>) -> Option<Finding> {
 }
 
 pub(super) fn cpu_bound(cx: &Ctx<'_>, exclude: &[u32]) -> Option<Finding> {
+    let exclude: BTreeSet<u32> = exclude.iter().copied().collect();
     let bad: Vec<(u32, f64, f64)> = cx
         .per_rank_mean(|r| r.cpu_bound_ns)
         .into_iter()
@@ -79,6 +80,7 @@ pub(super) fn cpu_bound(cx: &Ctx<'_>, exclude: &[u32]) -> Option<Finding> {
 pub(super) fn host_sync(cx: &Ctx<'_>, exclude: &[u32]) -> Option<Finding> {
     // A host that waits for a busy device costs nothing; it costs when the device then idles
     // until the host has launched again: bounded by the CPU-bound idle.
+    let exclude: BTreeSet<u32> = exclude.iter().copied().collect();
     let sync = cx.per_rank_mean(|r| r.host_sync_ns);
     let cpu_b = cx.per_rank_mean(|r| r.cpu_bound_ns);
     let bad: Vec<(u32, f64, f64)> = sync

@@ -37,8 +37,9 @@ pub(super) fn late_ranks(cx: &Ctx<'_>) -> Option<Late> {
     }
     let mut steps = Vec::new();
     let mut cost = Vec::new();
+    let group: BTreeSet<u32> = ranks.iter().copied().collect();
     for w in waits {
-        if ranks.iter().any(|r| w.late.contains(r)) {
+        if w.late.iter().any(|r| group.contains(r)) {
             let c = diagnose::late_cost(&w.ranks, &w.exposed_wait_ns, &ranks);
             if c > 0 {
                 steps.push(w.step);
@@ -78,9 +79,7 @@ pub(super) enum Cause {
 pub(super) fn classify(cx: &Ctx<'_>, rank: u32, steps: &[u32], excess: f64) -> Cause {
     let cmp = Compare { rank, steps, ranks: &cx.ranks };
     let data = cmp.phase(&cx.a.phases, Phase::DataLoading);
-    let per_step: BTreeMap<u32, Vec<StepRank>> =
-        cx.per_step.iter().map(|(k, v)| (*k, v.iter().map(|r| (*r).clone()).collect())).collect();
-    let compute = cmp.step_figure(&per_step, |r| r.compute_ns);
+    let compute = cmp.step_figure(&cx.per_step, |r| r.compute_ns);
     let loc = diagnose::locate(&cmp, &cx.a.regions);
     let half = 0.5 * excess;
     if data.excess() >= half {
@@ -150,16 +149,22 @@ pub(super) fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
     // Ranked by the mean over every step (a straggler in 2 of 10 steps saves less).
     let saving = late.cost_ns.iter().sum::<i64>() as f64 / n_steps;
     // The other ranks' exposed wait, each, over the late steps.
-    let others: Vec<u32> = cx.ranks.iter().copied().filter(|r| !late.ranks.contains(r)).collect();
+    // Each rank's exposed wait in each late step, gathered in one pass over the steps (a rank's
+    // first place in a step counts): never a scan of the step's ranks per rank.
+    let late_ranks: BTreeSet<u32> = late.ranks.iter().copied().collect();
+    let late_steps: BTreeSet<u32> = late.steps.iter().copied().collect();
+    let mut waited: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    for w in cx.a.waits.iter().filter(|w| late_steps.contains(&w.step)) {
+        let mut seen = BTreeSet::new();
+        for (k, &r) in w.ranks.iter().enumerate() {
+            if let (true, Some(&e)) = (seen.insert(r), w.exposed_wait_ns.get(k)) {
+                waited.entry(r).or_default().push(e as f64);
+            }
+        }
+    }
     let mut other_waits: Vec<f64> = Vec::new();
-    for &r in &others {
-        let v: Vec<f64> =
-            cx.a.waits
-                .iter()
-                .filter(|w| late.steps.contains(&w.step))
-                .filter_map(|w| w.ranks.iter().position(|&x| x == r).map(|k| w.exposed_wait_ns[k] as f64))
-                .collect();
-        if !v.is_empty() {
+    for r in cx.ranks.iter().filter(|r| !late_ranks.contains(r)) {
+        if let Some(v) = waited.get(r).filter(|v| !v.is_empty()) {
             other_waits.push(v.iter().sum::<f64>() / v.len() as f64);
         }
     }

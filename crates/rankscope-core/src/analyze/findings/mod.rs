@@ -26,7 +26,7 @@
 //! (communication), `host` (the host in the steady state) and `course` (hangs, mismatches,
 //! the pipeline bubble, step-time spread).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -276,11 +276,15 @@ struct Ctx<'a> {
     all_steps: Vec<u32>,
     ranks: Vec<u32>,
     cpu_only: bool,
+    /// Ranks whose metrics come from the CPU (looked up per rank: a set, not a scan).
+    cpu_ranks: BTreeSet<u32>,
+    /// Per rank: the mean of its steps' wall time (computed once; read per rank).
+    rank_step: BTreeMap<u32, f64>,
 }
 
 impl Ctx<'_> {
     fn is_cpu(&self, rank: u32) -> bool {
-        self.a.ranks.iter().any(|r| r.rank == rank && r.metrics_from == super::breakdown::MetricsFrom::Cpu)
+        self.cpu_ranks.contains(&rank)
     }
 
     /// Per rank: the mean over its steps of `f`.
@@ -297,7 +301,7 @@ impl Ctx<'_> {
     }
 
     fn rank_step_ns(&self, rank: u32) -> f64 {
-        self.per_rank_mean(|r| r.wall_ns).into_iter().find(|x| x.0 == rank).map_or(self.step_ns, |x| x.1)
+        self.rank_step.get(&rank).copied().unwrap_or(self.step_ns)
     }
 
     fn floor_ns(&self) -> f64 {
@@ -310,8 +314,8 @@ pub fn findings(a: &Analysis, ops: &[Op], th: &Thresholds) -> Vec<Finding> {
     // A hang or a mismatch comes first, and the steps it stopped are no steady state: the
     // other findings are read on the steps that ran to the end.
     let stuck = mismatches(a, ops);
-    let stopped: Vec<u32> = if stuck.is_empty() {
-        Vec::new()
+    let stopped: BTreeSet<u32> = if stuck.is_empty() {
+        BTreeSet::new()
     } else {
         ops.iter().filter(|o| o.partial).map(|o| o.step).collect()
     };
@@ -321,7 +325,7 @@ pub fn findings(a: &Analysis, ops: &[Op], th: &Thresholds) -> Vec<Finding> {
     }
     let walls: Vec<f64> = per_step.values().flat_map(|v| v.iter().map(|r| r.wall_ns as f64)).collect();
     let step_ns = if walls.is_empty() { 0.0 } else { walls.iter().sum::<f64>() / walls.len() as f64 };
-    let cx = Ctx {
+    let mut cx = Ctx {
         a,
         th,
         all_steps: per_step.keys().copied().collect(),
@@ -330,7 +334,15 @@ pub fn findings(a: &Analysis, ops: &[Op], th: &Thresholds) -> Vec<Finding> {
         ranks: a.ranks.iter().map(|r| r.rank).collect(),
         cpu_only: !a.ranks.is_empty()
             && a.ranks.iter().all(|r| r.metrics_from == super::breakdown::MetricsFrom::Cpu),
+        cpu_ranks: a
+            .ranks
+            .iter()
+            .filter(|r| r.metrics_from == super::breakdown::MetricsFrom::Cpu)
+            .map(|r| r.rank)
+            .collect(),
+        rank_step: BTreeMap::new(),
     };
+    cx.rank_step = cx.per_rank_mean(|r| r.wall_ns).into_iter().collect();
     let mut out: Vec<Finding> = Vec::new();
     out.extend(pipeline_bubble(&cx));
     let late = if stuck.is_empty() { late_ranks(&cx) } else { None };
