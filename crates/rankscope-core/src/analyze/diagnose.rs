@@ -361,6 +361,10 @@ pub fn locate(cmp: &Compare<'_>, rows: &[RegionRow]) -> Option<Located> {
         (best.0.to_string(), String::new())
     };
     let mut path = vec![(name.clone(), region(&name, &parent, Figure::Active))];
+    // A region is its (name, parent name): `forward` inside `forward` is one region whose child
+    // is itself, so the descent stops where it would come back to a region it passed.
+    let mut passed: BTreeSet<(String, String)> = BTreeSet::new();
+    passed.insert((name.clone(), parent.clone()));
     loop {
         let here = path.last().map(|x| x.1.excess()).unwrap_or(0.0);
         let best = children_of
@@ -370,7 +374,9 @@ pub fn locate(cmp: &Compare<'_>, rows: &[RegionRow]) -> Option<Located> {
             .map(|&c| (c, region(c, &name, Figure::Active)))
             .max_by(|a, b| a.1.excess().total_cmp(&b.1.excess()));
         match best {
-            Some((c, d)) if here > 0.0 && d.excess() >= 0.5 * here => {
+            Some((c, d))
+                if here > 0.0 && d.excess() >= 0.5 * here && passed.insert((c.to_string(), name.clone())) =>
+            {
                 parent = std::mem::replace(&mut name, c.to_string());
                 path.push((c.to_string(), d));
             }
@@ -571,6 +577,7 @@ mod tests {
                 (best.0, String::new())
             };
             let mut path = vec![(name.clone(), region(cmp, rows, &name, &parent, Figure::Active))];
+            let mut passed = vec![(name.clone(), parent.clone())];
             loop {
                 let here = path.last().map(|x| x.1.excess()).unwrap_or(0.0);
                 let mut children: Vec<String> = rows
@@ -588,7 +595,12 @@ mod tests {
                     })
                     .max_by(|a, b| a.1.excess().total_cmp(&b.1.excess()));
                 match best {
-                    Some((c, d)) if here > 0.0 && d.excess() >= 0.5 * here => {
+                    Some((c, d))
+                        if here > 0.0
+                            && d.excess() >= 0.5 * here
+                            && !passed.contains(&(c.clone(), name.clone())) =>
+                    {
+                        passed.push((c.clone(), name.clone()));
                         parent = std::mem::replace(&mut name, c.clone());
                         path.push((c, d));
                     }
@@ -610,42 +622,31 @@ mod tests {
         }
     }
 
-    /// splitmix64.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n.max(1)
-        }
+    use crate::synth::Rng;
+
+    fn below(r: &mut Rng, n: u64) -> u64 {
+        r.below(n as usize) as u64
     }
 
-    /// Random region trees (no name inside itself): names reused under several parents, repeated (rank, step, name,
+    /// Random region trees: names reused under several parents, repeated (rank, step, name,
     /// parent) rows, ranks without rows and rows of ranks not compared, ties in the excess.
     fn random_rows(r: &mut Rng, ranks: u32, steps: u32) -> Vec<RegionRow> {
         const NAMES: [&str; 6] = ["ProfilerStep", "forward", "backward", "data", "optimizer.step", "x"];
-        let n = r.below(12 * u64::from(ranks) * u64::from(steps));
+        let n = below(r, 12 * u64::from(ranks) * u64::from(steps));
         (0..n)
             .map(|_| {
-                // A parent comes before its child in NAMES: a name nested in itself (directly or
-                // not) sends the descent round a cycle, in both versions.
-                let k = r.below(NAMES.len() as u64) as usize;
-                let name = NAMES[k].to_string();
-                let parent = match r.below(3) {
+                // Any name under any parent, itself included (`forward` inside `forward`), and
+                // cycles through several names: the descent must stop at a region it passed.
+                let name = NAMES[below(r, NAMES.len() as u64) as usize].to_string();
+                let parent = match below(r, 3) {
                     0 => String::new(),
-                    _ if k > 0 => NAMES[r.below(k as u64) as usize].to_string(),
-                    _ => String::new(),
+                    _ => NAMES[below(r, NAMES.len() as u64) as usize].to_string(),
                 };
-                let rank = r.below(u64::from(ranks) + 1) as u32;
-                let step = r.below(u64::from(steps)) as u32;
-                let phase = Phase::ALL[r.below(5) as usize];
+                let rank = below(r, u64::from(ranks) + 1) as u32;
+                let step = below(r, u64::from(steps)) as u32;
+                let phase = Phase::ALL[below(r, 5) as usize];
                 // Coarse figures so that medians and excesses often tie.
-                let f: Vec<i64> = (0..7).map(|_| (r.below(5) * 100) as i64).collect();
+                let f: Vec<i64> = (0..7).map(|_| (below(r, 5) * 100) as i64).collect();
                 RegionRow {
                     rank,
                     step,
@@ -667,12 +668,13 @@ mod tests {
 
     #[test]
     fn indexed_comparisons_equal_the_scanning_ones() {
-        let mut r = Rng(13);
+        let mut r = Rng::from_state(13);
+        let r = &mut r;
         for _ in 0..400 {
-            let (n_ranks, n_steps) = (2 + r.below(7) as u32, 1 + r.below(4) as u32);
-            let rows = random_rows(&mut r, n_ranks, n_steps);
-            let ranks: Vec<u32> = (0..n_ranks).filter(|_| r.below(5) > 0).collect();
-            let steps: Vec<u32> = (0..n_steps + 1).filter(|_| r.below(4) > 0).collect();
+            let (n_ranks, n_steps) = (2 + below(r, 7) as u32, 1 + below(r, 4) as u32);
+            let rows = random_rows(r, n_ranks, n_steps);
+            let ranks: Vec<u32> = (0..n_ranks).filter(|_| below(r, 5) > 0).collect();
+            let steps: Vec<u32> = (0..n_steps + 1).filter(|_| below(r, 4) > 0).collect();
             let phases: Vec<PhaseRow> = rows
                 .iter()
                 .map(|x| PhaseRow {
@@ -683,7 +685,7 @@ mod tests {
                     active_ns: x.active_ns,
                 })
                 .collect();
-            let cmp = Compare { rank: r.below(u64::from(n_ranks)) as u32, steps: &steps, ranks: &ranks };
+            let cmp = Compare { rank: below(r, u64::from(n_ranks)) as u32, steps: &steps, ranks: &ranks };
             assert_eq!(locate(&cmp, &rows), naive::locate(&cmp, &rows), "{cmp:?}");
             for ph in Phase::ALL {
                 assert_eq!(cmp.phase_device(&rows, ph), naive::phase_device(&cmp, &rows, ph));
@@ -699,6 +701,40 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    #[allow(clippy::expect_used)]
+    fn a_region_nested_in_its_own_name_ends_the_descent() {
+        // `forward` inside `forward` (a module calling a submodule's `forward` under the same
+        // label): the child (forward, forward) explains all of its parent's excess, and its own
+        // child is itself. The descent stops there instead of going round for ever.
+        let row = |rank: u32, name: &str, parent: &str, active_ns: i64| RegionRow {
+            rank,
+            step: 0,
+            name: name.to_string(),
+            parent: parent.to_string(),
+            phase: Phase::Forward,
+            count: 1,
+            inclusive_ns: active_ns,
+            active_ns,
+            ops_ns: active_ns,
+            free_ns: 0,
+            sync_ns: 0,
+            wait_ns: 0,
+            device_ns: 0,
+        };
+        let mut rows = Vec::new();
+        for (rank, slow) in [(0u32, 0i64), (1, 0), (2, 5_000_000)] {
+            rows.push(row(rank, "ProfilerStep", "", 10_000_000 + slow));
+            rows.push(row(rank, "forward", "ProfilerStep", 8_000_000 + slow));
+            rows.push(row(rank, "forward", "forward", 6_000_000 + slow));
+        }
+        let cmp = Compare { rank: 2, steps: &[0], ranks: &[0, 1] };
+        let got = locate(&cmp, &rows).expect("located");
+        let path: Vec<&str> = got.path.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(path, ["ProfilerStep", "forward", "forward"]);
+        assert_eq!(naive::locate(&cmp, &rows), Some(got));
     }
 
     #[test]
