@@ -156,16 +156,7 @@ fn cut_parse(bytes: &[u8], sizes: CutSizes, chunk: usize) -> Option<(RankTrace, 
         Cutout::Doubt => None,
         Cutout::Cut { frame, mark, text_bytes, input_bytes } => {
             let n = pieces.len();
-            let middle: Option<Vec<RankTrace>> = pieces
-                .iter()
-                .map(|p| {
-                    let mut q = TraceParser::new("t");
-                    q.feed(b"[");
-                    q.feed(p);
-                    q.feed(b"]");
-                    q.finish().ok()
-                })
-                .collect();
+            let middle: Option<Vec<RankTrace>> = pieces.iter().map(|p| split::parse_piece("t", p)).collect();
             let mut t = split::merge(frame, &mark, middle?, text_bytes)?;
             t.input_bytes = input_bytes;
             Some((t, n))

@@ -112,23 +112,36 @@ impl ReadError {
 /// Reads one file in chunks through the core's streaming ingest.
 pub fn read_trace(path: &Path, chunk: usize, progress: &dyn Fn(u64)) -> Result<RankTrace, ReadError> {
     let name = path.display().to_string();
-    let mut f = std::fs::File::open(path).map_err(|e| ReadError::io(format!("{name}: cannot open: {e}")))?;
     let mut ingest = FileIngest::new(&name);
+    read_chunks(path, &name, chunk, &mut |b| {
+        ingest.feed(b);
+        progress(b.len() as u64);
+        !ingest.failed()
+    })?;
+    ingest.finish().map_err(|e| ReadError { message: e.to_string(), not_a_trace: true })
+}
+
+/// Reads `path` from the start in `chunk`-byte reads into `each`, until the end or until `each`
+/// answers `false`.
+fn read_chunks(
+    path: &Path,
+    name: &str,
+    chunk: usize,
+    each: &mut dyn FnMut(&[u8]) -> bool,
+) -> Result<(), ReadError> {
+    let mut f = std::fs::File::open(path).map_err(|e| ReadError::io(format!("{name}: cannot open: {e}")))?;
     let mut buf = vec![0u8; chunk.max(1)];
     loop {
         let n = match f.read(&mut buf) {
-            Ok(0) => break,
+            Ok(0) => return Ok(()),
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(ReadError::io(format!("{name}: read error: {e}"))),
         };
-        ingest.feed(&buf[..n]);
-        progress(n as u64);
-        if ingest.failed() {
-            break;
+        if !each(&buf[..n]) {
+            return Ok(());
         }
     }
-    ingest.finish().map_err(|e| ReadError { message: e.to_string(), not_a_trace: true })
 }
 
 /// Files smaller than this are parsed on one core (the pieces would not pay for themselves).
@@ -274,7 +287,7 @@ pub fn read_trace_cutting(
     sizes: rankscope_core::parse::CutSizes,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Option<Result<(RankTrace, usize), ReadError>> {
-    use rankscope_core::parse::{split, Cutout, FileIngest, TraceParser};
+    use rankscope_core::parse::{split, Cutout, FileIngest};
     let name = path.display().to_string();
     let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Vec<u8>)>(workers.max(1));
     let rx = Mutex::new(rx);
@@ -287,41 +300,29 @@ pub fn read_trace_cutting(
                     Err(_) => break,
                 };
                 let Ok((i, piece)) = next else { break };
-                let mut p = TraceParser::new(&name);
-                p.feed(b"[");
-                p.feed(&piece);
-                drop(piece);
-                p.feed(b"]");
-                let t = p.finish().ok();
+                let t = split::parse_piece(&name, &piece);
                 if let Ok(mut v) = parsed.lock() {
                     v.push((i, t));
                 }
             });
         }
         let read = || -> Result<Cutout, ReadError> {
-            let mut f =
-                std::fs::File::open(path).map_err(|e| ReadError::io(format!("{name}: cannot open: {e}")))?;
             let mut ingest = FileIngest::cutting(&name, sizes);
-            let mut buf = vec![0u8; chunk.max(1)];
             let mut pieces = 0usize;
-            loop {
-                let n = match f.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => n,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(e) => return Err(ReadError::io(format!("{name}: read error: {e}"))),
-                };
-                ingest.feed(&buf[..n]);
-                progress(n as u64);
+            let mut refused = false;
+            read_chunks(path, &name, chunk, &mut |b| {
+                ingest.feed(b);
+                progress(b.len() as u64);
                 for piece in ingest.take_pieces() {
                     if tx.send((pieces, piece)).is_err() {
-                        return Ok(Cutout::Doubt);
+                        refused = true;
                     }
                     pieces += 1;
                 }
-                if ingest.failed() {
-                    break;
-                }
+                !refused && !ingest.failed()
+            })?;
+            if refused {
+                return Ok(Cutout::Doubt);
             }
             ingest.finish_cut().map_err(|e| ReadError { message: e.to_string(), not_a_trace: true })
         };

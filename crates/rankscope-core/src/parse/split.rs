@@ -404,6 +404,16 @@ fn add_counts(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
     }
 }
 
+/// Parses one middle piece alone, as `[` piece `]` (a bare array of events); `None` when it
+/// is not one.
+pub fn parse_piece(source_name: &str, piece: &[u8]) -> Option<RankTrace> {
+    let mut p = super::TraceParser::new(source_name);
+    p.feed(b"[");
+    p.feed(piece);
+    p.feed(b"]");
+    p.finish().ok()
+}
+
 /// Merges the frame (head and tail, marked between them) and the middle pieces (in file order)
 /// into the trace the serial parser gives for the whole file, or `None` when any part leaves a
 /// doubt (see the module doc). `text_bytes` is the file's length.
