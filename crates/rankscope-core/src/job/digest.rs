@@ -455,6 +455,32 @@ mod tests {
     }
 
     #[test]
+    fn the_lean_digest_crosses_json_and_places_and_summarizes_as_the_whole_one() {
+        let (files, errors) = job::decided(parts(3), &[]);
+        let texts = [fr_text()];
+        let refs: Vec<TextRef<'_>> = texts.iter().map(Text::as_ref).collect();
+        let out = job::combine_decided(
+            files.iter().map(|(_, p)| p.clone()).collect(),
+            errors,
+            &refs,
+            &Options::default(),
+        );
+        let whole =
+            decode("job.rsdigest", &encode(&files, &refs, &out.analysis)).unwrap_or_else(|e| panic!("{e}"));
+        let json = serde_json::to_string(&whole.clone().lean()).unwrap_or_else(|e| panic!("{e}"));
+        let lean: JobDigest = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(lean, whole.clone().lean(), "exact through JSON");
+        assert_eq!(lean.output().json(), out.json());
+        let c = |f: &str, r: Option<i64>| RankClaim { file: f.into(), claimed_rank: r };
+        let claims = [c("/elsewhere/rank2.pt.trace.json", None), c("renamed.json", Some(1))];
+        assert_eq!(lean.place(&claims), whole.place(&claims));
+        for i in 0..3 {
+            assert_eq!(lean.summary(i), whole.summary(i));
+            assert_eq!(lean.files[i].1.instances, whole.files[i].1.instances);
+        }
+    }
+
+    #[test]
     fn wrong_bytes_are_errors_that_name_the_input() {
         let (files, errors) = job::decided(parts(2), &[]);
         let out = job::combine_decided(
