@@ -870,7 +870,7 @@ mod tests {
         let mut s = Rc::new(State::default());
         s = s
             .reduce(Action::Start { files: vec![("job.rsdigest".into(), digest.len() as u64)], demo: false });
-        let digest = job::digest::decode("job.rsdigest", &digest).expect("a digest").lean();
+        let digest = job::digest::decode("job.rsdigest", &digest).unwrap_or_else(|e| panic!("{e}")).lean();
         s = s.reduce(Action::Digest { file: 0, digest: Rc::new(digest) });
         assert!(s.ready());
         let job = s.job.clone().unwrap_or_else(|| panic!("job"));
