@@ -9,7 +9,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ROOT, SHARED, BIN, SHOTS, traces, startBrowser, stopBrowser } from './harness.mjs';
+import { ROOT, SHARED, BIN, traces, startBrowser, stopBrowser, pointAtCell, heatLayout, shot, openFiles, outsideOrigin } from './harness.mjs';
 
 let server, origin, context, profile;
 const requests = [];
@@ -23,20 +23,7 @@ after(async () => {
   await stopBrowser({ server, context, profile });
 });
 
-async function openWith(files) {
-  const page = await context.newPage();
-  page.on('pageerror', (e) => pageErrors.push(e.message));
-  page.on('console', (m) => m.type() === 'error' && pageErrors.push(m.text()));
-  page.on('worker', (w) => w.on('console', (m) => m.type() === 'error' && pageErrors.push(`worker: ${m.text()}`)));
-  await page.goto(origin);
-  await page.waitForSelector('[data-testid=open-demo]');
-  const t0 = Date.now();
-  await page.setInputFiles('[data-testid=file-input]', files);
-  await page.waitForSelector('[data-testid=analysis-ready]', { timeout: 120_000 });
-  return { page, ms: Date.now() - t0 };
-}
-
-const shot = (page, name) => page.screenshot({ path: path.join(SHOTS, `${name}.png`) });
+const openWith = (files) => openFiles(context, origin, files, pageErrors);
 
 function analyze(files, ...flags) {
   return execFileSync(BIN, ['analyze', ...flags, ...files], { maxBuffer: 256 << 20 }).toString();
@@ -334,9 +321,16 @@ test('a heatmap cell opens the timeline at that rank and step', async () => {
   await page.click('[data-testid=nav-steps]');
   await page.click('[data-testid=metric-idle]');
   assert.equal(await page.getAttribute('[data-testid=heatmap]', 'data-metric'), 'idle');
-  const cell = page.locator('[data-testid=heat-cell][data-rank="2"]').nth(1);
-  const step = await cell.getAttribute('data-step');
-  await cell.click();
+  // The canvas: the tooltip names the cell under the pointer, a click opens it.
+  const step = String((await heatLayout(page)).steps[1]);
+  const at = await pointAtCell(page, 2, Number(step));
+  await page.mouse.move(at.x, at.y);
+  const want = await page.getAttribute(`[data-testid=heat-cell][data-rank="2"][data-step="${step}"]`, 'data-value');
+  const tip = await page.locator('[data-testid=heatmap-tip]').innerText();
+  assert.match(tip, new RegExp(`^rank 2 · step ${step}\nIdle: `));
+  assert.ok(want !== null);
+  await shot(page, '31a-gloo-heatmap-hover');
+  await page.mouse.click(at.x, at.y);
   await page.waitForSelector('[data-testid=timeline] canvas');
   assert.equal(await page.getAttribute('[data-testid=timeline]', 'data-focus-rank'), '2');
   const h = new URLSearchParams((await page.evaluate(() => location.hash)).slice(1));
@@ -514,7 +508,7 @@ test('Fabric: the peer transport matrix of a 16-rank EFA job', async () => {
 
 test('no request leaves the page\'s origin, and nothing failed on the page', () => {
   assert.ok(requests.length > 0);
-  const outside = requests.filter((u) => !u.startsWith(origin) && !u.startsWith('data:') && !u.startsWith(`blob:${origin}`));
+  const outside = outsideOrigin(requests, origin);
   assert.deepEqual(outside, []);
   assert.deepEqual(pageErrors, []);
 });

@@ -12,7 +12,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { ROOT, BIN, SHOTS, traces, launch, stopBrowser } from './harness.mjs';
+import { ROOT, BIN, SHOTS, traces, launch, stopBrowser, shot, newPage as openPage } from './harness.mjs';
 import { serve, policy } from './server.mjs';
 
 const DIST = path.join(ROOT, 'dist');
@@ -38,15 +38,7 @@ after(async () => {
   for (const s of servers) s.server.close();
 });
 
-async function newPage() {
-  const page = await context.newPage();
-  page.on('pageerror', (e) => pageErrors.push(`${page.url()}: ${e.message}`));
-  page.on('console', (m) => m.type() === 'error' && pageErrors.push(`${page.url()}: ${m.text()}`));
-  page.on('worker', (w) => w.on('console', (m) => m.type() === 'error' && pageErrors.push(`worker: ${m.text()}`)));
-  return page;
-}
-
-const shot = (page, name) => page.screenshot({ path: path.join(SHOTS, `${name}.png`) });
+const newPage = () => openPage(context, pageErrors, (page) => `${page.url()}: `);
 const ready = (where) => where.locator('[data-testid=analysis-ready]').waitFor({ timeout: 120_000 });
 
 /** `rankscope analyze --json` with the paths reduced to the names a browser sees. */

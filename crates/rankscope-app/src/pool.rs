@@ -336,6 +336,11 @@ fn on_message(inner_rc: &Rc<RefCell<Inner>>, index: usize, m: FromWorker, extra:
             dispatch.emit(Action::Loaded { file, summary, part, first_ns });
             pump(inner_rc);
         }
+        FromWorker::Digest { file, digest } => {
+            done(file, false);
+            dispatch.emit(Action::Digest { file, digest: Rc::from(digest) });
+            pump(inner_rc);
+        }
         FromWorker::Text { file, kinds } => {
             done(file, false);
             let bytes = extra.dyn_into::<js_sys::Uint8Array>().map(|b| b.to_vec()).unwrap_or_default();

@@ -102,11 +102,15 @@ pub enum Phase {
     Normalizing,
 }
 
+/// What a worker says. `Text` is NCCL text or a dump, its bytes beside the message; `Digest` a
+/// job digest decoded in the worker ([`rankscope_core::job::digest::decode`], then
+/// [`rankscope_core::job::JobDigest::lean`]), so the page parses only what it shows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum FromWorker {
     Ready,
     Progress { file: FileId, phase: Phase, input_bytes: u64, text_bytes: u64, events: u64 },
     Text { file: FileId, kinds: Vec<TextKind> },
+    Digest { file: FileId, digest: Box<rankscope_core::job::JobDigest> },
     Loaded { file: FileId, summary: Box<RankSummary>, part: Box<RankPart>, first_ns: Option<i64> },
     Failed { file: FileId, error: String },
     Cancelled { file: FileId },

@@ -13,8 +13,9 @@
 //! core's job API (`job::combine_decided`), exactly what `rankscope analyze` runs: the
 //! [`JobView`] exists as soon as the last file is read.
 //!
-//! A job digest (`rankscope combine --digest`, [`job::digest`]) arrives as a text file: the
-//! reducer decodes it, and its parts and stored analysis are the job (no worker parses events).
+//! A job digest (`rankscope combine --digest`, [`job::digest`]) is decoded by the worker that
+//! read it ([`Action::Digest`]: a lean [`job::JobDigest`], its parts without what only a new
+//! `combine` reads), and its parts and stored analysis are the job (no worker parses events).
 //! Traces added later ([`Action::Add`]) are placed on the digest's ranks by the core
 //! ([`job::JobDigest::place`]) and give those ranks their timeline, on the digest's offsets; the
 //! figures stay the digest's.
@@ -324,6 +325,11 @@ pub enum Action {
         part: Box<RankPart>,
         first_ns: Option<i64>,
     },
+    /// A job digest, decoded by its worker.
+    Digest {
+        file: FileId,
+        digest: Rc<job::JobDigest>,
+    },
     /// A file that is NCCL text, with its bytes.
     Text {
         file: FileId,
@@ -425,23 +431,18 @@ impl Reducible for State {
                     s.parts.insert(file, Rc::new(*part));
                 }
             }
-            Action::Text { file, kinds, bytes } if kinds.contains(&TextKind::Digest) => {
+            Action::Digest { file, digest } => {
                 if let Some(f) = s.files.get_mut(file as usize) {
-                    f.size = f.size.max(bytes.len() as u64);
-                    match job::digest::decode(&f.name, &bytes) {
+                    if s.digest.is_some() {
                         // A second digest is refused: a digest is a whole job.
-                        Ok(_) if s.digest.is_some() => {
-                            f.status = FileStatus::Failed(format!(
-                                "{}: a second job digest (one job at a time)",
-                                f.name
-                            ))
-                        }
-                        Ok(d) => {
-                            f.text = Some(kinds);
-                            f.status = FileStatus::Ready;
-                            s.digest = Some((file, Rc::new(d)));
-                        }
-                        Err(e) => f.status = FileStatus::Failed(e.to_string()),
+                        f.status = FileStatus::Failed(format!(
+                            "{}: a second job digest (one job at a time)",
+                            f.name
+                        ));
+                    } else {
+                        f.text = Some(vec![TextKind::Digest]);
+                        f.status = FileStatus::Ready;
+                        s.digest = Some((file, digest));
                     }
                 }
             }
@@ -869,7 +870,8 @@ mod tests {
         let mut s = Rc::new(State::default());
         s = s
             .reduce(Action::Start { files: vec![("job.rsdigest".into(), digest.len() as u64)], demo: false });
-        s = s.reduce(Action::Text { file: 0, kinds: vec![TextKind::Digest], bytes: Rc::new(digest) });
+        let digest = job::digest::decode("job.rsdigest", &digest).unwrap_or_else(|e| panic!("{e}")).lean();
+        s = s.reduce(Action::Digest { file: 0, digest: Rc::new(digest) });
         assert!(s.ready());
         let job = s.job.clone().unwrap_or_else(|| panic!("job"));
         assert_eq!(*job.analysis, out.analysis, "the stored analysis, as combine made it");

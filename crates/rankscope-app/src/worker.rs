@@ -139,6 +139,9 @@ enum Outcome {
     Done(Box<FileIngest>),
     /// NCCL text, whole (such files are logs and tables: kB to a few MB).
     Text(Vec<TextKind>, Vec<u8>),
+    /// A job digest, decoded: the seconds of inflating and parsing 1,024 parts are spent here,
+    /// not on the page's thread.
+    Digest(Box<rankscope_core::job::JobDigest>),
     Cancelled,
 }
 
@@ -147,6 +150,7 @@ fn finish(state: &Rc<RefCell<State>>, file: FileId, result: Result<Outcome, Stri
     let ingest = match result {
         Ok(Outcome::Done(i)) => i,
         Ok(Outcome::Cancelled) => return post(&FromWorker::Cancelled { file }),
+        Ok(Outcome::Digest(digest)) => return post(&FromWorker::Digest { file, digest }),
         Ok(Outcome::Text(kinds, bytes)) => {
             let data = Uint8Array::from(&bytes[..]);
             let msg = Array::of2(&JsValue::from_str(&encode(&FromWorker::Text { file, kinds })), &data);
@@ -318,6 +322,11 @@ async fn read_file(
         }
     }
     let kinds = text.unwrap_or_else(|| sniff(&feeder.buf));
+    if kinds.contains(&TextKind::Digest) {
+        return rankscope_core::job::digest::decode(name, &feeder.buf)
+            .map(|d| Outcome::Digest(Box::new(d.lean())))
+            .map_err(|e| e.to_string());
+    }
     if !kinds.is_empty() {
         return Ok(Outcome::Text(kinds, std::mem::take(&mut feeder.buf)));
     }

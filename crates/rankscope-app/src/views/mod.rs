@@ -13,6 +13,7 @@ pub mod flight;
 pub mod help;
 pub mod landing;
 pub mod pipeline;
+pub mod rows;
 pub mod steps;
 pub mod summary;
 pub mod timeline;

@@ -48,8 +48,9 @@ pub const MAX_INFLATED: u64 = 4 << 30;
 
 const SCHEMA: &str = "rankscope.digest";
 
-/// A job as a digest holds it.
-#[derive(Debug, Clone, PartialEq)]
+/// A job as a digest holds it. It serializes (as JSON, in the app's worker protocol) so that a
+/// decoded digest can cross threads; the file format is [`encode`]'s, not this.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobDigest {
     /// Every trace's claim and part, with the job's rank stamped on it, in rank order.
     pub files: Vec<(RankClaim, RankPart)>,
@@ -211,6 +212,29 @@ pub fn decode_with_limit(name: &str, bytes: &[u8], limit: u64) -> Result<JobDige
 }
 
 impl JobDigest {
+    /// The digest as a viewer of its figures reads it: each part keeps what [`JobDigest::place`],
+    /// [`JobDigest::summary`] and the first collective of each group read (its info, world size,
+    /// instances, steps, step starts, totals, diagnostics); the rest, which only a new
+    /// `combine` would read (idle and launch figures, allocations, chains, critical-path
+    /// segments, interval sets, regions, issued calls, pipeline figures), is dropped. The
+    /// analysis and the texts stay whole. The app's worker decodes a digest and sends the page
+    /// this: a fraction of the parts' bytes to parse on the page's thread.
+    pub fn lean(mut self) -> JobDigest {
+        for (_, p) in &mut self.files {
+            p.gpu_idle = Vec::new();
+            p.launch = None;
+            p.allocations = Vec::new();
+            p.chains = Vec::new();
+            p.segments = Vec::new();
+            p.comm_set = Vec::new();
+            p.overlap_set = Vec::new();
+            p.regions = Default::default();
+            p.issued = Vec::new();
+            p.pipe = Default::default();
+        }
+        self
+    }
+
     /// The job's outputs as `combine` gave them: the stored analysis, and the NCCL and Flight
     /// Recorder reports read from the stored texts ([`super::fabric`],
     /// [`super::flight_recorder`]: their reports do not deserialize, and the texts are small).
@@ -428,6 +452,32 @@ mod tests {
         let s = d.summary(1).unwrap_or_else(|| panic!("summary"));
         assert_eq!((s.rank, s.steps.len()), (1, 2));
         assert!(s.span_start_ns < s.span_end_ns);
+    }
+
+    #[test]
+    fn the_lean_digest_crosses_json_and_places_and_summarizes_as_the_whole_one() {
+        let (files, errors) = job::decided(parts(3), &[]);
+        let texts = [fr_text()];
+        let refs: Vec<TextRef<'_>> = texts.iter().map(Text::as_ref).collect();
+        let out = job::combine_decided(
+            files.iter().map(|(_, p)| p.clone()).collect(),
+            errors,
+            &refs,
+            &Options::default(),
+        );
+        let whole =
+            decode("job.rsdigest", &encode(&files, &refs, &out.analysis)).unwrap_or_else(|e| panic!("{e}"));
+        let json = serde_json::to_string(&whole.clone().lean()).unwrap_or_else(|e| panic!("{e}"));
+        let lean: JobDigest = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(lean, whole.clone().lean(), "exact through JSON");
+        assert_eq!(lean.output().json(), out.json());
+        let c = |f: &str, r: Option<i64>| RankClaim { file: f.into(), claimed_rank: r };
+        let claims = [c("/elsewhere/rank2.pt.trace.json", None), c("renamed.json", Some(1))];
+        assert_eq!(lean.place(&claims), whole.place(&claims));
+        for i in 0..3 {
+            assert_eq!(lean.summary(i), whole.summary(i));
+            assert_eq!(lean.files[i].1.instances, whole.files[i].1.instances);
+        }
     }
 
     #[test]

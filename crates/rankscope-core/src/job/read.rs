@@ -85,7 +85,7 @@ pub fn detect(head: &[u8]) -> InputKind {
 }
 
 /// A text input, owned.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Text {
     pub name: String,
     pub kinds: Vec<TextKind>,
