@@ -190,12 +190,7 @@ impl TraceParser {
         // An early retry of the carried unit (feed waits for the tail to double); parsing does
         // not depend on where the bytes were cut, so this changes nothing but the timing.
         if self.fatal.is_none() && !self.carry.is_empty() {
-            let buf = std::mem::take(&mut self.carry);
-            let used = self.process(&buf, false);
-            self.carry = buf;
-            self.carry.drain(..used);
-            self.carry_offset += used as u64;
-            self.retry_at = if self.carry.is_empty() { 0 } else { self.carry.len() * 2 };
+            self.retry_carry();
         }
         let between = matches!(self.state, State::Events { .. })
             && self.carry.is_empty()
@@ -231,13 +226,19 @@ impl TraceParser {
             if self.carry.len() < self.retry_at {
                 return;
             }
-            let buf = std::mem::take(&mut self.carry);
-            let used = self.process(&buf, false);
-            self.carry = buf;
-            self.carry.drain(..used);
-            self.carry_offset += used as u64;
-            self.retry_at = if self.carry.is_empty() { 0 } else { self.carry.len() * 2 };
+            self.retry_carry();
         }
+    }
+
+    /// Parses what it can of the carried bytes; the rest stays carried, and the next retry
+    /// waits until it has doubled.
+    fn retry_carry(&mut self) {
+        let buf = std::mem::take(&mut self.carry);
+        let used = self.process(&buf, false);
+        self.carry = buf;
+        self.carry.drain(..used);
+        self.carry_offset += used as u64;
+        self.retry_at = if self.carry.is_empty() { 0 } else { self.carry.len() * 2 };
     }
 
     /// Ends the input and returns the trace (not yet normalized).
