@@ -400,9 +400,9 @@ mod tests {
         Text { name: "fr_rank3".into(), kinds: vec![TextKind::FlightRecorder], bytes }
     }
 
-    #[test]
-    fn round_trips_and_gives_back_what_combine_made() {
-        let (files, errors) = job::decided(parts(4), &[]);
+    /// `n` synth parts with their decided ranks and a Flight Recorder text, combined.
+    fn combined(n: u32) -> (Vec<(RankClaim, RankPart)>, [Text; 1], job::JobOutput) {
+        let (files, errors) = job::decided(parts(n), &[]);
         let texts = [fr_text()];
         let refs: Vec<TextRef<'_>> = texts.iter().map(Text::as_ref).collect();
         let out = job::combine_decided(
@@ -411,6 +411,13 @@ mod tests {
             &refs,
             &Options::default(),
         );
+        (files, texts, out)
+    }
+
+    #[test]
+    fn round_trips_and_gives_back_what_combine_made() {
+        let (files, texts, out) = combined(4);
+        let refs: Vec<TextRef<'_>> = texts.iter().map(Text::as_ref).collect();
         let enc = encode(&files, &refs, &out.analysis);
         assert!(is_digest(&enc));
         assert_eq!(job::detect(&enc), job::InputKind::Digest);
@@ -456,15 +463,8 @@ mod tests {
 
     #[test]
     fn the_lean_digest_crosses_json_and_places_and_summarizes_as_the_whole_one() {
-        let (files, errors) = job::decided(parts(3), &[]);
-        let texts = [fr_text()];
+        let (files, texts, out) = combined(3);
         let refs: Vec<TextRef<'_>> = texts.iter().map(Text::as_ref).collect();
-        let out = job::combine_decided(
-            files.iter().map(|(_, p)| p.clone()).collect(),
-            errors,
-            &refs,
-            &Options::default(),
-        );
         let whole =
             decode("job.rsdigest", &encode(&files, &refs, &out.analysis)).unwrap_or_else(|e| panic!("{e}"));
         let json = serde_json::to_string(&whole.clone().lean()).unwrap_or_else(|e| panic!("{e}"));
