@@ -427,6 +427,43 @@ test('exports: JSON, CSV and Markdown are the CLI\'s; the merged trace is the CL
   await page.close();
 });
 
+test('one large file is read on every worker: the analysis and the merged trace are the CLI\'s; a doubt reads it alone', async () => {
+  // About 40 MB of text: above the size at which the page cuts a file read alone into pieces
+  // for its other workers (pool.rs SPLIT_MIN_BYTES; gzip counted at 8x its size).
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rankscope-split-'));
+  execFileSync(BIN, ['synth', '--ranks', '1', '--target-mb', '40', '--seed', '12', '--out', dir]);
+  const plain = path.join(dir, 'rank0.pt.trace.json');
+  const gz = `${plain}.gz`;
+  execFileSync('sh', ['-c', `gzip -1 -c '${plain}' > '${gz}'`]);
+  // The same trace with one `B`/`E` pair in the middle: a pair may straddle a cut, so the
+  // pieces doubt and the file is read again alone.
+  const doc = JSON.parse(fs.readFileSync(plain, 'utf8'));
+  const mid = doc.traceEvents[doc.traceEvents.length >> 1];
+  doc.traceEvents.splice(doc.traceEvents.length >> 1, 0,
+    { ph: 'B', name: 'user span', pid: mid.pid, tid: mid.tid, ts: mid.ts },
+    { ph: 'E', name: 'user span', pid: mid.pid, tid: mid.tid, ts: mid.ts + 1 });
+  const paired = path.join(dir, 'paired.pt.trace.json');
+  fs.writeFileSync(paired, JSON.stringify(doc, null, 1));
+  assert.ok(fs.statSync(paired).size > 32 * 1024 * 1024, 'large enough to be cut: the doubt is met, not avoided');
+  for (const [file, split] of [[plain, true], [gz, true], [paired, false]]) {
+    const { page, ms } = await openWith([file]);
+    const workers = await page.evaluate(() => navigator.hardwareConcurrency);
+    const status = await page.textContent('[data-testid=file-row] .status');
+    console.log(`${path.basename(file)} (${(fs.statSync(file).size / 1e6).toFixed(1)} MB): ready in ${ms} ms, ${status}`);
+    if (split && workers > 1) assert.match(status, /read on [2-9]\d* workers/);
+    else assert.doesNotMatch(status, /workers/);
+    const json = await download(page, '[data-testid=export-json]');
+    assert.equal(json.bytes.toString(), analyze([file], '--json').replaceAll(dir + '/', ''), `${file}: the analysis`);
+    const merged = await download(page, '[data-testid=export-trace]');
+    const want = path.join(dir, 'cli-merged.json');
+    analyze([file], '--merged-trace', want);
+    assert.ok(merged.bytes.equals(fs.readFileSync(want)), `${file}: the merged trace is byte for byte the CLI's`);
+    if (split) await shot(page, '23-one-file-every-worker');
+    await page.close();
+  }
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
 test('the raw / aligned clock toggle is kept in the URL hash', async () => {
   const { page } = await openWith(traces('ddp-gloo-cpu-4rank'));
   await page.click('[data-testid=nav-timeline]');

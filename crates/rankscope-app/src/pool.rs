@@ -7,6 +7,11 @@
 //! the request id the pool gave the question (they are drawing data and export bytes, not UI
 //! state). A question no live worker can answer, or whose worker dies, is answered
 //! [`Answer::Failed`], never left waiting.
+//!
+//! A large file read alone is read on every worker: its reader is told how many helpers it has
+//! and posts pieces of text, which the pool hands to the least busy other worker (started if
+//! need be) and whose parsed columns it hands back (see `protocol.rs`). A piece whose helper
+//! dies comes back as a doubt, and the reader reads the file again alone.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
@@ -20,6 +25,10 @@ use yew::Callback;
 
 use crate::protocol::*;
 use crate::state::Action;
+
+/// Least text size of a file read alone for it to be cut for other workers: below it, handing
+/// pieces on saves less than a second.
+pub const SPLIT_MIN_BYTES: f64 = 32.0 * 1024.0 * 1024.0;
 
 /// A load waiting for a worker.
 #[derive(Debug)]
@@ -76,6 +85,8 @@ struct Inner {
     next_req: u32,
     /// Files whose worker died while reading them: not loaded again (they may be what killed it).
     fatal: std::collections::BTreeSet<FileId>,
+    /// Pieces of a file being parsed by a helper: (file, piece) → the helper's slot.
+    away: BTreeMap<(FileId, u32), usize>,
     dispatch: Callback<Action>,
 }
 
@@ -123,6 +134,7 @@ impl Pool {
                 pending: BTreeMap::new(),
                 next_req: 0,
                 fatal: Default::default(),
+                away: BTreeMap::new(),
                 dispatch,
             })),
         }
@@ -191,6 +203,7 @@ impl Pool {
         inner.holder.clear();
         inner.loads.clear();
         inner.pending.clear();
+        inner.away.clear();
     }
 
     /// Number of workers started so far.
@@ -203,8 +216,15 @@ fn send(slot: &mut Slot, msg: Array) {
     if slot.dead {
         return;
     }
-    // A stream cannot be copied to a worker, only transferred.
-    let transfer: Array = msg.iter().filter(|v| v.is_instance_of::<web_sys::ReadableStream>()).collect();
+    // A stream cannot be copied to a worker, only transferred; a piece's bytes are moved, not
+    // copied (the page keeps nothing of them).
+    let transfer: Array = msg
+        .iter()
+        .filter_map(|v| match v.dyn_ref::<js_sys::Uint8Array>() {
+            Some(b) => Some(b.buffer().into()),
+            None => v.is_instance_of::<web_sys::ReadableStream>().then_some(v),
+        })
+        .collect();
     if !slot.ready {
         slot.outbox.push(msg);
     } else if let Err(e) = slot.worker.post_message_with_transfer(&msg, &transfer) {
@@ -280,9 +300,16 @@ fn pump(inner_rc: &Rc<RefCell<Inner>>) {
             let Some(task) = inner.queue.pop_front() else { break };
             let file = task.file();
             let msg = match &task {
-                Task::File(_, f) => message(&ToWorker::Load { file, name: f.name() }, Some(f.as_ref())),
+                Task::File(_, f) => {
+                    // A large file with nothing else waiting: the other workers parse pieces of it.
+                    // Gzip counted at the text it inflates to (traces compress about 8-10x).
+                    let text = if f.name().ends_with(".gz") { f.size() * 8.0 } else { f.size() };
+                    let alone = inner.queue.is_empty() && text >= SPLIT_MIN_BYTES;
+                    let helpers = if alone { inner.max.saturating_sub(1) as u32 } else { 0 };
+                    message(&ToWorker::Load { file, name: f.name(), helpers }, Some(f.as_ref()))
+                }
                 Task::Stream(_, name, s) => {
-                    message(&ToWorker::Load { file, name: name.clone() }, Some(s.as_ref()))
+                    message(&ToWorker::Load { file, name: name.clone(), helpers: 0 }, Some(s.as_ref()))
                 }
                 Task::Demo(_, rank) => message(&ToWorker::Demo { file, rank: *rank }, None),
             };
@@ -328,8 +355,8 @@ fn on_message(inner_rc: &Rc<RefCell<Inner>>, index: usize, m: FromWorker, extra:
                 }
             }
         }
-        FromWorker::Progress { file, phase, input_bytes, events, .. } => {
-            dispatch.emit(Action::Progress { file, phase, input_bytes, events, now_ms: now_ms() });
+        FromWorker::Progress { file, phase, input_bytes, events, workers, .. } => {
+            dispatch.emit(Action::Progress { file, phase, input_bytes, events, workers, now_ms: now_ms() });
         }
         FromWorker::Loaded { file, summary, part, first_ns } => {
             done(file, true);
@@ -370,7 +397,53 @@ fn on_message(inner_rc: &Rc<RefCell<Inner>>, index: usize, m: FromWorker, extra:
             dispatch.emit(Action::Cancelled { file });
             pump(inner_rc);
         }
+        FromWorker::Piece { file, index: piece } => {
+            hand_piece(inner_rc, PieceFrom { owner: index, file, piece }, extra)
+        }
+        FromWorker::Parsed { file, index: piece, ok } => {
+            let mut inner = inner_rc.borrow_mut();
+            inner.away.remove(&(file, piece));
+            let owner = inner.holder.get(&file).copied();
+            if let Some(s) = owner.and_then(|o| inner.slots.get_mut(o)) {
+                send(s, message(&ToWorker::Parsed { file, index: piece, ok }, Some(&extra)));
+            }
+        }
     }
+}
+
+/// A piece `(file, piece)` posted by the worker in slot `owner`.
+struct PieceFrom {
+    owner: usize,
+    file: FileId,
+    piece: u32,
+}
+
+/// Hands a piece to the other worker with the fewest pieces away (an idle one first), starting
+/// one while fewer than the most run; with no other worker, the owner parses it itself.
+fn hand_piece(inner_rc: &Rc<RefCell<Inner>>, p: PieceFrom, bytes: JsValue) {
+    let mut inner = inner_rc.borrow_mut();
+    let load = |inner: &Inner, i: usize| {
+        let away = inner.away.values().filter(|&&s| s == i).count();
+        (inner.slots[i].busy.is_some(), away)
+    };
+    let live: Vec<usize> = (0..inner.slots.len()).filter(|&i| !inner.slots[i].dead).collect();
+    let best = live.iter().copied().filter(|&i| i != p.owner).min_by_key(|&i| load(&inner, i));
+    let idle = best.is_some_and(|i| load(&inner, i) == (false, 0));
+    let helper = if !idle && live.len() < inner.max {
+        let index = inner.slots.len();
+        match spawn(inner_rc, index) {
+            Ok(s) => {
+                inner.slots.push(s);
+                index
+            }
+            Err(_) => best.unwrap_or(p.owner),
+        }
+    } else {
+        best.unwrap_or(p.owner)
+    };
+    inner.away.insert((p.file, p.piece), helper);
+    let msg = message(&ToWorker::Parse { file: p.file, index: p.piece }, Some(&bytes));
+    send(&mut inner.slots[helper], msg);
 }
 
 /// A worker died (a panic in its wasm, an allocation beyond the browser's memory, or it could
@@ -387,6 +460,16 @@ fn on_worker_error(inner_rc: &Rc<RefCell<Inner>>, index: usize, text: String) {
         let busy = s.busy.take();
         let held: Vec<FileId> = inner.holder.iter().filter(|(_, &v)| v == index).map(|(&f, _)| f).collect();
         inner.holder.retain(|_, &mut v| v != index);
+        // Pieces it was parsing come back as doubts: their reader reads its file again alone.
+        let lost: Vec<(FileId, u32)> =
+            inner.away.iter().filter(|(_, &v)| v == index).map(|(&k, _)| k).collect();
+        for (file, piece) in lost {
+            inner.away.remove(&(file, piece));
+            if let Some(o) = inner.holder.get(&file).copied() {
+                let msg = message(&ToWorker::Parsed { file, index: piece, ok: false }, None);
+                send(&mut inner.slots[o], msg);
+            }
+        }
         if let Some(b) = busy {
             inner.fatal.insert(b);
             inner.loads.remove(&b);

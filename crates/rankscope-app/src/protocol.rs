@@ -8,7 +8,8 @@
 //!
 //! ```text
 //! worker → UI   Ready                          once its wasm is running (the pool queues until then)
-//! UI → worker   Load {file, name} + File       read, ingest, normalize; keep the RankView
+//! UI → worker   Load {file, name, helpers} + File  read, ingest, normalize; keep the RankView
+//!               (helpers > 0: a large file alone; it is cut into pieces the others parse)
 //!               Demo {file, rank}              generate the demo rank, then the same as Load
 //! worker → UI   Progress {file, phase, bytes…} at most every PROGRESS_MS while reading
 //!               Text {file, kinds} + Uint8Array  not a trace but NCCL text (an NCCL_DEBUG log,
@@ -18,6 +19,17 @@
 //! UI → worker   Cancel {file}                  stop reading after the current chunk
 //! worker → UI   Cancelled {file}
 //! UI → worker   Ask {file, req, query}         a question about a loaded file ([`Query`])
+//!
+//! One large file on every worker (see `worker.rs`): its reader cuts the `traceEvents` array at
+//! event starts (`parse::split`) and hands pieces on; the UI relays each to another worker,
+//! which parses it and sends its columns back as bytes (`parse::wire`) to merge:
+//!
+//! ```text
+//! reader → UI     Piece {file, index} + Uint8Array     a piece of text (transferred)
+//! UI → helper     Parse {file, index} + Uint8Array     the same piece
+//! helper → UI     Parsed {file, index, ok} + Uint8Array  its columns (ok false: it doubts)
+//! UI → reader     Parsed {file, index, ok} + Uint8Array  the same, to merge
+//! ```
 //! worker → UI   Answer {file, req, answer}     its answer ([`Answer`]), with the same `req`
 //! ```
 //!
@@ -51,10 +63,37 @@ pub const PROGRESS_MS: f64 = 100.0;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ToWorker {
-    Load { file: FileId, name: String },
-    Demo { file: FileId, rank: u32 },
-    Cancel { file: FileId },
-    Ask { file: FileId, req: u32, query: Query },
+    /// `helpers`: how many other workers may parse pieces of this file (0: read it alone).
+    Load {
+        file: FileId,
+        name: String,
+        #[serde(default)]
+        helpers: u32,
+    },
+    /// A piece of another worker's file to parse; its text beside the message.
+    Parse {
+        file: FileId,
+        index: u32,
+    },
+    /// A piece of this worker's file, parsed elsewhere: its columns beside the message
+    /// (`ok` false: the piece could not be parsed alone, so the file is read serially).
+    Parsed {
+        file: FileId,
+        index: u32,
+        ok: bool,
+    },
+    Demo {
+        file: FileId,
+        rank: u32,
+    },
+    Cancel {
+        file: FileId,
+    },
+    Ask {
+        file: FileId,
+        req: u32,
+        query: Query,
+    },
 }
 
 /// A question about one loaded file, for the worker holding it.
@@ -108,13 +147,57 @@ pub enum Phase {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum FromWorker {
     Ready,
-    Progress { file: FileId, phase: Phase, input_bytes: u64, text_bytes: u64, events: u64 },
-    Text { file: FileId, kinds: Vec<TextKind> },
-    Digest { file: FileId, digest: Box<rankscope_core::job::JobDigest> },
-    Loaded { file: FileId, summary: Box<RankSummary>, part: Box<RankPart>, first_ns: Option<i64> },
-    Failed { file: FileId, error: String },
-    Cancelled { file: FileId },
-    Answer { file: FileId, req: u32, answer: Answer },
+    /// `workers`: how many workers parse this file (more than one: it is read in pieces).
+    Progress {
+        file: FileId,
+        phase: Phase,
+        input_bytes: u64,
+        text_bytes: u64,
+        events: u64,
+        #[serde(default = "one")]
+        workers: u32,
+    },
+    Text {
+        file: FileId,
+        kinds: Vec<TextKind>,
+    },
+    Digest {
+        file: FileId,
+        digest: Box<rankscope_core::job::JobDigest>,
+    },
+    Loaded {
+        file: FileId,
+        summary: Box<RankSummary>,
+        part: Box<RankPart>,
+        first_ns: Option<i64>,
+    },
+    Failed {
+        file: FileId,
+        error: String,
+    },
+    Cancelled {
+        file: FileId,
+    },
+    Answer {
+        file: FileId,
+        req: u32,
+        answer: Answer,
+    },
+    /// A piece of the file this worker reads, for another worker to parse (text beside it).
+    Piece {
+        file: FileId,
+        index: u32,
+    },
+    /// A piece parsed for another worker: its columns beside it, or nothing when `ok` is false.
+    Parsed {
+        file: FileId,
+        index: u32,
+        ok: bool,
+    },
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// Encodes a message (serde_json cannot fail on these types; an empty string is ignored by the

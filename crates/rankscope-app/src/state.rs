@@ -120,6 +120,8 @@ pub struct FileEntry {
     pub first_ns: Option<i64>,
     /// NCCL text rather than a trace: what it holds.
     pub text: Option<Vec<TextKind>>,
+    /// Workers that parsed it (more than one: a large file read in pieces).
+    pub workers: u32,
 }
 
 impl FileEntry {
@@ -134,6 +136,7 @@ impl FileEntry {
             summary: None,
             first_ns: None,
             text: None,
+            workers: 1,
         }
     }
 }
@@ -317,6 +320,8 @@ pub enum Action {
         phase: Phase,
         input_bytes: u64,
         events: u64,
+        /// Workers parsing the file (more than one: it is read in pieces).
+        workers: u32,
         now_ms: f64,
     },
     Loaded {
@@ -412,9 +417,10 @@ impl Reducible for State {
                     };
                 }
             }
-            Action::Progress { file, phase, input_bytes, events, now_ms } => {
+            Action::Progress { file, phase, input_bytes, events, workers, now_ms } => {
                 if let Some(f) = s.files.get_mut(file as usize) {
                     if !f.status.is_done() {
+                        f.workers = workers;
                         let secs = f.started_ms.map_or(0.0, |t| (now_ms - t) / 1000.0);
                         let mb_per_s = if secs > 0.0 { input_bytes as f64 / 1e6 / secs } else { 0.0 };
                         f.size = f.size.max(input_bytes);
@@ -780,6 +786,7 @@ mod tests {
             phase: Phase::Reading,
             input_bytes: 2_000_000,
             events: 5,
+            workers: 1,
             now_ms: 2000.0,
         });
         assert!(
@@ -824,6 +831,7 @@ mod tests {
             phase: Phase::Reading,
             input_bytes: 1,
             events: 0,
+            workers: 1,
             now_ms: 3.0,
         });
         assert!(matches!(s2.files[2].status, FileStatus::Failed(_)));

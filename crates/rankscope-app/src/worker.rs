@@ -9,8 +9,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use js_sys::{Array, Reflect, Uint8Array};
+use rankscope_core::model::RankTrace;
 use rankscope_core::normalize::Rules;
-use rankscope_core::parse::FileIngest;
+use rankscope_core::parse::{split, wire, CutSizes, Cutout, FileIngest};
 use rankscope_core::synth::{self, SynthConfig};
 use rankscope_core::view::RankView;
 use wasm_bindgen::prelude::*;
@@ -24,6 +25,17 @@ use crate::protocol::*;
 struct State {
     ranks: BTreeMap<FileId, RankView>,
     cancelled: BTreeSet<FileId>,
+    /// Files this worker reads with others parsing pieces of them.
+    splits: BTreeMap<FileId, Split>,
+}
+
+/// A file read on several workers: its pieces as they come back.
+#[derive(Default)]
+struct Split {
+    /// Parsed pieces by index, here or elsewhere (`None`: a piece could not be parsed alone).
+    parsed: BTreeMap<u32, Option<RankTrace>>,
+    /// Pieces handed on and not back yet.
+    out: u32,
 }
 
 fn scope() -> DedicatedWorkerGlobalScope {
@@ -33,6 +45,15 @@ fn scope() -> DedicatedWorkerGlobalScope {
 fn post(m: &FromWorker) {
     let msg = Array::of1(&JsValue::from_str(&encode(m)));
     if let Err(e) = scope().post_message(&msg) {
+        web_sys::console::error_2(&"rankscope worker: cannot post".into(), &e);
+    }
+}
+
+/// Posts `m` with a copy of `bytes` beside it, transferred (not copied again).
+fn post_with_bytes(m: &FromWorker, bytes: &[u8]) {
+    let data = Uint8Array::from(bytes);
+    let msg = Array::of2(&JsValue::from_str(&encode(m)), &data);
+    if let Err(e) = scope().post_message_with_transfer(&msg, &Array::of1(&data.buffer())) {
         web_sys::console::error_2(&"rankscope worker: cannot post".into(), &e);
     }
 }
@@ -61,21 +82,49 @@ pub fn start() {
 
 fn handle(state: &Rc<RefCell<State>>, m: ToWorker, extra: JsValue) {
     match m {
-        ToWorker::Load { file, name } => {
+        ToWorker::Load { file, name, helpers } => {
             let st = state.clone();
             spawn_local(async move {
                 // A `File` (chosen, dropped, or made from a host page's buffer), or a host page's
-                // `ReadableStream` (transferred).
-                let stream = match extra.dyn_into::<web_sys::File>() {
-                    Ok(f) => Some(f.stream()),
-                    Err(x) => x.dyn_into::<web_sys::ReadableStream>().ok(),
+                // `ReadableStream` (transferred, read once: never cut, since a doubt could not
+                // read it again).
+                let (stream, again) = match extra.dyn_into::<web_sys::File>() {
+                    Ok(f) => (Some(f.stream()), Some(f)),
+                    Err(x) => (x.dyn_into::<web_sys::ReadableStream>().ok(), None),
                 };
-                let result = match stream {
-                    Some(s) => read_file(&st, file, &name, s).await,
+                let helpers = if again.is_some() { helpers } else { 0 };
+                let mut result = match stream {
+                    Some(s) => read_file(&st, file, &name, s, helpers).await,
                     None => Err(format!("{name}: no file was sent")),
                 };
+                if let (Ok(Outcome::Again), Some(f)) = (&result, again) {
+                    // The pieces left a doubt (damage, `B`/`E` pairs, a seam inside a string):
+                    // the serial parse keeps its messages and offsets exactly.
+                    st.borrow_mut().splits.remove(&file);
+                    result = read_file(&st, file, &name, f.stream(), 0).await;
+                }
                 finish(&st, file, result);
             });
+        }
+        ToWorker::Parse { file, index } => {
+            let columns = extra
+                .dyn_into::<Uint8Array>()
+                .ok()
+                .and_then(|b| split::parse_piece("piece", &b.to_vec()))
+                .and_then(|t| wire::encode_piece(&t));
+            let ok = columns.is_some();
+            post_with_bytes(&FromWorker::Parsed { file, index, ok }, columns.as_deref().unwrap_or(&[]));
+        }
+        ToWorker::Parsed { file, index, ok } => {
+            let piece = extra
+                .dyn_into::<Uint8Array>()
+                .ok()
+                .filter(|_| ok)
+                .and_then(|b| wire::decode_piece("piece", &b.to_vec()));
+            if let Some(s) = state.borrow_mut().splits.get_mut(&file) {
+                s.out = s.out.saturating_sub(1);
+                s.parsed.insert(index, piece);
+            }
         }
         ToWorker::Demo { file, rank } => {
             let st = state.clone();
@@ -137,6 +186,10 @@ fn answer(state: &Rc<RefCell<State>>, file: FileId, req: u32, query: Query) -> O
 /// What a load ends with: the finished ingest, or why there is none.
 enum Outcome {
     Done(Box<FileIngest>),
+    /// A file read on several workers (how many), merged.
+    Trace(Box<RankTrace>, u32),
+    /// The pieces of a file read on several workers left a doubt: read it again alone.
+    Again,
     /// NCCL text, whole (such files are logs and tables: kB to a few MB).
     Text(Vec<TextKind>, Vec<u8>),
     /// A job digest, decoded: the seconds of inflating and parsing 1,024 parts are spent here,
@@ -146,30 +199,38 @@ enum Outcome {
 }
 
 fn finish(state: &Rc<RefCell<State>>, file: FileId, result: Result<Outcome, String>) {
-    state.borrow_mut().cancelled.remove(&file);
-    let ingest = match result {
-        Ok(Outcome::Done(i)) => i,
+    {
+        let mut st = state.borrow_mut();
+        st.cancelled.remove(&file);
+        st.splits.remove(&file);
+    }
+    let normalizing = |input_bytes, text_bytes, events, workers| {
+        post(&FromWorker::Progress {
+            file,
+            phase: Phase::Normalizing,
+            input_bytes,
+            text_bytes,
+            events,
+            workers,
+        })
+    };
+    let trace = match result {
+        Ok(Outcome::Done(ingest)) => {
+            let p = ingest.progress();
+            normalizing(p.input_bytes, p.text_bytes, p.events, 1);
+            ingest.finish().map_err(|e| e.to_string())
+        }
+        Ok(Outcome::Trace(t, workers)) => {
+            normalizing(t.input_bytes, t.text_bytes, t.events.len() as u64, workers);
+            Ok(*t)
+        }
+        Ok(Outcome::Again) => Err("the pieces of this file could not be merged".into()),
         Ok(Outcome::Cancelled) => return post(&FromWorker::Cancelled { file }),
         Ok(Outcome::Digest(digest)) => return post(&FromWorker::Digest { file, digest }),
-        Ok(Outcome::Text(kinds, bytes)) => {
-            let data = Uint8Array::from(&bytes[..]);
-            let msg = Array::of2(&JsValue::from_str(&encode(&FromWorker::Text { file, kinds })), &data);
-            if let Err(e) = scope().post_message_with_transfer(&msg, &Array::of1(&data.buffer())) {
-                web_sys::console::error_2(&"rankscope worker: cannot post".into(), &e);
-            }
-            return;
-        }
+        Ok(Outcome::Text(kinds, bytes)) => return post_with_bytes(&FromWorker::Text { file, kinds }, &bytes),
         Err(error) => return post(&FromWorker::Failed { file, error }),
     };
-    let p = ingest.progress();
-    post(&FromWorker::Progress {
-        file,
-        phase: Phase::Normalizing,
-        input_bytes: p.input_bytes,
-        text_bytes: p.text_bytes,
-        events: p.events,
-    });
-    match ingest.finish() {
+    match trace {
         Ok(trace) => {
             let view = RankView::new(trace, &Rules::default());
             match (view.summary(), view.analysis_part()) {
@@ -186,7 +247,7 @@ fn finish(state: &Rc<RefCell<State>>, file: FileId, result: Result<Outcome, Stri
                 _ => post(&FromWorker::Failed { file, error: "no rank could be built".into() }),
             }
         }
-        Err(e) => post(&FromWorker::Failed { file, error: e.to_string() }),
+        Err(error) => post(&FromWorker::Failed { file, error }),
     }
 }
 
@@ -200,17 +261,9 @@ struct ChunkPoster {
 
 impl ChunkPoster {
     fn send(&mut self, last: bool) {
-        let bytes = Uint8Array::from(&self.buf[..]);
-        self.buf.clear();
         let answer = Answer::Chunk { last };
-        let msg = Array::of2(
-            &JsValue::from_str(&encode(&FromWorker::Answer { file: self.file, req: self.req, answer })),
-            &bytes,
-        );
-        let transfer = Array::of1(&bytes.buffer());
-        if let Err(e) = scope().post_message_with_transfer(&msg, &transfer) {
-            web_sys::console::error_2(&"rankscope worker: cannot post".into(), &e);
-        }
+        post_with_bytes(&FromWorker::Answer { file: self.file, req: self.req, answer }, &self.buf);
+        self.buf.clear();
     }
 }
 
@@ -242,15 +295,61 @@ struct Feeder {
     ingest: Box<FileIngest>,
     buf: Vec<u8>,
     last_post: f64,
+    /// Cutting for other workers: at most this many pieces away at once (0: not cutting).
+    away: u32,
+    /// Pieces cut so far.
+    pieces: u32,
+    /// Of them, handed to other workers.
+    handed: u32,
 }
 
 impl Feeder {
     fn new(file: FileId, name: &str) -> Feeder {
+        Feeder::cutting(file, name, 0)
+    }
+
+    /// A feeder that cuts the text into pieces for `helpers` other workers (none: reads alone).
+    fn cutting(file: FileId, name: &str, helpers: u32) -> Feeder {
+        let ingest =
+            if helpers > 0 { FileIngest::cutting(name, CutSizes::default()) } else { FileIngest::new(name) };
         Feeder {
             file,
-            ingest: Box::new(FileIngest::new(name)),
+            ingest: Box::new(ingest),
             buf: Vec::with_capacity(CHUNK_BYTES),
             last_post: 0.0,
+            // Two each: one being parsed, one waiting, so no helper idles between pieces.
+            away: helpers.saturating_mul(2),
+            pieces: 0,
+            handed: 0,
+        }
+    }
+
+    /// Workers parsing this file so far: this one and at most one per piece handed on.
+    fn workers(&self) -> u32 {
+        1 + self.handed.min(self.away / 2)
+    }
+
+    /// Hands the pieces cut so far on: to the other workers while fewer than `away` are out,
+    /// else parsed here (so this worker parses too when the others are behind).
+    fn hand_on(&mut self, state: &Rc<RefCell<State>>) {
+        if self.away == 0 {
+            return;
+        }
+        for piece in self.ingest.take_pieces() {
+            let index = self.pieces;
+            self.pieces += 1;
+            let mut st = state.borrow_mut();
+            let split = st.splits.entry(self.file).or_default();
+            if split.out < self.away {
+                split.out += 1;
+                self.handed += 1;
+                drop(st);
+                post_with_bytes(&FromWorker::Piece { file: self.file, index }, &piece);
+            } else {
+                drop(st);
+                let parsed = split::parse_piece("piece", &piece);
+                state.borrow_mut().splits.entry(self.file).or_default().parsed.insert(index, parsed);
+            }
         }
     }
 
@@ -269,6 +368,7 @@ impl Feeder {
                 input_bytes: p.input_bytes,
                 text_bytes: p.text_bytes,
                 events: p.events,
+                workers: self.workers(),
             });
         }
     }
@@ -281,14 +381,18 @@ fn is_cancelled(state: &Rc<RefCell<State>>, file: FileId) -> bool {
 /// Reads a file's stream (`File.stream()`, or a host page's stream), gathering its chunks into
 /// [`CHUNK_BYTES`] pieces copied straight into wasm memory: the file is never one JS string or
 /// one buffer.
+///
+/// With `helpers`, the text is cut into pieces as it arrives ([`Feeder::hand_on`]); at the end the
+/// frame and the pieces are merged ([`gather`]).
 async fn read_file(
     state: &Rc<RefCell<State>>,
     file: FileId,
     name: &str,
     stream: web_sys::ReadableStream,
+    helpers: u32,
 ) -> Result<Outcome, String> {
     let reader: ReadableStreamDefaultReader = stream.get_reader().unchecked_into();
-    let mut feeder = Feeder::new(file, name);
+    let mut feeder = Feeder::cutting(file, name, helpers);
     // None until the first SNIFF_BYTES (or the whole file) said what the file is; then the NCCL
     // kinds it holds (empty: a trace).
     let mut text: Option<Vec<TextKind>> = None;
@@ -310,6 +414,7 @@ async fn read_file(
         let is_text = text.as_ref().is_some_and(|k| !k.is_empty());
         if feeder.buf.len() >= CHUNK_BYTES && !is_text {
             feeder.flush();
+            feeder.hand_on(state);
         }
         if is_cancelled(state, file) {
             let _ = reader.cancel();
@@ -331,7 +436,52 @@ async fn read_file(
         return Ok(Outcome::Text(kinds, std::mem::take(&mut feeder.buf)));
     }
     feeder.flush();
-    Ok(Outcome::Done(feeder.ingest))
+    if feeder.away == 0 {
+        return Ok(Outcome::Done(feeder.ingest));
+    }
+    feeder.hand_on(state);
+    gather(state, file, feeder).await
+}
+
+/// The end of a cut read: waits for the pieces still away, then merges them with the frame; a
+/// doubt anywhere is [`Outcome::Again`].
+async fn gather(state: &Rc<RefCell<State>>, file: FileId, feeder: Feeder) -> Result<Outcome, String> {
+    let (pieces, workers) = (feeder.pieces, feeder.workers());
+    let (frame, mark, text_bytes, input_bytes) = match feeder.ingest.finish_cut() {
+        Err(e) => return Err(e.to_string()),
+        Ok(Cutout::Whole(t)) => return Ok(Outcome::Trace(Box::new(t), 1)),
+        Ok(Cutout::Doubt) => return Ok(Outcome::Again),
+        Ok(Cutout::Cut { frame, mark, text_bytes, input_bytes }) => (frame, mark, text_bytes, input_bytes),
+    };
+    while state.borrow().splits.get(&file).is_some_and(|s| s.out > 0) {
+        if is_cancelled(state, file) {
+            return Ok(Outcome::Cancelled);
+        }
+        sleep_ms(5).await;
+    }
+    let parsed = state.borrow_mut().splits.remove(&file).unwrap_or_default().parsed;
+    if parsed.len() != pieces as usize {
+        return Ok(Outcome::Again);
+    }
+    // In index order (a BTreeMap), every piece present.
+    let Some(middle) = parsed.into_values().collect::<Option<Vec<RankTrace>>>() else {
+        return Ok(Outcome::Again);
+    };
+    Ok(match split::merge(frame, &mark, middle, text_bytes) {
+        Some(mut t) => {
+            t.input_bytes = input_bytes;
+            Outcome::Trace(Box::new(t), workers)
+        }
+        None => Outcome::Again,
+    })
+}
+
+/// Resolves after `ms` milliseconds (messages are handled meanwhile).
+async fn sleep_ms(ms: i32) {
+    let promise = js_sys::Promise::new(&mut |resolve, _| {
+        let _ = scope().set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms);
+    });
+    let _ = JsFuture::from(promise).await;
 }
 
 /// A stream chunk as bytes: `File.stream()` gives `Uint8Array`s; a host page's stream may give

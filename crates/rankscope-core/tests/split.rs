@@ -5,7 +5,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::indexing_slicing)] // a failed expectation is the test failing
 
 use rankscope_core::model::{RankTrace, StrId};
-use rankscope_core::parse::{ingest_bytes, split, CutSizes, Cutout, FileIngest, TraceParser};
+use rankscope_core::parse::{ingest_bytes, split, wire, CutSizes, Cutout, FileIngest, TraceParser};
 use rankscope_core::synth::Rng;
 use rankscope_core::synth::{self, SynthConfig};
 
@@ -142,6 +142,17 @@ fn seams_are_found_between_elements_only() {
 /// the trace, whether anything was cut, or `None` when it doubts (the host then parses
 /// serially).
 fn cut_parse(bytes: &[u8], sizes: CutSizes, chunk: usize) -> Option<(RankTrace, usize)> {
+    cut_parse_by(bytes, sizes, chunk, &|p| split::parse_piece("t", p))
+}
+
+/// [`cut_parse`] with each piece parsed by `parse_piece` (in a browser: another worker, whose
+/// columns come back as bytes).
+fn cut_parse_by(
+    bytes: &[u8],
+    sizes: CutSizes,
+    chunk: usize,
+    parse_piece: &dyn Fn(&[u8]) -> Option<RankTrace>,
+) -> Option<(RankTrace, usize)> {
     let mut ing = FileIngest::cutting("t", sizes);
     let mut pieces = Vec::new();
     for c in bytes.chunks(chunk) {
@@ -156,7 +167,7 @@ fn cut_parse(bytes: &[u8], sizes: CutSizes, chunk: usize) -> Option<(RankTrace, 
         Cutout::Doubt => None,
         Cutout::Cut { frame, mark, text_bytes, input_bytes } => {
             let n = pieces.len();
-            let middle: Option<Vec<RankTrace>> = pieces.iter().map(|p| split::parse_piece("t", p)).collect();
+            let middle: Option<Vec<RankTrace>> = pieces.iter().map(|p| parse_piece(p)).collect();
             let mut t = split::merge(frame, &mark, middle?, text_bytes)?;
             t.input_bytes = input_bytes;
             Some((t, n))
@@ -235,4 +246,74 @@ fn a_damaged_gzip_member_is_not_merged() {
     // The serial parse reads what inflated, and says so.
     let t = ingest_bytes("t", cut).expect("partial");
     assert!(!t.diagnostics.is_empty());
+}
+
+/// A piece parsed by another worker: its columns as bytes and back.
+fn over_the_wire(piece: &[u8]) -> Option<RankTrace> {
+    let t = split::parse_piece("helper", piece)?;
+    wire::decode_piece("t", &wire::encode_piece(&t)?)
+}
+
+#[test]
+fn pieces_over_the_wire_merge_as_parsed_in_place() {
+    let mut rng = Rng::from_state(33);
+    let mut cut_some = 0;
+    for seed in 0..4u64 {
+        let plain = rank_bytes(seed, (seed % 2) as u32);
+        for bytes in [plain.clone(), gzip(&plain)] {
+            let serial = dump_all(&ingest_bytes("t", &bytes).expect("serial parse"));
+            for _ in 0..4 {
+                let sizes = CutSizes {
+                    head: 1 + rng.below(4096),
+                    block: 256 + rng.below(plain.len() / 4),
+                    keep: 16384,
+                };
+                let (t, pieces) =
+                    cut_parse_by(&bytes, sizes, 4096, &over_the_wire).expect("a clean trace never doubts");
+                assert_eq!(dump_all(&t), serial, "seed {seed}, {sizes:?}");
+                cut_some += usize::from(pieces > 1);
+            }
+        }
+    }
+    assert!(cut_some >= 16, "only {cut_some} of 32 parses cut more than one piece");
+}
+
+#[test]
+fn damaged_wire_bytes_are_refused_or_merge_without_panic() {
+    let plain = rank_bytes(7, 0);
+    let serial = dump_all(&ingest_bytes("t", &plain).expect("serial parse"));
+    let sizes = CutSizes { head: 2048, block: 8192, keep: 16384 };
+    let (t, pieces) = cut_parse_by(&plain, sizes, 4096, &over_the_wire).expect("clean");
+    assert!(pieces > 2);
+    assert_eq!(dump_all(&t), serial);
+    let mut ing = FileIngest::cutting("t", sizes);
+    ing.feed(&plain);
+    let cut = ing.take_pieces();
+    let piece = split::parse_piece("t", &cut[1]);
+    let bytes = wire::encode_piece(&piece.expect("a piece")).expect("encodable");
+    let mut rng = Rng::from_state(34);
+    let mut refused = 0;
+    for round in 0..300 {
+        let mut b = bytes.clone();
+        if round % 3 == 0 {
+            b.truncate(rng.below(b.len()));
+        } else {
+            let at = rng.below(b.len());
+            b[at] ^= 1 << rng.below(8);
+        }
+        match wire::decode_piece("t", &b) {
+            None => refused += 1,
+            // A flip inside a value decodes to another value: it must still be a trace whose
+            // tables agree (the merge indexes them).
+            Some(t) => {
+                assert_eq!(t.events.kind.len(), t.events.ts_ns.len());
+                assert_eq!(t.lanes.kind.len(), t.lanes.pid.len());
+            }
+        }
+    }
+    assert!(refused >= 100, "truncations are refused: {refused} of 300");
+    // Not a piece the merge would take: nothing to send.
+    let mut dirty = split::parse_piece("t", &cut[1]).expect("a piece");
+    dirty.counts.by_ph.insert("B".into(), 1);
+    assert!(wire::encode_piece(&dirty).is_none());
 }

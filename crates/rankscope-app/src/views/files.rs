@@ -53,8 +53,9 @@ pub fn files(p: &Props) -> Html {
                             let max = f.size.max(*input_bytes).max(1);
                             let what = match phase {
                                 Phase::Reading => format!(
-                                    "{} of {} · {:.0} MB/s · {} events",
-                                    format::bytes(*input_bytes), format::bytes(f.size), mb_per_s, format::thousands(*events)
+                                    "{} of {} · {:.0} MB/s · {} events{}",
+                                    format::bytes(*input_bytes), format::bytes(f.size), mb_per_s, format::thousands(*events),
+                                    on_workers(f.workers, "on")
                                 ),
                                 Phase::Normalizing => format!("normalizing {} events", format::thousands(*events)),
                             };
@@ -76,9 +77,10 @@ pub fn files(p: &Props) -> Html {
                         FileStatus::Ready => {
                             let s = f.summary.as_ref();
                             html! { <span class="ok">{format!(
-                                "rank {} · {} events",
+                                "rank {} · {} events{}",
                                 s.map_or(0, |s| s.rank),
-                                format::thousands(s.map_or(0, |s| s.events))
+                                format::thousands(s.map_or(0, |s| s.events)),
+                                on_workers(f.workers, "read on")
                             )}</span> }
                         }
                         FileStatus::Failed(e) => html! { <span class="error" data-testid="file-error">{e.clone()}</span> },
@@ -100,5 +102,14 @@ pub fn files(p: &Props) -> Html {
                 </tbody>
             </table>
         </section>
+    }
+}
+
+/// ` · read on 2 workers` for a file parsed in pieces by several workers; nothing for one.
+fn on_workers(workers: u32, verb: &str) -> String {
+    if workers > 1 {
+        format!(" · {verb} {workers} workers")
+    } else {
+        String::new()
     }
 }

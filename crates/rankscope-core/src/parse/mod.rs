@@ -5,6 +5,7 @@ pub mod json;
 pub mod kineto;
 pub mod split;
 pub mod value;
+pub mod wire;
 
 pub use kineto::{IngestError, Limits, Mark, TraceParser};
 pub use split::{CutSizes, Cutter};

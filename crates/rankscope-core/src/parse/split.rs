@@ -247,6 +247,11 @@ fn clean(t: &RankTrace) -> bool {
     t.diagnostics.is_empty() && !t.counts.by_ph.contains_key("B") && !t.counts.by_ph.contains_key("E")
 }
 
+/// Whether [`merge`] takes `t` as a middle piece (no doubt, no `M` metadata).
+pub(crate) fn mergeable_piece(t: &RankTrace) -> bool {
+    clean(t) && !t.counts.by_ph.contains_key("M")
+}
+
 /// Re-interns `from`'s strings `range` into `into`; `map[id]` is the new id.
 fn reintern(into: &mut StringTable, from: &StringTable, range: std::ops::Range<usize>, map: &mut [StrId]) {
     for i in range {
@@ -421,7 +426,7 @@ pub fn parse_piece(source_name: &str, piece: &[u8]) -> Option<RankTrace> {
 /// Each piece is dropped once its rows are copied, and the merged columns are reserved at their
 /// final size, so the peak is the merged columns plus about one piece.
 pub fn merge(frame: RankTrace, mark: &Mark, middle: Vec<RankTrace>, text_bytes: u64) -> Option<RankTrace> {
-    if !clean(&frame) || middle.iter().any(|m| !clean(m) || m.counts.by_ph.contains_key("M")) {
+    if !clean(&frame) || !middle.iter().all(mergeable_piece) {
         return None;
     }
     let f = &frame;
