@@ -19,6 +19,8 @@
 //! UI → worker   Cancel {file}                  stop reading after the current chunk
 //! worker → UI   Cancelled {file}
 //! UI → worker   Ask {file, req, query}         a question about a loaded file ([`Query`])
+//! worker → UI   Answer {file, req, answer}     its answer ([`Answer`]), with the same `req`
+//! ```
 //!
 //! One large file on every worker (see `worker.rs`): its reader cuts the `traceEvents` array at
 //! event starts (`parse::split`) and hands pieces on; the UI relays each to another worker,
@@ -29,8 +31,6 @@
 //! UI → helper     Parse {file, index} + Uint8Array     the same piece
 //! helper → UI     Parsed {file, index, ok} + Uint8Array  its columns (ok false: it doubts)
 //! UI → reader     Parsed {file, index, ok} + Uint8Array  the same, to merge
-//! ```
-//! worker → UI   Answer {file, req, answer}     its answer ([`Answer`]), with the same `req`
 //! ```
 //!
 //! Every question about a loaded file is one [`Query`] arm, answered by [`Answer`]s carrying its

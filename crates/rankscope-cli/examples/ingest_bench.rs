@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use serde::Deserialize;
 
+use rankscope_core::analyze;
 use rankscope_core::normalize::{assemble, Rules};
 use rankscope_core::parse::FileIngest;
 
@@ -45,6 +46,20 @@ fn main() -> anyhow::Result<()> {
     println!("report: {rep:.3} s; total {:.3} s = {:.0} MB/s", parse + norm + rep, mb(parse + norm + rep));
     println!("table bytes per event: {:.1}", report.files[0].table_bytes_per_event);
     println!("bench parse_s={parse:.4} normalize_s={norm:.4} report_s={rep:.4} events={events} bytes={size}");
+    // What a browser worker does after these (view::RankView::new, analysis_part).
+    if let Some(e) = job.ranks.first() {
+        let t = Instant::now();
+        let index = rankscope_core::view::TimelineIndex::build(&e.trace);
+        let idx = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let part = analyze::rank_part(e, &job.strings, analyze::idle::DEFAULT_KERNEL_WAIT_THRESHOLD_NS);
+        let ana = t.elapsed().as_secs_f64();
+        std::hint::black_box((&index, &part));
+        println!(
+            "timeline index (the app's worker): {idx:.3} s; rank_part (its half of the analysis): {ana:.3} s"
+        );
+        println!("bench index_s={idx:.4} rank_part_s={ana:.4}");
+    }
 
     let t3 = Instant::now();
     let r = std::io::BufReader::with_capacity(4 << 20, std::fs::File::open(&path)?);
