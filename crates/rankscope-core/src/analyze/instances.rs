@@ -143,6 +143,38 @@ struct Size {
 }
 
 /// The instances of one rank, in time order.
+/// The host communication ops of one lane, for finding the one around an instant.
+#[derive(Default)]
+struct Spans {
+    /// Rows by start (then row).
+    rows: Vec<usize>,
+    /// `reach[k]`: the latest end among `rows[..=k]`.
+    reach: Vec<i64>,
+}
+
+impl Spans {
+    fn index(&mut self, e: &EventTable) {
+        self.rows.sort_by_key(|&h| (e.ts_ns[h], h));
+        let mut m = i64::MIN;
+        self.reach = self
+            .rows
+            .iter()
+            .map(|&h| {
+                m = m.max(e.end_ns(h));
+                m
+            })
+            .collect();
+    }
+
+    /// The last op (by start, then row) that started at or before `ts` and ends at or after it:
+    /// a binary search for the ops started by `ts`, then back only while an earlier one can
+    /// still reach `ts` (linear per query was quadratic in the collectives of a long trace).
+    fn enclosing(&self, e: &EventTable, ts: i64) -> Option<usize> {
+        let n = self.rows.partition_point(|&h| e.ts_ns[h] <= ts);
+        (0..n).rev().take_while(|&k| self.reach[k] >= ts).map(|k| self.rows[k]).find(|&h| e.end_ns(h) >= ts)
+    }
+}
+
 pub fn rank_instances(r: &RankEntry, strings: &StringTable) -> Vec<Instance> {
     let t = &r.trace;
     let e = &t.events;
@@ -160,14 +192,17 @@ pub fn rank_instances(r: &RankEntry, strings: &StringTable) -> Vec<Instance> {
     let row_of = |q: usize| (e.args[q] != NONE_U32).then_some(e.args[q] as usize);
     // Host-side communication ops with their args, by External id and by lane for enclosure.
     let mut by_ext: FxHashMap<u64, usize> = FxHashMap::default();
-    let mut host_comm_by_lane: FxHashMap<LaneId, Vec<usize>> = FxHashMap::default();
+    let mut host_comm_by_lane: FxHashMap<LaneId, Spans> = FxHashMap::default();
     for i in 0..e.len() {
         if comm(i) && lane_kind(i) == LaneKind::Cpu && e.args[i] != NONE_U32 {
             if e.external_id[i] != NONE_U64 {
                 by_ext.entry(e.external_id[i]).or_insert(e.args[i] as usize);
             }
-            host_comm_by_lane.entry(e.lane[i]).or_default().push(i);
+            host_comm_by_lane.entry(e.lane[i]).or_default().rows.push(i);
         }
+    }
+    for spans in host_comm_by_lane.values_mut() {
+        spans.index(e);
     }
     // Backend spans run on the backend's threads; the op that enqueued each one (`c10d::*` on
     // the issuing thread) pairs with it in order, when they are as many.
@@ -197,10 +232,10 @@ pub fn rank_instances(r: &RankEntry, strings: &StringTable) -> Vec<Instance> {
         let via_ext = by_ext.get(&e.external_id[i]).copied().filter(|_| e.external_id[i] != NONE_U64);
         let via_launch = r.norm.links.launch_of(EventIdx(i as u32)).and_then(|l| {
             let l = l.0 as usize;
-            let ts = e.ts_ns[l];
-            host_comm_by_lane.get(&e.lane[l]).and_then(|v| {
-                v.iter().rev().find(|&&h| e.ts_ns[h] <= ts && e.end_ns(h) >= ts).map(|&h| e.args[h] as usize)
-            })
+            host_comm_by_lane
+                .get(&e.lane[l])
+                .and_then(|h| h.enclosing(e, e.ts_ns[l]))
+                .map(|h| e.args[h] as usize)
         });
         let enq = p2p_host.enqueue_of(i);
         let rows: Vec<usize> =
@@ -239,10 +274,7 @@ pub fn rank_instances(r: &RankEntry, strings: &StringTable) -> Vec<Instance> {
         // The innermost host op enclosing the launch (`nccl:send 0->1`, `nccl:coalesced`).
         let launch_host = r.norm.links.launch_of(EventIdx(i as u32)).and_then(|l| {
             let l = l.0 as usize;
-            let ts = e.ts_ns[l];
-            host_comm_by_lane
-                .get(&e.lane[l])
-                .and_then(|v| v.iter().rev().find(|&&h| e.ts_ns[h] <= ts && e.end_ns(h) >= ts).copied())
+            host_comm_by_lane.get(&e.lane[l]).and_then(|h| h.enclosing(e, e.ts_ns[l]))
         });
         if kind == CollKind::SendRecv {
             // NCCL runs all_to_all, gather and scatter as grouped send/recv: the op says so.
@@ -354,11 +386,11 @@ fn p2p_batch(
     t: &RankTrace,
     strings: &StringTable,
     h: usize,
-    host_comm_by_lane: &FxHashMap<LaneId, Vec<usize>>,
+    host_comm_by_lane: &FxHashMap<LaneId, Spans>,
     global: &dyn Fn(i64) -> Option<u32>,
 ) -> Vec<(CollKind, Option<u32>)> {
     let e = &t.events;
-    let Some(v) = host_comm_by_lane.get(&e.lane[h]) else { return Vec::new() };
+    let Some(v) = host_comm_by_lane.get(&e.lane[h]).map(|s| &s.rows) else { return Vec::new() };
     let dir = |q: usize| match e.coll_kind(q) {
         k @ (CollKind::Send | CollKind::Recv) => Some(k),
         _ => None,
@@ -689,4 +721,34 @@ fn best_shift(reference: &[&Instance], v: &[&Instance]) -> i64 {
         }
     }
     best.1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synth::Rng;
+
+    #[test]
+    fn the_enclosing_op_is_the_linear_scans() {
+        let mut rng = Rng::from_state(41);
+        for round in 0..200 {
+            let n = 1 + rng.below(60);
+            let mut e = EventTable::default();
+            let mut starts: Vec<i64> = (0..n).map(|_| rng.range(0, 1000)).collect();
+            starts.sort();
+            for &s in &starts {
+                e.ts_ns.push(s);
+                // Nested, disjoint and long spans alike.
+                e.dur_ns.push([rng.range(0, 5), rng.range(0, 50), rng.range(0, 600)][rng.below(3)]);
+            }
+            let mut spans = Spans { rows: (0..n).filter(|_| rng.below(4) > 0).collect(), reach: Vec::new() };
+            let linear = spans.rows.clone();
+            spans.index(&e);
+            for _ in 0..50 {
+                let ts = rng.range(-10, 1700);
+                let want = linear.iter().rev().copied().find(|&h| e.ts_ns[h] <= ts && e.end_ns(h) >= ts);
+                assert_eq!(spans.enclosing(&e, ts), want, "round {round}, ts {ts}");
+            }
+        }
+    }
 }
