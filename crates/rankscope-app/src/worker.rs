@@ -330,23 +330,25 @@ impl Feeder {
     }
 
     /// Hands the pieces cut so far on: to the other workers while fewer than `away` are out,
-    /// else parsed here (so this worker parses too when the others are behind).
-    fn hand_on(&mut self, state: &Rc<RefCell<State>>) {
+    /// else parsed here (so this worker parses too when the others are behind). Before parsing
+    /// one here it lets the messages waiting for it in (a stream's reads resolve one after the
+    /// other without them), so pieces that came back free their slot first.
+    async fn hand_on(&mut self, state: &Rc<RefCell<State>>) {
         if self.away == 0 {
             return;
         }
         for piece in self.ingest.take_pieces() {
             let index = self.pieces;
             self.pieces += 1;
-            let mut st = state.borrow_mut();
-            let split = st.splits.entry(self.file).or_default();
-            if split.out < self.away {
-                split.out += 1;
+            let out = |st: &Rc<RefCell<State>>| st.borrow().splits.get(&self.file).map_or(0, |s| s.out);
+            if out(state) >= self.away {
+                yield_task().await;
+            }
+            if out(state) < self.away {
+                state.borrow_mut().splits.entry(self.file).or_default().out += 1;
                 self.handed += 1;
-                drop(st);
                 post_with_bytes(&FromWorker::Piece { file: self.file, index }, &piece);
             } else {
-                drop(st);
                 let parsed = split::parse_piece("piece", &piece);
                 state.borrow_mut().splits.entry(self.file).or_default().parsed.insert(index, parsed);
             }
@@ -414,7 +416,7 @@ async fn read_file(
         let is_text = text.as_ref().is_some_and(|k| !k.is_empty());
         if feeder.buf.len() >= CHUNK_BYTES && !is_text {
             feeder.flush();
-            feeder.hand_on(state);
+            feeder.hand_on(state).await;
         }
         if is_cancelled(state, file) {
             let _ = reader.cancel();
@@ -439,7 +441,7 @@ async fn read_file(
     if feeder.away == 0 {
         return Ok(Outcome::Done(feeder.ingest));
     }
-    feeder.hand_on(state);
+    feeder.hand_on(state).await;
     gather(state, file, feeder).await
 }
 
@@ -474,6 +476,20 @@ async fn gather(state: &Rc<RefCell<State>>, file: FileId, feeder: Feeder) -> Res
         }
         None => Outcome::Again,
     })
+}
+
+/// Resolves in a new task (after the messages already queued are handled): a message to itself
+/// over a `MessageChannel`, which unlike a zero timeout is never clamped to 4 ms.
+async fn yield_task() {
+    let Ok(channel) = web_sys::MessageChannel::new() else { return };
+    let promise = js_sys::Promise::new(&mut |resolve, _| {
+        channel.port2().set_onmessage(Some(&resolve));
+    });
+    if channel.port1().post_message(&JsValue::UNDEFINED).is_err() {
+        return;
+    }
+    let _ = JsFuture::from(promise).await;
+    channel.port2().set_onmessage(None);
 }
 
 /// Resolves after `ms` milliseconds (messages are handled meanwhile).
