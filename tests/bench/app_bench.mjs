@@ -115,6 +115,7 @@ async function explore(page, box, seconds) {
 }
 
 async function runCase(c) {
+  if (!c.files.length) throw new Error(`case ${c.label}: no files`);
   const requests = [];
   const errors = [];
   const b = await startBrowser({ requests });
@@ -132,7 +133,21 @@ async function runCase(c) {
     const sampler = setInterval(() => { peak = Math.max(peak, rssKb(renderers(b.profile))); }, 100);
     const t0 = Date.now();
     await page.setInputFiles('[data-testid=file-input]', c.files);
-    await page.waitForSelector('[data-testid=analysis-ready]', { timeout: c.timeout_ms ?? 900_000 });
+    const timeout = c.timeout_ms ?? 600_000;
+    try {
+      await page.waitForSelector('[data-testid=analysis-ready]', { timeout });
+    } catch (e) {
+      // Not ready in time: what the page shows then is the result (status, files' lines).
+      clearInterval(sampler);
+      if (c.shot) await page.screenshot({ path: path.join(SHOTS, `${c.shot}-not-ready.png`) });
+      const status = await page.locator('.status').first().innerText().catch(() => '?');
+      const body = (await page.locator('body').innerText().catch(() => '')).slice(0, 2000);
+      return {
+        label: c.label, files: c.files.length, bytes: c.files.reduce((s, f) => s + fs.statSync(f).size, 0),
+        not_ready_after_ms: timeout, cores: await page.evaluate(() => navigator.hardwareConcurrency), workers,
+        rss_before_kb: rss0, rss_peak_kb: peak, status, body, errors,
+      };
+    }
     const ms = Date.now() - t0;
     clearInterval(sampler);
     const now = renderers(b.profile);
@@ -144,9 +159,12 @@ async function runCase(c) {
       .map(used).filter((s) => s > 0.05).sort((x, y) => y - x);
     const mainCpu = Object.keys(after).filter((k) => after[k].main).map(used).reduce((s, x) => s + x, 0);
     const status = await page.locator('[data-testid=analysis-ready]').innerText();
+    // The Summary's "Events" fact: the events the job holds, as the page counted them.
+    const m = (await page.locator('body').innerText()).match(/\bEvents\s*\n\s*([\d,]+)/);
+    const events = m ? Number(m[1].replace(/,/g, '')) : null;
     const out = {
       label: c.label, files: c.files.length, bytes: c.files.reduce((s, f) => s + fs.statSync(f).size, 0),
-      ms, cores, workers, worker_cpu_s: workerCpu, main_cpu_s: mainCpu,
+      ms, events, cores, workers, worker_cpu_s: workerCpu, main_cpu_s: mainCpu,
       rss_before_kb: rss0, rss_peak_kb: peak, rss_ready_kb: rss, status,
     };
     if (c.shot) await page.screenshot({ path: path.join(SHOTS, `${c.shot}-summary.png`) });
