@@ -10,7 +10,9 @@
 //   workers    the workers the page started; worker_cpu_s: the CPU seconds of each worker thread
 //              of the renderer during the load (/proc/PID/task/*/stat, threads named
 //              DedicatedWorker), so "per worker" counts the workers that did the work;
-//   main_cpu_s the renderer's main thread's CPU seconds during the load;
+//   main_cpu_s the renderer's main thread's CPU seconds during the load; cpu_by_process: the CPU
+//              seconds of every process of the browser during the load, by type (the browser
+//              process reads the files for the page: a Blob's bytes come from it);
 //   rss_*_kb   the renderer processes' resident memory (the page and its workers: dedicated
 //              workers are threads of the renderer), before the files, the peak sampled every
 //              100 ms during the load, and once ready;
@@ -59,6 +61,30 @@ function rssKb(pids) {
 }
 
 const TICK = 100; // clock ticks per second (Linux's USER_HZ)
+
+/** CPU seconds of each process of the browser (`{pid: {type, cpu_s}}`; its threads and reaped children's). */
+function procCpu(profile) {
+  const out = {};
+  for (const p of tree(profile)) {
+    try {
+      const s = fs.readFileSync(`/proc/${p.pid}/stat`, 'utf8');
+      const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+      const type = (p.args.match(/--type=([a-z-]+)/) ?? [null, 'browser'])[1];
+      out[p.pid] = { type, cpu_s: (Number(f[11]) + Number(f[12])) / TICK };
+    } catch { /* gone */ }
+  }
+  return out;
+}
+
+/** CPU seconds used since `before` per process type (browser, renderer, gpu-process, utility, ...). */
+function cpuByType(before, after) {
+  const out = {};
+  for (const [pid, a] of Object.entries(after)) {
+    const d = a.cpu_s - (before[pid]?.cpu_s ?? 0);
+    out[a.type] = Math.round(((out[a.type] ?? 0) + d) * 100) / 100;
+  }
+  return out;
+}
 
 /** Each thread of `pids`: {key: {name, cpu_s}} (utime + stime). */
 function threads(pids) {
@@ -129,6 +155,7 @@ async function runCase(c) {
     const pids = renderers(b.profile);
     const rss0 = rssKb(pids);
     const before = threads(pids);
+    const procs0 = procCpu(b.profile);
     let peak = rss0;
     const sampler = setInterval(() => { peak = Math.max(peak, rssKb(renderers(b.profile))); }, 100);
     const t0 = Date.now();
@@ -154,9 +181,17 @@ async function runCase(c) {
     const rss = rssKb(now);
     peak = Math.max(peak, rss);
     const after = threads(now);
+    const procCpuS = cpuByType(procs0, procCpu(b.profile));
     const used = (k) => after[k].cpu_s - (before[k]?.cpu_s ?? 0);
     const workerCpu = Object.keys(after).filter((k) => after[k].name.startsWith('DedicatedWorker'))
       .map(used).filter((s) => s > 0.05).sort((x, y) => y - x);
+    const byName = {};
+    for (const k of Object.keys(after)) {
+      const n = after[k].main ? 'main' : after[k].name;
+      byName[n] = (byName[n] ?? 0) + used(k);
+    }
+    const rendererThreads = Object.fromEntries(Object.entries(byName).filter(([, v]) => v >= 0.05)
+      .sort((x, y) => y[1] - x[1]).slice(0, 6).map(([n, v]) => [n, Math.round(v * 100) / 100]));
     const mainCpu = Object.keys(after).filter((k) => after[k].main).map(used).reduce((s, x) => s + x, 0);
     const status = await page.locator('[data-testid=analysis-ready]').innerText();
     // The Summary's "Events" fact: the events the job holds, as the page counted them.
@@ -164,7 +199,7 @@ async function runCase(c) {
     const events = m ? Number(m[1].replace(/,/g, '')) : null;
     const out = {
       label: c.label, files: c.files.length, bytes: c.files.reduce((s, f) => s + fs.statSync(f).size, 0),
-      ms, events, cores, workers, worker_cpu_s: workerCpu, main_cpu_s: mainCpu,
+      ms, events, cores, workers, worker_cpu_s: workerCpu, main_cpu_s: mainCpu, cpu_by_process: procCpuS, renderer_threads: rendererThreads,
       rss_before_kb: rss0, rss_peak_kb: peak, rss_ready_kb: rss, status,
     };
     if (c.shot) await page.screenshot({ path: path.join(SHOTS, `${c.shot}-summary.png`) });

@@ -278,8 +278,9 @@ def app_part(md, notes, one, eight, big, node, quick, say, loads):
         + ("" if len(by.get("one", [])) < 2 else " Two loads each for the first two rows."),
         "",
         "| input | MB | events | ready in | MB/s overall | busy workers (CPU s each) | MB/s per worker | "
-        "Node wasm MB/s | per worker ÷ Node (target ≥ 0.8) | MB per worker CPU-s ÷ Node's | renderer RSS before → peak → ready |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "Node wasm MB/s | per worker ÷ Node (target ≥ 0.8) | MB per worker CPU-s ÷ Node's | CPU s during the load: "
+        "page's main thread; browser process; all Chromium | renderer RSS before → peak → ready |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for label in ["one", "eight", "big"]:
         rs = by.get(label)
@@ -289,7 +290,7 @@ def app_part(md, notes, one, eight, big, node, quick, say, loads):
         if late:
             r = late[0]
             md.append(f"| {desc[label]} | {r['bytes'] / 1e6:.0f} | | **not ready after {r['not_ready_after_ms'] / 1000:.0f} s** "
-                      f"(status: {r['status']!r}; `target/e2e-screenshots/bench-{label}-not-ready.png`) | | | | | | | "
+                      f"(status: {r['status']!r}; `target/e2e-screenshots/bench-{label}-not-ready.png`) | | | | | | | | "
                       f"{r['rss_before_kb'] / 1024:.0f} → {r['rss_peak_kb'] / 1024:.0f} MB |")
             rs = [r for r in rs if "not_ready_after_ms" not in r]
             if not rs:
@@ -311,11 +312,19 @@ def app_part(md, notes, one, eight, big, node, quick, say, loads):
         ycpu = node.get("one_cpu" if label == "one" else "eight_cpu")
         pcpu = [mb / max(1e-9, sum(r["worker_cpu_s"])) for r in rs]
         cpu_ratio = rng(min(pcpu) / max(ycpu), max(pcpu) / min(ycpu)) if ycpu else ""
+        where = "; ".join(f"{r['main_cpu_s']:.1f}; {r['cpu_by_process'].get('browser', 0):.1f}; "
+                          f"{sum(r['cpu_by_process'].values()):.1f}" for r in rs)
         md.append(
             f"| {desc[label]} | {mb:.0f} | {events} | {span([r['ms'] / 1000 for r in rs], '{:.1f}')} s | "
             f"{span(overall, '{:.1f}')} | {'; '.join(str(b) for b in busy)} ({cpu}) | {span(per, '{:.1f}')} | "
-            f"{yard_s} | {ratio} | {cpu_ratio} | {rs[0]['rss_before_kb'] / 1024:.0f} → "
+            f"{yard_s} | {ratio} | {cpu_ratio} | {where} | {rs[0]['rss_before_kb'] / 1024:.0f} → "
             f"{span([r['rss_peak_kb'] / 1024 for r in rs], '{:.0f}')} → {span([r['rss_ready_kb'] / 1024 for r in rs], '{:.0f}')} MB |")
+    md.append("")
+    md.append("Where the renderer's CPU went during each first load (CPU s by thread name, `/proc/PID/task`; "
+              "`main` is the page's thread, `DedicatedWorker` the workers, `ThreadPoolForeg` includes V8's "
+              "compilation of the wasm): " + "; ".join(
+                  f"{desc[label].split(' (')[0]}: " + ", ".join(f"{n} {v:.1f}" for n, v in by[label][0].get("renderer_threads", {}).items())
+                  for label in ["one", "eight", "big"] if by.get(label) and "renderer_threads" in by[label][0]) + ".")
     md.append("")
     errs = sorted({e for r in res for e in r.get("errors", [])})
     if errs:
