@@ -275,7 +275,8 @@ def app_part(md, notes, one, eight, big, node, quick, say, loads):
         f"CPU-second of its whole process (the figure the other users' load moves least). Yardstick: `analyze()` "
         f"in Node on the same input, above (the ~7 M-event job against the 8 ranks' figure). Memory: resident size of the renderer processes (the page and "
         f"its workers), before the files, the peak sampled every 100 ms, and once ready."
-        + ("" if len(by.get("one", [])) < 2 else " Two loads each for the first two rows."),
+        + ("" if len(by.get("one", [])) < 2 else " Two loads each for the first two rows (per-load figures "
+                  "separated by ` / `)."),
         "",
         "| input | MB | events | ready in | MB/s overall | busy workers (CPU s each) | MB/s per worker | "
         "Node wasm MB/s | per worker ÷ Node (target ≥ 0.8) | MB per worker CPU-s ÷ Node's | CPU s during the load: "
@@ -308,15 +309,17 @@ def app_part(md, notes, one, eight, big, node, quick, say, loads):
             yard_s = span(yard, "{:.0f}")
         else:
             ratio, yard_s = "(no wasm part)", ""
-        cpu = "; ".join(", ".join(f"{x:.1f}" for x in r["worker_cpu_s"]) or "none" for r in rs)
+        # One entry per load, " / " between loads.
+        workers = " / ".join(f"{b} ({', '.join(f'{x:.1f}' for x in r['worker_cpu_s']) or 'none'})"
+                             for b, r in zip(busy, rs))
         ycpu = node.get("one_cpu" if label == "one" else "eight_cpu")
         pcpu = [mb / max(1e-9, sum(r["worker_cpu_s"])) for r in rs]
         cpu_ratio = rng(min(pcpu) / max(ycpu), max(pcpu) / min(ycpu)) if ycpu else ""
-        where = "; ".join(f"{r['main_cpu_s']:.1f}; {r['cpu_by_process'].get('browser', 0):.1f}; "
-                          f"{sum(r['cpu_by_process'].values()):.1f}" for r in rs)
+        where = " / ".join(f"{r['main_cpu_s']:.1f}; {r['cpu_by_process'].get('browser', 0):.1f}; "
+                           f"{sum(r['cpu_by_process'].values()):.1f}" for r in rs)
         md.append(
             f"| {desc[label]} | {mb:.0f} | {events} | {span([r['ms'] / 1000 for r in rs], '{:.1f}')} s | "
-            f"{span(overall, '{:.1f}')} | {'; '.join(str(b) for b in busy)} ({cpu}) | {span(per, '{:.1f}')} | "
+            f"{span(overall, '{:.1f}')} | {workers} | {span(per, '{:.1f}')} | "
             f"{yard_s} | {ratio} | {cpu_ratio} | {where} | {rs[0]['rss_before_kb'] / 1024:.0f} → "
             f"{span([r['rss_peak_kb'] / 1024 for r in rs], '{:.0f}')} → {span([r['rss_ready_kb'] / 1024 for r in rs], '{:.0f}')} MB |")
     md.append("")
