@@ -390,14 +390,12 @@ fn cut_min_bytes() -> u64 {
     env_num("RANKSCOPE_SPLIT_MIN_BYTES").unwrap_or(SPLIT_MIN_BYTES / 8)
 }
 
-/// The cutter's sizes: `RANKSCOPE_CUT_BLOCK_BYTES` sets the pieces' size (tests; 8 MiB
-/// otherwise).
+/// The cutter's sizes: pieces of [`PIECE_BYTES`] as for plain files (a piece's text is held whole
+/// until it is parsed, so a few in flight cost a few blocks), `RANKSCOPE_CUT_BLOCK_BYTES` to
+/// change it (tests).
 fn cut_sizes() -> rankscope_core::parse::CutSizes {
-    let d = rankscope_core::parse::CutSizes::default();
-    match env_num("RANKSCOPE_CUT_BLOCK_BYTES") {
-        Some(b) => rankscope_core::parse::CutSizes { block: b as usize, ..d },
-        None => d,
-    }
+    let block = env_num("RANKSCOPE_CUT_BLOCK_BYTES").unwrap_or(PIECE_BYTES);
+    rankscope_core::parse::CutSizes { block: block as usize, ..Default::default() }
 }
 
 /// One gzip file on every core: this thread reads and inflates, and hands the text to
