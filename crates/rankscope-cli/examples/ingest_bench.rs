@@ -79,10 +79,18 @@ fn host_stages(path: &str) -> anyhow::Result<()> {
     let norm = t1.elapsed().as_secs_f64();
     let t2 = Instant::now();
     let opts = analyze::Options::default();
+    let serial = std::env::var("RANKSCOPE_PARSE_THREADS").is_ok_and(|t| t.trim() == "1");
+    let thr = opts.kernel_wait_threshold_ns;
     let parts: Vec<_> = job
         .ranks
         .iter()
-        .map(|r| analyze::rank_part(r, &job.strings, opts.kernel_wait_threshold_ns))
+        .map(|r| {
+            if serial {
+                analyze::rank_part(r, &job.strings, thr)
+            } else {
+                analyze::rank_part_with(r, &job.strings, thr, &rankscope_host::Threads)
+            }
+        })
         .collect();
     let part = t2.elapsed().as_secs_f64();
     let t3 = Instant::now();

@@ -489,6 +489,32 @@ fn is_gzip(path: &Path) -> bool {
     std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic)).is_ok() && magic == [0x1f, 0x8b]
 }
 
+/// Threads for the work on one host: every core, or `RANKSCOPE_PARSE_THREADS`.
+fn parse_threads() -> usize {
+    env_num("RANKSCOPE_PARSE_THREADS")
+        .map(|n| n.max(1) as usize)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// The core's independent passes ([`rankscope_core::join::Join`]) on two threads: `b` on a new
+/// scoped thread while this one runs `a`.
+#[derive(Debug, Clone, Copy)]
+pub struct Threads;
+
+impl rankscope_core::join::Join for Threads {
+    fn join<A: Send, B: Send>(&self, a: impl FnOnce() -> A + Send, b: impl FnOnce() -> B + Send) -> (A, B) {
+        std::thread::scope(|s| {
+            let hb = s.spawn(b);
+            let ra = a();
+            match hb.join() {
+                Ok(rb) => (ra, rb),
+                // A panic on the other thread is this call's panic, as with `Serial`.
+                Err(e) => std::panic::resume_unwind(e),
+            }
+        })
+    }
+}
+
 /// Progress of reading: `(bytes done, bytes in all)`, called from the reading threads.
 pub type ProgressFn<'a> = &'a (dyn Fn(u64, u64) + Sync);
 
@@ -502,9 +528,7 @@ pub fn load_traces(
 ) -> (Vec<RankTrace>, Vec<FailedFile>, Vec<String>) {
     let total: u64 = files.iter().filter_map(|f| std::fs::metadata(&f.path).ok()).map(|m| m.len()).sum();
     let done = AtomicU64::new(0);
-    let cores = env_num("RANKSCOPE_PARSE_THREADS")
-        .map(|n| n.max(1) as usize)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let cores = parse_threads();
     let threads = cores.min(files.len()).max(1);
     // One file alone gets every core; with more files than cores, each file one core.
     let split_pieces = if files.len() == 1 { cores } else { 1 };
@@ -725,7 +749,11 @@ pub fn analyze_paths(req: &Request, progress: ProgressFn<'_>) -> Result<Outcome>
     notes.extend(more);
     failed.extend(trace_failed);
     let refs: Vec<TextRef<'_>> = texts.iter().map(Text::as_ref).collect();
-    let (job, mut out) = job::analyze_traces(traces, &explicit, &rules, &refs, &req.options);
+    let (job, mut out) = if parse_threads() > 1 {
+        job::analyze_traces_with(traces, &explicit, &rules, &refs, &req.options, &Threads)
+    } else {
+        job::analyze_traces(traces, &explicit, &rules, &refs, &req.options)
+    };
     out.failed = failed;
     Ok(Outcome { job, out, notes })
 }
