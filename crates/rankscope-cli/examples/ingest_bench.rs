@@ -3,6 +3,9 @@
 //!
 //! `cargo run --release -p rankscope-cli --example ingest_bench -- FILE`
 //!
+//! Then the same file through the host's read (`rankscope_host::load_traces`: on every core
+//! unless `RANKSCOPE_PARSE_THREADS=1`) and each stage of `rankscope analyze --json` after it.
+//!
 //! Each figure is also printed as a `bench key=value` line for `tests/bench/run.py`
 //! (`./x bench`), which writes the tables of BENCHMARKS.md from them.
 
@@ -61,6 +64,8 @@ fn main() -> anyhow::Result<()> {
         println!("bench index_s={idx:.4} rank_part_s={ana:.4}");
     }
 
+    host_stages(&path)?;
+
     let t3 = Instant::now();
     let r = std::io::BufReader::with_capacity(4 << 20, std::fs::File::open(&path)?);
     let mut de = serde_json::Deserializer::from_reader(r);
@@ -71,5 +76,50 @@ fn main() -> anyhow::Result<()> {
         "bare serde_json parse (IgnoredAny, from a 4 MiB BufReader): {bare:.3} s = {:.0} MB/s",
         mb(bare)
     );
+    Ok(())
+}
+
+/// The stages of `rankscope analyze --json FILE` as the CLI runs them: the host's read (split
+/// over every core unless `RANKSCOPE_PARSE_THREADS=1`), normalize, the per-rank analysis, the
+/// job's combine and the JSON text.
+fn host_stages(path: &str) -> anyhow::Result<()> {
+    use rankscope_core::{analyze, job};
+    let input = rankscope_host::Input { path: path.into(), walked: false };
+    let t0 = Instant::now();
+    let (traces, failed, _) = rankscope_host::load_traces(&[input], 4 << 20, &|_, _| {});
+    let read = t0.elapsed().as_secs_f64();
+    anyhow::ensure!(failed.is_empty(), "{failed:?}");
+    let t1 = Instant::now();
+    let job = assemble(traces, &[], &Rules::default());
+    let norm = t1.elapsed().as_secs_f64();
+    let t2 = Instant::now();
+    let opts = analyze::Options::default();
+    let serial = std::env::var("RANKSCOPE_PARSE_THREADS").is_ok_and(|t| t.trim() == "1");
+    let thr = opts.kernel_wait_threshold_ns;
+    let parts: Vec<_> = job
+        .ranks
+        .iter()
+        .map(|r| {
+            if serial {
+                analyze::rank_part(r, &job.strings, thr)
+            } else {
+                analyze::rank_part_with(r, &job.strings, thr, &rankscope_host::Threads)
+            }
+        })
+        .collect();
+    let part = t2.elapsed().as_secs_f64();
+    let t3 = Instant::now();
+    let out = job::combine_decided(parts, job.errors.clone(), &[], &opts);
+    let comb = t3.elapsed().as_secs_f64();
+    let t4 = Instant::now();
+    let text = out.json();
+    let json = t4.elapsed().as_secs_f64();
+    let threads = std::env::var("RANKSCOPE_PARSE_THREADS").unwrap_or_else(|_| "every core".into());
+    println!(
+        "host ({threads}): read {read:.3} s, normalize {norm:.3} s, rank_part {part:.3} s, combine {comb:.3} s, json {json:.3} s ({} bytes); total {:.3} s",
+        text.len(),
+        read + norm + part + comb + json
+    );
+    println!("bench host_read_s={read:.4} host_normalize_s={norm:.4} host_rank_part_s={part:.4} host_combine_s={comb:.4} host_json_s={json:.4}");
     Ok(())
 }

@@ -48,6 +48,19 @@ fn one_file_on_every_core_gives_the_serial_answer() {
             analyze(&plain, &[("RANKSCOPE_PARSE_THREADS", threads), ("RANKSCOPE_SPLIT_MIN_BYTES", "1")]);
         assert!(split == serial, "plain JSON split {threads} ways differs from the serial answer");
     }
+    // Many more pieces than threads: merged in file order as they are parsed, whatever order
+    // the threads finish them in.
+    for block in ["65536", "262144"] {
+        let split = analyze(
+            &plain,
+            &[
+                ("RANKSCOPE_PARSE_THREADS", "2"),
+                ("RANKSCOPE_SPLIT_MIN_BYTES", "1"),
+                ("RANKSCOPE_CUT_BLOCK_BYTES", block),
+            ],
+        );
+        assert!(split == serial, "plain JSON split into {block}-byte pieces differs from the serial answer");
+    }
     // gzip: the report says the input was gzip, so it is compared with gzip read serially.
     let serial_gz = analyze(&gz, &[("RANKSCOPE_PARSE_THREADS", "1")]);
     for block in ["262144", "1048576"] {

@@ -19,6 +19,7 @@ pub mod export;
 pub mod fr;
 pub mod inspect;
 pub mod job;
+pub mod join;
 pub mod model;
 pub mod names;
 pub mod nccl;

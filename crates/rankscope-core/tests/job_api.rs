@@ -234,3 +234,42 @@ fn nccl_reports_read_back_from_their_json() {
             .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(&back, tests);
 }
+
+/// Two threads, as a host runs the core's independent passes (`rankscope-host`'s `Threads`).
+struct TwoThreads;
+
+impl rankscope_core::join::Join for TwoThreads {
+    fn join<A: Send, B: Send>(&self, a: impl FnOnce() -> A + Send, b: impl FnOnce() -> B + Send) -> (A, B) {
+        std::thread::scope(|s| {
+            let hb = s.spawn(b);
+            let ra = a();
+            (ra, hb.join().unwrap_or_else(|_| panic!("the other side panicked")))
+        })
+    }
+}
+
+/// A part computed with its passes on two threads is the serial part, and so is the job.
+#[test]
+fn parts_on_two_threads_equal_the_serial_parts() {
+    let opts = Options::default();
+    for dir in ["host_stall", "pipeline_1f1b", "hang_skipped_allreduce"] {
+        let files = zoo(dir);
+        if files.is_empty() {
+            continue;
+        }
+        let traces: Vec<RankTrace> = files.iter().map(|(n, b)| trace(n, b)).collect();
+        let (_, serial) = job::analyze_traces(traces.clone(), &[], &Rules::default(), &[], &opts);
+        let (j, threaded) = job::analyze_traces_with(traces, &[], &Rules::default(), &[], &opts, &TwoThreads);
+        assert_eq!(threaded.json(), serial.json(), "{dir}");
+        for r in &j.ranks {
+            let a = rankscope_core::analyze::rank_part(r, &j.strings, opts.kernel_wait_threshold_ns);
+            let b = rankscope_core::analyze::rank_part_with(
+                r,
+                &j.strings,
+                opts.kernel_wait_threshold_ns,
+                &TwoThreads,
+            );
+            assert_eq!(a, b, "{dir}, rank {}", r.rank);
+        }
+    }
+}

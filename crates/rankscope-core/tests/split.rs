@@ -103,6 +103,118 @@ fn random_seams_give_the_serial_tables() {
     assert!(merged >= 24, "only {merged} of 48 random splits merged");
 }
 
+/// The hosts' incremental merge: a [`split::Merger`] started from the live frame parser at its
+/// mark (before the tail is read), the pieces pushed in a random order, some before the tail is
+/// parsed and some after; `None` when no seam is found or the merge doubts.
+fn merger_parse(bytes: &[u8], cuts: &[usize], chunk: usize, rng: &mut Rng) -> Option<RankTrace> {
+    let mut seams: Vec<(usize, usize)> = Vec::new();
+    for &c in cuts {
+        let (end, start) = split::find_seam(&bytes[c..bytes.len().min(c + (1 << 20))])?;
+        let seam = (c + end, c + start);
+        if seams.last().is_some_and(|&(_, s)| seam.0 <= s) {
+            return None;
+        }
+        seams.push(seam);
+    }
+    if seams.len() < 2 {
+        return None;
+    }
+    let feed = |p: &mut TraceParser, b: &[u8]| {
+        for c in b.chunks(chunk) {
+            p.feed(c);
+        }
+    };
+    let mut pieces: Vec<(usize, RankTrace)> = Vec::new();
+    for (i, w) in seams.windows(2).enumerate() {
+        pieces.push((i, split::parse_piece("t", &bytes[w[0].1..w[1].0])?));
+    }
+    let n = pieces.len();
+    for i in (1..n).rev() {
+        pieces.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
+    }
+    let (first, last) = (seams[0], *seams.last().unwrap());
+    let mut f = TraceParser::new("t");
+    feed(&mut f, &bytes[..first.1]);
+    let mark = f.mark()?;
+    let mut m = split::Merger::new(f.tables(), mark)?;
+    let early = (rng.next_u64() % (n as u64 + 1)) as usize;
+    let mut rest = pieces.split_off(early);
+    for (i, p) in pieces {
+        m.push(i, p);
+    }
+    feed(&mut f, &bytes[last.1..]);
+    let frame = f.finish().ok()?;
+    // A piece is appended once every piece before it is in; the others wait.
+    assert!(m.doubt() || m.merged() + m.waiting() == early);
+    for (i, p) in rest.drain(..) {
+        m.push(i, p);
+    }
+    assert!(m.doubt() || (m.merged(), m.waiting()) == (n, 0));
+    m.finish(frame, n, bytes.len() as u64)
+}
+
+/// Out-of-order arrival equals the in-order merge (and the serial parse), for random cuts,
+/// random orders and random moments of the tail's parse.
+#[test]
+fn pieces_merged_in_any_order_give_the_serial_tables() {
+    let mut rng = Rng::from_state(1207);
+    let mut merged = 0;
+    for seed in 0..4u64 {
+        let bytes = rank_bytes(seed, (seed % 2) as u32);
+        let serial = dump(&ingest_bytes("t", &bytes).expect("serial parse"));
+        for _ in 0..12 {
+            let n = 3 + (rng.next_u64() % 10) as usize;
+            let mut cuts: Vec<usize> =
+                (0..n).map(|_| (rng.next_u64() % bytes.len() as u64) as usize).collect();
+            cuts.sort_unstable();
+            let chunk = [7usize, 4096, 1 << 20][(rng.next_u64() % 3) as usize];
+            let in_order = split_parse(&bytes, &cuts, chunk).map(|t| dump(&t));
+            let any_order = merger_parse(&bytes, &cuts, chunk, &mut rng).map(|t| dump(&t));
+            assert_eq!(any_order, in_order, "seed {seed}, cuts {cuts:?}, chunk {chunk}");
+            if let Some(t) = any_order {
+                assert_eq!(t, serial, "seed {seed}, cuts {cuts:?}");
+                merged += 1;
+            }
+        }
+    }
+    assert!(merged >= 24, "only {merged} of 48 random splits merged");
+}
+
+/// A piece given twice, a piece missing, or a frame other than the one the merge began with
+/// give `None`.
+#[test]
+fn a_merger_refuses_a_repeated_or_missing_piece() {
+    let bytes = rank_bytes(3, 1);
+    let seams: Vec<(usize, usize)> = [bytes.len() / 4, bytes.len() / 2, bytes.len() * 3 / 4]
+        .iter()
+        .map(|&c| {
+            let (e, s) = split::find_seam(&bytes[c..]).unwrap();
+            (c + e, c + s)
+        })
+        .collect();
+    let parse = || {
+        let mut f = TraceParser::new("t");
+        f.feed(&bytes[..seams[0].1]);
+        let mark = f.mark().unwrap();
+        let m = split::Merger::new(f.tables(), mark).unwrap();
+        f.feed(&bytes[seams[2].1..]);
+        (m, f.finish().unwrap())
+    };
+    let piece = |i: usize| split::parse_piece("t", &bytes[seams[i].1..seams[i + 1].0]).unwrap();
+    let (mut m, frame) = parse();
+    m.push(1, piece(1));
+    m.push(0, piece(0));
+    assert!(m.finish(frame, 2, bytes.len() as u64).is_some());
+    let (mut m, frame) = parse();
+    m.push(0, piece(0));
+    m.push(0, piece(0));
+    assert!(m.doubt());
+    assert!(m.finish(frame, 2, bytes.len() as u64).is_none());
+    let (mut m, frame) = parse();
+    m.push(1, piece(1));
+    assert!(m.finish(frame, 2, bytes.len() as u64).is_none(), "piece 0 never came");
+}
+
 #[test]
 fn a_seam_inside_a_string_is_refused() {
     let doc = br#"{"traceEvents":[{"ph":"X","name":"a","pid":1,"tid":1,"ts":1,"dur":1},{"ph":"X","name":"x}, {\"ph\":\"X\"}","pid":1,"tid":1,"ts":2,"dur":1},{"ph":"X","name":"b","pid":1,"tid":1,"ts":3,"dur":1},{"ph":"X","name":"c","pid":1,"tid":1,"ts":4,"dur":1}]}"#;

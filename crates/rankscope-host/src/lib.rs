@@ -181,15 +181,125 @@ fn read_range(
     Some(())
 }
 
+/// Pieces of about this many bytes: many more than cores, so that the threads stay busy to the
+/// end, each piece is merged while later ones are parsed, and few are held at once.
+/// `RANKSCOPE_CUT_BLOCK_BYTES` overrides it (tests), as for the gzip cut.
+const PIECE_BYTES: u64 = 4 << 20;
+
+/// Reads of the pieces (a buffer per piece): small enough to stay out of the way of the
+/// allocator's reuse (a 4 MiB buffer per piece, freed on several threads, left the heap
+/// fragmented: 20 MB more at the peak on a 400 MB file).
+const PIECE_READ_BYTES: usize = 1 << 20;
+
+/// Compressed bytes read at a time when cutting gzip: the pieces cut from one read wait until it
+/// is inflated, and Kineto's JSON inflates 8–15×, so 4 MiB reads held about 50 MB of pieces
+/// back (and the workers idle) before handing them on.
+const CUT_READ_BYTES: usize = 256 << 10;
+
+/// The first seam at or after `at`: looked for in 64 KiB (events are a few hundred bytes), then
+/// in [`SEAM_WINDOW`].
+fn seam_at(f: &std::fs::File, at: u64) -> Option<(u64, u64)> {
+    use rankscope_core::parse::split;
+    use std::os::unix::fs::FileExt;
+    for w in [64 << 10, SEAM_WINDOW] {
+        let mut window = vec![0u8; w];
+        let n = f.read_at(&mut window, at).ok()?;
+        if let Some((end, start)) = split::find_seam(&window[..n]) {
+            return Some((at + end as u64, at + start as u64));
+        }
+        if n < w {
+            return None;
+        }
+    }
+    None
+}
+
+/// Middle pieces merged in file order as they are parsed ([`rankscope_core::parse::Merger`]):
+/// a thread that parsed a piece offers it, and whichever thread finds the merger free appends
+/// every piece that is due. The merge runs on the parsing threads between pieces instead of after
+/// them all, no thread waits for another's merging, and a piece is dropped once merged.
+struct MergeQueue {
+    inbox: Mutex<Vec<(usize, RankTrace)>>,
+    merger: Mutex<Option<rankscope_core::parse::Merger>>,
+    doubt: std::sync::atomic::AtomicBool,
+    /// The file's text length as far as known ([`rankscope_core::parse::Merger::expect_text_bytes`]).
+    expected_text: AtomicU64,
+}
+
+impl MergeQueue {
+    fn new() -> Self {
+        MergeQueue {
+            inbox: Mutex::new(Vec::new()),
+            merger: Mutex::new(None),
+            doubt: Default::default(),
+            expected_text: AtomicU64::new(0),
+        }
+    }
+
+    /// The merger, started from the frame's head; pieces offered before it wait in the inbox.
+    fn install(&self, m: rankscope_core::parse::Merger) {
+        match self.merger.lock() {
+            Ok(mut g) => *g = Some(m),
+            Err(_) => self.doubt.store(true, Ordering::Relaxed),
+        }
+        self.drain();
+    }
+
+    /// Piece `i` as parsed (`None`: not a clean piece, so the file is read serially).
+    fn offer(&self, i: usize, t: Option<RankTrace>) {
+        match (t, self.inbox.lock()) {
+            (Some(t), Ok(mut inbox)) => inbox.push((i, t)),
+            _ => self.doubt.store(true, Ordering::Relaxed),
+        }
+        self.drain();
+    }
+
+    fn doubted(&self) -> bool {
+        self.doubt.load(Ordering::Relaxed)
+    }
+
+    /// Merges what is in the inbox unless another thread is merging (it looks again when done).
+    fn drain(&self) {
+        loop {
+            let Ok(mut g) = self.merger.try_lock() else { return };
+            let Some(m) = g.as_mut() else { return };
+            m.expect_text_bytes(self.expected_text.load(Ordering::Relaxed));
+            let batch = self.inbox.lock().map(|mut v| std::mem::take(&mut *v)).unwrap_or_default();
+            for (i, t) in batch {
+                m.push(i, t);
+            }
+            if m.doubt() {
+                self.doubt.store(true, Ordering::Relaxed);
+            }
+            drop(g);
+            // A piece offered while this thread merged found the merger busy.
+            if self.inbox.lock().map_or(true, |v| v.is_empty()) {
+                return;
+            }
+        }
+    }
+
+    /// Ends the merge with the whole frame, after every piece was offered.
+    fn finish(self, frame: RankTrace, pieces: usize, text_bytes: u64) -> Option<RankTrace> {
+        let mut m = self.merger.into_inner().ok()??;
+        m.expect_text_bytes(text_bytes);
+        for (i, t) in self.inbox.into_inner().ok()? {
+            m.push(i, t);
+        }
+        m.finish(frame, pieces, text_bytes)
+    }
+}
+
 /// One file on every core (`rankscope_core::parse::split`): the head and tail of the file read
-/// by one parser (the frame), the events between cut at verified seams into `pieces` parts
-/// parsed on their own threads, the columns merged into what the serial parse gives. `None`
-/// whenever that is not certain (gzip, a small file, no seam, any diagnostic, `B`/`E` events,
-/// …): the caller then parses serially, so damaged input keeps the serial messages.
+/// by one parser (the frame), the events between cut at verified seams into pieces of about
+/// [`PIECE_BYTES`] that `threads` threads (this one included) parse, each merged as soon as the
+/// pieces before it are ([`MergeQueue`]), into what the serial parse gives. `None` whenever that
+/// is not certain (gzip, a small file, no seam, any diagnostic, `B`/`E` events, …): the caller
+/// then parses serially, so damaged input keeps the serial messages.
 pub fn read_trace_split(
     path: &Path,
     chunk: usize,
-    pieces: usize,
+    threads: usize,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Option<RankTrace> {
     use rankscope_core::parse::{split, TraceParser};
@@ -198,7 +308,7 @@ pub fn read_trace_split(
     let f = std::fs::File::open(path).ok()?;
     let len = f.metadata().ok()?.len();
     let min = env_num("RANKSCOPE_SPLIT_MIN_BYTES").unwrap_or(SPLIT_MIN_BYTES);
-    if pieces < 2 || len < min.max(2) {
+    if threads < 2 || len < min.max(2) {
         return None;
     }
     // Plain JSON only: gzip inflates serially, and a BOM or anything else is the serial path's.
@@ -207,50 +317,68 @@ pub fn read_trace_split(
     if !matches!(first[..n].iter().find(|b| !b.is_ascii_whitespace()), Some(b'{' | b'[')) {
         return None;
     }
-    let head = (len / (8 * pieces as u64)).min(1 << 20);
+    let block = env_num("RANKSCOPE_CUT_BLOCK_BYTES").unwrap_or(PIECE_BYTES).max(1);
+    let pieces = (threads as u64).max(len / block);
+    let head = (len / (8 * pieces)).min(1 << 20);
     let mut cuts = vec![head];
     let body = len - 2 * head;
-    cuts.extend((1..pieces as u64).map(|i| head + body / pieces as u64 * i));
+    cuts.extend((1..pieces).map(|i| head + body / pieces * i));
     cuts.push(len - head);
     let mut seams: Vec<(u64, u64)> = Vec::new();
-    let mut window = vec![0u8; SEAM_WINDOW];
     for &c in &cuts {
-        let n = f.read_at(&mut window, c).ok()?;
-        let (end, start) = split::find_seam(&window[..n])?;
-        let seam = (c + end as u64, c + start as u64);
+        let seam = seam_at(&f, c)?;
         if seams.last().is_some_and(|&(_, s)| seam.0 <= s) {
-            return None;
+            // Cuts closer than the events are long: fewer pieces.
+            continue;
         }
         seams.push(seam);
     }
+    if seams.len() < 3 {
+        return None;
+    }
     let (first_seam, last_seam) = (*seams.first()?, *seams.last()?);
-    let frame = || -> Option<(RankTrace, rankscope_core::parse::Mark)> {
-        let mut p = TraceParser::new(&name);
-        read_range(&f, 0, first_seam.1, chunk, &mut |b| p.feed(b))?;
-        let mark = p.mark()?;
-        read_range(&f, last_seam.1, len, chunk, &mut |b| p.feed(b))?;
-        progress(first_seam.1 + (len - last_seam.1));
-        Some((p.finish().ok()?, mark))
-    };
+    let n_pieces = seams.len() - 1;
     let piece = |i: usize| -> Option<RankTrace> {
         let (from, to) = (seams.get(i)?.1, seams.get(i + 1)?.0);
         let mut p = TraceParser::new(&name);
         p.feed(b"[");
-        read_range(&f, from, to, chunk, &mut |b| {
+        read_range(&f, from, to, chunk.min(PIECE_READ_BYTES), &mut |b| {
             p.feed(b);
             progress(b.len() as u64);
         })?;
         p.feed(b"]");
         p.finish().ok()
     };
-    let (framed, middle) = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..seams.len() - 1).map(|i| s.spawn(move || piece(i))).collect();
-        let framed = frame();
-        let middle: Option<Vec<RankTrace>> = handles.into_iter().map(|h| h.join().ok().flatten()).collect();
-        (framed, middle)
-    });
-    let (frame, mark) = framed?;
-    let mut t = split::merge(frame, &mark, middle?, len)?;
+    let queue = MergeQueue::new();
+    queue.expected_text.store(len, Ordering::Relaxed);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = || loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        if i >= n_pieces || queue.doubted() {
+            break;
+        }
+        queue.offer(i, piece(i));
+    };
+    let frame = std::thread::scope(|s| {
+        for _ in 1..threads {
+            s.spawn(work);
+        }
+        // This thread: the frame's head first (the merge starts from it), then pieces with the
+        // others, then the frame's tail.
+        let mut p = TraceParser::new(&name);
+        let head = read_range(&f, 0, first_seam.1, chunk, &mut |b| p.feed(b))
+            .and_then(|()| p.mark())
+            .and_then(|mark| split::Merger::new(p.tables(), mark));
+        match head {
+            Some(m) => queue.install(m),
+            None => queue.doubt.store(true, Ordering::Relaxed),
+        }
+        work();
+        read_range(&f, last_seam.1, len, chunk, &mut |b| p.feed(b))?;
+        progress(first_seam.1 + (len - last_seam.1));
+        p.finish().ok()
+    })?;
+    let mut t = queue.finish(frame, n_pieces, len)?;
     t.input_bytes = len;
     Some(t)
 }
@@ -262,24 +390,24 @@ fn cut_min_bytes() -> u64 {
     env_num("RANKSCOPE_SPLIT_MIN_BYTES").unwrap_or(SPLIT_MIN_BYTES / 8)
 }
 
-/// The cutter's sizes: `RANKSCOPE_CUT_BLOCK_BYTES` sets the pieces' size (tests; 8 MiB
-/// otherwise).
+/// The cutter's sizes: pieces of [`PIECE_BYTES`] as for plain files (a piece's text is held whole
+/// until it is parsed, so a few in flight cost a few blocks), `RANKSCOPE_CUT_BLOCK_BYTES` to
+/// change it (tests).
 fn cut_sizes() -> rankscope_core::parse::CutSizes {
-    let d = rankscope_core::parse::CutSizes::default();
-    match env_num("RANKSCOPE_CUT_BLOCK_BYTES") {
-        Some(b) => rankscope_core::parse::CutSizes { block: b as usize, ..d },
-        None => d,
-    }
+    let block = env_num("RANKSCOPE_CUT_BLOCK_BYTES").unwrap_or(PIECE_BYTES);
+    rankscope_core::parse::CutSizes { block: block as usize, ..Default::default() }
 }
 
 /// One gzip file on every core: this thread reads and inflates, and hands the text to
 /// `rankscope_core::parse::FileIngest::cutting`, which passes the head and tail to the frame
 /// parser and cuts the events between into pieces at seams; `workers` threads parse the pieces
-/// while the rest still inflates, and the columns are merged as [`read_trace_split`] merges
-/// them. `None` whenever the cut doubts (a diagnostic anywhere, `B`/`E` events, no seam where
-/// one was due, …): the caller then reads the file serially, so damaged input keeps the serial
-/// path's messages. A file too small to cut comes back whole, exactly as the serial read.
-/// With the trace, how many middle pieces it was cut into (0: read whole).
+/// while the rest still inflates, and this thread parses a piece itself when they are all busy.
+/// Each piece is merged as soon as the pieces before it are ([`MergeQueue`], from the frame's
+/// head: `FileIngest::take_merger`). `None` whenever the cut doubts (a diagnostic anywhere,
+/// `B`/`E` events, no seam where one was due, …): the caller then reads the file serially, so
+/// damaged input keeps the serial path's messages. A file too small to cut comes back whole,
+/// exactly as the serial read. With the trace, how many middle pieces it was cut into (0: read
+/// whole).
 pub fn read_trace_cutting(
     path: &Path,
     chunk: usize,
@@ -288,10 +416,14 @@ pub fn read_trace_cutting(
     progress: &(dyn Fn(u64) + Sync),
 ) -> Option<Result<(RankTrace, usize), ReadError>> {
     use rankscope_core::parse::{split, Cutout, FileIngest};
+    use std::sync::mpsc::TrySendError;
     let name = path.display().to_string();
+    // Room for one piece per worker beyond the one it parses: a worker never waits for this
+    // thread to inflate the next while this thread parses one.
     let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Vec<u8>)>(workers.max(1));
     let rx = Mutex::new(rx);
-    let parsed: Mutex<Vec<(usize, Option<RankTrace>)>> = Mutex::new(Vec::new());
+    let queue = MergeQueue::new();
+    let file_len = std::fs::metadata(path).map_or(0, |m| m.len());
     let read = std::thread::scope(|s| {
         for _ in 0..workers.max(1) {
             s.spawn(|| loop {
@@ -300,47 +432,54 @@ pub fn read_trace_cutting(
                     Err(_) => break,
                 };
                 let Ok((i, piece)) = next else { break };
-                let t = split::parse_piece(&name, &piece);
-                if let Ok(mut v) = parsed.lock() {
-                    v.push((i, t));
-                }
+                queue.offer(i, split::parse_piece(&name, &piece));
             });
         }
-        let read = || -> Result<Cutout, ReadError> {
+        let read = || -> Result<(Cutout, usize), ReadError> {
             let mut ingest = FileIngest::cutting(&name, sizes);
             let mut pieces = 0usize;
             let mut refused = false;
-            read_chunks(path, &name, chunk, &mut |b| {
+            read_chunks(path, &name, chunk.min(CUT_READ_BYTES), &mut |b| {
                 ingest.feed(b);
                 progress(b.len() as u64);
+                // The text expected from the compression so far.
+                let p = ingest.progress();
+                let est = (p.text_bytes as f64 * file_len as f64 / p.input_bytes.max(1) as f64) as u64;
+                queue.expected_text.store(est, Ordering::Relaxed);
+                if let Some(m) = ingest.take_merger() {
+                    queue.install(m);
+                }
                 for piece in ingest.take_pieces() {
-                    if tx.send((pieces, piece)).is_err() {
-                        refused = true;
+                    match tx.try_send((pieces, piece)) {
+                        Ok(()) => {}
+                        // Every worker is busy and has its next piece: parse this one here.
+                        Err(TrySendError::Full((i, piece))) => {
+                            queue.offer(i, split::parse_piece(&name, &piece))
+                        }
+                        Err(TrySendError::Disconnected(_)) => refused = true,
                     }
                     pieces += 1;
                 }
-                !refused && !ingest.failed()
+                !refused && !ingest.failed() && !queue.doubted()
             })?;
-            if refused {
-                return Ok(Cutout::Doubt);
+            if refused || queue.doubted() {
+                return Ok((Cutout::Doubt, pieces));
             }
-            ingest.finish_cut().map_err(|e| ReadError { message: e.to_string(), not_a_trace: true })
+            let cut =
+                ingest.finish_cut().map_err(|e| ReadError { message: e.to_string(), not_a_trace: true })?;
+            Ok((cut, pieces))
         };
         let r = read();
         drop(tx);
         r
     });
-    let (frame, mark, text_bytes, input_bytes) = match read {
+    let (frame, text_bytes, input_bytes, n) = match read {
         Err(e) => return Some(Err(e)),
-        Ok(Cutout::Whole(t)) => return Some(Ok((t, 0))),
-        Ok(Cutout::Doubt) => return None,
-        Ok(Cutout::Cut { frame, mark, text_bytes, input_bytes }) => (frame, mark, text_bytes, input_bytes),
+        Ok((Cutout::Whole(t), _)) => return Some(Ok((t, 0))),
+        Ok((Cutout::Doubt, _)) => return None,
+        Ok((Cutout::Cut { frame, text_bytes, input_bytes, .. }, n)) => (frame, text_bytes, input_bytes, n),
     };
-    let mut parsed = parsed.into_inner().ok()?;
-    parsed.sort_by_key(|(i, _)| *i);
-    let n = parsed.len();
-    let middle: Option<Vec<RankTrace>> = parsed.into_iter().map(|(_, t)| t).collect();
-    let mut t = split::merge(frame, &mark, middle?, text_bytes)?;
+    let mut t = queue.finish(frame, n, text_bytes)?;
     t.input_bytes = input_bytes;
     Some(Ok((t, n)))
 }
@@ -348,6 +487,32 @@ pub fn read_trace_cutting(
 fn is_gzip(path: &Path) -> bool {
     let mut magic = [0u8; 2];
     std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic)).is_ok() && magic == [0x1f, 0x8b]
+}
+
+/// Threads for the work on one host: every core, or `RANKSCOPE_PARSE_THREADS`.
+fn parse_threads() -> usize {
+    env_num("RANKSCOPE_PARSE_THREADS")
+        .map(|n| n.max(1) as usize)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// The core's independent passes ([`rankscope_core::join::Join`]) on two threads: `b` on a new
+/// scoped thread while this one runs `a`.
+#[derive(Debug, Clone, Copy)]
+pub struct Threads;
+
+impl rankscope_core::join::Join for Threads {
+    fn join<A: Send, B: Send>(&self, a: impl FnOnce() -> A + Send, b: impl FnOnce() -> B + Send) -> (A, B) {
+        std::thread::scope(|s| {
+            let hb = s.spawn(b);
+            let ra = a();
+            match hb.join() {
+                Ok(rb) => (ra, rb),
+                // A panic on the other thread is this call's panic, as with `Serial`.
+                Err(e) => std::panic::resume_unwind(e),
+            }
+        })
+    }
 }
 
 /// Progress of reading: `(bytes done, bytes in all)`, called from the reading threads.
@@ -363,9 +528,7 @@ pub fn load_traces(
 ) -> (Vec<RankTrace>, Vec<FailedFile>, Vec<String>) {
     let total: u64 = files.iter().filter_map(|f| std::fs::metadata(&f.path).ok()).map(|m| m.len()).sum();
     let done = AtomicU64::new(0);
-    let cores = env_num("RANKSCOPE_PARSE_THREADS")
-        .map(|n| n.max(1) as usize)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let cores = parse_threads();
     let threads = cores.min(files.len()).max(1);
     // One file alone gets every core; with more files than cores, each file one core.
     let split_pieces = if files.len() == 1 { cores } else { 1 };
@@ -383,7 +546,9 @@ pub fn load_traces(
                         .is_ok_and(|m| m.is_file() && m.len() >= cut_min_bytes())
                     && is_gzip(&input.path);
                 let tried = if cut {
-                    read_trace_cutting(&input.path, chunk, split_pieces, cut_sizes(), &report)
+                    // This thread inflates and parses when the others are busy: one fewer.
+                    let workers = (split_pieces - 1).max(1);
+                    read_trace_cutting(&input.path, chunk, workers, cut_sizes(), &report)
                         .map(|r| r.map(|(t, _)| t))
                 } else {
                     read_trace_split(&input.path, chunk, split_pieces, &report).map(Ok)
@@ -584,7 +749,11 @@ pub fn analyze_paths(req: &Request, progress: ProgressFn<'_>) -> Result<Outcome>
     notes.extend(more);
     failed.extend(trace_failed);
     let refs: Vec<TextRef<'_>> = texts.iter().map(Text::as_ref).collect();
-    let (job, mut out) = job::analyze_traces(traces, &explicit, &rules, &refs, &req.options);
+    let (job, mut out) = if parse_threads() > 1 {
+        job::analyze_traces_with(traces, &explicit, &rules, &refs, &req.options, &Threads)
+    } else {
+        job::analyze_traces(traces, &explicit, &rules, &refs, &req.options)
+    };
     out.failed = failed;
     Ok(Outcome { job, out, notes })
 }

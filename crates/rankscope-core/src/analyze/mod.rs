@@ -224,13 +224,42 @@ pub struct RankPart {
 
 /// The per-rank half of the analysis.
 pub fn rank_part(r: &RankEntry, strings: &StringTable, kernel_wait_threshold_ns: i64) -> RankPart {
+    rank_part_with(r, strings, kernel_wait_threshold_ns, &crate::join::Serial)
+}
+
+/// [`rank_part`], its independent passes handed to `j` two at a time (the step figures beside
+/// the collectives, idle and launch statistics; the regions beside the pipeline and the
+/// critical path): the same part whatever `j` does.
+pub fn rank_part_with(
+    r: &RankEntry,
+    strings: &StringTable,
+    kernel_wait_threshold_ns: i64,
+    j: &impl crate::join::Join,
+) -> RankPart {
     let mut work = roles::Work::of(&r.trace);
-    let sets = breakdown::rank_sets(r, strings, &work);
-    let windows = breakdown::step_windows(r, &work.gpu);
+    let ((sets, windows, gaps, rows), (gpu_idle, launch, allocations, instances, issued)) = j.join(
+        || {
+            let sets = breakdown::rank_sets(r, strings, &work);
+            let windows = breakdown::step_windows(r, &work.gpu);
+            let gaps =
+                gaps::GapClassifier::new(r, work.side(sets.source.lane_kind()), kernel_wait_threshold_ns);
+            let rows: Vec<breakdown::StepRank> = windows
+                .iter()
+                .map(|&(_, lo, hi)| breakdown::window(r.rank, &sets, Some(&gaps), lo, hi))
+                .collect();
+            (sets, windows, gaps, rows)
+        },
+        || {
+            (
+                idle::stream_idle(r, &work.gpu, kernel_wait_threshold_ns),
+                idle::launch_stats(r),
+                idle::allocations(r),
+                instances::rank_instances(r, strings),
+                issued::issued_ops(r, strings),
+            )
+        },
+    );
     let side = sets.source.lane_kind();
-    let gaps = gaps::GapClassifier::new(r, work.side(side), kernel_wait_threshold_ns);
-    let rows: Vec<breakdown::StepRank> =
-        windows.iter().map(|&(_, lo, hi)| breakdown::window(r.rank, &sets, Some(&gaps), lo, hi)).collect();
     let d = r.trace.meta.distributed.clone().unwrap_or_default();
     let info = RankInfo {
         rank: r.rank,
@@ -281,22 +310,27 @@ pub fn rank_part(r: &RankEntry, strings: &StringTable, kernel_wait_threshold_ns:
             .then(|| 100.0 * sets.compute.intersect(&sets.comm).len_ns() as f64 / whole_comm as f64),
         step_time: balance::step_time_stats(&rows.iter().map(|s| s.wall_ns).collect::<Vec<_>>()),
     };
-    let gpu_idle = idle::stream_idle(r, &work.gpu, kernel_wait_threshold_ns);
-    let launch = idle::launch_stats(r);
-    let allocations = idle::allocations(r);
-    let instances = instances::rank_instances(r, strings);
     let steps: Vec<(u32, breakdown::StepRank)> = windows.iter().map(|w| w.0).zip(rows).collect();
-    let regions = regions::rank_regions(r, strings, &windows);
-    let device_compute = (sets.source == breakdown::MetricsFrom::Gpu).then_some(&sets.compute);
-    let pipe = pipeline::rank_pipe(r, strings, &windows, &instances, device_compute);
-    let comm_set = sets.comm.intervals().to_vec();
-    let overlap_set = sets.compute.intersect(&sets.comm).intervals().to_vec();
     let side_work =
         std::mem::take(if side == crate::model::LaneKind::Gpu { &mut work.gpu } else { &mut work.cpu });
-    let ctx = critical_path::RankCtx::new(r, sets, windows, gaps, side_work);
-    let chains =
-        ctx.windows.iter().map(|&(step, lo, hi)| critical_path::chain(&ctx, strings, step, lo, hi)).collect();
-    let segments = critical_path::segments(&ctx, &instances);
+    let step_windows = windows.clone();
+    let (regions, (pipe, comm_set, overlap_set, chains, segments)) = j.join(
+        || regions::rank_regions(r, strings, &step_windows),
+        || {
+            let device_compute = (sets.source == breakdown::MetricsFrom::Gpu).then_some(&sets.compute);
+            let pipe = pipeline::rank_pipe(r, strings, &windows, &instances, device_compute);
+            let comm_set = sets.comm.intervals().to_vec();
+            let overlap_set = sets.compute.intersect(&sets.comm).intervals().to_vec();
+            let ctx = critical_path::RankCtx::new(r, sets, windows, gaps, side_work);
+            let chains: Vec<_> = ctx
+                .windows
+                .iter()
+                .map(|&(step, lo, hi)| critical_path::chain(&ctx, strings, step, lo, hi))
+                .collect();
+            let segments = critical_path::segments(&ctx, &instances);
+            (pipe, comm_set, overlap_set, chains, segments)
+        },
+    );
     let st = &r.norm.steps;
     RankPart {
         info,
@@ -314,7 +348,7 @@ pub fn rank_part(r: &RankEntry, strings: &StringTable, kernel_wait_threshold_ns:
         comm_set,
         overlap_set,
         regions,
-        issued: issued::issued_ops(r, strings),
+        issued,
         pipe,
         diagnostics: r
             .trace

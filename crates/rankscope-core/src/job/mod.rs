@@ -277,11 +277,24 @@ pub fn analyze_traces(
     texts: &[TextRef<'_>],
     opts: &Options,
 ) -> (normalize::Job, JobOutput) {
+    analyze_traces_with(traces, explicit, rules, texts, opts, &crate::join::Serial)
+}
+
+/// [`analyze_traces`], each rank's part computed with [`analyze::rank_part_with`] over `j`
+/// (a host with threads runs its independent passes side by side): the same output.
+pub fn analyze_traces_with(
+    traces: Vec<RankTrace>,
+    explicit: &[(String, u32)],
+    rules: &Rules,
+    texts: &[TextRef<'_>],
+    opts: &Options,
+    j: &impl crate::join::Join,
+) -> (normalize::Job, JobOutput) {
     let job = assemble(traces, explicit, rules);
     let parts: Vec<RankPart> = job
         .ranks
         .iter()
-        .map(|r| analyze::rank_part(r, &job.strings, opts.kernel_wait_threshold_ns))
+        .map(|r| analyze::rank_part_with(r, &job.strings, opts.kernel_wait_threshold_ns, j))
         .collect();
     let out = combine_decided(parts, job.errors.clone(), texts, opts);
     (job, out)

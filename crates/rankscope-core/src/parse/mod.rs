@@ -8,7 +8,7 @@ pub mod value;
 pub mod wire;
 
 pub use kineto::{IngestError, Limits, Mark, TraceParser};
-pub use split::{CutSizes, Cutter};
+pub use split::{CutSizes, Cutter, Merger};
 
 use crate::model::{DiagKind, RankTrace};
 
@@ -53,6 +53,8 @@ struct Text {
 struct Cutting {
     cutter: split::Cutter,
     mark: Option<Mark>,
+    /// Made from the frame's head at the mark, until taken ([`FileIngest::take_merger`]).
+    merger: Option<split::Merger>,
     pieces: Vec<Vec<u8>>,
 }
 
@@ -65,9 +67,9 @@ impl Text {
         match &mut self.cut {
             None => self.parser.feed(b),
             Some(c) => {
-                let Cutting { cutter, mark, pieces } = &mut **c;
+                let Cutting { cutter, mark, merger, pieces } = &mut **c;
                 let parser = &mut self.parser;
-                cutter.feed(b, &mut |cut| take_cut(cut, parser, mark, pieces));
+                cutter.feed(b, &mut |cut| take_cut(cut, parser, mark, merger, pieces));
             }
         }
     }
@@ -75,9 +77,9 @@ impl Text {
     /// The end of the text: the cutter's tail goes to the frame.
     fn end(&mut self) {
         if let Some(c) = &mut self.cut {
-            let Cutting { cutter, mark, pieces } = &mut **c;
+            let Cutting { cutter, mark, merger, pieces } = &mut **c;
             let parser = &mut self.parser;
-            cutter.finish(&mut |cut| take_cut(cut, parser, mark, pieces));
+            cutter.finish(&mut |cut| take_cut(cut, parser, mark, merger, pieces));
         }
     }
 
@@ -90,12 +92,14 @@ fn take_cut(
     cut: split::Cut<'_>,
     parser: &mut TraceParser,
     mark: &mut Option<Mark>,
+    merger: &mut Option<split::Merger>,
     pieces: &mut Vec<Vec<u8>>,
 ) -> bool {
     match cut {
         split::Cut::Frame(b) => parser.feed(b),
         split::Cut::Mark => {
             *mark = parser.mark();
+            *merger = mark.clone().and_then(|m| split::Merger::new(parser.tables(), m));
             return mark.is_some();
         }
         split::Cut::Piece(v) => pieces.push(v),
@@ -109,7 +113,8 @@ pub enum Cutout {
     /// Nothing was cut: this is the serial parse's trace.
     Whole(RankTrace),
     /// Cut: [`split::merge`] the frame with the pieces (each parsed as `[` piece `]`, in the
-    /// order they were taken) over `text_bytes` of text, then set `input_bytes`.
+    /// order they were taken) over `text_bytes` of text, then set `input_bytes`; or end the
+    /// [`FileIngest::take_merger`] merger with the frame.
     Cut { frame: RankTrace, mark: Mark, text_bytes: u64, input_bytes: u64 },
     /// Cutting failed after pieces were handed on: parse the file serially.
     Doubt,
@@ -143,7 +148,12 @@ impl FileIngest {
     /// a pipe, a stream); the frame keeps gzip's handling and messages.
     pub fn cutting(source_name: &str, sizes: split::CutSizes) -> Self {
         let mut t = Text::new(TraceParser::new(source_name));
-        t.cut = Some(Box::new(Cutting { cutter: split::Cutter::new(sizes), mark: None, pieces: Vec::new() }));
+        t.cut = Some(Box::new(Cutting {
+            cutter: split::Cutter::new(sizes),
+            mark: None,
+            merger: None,
+            pieces: Vec::new(),
+        }));
         FileIngest { mode: Mode::Sniff(Vec::new(), t), input_bytes: 0 }
     }
 
@@ -154,6 +164,18 @@ impl FileIngest {
                 t.cut.as_mut().map(|c| std::mem::take(&mut c.pieces)).unwrap_or_default()
             }
             Mode::Empty => Vec::new(),
+        }
+    }
+
+    /// Once the frame is marked (before the first piece), a [`split::Merger`] started from its
+    /// head, once (cutting ingest only): the pieces can be merged as they are parsed, and
+    /// [`split::Merger::finish`] ends it with the frame of [`Cutout::Cut`].
+    pub fn take_merger(&mut self) -> Option<split::Merger> {
+        match &mut self.mode {
+            Mode::Sniff(_, t) | Mode::Plain(t) | Mode::Gzip(_, t) => {
+                t.cut.as_mut().and_then(|c| c.merger.take())
+            }
+            Mode::Empty => None,
         }
     }
 

@@ -211,6 +211,13 @@ impl TraceParser {
         })
     }
 
+    /// The tables as parsed so far: what a [`Merger`](crate::parse::split::Merger) starts
+    /// from at a [`Mark`]. Times are not yet shifted by the base time and the counts by phase
+    /// and category are not yet written (both happen in [`TraceParser::finish`]).
+    pub fn tables(&self) -> &RankTrace {
+        &self.out
+    }
+
     /// Feeds the next chunk of (decompressed) text.
     pub fn feed(&mut self, chunk: &[u8]) {
         if self.fatal.is_some() || chunk.is_empty() {
