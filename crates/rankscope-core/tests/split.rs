@@ -80,6 +80,14 @@ fn rank_bytes(seed: u64, rank: u32) -> Vec<u8> {
     out
 }
 
+/// `lo` to `lo + span - 1` sorted cut points in `0..len`, and a read size.
+fn random_cuts(rng: &mut Rng, len: usize, lo: usize, span: u64) -> (Vec<usize>, usize) {
+    let n = lo + (rng.next_u64() % span) as usize;
+    let mut cuts: Vec<usize> = (0..n).map(|_| (rng.next_u64() % len as u64) as usize).collect();
+    cuts.sort_unstable();
+    (cuts, [7usize, 4096, 1 << 20][(rng.next_u64() % 3) as usize])
+}
+
 #[test]
 fn random_seams_give_the_serial_tables() {
     let mut rng = Rng::from_state(12);
@@ -88,11 +96,7 @@ fn random_seams_give_the_serial_tables() {
         let bytes = rank_bytes(seed, (seed % 2) as u32);
         let serial = dump(&ingest_bytes("t", &bytes).expect("serial parse"));
         for _ in 0..12 {
-            let n = 2 + (rng.next_u64() % 6) as usize;
-            let mut cuts: Vec<usize> =
-                (0..n).map(|_| (rng.next_u64() % bytes.len() as u64) as usize).collect();
-            cuts.sort_unstable();
-            let chunk = [7usize, 4096, 1 << 20][(rng.next_u64() % 3) as usize];
+            let (cuts, chunk) = random_cuts(&mut rng, bytes.len(), 2, 6);
             if let Some(t) = split_parse(&bytes, &cuts, chunk) {
                 assert_eq!(dump(&t), serial, "seed {seed}, cuts {cuts:?}, chunk {chunk}");
                 merged += 1;
@@ -163,11 +167,7 @@ fn pieces_merged_in_any_order_give_the_serial_tables() {
         let bytes = rank_bytes(seed, (seed % 2) as u32);
         let serial = dump(&ingest_bytes("t", &bytes).expect("serial parse"));
         for _ in 0..12 {
-            let n = 3 + (rng.next_u64() % 10) as usize;
-            let mut cuts: Vec<usize> =
-                (0..n).map(|_| (rng.next_u64() % bytes.len() as u64) as usize).collect();
-            cuts.sort_unstable();
-            let chunk = [7usize, 4096, 1 << 20][(rng.next_u64() % 3) as usize];
+            let (cuts, chunk) = random_cuts(&mut rng, bytes.len(), 3, 10);
             let in_order = split_parse(&bytes, &cuts, chunk).map(|t| dump(&t));
             let any_order = merger_parse(&bytes, &cuts, chunk, &mut rng).map(|t| dump(&t));
             assert_eq!(any_order, in_order, "seed {seed}, cuts {cuts:?}, chunk {chunk}");
