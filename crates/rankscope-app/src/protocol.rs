@@ -4,7 +4,7 @@
 //! questions about them; only summaries, tiles and event details cross. A message is JSON text
 //! (serde_json: `i64` nanoseconds stay exact, which a JS number would not keep) posted as the
 //! first element of a JS array; a `Load` carries the `File` object as the second element
-//! (structured clone of the handle: the bytes are read inside the worker with `File.stream()`).
+//! (structured clone of the handle: the bytes are read inside the worker by `File.slice()`).
 //!
 //! ```text
 //! worker → UI   Ready                          once its wasm is running (the pool queues until then)

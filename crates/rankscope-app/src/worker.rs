@@ -628,8 +628,7 @@ async fn yield_task() {
     channel.port2().set_onmessage(None);
 }
 
-/// A stream chunk as bytes: `File.stream()` gives `Uint8Array`s; a host page's stream may give
-/// any `ArrayBuffer` or view of one.
+/// A stream chunk as bytes: a host page's stream may give any `ArrayBuffer` or view of one.
 fn bytes_of(v: JsValue) -> Option<Uint8Array> {
     if v.is_instance_of::<Uint8Array>() {
         return Some(v.unchecked_into());
