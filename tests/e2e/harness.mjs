@@ -39,7 +39,8 @@ export async function launch({ requests, acceptDownloads = false }) {
     acceptDownloads,
     viewport: { width: 1280, height: 800 },
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      '--disable-background-networking', '--disable-component-update', '--disable-sync',
+      ...(process.env.RANKSCOPE_CHROME_ARGS ? process.env.RANKSCOPE_CHROME_ARGS.split(' ') : [])],
   });
   context.on('request', (r) => requests.push(r.url()));
   return { context, profile };
