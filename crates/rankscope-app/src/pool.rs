@@ -397,8 +397,8 @@ fn on_message(inner_rc: &Rc<RefCell<Inner>>, index: usize, m: FromWorker, extra:
             dispatch.emit(Action::Cancelled { file });
             pump(inner_rc);
         }
-        FromWorker::Piece { file, index: piece } => {
-            hand_piece(inner_rc, PieceFrom { owner: index, file, piece }, extra)
+        FromWorker::Piece { file, index: piece, range } => {
+            hand_piece(inner_rc, PieceFrom { owner: index, file, piece, range }, extra)
         }
         FromWorker::Parsed { file, index: piece, ok } => {
             let mut inner = inner_rc.borrow_mut();
@@ -416,6 +416,8 @@ struct PieceFrom {
     owner: usize,
     file: FileId,
     piece: u32,
+    /// Where the piece lies in the file sent beside it (none: its text is sent).
+    range: Option<(u64, u64)>,
 }
 
 /// Hands a piece to the other worker with the fewest pieces away (an idle one first), starting
@@ -442,7 +444,7 @@ fn hand_piece(inner_rc: &Rc<RefCell<Inner>>, p: PieceFrom, bytes: JsValue) {
         best.unwrap_or(p.owner)
     };
     inner.away.insert((p.file, p.piece), helper);
-    let msg = message(&ToWorker::Parse { file: p.file, index: p.piece }, Some(&bytes));
+    let msg = message(&ToWorker::Parse { file: p.file, index: p.piece, range: p.range }, Some(&bytes));
     send(&mut inner.slots[helper], msg);
 }
 

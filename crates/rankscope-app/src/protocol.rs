@@ -28,7 +28,8 @@
 //!
 //! ```text
 //! reader → UI     Piece {file, index} + Uint8Array     a piece of text (transferred)
-//! UI → helper     Parse {file, index} + Uint8Array     the same piece
+//!                 Piece {file, index, range} + File    or, of a plain file, where it lies
+//! UI → helper     Parse {file, index, range?} + …      the same piece (the helper reads a range)
 //! helper → UI     Parsed {file, index, ok} + Uint8Array  its columns (ok false: it doubts)
 //! UI → reader     Parsed {file, index, ok} + Uint8Array  the same, to merge
 //! ```
@@ -70,10 +71,13 @@ pub enum ToWorker {
         #[serde(default)]
         helpers: u32,
     },
-    /// A piece of another worker's file to parse; its text beside the message.
+    /// A piece of another worker's file to parse; its text beside the message, or with `range`
+    /// the `File` itself, of which the piece is bytes `[from, to)` (read here).
     Parse {
         file: FileId,
         index: u32,
+        #[serde(default)]
+        range: Option<(u64, u64)>,
     },
     /// A piece of this worker's file, parsed elsewhere: its columns beside the message
     /// (`ok` false: the piece could not be parsed alone, so the file is read serially).
@@ -183,10 +187,13 @@ pub enum FromWorker {
         req: u32,
         answer: Answer,
     },
-    /// A piece of the file this worker reads, for another worker to parse (text beside it).
+    /// A piece of the file this worker reads, for another worker to parse: its text beside it,
+    /// or with `range` the `File`, of which the piece is bytes `[from, to)`.
     Piece {
         file: FileId,
         index: u32,
+        #[serde(default)]
+        range: Option<(u64, u64)>,
     },
     /// A piece parsed for another worker: its columns beside it, or nothing when `ok` is false.
     Parsed {

@@ -12,7 +12,7 @@ use std::rc::Rc;
 use js_sys::{Array, Reflect, Uint8Array};
 use rankscope_core::model::RankTrace;
 use rankscope_core::normalize::Rules;
-use rankscope_core::parse::{split, wire, CutSizes, Cutout, FileIngest};
+use rankscope_core::parse::{split, wire, CutSizes, Cutout, FileIngest, TraceParser};
 use rankscope_core::synth::{self, SynthConfig};
 use rankscope_core::view::RankView;
 use wasm_bindgen::prelude::*;
@@ -73,6 +73,14 @@ fn post(m: &FromWorker) {
     }
 }
 
+/// Posts `m` with `v` beside it (cloned: a `File` is a handle, its bytes are not copied).
+fn post_with(m: &FromWorker, v: &JsValue) {
+    let msg = Array::of2(&JsValue::from_str(&encode(m)), v);
+    if let Err(e) = scope().post_message(&msg) {
+        web_sys::console::error_2(&"rankscope worker: cannot post".into(), &e);
+    }
+}
+
 /// Posts `m` with a copy of `bytes` beside it, transferred (not copied again).
 fn post_with_bytes(m: &FromWorker, bytes: &[u8]) {
     let data = Uint8Array::from(bytes);
@@ -117,9 +125,16 @@ fn handle(state: &Rc<RefCell<State>>, m: ToWorker, extra: JsValue) {
                     Err(x) => (x.dyn_into::<web_sys::ReadableStream>().ok().map(Source::stream), None),
                 };
                 let helpers = if again.is_some() { helpers } else { 0 };
-                let mut result = match source {
-                    Some(s) => read_file(&st, file, &name, s, helpers).await,
-                    None => Err(format!("{name}: no file was sent")),
+                // A plain trace on several workers: each reads its own ranges of the file.
+                let ranged = match (&again, helpers) {
+                    (Some(f), 1..) => read_ranges(&st, file, &name, f, helpers).await,
+                    _ => Ok(None),
+                };
+                let mut result = match (ranged, source) {
+                    (Ok(Some(outcome)), _) => Ok(outcome),
+                    (Err(e), _) => Err(e),
+                    (Ok(None), Some(s)) => read_file(&st, file, &name, s, helpers).await,
+                    (Ok(None), None) => Err(format!("{name}: no file was sent")),
                 };
                 if let (Ok(Outcome::Again), Some(f)) = (&result, again) {
                     // The pieces left a doubt (damage, `B`/`E` pairs, a seam inside a string):
@@ -130,14 +145,25 @@ fn handle(state: &Rc<RefCell<State>>, m: ToWorker, extra: JsValue) {
                 finish(&st, file, result);
             });
         }
-        ToWorker::Parse { file, index } => {
-            let columns = extra
-                .dyn_into::<Uint8Array>()
-                .ok()
-                .and_then(|b| split::parse_piece("piece", &b.to_vec()))
-                .and_then(|t| wire::encode_piece(&t));
-            let ok = columns.is_some();
-            post_with_bytes(&FromWorker::Parsed { file, index, ok }, columns.as_deref().unwrap_or(&[]));
+        ToWorker::Parse { file, index, range } => {
+            let reply = move |piece: Option<RankTrace>| {
+                let columns = piece.and_then(|t| wire::encode_piece(&t));
+                let ok = columns.is_some();
+                post_with_bytes(&FromWorker::Parsed { file, index, ok }, columns.as_deref().unwrap_or(&[]));
+            };
+            match (range, extra.dyn_into::<web_sys::File>()) {
+                // A range of a plain file: read here, so no one worker reads the whole file.
+                (Some((from, to)), Ok(f)) => {
+                    spawn_local(async move { reply(read_piece(&f, from, to).await) })
+                }
+                (_, Ok(_)) => reply(None),
+                (_, Err(extra)) => reply(
+                    extra
+                        .dyn_into::<Uint8Array>()
+                        .ok()
+                        .and_then(|b| split::parse_piece("piece", &b.to_vec())),
+                ),
+            }
         }
         ToWorker::Parsed { file, index, ok } => {
             let piece = extra
@@ -397,7 +423,7 @@ impl Feeder {
             if out(state) < self.away {
                 state.borrow_mut().splits.entry(self.file).or_default().out += 1;
                 self.handed += 1;
-                post_with_bytes(&FromWorker::Piece { file: self.file, index }, &piece);
+                post_with_bytes(&FromWorker::Piece { file: self.file, index, range: None }, &piece);
             } else {
                 let parsed = split::parse_piece("piece", &piece);
                 drop(piece);
@@ -431,23 +457,28 @@ fn is_cancelled(state: &Rc<RefCell<State>>, file: FileId) -> bool {
     state.borrow().cancelled.contains(&file)
 }
 
-/// Bytes of a `File` read in this many at a time: `File.slice().arrayBuffer()` in 16 MiB slices
-/// reads a file about twice as fast as `File.stream()`'s chunks (0.39 s against 0.81 s for
-/// 405 MB in Chromium, BENCHMARKS.md), and 4 MiB slices are slower than the stream.
+/// Bytes of a `File` read in this many at a time by `File.slice().arrayBuffer()`: as fast as
+/// `File.stream()` or up to twice as fast (BENCHMARKS.md), while 4 MiB slices are slower; and a
+/// slice can start anywhere, so helpers read their own ranges ([`read_ranges`]).
 const SLICE_BYTES: f64 = (16 << 20) as f64;
 
 /// Where a load's bytes come from.
 enum Source {
     /// A `File`, in [`SLICE_BYTES`] slices; the next slice is asked for before the one just read
     /// is parsed, so reading overlaps parsing.
-    File { file: web_sys::File, at: f64, next: Option<JsFuture> },
+    File { file: web_sys::File, at: f64, end: f64, next: Option<JsFuture> },
     /// A host page's `ReadableStream`, chunk by chunk.
     Stream(ReadableStreamDefaultReader),
 }
 
 impl Source {
     fn file(f: &web_sys::File) -> Source {
-        Source::File { file: f.clone(), at: 0.0, next: None }
+        Source::range(f, 0, f.size() as u64)
+    }
+
+    /// Bytes `[from, to)` of `f`.
+    fn range(f: &web_sys::File, from: u64, to: u64) -> Source {
+        Source::File { file: f.clone(), at: from as f64, end: (to as f64).min(f.size()), next: None }
     }
 
     fn stream(s: web_sys::ReadableStream) -> Source {
@@ -457,7 +488,7 @@ impl Source {
     /// The file's length, when it is a `File`.
     fn len(&self) -> u64 {
         match self {
-            Source::File { file, .. } => file.size() as u64,
+            Source::File { at, end, .. } => (*end - *at).max(0.0) as u64,
             Source::Stream(_) => 0,
         }
     }
@@ -465,8 +496,8 @@ impl Source {
     /// The next bytes, or `None` at the end.
     async fn next(&mut self) -> Result<Option<Uint8Array>, JsValue> {
         match self {
-            Source::File { file, at, next } => {
-                let size = file.size();
+            Source::File { file, at, end, next } => {
+                let size = *end;
                 let ask = |from: f64| -> Result<Option<JsFuture>, JsValue> {
                     if from >= size {
                         return Ok(None);
@@ -585,21 +616,8 @@ async fn gather(state: &Rc<RefCell<State>>, file: FileId, feeder: Feeder) -> Res
         Ok(Cutout::Doubt) => return Ok(Outcome::Again),
         Ok(Cutout::Cut { frame, text_bytes, input_bytes, .. }) => (frame, text_bytes, input_bytes),
     };
-    loop {
-        if is_cancelled(state, file) {
-            return Ok(Outcome::Cancelled);
-        }
-        // Woken by the `Parsed` handler (or a cancel) rather than polling.
-        let mut wait = None;
-        if let Some(s) = state.borrow_mut().splits.get_mut(&file).filter(|s| s.out > 0 && !s.doubt) {
-            wait = Some(js_sys::Promise::new(&mut |resolve, _| s.wake = Some(resolve)));
-        }
-        match wait {
-            Some(p) => {
-                let _ = JsFuture::from(p).await;
-            }
-            None => break,
-        }
+    if !pieces_back(state, file).await {
+        return Ok(Outcome::Cancelled);
     }
     let split = state.borrow_mut().splits.remove(&file).unwrap_or_default();
     let (Some(merger), false) = (split.merger, split.doubt) else {
@@ -612,6 +630,179 @@ async fn gather(state: &Rc<RefCell<State>>, file: FileId, feeder: Feeder) -> Res
         }
         None => Outcome::Again,
     })
+}
+
+/// Waits until no piece of `file` is away (or one doubts); false when the load was cancelled.
+async fn pieces_back(state: &Rc<RefCell<State>>, file: FileId) -> bool {
+    loop {
+        if is_cancelled(state, file) {
+            return false;
+        }
+        // Woken by the `Parsed` handler (or a cancel) rather than polling.
+        let mut wait = None;
+        if let Some(s) = state.borrow_mut().splits.get_mut(&file).filter(|s| s.out > 0 && !s.doubt) {
+            wait = Some(js_sys::Promise::new(&mut |resolve, _| s.wake = Some(resolve)));
+        }
+        match wait {
+            Some(p) => {
+                let _ = JsFuture::from(p).await;
+            }
+            None => return true,
+        }
+    }
+}
+
+/// Pieces of a plain file read by ranges are about this long.
+const RANGE_PIECE_BYTES: u64 = 8 << 20;
+
+/// Feeds bytes `[from, to)` of `f` to `feed`, slice by slice; false when they could not all be
+/// read.
+async fn feed_range(f: &web_sys::File, from: u64, to: u64, feed: &mut dyn FnMut(&[u8])) -> bool {
+    let mut source = Source::range(f, from, to);
+    let mut buf = Vec::new();
+    let mut n = 0u64;
+    loop {
+        match source.next().await {
+            Ok(Some(v)) => {
+                buf.resize(v.length() as usize, 0);
+                v.copy_to(&mut buf);
+                n += buf.len() as u64;
+                feed(&buf);
+            }
+            Ok(None) => return n == to.saturating_sub(from),
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Bytes `[from, to)` of `f`, whole.
+async fn read_bytes(f: &web_sys::File, from: u64, to: u64) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    feed_range(f, from, to, &mut |b| out.extend_from_slice(b)).await.then_some(out)
+}
+
+/// A middle piece read from its range and parsed alone ([`split::parse_piece`]'s result).
+async fn read_piece(f: &web_sys::File, from: u64, to: u64) -> Option<RankTrace> {
+    let mut p = TraceParser::new("piece");
+    p.feed(b"[");
+    if !feed_range(f, from, to, &mut |b| p.feed(b)).await {
+        return None;
+    }
+    p.feed(b"]");
+    p.finish().ok()
+}
+
+/// The seam at or after byte `at` (`(end, start)` in the file), looked for in 64 KiB, then 1 MiB.
+async fn seam_at(f: &web_sys::File, at: u64, len: u64) -> Option<(u64, u64)> {
+    for w in [64u64 << 10, 1 << 20] {
+        let window = read_bytes(f, at, (at + w).min(len)).await?;
+        if let Some((end, start)) = split::find_seam(&window) {
+            return Some((at + end as u64, at + start as u64));
+        }
+        if at + w >= len {
+            return None;
+        }
+    }
+    None
+}
+
+/// One plain trace read on every worker, each reading its own ranges of the `File` (as the
+/// native host reads at offsets), so no single read bounds the file: the cuts are planned from
+/// the length ([`split::plan_cuts`]) and moved to seams; this worker parses the frame's head,
+/// hands each middle range to another worker while fewer than two per helper are away (else
+/// parses it itself), parses the frame's tail and closes the merge. `Ok(None)`: not a plain
+/// trace, or no seam where one was due, before anything was handed on (the cutting read takes
+/// it); a doubt after that is [`Outcome::Again`].
+async fn read_ranges(
+    state: &Rc<RefCell<State>>,
+    file: FileId,
+    name: &str,
+    f: &web_sys::File,
+    helpers: u32,
+) -> Result<Option<Outcome>, String> {
+    let len = f.size() as u64;
+    let Some(first) = read_bytes(f, 0, (SNIFF_BYTES as u64).min(len)).await else { return Ok(None) };
+    let plain = matches!(first.iter().find(|b| !b.is_ascii_whitespace()), Some(b'{' | b'['));
+    if !plain || !sniff(&first).is_empty() {
+        return Ok(None);
+    }
+    let mut seams: Vec<(u64, u64)> = Vec::new();
+    for c in split::plan_cuts(len, u64::from(helpers) + 1, RANGE_PIECE_BYTES) {
+        let Some(seam) = seam_at(f, c, len).await else { return Ok(None) };
+        if seams.last().is_some_and(|&(_, s)| seam.0 <= s) {
+            continue;
+        }
+        seams.push(seam);
+    }
+    let (Some(&head), Some(&tail)) = (seams.first(), seams.last()) else { return Ok(None) };
+    if seams.len() < 3 {
+        return Ok(None);
+    }
+    let mut p = TraceParser::new(name);
+    if !feed_range(f, 0, head.1, &mut |b| p.feed(b)).await {
+        return Ok(None);
+    }
+    let Some(mut merger) = p.mark().and_then(|m| split::Merger::new(p.tables(), m)) else { return Ok(None) };
+    merger.expect_text_bytes(len);
+    state.borrow_mut().splits.insert(file, Split { merger: Some(merger), ..Split::default() });
+    let (away, n) = (helpers.saturating_mul(2), seams.len() - 1);
+    let (mut handed, mut done, mut events, mut last_post) = (0u32, head.1, 0u64, 0.0);
+    let out = |st: &Rc<RefCell<State>>| st.borrow().splits.get(&file).map_or((0, true), |s| (s.out, s.doubt));
+    for (i, w) in seams.windows(2).enumerate() {
+        let (from, to) = (w[0].1, w[1].0);
+        if out(state).0 >= away {
+            yield_task().await;
+        }
+        if is_cancelled(state, file) {
+            return Ok(Some(Outcome::Cancelled));
+        }
+        if out(state).1 {
+            return Ok(Some(Outcome::Again));
+        }
+        if out(state).0 < away {
+            if let Some(s) = state.borrow_mut().splits.get_mut(&file) {
+                s.out += 1;
+            }
+            handed += 1;
+            post_with(&FromWorker::Piece { file, index: i as u32, range: Some((from, to)) }, f);
+        } else {
+            let piece = read_piece(f, from, to).await;
+            events += piece.as_ref().map_or(0, |t| t.events.len() as u64);
+            if let Some(s) = state.borrow_mut().splits.get_mut(&file) {
+                s.take(i as u32, piece);
+            }
+        }
+        done += to - from;
+        let t = now_ms();
+        if t - last_post >= PROGRESS_MS {
+            last_post = t;
+            let workers = 1 + handed.min(helpers);
+            post(&FromWorker::Progress {
+                file,
+                phase: Phase::Reading,
+                input_bytes: done,
+                text_bytes: done,
+                events,
+                workers,
+            });
+        }
+    }
+    if !feed_range(f, tail.1, len, &mut |b| p.feed(b)).await {
+        return Ok(Some(Outcome::Again));
+    }
+    let Ok(frame) = p.finish() else { return Ok(Some(Outcome::Again)) };
+    if !pieces_back(state, file).await {
+        return Ok(Some(Outcome::Cancelled));
+    }
+    let split = state.borrow_mut().splits.remove(&file).unwrap_or_default();
+    let (Some(merger), false) = (split.merger, split.doubt) else { return Ok(Some(Outcome::Again)) };
+    Ok(Some(match merger.finish(frame, n, len) {
+        Some(mut t) => {
+            t.input_bytes = len;
+            Outcome::Trace(Box::new(t), 1 + handed.min(helpers))
+        }
+        None => Outcome::Again,
+    }))
 }
 
 /// Resolves in a new task (after the messages already queued are handled): a message to itself

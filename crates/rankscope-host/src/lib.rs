@@ -318,14 +318,8 @@ pub fn read_trace_split(
         return None;
     }
     let block = env_num("RANKSCOPE_CUT_BLOCK_BYTES").unwrap_or(PIECE_BYTES).max(1);
-    let pieces = (threads as u64).max(len / block);
-    let head = (len / (8 * pieces)).min(1 << 20);
-    let mut cuts = vec![head];
-    let body = len - 2 * head;
-    cuts.extend((1..pieces).map(|i| head + body / pieces * i));
-    cuts.push(len - head);
     let mut seams: Vec<(u64, u64)> = Vec::new();
-    for &c in &cuts {
+    for c in split::plan_cuts(len, threads as u64, block) {
         let seam = seam_at(&f, c)?;
         if seams.last().is_some_and(|&(_, s)| seam.0 <= s) {
             // Cuts closer than the events are long: fewer pieces.

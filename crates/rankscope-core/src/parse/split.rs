@@ -50,6 +50,20 @@ pub fn find_seam(window: &[u8]) -> Option<(usize, usize)> {
     None
 }
 
+/// Where a host that can read a file at offsets cuts it (before each cut is moved to the seam
+/// [`find_seam`] finds at or after it): a short head for the frame (at most 1 MiB, so its `M`
+/// metadata and the start of `traceEvents` are in it), `max(threads, len / block)` pieces of
+/// the body, and as long a tail. The first and last cuts bound the frame's head and tail.
+pub fn plan_cuts(len: u64, threads: u64, block: u64) -> Vec<u64> {
+    let pieces = threads.max(len / block.max(1)).max(1);
+    let head = (len / (8 * pieces)).min(1 << 20);
+    let body = len.saturating_sub(2 * head);
+    let mut cuts = vec![head];
+    cuts.extend((1..pieces).map(|i| head + body / pieces * i));
+    cuts.push(len - head);
+    cuts
+}
+
 /// Sizes a [`Cutter`] works with (text bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CutSizes {
