@@ -291,17 +291,19 @@ impl EventTable {
         }
     }
 
-    /// Reorders every column but `ts_ns`, `dur_ns` and `lane` by `perm` (row `k` of the result
-    /// is old row `perm[k]`); the time sort writes those three from its sorted keys.
-    pub(crate) fn permute_except_key(&mut self, perm: &[u32]) {
+    /// Reorders every column by `perm` (row `k` of the result is old row `perm[k]`).
+    pub(crate) fn permute(&mut self, perm: &[u32]) {
         fn apply<T: Copy>(v: &mut Vec<T>, perm: &[u32]) {
             if v.len() == perm.len() {
                 *v = perm.iter().map(|&i| v[i as usize]).collect();
             }
         }
         apply(&mut self.kind, perm);
+        apply(&mut self.ts_ns, perm);
+        apply(&mut self.dur_ns, perm);
         apply(&mut self.name, perm);
         apply(&mut self.cat, perm);
+        apply(&mut self.lane, perm);
         apply(&mut self.correlation, perm);
         apply(&mut self.external_id, perm);
         apply(&mut self.args, perm);

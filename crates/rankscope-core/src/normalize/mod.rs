@@ -157,25 +157,15 @@ fn sort_rows(t: &mut RankTrace) {
     }) {
         return;
     }
-    // The sort key of every row in one vector: comparisons read one contiguous record instead
-    // of three columns at random, and the sorted keys give three columns back without a gather.
-    // `!dur` orders longer first without overflow; the row number makes every key distinct, so
-    // any sort gives the same order (the stable one keeps the runs a trace is already made of).
-    let mut keys: Vec<(i64, i64, LaneId, u32)> =
-        (0..e.len()).map(|i| (e.ts_ns[i], !e.dur_ns[i], e.lane[i], i as u32)).collect();
-    keys.sort();
-    for (p, k) in perm.iter_mut().zip(&keys) {
-        *p = k.3;
-    }
+    perm.sort_by_key(|&i| {
+        let i = i as usize;
+        (e.ts_ns[i], std::cmp::Reverse(e.dur_ns[i]), e.lane[i], i)
+    });
     let mut inverse = vec![0u32; perm.len()];
     for (new, &old) in perm.iter().enumerate() {
         inverse[old as usize] = new as u32;
     }
-    t.events.permute_except_key(&perm);
-    t.events.ts_ns = keys.iter().map(|k| k.0).collect();
-    t.events.dur_ns = keys.iter().map(|k| !k.1).collect();
-    t.events.lane = keys.iter().map(|k| k.2).collect();
-    drop(keys);
+    t.events.permute(&perm);
     for ev in &mut t.comm.event {
         if let Some(&n) = inverse.get(ev.0 as usize) {
             *ev = EventIdx(n);
