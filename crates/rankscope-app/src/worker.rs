@@ -41,6 +41,8 @@ struct Split {
     doubt: bool,
     /// Pieces handed on and not back yet.
     out: u32,
+    /// Events of the pieces taken so far (for the progress shown while reading).
+    events: u64,
     /// Resolves the reader's wait in [`gather`]: called when a piece comes back or the load is
     /// cancelled.
     wake: Option<js_sys::Function>,
@@ -50,7 +52,10 @@ impl Split {
     /// Takes piece `index`, parsed here or elsewhere (`None`: it could not be parsed alone).
     fn take(&mut self, index: u32, piece: Option<RankTrace>) {
         match (piece, self.merger.as_mut()) {
-            (Some(p), Some(m)) if !self.doubt => m.push(index as usize, p),
+            (Some(p), Some(m)) if !self.doubt => {
+                self.events += p.events.len() as u64;
+                m.push(index as usize, p)
+            }
             _ => self.doubt = true,
         }
     }
@@ -746,7 +751,7 @@ async fn read_ranges(
     merger.expect_text_bytes(len);
     state.borrow_mut().splits.insert(file, Split { merger: Some(merger), ..Split::default() });
     let (away, n) = (helpers.saturating_mul(2), seams.len() - 1);
-    let (mut handed, mut done, mut events, mut last_post) = (0u32, head.1, 0u64, 0.0);
+    let (mut handed, mut done, mut last_post) = (0u32, head.1, 0.0);
     let out = |st: &Rc<RefCell<State>>| st.borrow().splits.get(&file).map_or((0, true), |s| (s.out, s.doubt));
     for (i, w) in seams.windows(2).enumerate() {
         let (from, to) = (w[0].1, w[1].0);
@@ -767,7 +772,6 @@ async fn read_ranges(
             post_with(&FromWorker::Piece { file, index: i as u32, range: Some((from, to)) }, f);
         } else {
             let piece = read_piece(f, from, to).await;
-            events += piece.as_ref().map_or(0, |t| t.events.len() as u64);
             if let Some(s) = state.borrow_mut().splits.get_mut(&file) {
                 s.take(i as u32, piece);
             }
@@ -777,6 +781,7 @@ async fn read_ranges(
         if t - last_post >= PROGRESS_MS {
             last_post = t;
             let workers = 1 + handed.min(helpers);
+            let events = p.events_so_far() + state.borrow().splits.get(&file).map_or(0, |s| s.events);
             post(&FromWorker::Progress {
                 file,
                 phase: Phase::Reading,
