@@ -47,6 +47,30 @@ async function start() {
   note('warning', warning);
 }
 
+// The workers' wasm, compiled once on the page (streaming, while it downloads) and handed to
+// every worker as its first message (www/worker_loader.js): with a separate fetch and compile per
+// worker, V8 compiled the same module again in each, and again optimised its hot functions in
+// each, CPU a load on a few cores could not spare (BENCHMARKS.md). When it cannot compile here
+// (a wrong MIME type only slows it; anything else), a worker is given the URL and loads it itself,
+// reporting what goes wrong as before.
+const WORKER_WASM = new URL('./worker_bg.wasm', import.meta.url);
+let workerModule = null;
+function compiledWorker() {
+  workerModule ??= WebAssembly.compileStreaming(fetch(WORKER_WASM))
+    .catch(() => fetch(WORKER_WASM).then((r) => r.arrayBuffer()).then((b) => WebAssembly.compile(b)))
+    .catch((e) => {
+      console.warn(`rankscope: the workers' wasm did not compile on the page (${e.message ?? e}); each worker loads it`);
+      return WORKER_WASM.href;
+    });
+  return workerModule;
+}
+globalThis.rankscopeWorker = () => {
+  const w = new Worker(new URL('./worker_loader.js', import.meta.url));
+  compiledWorker().then((m) => w.postMessage(m));
+  return w;
+};
+compiledWorker();
+
 start().catch((e) => {
   console.error('rankscope could not start:', e);
   note('failed', `rankscope could not start: ${e.message ?? e}`);

@@ -2,9 +2,9 @@
 //! (`?embed=1` or `#embed`), which origins it trusts (`?origin=…`, repeatable or
 //! comma-separated; its own origin always), and which Perfetto UI "Open in Perfetto" posts to
 //! (`?perfetto=URL`, else the one the user set last, else <https://ui.perfetto.dev>). Also how a
-//! worker starts: `./worker_loader.js` beside the page, or, in the single-file build, whatever
-//! its boot script offers as `globalThis.rankscopeWorker()` (a Worker from a Blob URL, handed
-//! the compiled wasm).
+//! worker starts: from whatever the boot script offers as `globalThis.rankscopeWorker()`, a
+//! Worker handed the worker's wasm compiled once by the page (`www/boot.js`: from
+//! `./worker_loader.js` beside the page; the single-file build: from a Blob URL).
 //!
 //! Every URL the app uses is relative to the page, so `dist/` works under any path prefix.
 
@@ -147,13 +147,17 @@ fn decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Starts a worker: the single-file build's factory when there is one, else the loader beside
-/// the page (a relative URL: any path prefix works).
+/// Starts a worker: the boot script's factory when there is one, else the loader beside the
+/// page (a relative URL: any path prefix works), told to load the wasm itself.
 pub fn new_worker() -> Result<Worker, JsValue> {
     let f = js_sys::Reflect::get(&js_sys::global(), &"rankscopeWorker".into())?;
     match f.dyn_ref::<js_sys::Function>() {
         Some(f) => f.call0(&JsValue::NULL)?.dyn_into::<Worker>(),
-        None => Worker::new("./worker_loader.js"),
+        None => {
+            let w = Worker::new("./worker_loader.js")?;
+            w.post_message(&"./worker_bg.wasm".into())?;
+            Ok(w)
+        }
     }
 }
 

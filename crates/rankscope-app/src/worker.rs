@@ -686,26 +686,19 @@ async fn read_bytes(f: &web_sys::File, from: u64, to: u64) -> Option<Vec<u8>> {
     feed_range(f, from, to, &mut |b| out.extend_from_slice(b)).await.then_some(out)
 }
 
-/// A middle piece read from its range and parsed alone ([`split::parse_piece`]'s result).
+/// A middle piece read from its range and parsed as it arrives ([`split::PieceParser`]).
 async fn read_piece(f: &web_sys::File, from: u64, to: u64) -> Option<RankTrace> {
-    let mut p = TraceParser::new("piece");
-    p.feed(b"[");
-    if !feed_range(f, from, to, &mut |b| p.feed(b)).await {
-        return None;
-    }
-    p.feed(b"]");
-    p.finish().ok()
+    let mut p = split::PieceParser::new("piece");
+    feed_range(f, from, to, &mut |b| p.feed(b)).await.then_some(())?;
+    p.finish()
 }
 
-/// The seam at or after byte `at` (`(end, start)` in the file), looked for in 64 KiB, then 1 MiB.
+/// The seam at or after byte `at` ([`split::seam_windows`]).
 async fn seam_at(f: &web_sys::File, at: u64, len: u64) -> Option<(u64, u64)> {
-    for w in [64u64 << 10, 1 << 20] {
-        let window = read_bytes(f, at, (at + w).min(len)).await?;
-        if let Some((end, start)) = split::find_seam(&window) {
-            return Some((at + end as u64, at + start as u64));
-        }
-        if at + w >= len {
-            return None;
+    for (from, to) in split::seam_windows(at, len) {
+        let window = read_bytes(f, from, to).await?;
+        if let Some(seam) = split::seam_in(&window, from) {
+            return Some(seam);
         }
     }
     None

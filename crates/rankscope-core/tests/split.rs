@@ -113,8 +113,10 @@ fn random_seams_give_the_serial_tables() {
 fn merger_parse(bytes: &[u8], cuts: &[usize], chunk: usize, rng: &mut Rng) -> Option<RankTrace> {
     let mut seams: Vec<(usize, usize)> = Vec::new();
     for &c in cuts {
-        let (end, start) = split::find_seam(&bytes[c..bytes.len().min(c + (1 << 20))])?;
-        let seam = (c + end, c + start);
+        let len = bytes.len() as u64;
+        let seam = split::seam_windows(c as u64, len)
+            .find_map(|(from, to)| split::seam_in(&bytes[from as usize..to as usize], from))
+            .map(|(end, start)| (end as usize, start as usize))?;
         if seams.last().is_some_and(|&(_, s)| seam.0 <= s) {
             return None;
         }
@@ -130,7 +132,12 @@ fn merger_parse(bytes: &[u8], cuts: &[usize], chunk: usize, rng: &mut Rng) -> Op
     };
     let mut pieces: Vec<(usize, RankTrace)> = Vec::new();
     for (i, w) in seams.windows(2).enumerate() {
-        pieces.push((i, split::parse_piece("t", &bytes[w[0].1..w[1].0])?));
+        // Each piece parsed as its reads arrive, as a host reading its own range does.
+        let mut p = split::PieceParser::new("t");
+        for c in bytes[w[0].1..w[1].0].chunks(chunk) {
+            p.feed(c);
+        }
+        pieces.push((i, p.finish()?));
     }
     let n = pieces.len();
     for i in (1..n).rev() {
@@ -248,6 +255,20 @@ fn seams_are_found_between_elements_only() {
     assert_eq!(split::find_seam(b"1] , {2"), None);
     assert_eq!(split::find_seam(b"}{"), None);
     assert_eq!(split::find_seam(b"a,b},{"), Some((4, 5)));
+    assert_eq!(split::seam_in(b"1}, {2", 100), Some((102, 104)));
+}
+
+#[test]
+fn seam_windows_widen_once_and_stop_at_the_end() {
+    let w: Vec<_> = split::seam_windows(10, 10 << 20).collect();
+    assert_eq!(w, [(10, 10 + (64 << 10)), (10, 10 + (1 << 20))]);
+    // The first window reaches the end: nothing wider to look in.
+    assert_eq!(split::seam_windows(10, 1000).collect::<Vec<_>>(), [(10, 1000)]);
+    assert_eq!(
+        split::seam_windows(100 << 10, 200 << 10).collect::<Vec<_>>(),
+        [(100 << 10, 164 << 10), (100 << 10, 200 << 10)]
+    );
+    assert_eq!(split::seam_windows(1000, 1000).count(), 0);
 }
 
 /// A cutting ingest over `bytes` fed in `chunk`-byte reads, its pieces parsed alone and merged:

@@ -149,9 +149,6 @@ fn read_chunks(
 /// splitting off.
 const SPLIT_MIN_BYTES: u64 = 64 << 20;
 
-/// Bytes searched for a seam after each cut point.
-const SEAM_WINDOW: usize = 1 << 20;
-
 fn env_num(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
 }
@@ -196,19 +193,17 @@ const PIECE_READ_BYTES: usize = 1 << 20;
 /// back (and the workers idle) before handing them on.
 const CUT_READ_BYTES: usize = 256 << 10;
 
-/// The first seam at or after `at`: looked for in 64 KiB (events are a few hundred bytes), then
-/// in [`SEAM_WINDOW`].
-fn seam_at(f: &std::fs::File, at: u64) -> Option<(u64, u64)> {
+/// The first seam at or after `at` in a `len`-byte file ([`split::seam_windows`]).
+///
+/// [`split::seam_windows`]: rankscope_core::parse::split::seam_windows
+fn seam_at(f: &std::fs::File, at: u64, len: u64) -> Option<(u64, u64)> {
     use rankscope_core::parse::split;
     use std::os::unix::fs::FileExt;
-    for w in [64 << 10, SEAM_WINDOW] {
-        let mut window = vec![0u8; w];
-        let n = f.read_at(&mut window, at).ok()?;
-        if let Some((end, start)) = split::find_seam(&window[..n]) {
-            return Some((at + end as u64, at + start as u64));
-        }
-        if n < w {
-            return None;
+    for (from, to) in split::seam_windows(at, len) {
+        let mut window = vec![0u8; usize::try_from(to - from).ok()?];
+        f.read_exact_at(&mut window, from).ok()?;
+        if let Some(seam) = split::seam_in(&window, from) {
+            return Some(seam);
         }
     }
     None
@@ -320,7 +315,7 @@ pub fn read_trace_split(
     let block = env_num("RANKSCOPE_CUT_BLOCK_BYTES").unwrap_or(PIECE_BYTES).max(1);
     let mut seams: Vec<(u64, u64)> = Vec::new();
     for c in split::plan_cuts(len, threads as u64, block) {
-        let seam = seam_at(&f, c)?;
+        let seam = seam_at(&f, c, len)?;
         if seams.last().is_some_and(|&(_, s)| seam.0 <= s) {
             // Cuts closer than the events are long: fewer pieces.
             continue;

@@ -50,6 +50,26 @@ pub fn find_seam(window: &[u8]) -> Option<(usize, usize)> {
     None
 }
 
+/// The windows a host that reads a file at offsets searches, in turn, for the seam at or after
+/// byte `at` of a `len`-byte file: 64 KiB first (events are a few hundred bytes), then
+/// [`SEAM_SEARCH`] (an event's stack or arguments can be long), each clipped at the end of the
+/// file. Look in each with [`seam_in`]; when none has a seam, there is no cut there.
+pub fn seam_windows(at: u64, len: u64) -> impl Iterator<Item = (u64, u64)> {
+    let mut last = false;
+    [64 << 10, SEAM_SEARCH as u64].into_iter().map_while(move |w| {
+        let to = at.saturating_add(w).min(len);
+        (!last && at < to).then(|| {
+            last = to == len;
+            (at, to)
+        })
+    })
+}
+
+/// [`find_seam`] in `window`, the file's bytes from `from` on, as offsets in the file.
+pub fn seam_in(window: &[u8], from: u64) -> Option<(u64, u64)> {
+    find_seam(window).map(|(end, start)| (from + end as u64, from + start as u64))
+}
+
 /// Where a host that can read a file at offsets cuts it (before each cut is moved to the seam
 /// [`find_seam`] finds at or after it): a short head for the frame (at most 1 MiB, so its `M`
 /// metadata and the start of `traceEvents` are in it), `max(threads, len / block)` pieces of
@@ -254,7 +274,8 @@ impl Cutter {
     }
 }
 
-/// The most text after the head searched for the first seam (as the host's [`find_seam`] window).
+/// The most text searched for a seam: after the head for the first one, and by
+/// [`seam_windows`]' second window.
 const SEAM_SEARCH: usize = 1 << 20;
 /// How far back a new search starts from the end of the last one: more than a seam's blanks.
 const SEAM_OVERLAP: usize = 4096;
@@ -414,13 +435,35 @@ fn add_counts(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
 }
 
 /// Parses one middle piece alone, as `[` piece `]` (a bare array of events); `None` when it
-/// is not one.
+/// is not one. [`PieceParser`] at once.
 pub fn parse_piece(source_name: &str, piece: &[u8]) -> Option<RankTrace> {
-    let mut p = super::TraceParser::new(source_name);
-    p.feed(b"[");
+    let mut p = PieceParser::new(source_name);
     p.feed(piece);
-    p.feed(b"]");
-    p.finish().ok()
+    p.finish()
+}
+
+/// A middle piece parsed as its bytes arrive, for a host that reads the piece itself (from its
+/// range of the file) rather than being handed it whole: what [`parse_piece`] gives for all
+/// the bytes fed.
+#[derive(Debug)]
+pub struct PieceParser(super::TraceParser);
+
+impl PieceParser {
+    pub fn new(source_name: &str) -> Self {
+        let mut p = super::TraceParser::new(source_name);
+        p.feed(b"[");
+        PieceParser(p)
+    }
+
+    pub fn feed(&mut self, bytes: &[u8]) {
+        self.0.feed(bytes);
+    }
+
+    /// The piece's columns; `None` when the bytes were not a run of whole events.
+    pub fn finish(mut self) -> Option<RankTrace> {
+        self.0.feed(b"]");
+        self.0.finish().ok()
+    }
 }
 
 /// Merges the frame (head and tail, marked between them) and the middle pieces (in file order)
