@@ -147,17 +147,15 @@ fn decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Starts a worker: the boot script's factory when there is one, else the loader beside the
-/// page (a relative URL: any path prefix works), told to load the wasm itself.
+/// Starts a worker with the boot script's factory (`www/boot.js`, or the single-file build's),
+/// which hands it the compiled wasm. Both builds define it before the app starts.
 pub fn new_worker() -> Result<Worker, JsValue> {
     let f = js_sys::Reflect::get(&js_sys::global(), &"rankscopeWorker".into())?;
     match f.dyn_ref::<js_sys::Function>() {
         Some(f) => f.call0(&JsValue::NULL)?.dyn_into::<Worker>(),
-        None => {
-            let w = Worker::new("./worker_loader.js")?;
-            w.post_message(&"./worker_bg.wasm".into())?;
-            Ok(w)
-        }
+        None => Err(JsValue::from_str(
+            "rankscope's boot script did not run (no globalThis.rankscopeWorker): no worker can start",
+        )),
     }
 }
 

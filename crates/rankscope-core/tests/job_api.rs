@@ -248,7 +248,8 @@ impl rankscope_core::join::Join for TwoThreads {
     }
 }
 
-/// A part computed with its passes on two threads is the serial part, and so is the job.
+/// The ranks normalized and their parts computed side by side (`join::map`), and a part with its
+/// passes on two threads, give the serial parts and the serial job.
 #[test]
 fn parts_on_two_threads_equal_the_serial_parts() {
     let opts = Options::default();

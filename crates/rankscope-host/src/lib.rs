@@ -14,7 +14,7 @@ use rankscope_core::inspect::FailedFile;
 pub use rankscope_core::job::InputKind;
 use rankscope_core::job::{self, JobOutput, Text, TextRef};
 use rankscope_core::model::RankTrace;
-use rankscope_core::normalize::{assemble, Job, Rules};
+use rankscope_core::normalize::{assemble, assemble_with, Job, Rules};
 use rankscope_core::parse::FileIngest;
 
 /// One input file, and whether it was found by walking a folder (rather than named).
@@ -485,22 +485,39 @@ fn parse_threads() -> usize {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
-/// The core's independent passes ([`rankscope_core::join::Join`]) on two threads: `b` on a new
-/// scoped thread while this one runs `a`.
+/// The core's independent work ([`rankscope_core::join::Join`]) on the host's threads: `b` on a
+/// new scoped thread while this one runs `a`, as long as fewer joins' threads run than
+/// [`parse_threads`] leaves spare; past that, `b` after `a` on this thread (so joins nested in
+/// joins, a rank's passes inside the ranks' map, never start more threads than cores).
 #[derive(Debug, Clone, Copy)]
 pub struct Threads;
 
+/// Threads started by [`Threads`]' joins and still running.
+static JOIN_THREADS: AtomicU64 = AtomicU64::new(0);
+
 impl rankscope_core::join::Join for Threads {
     fn join<A: Send, B: Send>(&self, a: impl FnOnce() -> A + Send, b: impl FnOnce() -> B + Send) -> (A, B) {
-        std::thread::scope(|s| {
+        static SPARE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        let spare = *SPARE.get_or_init(|| parse_threads().saturating_sub(1) as u64);
+        if JOIN_THREADS.fetch_add(1, Ordering::Relaxed) >= spare {
+            JOIN_THREADS.fetch_sub(1, Ordering::Relaxed);
+            let ra = a();
+            return (ra, b());
+        }
+        struct Started;
+        impl Drop for Started {
+            fn drop(&mut self) {
+                JOIN_THREADS.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        let _started = Started;
+        let r = std::thread::scope(|s| {
             let hb = s.spawn(b);
             let ra = a();
-            match hb.join() {
-                Ok(rb) => (ra, rb),
-                // A panic on the other thread is this call's panic, as with `Serial`.
-                Err(e) => std::panic::resume_unwind(e),
-            }
-        })
+            hb.join().map(|rb| (ra, rb))
+        });
+        // A panic on the other thread is this call's panic, as with `Serial`.
+        r.unwrap_or_else(|e| std::panic::resume_unwind(e))
     }
 }
 
@@ -586,7 +603,7 @@ pub fn load_job(
     progress: ProgressFn<'_>,
 ) -> (Job, Vec<FailedFile>, Vec<String>) {
     let (traces, failed, notes) = load_traces(files, chunk, progress);
-    (assemble(traces, explicit, rules), failed, notes)
+    (assemble_with(traces, explicit, rules, &Threads), failed, notes)
 }
 
 /// Parses `FILE=N` rank mappings.

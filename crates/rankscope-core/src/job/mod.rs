@@ -290,12 +290,10 @@ pub fn analyze_traces_with(
     opts: &Options,
     j: &impl crate::join::Join,
 ) -> (normalize::Job, JobOutput) {
-    let job = assemble(traces, explicit, rules);
-    let parts: Vec<RankPart> = job
-        .ranks
-        .iter()
-        .map(|r| analyze::rank_part_with(r, &job.strings, opts.kernel_wait_threshold_ns, j))
-        .collect();
+    let job = normalize::assemble_with(traces, explicit, rules, j);
+    let parts: Vec<RankPart> = crate::join::map(j, job.ranks.iter().collect(), &|r| {
+        analyze::rank_part_with(r, &job.strings, opts.kernel_wait_threshold_ns, j)
+    });
     let out = combine_decided(parts, job.errors.clone(), texts, opts);
     (job, out)
 }

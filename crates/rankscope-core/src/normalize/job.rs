@@ -82,8 +82,23 @@ pub fn rank_from_name(path: &str) -> Option<u32> {
 /// Builds the job: decides ranks, normalizes each trace and merges all strings into one
 /// table. `explicit` maps a file's source name to the rank the user gave it.
 pub fn assemble(traces: Vec<RankTrace>, explicit: &[(String, u32)], rules: &Rules) -> Job {
+    assemble_with(traces, explicit, rules, &crate::join::Serial)
+}
+
+/// [`assemble`], the traces normalized side by side over `j` (each is normalized alone, before
+/// its rank is decided; the string tables are merged after, in order): the same job.
+pub fn assemble_with(
+    traces: Vec<RankTrace>,
+    explicit: &[(String, u32)],
+    rules: &Rules,
+    j: &impl crate::join::Join,
+) -> Job {
+    let traces = crate::join::map(j, traces, &|mut t: RankTrace| {
+        let norm = normalize_rank(&mut t, rules);
+        (t, norm)
+    });
     let mut decided: Vec<(Option<u32>, RankSource)> = Vec::with_capacity(traces.len());
-    for t in &traces {
+    for (t, _) in &traces {
         let user = explicit
             .iter()
             .find(|(f, _)| *f == t.source || t.source.ends_with(&format!("/{f}")))
@@ -112,7 +127,7 @@ pub fn assemble(traces: Vec<RankTrace>, explicit: &[(String, u32)], rules: &Rule
     }
     let mut job = Job::default();
     let mut seen: std::collections::BTreeMap<u32, String> = Default::default();
-    for (mut t, (rank, source)) in traces.into_iter().zip(decided) {
+    for ((mut t, norm), (rank, source)) in traces.into_iter().zip(decided) {
         let rank = rank.unwrap_or(0);
         match source {
             RankSource::FileName => t.diagnostics.add(DiagKind::RankFromFileName, None, || {
@@ -131,7 +146,6 @@ pub fn assemble(traces: Vec<RankTrace>, explicit: &[(String, u32)], rules: &Rule
         } else {
             seen.insert(rank, t.source.clone());
         }
-        let norm = normalize_rank(&mut t, rules);
         remap_strings(&mut t, &mut job.strings);
         job.ranks.push(RankEntry { rank, source, trace: t, norm });
     }

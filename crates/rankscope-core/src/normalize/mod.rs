@@ -6,7 +6,7 @@ pub mod job;
 pub mod steps;
 
 pub use classify::{coll_kind_of, mem_kind_of, Rules};
-pub use job::{assemble, Job, JobError, RankSource};
+pub use job::{assemble, assemble_with, Job, JobError, RankSource};
 
 use crate::model::*;
 
