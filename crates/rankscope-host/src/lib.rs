@@ -501,8 +501,7 @@ impl rankscope_core::join::Join for Threads {
         let spare = *SPARE.get_or_init(|| parse_threads().saturating_sub(1) as u64);
         if JOIN_THREADS.fetch_add(1, Ordering::Relaxed) >= spare {
             JOIN_THREADS.fetch_sub(1, Ordering::Relaxed);
-            let ra = a();
-            return (ra, b());
+            return rankscope_core::join::Serial.join(a, b);
         }
         struct Started;
         impl Drop for Started {
@@ -755,11 +754,8 @@ pub fn analyze_paths(req: &Request, progress: ProgressFn<'_>) -> Result<Outcome>
     notes.extend(more);
     failed.extend(trace_failed);
     let refs: Vec<TextRef<'_>> = texts.iter().map(Text::as_ref).collect();
-    let (job, mut out) = if parse_threads() > 1 {
-        job::analyze_traces_with(traces, &explicit, &rules, &refs, &req.options, &Threads)
-    } else {
-        job::analyze_traces(traces, &explicit, &rules, &refs, &req.options)
-    };
+    // With one thread (`RANKSCOPE_PARSE_THREADS=1`) `Threads` runs everything in line.
+    let (job, mut out) = job::analyze_traces_with(traces, &explicit, &rules, &refs, &req.options, &Threads);
     out.failed = failed;
     Ok(Outcome { job, out, notes })
 }
