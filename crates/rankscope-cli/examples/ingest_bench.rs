@@ -89,24 +89,15 @@ fn host_stages(path: &str) -> anyhow::Result<()> {
     let (traces, failed, _) = rankscope_host::load_traces(&[input], 4 << 20, &|_, _| {});
     let read = t0.elapsed().as_secs_f64();
     anyhow::ensure!(failed.is_empty(), "{failed:?}");
+    // The host's threads (in line on one when `RANKSCOPE_PARSE_THREADS=1`), as the CLI.
+    let j = &rankscope_host::Threads;
     let t1 = Instant::now();
-    let job = assemble(traces, &[], &Rules::default());
+    let job = rankscope_core::normalize::assemble_with(traces, &[], &Rules::default(), j);
     let norm = t1.elapsed().as_secs_f64();
     let t2 = Instant::now();
     let opts = analyze::Options::default();
-    let serial = std::env::var("RANKSCOPE_PARSE_THREADS").is_ok_and(|t| t.trim() == "1");
     let thr = opts.kernel_wait_threshold_ns;
-    let parts: Vec<_> = job
-        .ranks
-        .iter()
-        .map(|r| {
-            if serial {
-                analyze::rank_part(r, &job.strings, thr)
-            } else {
-                analyze::rank_part_with(r, &job.strings, thr, &rankscope_host::Threads)
-            }
-        })
-        .collect();
+    let parts: Vec<_> = job.ranks.iter().map(|r| analyze::rank_part_with(r, &job.strings, thr, j)).collect();
     let part = t2.elapsed().as_secs_f64();
     let t3 = Instant::now();
     let out = job::combine_decided(parts, job.errors.clone(), &[], &opts);

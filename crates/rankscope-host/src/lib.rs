@@ -523,47 +523,75 @@ impl rankscope_core::join::Join for Threads {
 /// Progress of reading: `(bytes done, bytes in all)`, called from the reading threads.
 pub type ProgressFn<'a> = &'a (dyn Fn(u64, u64) + Sync);
 
+/// How many cores each file is read on, from the files' sizes: its share of the bytes, rounded,
+/// between one and every core. One file alone gets every core, and so does one large trace next
+/// to a few small files (a `config.json`, a manifest) that a count of files would have given
+/// half; eight like files on two cores get one each.
+pub fn core_shares(sizes: &[u64], cores: usize) -> Vec<usize> {
+    let cores = cores.max(1);
+    let total: u64 = sizes.iter().sum();
+    sizes
+        .iter()
+        .map(|&len| {
+            if total == 0 {
+                return 1;
+            }
+            let share = (len as f64 * cores as f64 / total as f64).round() as usize;
+            share.clamp(1, cores)
+        })
+        .collect()
+}
+
 /// Reads every trace file (in parallel, one thread per core), in the order given. A file found
 /// by walking a folder that is not a trace (a `config.json`, a `[{"lr": 0.1}]`) is skipped with
-/// a note; a file named explicitly that is not one fails.
+/// a note; a file named explicitly that is not one fails. The largest files are started first,
+/// and a file holding more than its share of the bytes is split over as many cores as its share
+/// ([`core_shares`]).
 pub fn load_traces(
     files: &[Input],
     chunk: usize,
     progress: ProgressFn<'_>,
 ) -> (Vec<RankTrace>, Vec<FailedFile>, Vec<String>) {
-    let total: u64 = files.iter().filter_map(|f| std::fs::metadata(&f.path).ok()).map(|m| m.len()).sum();
+    let sizes: Vec<u64> = files.iter().map(|f| std::fs::metadata(&f.path).map_or(0, |m| m.len())).collect();
+    let total: u64 = sizes.iter().sum();
     let done = AtomicU64::new(0);
     let cores = parse_threads();
     let threads = cores.min(files.len()).max(1);
-    // One file alone gets every core; with more files than cores, each file one core.
-    let split_pieces = if files.len() == 1 { cores } else { 1 };
+    let shares = core_shares(&sizes, cores);
+    // Largest first: the file that takes longest does not start last.
+    let mut order: Vec<usize> = (0..files.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(sizes.get(i).copied().unwrap_or(0)));
     let next = AtomicU64::new(0);
     let results: Mutex<Vec<(usize, Result<RankTrace, ReadError>)>> = Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed) as usize;
+                let k = next.fetch_add(1, Ordering::Relaxed) as usize;
+                let Some(&i) = order.get(k) else { break };
                 let Some(input) = files.get(i) else { break };
-                let report = |n: u64| progress(done.fetch_add(n, Ordering::Relaxed) + n, total);
-                // A core left idle by too few files splits the file it reads.
-                let cut = split_pieces > 1
+                let pieces = shares.get(i).copied().unwrap_or(1);
+                // What this file has reported, taken back if it is read again serially.
+                let mine = AtomicU64::new(0);
+                let report = |n: u64| {
+                    mine.fetch_add(n, Ordering::Relaxed);
+                    progress(done.fetch_add(n, Ordering::Relaxed) + n, total)
+                };
+                let cut = pieces > 1
                     && std::fs::metadata(&input.path)
                         .is_ok_and(|m| m.is_file() && m.len() >= cut_min_bytes())
                     && is_gzip(&input.path);
                 let tried = if cut {
                     // This thread inflates and parses when the others are busy: one fewer.
-                    let workers = (split_pieces - 1).max(1);
+                    let workers = (pieces - 1).max(1);
                     read_trace_cutting(&input.path, chunk, workers, cut_sizes(), &report)
                         .map(|r| r.map(|(t, _)| t))
                 } else {
-                    read_trace_split(&input.path, chunk, split_pieces, &report).map(Ok)
+                    read_trace_split(&input.path, chunk, pieces, &report).map(Ok)
                 };
                 let r = match tried {
                     Some(r) => r,
                     None => {
-                        if split_pieces > 1 {
-                            done.store(0, Ordering::Relaxed);
-                        }
+                        done.fetch_sub(mine.swap(0, Ordering::Relaxed), Ordering::Relaxed);
                         read_trace(&input.path, chunk, &report)
                     }
                 };
@@ -766,6 +794,18 @@ mod tests {
     use super::*;
     use rankscope_core::parse::CutSizes;
     use std::io::Write;
+
+    /// Cores go by bytes, not by files: one large trace beside a small manifest is split over
+    /// every core, like files one core each, and a big file among smaller ones gets its share.
+    #[test]
+    fn cores_are_shared_by_bytes() {
+        assert_eq!(core_shares(&[405 << 20], 2), vec![2]);
+        assert_eq!(core_shares(&[405 << 20, 2 << 20], 2), vec![2, 1]);
+        assert_eq!(core_shares(&[34 << 20; 8], 2), vec![1; 8]);
+        assert_eq!(core_shares(&[300, 50, 50], 8), vec![6, 1, 1]);
+        assert_eq!(core_shares(&[0, 0], 4), vec![1, 1]);
+        assert_eq!(core_shares(&[], 4), Vec::<usize>::new());
+    }
 
     /// The gzip path on every core: the pieces are parsed on worker threads, in whatever order
     /// they finish, and the merged trace is the serial read's, table for table.

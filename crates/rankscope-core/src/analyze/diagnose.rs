@@ -449,22 +449,24 @@ pub fn comm_origins(
         let mut groups: BTreeMap<(u32, String, crate::model::CollKind), Acc> = BTreeMap::new();
         for x in v {
             let at = deepest(x.issued_ns);
-            let (region, path, phase) = match at {
-                Some(k) => {
-                    let mut chain = vec![name_of(k)];
-                    let mut cur = rr.occurrences[k].parent;
-                    while let Some(q) = cur {
-                        chain.push(name_of(q as usize));
-                        cur = rr.occurrences.get(q as usize).and_then(|o| o.parent);
-                    }
-                    chain.reverse();
-                    (name_of(k), chain.join(" > "), rr.occurrences[k].phase)
-                }
-                None => (String::new(), String::new(), Phase::Other),
-            };
+            let region = at.map_or_else(String::new, name_of);
             of_event.insert((p.info.rank, x.event.0), region.clone());
             let g = groups.entry((x.step, region, x.kind)).or_default();
+            // The group's path and phase are its first instance's: the chain is walked once.
             if g.phase.is_none() {
+                let (path, phase) = match at {
+                    Some(k) => {
+                        let mut chain = vec![name_of(k)];
+                        let mut cur = rr.occurrences[k].parent;
+                        while let Some(q) = cur {
+                            chain.push(name_of(q as usize));
+                            cur = rr.occurrences.get(q as usize).and_then(|o| o.parent);
+                        }
+                        chain.reverse();
+                        (chain.join(" > "), rr.occurrences[k].phase)
+                    }
+                    None => (String::new(), Phase::Other),
+                };
                 g.path = path;
                 g.phase = Some(phase);
             }

@@ -291,25 +291,46 @@ impl EventTable {
         }
     }
 
-    /// Reorders every column by `perm` (row `k` of the result is old row `perm[k]`).
-    pub(crate) fn permute(&mut self, perm: &[u32]) {
+    /// Reorders every column by `perm` (row `k` of the result is old row `perm[k]`), the
+    /// columns in two groups of about equal bytes over `j`.
+    pub(crate) fn permute_with(&mut self, perm: &[u32], j: &impl crate::join::Join) {
         fn apply<T: Copy>(v: &mut Vec<T>, perm: &[u32]) {
             if v.len() == perm.len() {
                 *v = perm.iter().map(|&i| v[i as usize]).collect();
             }
         }
-        apply(&mut self.kind, perm);
-        apply(&mut self.ts_ns, perm);
-        apply(&mut self.dur_ns, perm);
-        apply(&mut self.name, perm);
-        apply(&mut self.cat, perm);
-        apply(&mut self.lane, perm);
-        apply(&mut self.correlation, perm);
-        apply(&mut self.external_id, perm);
-        apply(&mut self.args, perm);
-        apply(&mut self.class, perm);
-        apply(&mut self.detail, perm);
-        apply(&mut self.step, perm);
+        let EventTable {
+            kind,
+            ts_ns,
+            dur_ns,
+            name,
+            cat,
+            lane,
+            correlation,
+            external_id,
+            args,
+            class,
+            detail,
+            step,
+        } = self;
+        j.join(
+            || {
+                apply(ts_ns, perm);
+                apply(dur_ns, perm);
+                apply(correlation, perm);
+            },
+            || {
+                apply(external_id, perm);
+                apply(name, perm);
+                apply(cat, perm);
+                apply(lane, perm);
+                apply(args, perm);
+                apply(step, perm);
+                apply(kind, perm);
+                apply(class, perm);
+                apply(detail, perm);
+            },
+        );
     }
 }
 

@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use super::{normalize_rank, Normalized, Rules};
+use super::{normalize_rank_with, Normalized, Rules};
 use crate::model::*;
 
 /// Where a rank number came from.
@@ -94,7 +94,7 @@ pub fn assemble_with(
     j: &impl crate::join::Join,
 ) -> Job {
     let traces = crate::join::map(j, traces, &|mut t: RankTrace| {
-        let norm = normalize_rank(&mut t, rules);
+        let norm = normalize_rank_with(&mut t, rules, j);
         (t, norm)
     });
     let mut decided: Vec<(Option<u32>, RankSource)> = Vec::with_capacity(traces.len());

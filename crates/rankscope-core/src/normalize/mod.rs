@@ -83,8 +83,15 @@ pub struct Normalized {
 /// Normalizes one rank in place: decides lane kinds, sorts the rows by time (parents before
 /// children), classifies every event, links GPU work to its launch and assigns steps.
 pub fn normalize_rank(t: &mut RankTrace, rules: &Rules) -> Normalized {
+    normalize_rank_with(t, rules, &crate::join::Serial)
+}
+
+/// [`normalize_rank`], its sort, reordering and classification split over `j` (a host with a
+/// core to spare sorts and classifies the halves of one large trace side by side): the same
+/// result.
+pub fn normalize_rank_with(t: &mut RankTrace, rules: &Rules, j: &impl crate::join::Join) -> Normalized {
     lane_kinds(t);
-    sort_rows(t);
+    sort_rows(t, j);
     let ((lo, hi), outliers, first) = steps::span_and_outliers(&t.events);
     if let Some(i) = first {
         let (ts, name) = (t.events.ts_ns[i], t.strings.get(t.events.name[i]).to_string());
@@ -94,7 +101,7 @@ pub fn normalize_rank(t: &mut RankTrace, rules: &Rules) -> Normalized {
             )
         });
     }
-    classify_rows(t, rules);
+    classify_rows(t, rules, j);
     let links = link(t);
     let steps = steps::assign(t, &links);
     Normalized { links, steps }
@@ -147,25 +154,22 @@ fn lane_kinds(t: &mut RankTrace) {
 
 /// Sorts rows by start time, longer first on ties (a parent before its children), then lane,
 /// then file order, and keeps the argument table pointing at the right rows.
-fn sort_rows(t: &mut RankTrace) {
+fn sort_rows(t: &mut RankTrace, j: &impl crate::join::Join) {
     let e = &t.events;
-    let mut perm: Vec<u32> = (0..e.len() as u32).collect();
-    if perm.windows(2).all(|w| {
-        let (a, b) = (w[0] as usize, w[1] as usize);
-        (e.ts_ns[a], std::cmp::Reverse(e.dur_ns[a]), e.lane[a])
-            <= (e.ts_ns[b], std::cmp::Reverse(e.dur_ns[b]), e.lane[b])
-    }) {
-        return;
-    }
-    perm.sort_by_key(|&i| {
+    let key = |i: u32| {
         let i = i as usize;
         (e.ts_ns[i], std::cmp::Reverse(e.dur_ns[i]), e.lane[i], i)
-    });
+    };
+    let mut perm: Vec<u32> = (0..e.len() as u32).collect();
+    if perm.windows(2).all(|w| key(w[0]) <= key(w[1])) {
+        return;
+    }
+    sort_perm(j, &mut perm, &key, 0);
     let mut inverse = vec![0u32; perm.len()];
     for (new, &old) in perm.iter().enumerate() {
         inverse[old as usize] = new as u32;
     }
-    t.events.permute(&perm);
+    t.events.permute_with(&perm, j);
     for ev in &mut t.comm.event {
         if let Some(&n) = inverse.get(ev.0 as usize) {
             *ev = EventIdx(n);
@@ -173,24 +177,77 @@ fn sort_rows(t: &mut RankTrace) {
     }
 }
 
-fn classify_rows(t: &mut RankTrace, rules: &Rules) {
-    let n = t.events.len();
-    let mut cache = classify::ClassCache::default();
-    let mut class = Vec::with_capacity(n);
-    let mut detail = Vec::with_capacity(n);
-    for i in 0..n {
-        let lane = t.lanes.kind.get(t.events.lane[i].0 as usize).copied().unwrap_or(LaneKind::Cpu);
-        let coll_arg = match t.events.args[i] {
-            NONE_U32 => None,
-            a => t.comm.collective.get(a as usize).copied().filter(|s| *s != StrId::EMPTY),
-        };
-        let (c, d) = cache.get(rules, &t.strings, t.events.name[i], t.events.cat[i], lane, coll_arg);
-        class.push(c);
-        detail.push(d);
+/// Rows below which a sort is not split: the two halves' threads and the merge would cost more
+/// than they save.
+const SORT_SPLIT_ROWS: usize = 1 << 17;
+
+/// Sorts `perm` by `key` (unique per row, so any sort gives the one order): halves sorted over
+/// `j`, at most three levels deep, then merged.
+fn sort_perm<K: Ord>(
+    j: &impl crate::join::Join,
+    perm: &mut [u32],
+    key: &(impl Fn(u32) -> K + Sync),
+    depth: u32,
+) {
+    if perm.len() < SORT_SPLIT_ROWS || depth >= 3 {
+        perm.sort_by_key(|&i| key(i));
+        return;
     }
+    let mid = perm.len() / 2;
+    let (a, b) = perm.split_at_mut(mid);
+    j.join(|| sort_perm(j, a, key, depth + 1), || sort_perm(j, b, key, depth + 1));
+    if key(a[a.len() - 1]) <= key(b[0]) {
+        return;
+    }
+    let mut merged = Vec::with_capacity(a.len() + b.len());
+    let (mut x, mut y) = (0, 0);
+    while x < a.len() && y < b.len() {
+        if key(b[y]) < key(a[x]) {
+            merged.push(b[y]);
+            y += 1;
+        } else {
+            merged.push(a[x]);
+            x += 1;
+        }
+    }
+    merged.extend_from_slice(&a[x..]);
+    merged.extend_from_slice(&b[y..]);
+    perm.copy_from_slice(&merged);
+}
+
+fn classify_rows(t: &mut RankTrace, rules: &Rules, j: &impl crate::join::Join) {
+    let n = t.events.len();
+    let (class, detail) = classes(t, rules, j, n);
     t.events.class = class;
     t.events.detail = detail;
     t.events.step = vec![NONE_U32; n];
+}
+
+fn classes(t: &RankTrace, rules: &Rules, j: &impl crate::join::Join, n: usize) -> (Vec<Class>, Vec<u8>) {
+    // Rows `lo..hi`, each half with its own cache (a pure function of the row's strings).
+    let part = |lo: usize, hi: usize| -> (Vec<Class>, Vec<u8>) {
+        let mut cache = classify::ClassCache::default();
+        let mut class = Vec::with_capacity(hi - lo);
+        let mut detail = Vec::with_capacity(hi - lo);
+        for i in lo..hi {
+            let lane = t.lanes.kind.get(t.events.lane[i].0 as usize).copied().unwrap_or(LaneKind::Cpu);
+            let coll_arg = match t.events.args[i] {
+                NONE_U32 => None,
+                a => t.comm.collective.get(a as usize).copied().filter(|s| *s != StrId::EMPTY),
+            };
+            let (c, d) = cache.get(rules, &t.strings, t.events.name[i], t.events.cat[i], lane, coll_arg);
+            class.push(c);
+            detail.push(d);
+        }
+        (class, detail)
+    };
+    if n < SORT_SPLIT_ROWS {
+        return part(0, n);
+    }
+    let ((mut class, mut detail), (c2, d2)) = j.join(|| part(0, n / 2), || part(n / 2, n));
+    class.extend(c2);
+    detail.extend(d2);
+    (class, detail)
 }
 
 /// Links each GPU event to the host runtime call with the same `correlation` id. When a
@@ -231,4 +288,51 @@ fn link(t: &RankTrace) -> Links {
 /// GPU work (as opposed to GPU-side annotations).
 pub fn is_gpu_work(c: Class) -> bool {
     matches!(c, Class::Compute | Class::Communication | Class::Memory | Class::Sync)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A join that runs its second side first: the sort must not depend on which half ends first.
+    struct Backwards;
+    impl crate::join::Join for Backwards {
+        fn join<A: Send, B: Send>(
+            &self,
+            a: impl FnOnce() -> A + Send,
+            b: impl FnOnce() -> B + Send,
+        ) -> (A, B) {
+            let b = b();
+            (a(), b)
+        }
+    }
+
+    /// Split and merged two levels deep, the rows come out as one sort puts them, with many
+    /// equal first keys (ties broken by the rest of the key), for sorted, reversed and shuffled
+    /// input.
+    #[test]
+    fn a_split_sort_is_the_one_sort() {
+        let n = SORT_SPLIT_ROWS * 2 + 7;
+        let mut x = 12345u64;
+        let ts: Vec<i64> = (0..n)
+            .map(|_| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                ((x >> 33) % 5000) as i64
+            })
+            .collect();
+        let key = |i: u32| (ts[i as usize], std::cmp::Reverse(i % 7), i);
+        for start in [
+            (0..n as u32).collect::<Vec<u32>>(),
+            (0..n as u32).rev().collect(),
+            (0..n as u64).map(|i| ((i * 7919) % n as u64) as u32).collect(),
+        ] {
+            let mut want = start.clone();
+            want.sort_by_key(|&i| key(i));
+            let mut serial = start.clone();
+            sort_perm(&crate::join::Serial, &mut serial, &key, 0);
+            let mut backwards = start.clone();
+            sort_perm(&Backwards, &mut backwards, &key, 0);
+            assert!(serial == want && backwards == want);
+        }
+    }
 }

@@ -72,23 +72,13 @@ pub fn assign(t: &mut RankTrace, links: &Links) -> StepTable {
         t.events.step = step;
         return table;
     }
-    let find = |ivs: &[(i64, i64, u32)], ts: i64| -> u32 {
-        // Last interval starting at or before ts that still holds it.
-        let k = ivs.partition_point(|s| s.0 <= ts);
-        if k == 0 {
-            return NONE_U32;
-        }
-        let s = ivs[k - 1];
-        if ts < s.1 || (s.0 == s.1 && ts == s.0) {
-            s.2
-        } else {
-            NONE_U32
-        }
-    };
+    // The rows are in time order, so each lookup starts where the one before ended.
+    let (mut on_cpu, mut on_gpu_ivs, mut on_cpu_too) =
+        (Cursor::new(&cpu), Cursor::new(&gpu), Cursor::new(&cpu));
     for (i, st) in step.iter_mut().enumerate() {
         let on_gpu = t.lanes.kind.get(e.lane[i].0 as usize) == Some(&LaneKind::Gpu);
         if !on_gpu {
-            *st = find(&cpu, e.ts_ns[i]);
+            *st = on_cpu.find(e.ts_ns[i]);
         }
     }
     for (k, g) in links.gpu.iter().enumerate() {
@@ -109,12 +99,47 @@ pub fn assign(t: &mut RankTrace, links: &Links) -> StepTable {
     for (i, st) in step.iter_mut().enumerate() {
         let on_gpu = t.lanes.kind.get(e.lane[i].0 as usize) == Some(&LaneKind::Gpu);
         if on_gpu && !linked.get(i).copied().unwrap_or(false) {
-            let s = find(&gpu, e.ts_ns[i]);
-            *st = if s != NONE_U32 { s } else { find(&cpu, e.ts_ns[i]) };
+            let s = on_gpu_ivs.find(e.ts_ns[i]);
+            *st = if s != NONE_U32 { s } else { on_cpu_too.find(e.ts_ns[i]) };
         }
     }
     t.events.step = step;
     table
+}
+
+/// The step interval holding a time, for times asked in order: the last interval starting at or
+/// before the time, found by walking on from the last answer (a binary search when a time goes
+/// back), if it still holds the time.
+struct Cursor<'a> {
+    ivs: &'a [(i64, i64, u32)],
+    /// Intervals starting at or before `last`.
+    k: usize,
+    last: i64,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(ivs: &'a [(i64, i64, u32)]) -> Self {
+        Cursor { ivs, k: 0, last: i64::MIN }
+    }
+
+    fn find(&mut self, ts: i64) -> u32 {
+        if ts < self.last {
+            self.k = self.ivs.partition_point(|s| s.0 <= ts);
+        } else {
+            while self.ivs.get(self.k).is_some_and(|s| s.0 <= ts) {
+                self.k += 1;
+            }
+        }
+        self.last = ts;
+        let Some(&(lo, hi, n)) = self.k.checked_sub(1).and_then(|k| self.ivs.get(k)) else {
+            return NONE_U32;
+        };
+        if ts < hi || (lo == hi && ts == lo) {
+            n
+        } else {
+            NONE_U32
+        }
+    }
 }
 
 /// First start and last end over all slices, leaving out outliers (see [`span_and_outliers`]).
@@ -175,6 +200,26 @@ pub fn span_and_outliers(e: &EventTable) -> ((i64, i64), u64, Option<usize>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The cursor answers as a binary search from scratch would, for times in order, times
+    /// going back, equal times and empty (zero-length) steps.
+    #[test]
+    fn the_cursor_answers_as_a_search() {
+        let ivs = [(0, 10, 1), (10, 20, 2), (25, 25, 3), (30, 40, 4), (30, 35, 5)];
+        let search = |ts: i64| -> u32 {
+            let k = ivs.partition_point(|s| s.0 <= ts);
+            match k.checked_sub(1).map(|k| ivs[k]) {
+                Some((lo, hi, n)) if ts < hi || (lo == hi && ts == lo) => n,
+                _ => NONE_U32,
+            }
+        };
+        let times = [-5, 0, 3, 10, 10, 22, 25, 26, 30, 34, 39, 40, 12, 0, 50, 29, 30];
+        let mut c = Cursor::new(&ivs);
+        for ts in times {
+            assert_eq!(c.find(ts), search(ts), "at {ts}");
+        }
+        assert_eq!(Cursor::new(&[]).find(3), NONE_U32);
+    }
 
     #[test]
     fn step_numbers() {
