@@ -92,7 +92,10 @@ pub fn normalize_rank(t: &mut RankTrace, rules: &Rules) -> Normalized {
 pub fn normalize_rank_with(t: &mut RankTrace, rules: &Rules, j: &impl crate::join::Join) -> Normalized {
     lane_kinds(t);
     sort_rows(t, j);
-    let ((lo, hi), outliers, first) = steps::span_and_outliers(&t.events);
+    // The span and the classes read different columns: side by side.
+    let n = t.events.len();
+    let (((lo, hi), outliers, first), (class, detail)) =
+        j.join(|| steps::span_and_outliers(&t.events), || classes(t, rules, j, n));
     if let Some(i) = first {
         let (ts, name) = (t.events.ts_ns[i], t.strings.get(t.events.name[i]).to_string());
         t.diagnostics.add_n(DiagKind::TimeOutlier, outliers, None, || {
@@ -101,7 +104,9 @@ pub fn normalize_rank_with(t: &mut RankTrace, rules: &Rules, j: &impl crate::joi
             )
         });
     }
-    classify_rows(t, rules, j);
+    t.events.class = class;
+    t.events.detail = detail;
+    t.events.step = vec![NONE_U32; n];
     let links = link(t);
     let steps = steps::assign(t, &links);
     Normalized { links, steps }
@@ -181,46 +186,42 @@ fn sort_rows(t: &mut RankTrace, j: &impl crate::join::Join) {
 /// than they save.
 const SORT_SPLIT_ROWS: usize = 1 << 17;
 
-/// Sorts `perm` by `key` (unique per row, so any sort gives the one order): halves sorted over
-/// `j`, at most three levels deep, then merged.
+/// Sorts `perm` by `key` (unique per row, so any sort gives the one order): split at a pivot,
+/// the median of a sample of keys, into the rows before it and the rest (each in the order it
+/// had), the two sorted over `j`, at most three levels deep. No merge after: the first part's
+/// rows all come before the second's.
 fn sort_perm<K: Ord>(
     j: &impl crate::join::Join,
     perm: &mut [u32],
     key: &(impl Fn(u32) -> K + Sync),
     depth: u32,
 ) {
-    if perm.len() < SORT_SPLIT_ROWS || depth >= 3 {
+    let n = perm.len();
+    if n < SORT_SPLIT_ROWS || depth >= 3 {
         perm.sort_by_key(|&i| key(i));
         return;
     }
-    let mid = perm.len() / 2;
-    let (a, b) = perm.split_at_mut(mid);
-    j.join(|| sort_perm(j, a, key, depth + 1), || sort_perm(j, b, key, depth + 1));
-    if key(a[a.len() - 1]) <= key(b[0]) {
+    let mut sample: Vec<K> = perm.iter().step_by(n / 255).map(|&i| key(i)).collect();
+    sample.sort();
+    let Some(pivot) = sample.into_iter().nth(127) else {
+        perm.sort_by_key(|&i| key(i));
         return;
-    }
-    let mut merged = Vec::with_capacity(a.len() + b.len());
-    let (mut x, mut y) = (0, 0);
-    while x < a.len() && y < b.len() {
-        if key(b[y]) < key(a[x]) {
-            merged.push(b[y]);
-            y += 1;
+    };
+    let mut before = Vec::with_capacity(n / 2);
+    let mut after = Vec::with_capacity(n / 2);
+    for &i in perm.iter() {
+        if key(i) < pivot {
+            before.push(i);
         } else {
-            merged.push(a[x]);
-            x += 1;
+            after.push(i);
         }
     }
-    merged.extend_from_slice(&a[x..]);
-    merged.extend_from_slice(&b[y..]);
-    perm.copy_from_slice(&merged);
-}
-
-fn classify_rows(t: &mut RankTrace, rules: &Rules, j: &impl crate::join::Join) {
-    let n = t.events.len();
-    let (class, detail) = classes(t, rules, j, n);
-    t.events.class = class;
-    t.events.detail = detail;
-    t.events.step = vec![NONE_U32; n];
+    let m = before.len();
+    perm[..m].copy_from_slice(&before);
+    perm[m..].copy_from_slice(&after);
+    drop((before, after));
+    let (a, b) = perm.split_at_mut(m);
+    j.join(|| sort_perm(j, a, key, depth + 1), || sort_perm(j, b, key, depth + 1));
 }
 
 fn classes(t: &RankTrace, rules: &Rules, j: &impl crate::join::Join, n: usize) -> (Vec<Class>, Vec<u8>) {
@@ -255,7 +256,7 @@ fn classes(t: &RankTrace, rules: &Rules, j: &impl crate::join::Join, n: usize) -
 fn link(t: &RankTrace) -> Links {
     let e = &t.events;
     let mut runtime_cat = FxHashMap::<StrId, bool>::default();
-    let mut by_corr = FxHashMap::<u64, u32>::default();
+    let mut launches: Vec<(u64, u32)> = Vec::new();
     for i in 0..e.len() {
         if e.correlation[i] == NONE_U64 || t.lanes.kind[e.lane[i].0 as usize] != LaneKind::Cpu {
             continue;
@@ -263,9 +264,10 @@ fn link(t: &RankTrace) -> Links {
         let is_rt =
             *runtime_cat.entry(e.cat[i]).or_insert_with(|| cat_in(t.strings.get(e.cat[i]), RUNTIME_CATS));
         if is_rt {
-            by_corr.insert(e.correlation[i], i as u32);
+            launches.push((e.correlation[i], i as u32));
         }
     }
+    let by_corr = CorrMap::new(&launches);
     let mut links = Links::default();
     for i in 0..e.len() {
         if t.lanes.kind[e.lane[i].0 as usize] != LaneKind::Gpu || e.kind[i] != EventKind::Slice {
@@ -274,8 +276,8 @@ fn link(t: &RankTrace) -> Links {
         if !is_gpu_work(e.class[i]) {
             continue;
         }
-        match by_corr.get(&e.correlation[i]) {
-            Some(&l) if e.correlation[i] != NONE_U64 => {
+        match by_corr.get(e.correlation[i]) {
+            Some(l) if e.correlation[i] != NONE_U64 => {
                 links.gpu.push(EventIdx(i as u32));
                 links.launch.push(EventIdx(l));
             }
@@ -283,6 +285,42 @@ fn link(t: &RankTrace) -> Links {
         }
     }
     links
+}
+
+/// Correlation id → the runtime call with it (the last in row order when one repeats): a
+/// column indexed from the smallest id when the ids are dense, as the profiler's counter makes
+/// them, else a hash map.
+enum CorrMap {
+    Dense { base: u64, rows: Vec<u32> },
+    Sparse(FxHashMap<u64, u32>),
+}
+
+impl CorrMap {
+    fn new(launches: &[(u64, u32)]) -> CorrMap {
+        let lo = launches.iter().map(|l| l.0).min().unwrap_or(0);
+        let hi = launches.iter().map(|l| l.0).max().unwrap_or(0);
+        // Dense when the column costs at most four slots per launch.
+        let span = hi.saturating_sub(lo);
+        if span < (launches.len() as u64).saturating_mul(4).max(1024) {
+            let mut rows = vec![NONE_U32; span as usize + 1];
+            for &(c, i) in launches {
+                rows[(c - lo) as usize] = i;
+            }
+            CorrMap::Dense { base: lo, rows }
+        } else {
+            CorrMap::Sparse(launches.iter().copied().collect())
+        }
+    }
+
+    fn get(&self, corr: u64) -> Option<u32> {
+        match self {
+            CorrMap::Dense { base, rows } => {
+                let k = usize::try_from(corr.checked_sub(*base)?).ok()?;
+                rows.get(k).copied().filter(|&r| r != NONE_U32)
+            }
+            CorrMap::Sparse(m) => m.get(&corr).copied(),
+        }
+    }
 }
 
 /// GPU work (as opposed to GPU-side annotations).
@@ -307,7 +345,24 @@ mod tests {
         }
     }
 
-    /// Split and merged two levels deep, the rows come out as one sort puts them, with many
+    /// The dense column and the hash map answer alike: the last launch of a repeated id, none
+    /// for an id never launched, below or above the ids seen.
+    #[test]
+    fn correlation_lookups_dense_or_sparse() {
+        let dense = [(100u64, 0u32), (101, 1), (103, 2), (101, 5), (104, 6)];
+        let sparse = [(100u64, 0u32), (1 << 40, 1), (101, 2), (1 << 40, 3)];
+        for launches in [&dense[..], &sparse[..]] {
+            let m = CorrMap::new(launches);
+            assert_eq!(matches!(m, CorrMap::Dense { .. }), launches == dense);
+            let want: FxHashMap<u64, u32> = launches.iter().copied().collect();
+            for c in [0, 99, 100, 101, 102, 103, 104, 105, 1 << 40, u64::MAX] {
+                assert_eq!(m.get(c), want.get(&c).copied(), "id {c}");
+            }
+        }
+        assert_eq!(CorrMap::new(&[]).get(0), None);
+    }
+
+    /// Split at pivots two levels deep, the rows come out as one sort puts them, with many
     /// equal first keys (ties broken by the rest of the key), for sorted, reversed and shuffled
     /// input.
     #[test]
