@@ -34,22 +34,22 @@ pub fn map<T: Send, R: Send>(j: &impl Join, mut items: Vec<T>, f: &(impl Fn(T) -
     }
 }
 
+/// A join that runs its sides in the opposite order (tests): a result must not depend on which
+/// runs first.
+#[cfg(test)]
+pub(crate) struct Backwards;
+
+#[cfg(test)]
+impl Join for Backwards {
+    fn join<A: Send, B: Send>(&self, a: impl FnOnce() -> A + Send, b: impl FnOnce() -> B + Send) -> (A, B) {
+        let b = b();
+        (a(), b)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A join that runs its sides in the opposite order: `map` must not depend on which runs first.
-    struct Backwards;
-    impl Join for Backwards {
-        fn join<A: Send, B: Send>(
-            &self,
-            a: impl FnOnce() -> A + Send,
-            b: impl FnOnce() -> B + Send,
-        ) -> (A, B) {
-            let b = b();
-            (a(), b)
-        }
-    }
 
     #[test]
     fn map_keeps_the_order_of_the_items() {

@@ -182,8 +182,8 @@ fn sort_rows(t: &mut RankTrace, j: &impl crate::join::Join) {
     }
 }
 
-/// Rows below which a sort is not split: the two halves' threads and the merge would cost more
-/// than they save.
+/// Rows below which a sort (or the classification) is not split: a thread and the split pass
+/// would cost more than they save.
 const SORT_SPLIT_ROWS: usize = 1 << 17;
 
 /// Sorts `perm` by `key` (unique per row, so any sort gives the one order): split at a pivot,
@@ -224,6 +224,7 @@ fn sort_perm<K: Ord>(
     j.join(|| sort_perm(j, a, key, depth + 1), || sort_perm(j, b, key, depth + 1));
 }
 
+/// The class and detail of the first `n` rows, the halves over `j` when they are many.
 fn classes(t: &RankTrace, rules: &Rules, j: &impl crate::join::Join, n: usize) -> (Vec<Class>, Vec<u8>) {
     // Rows `lo..hi`, each half with its own cache (a pure function of the row's strings).
     let part = |lo: usize, hi: usize| -> (Vec<Class>, Vec<u8>) {
@@ -332,18 +333,7 @@ pub fn is_gpu_work(c: Class) -> bool {
 mod tests {
     use super::*;
 
-    /// A join that runs its second side first: the sort must not depend on which half ends first.
-    struct Backwards;
-    impl crate::join::Join for Backwards {
-        fn join<A: Send, B: Send>(
-            &self,
-            a: impl FnOnce() -> A + Send,
-            b: impl FnOnce() -> B + Send,
-        ) -> (A, B) {
-            let b = b();
-            (a(), b)
-        }
-    }
+    use crate::join::Backwards;
 
     /// The dense column and the hash map answer alike: the last launch of a repeated id, none
     /// for an id never launched, below or above the ids seen.
