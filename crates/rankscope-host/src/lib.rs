@@ -529,17 +529,8 @@ pub type ProgressFn<'a> = &'a (dyn Fn(u64, u64) + Sync);
 /// half; eight like files on two cores get one each.
 pub fn core_shares(sizes: &[u64], cores: usize) -> Vec<usize> {
     let cores = cores.max(1);
-    let total: u64 = sizes.iter().sum();
-    sizes
-        .iter()
-        .map(|&len| {
-            if total == 0 {
-                return 1;
-            }
-            let share = (len as f64 * cores as f64 / total as f64).round() as usize;
-            share.clamp(1, cores)
-        })
-        .collect()
+    let total = sizes.iter().sum::<u64>().max(1) as f64;
+    sizes.iter().map(|&len| ((len as f64 * cores as f64 / total).round() as usize).clamp(1, cores)).collect()
 }
 
 /// Reads every trace file (in parallel, one thread per core), in the order given. A file found

@@ -95,7 +95,7 @@ pub fn normalize_rank_with(t: &mut RankTrace, rules: &Rules, j: &impl crate::joi
     // The span and the classes read different columns: side by side.
     let n = t.events.len();
     let (((lo, hi), outliers, first), (class, detail)) =
-        j.join(|| steps::span_and_outliers(&t.events), || classes(t, rules, j, n));
+        j.join(|| steps::span_and_outliers(&t.events), || classes(t, rules, j));
     if let Some(i) = first {
         let (ts, name) = (t.events.ts_ns[i], t.strings.get(t.events.name[i]).to_string());
         t.diagnostics.add_n(DiagKind::TimeOutlier, outliers, None, || {
@@ -224,8 +224,9 @@ fn sort_perm<K: Ord>(
     j.join(|| sort_perm(j, a, key, depth + 1), || sort_perm(j, b, key, depth + 1));
 }
 
-/// The class and detail of the first `n` rows, the halves over `j` when they are many.
-fn classes(t: &RankTrace, rules: &Rules, j: &impl crate::join::Join, n: usize) -> (Vec<Class>, Vec<u8>) {
+/// The class and detail of every row, the halves over `j` when they are many.
+fn classes(t: &RankTrace, rules: &Rules, j: &impl crate::join::Join) -> (Vec<Class>, Vec<u8>) {
+    let n = t.events.len();
     // Rows `lo..hi`, each half with its own cache (a pure function of the row's strings).
     let part = |lo: usize, hi: usize| -> (Vec<Class>, Vec<u8>) {
         let mut cache = classify::ClassCache::default();
@@ -300,7 +301,7 @@ impl CorrMap {
     fn new(launches: &[(u64, u32)]) -> CorrMap {
         let lo = launches.iter().map(|l| l.0).min().unwrap_or(0);
         let hi = launches.iter().map(|l| l.0).max().unwrap_or(0);
-        // Dense when the column costs at most four slots per launch.
+        // Dense when the column costs at most four slots per launch (or 1,024 in all).
         let span = hi.saturating_sub(lo);
         if span < (launches.len() as u64).saturating_mul(4).max(1024) {
             let mut rows = vec![NONE_U32; span as usize + 1];
