@@ -18,7 +18,9 @@
 //              100 ms during the load, and once ready;
 //   frames     with timeline_s: the Timeline view opened on the loaded job, zoomed and panned with
 //              W/A/S/D, Ctrl+wheel, plain wheel and drags for timeline_s seconds while the page
-//              records every requestAnimationFrame interval (ms).
+//              records every requestAnimationFrame interval (ms); frame_moves: the move of
+//              explore() each frame ended in (its index, -1 before the first); long_tasks: the
+//              page's main-thread tasks over 50 ms (PerformanceObserver 'longtask'), with the move.
 import fs from 'node:fs';
 import path from 'node:path';
 import { startBrowser, stopBrowser, newPage, SHOTS } from '../e2e/harness.mjs';
@@ -136,7 +138,11 @@ async function explore(page, box, seconds) {
     async () => { await page.keyboard.press('0'); }, // the whole job, then in again
   ];
   let n = 0;
-  while (Date.now() < end) await moves[n++ % moves.length]();
+  while (Date.now() < end) {
+    const m = n++ % moves.length;
+    await page.evaluate((k) => { window.__benchMove = k; }, m);
+    await moves[m]();
+  }
   return n;
 }
 
@@ -210,12 +216,24 @@ async function runCase(c) {
       await page.waitForTimeout(1000); // the first tiles
       await page.evaluate(() => {
         const f = (window.__benchFrames = []);
+        const during = (window.__benchFrameMoves = []);
+        const long = (window.__benchLongTasks = []);
+        window.__benchMove = -1;
+        new PerformanceObserver((l) => {
+          for (const e of l.getEntries()) long.push({ ms: Math.round(e.duration), move: window.__benchMove });
+        }).observe({ type: 'longtask' });
         let last = performance.now();
-        const tick = (t) => { f.push(t - last); last = t; if (!window.__benchStop) requestAnimationFrame(tick); };
+        const tick = (t) => {
+          f.push(t - last); during.push(window.__benchMove); last = t;
+          if (!window.__benchStop) requestAnimationFrame(tick);
+        };
         requestAnimationFrame((t) => { last = t; requestAnimationFrame(tick); });
       });
       out.moves = await explore(page, box, c.timeline_s);
-      out.frames = await page.evaluate(() => { window.__benchStop = true; return window.__benchFrames; });
+      Object.assign(out, await page.evaluate(() => {
+        window.__benchStop = true;
+        return { frames: window.__benchFrames, frame_moves: window.__benchFrameMoves, long_tasks: window.__benchLongTasks };
+      }));
       out.rss_timeline_kb = rssKb(renderers(b.profile));
       if (c.shot) await page.screenshot({ path: path.join(SHOTS, `${c.shot}-timeline.png`) });
     }

@@ -450,3 +450,47 @@ fn damaged_wire_bytes_are_refused_or_merge_without_panic() {
     dirty.counts.by_ph.insert("B".into(), 1);
     assert!(wire::encode_piece(&dirty).is_none());
 }
+
+/// The serial reader's carry (`TraceParser::feed`): a chunk that finishes a carried unit is
+/// parsed where it lies after a short head of it joins the carried bytes. Events longer than
+/// that head (args of 70 KB and 200 KB), one of them damaged, in chunks smaller and larger than
+/// the head and mixed at random, give the tables of one whole-file feed.
+#[test]
+fn long_events_across_chunks_give_the_one_shot_tables() {
+    let plain = rank_bytes(5, 0);
+    let at = plain.windows(16).position(|w| w == b"\"traceEvents\": [").expect("synth traceEvents") + 16;
+    let long = |n: usize, name: &str| {
+        format!(
+            "{{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"{name}\", \"pid\": 1, \"tid\": 1, \"ts\": 5, \"dur\": 3, \"args\": {{\"note\": \"{}\"}}}},\n",
+            "x".repeat(n)
+        )
+    };
+    let mut clean = plain[..at].to_vec();
+    clean.extend_from_slice(long(200_000, "long_a").as_bytes());
+    clean.extend_from_slice(long(70_000, "long_b").as_bytes());
+    clean.extend_from_slice(&plain[at..]);
+    // The same with a byte of the second long event's braces broken: the reader resyncs.
+    let mut damaged = clean.clone();
+    let b = damaged.windows(8).position(|w| w == b"\"long_b\"").expect("long_b") - 10;
+    damaged[b] = b'#';
+    let mut rng = Rng::from_state(77);
+    for bytes in [clean, damaged] {
+        let one = {
+            let mut p = TraceParser::new("t");
+            p.feed(&bytes);
+            dump_all(&p.finish().expect("one feed"))
+        };
+        assert!(one.contains("long_a"), "the long event is read");
+        for chunk in [0usize, 7, 4096, 65_553, 100_003, 1 << 20] {
+            let mut p = TraceParser::new("t");
+            let mut i = 0;
+            while i < bytes.len() {
+                let n = if chunk == 0 { 1 + rng.below(150_000) } else { chunk };
+                let end = bytes.len().min(i + n);
+                p.feed(&bytes[i..end]);
+                i = end;
+            }
+            assert_eq!(dump_all(&p.finish().expect("chunked feed")), one, "chunk {chunk} (0: random)");
+        }
+    }
+}

@@ -224,17 +224,48 @@ impl TraceParser {
             return;
         }
         if self.carry.is_empty() {
-            let used = self.process(chunk, false);
-            self.carry_offset += used as u64;
-            self.carry.extend_from_slice(&chunk[used..]);
-            self.retry_at = if used == chunk.len() { 0 } else { self.carry.len() * 2 };
-        } else {
-            self.carry.extend_from_slice(chunk);
-            if self.carry.len() < self.retry_at {
-                return;
-            }
-            self.retry_carry();
+            self.feed_direct(chunk);
+            return;
         }
+        let old = self.carry.len();
+        if old + chunk.len() < self.retry_at {
+            self.carry.extend_from_slice(chunk);
+            return;
+        }
+        // The carried bytes end inside a unit (usually one event) that the chunk's first bytes
+        // finish: only a head of the chunk joins them, and once the parse has gone past the
+        // carried bytes the rest of the chunk is parsed where it lies (not copied; the
+        // unfinished unit the head ends in is read again from the chunk).
+        let head = chunk.len().min(old.max(CARRY_HEAD).max(self.retry_at.saturating_sub(old)));
+        self.carry.extend_from_slice(&chunk[..head]);
+        let buf = std::mem::take(&mut self.carry);
+        let used = self.process(&buf, false);
+        self.carry = buf;
+        self.carry_offset += used as u64;
+        if self.fatal.is_some() {
+            return;
+        }
+        if used >= old {
+            self.carry.clear();
+            self.feed_direct(&chunk[used - old..]);
+        } else {
+            // A unit longer than the head: the rest of the chunk joins it, as before.
+            self.carry.drain(..used);
+            self.carry.extend_from_slice(&chunk[head..]);
+            if head < chunk.len() {
+                self.retry_carry();
+            } else {
+                self.retry_at = if self.carry.is_empty() { 0 } else { self.carry.len() * 2 };
+            }
+        }
+    }
+
+    /// Parses a chunk in place when nothing is carried, and carries its unfinished end.
+    fn feed_direct(&mut self, chunk: &[u8]) {
+        let used = self.process(chunk, false);
+        self.carry_offset += used as u64;
+        self.carry.extend_from_slice(&chunk[used..]);
+        self.retry_at = if used == chunk.len() { 0 } else { self.carry.len() * 2 };
     }
 
     /// Parses what it can of the carried bytes; the rest stays carried, and the next retry
@@ -397,6 +428,10 @@ impl TraceParser {
         IngestError::NotATrace { source_name: self.out.source.clone(), offset, reason: reason.to_string() }
     }
 }
+
+/// How much of a chunk at least joins carried bytes to finish the unit they end in (see
+/// [`TraceParser::feed`]): an event is rarely longer.
+const CARRY_HEAD: usize = 64 << 10;
 
 /// The largest magnitude a time may have, in ns (about 126 years: epoch times until 2096, and
 /// any sum of two such values still fits in `i64`).
