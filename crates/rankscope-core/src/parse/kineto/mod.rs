@@ -238,25 +238,19 @@ impl TraceParser {
         // unfinished unit the head ends in is read again from the chunk).
         let head = chunk.len().min(old.max(CARRY_HEAD).max(self.retry_at.saturating_sub(old)));
         self.carry.extend_from_slice(&chunk[..head]);
-        let buf = std::mem::take(&mut self.carry);
-        let used = self.process(&buf, false);
-        self.carry = buf;
-        self.carry_offset += used as u64;
+        let start = self.carry_offset;
+        self.retry_carry();
+        let used = (self.carry_offset - start) as usize;
         if self.fatal.is_some() {
             return;
         }
         if used >= old {
             self.carry.clear();
             self.feed_direct(&chunk[used - old..]);
-        } else {
+        } else if head < chunk.len() {
             // A unit longer than the head: the rest of the chunk joins it, as before.
-            self.carry.drain(..used);
             self.carry.extend_from_slice(&chunk[head..]);
-            if head < chunk.len() {
-                self.retry_carry();
-            } else {
-                self.retry_at = if self.carry.is_empty() { 0 } else { self.carry.len() * 2 };
-            }
+            self.retry_carry();
         }
     }
 
