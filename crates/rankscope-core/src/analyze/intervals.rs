@@ -90,10 +90,16 @@ impl Set {
         Set::from_sorted(all)
     }
 
-    /// `self ∩ other`.
+    /// `self ∩ other`. Each side starts at its first interval that ends after the other's first
+    /// start (a binary search), and the walk ends with the shorter side: a step's few intervals
+    /// against a whole rank's set cost a search, not a walk of the rank.
     pub fn intersect(&self, other: &Set) -> Set {
+        let (Some(&(a0, _)), Some(&(b0, _))) = (self.ivs.first(), other.ivs.first()) else {
+            return Set::new();
+        };
         let mut out = Vec::new();
-        let (mut i, mut j) = (0, 0);
+        let (mut i, mut j) =
+            (self.ivs.partition_point(|iv| iv.1 <= b0), other.ivs.partition_point(|iv| iv.1 <= a0));
         while i < self.ivs.len() && j < other.ivs.len() {
             let (a0, a1) = self.ivs[i];
             let (b0, b1) = other.ivs[j];
@@ -114,7 +120,8 @@ impl Set {
     /// `self − other`.
     pub fn subtract(&self, other: &Set) -> Set {
         let mut out = Vec::new();
-        let mut j = 0;
+        // Past what ends before `self` begins (a binary search, not a walk).
+        let mut j = self.ivs.first().map_or(0, |&(a0, _)| other.ivs.partition_point(|iv| iv.1 <= a0));
         for &(a0, a1) in &self.ivs {
             let mut cur = a0;
             while j < other.ivs.len() && other.ivs[j].1 <= cur {
@@ -232,6 +239,12 @@ mod tests {
             assert_eq!(u.len_ns(), count(&|p, q| p || q));
             assert_eq!(i.len_ns(), count(&|p, q| p && q));
             assert_eq!(d.len_ns(), count(&|p, q| p && !q));
+            // Point for point, not only in length (the searched starts of intersect and subtract).
+            let model = |f: &dyn Fn(bool, bool) -> bool| {
+                ba.iter().zip(&bb).map(|(p, q)| f(*p, *q)).collect::<Vec<_>>()
+            };
+            assert_eq!(bits(i.intervals()), model(&|p, q| p && q), "{a:?} ∩ {b:?}");
+            assert_eq!(bits(d.intervals()), model(&|p, q| p && !q), "{a:?} − {b:?}");
             assert_eq!(u, Set::from_unsorted([x.clone(), y.clone()].concat()));
             assert_eq!(Set::from_sorted(x.clone()), a);
             let lo = r.range(0, N as i64 - 1);
