@@ -268,7 +268,9 @@ def app_part(md, notes, one, eight, big, node, quick, say, loads):
         "",
         f"`dist/` served on 127.0.0.1, Debian's Chromium 1280×800 driven by playwright-core "
         f"(`tests/bench/app_bench.mjs`), a fresh browser per load; from `setInputFiles` on the file input "
-        f"to `[data-testid=analysis-ready]`. `navigator.hardwareConcurrency` = {cores}: the pool starts up "
+        f"to `[data-testid=analysis-ready]`, timed in the page (the input's `change` event to the mutation that "
+        f"added the marker: Playwright's `waitForSelector` polls up to every 500 ms, a lag it would add to the "
+        f"figure). `navigator.hardwareConcurrency` = {cores}: the pool starts up "
         f"to {cores} workers, one per file in flight. *Busy workers*: the renderer's worker threads "
         f"(`DedicatedWorker`) that used CPU during the load, with their CPU seconds (`/proc`); per worker = "
         f"overall ÷ busy workers; per worker CPU-second = MB ÷ the workers' CPU seconds, against Node's MB per "
