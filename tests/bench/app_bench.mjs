@@ -7,6 +7,9 @@
 //              `[data-testid=analysis-ready]` (every file read and the job analysed), timed in
 //              the page: from the input's `change` event to the mutation that added the marker
 //              (polled_ms: the same seen from here, with waitForSelector's polling lag in it);
+//   engine     the page's engine warm-up when the files were chosen (warm.rs; they are chosen a
+//              second after it ends, as a person takes longer to choose them), engine_ready_ms
+//              when it ended (from the page's start), engine_worker_ms the warm-up worker's time;
 //   cores      navigator.hardwareConcurrency (the pool starts up to that many workers, one per
 //              load in flight: crates/rankscope-app/src/pool.rs);
 //   workers    the workers the page started; worker_cpu_s: the CPU seconds of each worker thread
@@ -159,6 +162,12 @@ async function runCase(c) {
     page.on('worker', () => { workers += 1; });
     await page.goto(b.origin);
     await page.waitForSelector('[data-testid=open-demo]');
+    // A person takes seconds to choose files; the page warms its engine meanwhile (warm.rs).
+    // The files are chosen a second after the warm-up ended, or after 10 s.
+    const engine = await page.waitForFunction(() => ['warm', 'cold', 'stopped'].includes(document.documentElement.dataset.engine), null, { timeout: 10_000 })
+      .then(() => page.evaluate(() => ({ engine: document.documentElement.dataset.engine, engine_ready_ms: performance.now(), engine_worker_ms: Number(document.documentElement.dataset.engineMs) })))
+      .catch(() => ({ engine: 'not warm after 10 s' }));
+    await page.waitForTimeout(1000);
     const cores = await page.evaluate(() => navigator.hardwareConcurrency);
     const pids = renderers(b.profile);
     const rss0 = rssKb(pids);
@@ -219,7 +228,7 @@ async function runCase(c) {
     const events = m ? Number(m[1].replace(/,/g, '')) : null;
     const out = {
       label: c.label, files: c.files.length, bytes: c.files.reduce((s, f) => s + fs.statSync(f).size, 0),
-      ms, polled_ms: polledMs, events, cores, workers, worker_cpu_s: workerCpu, main_cpu_s: mainCpu, cpu_by_process: procCpuS, renderer_threads: rendererThreads,
+      ms, polled_ms: polledMs, ...engine, events, cores, workers, worker_cpu_s: workerCpu, main_cpu_s: mainCpu, cpu_by_process: procCpuS, renderer_threads: rendererThreads,
       rss_before_kb: rss0, rss_peak_kb: peak, rss_ready_kb: rss, status,
     };
     if (c.shot) await page.screenshot({ path: path.join(SHOTS, `${c.shot}-summary.png`) });

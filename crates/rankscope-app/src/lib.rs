@@ -19,6 +19,7 @@ pub mod protocol;
 pub mod state;
 pub mod tokens;
 pub mod views;
+pub mod warm;
 pub mod worker;
 
 /// Panics are reported on the console (with the message) instead of an opaque `unreachable`.

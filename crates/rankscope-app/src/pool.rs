@@ -400,6 +400,8 @@ fn on_message(inner_rc: &Rc<RefCell<Inner>>, index: usize, m: FromWorker, extra:
         FromWorker::Piece { file, index: piece, range } => {
             hand_piece(inner_rc, PieceFrom { owner: index, file, piece, range }, extra)
         }
+        // Only the warm-up's own worker sends it (`warm.rs`).
+        FromWorker::Warmed { .. } => {}
         FromWorker::Parsed { file, index: piece, ok } => {
             let mut inner = inner_rc.borrow_mut();
             inner.away.remove(&(file, piece));

@@ -90,6 +90,9 @@ pub enum ToWorker {
         file: FileId,
         rank: u32,
     },
+    /// Run a load's whole path once on a small synthetic job, then answer [`FromWorker::Warmed`]
+    /// (`warm.rs`): the engine's optimising compiler has the hot code ready before a real load.
+    Warm,
     Cancel {
         file: FileId,
     },
@@ -200,6 +203,12 @@ pub enum FromWorker {
         file: FileId,
         index: u32,
         ok: bool,
+    },
+    /// The warm-up's synthetic ranks, as analysis parts (the page combines them once, for the
+    /// same reason) and how long the worker took.
+    Warmed {
+        parts: Vec<RankPart>,
+        ms: f64,
     },
 }
 

@@ -189,6 +189,7 @@ fn handle(state: &Rc<RefCell<State>>, m: ToWorker, extra: JsValue) {
                 finish(&st, file, result);
             });
         }
+        ToWorker::Warm => spawn_local(warm()),
         ToWorker::Cancel { file } => {
             let mut st = state.borrow_mut();
             st.cancelled.insert(file);
@@ -706,11 +707,13 @@ async fn seam_at(f: &web_sys::File, at: u64, len: u64) -> Option<(u64, u64)> {
 
 /// One plain trace read on every worker, each reading its own ranges of the `File` (as the
 /// native host reads at offsets), so no single read bounds the file: the cuts are planned from
-/// the length ([`split::plan_cuts`]) and moved to seams; this worker parses the frame's head,
-/// hands each middle range to another worker while fewer than two per helper are away (else
-/// parses it itself), parses the frame's tail and closes the merge. `Ok(None)`: not a plain
-/// trace, or no seam where one was due, before anything was handed on (the cutting read takes
-/// it); a doubt after that is [`Outcome::Again`].
+/// the length ([`split::plan_cuts`]) and each is moved to its seam just before the range it
+/// ends is handed on (so the first helper starts after a few small reads, not after a search
+/// of every cut); this worker parses the frame's head, hands each middle range to another
+/// worker while fewer than [`AWAY_PER_HELPER`] per helper are away (else parses it itself),
+/// parses the frame's tail and closes the merge. `Ok(None)`: not a plain trace, or no seam
+/// where one was due, before anything was handed on (the cutting read takes it); a doubt after
+/// that is [`Outcome::Again`].
 async fn read_ranges(
     state: &Rc<RefCell<State>>,
     file: FileId,
@@ -724,18 +727,14 @@ async fn read_ranges(
     if !plain || !sniff(&first).is_empty() {
         return Ok(None);
     }
-    let mut seams: Vec<(u64, u64)> = Vec::new();
-    for c in split::plan_cuts(len, u64::from(helpers) + 1, RANGE_PIECE_BYTES) {
-        let Some(seam) = seam_at(f, c, len).await else { return Ok(None) };
-        if seams.last().is_some_and(|&(_, s)| seam.0 <= s) {
-            continue;
-        }
-        seams.push(seam);
-    }
-    let (Some(&head), Some(&tail)) = (seams.first(), seams.last()) else { return Ok(None) };
-    if seams.len() < 3 {
-        return Ok(None);
-    }
+    let mut seams =
+        Seams { f, len, cuts: split::plan_cuts(len, u64::from(helpers) + 1, RANGE_PIECE_BYTES).into_iter() };
+    // The head's end and the next two seams before anything is handed on: at least two middle
+    // pieces, or the file is read by the cutting reader instead.
+    let Some(head) = seams.next(None).await.flatten() else { return Ok(None) };
+    let Some(mut ahead) = seams.next(Some(head)).await.flatten() else { return Ok(None) };
+    let Some(second) = seams.next(Some(ahead)).await.flatten() else { return Ok(None) };
+    let mut after = Some(second);
     let mut p = TraceParser::new(name);
     if !feed_range(f, 0, head.1, &mut |b| p.feed(b)).await {
         return Ok(None);
@@ -743,11 +742,14 @@ async fn read_ranges(
     let Some(mut merger) = p.mark().and_then(|m| split::Merger::new(p.tables(), m)) else { return Ok(None) };
     merger.expect_text_bytes(len);
     state.borrow_mut().splits.insert(file, Split { merger: Some(merger), ..Split::default() });
-    let (away, n) = (helpers.saturating_mul(2), seams.len() - 1);
+    let away = helpers.saturating_mul(AWAY_PER_HELPER);
     let (mut handed, mut done, mut last_post) = (0u32, head.1, 0.0);
+    let (mut from, mut i) = (head.1, 0u32);
     let out = |st: &Rc<RefCell<State>>| st.borrow().splits.get(&file).map_or((0, true), |s| (s.out, s.doubt));
-    for (i, w) in seams.windows(2).enumerate() {
-        let (from, to) = (w[0].1, w[1].0);
+    // Each turn hands on (or parses) the range from `from` to the seam `ahead`; `after` is the
+    // seam past it, `None` once `ahead` is the last: the tail's start.
+    let tail = loop {
+        let to = ahead.0;
         if out(state).0 >= away {
             yield_task().await;
         }
@@ -762,14 +764,15 @@ async fn read_ranges(
                 s.out += 1;
             }
             handed += 1;
-            post_with(&FromWorker::Piece { file, index: i as u32, range: Some((from, to)) }, f);
+            post_with(&FromWorker::Piece { file, index: i, range: Some((from, to)) }, f);
         } else {
             let piece = read_piece(f, from, to).await;
             if let Some(s) = state.borrow_mut().splits.get_mut(&file) {
-                s.take(i as u32, piece);
+                s.take(i, piece);
             }
         }
         done += to - from;
+        i += 1;
         let t = now_ms();
         if t - last_post >= PROGRESS_MS {
             last_post = t;
@@ -784,7 +787,13 @@ async fn read_ranges(
                 workers,
             });
         }
-    }
+        let Some(next) = after else { break ahead };
+        from = ahead.1;
+        ahead = next;
+        // A cut with no seam after pieces were handed on: read again alone.
+        let Some(found) = seams.next(Some(ahead)).await else { return Ok(Some(Outcome::Again)) };
+        after = found;
+    };
     if !feed_range(f, tail.1, len, &mut |b| p.feed(b)).await {
         return Ok(Some(Outcome::Again));
     }
@@ -794,13 +803,40 @@ async fn read_ranges(
     }
     let split = state.borrow_mut().splits.remove(&file).unwrap_or_default();
     let (Some(merger), false) = (split.merger, split.doubt) else { return Ok(Some(Outcome::Again)) };
-    Ok(Some(match merger.finish(frame, n, len) {
+    Ok(Some(match merger.finish(frame, i as usize, len) {
         Some(mut t) => {
             t.input_bytes = len;
             Outcome::Trace(Box::new(t), 1 + handed.min(helpers))
         }
         None => Outcome::Again,
     }))
+}
+
+/// Ranges handed on per helper at most: one being parsed and two waiting, each already being
+/// read (a helper starts reading a range when it is handed one), so a helper does not run dry
+/// while this worker is busy parsing a piece of its own and answers late.
+const AWAY_PER_HELPER: u32 = 3;
+
+/// The planned cuts of a file read by ranges, moved to their seams one at a time.
+struct Seams<'a> {
+    f: &'a web_sys::File,
+    len: u64,
+    cuts: std::vec::IntoIter<u64>,
+}
+
+impl Seams<'_> {
+    /// The seam of the next cut whose seam lies past the seam `past` (a cut inside an event
+    /// longer than a piece finds the seam of the cut before it, and is passed over):
+    /// `Some(None)` when no cut is left, `None` when a cut has no seam.
+    async fn next(&mut self, past: Option<(u64, u64)>) -> Option<Option<(u64, u64)>> {
+        for c in self.cuts.by_ref() {
+            let seam = seam_at(self.f, c, self.len).await?;
+            if past.is_none_or(|(_, s)| seam.0 > s) {
+                return Some(Some(seam));
+            }
+        }
+        Some(None)
+    }
 }
 
 /// Resolves in a new task (after the messages already queued are handled): a message to itself
@@ -847,6 +883,59 @@ async fn demo(state: &Rc<RefCell<State>>, file: FileId, rank: u32) -> Result<Out
         }
     }
     Ok(Outcome::Done(feeder.ingest))
+}
+
+/// Text of each synthetic rank of the warm-up: a few thousand events, enough for V8 to
+/// optimise the functions a load spends its time in (a function is compiled again with the
+/// optimising tier once it has run for a while) and small enough to take well under a second
+/// in the baseline tier.
+const WARM_BYTES: u64 = 12 << 20;
+
+/// The warm-up (`warm.rs`): a load's whole path run on two small synthetic ranks: the chunked
+/// parse, a middle piece parsed alone and sent through the wire as a helper's is, the
+/// normalization, the rank's summary and analysis part, the `Loaded` message. The parts go to
+/// the page, which combines them once for the same reason. Yields between chunks, so the worker
+/// stays responsive (the page closes it when a real load starts).
+async fn warm() {
+    let t0 = now_ms();
+    let cfg = SynthConfig {
+        ranks: 2,
+        straggler_rank: Some(1),
+        target_bytes: Some(WARM_BYTES),
+        ..SynthConfig::default()
+    };
+    let mut parts = Vec::new();
+    for rank in 0..cfg.ranks {
+        let mut bytes = Vec::new();
+        if synth::write_rank(&cfg, rank, &mut bytes).is_err() {
+            break;
+        }
+        let len = bytes.len() as u64;
+        let seam = |at: u64| bytes.get(at as usize..).and_then(|w| split::seam_in(w, at));
+        if let (Some(a), Some(b)) = (seam(len / 3), seam(2 * len / 3)) {
+            let piece = bytes.get(a.1 as usize..b.0 as usize).and_then(|p| split::parse_piece("warm-up", p));
+            if let Some(w) = piece.as_ref().and_then(wire::encode_piece) {
+                drop(wire::decode_piece("warm-up", &w));
+            }
+        }
+        let mut ingest = FileIngest::new(&synth::file_name(rank, false));
+        for chunk in bytes.chunks(CHUNK_BYTES) {
+            ingest.feed(chunk);
+            yield_task().await;
+        }
+        let Ok(trace) = ingest.finish() else { break };
+        let view = RankView::new(trace, &Rules::default());
+        let (Some(summary), Some(part)) = (view.summary(), view.analysis_part()) else { break };
+        let first_ns = view.first_ns();
+        let loaded =
+            FromWorker::Loaded { file: rank, summary: Box::new(summary), part: Box::new(part), first_ns };
+        drop(encode(&loaded));
+        if let FromWorker::Loaded { part, .. } = loaded {
+            parts.push(*part);
+        }
+        yield_task().await;
+    }
+    post(&FromWorker::Warmed { parts, ms: now_ms() - t0 });
 }
 
 async fn yield_now() {

@@ -80,6 +80,8 @@ pub fn app() -> Html {
             if let Some(old) = pool.borrow_mut().take() {
                 old.terminate();
             }
+            // A real load never shares the cores with the warm-up.
+            crate::warm::stop();
             let p = Pool::new(dispatch.clone());
             let (names, tasks, demo): (Vec<(String, u64)>, Vec<Task>, bool) = match load {
                 Load::Files(files) => {
@@ -142,6 +144,14 @@ pub fn app() -> Html {
             }
         });
     }
+
+    // The engine's warm-up (`warm.rs`), once the page has drawn itself.
+    use_effect_with((), move |_| {
+        let go = Closure::once_into_js(crate::warm::start);
+        if let Some(w) = window() {
+            let _ = w.set_timeout_with_callback_and_timeout_and_arguments_0(go.unchecked_ref(), 100);
+        }
+    });
 
     // The URL hash: read once at start and on every hashchange; written on every change of
     // view or window.
