@@ -500,6 +500,119 @@ pub fn comm_origins(
     (out, of_event)
 }
 
+/// The operators a phase group holds: the work that grows with the batch (forward, backward,
+/// the rest of the step) and the optimizer's, whose work depends on the parameters only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpGroup {
+    Work,
+    Optimizer,
+}
+
+impl OpGroup {
+    fn of(ph: Phase) -> Option<OpGroup> {
+        match ph {
+            Phase::Optimizer => Some(OpGroup::Optimizer),
+            Phase::DataLoading => None,
+            _ => Some(OpGroup::Work),
+        }
+    }
+}
+
+/// How long a rank's operators typically take against the same operators on the other ranks.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct OpSpeed {
+    pub rank: u32,
+    pub group: OpGroup,
+    /// The duration-weighted median, over the operator instances this rank shares with the
+    /// others, of (its typical duration / the other ranks' median of theirs); weights are the
+    /// others' durations. 1 = the same operators run as long as elsewhere.
+    pub ratio: f64,
+    /// Instances compared.
+    pub instances: u32,
+    /// Sums of the compared instances' typical durations: this rank's, the others' medians'.
+    pub rank_ns: i64,
+    pub others_ns: i64,
+}
+
+/// At least this many shared operator instances make a ratio.
+pub const MIN_OP_INSTANCES: usize = 8;
+
+/// Per rank and [`OpGroup`]: its operators' typical durations against the same operator
+/// instances on the other ranks ([`super::regions::OpTypical`]: median over the steps of each
+/// instance).
+///
+/// **Why.** A rank late because it has more work (a larger batch, longer sequences) runs the
+/// same operators on larger inputs: each of its forward and backward operators takes longer
+/// every step, while its optimizer's, whose work depends on the parameters only, take as long as
+/// elsewhere. A slower device slows every operator alike, the optimizer's too. Preemption on an
+/// oversubscribed host lengthens *some* instances in *some* steps, which the median over steps
+/// and the weighted median over instances both leave out: a rank whose operators typically run
+/// as fast as elsewhere but whose phases took longer lost that time in bursts, not in larger
+/// work. Phase totals cannot tell these apart: the rank that computed longest is also the one the
+/// host's scheduler lets wait in its next phase.
+pub fn op_speed(parts: &[RankPart]) -> Vec<OpSpeed> {
+    // Instance (group, phase, name, ordinal) → (rank, typical duration).
+    type Instance<'a> = (OpGroup, Phase, &'a str, u32);
+    let mut by_key: BTreeMap<Instance<'_>, Vec<(u32, i64)>> = BTreeMap::new();
+    let mut seen: BTreeSet<u32> = BTreeSet::new();
+    for p in parts {
+        if !seen.insert(p.info.rank) {
+            continue;
+        }
+        let rr = &p.regions;
+        for o in &rr.op_typical {
+            let (Some(g), Some(name)) = (OpGroup::of(o.phase), rr.op_names.get(o.name as usize)) else {
+                continue;
+            };
+            by_key
+                .entry((g, o.phase, name.as_str(), o.ordinal))
+                .or_default()
+                .push((p.info.rank, o.median_ns));
+        }
+    }
+    // Per (rank, group): (ratio, weight) per shared instance, and the sums.
+    type Ratios = (Vec<(f64, f64)>, i64, i64);
+    let mut acc: BTreeMap<(u32, OpGroup), Ratios> = BTreeMap::new();
+    for ((g, ..), v) in &by_key {
+        if v.len() < 2 {
+            continue;
+        }
+        let mut sorted: Vec<i64> = v.iter().map(|x| x.1).collect();
+        sorted.sort_unstable();
+        for &(rank, mine) in v {
+            // The median of the others' values: the sorted values less one occurrence of mine.
+            let p = sorted.partition_point(|&x| x < mine);
+            let at = |i: usize| if i < p { sorted[i] } else { sorted[i + 1] };
+            let m = sorted.len() - 1;
+            let others = if m % 2 == 1 { at(m / 2) } else { (at(m / 2 - 1) + at(m / 2)) / 2 };
+            if others <= 0 {
+                continue;
+            }
+            let e = acc.entry((rank, *g)).or_default();
+            e.0.push((mine as f64 / others as f64, others as f64));
+            e.1 += mine;
+            e.2 += others;
+        }
+    }
+    acc.into_iter()
+        .filter(|(_, (r, ..))| r.len() >= MIN_OP_INSTANCES)
+        .map(|((rank, group), (mut r, rank_ns, others_ns))| {
+            r.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let half = r.iter().map(|x| x.1).sum::<f64>() / 2.0;
+            let mut run = 0.0;
+            let ratio = r
+                .iter()
+                .find(|x| {
+                    run += x.1;
+                    run >= half
+                })
+                .map_or(1.0, |x| x.0);
+            OpSpeed { rank, group, ratio, instances: r.len() as u32, rank_ns, others_ns }
+        })
+        .collect()
+}
+
 /// Intervals helper for tests and callers: total length of `ivs` inside `[lo, hi)`.
 pub fn len_within(ivs: &[Iv], lo: i64, hi: i64) -> i64 {
     Set::from_sorted(ivs.iter().copied()).len_within(lo, hi)

@@ -47,7 +47,10 @@ pub(super) fn late_ranks(cx: &Ctx<'_>) -> Option<Late> {
             }
         }
     }
-    if steps.is_empty() {
+    // The group itself must cost the steps, consistently: a rank that was among the last only
+    // with another one (the two of them late together, the other the later) costs nothing
+    // alone in those steps, and a finding about it alone would claim steps it did not cost.
+    if steps.is_empty() || steps.len() < need {
         return None;
     }
     Some(Late { ranks, steps, spread_steps: spread.len(), cost_ns: cost })
@@ -64,6 +67,10 @@ pub(super) enum Cause {
         compute: Diff,
         loc: Option<Located>,
         same_work: Option<Diff>,
+        /// CPU ranks: how long its operators typically take against the same operators
+        /// elsewhere, in the batch-dependent work and in the optimizer
+        /// ([`diagnose::op_speed`]).
+        typical: Option<(f64, f64)>,
     },
     Stall {
         loc: Located,
@@ -93,13 +100,34 @@ pub(super) fn classify(cx: &Ctx<'_>, rank: u32, steps: &[u32], excess: f64) -> C
     } else {
         cmp.phase_device(&cx.a.regions, Phase::Optimizer)
     };
-    let same_work = {
-        let rc = if compute.others_ns > 0.0 { compute.mine_ns / compute.others_ns } else { 1.0 };
-        let ro = if opt.others_ns > 0.0 { opt.mine_ns / opt.others_ns } else { 1.0 };
-        (opt.others_ns > 0.01 * compute.others_ns && rc > 1.0 && ro >= 1.0 + 0.5 * (rc - 1.0)).then_some(opt)
+    let rc = if compute.others_ns > 0.0 { compute.mine_ns / compute.others_ns } else { 1.0 };
+    // On CPU ranks the phases' totals are what the host's scheduler gave each process: the rank
+    // that computed longest is also the one it lets wait in its next phase, so its optimizer can
+    // take twice as long with the same work. The same operators' typical durations
+    // ([`diagnose::op_speed`]: medians over the steps, a duration-weighted median over the
+    // instances) are the robust comparison: more work makes the forward and backward operators
+    // typically longer and leaves the optimizer's alone; a slower host makes both longer; time
+    // lost to preemption leaves both typical durations as they are (the operators explain less
+    // than half of the compute excess), which is the same work, done slower.
+    let speed =
+        |g: diagnose::OpGroup| cx.a.op_speed.iter().find(|o| o.rank == rank && o.group == g).map(|o| o.ratio);
+    let typical = if cx.is_cpu(rank) {
+        speed(diagnose::OpGroup::Work).zip(speed(diagnose::OpGroup::Optimizer))
+    } else {
+        None
+    };
+    let same_work = match typical {
+        Some((work, opt_typical)) => (rc > 1.0
+            && (work <= 1.0 + 0.5 * (rc - 1.0) || opt_typical >= 1.0 + 0.5 * (work - 1.0)))
+            .then_some(opt.clone()),
+        None => {
+            let ro = if opt.others_ns > 0.0 { opt.mine_ns / opt.others_ns } else { 1.0 };
+            (opt.others_ns > 0.01 * compute.others_ns && rc > 1.0 && ro >= 1.0 + 0.5 * (rc - 1.0))
+                .then_some(opt)
+        }
     };
     if compute.excess() >= half {
-        return Cause::Compute { compute, loc, same_work };
+        return Cause::Compute { compute, loc, same_work, typical };
     }
     let Some(l) = loc else { return Cause::Unknown { loc: None } };
     let here = l.path.last().map_or(0.0, |x| x.1.excess());
@@ -114,7 +142,7 @@ pub(super) fn classify(cx: &Ctx<'_>, rank: u32, steps: &[u32], excess: f64) -> C
         return Cause::Sync { loc: l };
     }
     if here >= half && (share(&l.ops) || share(&l.device)) {
-        return Cause::Compute { compute, loc: Some(l), same_work };
+        return Cause::Compute { compute, loc: Some(l), same_work, typical };
     }
     Cause::Unknown { loc: Some(l) }
 }
@@ -176,6 +204,9 @@ pub(super) fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
     // One late rank or a late group: the sentences agree in number.
     let group = late.ranks.len() > 1;
     let (it, arrives) = if group { ("them", "arrive") } else { ("it", "arrives") };
+    // The verbs the late rank(s) take: "rank 2 stalls", "ranks 1 and 4 stall".
+    let (is, stalls, does, its) =
+        if group { ("are", "stall", "do", "their") } else { ("is", "stalls", "does", "its") };
     let waited = format!(
         "the other ranks each wait {} per step for {it} ({steps_said})",
         dur_range(other_waits.clone())
@@ -204,7 +235,7 @@ pub(super) fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
             (
                 "input_bound",
                 format!(
-                    "{who} is input-bound: its data loading takes {} per step against {} on the other ranks{times}, so {waited}.",
+                    "{who} {is} input-bound: {its} data loading takes {} per step against {} on the other ranks{times}, so {waited}.",
                     dur(data.mine_ns),
                     dur(data.others_ns)
                 ),
@@ -215,7 +246,7 @@ pub(super) fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
                 None,
             )
         }
-        Cause::Compute { compute, loc, same_work: Some(opt) } => {
+        Cause::Compute { compute, loc, same_work: Some(opt), typical } => {
             evidence.insert("compute_ns".into(), compute.mine_ns);
             evidence.insert("others_compute_ns".into(), compute.others_ns);
             evidence.insert("optimizer_ns".into(), opt.mine_ns);
@@ -223,10 +254,28 @@ pub(super) fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
             let ratio = if compute.others_ns > 0.0 { compute.mine_ns / compute.others_ns } else { 0.0 };
             let ropt = if opt.others_ns > 0.0 { opt.mine_ns / opt.others_ns } else { 0.0 };
             let device = if cpu { "CPU" } else { "GPU" };
+            let why = match typical {
+                Some((work, opt_typical)) => {
+                    evidence.insert("typical_op_ratio".into(), *work);
+                    evidence.insert("typical_optimizer_op_ratio".into(), *opt_typical);
+                    if *work <= 1.0 + 0.5 * (ratio - 1.0) {
+                        format!(
+                            "; its operators typically run as long as the same operators elsewhere ({work:.2}× in forward and backward, {opt_typical:.2}× in the optimizer), so the time is lost in bursts: the process waits for a core"
+                        )
+                    } else {
+                        format!(
+                            "; the same operators typically take {work:.2}× as long in forward and backward and {opt_typical:.2}× in the optimizer, whose work does not depend on the batch"
+                        )
+                    }
+                }
+                None => format!(
+                    ", and even {its} optimizer step, whose work does not depend on the batch, takes {ropt:.2}× as long"
+                ),
+            };
             (
                 "slow_device",
                 format!(
-                    "{who} is slower at the same work: {} of {device} compute per step against {} on the other ranks ({ratio:.2}×), and even its optimizer step, whose work does not depend on the batch, takes {ropt:.2}× as long; so {waited}.",
+                    "{who} {is} slower at the same work: {} of {device} compute per step against {} on the other ranks ({ratio:.2}×){why}; so {waited}.",
                     dur(compute.mine_ns),
                     dur(compute.others_ns)
                 ),
@@ -239,20 +288,27 @@ pub(super) fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
                 loc.as_ref().map(location),
             )
         }
-        Cause::Compute { compute, loc, same_work: None } => {
+        Cause::Compute { compute, loc, same_work: None, typical } => {
             evidence.insert("compute_ns".into(), compute.mine_ns);
             evidence.insert("others_compute_ns".into(), compute.others_ns);
             let ratio = if compute.others_ns > 0.0 { compute.mine_ns / compute.others_ns } else { 0.0 };
-            let place = loc
+            let mut place = loc
                 .as_ref()
                 .filter(|l| l.path.len() > 1)
                 .map(|l| format!(", most of it in {}", where_words(l)))
                 .unwrap_or_default();
+            if let Some((work, opt_typical)) = typical {
+                evidence.insert("typical_op_ratio".into(), *work);
+                evidence.insert("typical_optimizer_op_ratio".into(), *opt_typical);
+                place.push_str(&format!(
+                    "; the same operators typically take {work:.2}× as long in forward and backward but {opt_typical:.2}× in the optimizer, whose work does not depend on the batch: larger inputs, not a slower host"
+                ));
+            }
             let device = if cpu { "CPU" } else { "GPU" };
             (
                 "compute_imbalance",
                 format!(
-                    "{who} does more compute than the others: {} of {device} compute per step against {} on the other ranks ({ratio:.2}×){place}, so {waited}.",
+                    "{who} {does} more compute than the others: {} of {device} compute per step against {} on the other ranks ({ratio:.2}×){place}, so {waited}.",
                     dur(compute.mine_ns),
                     dur(compute.others_ns)
                 ),
@@ -273,14 +329,14 @@ pub(super) fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
             (
                 "host_stall",
                 format!(
-                    "{who} stalls on the host: {} per step in {place} with no operator running, against {} on the other ranks ({} vs {} in the region), so {waited}.",
+                    "{who} {stalls} on the host: {} per step in {place} with no operator running, against {} on the other ranks ({} vs {} in the region), so {waited}.",
                     dur(loc.free.mine_ns),
                     dur(loc.free.others_ns),
                     dur(last.mine_ns),
                     dur(last.others_ns)
                 ),
                 format!(
-                    "Find what {} does in {place} that the others do not: a sleep, blocking I/O (logging, checkpoint, file or network reads), a lock, garbage collection, or a rank-specific branch; move it out of the step or make it asynchronous. {others_fix}",
+                    "Find what {} {does} in {place} that the others do not: a sleep, blocking I/O (logging, checkpoint, file or network reads), a lock, garbage collection, or a rank-specific branch; move it out of the step or make it asynchronous. {others_fix}",
                     who.to_lowercase()
                 ),
                 Some(location(loc)),
@@ -291,7 +347,7 @@ pub(super) fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
             (
                 "straggler",
                 format!(
-                    "{who} arrives late at the collectives: it spends {} more per step blocked in host synchronization in {place} than the other ranks (its own device finishes later), so {waited}.",
+                    "{who} {arrives} late at the collectives: {} more per step blocked in host synchronization in {place} than the other ranks ({its} own device finishes later), so {waited}.",
                     dur(loc.sync.excess())
                 ),
                 format!(
