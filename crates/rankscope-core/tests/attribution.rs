@@ -254,3 +254,109 @@ fn more_work_is_told_from_a_slow_host_by_typical_operator_durations() {
     assert!(g.message.contains("lost in bursts"), "{}", g.message);
     assert!(!g.fix.to_lowercase().contains("gpu"), "{}", g.fix);
 }
+
+/// A backward hook on one rank that sleeps: it runs inside the autograd node the hook adds
+/// (`autograd::engine::evaluate_function: BackwardHookFunctionBackward`), an operator whose
+/// child node takes microseconds. No region marks it, and an operator covers its time, so the
+/// region comparison saw "more compute". The operator instance that only this rank runs, whose
+/// own time (none of the operators it runs running) is the excess, is the host stall.
+#[test]
+fn a_sleep_inside_an_autograd_node_is_a_host_stall_in_that_node() {
+    let world = 3;
+    let traces = (0..world)
+        .map(|rank| {
+            let steps = (0..4)
+                .map(|_| {
+                    let hook = if rank == 1 { 200_000.0 } else { 0.0 };
+                    let mut v = vec![ann("forward", 0.0, 40_000.0)];
+                    for k in 0..10 {
+                        v.push(op("aten::addmm", k as f64 * 4_000.0, 4_000.0));
+                    }
+                    let mut t = 40_000.0;
+                    let bwd0 = t;
+                    for k in 0..10 {
+                        if k == 5 && rank == 1 {
+                            v.push(op(
+                                "autograd::engine::evaluate_function: BackwardHookFunctionBackward",
+                                t,
+                                hook,
+                            ));
+                            v.push(op("BackwardHookFunctionBackward", t + hook - 20.0, 15.0));
+                            t += hook;
+                        }
+                        v.push(op("autograd::engine::evaluate_function: AddmmBackward0", t, 4_000.0));
+                        v.push(op("aten::mm", t + 10.0, 3_900.0));
+                        t += 4_000.0;
+                    }
+                    let end = 40_000.0 + 200_000.0 + 40_000.0 + 5_000.0;
+                    v.push(ann("backward", bwd0, end - bwd0));
+                    v.push(ev("gloo:all_reduce", "user_annotation", 2, t, end - t));
+                    v.push(ann("Optimizer.step#SGD.step", end, 20_000.0));
+                    for k in 0..20 {
+                        v.push(op("aten::add_", end + k as f64 * 1_000.0, 1_000.0));
+                    }
+                    (end + 21_000.0, v)
+                })
+                .collect::<Vec<_>>();
+            trace(rank, world, &steps)
+        })
+        .collect();
+    let a = run(traces);
+    let f = a.findings.first().unwrap_or_else(|| panic!("no finding"));
+    assert_eq!((f.id.as_str(), f.ranks.as_slice()), ("host_stall", &[1][..]), "{}", f.message);
+    assert!(
+        f.message.contains("`autograd::engine::evaluate_function: BackwardHookFunctionBackward`"),
+        "{}",
+        f.message
+    );
+    assert!((f.evidence["stall_ns"] - 200e6).abs() < 1e6, "{:?}", f.evidence);
+    let loc = f.location.clone().unwrap_or_else(|| panic!("no location"));
+    assert_eq!(
+        loc.regions.last().map(String::as_str),
+        Some("autograd::engine::evaluate_function: BackwardHookFunctionBackward")
+    );
+}
+
+/// One rank stalls 400 ms every other step (a periodic checkpoint); in the other steps the last
+/// to arrive is somebody else by a few ms. Late in half the steps only, it is still the one the
+/// job waits for: nearly all the time lost is lost waiting for it, and every time it is late it
+/// costs more than any other step. Named, with its steps, not called arrival jitter.
+#[test]
+fn a_rank_that_stalls_every_other_step_is_named() {
+    let world = 4;
+    let traces = (0..world)
+        .map(|rank| {
+            let steps = (0..4u32)
+                .map(|step| {
+                    let stall = rank == 2 && step % 2 == 0;
+                    // Step 1: rank 1 a little late; step 3: rank 3.
+                    let extra =
+                        if (step == 1 && rank == 1) || (step == 3 && rank == 3) { 10_000.0 } else { 0.0 };
+                    let f = 20_000.0 + extra;
+                    let mut v = vec![ann("forward", 0.0, f + if stall { 400_000.0 } else { 0.0 })];
+                    v.push(op("aten::addmm", 1.0, f - 2.0));
+                    if stall {
+                        v.push(ann("checkpoint", f, 400_000.0));
+                    }
+                    let ready = f + if stall { 400_000.0 } else { 0.0 } + 20_000.0;
+                    v.push(ann("backward", ready - 20_000.0, 20_000.0));
+                    v.push(op("aten::mm", ready - 20_000.0 + 1.0, 19_998.0));
+                    // Completes 5 ms after the last rank is ready.
+                    let last = if step % 2 == 0 { 440_000.0 } else { 50_000.0 };
+                    let end = last + 5_000.0;
+                    v.push(ann("wait", ready, end - ready));
+                    v.push(ev("gloo:all_reduce", "user_annotation", 2, ready, end - ready));
+                    v.push(ann("optimizer", end, 5_000.0));
+                    v.push(op("aten::add_", end + 1.0, 4_998.0));
+                    (end + 6_000.0, v)
+                })
+                .collect::<Vec<_>>();
+            trace(rank, world, &steps)
+        })
+        .collect();
+    let a = run(traces);
+    let f = a.findings.first().unwrap_or_else(|| panic!("no finding: {:?}", ids(&a)));
+    assert_eq!((f.id.as_str(), f.ranks.as_slice()), ("host_stall", &[2][..]), "{}", f.message);
+    assert_eq!(f.steps, [0, 2], "{}", f.message);
+    assert!(f.message.contains("`checkpoint`") && f.message.contains("2 of 4 steps"), "{}", f.message);
+}

@@ -157,6 +157,13 @@ pub struct OpTypical {
     pub name: u32,
     pub ordinal: u32,
     pub median_ns: i64,
+    /// Median over the steps of its own time: inside it with no slice nested in it running
+    /// (for an operator that runs others, the time outside them: a hook's Python, a sleep).
+    #[serde(default)]
+    pub own_median_ns: i64,
+    /// Whether it runs other operators (in any step): a frame around them, not a leaf.
+    #[serde(default)]
+    pub nests: bool,
     /// Steps it ran in.
     pub steps: u32,
 }
@@ -243,6 +250,8 @@ struct Cover {
     parent: Option<usize>,
     main: bool,
     holes: Vec<Iv>,
+    /// The slices nested in it (not in a region inside it): what it runs besides its own code.
+    kids: Vec<Iv>,
 }
 
 /// The regions of one rank, per step window.
@@ -369,7 +378,17 @@ pub fn rank_regions(r: &RankEntry, strings: &StringTable, windows: &[(u32, i64, 
                         parent: direct_region_parent,
                         main: Some(l) == main,
                         holes: Vec::new(),
+                        kids: Vec::new(),
                     });
+                } else if let Some(c) = stack
+                    .iter()
+                    .rev()
+                    .take_while(|o| !o.region)
+                    .filter_map(|o| o.cover)
+                    .last()
+                    .and_then(|c| covers.get_mut(c))
+                {
+                    c.kids.push((ts, end));
                 }
                 stack.push(Open { end, slot: None, region: false, cover });
             }
@@ -378,7 +397,9 @@ pub fn rank_regions(r: &RankEntry, strings: &StringTable, windows: &[(u32, i64, 
     // Each covering operator, less the regions opened inside it; the main thread's, per
     // instance (phase, name, ordinal in the step), with their durations over the steps.
     let mut instance_of: BTreeMap<(u32, Phase, StrId), u32> = BTreeMap::new();
-    let mut durations: BTreeMap<(Phase, StrId, u32), Vec<i64>> = BTreeMap::new();
+    // Per instance, per step: (duration, time with nothing nested running, slices nested).
+    type Runs = Vec<(i64, i64, usize)>;
+    let mut durations: BTreeMap<(Phase, StrId, u32), Runs> = BTreeMap::new();
     for c in covers {
         let pieces = if c.holes.is_empty() {
             vec![c.iv]
@@ -387,7 +408,12 @@ pub fn rank_regions(r: &RankEntry, strings: &StringTable, windows: &[(u32, i64, 
         };
         if let (true, Some(o)) = (c.main, c.parent.and_then(|p| out.occurrences.get(p))) {
             let k = instance_of.entry((o.step, o.phase, c.name)).or_insert(0);
-            durations.entry((o.phase, c.name, *k)).or_default().push(pieces.iter().map(|x| x.1 - x.0).sum());
+            let own = Set::from_sorted(pieces.iter().copied()).subtract(&Set::from_unsorted(c.kids.clone()));
+            durations.entry((o.phase, c.name, *k)).or_default().push((
+                pieces.iter().map(|x| x.1 - x.0).sum(),
+                own.len_ns(),
+                c.kids.len(),
+            ));
             *k += 1;
         }
         if let Some(p) = c.parent {
@@ -397,24 +423,32 @@ pub fn rank_regions(r: &RankEntry, strings: &StringTable, windows: &[(u32, i64, 
             main_ops.extend(pieces);
         }
     }
-    let mut typical: Vec<(Phase, StrId, u32, i64, u32)> = durations
+    let mut typical: Vec<((Phase, StrId, u32), OpTypical)> = durations
         .into_iter()
-        .map(|((ph, name, k), v)| {
-            let n = v.len() as u32;
-            (ph, name, k, super::stats::median(v), n)
+        .map(|((phase, name, ordinal), v)| {
+            let t = OpTypical {
+                phase,
+                name: 0,
+                ordinal,
+                median_ns: super::stats::median(v.iter().map(|x| x.0).collect()),
+                own_median_ns: super::stats::median(v.iter().map(|x| x.1).collect()),
+                nests: v.iter().any(|x| x.2 > 0),
+                steps: v.len() as u32,
+            };
+            ((phase, name, ordinal), t)
         })
         .collect();
-    typical.sort_by(|a, b| b.3.cmp(&a.3).then((a.0, a.1, a.2).cmp(&(b.0, b.1, b.2))));
+    typical.sort_by(|a, b| b.1.median_ns.cmp(&a.1.median_ns).then(a.0.cmp(&b.0)));
     typical.truncate(MAX_OP_TYPICAL);
-    typical.sort_by_key(|a| (a.0, a.1, a.2));
+    typical.sort_by_key(|a| a.0);
     let mut op_ids: FxHashMap<StrId, u32> = FxHashMap::default();
-    for (phase, name, ordinal, median_ns, steps) in typical {
+    for ((_, name, _), mut t) in typical {
         let next = op_ids.len() as u32;
-        let id = *op_ids.entry(name).or_insert_with(|| {
+        t.name = *op_ids.entry(name).or_insert_with(|| {
             out.op_names.push(strings.get(name).to_string());
             next
         });
-        out.op_typical.push(OpTypical { phase, name: id, ordinal, median_ns, steps });
+        out.op_typical.push(t);
     }
     // Children regions cover their parent like operators do, by their own ops and syncs: fold
     // each occurrence's figures up into its ancestors after computing its own.

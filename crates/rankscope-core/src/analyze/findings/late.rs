@@ -30,8 +30,41 @@ pub(super) fn late_ranks(cx: &Ctx<'_>) -> Option<Late> {
     // Consistent over the steps of the trace, not only over those with a spread: a rank late
     // in 2 of 4 steps is noise. One measured step is named if it is the only step there is.
     let n_steps = cx.all_steps.len().max(spread.len());
-    let need = (cx.th.straggler_consistency * n_steps as f64).ceil().max(1.0) as usize;
-    let ranks: Vec<u32> = count.iter().filter(|(_, &n)| n >= need).map(|(&r, _)| r).collect();
+    let mut need = (cx.th.straggler_consistency * n_steps as f64).ceil().max(1.0) as usize;
+    let mut ranks: Vec<u32> = count.iter().filter(|(_, &n)| n >= need).map(|(&r, _)| r).collect();
+    if ranks.is_empty() {
+        // Not late in most steps, but the one everybody waits for when the job waits: a rank
+        // whose own lateness costs more than half of all the wait, in two steps or more, each
+        // time more than twice any step in which another rank was the late one (a distinct,
+        // repeated mode, as a bimodal step time is: a stall every other step, a periodic
+        // checkpoint or evaluation, a slow every-Nth batch). Random arrival jitter spreads the
+        // time lost over the ranks, and its steps' costs are of one order (two ranks that
+        // alternate, 17-20 ms against 10 ms, are jitter).
+        let total: i64 = spread.iter().map(|w| w.cost_ns).sum();
+        // Per rank: the costs of the steps it was late in, alone.
+        let mut alone: BTreeMap<u32, Vec<i64>> = BTreeMap::new();
+        for w in &spread {
+            for &r in &w.late {
+                let c = diagnose::late_cost(&w.ranks, &w.exposed_wait_ns, &[r]);
+                if c > 0 {
+                    alone.entry(r).or_default().push(c);
+                }
+            }
+        }
+        let others_max =
+            |r: u32| spread.iter().filter(|w| !w.late.contains(&r)).map(|w| w.cost_ns).max().unwrap_or(0);
+        let best = alone
+            .iter()
+            .filter(|(&r, v)| {
+                let sum: i64 = v.iter().sum();
+                v.len() >= 2 && 2 * sum > total && v.iter().min().is_some_and(|&m| m > 2 * others_max(r))
+            })
+            .max_by_key(|(_, v)| v.iter().sum::<i64>());
+        if let Some((&r, _)) = best {
+            ranks = vec![r];
+            need = 2;
+        }
+    }
     if ranks.is_empty() || ranks.len() * 2 > cx.ranks.len() {
         return None;
     }
@@ -74,6 +107,13 @@ pub(super) enum Cause {
     },
     Stall {
         loc: Located,
+    },
+    /// Time inside one operator that runs others (an autograd node around its hooks), with
+    /// none of them running: host work the region comparison cannot see, since an operator
+    /// covers its time.
+    OpStall {
+        op: diagnose::OpExcess,
+        loc: Option<Located>,
     },
     Sync {
         loc: Located,
@@ -126,6 +166,20 @@ pub(super) fn classify(cx: &Ctx<'_>, rank: u32, steps: &[u32], excess: f64) -> C
                 .then_some(opt)
         }
     };
+    // One operator instance whose own time (none of the operators it runs running) carries
+    // most of the excess, every step: a hook's host work inside an autograd node, a sleep in a
+    // custom op. Checked before compute, which counts an operator's whole time.
+    if cx.is_cpu(rank) {
+        let top =
+            cx.a.op_speed
+                .iter()
+                .filter(|o| o.rank == rank)
+                .filter_map(|o| o.top.as_ref())
+                .max_by_key(|t| t.own_rank_ns - t.own_others_ns);
+        if let Some(t) = top.filter(|t| t.nests && (t.own_rank_ns - t.own_others_ns) as f64 >= half) {
+            return Cause::OpStall { op: t.clone(), loc };
+        }
+    }
     if compute.excess() >= half {
         return Cause::Compute { compute, loc, same_work, typical };
     }
@@ -340,6 +394,49 @@ pub(super) fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
                     who.to_lowercase()
                 ),
                 Some(location(loc)),
+            )
+        }
+        Cause::OpStall { op, loc } => {
+            let region =
+                loc.as_ref().and_then(|l| l.path.last()).map(|x| x.0.clone()).filter(|n| n != "ProfilerStep");
+            let place = match &region {
+                Some(r) => format!("the operator `{}` inside `{r}`", op.name),
+                None => format!("the operator `{}` ({})", op.name, op.phase.words()),
+            };
+            evidence.insert("stall_ns".into(), op.own_rank_ns as f64);
+            evidence.insert("others_stall_ns".into(), op.own_others_ns as f64);
+            evidence.insert("operator_ns".into(), op.rank_ns as f64);
+            evidence.insert("others_operator_ns".into(), op.others_ns as f64);
+            let mut regions: Vec<String> = loc
+                .as_ref()
+                .map(|l| l.path.iter().map(|x| x.0.clone()).collect())
+                .unwrap_or_else(|| vec!["ProfilerStep".to_string()]);
+            regions.push(op.name.clone());
+            let own = op.own_rank_ns - op.own_others_ns;
+            (
+                "host_stall",
+                format!(
+                    "{who} {stalls} on the host: {} per step inside {place} with no operator running (none of the operators it runs), against {} on the other ranks ({} vs {} for the whole operator), so {waited}.",
+                    dur(op.own_rank_ns as f64),
+                    dur(op.own_others_ns as f64),
+                    dur(op.rank_ns as f64),
+                    dur(op.others_ns as f64)
+                ),
+                format!(
+                    "Find what {} {does} inside `{}` that the others do not: a hook on that module or tensor (forward, backward or gradient hooks run inside the autograd node), a sleep, blocking I/O, a lock, garbage collection, or a rank-specific branch; move it out of the step or make it asynchronous. {others_fix}",
+                    who.to_lowercase(),
+                    op.name
+                ),
+                Some(Location {
+                    regions,
+                    phase: op.phase,
+                    rank_ns: op.rank_ns,
+                    others_ns: op.others_ns,
+                    free_excess_ns: own,
+                    ops_excess_ns: (op.rank_ns - op.others_ns - own).max(0),
+                    sync_excess_ns: 0,
+                    device_excess_ns: 0,
+                }),
             )
         }
         Cause::Sync { loc } => {
