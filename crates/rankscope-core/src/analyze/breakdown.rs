@@ -30,7 +30,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::gaps::{GapClassifier, GapSplit};
-use super::intervals::Set;
+use super::intervals::{Iv, Set};
 use super::roles::{is_backend_span, Work};
 use crate::model::*;
 use crate::normalize::job::RankEntry;
@@ -71,6 +71,8 @@ pub fn rank_sets(r: &RankEntry, strings: &StringTable, work: &Work) -> RankSets 
         let iv = (e.ts_ns[i], e.end_ns(i));
         if lane == side {
             match e.class[i] {
+                // CPU operators: by the innermost rule below.
+                Class::Compute if side == LaneKind::Cpu => {}
                 Class::Compute => compute.push(iv),
                 Class::Communication if !backend_spans || is_backend_span(t, strings, i) => comm.push(iv),
                 Class::Memory if side == LaneKind::Gpu => memory.push(iv),
@@ -85,6 +87,9 @@ pub fn rank_sets(r: &RankEntry, strings: &StringTable, work: &Work) -> RankSets 
             }
         }
     }
+    if side == LaneKind::Cpu {
+        compute = cpu_compute(r, strings);
+    }
     RankSets {
         source: if side == LaneKind::Gpu { MetricsFrom::Gpu } else { MetricsFrom::Cpu },
         compute: Set::from_sorted(compute),
@@ -93,6 +98,73 @@ pub fn rank_sets(r: &RankEntry, strings: &StringTable, work: &Work) -> RankSets 
         host_sync: Set::from_sorted(sync),
         data_loading: Set::from_sorted(data),
     }
+}
+
+/// CPU compute: the time a CPU operator runs, where an operator inside which a region opens
+/// (an autograd node running an annotated hook: FSDP's `FSDP::pre_backward` > `FSDP::all_gather`
+/// inside `autograd::engine::evaluate_function: AddmmBackward0`) counts inside that region only
+/// by the operators that run in it. A hook blocked on a collective is then a thread waiting, not
+/// computing, as it is at the top of a step; the same rule gives the regions' `ops_ns`
+/// ([`super::regions`]). Without regions inside operators it is the union of the operators.
+fn cpu_compute(r: &RankEntry, strings: &StringTable) -> Vec<Iv> {
+    let t = &r.trace;
+    let e = &t.events;
+    let n_lanes = t.lanes.len();
+    let mut by_lane: Vec<Vec<usize>> = vec![Vec::new(); n_lanes];
+    for i in 0..e.len() {
+        let l = e.lane[i].0 as usize;
+        if l < n_lanes && t.lanes.kind[l] == LaneKind::Cpu && e.kind[i] == EventKind::Slice && e.dur_ns[i] > 0
+        {
+            by_lane[l].push(i);
+        }
+    }
+    struct Open {
+        end: i64,
+        region: bool,
+        compute: bool,
+        cover: Option<usize>,
+    }
+    // Operators not inside another operator since the nearest region, with the regions opened
+    // inside them.
+    let mut covers: Vec<(Iv, Vec<Iv>)> = Vec::new();
+    for rows in &by_lane {
+        let mut stack: Vec<Open> = Vec::new();
+        for &i in rows {
+            let (ts, end) = (e.ts_ns[i], e.end_ns(i));
+            while stack.last().is_some_and(|o| o.end <= ts) {
+                stack.pop();
+            }
+            let end = end.min(stack.last().map_or(i64::MAX, |o| o.end));
+            let since_region = || stack.iter().rev().take_while(|o| !o.region);
+            if super::regions::is_region(t, strings, i) {
+                if let Some(c) = since_region().filter_map(|o| o.cover).last() {
+                    if let Some(x) = covers.get_mut(c) {
+                        x.1.push((ts, end));
+                    }
+                }
+                stack.push(Open { end, region: true, compute: false, cover: None });
+            } else {
+                let compute = e.class[i] == Class::Compute;
+                let cover = (compute && !since_region().any(|o| o.compute)).then(|| {
+                    covers.push(((ts, end), Vec::new()));
+                    covers.len() - 1
+                });
+                stack.push(Open { end, region: false, compute, cover });
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(covers.len());
+    for (iv, holes) in covers {
+        if holes.is_empty() {
+            out.push(iv);
+        } else {
+            out.extend_from_slice(
+                Set::from_sorted(vec![iv]).subtract(&Set::from_unsorted(holes)).intervals(),
+            );
+        }
+    }
+    out.sort_unstable();
+    out
 }
 
 /// Name prefixes of communication backends' own spans.

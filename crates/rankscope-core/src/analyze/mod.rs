@@ -165,6 +165,10 @@ pub struct Analysis {
     /// Per rank × step: where its collectives were issued from, and how much of them the host
     /// was blocked on or left exposed.
     pub comm_origins: Vec<diagnose::OriginRow>,
+    /// Per rank: how long its operators typically take against the same operators on the other
+    /// ranks, for the batch-dependent work and for the optimizer ([`diagnose::op_speed`]).
+    #[serde(default)]
+    pub op_speed: Vec<diagnose::OpSpeed>,
     /// Each rank's collectives as a sequence per process group, compared across ranks: the
     /// first divergence, who did not issue what, the last collective each rank entered
     /// ([`crate::sequence`]). Absent without collectives.
@@ -484,6 +488,7 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
         regions: region_rows,
         phases: phase_rows,
         comm_origins: origins,
+        op_speed: diagnose::op_speed(&parts),
         sequence,
         pipeline: pipe_report,
         fabric: Vec::new(),

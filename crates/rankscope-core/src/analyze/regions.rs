@@ -141,6 +141,33 @@ pub struct StepPhases {
     pub spans: Vec<(Phase, Vec<Iv>)>,
 }
 
+/// At most this many operator instances are kept per rank in [`RankRegions::op_typical`] (the
+/// longest: a duration-weighted comparison is decided by them).
+pub const MAX_OP_TYPICAL: usize = 2048;
+
+/// One operator instance of the main thread, told apart by its phase, its name and its ordinal
+/// among the operators of that name and phase in the step (the 3rd `aten::addmm` of forward is
+/// the same layer on every rank and in every step of the same program), with its **median
+/// duration over the steps**: what the operator typically takes, whatever preemption added to
+/// it in some steps. Operators covering a region's time only (see [`rank_regions`]).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct OpTypical {
+    pub phase: Phase,
+    /// Index into [`RankRegions::op_names`].
+    pub name: u32,
+    pub ordinal: u32,
+    pub median_ns: i64,
+    /// Median over the steps of its own time: inside it with no slice nested in it running
+    /// (for an operator that runs others, the time outside them: a hook's Python, a sleep).
+    #[serde(default)]
+    pub own_median_ns: i64,
+    /// Whether it runs other operators (in any step): a frame around them, not a leaf.
+    #[serde(default)]
+    pub nests: bool,
+    /// Steps it ran in.
+    pub steps: u32,
+}
+
 /// What one rank ships about its regions.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct RankRegions {
@@ -153,6 +180,12 @@ pub struct RankRegions {
     pub sync_spans: Vec<Iv>,
     /// Occurrences beyond [`MAX_OCCURRENCES`], not kept.
     pub dropped: usize,
+    /// The main thread's operators, each instance's typical duration (the longest
+    /// [`MAX_OP_TYPICAL`]), and the names they index.
+    #[serde(default)]
+    pub op_typical: Vec<OpTypical>,
+    #[serde(default)]
+    pub op_names: Vec<String>,
 }
 
 impl RankRegions {
@@ -182,7 +215,7 @@ impl RankRegions {
     }
 }
 
-fn is_region(t: &RankTrace, strings: &StringTable, i: usize) -> bool {
+pub(crate) fn is_region(t: &RankTrace, strings: &StringTable, i: usize) -> bool {
     let e = &t.events;
     if e.kind[i] != EventKind::Slice {
         return false;
@@ -202,6 +235,23 @@ struct Open {
     end: i64,
     /// Slot in `occ` when the event is a region.
     slot: Option<usize>,
+    /// A region, counted or not (outside the steps, beyond the cap).
+    region: bool,
+    /// Index in `covers` when the event is an operator covering its parent region's time.
+    cover: Option<usize>,
+}
+
+/// An operator that covers its parent region's time, and where it does not: the regions opened
+/// inside it (`holes`), whose time counts by what runs inside them.
+struct Cover {
+    iv: Iv,
+    name: StrId,
+    /// The region whose ops it counts for, if any.
+    parent: Option<usize>,
+    main: bool,
+    holes: Vec<Iv>,
+    /// The slices nested in it (not in a region inside it): what it runs besides its own code.
+    kids: Vec<Iv>,
 }
 
 /// The regions of one rank, per step window.
@@ -234,6 +284,7 @@ pub fn rank_regions(r: &RankEntry, strings: &StringTable, windows: &[(u32, i64, 
     let mut name_ids: FxHashMap<StrId, u32> = FxHashMap::default();
     // Per occurrence: the intervals of its direct non-region children (operators) and syncs.
     let mut occ_ops: Vec<Vec<Iv>> = Vec::new();
+    let mut covers: Vec<Cover> = Vec::new();
     let mut own_phase: Vec<Option<Phase>> = Vec::new();
     let mut occ_sync: Vec<Vec<Iv>> = Vec::new();
     let mut main_ops: Vec<Iv> = Vec::new();
@@ -259,13 +310,22 @@ pub fn rank_regions(r: &RankEntry, strings: &StringTable, windows: &[(u32, i64, 
             let enclosing_region = stack.iter().rev().find_map(|o| o.slot);
             let direct_region_parent = stack.last().and_then(|o| o.slot);
             if is_region(t, strings, i) {
+                // A region opened inside an operator (an autograd node running a hook that is
+                // annotated, as FSDP's `FSDP::pre_backward` > `FSDP::all_gather` inside
+                // `autograd::engine::evaluate_function: …`): the operator does not cover it. Its
+                // time counts by what runs inside the region, so a hook blocked on a collective
+                // is a thread with no operator running, as it is at the top of a step.
+                let covering = stack.iter().rev().take_while(|o| !o.region).filter_map(|o| o.cover).last();
+                if let Some(c) = covering.and_then(|c| covers.get_mut(c)) {
+                    c.holes.push((ts, end));
+                }
                 if e.step[i] == NONE_U32 {
-                    stack.push(Open { end, slot: None });
+                    stack.push(Open { end, slot: None, region: true, cover: None });
                     continue;
                 }
                 if out.occurrences.len() >= MAX_OCCURRENCES {
                     out.dropped += 1;
-                    stack.push(Open { end, slot: None });
+                    stack.push(Open { end, slot: None, region: true, cover: None });
                     continue;
                 }
                 let raw = strings.get(e.name[i]);
@@ -295,13 +355,14 @@ pub fn rank_regions(r: &RankEntry, strings: &StringTable, windows: &[(u32, i64, 
                 occ_ops.push(Vec::new());
                 occ_sync.push(Vec::new());
                 lane_occ[l].push(slot);
-                stack.push(Open { end, slot: Some(slot) });
+                stack.push(Open { end, slot: Some(slot), region: true, cover: None });
             } else {
                 // A synchronization blocks the thread wherever it is nested (`aten::item` >
                 // `cudaStreamSynchronize`): it counts for the nearest region. Any other slice
                 // directly under a region (or at the top) is an operator covering its time,
                 // whatever it contains.
                 let is_sync = e.class[i] == Class::Sync;
+                let mut cover = None;
                 if is_sync {
                     if let Some(p) = enclosing_region {
                         occ_sync[p].push((ts, end));
@@ -310,16 +371,84 @@ pub fn rank_regions(r: &RankEntry, strings: &StringTable, windows: &[(u32, i64, 
                         main_sync.push((ts, end));
                     }
                 } else if stack.last().is_none_or(|o| o.slot.is_some()) {
-                    if let Some(p) = direct_region_parent {
-                        occ_ops[p].push((ts, end));
-                    }
-                    if Some(l) == main {
-                        main_ops.push((ts, end));
-                    }
+                    cover = Some(covers.len());
+                    covers.push(Cover {
+                        iv: (ts, end),
+                        name: e.name[i],
+                        parent: direct_region_parent,
+                        main: Some(l) == main,
+                        holes: Vec::new(),
+                        kids: Vec::new(),
+                    });
+                } else if let Some(c) = stack
+                    .iter()
+                    .rev()
+                    .take_while(|o| !o.region)
+                    .filter_map(|o| o.cover)
+                    .last()
+                    .and_then(|c| covers.get_mut(c))
+                {
+                    c.kids.push((ts, end));
                 }
-                stack.push(Open { end, slot: None });
+                stack.push(Open { end, slot: None, region: false, cover });
             }
         }
+    }
+    // Each covering operator, less the regions opened inside it; the main thread's, per
+    // instance (phase, name, ordinal in the step), with their durations over the steps.
+    let mut instance_of: BTreeMap<(u32, Phase, StrId), u32> = BTreeMap::new();
+    // Per instance, per step: (duration, time with nothing nested running, slices nested).
+    type Runs = Vec<(i64, i64, usize)>;
+    let mut durations: BTreeMap<(Phase, StrId, u32), Runs> = BTreeMap::new();
+    for c in covers {
+        let pieces = if c.holes.is_empty() {
+            vec![c.iv]
+        } else {
+            Set::from_sorted(vec![c.iv]).subtract(&Set::from_unsorted(c.holes)).intervals().to_vec()
+        };
+        if let (true, Some(o)) = (c.main, c.parent.and_then(|p| out.occurrences.get(p))) {
+            let k = instance_of.entry((o.step, o.phase, c.name)).or_insert(0);
+            let own = Set::from_sorted(pieces.iter().copied()).subtract(&Set::from_unsorted(c.kids.clone()));
+            durations.entry((o.phase, c.name, *k)).or_default().push((
+                pieces.iter().map(|x| x.1 - x.0).sum(),
+                own.len_ns(),
+                c.kids.len(),
+            ));
+            *k += 1;
+        }
+        if let Some(p) = c.parent {
+            occ_ops[p].extend_from_slice(&pieces);
+        }
+        if c.main {
+            main_ops.extend(pieces);
+        }
+    }
+    let mut typical: Vec<((Phase, StrId, u32), OpTypical)> = durations
+        .into_iter()
+        .map(|((phase, name, ordinal), v)| {
+            let t = OpTypical {
+                phase,
+                name: 0,
+                ordinal,
+                median_ns: super::stats::median(v.iter().map(|x| x.0).collect()),
+                own_median_ns: super::stats::median(v.iter().map(|x| x.1).collect()),
+                nests: v.iter().any(|x| x.2 > 0),
+                steps: v.len() as u32,
+            };
+            ((phase, name, ordinal), t)
+        })
+        .collect();
+    typical.sort_by(|a, b| b.1.median_ns.cmp(&a.1.median_ns).then(a.0.cmp(&b.0)));
+    typical.truncate(MAX_OP_TYPICAL);
+    typical.sort_by_key(|a| a.0);
+    let mut op_ids: FxHashMap<StrId, u32> = FxHashMap::default();
+    for ((_, name, _), mut t) in typical {
+        let next = op_ids.len() as u32;
+        t.name = *op_ids.entry(name).or_insert_with(|| {
+            out.op_names.push(strings.get(name).to_string());
+            next
+        });
+        out.op_typical.push(t);
     }
     // Children regions cover their parent like operators do, by their own ops and syncs: fold
     // each occurrence's figures up into its ancestors after computing its own.

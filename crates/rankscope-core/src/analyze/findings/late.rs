@@ -30,8 +30,41 @@ pub(super) fn late_ranks(cx: &Ctx<'_>) -> Option<Late> {
     // Consistent over the steps of the trace, not only over those with a spread: a rank late
     // in 2 of 4 steps is noise. One measured step is named if it is the only step there is.
     let n_steps = cx.all_steps.len().max(spread.len());
-    let need = (cx.th.straggler_consistency * n_steps as f64).ceil().max(1.0) as usize;
-    let ranks: Vec<u32> = count.iter().filter(|(_, &n)| n >= need).map(|(&r, _)| r).collect();
+    let mut need = (cx.th.straggler_consistency * n_steps as f64).ceil().max(1.0) as usize;
+    let mut ranks: Vec<u32> = count.iter().filter(|(_, &n)| n >= need).map(|(&r, _)| r).collect();
+    if ranks.is_empty() {
+        // Not late in most steps, but the one everybody waits for when the job waits: a rank
+        // whose own lateness costs more than half of all the wait, in two steps or more, each
+        // time more than twice any step in which another rank was the late one (a distinct,
+        // repeated mode, as a bimodal step time is: a stall every other step, a periodic
+        // checkpoint or evaluation, a slow every-Nth batch). Random arrival jitter spreads the
+        // time lost over the ranks, and its steps' costs are of one order (two ranks that
+        // alternate, 17-20 ms against 10 ms, are jitter).
+        let total: i64 = spread.iter().map(|w| w.cost_ns).sum();
+        // Per rank: the costs of the steps it was late in, alone.
+        let mut alone: BTreeMap<u32, Vec<i64>> = BTreeMap::new();
+        for w in &spread {
+            for &r in &w.late {
+                let c = diagnose::late_cost(&w.ranks, &w.exposed_wait_ns, &[r]);
+                if c > 0 {
+                    alone.entry(r).or_default().push(c);
+                }
+            }
+        }
+        let others_max =
+            |r: u32| spread.iter().filter(|w| !w.late.contains(&r)).map(|w| w.cost_ns).max().unwrap_or(0);
+        let best = alone
+            .iter()
+            .filter(|(&r, v)| {
+                let sum: i64 = v.iter().sum();
+                v.len() >= 2 && 2 * sum > total && v.iter().min().is_some_and(|&m| m > 2 * others_max(r))
+            })
+            .max_by_key(|(_, v)| v.iter().sum::<i64>());
+        if let Some((&r, _)) = best {
+            ranks = vec![r];
+            need = 2;
+        }
+    }
     if ranks.is_empty() || ranks.len() * 2 > cx.ranks.len() {
         return None;
     }
@@ -47,7 +80,10 @@ pub(super) fn late_ranks(cx: &Ctx<'_>) -> Option<Late> {
             }
         }
     }
-    if steps.is_empty() {
+    // The group itself must cost the steps, consistently: a rank that was among the last only
+    // with another one (the two of them late together, the other the later) costs nothing
+    // alone in those steps, and a finding about it alone would claim steps it did not cost.
+    if steps.is_empty() || steps.len() < need {
         return None;
     }
     Some(Late { ranks, steps, spread_steps: spread.len(), cost_ns: cost })
@@ -64,9 +100,20 @@ pub(super) enum Cause {
         compute: Diff,
         loc: Option<Located>,
         same_work: Option<Diff>,
+        /// CPU ranks: how long its operators typically take against the same operators
+        /// elsewhere, in the batch-dependent work and in the optimizer
+        /// ([`diagnose::op_speed`]).
+        typical: Option<(f64, f64)>,
     },
     Stall {
         loc: Located,
+    },
+    /// Time inside one operator that runs others (an autograd node around its hooks), with
+    /// none of them running: host work the region comparison cannot see, since an operator
+    /// covers its time.
+    OpStall {
+        op: diagnose::OpExcess,
+        loc: Option<Located>,
     },
     Sync {
         loc: Located,
@@ -93,13 +140,48 @@ pub(super) fn classify(cx: &Ctx<'_>, rank: u32, steps: &[u32], excess: f64) -> C
     } else {
         cmp.phase_device(&cx.a.regions, Phase::Optimizer)
     };
-    let same_work = {
-        let rc = if compute.others_ns > 0.0 { compute.mine_ns / compute.others_ns } else { 1.0 };
-        let ro = if opt.others_ns > 0.0 { opt.mine_ns / opt.others_ns } else { 1.0 };
-        (opt.others_ns > 0.01 * compute.others_ns && rc > 1.0 && ro >= 1.0 + 0.5 * (rc - 1.0)).then_some(opt)
+    let rc = if compute.others_ns > 0.0 { compute.mine_ns / compute.others_ns } else { 1.0 };
+    // On CPU ranks the phases' totals are what the host's scheduler gave each process: the rank
+    // that computed longest is also the one it lets wait in its next phase, so its optimizer can
+    // take twice as long with the same work. The same operators' typical durations
+    // ([`diagnose::op_speed`]: medians over the steps, a duration-weighted median over the
+    // instances) are the robust comparison: more work makes the forward and backward operators
+    // typically longer and leaves the optimizer's alone; a slower host makes both longer; time
+    // lost to preemption leaves both typical durations as they are (the operators explain less
+    // than half of the compute excess), which is the same work, done slower.
+    let speed =
+        |g: diagnose::OpGroup| cx.a.op_speed.iter().find(|o| o.rank == rank && o.group == g).map(|o| o.ratio);
+    let typical = if cx.is_cpu(rank) {
+        speed(diagnose::OpGroup::Work).zip(speed(diagnose::OpGroup::Optimizer))
+    } else {
+        None
     };
+    let same_work = match typical {
+        Some((work, opt_typical)) => (rc > 1.0
+            && (work <= 1.0 + 0.5 * (rc - 1.0) || opt_typical >= 1.0 + 0.5 * (work - 1.0)))
+            .then_some(opt.clone()),
+        None => {
+            let ro = if opt.others_ns > 0.0 { opt.mine_ns / opt.others_ns } else { 1.0 };
+            (opt.others_ns > 0.01 * compute.others_ns && rc > 1.0 && ro >= 1.0 + 0.5 * (rc - 1.0))
+                .then_some(opt)
+        }
+    };
+    // One operator instance whose own time (none of the operators it runs running) carries
+    // most of the excess, every step: a hook's host work inside an autograd node, a sleep in a
+    // custom op. Checked before compute, which counts an operator's whole time.
+    if cx.is_cpu(rank) {
+        let top =
+            cx.a.op_speed
+                .iter()
+                .filter(|o| o.rank == rank)
+                .filter_map(|o| o.top.as_ref())
+                .max_by_key(|t| t.own_rank_ns - t.own_others_ns);
+        if let Some(t) = top.filter(|t| t.nests && (t.own_rank_ns - t.own_others_ns) as f64 >= half) {
+            return Cause::OpStall { op: t.clone(), loc };
+        }
+    }
     if compute.excess() >= half {
-        return Cause::Compute { compute, loc, same_work };
+        return Cause::Compute { compute, loc, same_work, typical };
     }
     let Some(l) = loc else { return Cause::Unknown { loc: None } };
     let here = l.path.last().map_or(0.0, |x| x.1.excess());
@@ -114,7 +196,7 @@ pub(super) fn classify(cx: &Ctx<'_>, rank: u32, steps: &[u32], excess: f64) -> C
         return Cause::Sync { loc: l };
     }
     if here >= half && (share(&l.ops) || share(&l.device)) {
-        return Cause::Compute { compute, loc: Some(l), same_work };
+        return Cause::Compute { compute, loc: Some(l), same_work, typical };
     }
     Cause::Unknown { loc: Some(l) }
 }
@@ -176,6 +258,9 @@ pub(super) fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
     // One late rank or a late group: the sentences agree in number.
     let group = late.ranks.len() > 1;
     let (it, arrives) = if group { ("them", "arrive") } else { ("it", "arrives") };
+    // The verbs the late rank(s) take: "rank 2 stalls", "ranks 1 and 4 stall".
+    let (is, stalls, does, its) =
+        if group { ("are", "stall", "do", "their") } else { ("is", "stalls", "does", "its") };
     let waited = format!(
         "the other ranks each wait {} per step for {it} ({steps_said})",
         dur_range(other_waits.clone())
@@ -204,7 +289,7 @@ pub(super) fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
             (
                 "input_bound",
                 format!(
-                    "{who} is input-bound: its data loading takes {} per step against {} on the other ranks{times}, so {waited}.",
+                    "{who} {is} input-bound: {its} data loading takes {} per step against {} on the other ranks{times}, so {waited}.",
                     dur(data.mine_ns),
                     dur(data.others_ns)
                 ),
@@ -215,7 +300,7 @@ pub(super) fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
                 None,
             )
         }
-        Cause::Compute { compute, loc, same_work: Some(opt) } => {
+        Cause::Compute { compute, loc, same_work: Some(opt), typical } => {
             evidence.insert("compute_ns".into(), compute.mine_ns);
             evidence.insert("others_compute_ns".into(), compute.others_ns);
             evidence.insert("optimizer_ns".into(), opt.mine_ns);
@@ -223,10 +308,28 @@ pub(super) fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
             let ratio = if compute.others_ns > 0.0 { compute.mine_ns / compute.others_ns } else { 0.0 };
             let ropt = if opt.others_ns > 0.0 { opt.mine_ns / opt.others_ns } else { 0.0 };
             let device = if cpu { "CPU" } else { "GPU" };
+            let why = match typical {
+                Some((work, opt_typical)) => {
+                    evidence.insert("typical_op_ratio".into(), *work);
+                    evidence.insert("typical_optimizer_op_ratio".into(), *opt_typical);
+                    if *work <= 1.0 + 0.5 * (ratio - 1.0) {
+                        format!(
+                            "; its operators typically run as long as the same operators elsewhere ({work:.2}× in forward and backward, {opt_typical:.2}× in the optimizer), so the time is lost in bursts: the process waits for a core"
+                        )
+                    } else {
+                        format!(
+                            "; the same operators typically take {work:.2}× as long in forward and backward and {opt_typical:.2}× in the optimizer, whose work does not depend on the batch"
+                        )
+                    }
+                }
+                None => format!(
+                    ", and even {its} optimizer step, whose work does not depend on the batch, takes {ropt:.2}× as long"
+                ),
+            };
             (
                 "slow_device",
                 format!(
-                    "{who} is slower at the same work: {} of {device} compute per step against {} on the other ranks ({ratio:.2}×), and even its optimizer step, whose work does not depend on the batch, takes {ropt:.2}× as long; so {waited}.",
+                    "{who} {is} slower at the same work: {} of {device} compute per step against {} on the other ranks ({ratio:.2}×){why}; so {waited}.",
                     dur(compute.mine_ns),
                     dur(compute.others_ns)
                 ),
@@ -239,20 +342,27 @@ pub(super) fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
                 loc.as_ref().map(location),
             )
         }
-        Cause::Compute { compute, loc, same_work: None } => {
+        Cause::Compute { compute, loc, same_work: None, typical } => {
             evidence.insert("compute_ns".into(), compute.mine_ns);
             evidence.insert("others_compute_ns".into(), compute.others_ns);
             let ratio = if compute.others_ns > 0.0 { compute.mine_ns / compute.others_ns } else { 0.0 };
-            let place = loc
+            let mut place = loc
                 .as_ref()
                 .filter(|l| l.path.len() > 1)
                 .map(|l| format!(", most of it in {}", where_words(l)))
                 .unwrap_or_default();
+            if let Some((work, opt_typical)) = typical {
+                evidence.insert("typical_op_ratio".into(), *work);
+                evidence.insert("typical_optimizer_op_ratio".into(), *opt_typical);
+                place.push_str(&format!(
+                    "; the same operators typically take {work:.2}× as long in forward and backward but {opt_typical:.2}× in the optimizer, whose work does not depend on the batch: larger inputs, not a slower host"
+                ));
+            }
             let device = if cpu { "CPU" } else { "GPU" };
             (
                 "compute_imbalance",
                 format!(
-                    "{who} does more compute than the others: {} of {device} compute per step against {} on the other ranks ({ratio:.2}×){place}, so {waited}.",
+                    "{who} {does} more compute than the others: {} of {device} compute per step against {} on the other ranks ({ratio:.2}×){place}, so {waited}.",
                     dur(compute.mine_ns),
                     dur(compute.others_ns)
                 ),
@@ -273,17 +383,60 @@ pub(super) fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
             (
                 "host_stall",
                 format!(
-                    "{who} stalls on the host: {} per step in {place} with no operator running, against {} on the other ranks ({} vs {} in the region), so {waited}.",
+                    "{who} {stalls} on the host: {} per step in {place} with no operator running, against {} on the other ranks ({} vs {} in the region), so {waited}.",
                     dur(loc.free.mine_ns),
                     dur(loc.free.others_ns),
                     dur(last.mine_ns),
                     dur(last.others_ns)
                 ),
                 format!(
-                    "Find what {} does in {place} that the others do not: a sleep, blocking I/O (logging, checkpoint, file or network reads), a lock, garbage collection, or a rank-specific branch; move it out of the step or make it asynchronous. {others_fix}",
+                    "Find what {} {does} in {place} that the others do not: a sleep, blocking I/O (logging, checkpoint, file or network reads), a lock, garbage collection, or a rank-specific branch; move it out of the step or make it asynchronous. {others_fix}",
                     who.to_lowercase()
                 ),
                 Some(location(loc)),
+            )
+        }
+        Cause::OpStall { op, loc } => {
+            let region =
+                loc.as_ref().and_then(|l| l.path.last()).map(|x| x.0.clone()).filter(|n| n != "ProfilerStep");
+            let place = match &region {
+                Some(r) => format!("the operator `{}` inside `{r}`", op.name),
+                None => format!("the operator `{}` ({})", op.name, op.phase.words()),
+            };
+            evidence.insert("stall_ns".into(), op.own_rank_ns as f64);
+            evidence.insert("others_stall_ns".into(), op.own_others_ns as f64);
+            evidence.insert("operator_ns".into(), op.rank_ns as f64);
+            evidence.insert("others_operator_ns".into(), op.others_ns as f64);
+            let mut regions: Vec<String> = loc
+                .as_ref()
+                .map(|l| l.path.iter().map(|x| x.0.clone()).collect())
+                .unwrap_or_else(|| vec!["ProfilerStep".to_string()]);
+            regions.push(op.name.clone());
+            let own = op.own_rank_ns - op.own_others_ns;
+            (
+                "host_stall",
+                format!(
+                    "{who} {stalls} on the host: {} per step inside {place} with no operator running (none of the operators it runs), against {} on the other ranks ({} vs {} for the whole operator), so {waited}.",
+                    dur(op.own_rank_ns as f64),
+                    dur(op.own_others_ns as f64),
+                    dur(op.rank_ns as f64),
+                    dur(op.others_ns as f64)
+                ),
+                format!(
+                    "Find what {} {does} inside `{}` that the others do not: a hook on that module or tensor (forward, backward or gradient hooks run inside the autograd node), a sleep, blocking I/O, a lock, garbage collection, or a rank-specific branch; move it out of the step or make it asynchronous. {others_fix}",
+                    who.to_lowercase(),
+                    op.name
+                ),
+                Some(Location {
+                    regions,
+                    phase: op.phase,
+                    rank_ns: op.rank_ns,
+                    others_ns: op.others_ns,
+                    free_excess_ns: own,
+                    ops_excess_ns: (op.rank_ns - op.others_ns - own).max(0),
+                    sync_excess_ns: 0,
+                    device_excess_ns: 0,
+                }),
             )
         }
         Cause::Sync { loc } => {
@@ -291,7 +444,7 @@ pub(super) fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
             (
                 "straggler",
                 format!(
-                    "{who} arrives late at the collectives: it spends {} more per step blocked in host synchronization in {place} than the other ranks (its own device finishes later), so {waited}.",
+                    "{who} {arrives} late at the collectives: {} more per step blocked in host synchronization in {place} than the other ranks ({its} own device finishes later), so {waited}.",
                     dur(loc.sync.excess())
                 ),
                 format!(
