@@ -239,16 +239,20 @@ struct Open {
     region: bool,
     /// Index in `covers` when the event is an operator covering its parent region's time.
     cover: Option<usize>,
+    /// In a covering operator's `kids`, or inside a slice that is: the union of its kids is
+    /// that of everything nested in it, so only the outermost are kept.
+    kid: bool,
 }
 
 /// An operator that covers its parent region's time, and where it does not: the regions opened
 /// inside it (`holes`), whose time counts by what runs inside them.
 struct Cover {
     iv: Iv,
-    name: StrId,
     /// The region whose ops it counts for, if any.
     parent: Option<usize>,
     main: bool,
+    /// On the main thread under a region: the instance it is (phase, name, ordinal in the step).
+    instance: Option<(Phase, StrId, u32)>,
     holes: Vec<Iv>,
     /// The slices nested in it (not in a region inside it): what it runs besides its own code.
     kids: Vec<Iv>,
@@ -284,7 +288,15 @@ pub fn rank_regions(r: &RankEntry, strings: &StringTable, windows: &[(u32, i64, 
     let mut name_ids: FxHashMap<StrId, u32> = FxHashMap::default();
     // Per occurrence: the intervals of its direct non-region children (operators) and syncs.
     let mut occ_ops: Vec<Vec<Iv>> = Vec::new();
+    // The covering operators still open (a stack: one opens inside another only under a region
+    // inside it), each finished when it closes (`finish`), so only the open ones are held.
     let mut covers: Vec<Cover> = Vec::new();
+    // Each covering operator, less the regions opened inside it; the main thread's, per
+    // instance (phase, name, ordinal in the step), with their durations over the steps.
+    let mut instance_of: BTreeMap<(u32, Phase, StrId), u32> = BTreeMap::new();
+    // Per instance, per step: (duration, time with nothing nested running, slices nested).
+    type Runs = Vec<(i64, i64, usize)>;
+    let mut durations: BTreeMap<(Phase, StrId, u32), Runs> = BTreeMap::new();
     let mut own_phase: Vec<Option<Phase>> = Vec::new();
     let mut occ_sync: Vec<Vec<Iv>> = Vec::new();
     let mut main_ops: Vec<Iv> = Vec::new();
@@ -300,10 +312,42 @@ pub fn rank_regions(r: &RankEntry, strings: &StringTable, windows: &[(u32, i64, 
     let mut lane_occ: Vec<Vec<usize>> = vec![Vec::new(); n_lanes];
     for (l, rows) in by_lane.iter().enumerate() {
         let mut stack: Vec<Open> = Vec::new();
-        for &i in rows {
-            let (ts, end) = (e.ts_ns[i], e.end_ns(i));
-            while stack.last().is_some_and(|o| o.end <= ts) {
-                stack.pop();
+        let mut finish = |c: Cover, occ_ops: &mut Vec<Vec<Iv>>, main_ops: &mut Vec<Iv>| {
+            let pieces = if c.holes.is_empty() {
+                vec![c.iv]
+            } else {
+                Set::from_sorted(vec![c.iv]).subtract(&Set::from_unsorted(c.holes)).intervals().to_vec()
+            };
+            if let Some(k) = c.instance {
+                let own =
+                    Set::from_sorted(pieces.iter().copied()).subtract(&Set::from_unsorted(c.kids.clone()));
+                durations.entry(k).or_default().push((
+                    pieces.iter().map(|x| x.1 - x.0).sum(),
+                    own.len_ns(),
+                    c.kids.len(),
+                ));
+            }
+            if let Some(p) = c.parent {
+                if let Some(o) = occ_ops.get_mut(p) {
+                    o.extend_from_slice(&pieces);
+                }
+            }
+            if c.main {
+                main_ops.extend(pieces);
+            }
+        };
+        for &i in rows.iter().chain(std::iter::once(&usize::MAX)) {
+            // (A last turn past the lane's rows closes what is still open.)
+            let (ts, end) = if i == usize::MAX { (i64::MAX, i64::MAX) } else { (e.ts_ns[i], e.end_ns(i)) };
+            while stack.last().is_some_and(|o| o.end <= ts || i == usize::MAX) {
+                if let Some(Open { cover: Some(_), .. }) = stack.pop() {
+                    if let Some(c) = covers.pop() {
+                        finish(c, &mut occ_ops, &mut main_ops);
+                    }
+                }
+            }
+            if i == usize::MAX {
+                break;
             }
             let parent_end = stack.last().map_or(i64::MAX, |o| o.end);
             let end = end.min(parent_end);
@@ -320,12 +364,12 @@ pub fn rank_regions(r: &RankEntry, strings: &StringTable, windows: &[(u32, i64, 
                     c.holes.push((ts, end));
                 }
                 if e.step[i] == NONE_U32 {
-                    stack.push(Open { end, slot: None, region: true, cover: None });
+                    stack.push(Open { end, slot: None, region: true, cover: None, kid: false });
                     continue;
                 }
                 if out.occurrences.len() >= MAX_OCCURRENCES {
                     out.dropped += 1;
-                    stack.push(Open { end, slot: None, region: true, cover: None });
+                    stack.push(Open { end, slot: None, region: true, cover: None, kid: false });
                     continue;
                 }
                 let raw = strings.get(e.name[i]);
@@ -355,7 +399,7 @@ pub fn rank_regions(r: &RankEntry, strings: &StringTable, windows: &[(u32, i64, 
                 occ_ops.push(Vec::new());
                 occ_sync.push(Vec::new());
                 lane_occ[l].push(slot);
-                stack.push(Open { end, slot: Some(slot), region: true, cover: None });
+                stack.push(Open { end, slot: Some(slot), region: true, cover: None, kid: false });
             } else {
                 // A synchronization blocks the thread wherever it is nested (`aten::item` >
                 // `cudaStreamSynchronize`): it counts for the nearest region. Any other slice
@@ -363,6 +407,7 @@ pub fn rank_regions(r: &RankEntry, strings: &StringTable, windows: &[(u32, i64, 
                 // whatever it contains.
                 let is_sync = e.class[i] == Class::Sync;
                 let mut cover = None;
+                let mut kid = false;
                 if is_sync {
                     if let Some(p) = enclosing_region {
                         occ_sync[p].push((ts, end));
@@ -372,11 +417,21 @@ pub fn rank_regions(r: &RankEntry, strings: &StringTable, windows: &[(u32, i64, 
                     }
                 } else if stack.last().is_none_or(|o| o.slot.is_some()) {
                     cover = Some(covers.len());
+                    let is_main = Some(l) == main;
+                    // Its ordinal among the same operators of its step and phase, in start order.
+                    let instance = direct_region_parent
+                        .and_then(|p| out.occurrences.get(p))
+                        .filter(|_| is_main)
+                        .map(|o| {
+                            let k = instance_of.entry((o.step, o.phase, e.name[i])).or_insert(0);
+                            *k += 1;
+                            (o.phase, e.name[i], *k - 1)
+                        });
                     covers.push(Cover {
                         iv: (ts, end),
-                        name: e.name[i],
                         parent: direct_region_parent,
-                        main: Some(l) == main,
+                        main: is_main,
+                        instance,
                         holes: Vec::new(),
                         kids: Vec::new(),
                     });
@@ -388,39 +443,17 @@ pub fn rank_regions(r: &RankEntry, strings: &StringTable, windows: &[(u32, i64, 
                     .last()
                     .and_then(|c| covers.get_mut(c))
                 {
-                    c.kids.push((ts, end));
+                    // Between it and its operator only slices that are neither regions nor
+                    // operators covering a region (one opens only under a region).
+                    let inside_kid =
+                        stack.iter().rev().take_while(|o| o.cover.is_none() && !o.region).any(|o| o.kid);
+                    if !inside_kid {
+                        c.kids.push((ts, end));
+                    }
+                    kid = true;
                 }
-                stack.push(Open { end, slot: None, region: false, cover });
+                stack.push(Open { end, slot: None, region: false, cover, kid });
             }
-        }
-    }
-    // Each covering operator, less the regions opened inside it; the main thread's, per
-    // instance (phase, name, ordinal in the step), with their durations over the steps.
-    let mut instance_of: BTreeMap<(u32, Phase, StrId), u32> = BTreeMap::new();
-    // Per instance, per step: (duration, time with nothing nested running, slices nested).
-    type Runs = Vec<(i64, i64, usize)>;
-    let mut durations: BTreeMap<(Phase, StrId, u32), Runs> = BTreeMap::new();
-    for c in covers {
-        let pieces = if c.holes.is_empty() {
-            vec![c.iv]
-        } else {
-            Set::from_sorted(vec![c.iv]).subtract(&Set::from_unsorted(c.holes)).intervals().to_vec()
-        };
-        if let (true, Some(o)) = (c.main, c.parent.and_then(|p| out.occurrences.get(p))) {
-            let k = instance_of.entry((o.step, o.phase, c.name)).or_insert(0);
-            let own = Set::from_sorted(pieces.iter().copied()).subtract(&Set::from_unsorted(c.kids.clone()));
-            durations.entry((o.phase, c.name, *k)).or_default().push((
-                pieces.iter().map(|x| x.1 - x.0).sum(),
-                own.len_ns(),
-                c.kids.len(),
-            ));
-            *k += 1;
-        }
-        if let Some(p) = c.parent {
-            occ_ops[p].extend_from_slice(&pieces);
-        }
-        if c.main {
-            main_ops.extend(pieces);
         }
     }
     let mut typical: Vec<((Phase, StrId, u32), OpTypical)> = durations
