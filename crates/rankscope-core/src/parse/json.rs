@@ -559,6 +559,47 @@ fn decimal_plain(text: &[u8], scale: i32) -> Option<i64> {
     Some(if neg { -m } else { m })
 }
 
+/// A plain number (`-?digits[.digits]`, the form traces write) read straight from `buf` at
+/// `*pos` and scaled by `10^scale`, in one pass: what [`scalar`] then [`decimal_scaled`] give
+/// for it, without scanning it twice. `None`, with `*pos` unmoved, for anything else (an
+/// exponent, more than 18 digits, more fraction digits than `scale`, a bare word, the end of
+/// the buffer before the number's end): the two-pass path decides those.
+#[inline]
+pub fn plain_number(buf: &[u8], pos: &mut usize, scale: u32) -> Option<i64> {
+    let mut i = *pos;
+    let neg = buf.get(i) == Some(&b'-');
+    if neg {
+        i += 1;
+    }
+    let (mut v, mut digits, mut frac): (u64, u32, Option<u32>) = (0, 0, None);
+    loop {
+        let c = *buf.get(i)?;
+        match c {
+            b'0'..=b'9' => {
+                digits += 1;
+                if digits > 18 {
+                    return None;
+                }
+                v = v * 10 + u64::from(c - b'0');
+                if let Some(f) = frac.as_mut() {
+                    *f += 1;
+                }
+            }
+            b'.' if frac.is_none() => frac = Some(0),
+            _ if is_scalar_end(c) => break,
+            _ => return None,
+        }
+        i += 1;
+    }
+    let f = frac.unwrap_or(0);
+    if digits == 0 || f > scale || scale > 18 {
+        return None;
+    }
+    let m = i64::try_from(v.checked_mul(10u64.pow(scale - f))?).ok()?;
+    *pos = i;
+    Some(if neg { -m } else { m })
+}
+
 /// `decimal_scaled` for any number: exponents, long fractions (rounded), many digits.
 fn decimal_general(text: &[u8], scale: i32) -> Result<i64, NumErr> {
     let (neg, body) = match text.first() {
@@ -727,6 +768,39 @@ mod tests {
                     "{:?} at {scale}",
                     String::from_utf8_lossy(t)
                 );
+            }
+        }
+        // The one-pass read of a number in a buffer agrees with the two-pass one, wherever it
+        // answers, and never moves past a number it leaves to it.
+        for _ in 0..200_000 {
+            let len = 1 + (next() % 22) as usize;
+            let mut t: Vec<u8> = (0..len)
+                .map(|k| {
+                    let r = next();
+                    if k > 0 && r % 5 != 0 {
+                        b'0' + (r % 10) as u8
+                    } else {
+                        alphabet[(r % 15) as usize]
+                    }
+                })
+                .collect();
+            let ends = b",}] \n:x";
+            if next() % 8 != 0 {
+                t.push(ends[(next() % ends.len() as u64) as usize]);
+            }
+            for scale in [0u32, 3] {
+                let mut pos = 0;
+                if let Some(v) = plain_number(&t, &mut pos, scale) {
+                    let mut p2 = 0;
+                    let text = scalar(&t, &mut p2);
+                    assert!(text.is_ok(), "a number the one-pass read took is a scalar: {t:?}");
+                    let text = text.unwrap_or_default();
+                    assert_eq!(pos, p2, "{:?}", String::from_utf8_lossy(&t));
+                    let want = if scale == 0 { integer(text) } else { decimal_scaled(text, 3) };
+                    assert_eq!(Ok(v), want, "{:?} at {scale}", String::from_utf8_lossy(&t));
+                } else {
+                    assert_eq!(pos, 0);
+                }
             }
         }
         let bytes = b"ab\\\"cd\"";

@@ -169,7 +169,15 @@ impl TraceParser {
                 json::skip_value(buf, pos)?;
                 return Ok(None);
             }
-            _ => (json::scalar(buf, pos)?, false),
+            c => {
+                // Most numbers are plain: read in one pass.
+                if c == b'-' || c.is_ascii_digit() {
+                    if let Some(v) = u32::try_from(scale).ok().and_then(|s| json::plain_number(buf, pos, s)) {
+                        return Ok(Some(v));
+                    }
+                }
+                (json::scalar(buf, pos)?, false)
+            }
         };
         let parsed = if scale == 0 { json::integer(text) } else { json::decimal_scaled(text, scale) };
         match parsed {
