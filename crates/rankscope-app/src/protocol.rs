@@ -204,10 +204,8 @@ pub enum FromWorker {
         index: u32,
         ok: bool,
     },
-    /// The warm-up's synthetic ranks, as analysis parts (the page combines them once, for the
-    /// same reason) and how long the worker took.
+    /// The warm-up is done (its ranks came as `Loaded` before it), in `ms`.
     Warmed {
-        parts: Vec<RankPart>,
         ms: f64,
     },
 }

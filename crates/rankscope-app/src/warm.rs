@@ -27,11 +27,15 @@ use rankscope_core::job;
 
 struct Running {
     worker: Worker,
+    /// The synthetic ranks' analysis parts, as they come.
+    parts: Vec<rankscope_core::analyze::RankPart>,
     _on_message: Closure<dyn FnMut(MessageEvent)>,
 }
 
 thread_local! {
     static RUNNING: RefCell<Option<Running>> = const { RefCell::new(None) };
+    /// Started or stopped once: a warm-up never starts twice, nor after a load began.
+    static OVER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 fn root() -> Option<web_sys::Element> {
@@ -46,7 +50,7 @@ fn mark(state: &str) {
 
 /// Starts the warm-up (once; nothing when no worker can start: the first load says why).
 pub fn start() {
-    if RUNNING.with(|r| r.borrow().is_some()) {
+    if OVER.with(|o| o.replace(true)) {
         return;
     }
     let Ok(worker) = crate::host::new_worker() else { return };
@@ -61,7 +65,13 @@ pub fn start() {
                     }
                 });
             }
-            Ok(FromWorker::Warmed { parts, ms }) => {
+            Ok(FromWorker::Loaded { part, .. }) => {
+                RUNNING.with(|r| r.borrow_mut().as_mut().map(|run| run.parts.push(*part)));
+            }
+            Ok(FromWorker::Warmed { ms }) => {
+                let parts =
+                    RUNNING.with(|r| r.borrow_mut().as_mut().map(|run| std::mem::take(&mut run.parts)));
+                let parts = parts.unwrap_or_default();
                 // Closed a little later: the optimising compiles it started run on background
                 // threads and may be dropped with it.
                 let later = Closure::once_into_js(stop);
@@ -85,12 +95,13 @@ pub fn start() {
     });
     worker.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
     mark("warming");
-    RUNNING.with(|r| *r.borrow_mut() = Some(Running { worker, _on_message: on_message }));
+    RUNNING.with(|r| *r.borrow_mut() = Some(Running { worker, parts: Vec::new(), _on_message: on_message }));
 }
 
 /// Closes the warm-up's worker, if it still runs (a load is starting, or it is done; the code
 /// it had optimised stays with the module).
 pub fn stop() {
+    OVER.with(|o| o.set(true));
     if let Some(run) = RUNNING.with(|r| r.borrow_mut().take()) {
         run.worker.terminate();
         if root().and_then(|r| r.get_attribute("data-engine")).as_deref() == Some("warming") {

@@ -891,11 +891,12 @@ async fn demo(state: &Rc<RefCell<State>>, file: FileId, rank: u32) -> Result<Out
 /// in the baseline tier.
 const WARM_BYTES: u64 = 12 << 20;
 
-/// The warm-up (`warm.rs`): a load's whole path run on two small synthetic ranks: the chunked
-/// parse, a middle piece parsed alone and sent through the wire as a helper's is, the
-/// normalization, the rank's summary and analysis part, the `Loaded` message. The parts go to
-/// the page, which combines them once for the same reason. Yields between chunks, so the worker
-/// stays responsive (the page closes it when a real load starts).
+/// The warm-up (`warm.rs`): a load's whole path run on two small synthetic ranks: each made a
+/// `File` and read as a chosen file is (`read_file`: slices, the chunked parse, progress), a
+/// middle piece parsed alone and sent through the wire as a helper's is, then `finish` (the
+/// normalization, the summary, the analysis part, the `Loaded` message: the page's warm-up
+/// combines the parts, for its own module). Then `Warmed`. The worker yields between slices, and
+/// the page closes it when a real load starts.
 async fn warm() {
     let t0 = now_ms();
     let cfg = SynthConfig {
@@ -904,7 +905,7 @@ async fn warm() {
         target_bytes: Some(WARM_BYTES),
         ..SynthConfig::default()
     };
-    let mut parts = Vec::new();
+    let state = Rc::new(RefCell::new(State::default()));
     for rank in 0..cfg.ranks {
         let mut bytes = Vec::new();
         if synth::write_rank(&cfg, rank, &mut bytes).is_err() {
@@ -918,24 +919,15 @@ async fn warm() {
                 drop(wire::decode_piece("warm-up", &w));
             }
         }
-        let mut ingest = FileIngest::new(&synth::file_name(rank, false));
-        for chunk in bytes.chunks(CHUNK_BYTES) {
-            ingest.feed(chunk);
-            yield_task().await;
-        }
-        let Ok(trace) = ingest.finish() else { break };
-        let view = RankView::new(trace, &Rules::default());
-        let (Some(summary), Some(part)) = (view.summary(), view.analysis_part()) else { break };
-        let first_ns = view.first_ns();
-        let loaded =
-            FromWorker::Loaded { file: rank, summary: Box::new(summary), part: Box::new(part), first_ns };
-        drop(encode(&loaded));
-        if let FromWorker::Loaded { part, .. } = loaded {
-            parts.push(*part);
-        }
-        yield_task().await;
+        let name = synth::file_name(rank, false);
+        let parts = Array::of1(&Uint8Array::from(&bytes[..]));
+        drop(bytes);
+        let Ok(file) = web_sys::File::new_with_u8_array_sequence(&parts, &name) else { break };
+        let result = read_file(&state, rank, &name, Source::file(&file), 0).await;
+        finish(&state, rank, result);
+        state.borrow_mut().ranks.clear();
     }
-    post(&FromWorker::Warmed { parts, ms: now_ms() - t0 });
+    post(&FromWorker::Warmed { ms: now_ms() - t0 });
 }
 
 async fn yield_now() {
