@@ -189,12 +189,19 @@ pub(super) fn blocking_collectives(cx: &Ctx<'_>) -> Vec<Finding> {
             *v = v.min(r.inclusive_ns as f64);
         }
         let transfer = median_f(by_rank.values().map(|v| v.1).collect());
-        let saving = if per_step.is_empty() {
-            transfer
-        } else {
-            (per_step.values().sum::<f64>() / n_steps).max(transfer)
-        };
         let blocked_each = median_f(by_rank.values().map(|v| v.0).collect());
+        let region_cost = per_step.values().sum::<f64>() / n_steps;
+        // That holds for a region that is there for the synchronization (a `log_metrics`: its
+        // time is mostly the blocked calls and the `.item()` after them). A region that holds
+        // real work besides (an all_to_all in `backward`) keeps that work: what goes is the time
+        // the host is blocked in the calls on the rank least blocked in them, the one the others
+        // wait for.
+        let about_sync = !per_step.is_empty() && blocked_each >= 0.5 * region_cost;
+        let saving = if about_sync {
+            region_cost.max(transfer)
+        } else {
+            by_rank.values().map(|v| v.0).fold(f64::INFINITY, f64::min).max(transfer)
+        };
         let per_step = median_f(by_rank.values().map(|v| v.2).collect());
         let path = rows.first().map(|r| r.path.clone()).unwrap_or_default();
         let inside = path
@@ -209,16 +216,25 @@ pub(super) fn blocking_collectives(cx: &Ctx<'_>) -> Vec<Finding> {
         out.push(Finding {
             id: "host_sync".into(),
             severity: severity_for(saving, cx.step_ns),
-            message: format!(
-                "Every rank stops the step on {per_step:.0} blocking {} call(s) per step in `{region}`{inside}, of {size_words} each: the host is blocked {} per step in them, and `{region}` costs {} per step even on the rank that gets there last (the others' extra time there is waiting for it).",
-                kind.name(),
-                dur(blocked_each),
-                dur(saving)
-            ),
-            fix: if cx.cpu_only {
-                format!("Take the synchronization out of the step: gather what `{region}` logs into one tensor and reduce it once, every N steps, or with `async_op=True` and read the result (`.item()`) a step later.")
+            message: if about_sync {
+                format!(
+                    "Every rank stops the step on {per_step:.0} blocking {} call(s) per step in `{region}`{inside}, of {size_words} each: the host is blocked {} per step in them, and `{region}` costs {} per step even on the rank that gets there last (the others' extra time there is waiting for it).",
+                    kind.name(),
+                    dur(blocked_each),
+                    dur(saving)
+                )
             } else {
-                format!("Take the synchronization out of the step: gather what `{region}` logs into one tensor and reduce it once, every N steps, or with `async_op=True` and read it a step later; every `.item()` / `.cpu()` on a device tensor also drains the device queue.")
+                format!(
+                    "Every rank stops the step on {per_step:.0} blocking {} call(s) per step in `{region}`{inside}, of {size_words} each: the host is blocked {} per step in them ({} on the rank least blocked, the one the others wait for), and launches nothing meanwhile.",
+                    kind.name(),
+                    dur(blocked_each),
+                    dur(saving)
+                )
+            },
+            fix: match (about_sync, cx.cpu_only) {
+                (true, true) => format!("Take the synchronization out of the step: gather what `{region}` logs into one tensor and reduce it once, every N steps, or with `async_op=True` and read the result (`.item()`) a step later."),
+                (true, false) => format!("Take the synchronization out of the step: gather what `{region}` logs into one tensor and reduce it once, every N steps, or with `async_op=True` and read it a step later; every `.item()` / `.cpu()` on a device tensor also drains the device queue."),
+                (false, _) => format!("Issue the {} with `async_op=True` and wait on its handle only where its result is first needed, so that the host keeps launching the work of `{region}` meanwhile; where the model needs the result at once, overlap it with independent work (the next micro-batch's, or another layer's).", kind.name()),
             },
             ranks: by_rank.keys().copied().collect(),
             steps: cx.all_steps.clone(),
