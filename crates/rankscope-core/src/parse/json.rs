@@ -527,15 +527,22 @@ pub fn decimal_scaled(text: &[u8], scale: i32) -> Result<i64, NumErr> {
 /// rounding. Anything else (and a result beyond `i64`) is `None`: the general path decides it.
 #[inline]
 fn decimal_plain(text: &[u8], scale: i32) -> Option<i64> {
-    let scale = u32::try_from(scale).ok().filter(|&s| s <= 18)?;
-    let (neg, body) = match text.first()? {
-        b'-' => (true, &text[1..]),
-        _ => (false, text),
-    };
-    let mut v: u64 = 0;
-    let mut digits = 0u32;
-    let mut frac: Option<u32> = None;
-    for &c in body {
+    let scale = u32::try_from(scale).ok()?;
+    match plain_prefix(text, scale)? {
+        (v, n) if n == text.len() => Some(v),
+        _ => None,
+    }
+}
+
+/// The plain number (`-?digits[.digits]`, at most 18 digits, no more fraction digits than
+/// `scale` ≤ 18) that `bytes` begins with, scaled by `10^scale`, and the bytes it takes; `None`
+/// when `bytes` does not begin with one that fits these bounds and `i64`.
+#[inline]
+fn plain_prefix(bytes: &[u8], scale: u32) -> Option<(i64, usize)> {
+    let neg = bytes.first() == Some(&b'-');
+    let mut i = usize::from(neg);
+    let (mut v, mut digits, mut frac): (u64, u32, Option<u32>) = (0, 0, None);
+    while let Some(&c) = bytes.get(i) {
         match c {
             b'0'..=b'9' => {
                 digits += 1;
@@ -548,15 +555,16 @@ fn decimal_plain(text: &[u8], scale: i32) -> Option<i64> {
                 }
             }
             b'.' if frac.is_none() => frac = Some(0),
-            _ => return None,
+            _ => break,
         }
+        i += 1;
     }
     let f = frac.unwrap_or(0);
-    if digits == 0 || f > scale {
+    if digits == 0 || f > scale || scale > 18 {
         return None;
     }
     let m = i64::try_from(v.checked_mul(10u64.pow(scale - f))?).ok()?;
-    Some(if neg { -m } else { m })
+    Some((if neg { -m } else { m }, i))
 }
 
 /// A plain number (`-?digits[.digits]`, the form traces write) read straight from `buf` at
@@ -566,38 +574,14 @@ fn decimal_plain(text: &[u8], scale: i32) -> Option<i64> {
 /// the buffer before the number's end): the two-pass path decides those.
 #[inline]
 pub fn plain_number(buf: &[u8], pos: &mut usize, scale: u32) -> Option<i64> {
-    let mut i = *pos;
-    let neg = buf.get(i) == Some(&b'-');
-    if neg {
-        i += 1;
-    }
-    let (mut v, mut digits, mut frac): (u64, u32, Option<u32>) = (0, 0, None);
-    loop {
-        let c = *buf.get(i)?;
-        match c {
-            b'0'..=b'9' => {
-                digits += 1;
-                if digits > 18 {
-                    return None;
-                }
-                v = v * 10 + u64::from(c - b'0');
-                if let Some(f) = frac.as_mut() {
-                    *f += 1;
-                }
-            }
-            b'.' if frac.is_none() => frac = Some(0),
-            _ if is_scalar_end(c) => break,
-            _ => return None,
-        }
-        i += 1;
-    }
-    let f = frac.unwrap_or(0);
-    if digits == 0 || f > scale || scale > 18 {
+    let rest = buf.get(*pos..)?;
+    let (v, n) = plain_prefix(rest, scale)?;
+    // The number must end where a scalar ends (not at the buffer's end: more may follow).
+    if !is_scalar_end(*rest.get(n)?) {
         return None;
     }
-    let m = i64::try_from(v.checked_mul(10u64.pow(scale - f))?).ok()?;
-    *pos = i;
-    Some(if neg { -m } else { m })
+    *pos += n;
+    Some(v)
 }
 
 /// `decimal_scaled` for any number: exponents, long fractions (rounded), many digits.
