@@ -569,13 +569,14 @@ def run_hang(ctx):
 RUNNERS = {"dp": run_dp, "pipeline": run_pipeline, "hang": run_hang}
 
 
-def worker_main(cfg_path, rank):
+def worker_main(cfg_path, rank, runners=None):
+    """Runs one rank of the scenario in `cfg_path` with `runners` (default: this file's)."""
     with open(cfg_path) as f:
         spec = json.load(f)
     ctx = {"cfg": spec["cfg"], "rank": rank, "world": spec["world_size"]}
     result = {"rank": rank, "ok": False}
     try:
-        result.update(RUNNERS[spec["kind"]](ctx))
+        result.update((runners or RUNNERS)[spec["kind"]](ctx))
         result["ok"] = True
     except Exception:  # noqa: BLE001
         result["error"] = traceback.format_exc()

@@ -7,12 +7,7 @@ with a straggler, and a hang where one rank skips a collective of the default gr
 """
 
 import contextlib
-import json
-import os
-import sys
 import time
-import traceback
-from collections import Counter
 
 import torch
 import torch.distributed as dist
@@ -273,18 +268,4 @@ RUNNERS = {"dp": run_dp, "pipeline": zw.run_pipeline, "hang": run_hang}
 
 
 def worker_main(cfg_path, rank):
-    with open(cfg_path) as f:
-        spec = json.load(f)
-    ctx = {"cfg": spec["cfg"], "rank": rank, "world": spec["world_size"]}
-    result = {"rank": rank, "ok": False}
-    try:
-        result.update(RUNNERS[spec["kind"]](ctx))
-        result["ok"] = True
-    except Exception:  # noqa: BLE001
-        result["error"] = traceback.format_exc()
-        print(result["error"], file=sys.stderr)
-    with open(f"measured_rank{rank}.json", "w") as f:
-        json.dump(result, f)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0 if result["ok"] else 1)
+    zw.worker_main(cfg_path, rank, RUNNERS)
