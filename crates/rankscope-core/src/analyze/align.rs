@@ -2,13 +2,13 @@
 //!
 //! **Clocks.** Processes on one host read one system clock: Kineto writes CPU times from it
 //! (and converts CUPTI's GPU times to it), so ranks on one host need no alignment between them
-//! (on the zoo's one-host runs each rank's trace agrees with the `time.time_ns()` the rank read
-//! itself within 20–70 µs). A rank's host is the trace's `host_name` (`hostname`), the only
-//! identity Kineto writes; pids, device lists and `distributedInfo` say nothing about the
-//! machine. Ranks that report the same host (case-insensitive; `localhost` and the like tell
-//! machines apart no better than no name) form one **clock group**; a rank without a host
-//! name is a group of its own, which is the estimator of old for every rank when no trace
-//! names its host.
+//! (on the zoo's one-host runs, trace step start − the rank's own `time.time_ns()` at it differs
+//! across a step's ranks by a median of 8 µs). A rank's host is the trace's top-level
+//! `host_name` (`hostname`), the only machine identity the traces carry; pids, device lists and
+//! `distributedInfo` say nothing about the machine. Ranks that report the same host
+//! (case-insensitive; `localhost` and the like tell machines apart no better than no name) form
+//! one **clock group**; a rank without a host name is a group of its own, which is the
+//! estimator of old for every rank when no trace names its host.
 //!
 //! The name is checked against the collectives before it is trusted: on one clock no rank can
 //! leave a collective before another rank entered it (the collective cannot complete before
