@@ -25,6 +25,14 @@ fn run(name: &str) -> (Analysis, Value) {
 
 /// The scenario's job and its scenario.json.
 fn load(name: &str) -> (rankscope_core::normalize::Job, Value) {
+    let (traces, spec) = traces(name);
+    let job = assemble(traces, &[], &Rules::default());
+    assert!(job.errors.is_empty(), "{name}: {:?}", job.errors);
+    (job, spec)
+}
+
+/// The scenario's traces, rank order, and its scenario.json.
+fn traces(name: &str) -> (Vec<rankscope_core::model::RankTrace>, Value) {
     let dir = zoo(name);
     let spec: Value = serde_json::from_slice(&common::read(&dir.join("scenario.json")))
         .unwrap_or_else(|e| panic!("{name}/scenario.json: {e}"));
@@ -42,9 +50,7 @@ fn load(name: &str) -> (rankscope_core::normalize::Job, Value) {
                 .unwrap_or_else(|e| panic!("{e}"))
         })
         .collect();
-    let job = assemble(traces, &[], &Rules::default());
-    assert!(job.errors.is_empty(), "{name}: {:?}", job.errors);
-    (job, spec)
+    (traces, spec)
 }
 
 fn ids(a: &Analysis) -> Vec<&str> {
@@ -486,6 +492,66 @@ fn pipeline_parts_survive_serialization_and_combine_to_the_same_analysis() {
     assert_eq!(combined, direct);
     let md = rankscope_core::analyze::report::markdown(&direct);
     assert!(md.contains("## Pipeline") && md.contains("| 0 (slowest) | 0 |"), "{md}");
+}
+
+#[test]
+fn one_host_runs_share_one_clock() {
+    // Every zoo run is one host's processes (`host_name` "vm" in every trace): one clock, so no
+    // offset, whatever the collectives' end skew (gloo's last arriver leaves 20-30 ms after
+    // the others; rank by rank it read as offsets of up to 23 ms).
+    let dir = zoo("");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .filter_map(Result::ok)
+        .filter(|e| e.path().join("scenario.json").exists())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert!(names.len() >= 20, "{names:?}");
+    for name in &names {
+        let (a, _) = run(name);
+        assert!(a.ranks.iter().all(|r| r.host.as_deref() == Some("vm")), "{name}: {:?}", a.ranks);
+        for x in &a.alignment {
+            assert_eq!((x.offset_ns, x.clock_group), (0, 0), "{name}: {x:?}");
+            let want = if x.rank == 0 { "reference" } else { "same_host" };
+            assert_eq!(x.method.as_str(), want, "{name}: {x:?}");
+        }
+    }
+}
+
+#[test]
+fn two_hosts_made_of_one_get_one_offset_each() {
+    // host_stall_8rank as if ranks 4-7 ran on a second host whose clock reads 37 ms ahead: one
+    // offset for that host, none inside the first, and the diagnosis of the one-host run.
+    let name = "host_stall_8rank";
+    let (mut ts, spec) = traces(name);
+    let ahead = 37_000_000;
+    for t in &mut ts[4..] {
+        t.meta.host_name = Some("vm2".into());
+        for x in t.events.ts_ns.iter_mut().chain(t.flows.ts_ns.iter_mut()).chain(t.counters.ts_ns.iter_mut())
+        {
+            *x += ahead;
+        }
+    }
+    let a = analyze(&assemble(ts, &[], &Rules::default()), &Options::default());
+    let groups: Vec<u32> = a.alignment.iter().map(|x| x.clock_group).collect();
+    assert_eq!(groups, [0, 0, 0, 0, 4, 4, 4, 4], "{:?}", a.alignment);
+    assert!(a.alignment[..4].iter().all(|x| x.offset_ns == 0), "{:?}", a.alignment);
+    for x in &a.alignment[4..] {
+        assert_eq!(x.method.as_str(), "collectives", "{x:?}");
+        assert!((x.offset_ns - ahead).abs() <= 2_000_000, "{x:?}");
+    }
+    // Rank by rank, the end skew inside each host spread the second host's four offsets over
+    // more than 20 ms (24.8, 25.0, 34.5 and 47.9 ms on the committed run; the host's: 37.7).
+    let own: Vec<i64> = a.alignment[4..].iter().filter_map(|x| x.rank_estimate_ns).collect();
+    let spread = own.iter().max().unwrap_or(&0) - own.iter().min().unwrap_or(&0);
+    assert!(own.len() == 4 && spread > 20_000_000, "{:?}", a.alignment);
+    let f = check_expected(name, &a, &spec).unwrap_or_else(|| panic!("{name}: nothing expected"));
+    for (rank, want) in measured_waits(&spec) {
+        if rank != f.ranks[0] {
+            close(exposed_wait(&a, rank), want, &format!("{name} on two hosts: rank {rank} wait"));
+        }
+    }
 }
 
 // Scenarios from the blind generalisation check (tests/zoo/make_zoo_blind.py).

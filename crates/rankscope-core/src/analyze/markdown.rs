@@ -418,13 +418,15 @@ fn totals(s: &mut String, a: &Analysis) {
 
 fn alignment(s: &mut String, a: &Analysis) {
     let _ = writeln!(s, "\n## Clock alignment\n");
-    let _ = writeln!(s, "| rank | method | offset (µs) | estimate (µs) | residual (µs) | anchors |");
-    let _ = writeln!(s, "|---|---|---|---|---|---|");
+    let _ = writeln!(s, "{}\n", clocks_sentence(a));
+    let _ = writeln!(s, "| rank | clock | method | offset (µs) | estimate (µs) | residual (µs) | anchors |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|");
     for x in &a.alignment {
         let _ = writeln!(
             s,
-            "| {} | {} | {:.1} | {:.1} | {:.1} | {} |",
+            "| {} | {} | {} | {:.1} | {:.1} | {:.1} | {} |",
             x.rank,
+            x.clock_group,
             x.method,
             x.offset_ns as f64 / 1e3,
             x.estimate_ns as f64 / 1e3,
@@ -432,6 +434,43 @@ fn alignment(s: &mut String, a: &Analysis) {
             x.anchors
         );
     }
+}
+
+/// Which ranks share a clock (one host), and so one offset: the first thing a reader of the
+/// alignment needs, and the reason an offset was not applied.
+fn clocks_sentence(a: &Analysis) -> String {
+    let host = |rank: u32| a.ranks.iter().find(|r| r.rank == rank).and_then(|r| r.host.clone());
+    let mut clocks: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    for x in &a.alignment {
+        clocks.entry(x.clock_group).or_default().push(x.rank);
+    }
+    let shared: Vec<(&u32, &Vec<u32>)> = clocks.iter().filter(|(_, v)| v.len() > 1).collect();
+    if shared.is_empty() {
+        return if a.ranks.iter().any(|r| r.host.is_some()) {
+            "No two ranks are known to share a host: each rank's clock is aligned on its own.".into()
+        } else {
+            "The traces do not name their hosts: each rank's clock is aligned on its own.".into()
+        };
+    }
+    if clocks.len() == 1 {
+        let name = host(*clocks.keys().next().unwrap_or(&0)).unwrap_or_default();
+        return format!(
+            "All {} ranks report host {}: one clock, so no offset is applied (differences between their collective end times are the collectives' end skew, not clock offsets).",
+            a.alignment.len(),
+            md_code(&name)
+        );
+    }
+    let parts: Vec<String> = clocks
+        .iter()
+        .map(|(g, v)| {
+            let who = super::align::rank_list(v);
+            match host(*g).filter(|_| v.len() > 1) {
+                Some(h) => format!("host {} ({who})", md_code(&h)),
+                None => who,
+            }
+        })
+        .collect();
+    format!("{} clocks, one offset each: {}.", clocks.len(), parts.join("; "))
 }
 
 fn collectives(s: &mut String, a: &Analysis) {

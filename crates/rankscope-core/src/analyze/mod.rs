@@ -76,6 +76,10 @@ pub struct RankInfo {
     /// Distinct device names of `deviceProperties`.
     #[serde(default)]
     pub devices: Vec<String>,
+    /// The host the trace was written on (`host_name` / `hostname`), when it says: ranks on
+    /// one host share one clock ([`align`]).
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
@@ -85,7 +89,7 @@ pub struct StepEntry {
 }
 
 /// Whole-trace figures of one rank (sums over its steps, and trace-wide overlap).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct RankTotals {
     pub rank: u32,
     pub steps: usize,
@@ -280,6 +284,7 @@ pub fn rank_part_with(
             v.dedup();
             v
         },
+        host: r.trace.meta.host_name.as_deref().map(str::trim).filter(|h| !h.is_empty()).map(str::to_string),
     };
     let sum = |f: fn(&breakdown::StepRank) -> i64| rows.iter().map(f).sum::<i64>();
     let wall = sum(|s| s.wall_ns);

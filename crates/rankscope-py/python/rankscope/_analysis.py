@@ -39,7 +39,8 @@ COLUMNS: Dict[str, List[str]] = {
         "impact_ns",
     ],
     "alignment": [
-        "rank", "method", "offset_ns", "estimate_ns", "residual_ns", "max_residual_ns", "anchors", "note",
+        "rank", "method", "offset_ns", "estimate_ns", "residual_ns", "max_residual_ns", "anchors",
+        "clock_group", "rank_estimate_ns", "note",
     ],
     "gpu_idle": [
         "rank", "device", "stream", "kernels", "busy_ns", "idle_ns", "host_wait_ns", "kernel_wait_ns",
@@ -54,7 +55,9 @@ COLUMNS: Dict[str, List[str]] = {
 
 # ranks(): who each rank is (report["ranks"]) beside its whole-trace figures
 # (report["rank_totals"], step_time flattened to step_time_*).
-RANK_INFO = ["rank", "source", "rank_source", "world_size", "backend", "events", "metrics_from", "devices"]
+RANK_INFO = [
+    "rank", "source", "rank_source", "world_size", "backend", "events", "metrics_from", "devices", "host",
+]
 STEP_TIME = ["mean_ns", "p50_ns", "p99_ns", "max_ns", "min_ns", "jitter"]
 RANK_TOTALS = [
     "steps", "wall_ns", "compute_ns", "comm_ns", "overlap_ns", "exposed_comm_ns", "memory_ns",
