@@ -11,7 +11,7 @@
 //! says where it is: `data-engine` is `warming`, then `warm` (with `data-engine-ms`, the
 //! worker's time), `cold` when the synthetic job could not be made, or `stopped` when a load
 //! started first and closed the warm-up's worker ([`stop`]): a real load never waits for it.
-//! Measured on two cores: a first load of 8 × 34 MB ready in about 0.8 s instead of 0.95 s
+//! Measured on two cores: a first load of 8 × 34 MB ready in 0.71-0.78 s instead of 0.94-1.02 s
 //! (BENCHMARKS.md).
 
 use std::cell::RefCell;

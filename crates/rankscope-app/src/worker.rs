@@ -885,11 +885,11 @@ async fn demo(state: &Rc<RefCell<State>>, file: FileId, rank: u32) -> Result<Out
     Ok(Outcome::Done(feeder.ingest))
 }
 
-/// Text of each synthetic rank of the warm-up: a few thousand events, enough for V8 to
-/// optimise the functions a load spends its time in (a function is compiled again with the
-/// optimising tier once it has run for a while) and small enough to take well under a second
-/// in the baseline tier.
-const WARM_BYTES: u64 = 12 << 20;
+/// Text of each synthetic rank of the warm-up: about 90,000 events, enough for V8 to optimise
+/// most functions a load spends its time in (a function is compiled again with the optimising
+/// tier once it has run for a while), and about 0.4 s for both ranks on one core of the bench
+/// machine (8 × 34 MB chosen after it: ready in 0.71-0.78 s; with 12 MiB ranks 0.80-0.82 s).
+const WARM_BYTES: u64 = 24 << 20;
 
 /// The warm-up (`warm.rs`): a load's whole path run on two small synthetic ranks: each made a
 /// `File` and read as a chosen file is (`read_file`: slices, the chunked parse, progress), a
