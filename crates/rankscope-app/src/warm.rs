@@ -30,6 +30,7 @@ struct Running {
     /// The synthetic ranks' analysis parts, as they come.
     parts: Vec<rankscope_core::analyze::RankPart>,
     _on_message: Closure<dyn FnMut(MessageEvent)>,
+    _on_error: Closure<dyn FnMut(web_sys::Event)>,
 }
 
 thread_local! {
@@ -93,9 +94,16 @@ pub fn start() {
             _ => {}
         }
     });
+    // A worker that cannot start leaves the engine cold (the first load says why).
+    let on_error = Closure::<dyn FnMut(web_sys::Event)>::new(move |_: web_sys::Event| {
+        stop();
+        mark("cold");
+    });
     worker.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+    worker.set_onerror(Some(on_error.as_ref().unchecked_ref()));
     mark("warming");
-    RUNNING.with(|r| *r.borrow_mut() = Some(Running { worker, parts: Vec::new(), _on_message: on_message }));
+    let run = Running { worker, parts: Vec::new(), _on_message: on_message, _on_error: on_error };
+    RUNNING.with(|r| *r.borrow_mut() = Some(run));
 }
 
 /// Closes the warm-up's worker, if it still runs (a load is starting, or it is done; the code
