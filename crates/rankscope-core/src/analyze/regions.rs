@@ -217,18 +217,17 @@ impl RankRegions {
 
 pub(crate) fn is_region(t: &RankTrace, strings: &StringTable, i: usize) -> bool {
     let e = &t.events;
-    if e.kind[i] != EventKind::Slice {
+    // The class first: it rules out most rows without a look at their category's text.
+    if e.kind[i] != EventKind::Slice
+        || !matches!(e.class[i], Class::DataLoading | Class::Optimizer | Class::Annotation)
+    {
         return false;
     }
     let cat = strings.get(e.cat[i]);
     if cat.eq_ignore_ascii_case("python_function") {
         return false;
     }
-    match e.class[i] {
-        Class::DataLoading | Class::Optimizer => true,
-        Class::Annotation => !cat.eq_ignore_ascii_case("gpu_user_annotation"),
-        _ => false,
-    }
+    e.class[i] != Class::Annotation || !cat.eq_ignore_ascii_case("gpu_user_annotation")
 }
 
 struct Open {
