@@ -118,6 +118,15 @@ pub(super) enum Cause {
     Sync {
         loc: Located,
     },
+    /// Late before the step begins: it starts its steps later than the others (aligned
+    /// clocks) by at least half of what they wait for, and nothing inside the step explains
+    /// the rest. `first`: the late steps include the first profiled one, whose before is not
+    /// in the trace.
+    LateStart {
+        start: Diff,
+        wall: Diff,
+        first: bool,
+    },
     Unknown {
         loc: Option<Located>,
     },
@@ -183,7 +192,15 @@ pub(super) fn classify(cx: &Ctx<'_>, rank: u32, steps: &[u32], excess: f64) -> C
     if compute.excess() >= half {
         return Cause::Compute { compute, loc, same_work, typical };
     }
-    let Some(l) = loc else { return Cause::Unknown { loc: None } };
+    let late_start = || {
+        let start = start_skew(cx, &cmp);
+        (start.excess() >= half).then(|| Cause::LateStart {
+            start,
+            wall: cmp.step_figure(&cx.per_step, |r| r.wall_ns),
+            first: cx.all_steps.first().is_some_and(|f| steps.contains(f)),
+        })
+    };
+    let Some(l) = loc else { return late_start().unwrap_or(Cause::Unknown { loc: None }) };
     let here = l.path.last().map_or(0.0, |x| x.1.excess());
     if l.phase == Phase::DataLoading && here >= half {
         return Cause::Input { data: l.path.last().map(|x| x.1.clone()).unwrap_or_default() };
@@ -198,7 +215,23 @@ pub(super) fn classify(cx: &Ctx<'_>, rank: u32, steps: &[u32], excess: f64) -> C
     if here >= half && (share(&l.ops) || share(&l.device)) {
         return Cause::Compute { compute, loc: Some(l), same_work, typical };
     }
-    Cause::Unknown { loc: Some(l) }
+    late_start().unwrap_or(Cause::Unknown { loc: Some(l) })
+}
+
+/// When `cmp.rank` starts its steps against the others, on aligned clocks: per step, each
+/// rank's start less the step's earliest start (small numbers, exact in `f64`).
+fn start_skew(cx: &Ctx<'_>, cmp: &Compare<'_>) -> Diff {
+    let offset = |rank: u32| cx.a.alignment.iter().find(|x| x.rank == rank).map_or(0, |x| x.offset_ns);
+    let offsets: BTreeMap<u32, i64> = cx.ranks.iter().map(|&r| (r, offset(r))).collect();
+    let mut v = diagnose::ByRankStep::new();
+    for (&s, rows) in &cx.per_step {
+        let at = |r: &StepRank| r.start_ns.saturating_sub(offsets.get(&r.rank).copied().unwrap_or(0));
+        let Some(first) = rows.iter().map(|r| at(r)).min() else { continue };
+        for r in rows {
+            v.entry((r.rank, s)).or_insert_with(|| at(r) - first);
+        }
+    }
+    cmp.diff_of(&v)
 }
 
 pub(super) fn location(l: &Located) -> Location {
@@ -452,6 +485,43 @@ pub(super) fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
                     who.to_lowercase()
                 ),
                 Some(location(loc)),
+            )
+        }
+        Cause::LateStart { start, wall, first } => {
+            evidence.insert("start_skew_ns".into(), start.excess());
+            evidence.insert("step_wall_ns".into(), wall.mine_ns);
+            evidence.insert("others_step_wall_ns".into(), wall.others_ns);
+            let inside = if wall.excess() <= 0.0 {
+                format!(
+                    "no slower inside it ({} per step against {})",
+                    dur(wall.mine_ns),
+                    dur(wall.others_ns)
+                )
+            } else {
+                format!(
+                    "little slower inside it ({} per step against {})",
+                    dur(wall.mine_ns),
+                    dur(wall.others_ns)
+                )
+            };
+            let before = if *first {
+                " The late steps include the first profiled one: what delays it ran before the trace begins."
+            } else {
+                ""
+            };
+            (
+                "straggler",
+                format!(
+                    "{who} {arrives} last at the collectives because {} {starts} the step {} after the other ranks, and {is} {inside}: the delay comes before the step begins, and {waited}.{before}",
+                    if group { "they" } else { "it" },
+                    dur(start.excess()),
+                    starts = if group { "start" } else { "starts" },
+                ),
+                format!(
+                    "Look at what {} {does} between steps, or before the first profiled one: the end of the previous step (optimizer, logging, checkpointing, evaluation), loading the next batch where it runs outside the step, garbage collection. Profile more steps (`schedule(wait=…, warmup=…, active=N)`) so that the cause falls inside the trace. {others_fix}",
+                    who.to_lowercase()
+                ),
+                None,
             )
         }
         Cause::Unknown { loc } => {
