@@ -51,6 +51,10 @@ pub struct RegionRow {
     pub sync_ns: i64,
     /// Waiting for the other ranks while inside it.
     pub wait_ns: i64,
+    /// Of `wait_ns`, the part the host spent blocked in a synchronization (a sync on a stream
+    /// whose collective waits for a late peer).
+    #[serde(default)]
+    pub sync_wait_ns: i64,
     /// GPU compute launched from inside it.
     pub device_ns: i64,
 }
@@ -114,6 +118,7 @@ pub fn host_rows(parts: &[RankPart], waits: &[RankWait]) -> (Vec<RegionRow>, Vec
                 free_ns: 0,
                 sync_ns: 0,
                 wait_ns: 0,
+                sync_wait_ns: 0,
                 device_ns: 0,
             });
             let wf = wf.min(o.free_ns);
@@ -125,6 +130,7 @@ pub fn host_rows(parts: &[RankPart], waits: &[RankWait]) -> (Vec<RegionRow>, Vec
             row.free_ns += o.free_ns - wf;
             row.sync_ns += o.sync_ns - ws;
             row.wait_ns += wf + ws;
+            row.sync_wait_ns += ws;
             row.device_ns += o.device_ns;
         }
         regions.extend(agg.into_values());
@@ -820,6 +826,7 @@ mod tests {
                     free_ns: f[3],
                     sync_ns: f[4],
                     wait_ns: f[5],
+                    sync_wait_ns: 0,
                     device_ns: f[6],
                 }
             })
@@ -882,6 +889,7 @@ mod tests {
             free_ns: 0,
             sync_ns: 0,
             wait_ns: 0,
+            sync_wait_ns: 0,
             device_ns: 0,
         };
         let mut rows = Vec::new();

@@ -289,11 +289,16 @@ impl Ctx<'_> {
 
     /// Per rank: the mean over its steps of `f`.
     fn per_rank_mean(&self, f: impl Fn(&StepRank) -> i64) -> Vec<(u32, f64)> {
+        self.per_rank_mean_step(|r, _| f(r))
+    }
+
+    /// Per rank: the mean over its steps of `f(row, step)`.
+    fn per_rank_mean_step(&self, f: impl Fn(&StepRank, u32) -> i64) -> Vec<(u32, f64)> {
         let mut acc: BTreeMap<u32, (f64, usize)> = BTreeMap::new();
-        for rows in self.per_step.values() {
+        for (&step, rows) in &self.per_step {
             for r in rows {
                 let e = acc.entry(r.rank).or_default();
-                e.0 += f(r) as f64;
+                e.0 += f(r, step) as f64;
                 e.1 += 1;
             }
         }
