@@ -111,6 +111,10 @@ pub fn start() {
 pub fn stop() {
     OVER.with(|o| o.set(true));
     if let Some(run) = RUNNING.with(|r| r.borrow_mut().take()) {
+        // Its handlers go first: a message already queued for the page must not reach a
+        // closure dropped below.
+        run.worker.set_onmessage(None);
+        run.worker.set_onerror(None);
         run.worker.terminate();
         if root().and_then(|r| r.get_attribute("data-engine")).as_deref() == Some("warming") {
             mark("stopped");
