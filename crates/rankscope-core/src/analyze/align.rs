@@ -510,6 +510,7 @@ mod tests {
                     bytes: None,
                     group_size: None,
                     issued_ns: start_ns,
+                    lane: 0,
                     p2p: false,
                     peer: None,
                     tag: None,
