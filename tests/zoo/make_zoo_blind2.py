@@ -130,11 +130,23 @@ SCENARIOS = [
                    "why": "the other stages idle because stage 1 sleeps: the cause is a host stall on stage 1, not the schedule",
                    "must_not": ["straggler", "small_collectives", "compute_imbalance"]}),
     # ------------------------------------------------------------ hangs
-    dict(name="hang_early_exit_r0", kind="hang", world_size=3, seed=8100, fr=True,
-         description="The zoo's hang loop (grad all_reduce + loss all_reduce on the default group) at world 3; rank 0 leaves the loop "
-                     "before step 1 and lingers 12 s without collectives; ranks 1, 2 block in step 1's grad all_reduce until the 8 s timeout.",
-         cfg=hang(linger_s=12, inject={"kind": "early_exit", "ranks": [0], "step": 1}),
-         injected={"cause": "collective_mismatch", "ranks": [0], "where": "after step 0", "amount_ms": None,
+    dict(name="hang_skip_r0", kind="hang", world_size=3, seed=8100, fr=True,
+         description="One gradient all_reduce per step on the default group (make_zoo_blind's hang loop) at world 3; rank 0 skips "
+                     "it in step 1. Its later all_reduces pair with the others' previous ones (same size, gloo does not notice): "
+                     "rank 0 runs a step ahead, and the others' last all_reduce (step 5) has no partner: ranks 1, 2 wait until the "
+                     "8 s timeout while rank 0, done, lingers without collectives.",
+         cfg=hang(linger_s=12, inject={"kind": "skip", "ranks": [0], "step": 1}),
+         injected={"cause": "collective_mismatch", "ranks": [0], "where": "step 1, grad_allreduce", "amount_ms": None,
+                   "how": "rank 0 does not call dist.all_reduce(grads) in step 1"},
+         expected={"first_finding": "collective_mismatch", "ranks": [0], "kind": "missing collective",
+                   "also": "the skip is in step 1 (rank 0 runs a step ahead from its 2nd all_reduce on), not only the last step",
+                   "must_not": HANG_MUST_NOT}),
+    dict(name="hang_early_exit_r0", kind="hang", runner="hang_ops", world_size=3, seed=8150, fr=True,
+         description="Per step a grad all_reduce and a broadcast of rank 0's [4] learning-rate state (default group) at world 3; "
+                     "rank 0 leaves the loop before step 1 and lingers 12 s without collectives; ranks 1, 2 block in step 1's "
+                     "grad all_reduce until the 8 s timeout.",
+         cfg=hang(stat_op="broadcast", linger_s=12, inject={"kind": "early_exit", "ranks": [0], "step": 1}),
+         injected={"cause": "collective_mismatch", "ranks": [0], "where": "before step 1", "amount_ms": None,
                    "how": "rank 0 breaks out of the loop before step 1"},
          expected={"first_finding": "collective_mismatch", "ranks": [0], "kind": "rank exited", "must_not": HANG_MUST_NOT}),
     dict(name="hang_allgather_shape", kind="hang", runner="hang_ops", world_size=4, seed=8200, fr=True,
@@ -181,7 +193,10 @@ SCENARIOS = [
          cfg=dp(model="embbag", num_embeddings=20000, emb_dim=64, bag=8, in_dim=128, width=512, depth=4, batch=32,
                 optimizer="adagrad", find_unused=True),
          injected=None,
-         expected={"first_finding": None, "ranks": [], "must_not": DPF, "may_report": ["arrival_jitter (5 ranks on 2 cores)"]}),
+         expected={"first_finding": None, "ranks": [], "must_not": DPF + ["collective_mismatch"],
+                   "may_report": ["arrival_jitter (5 ranks on 2 cores)"],
+                   "why": "healthy; DDP's all_reduce of its map of used parameters (find_unused_parameters=True) runs beside the "
+                          "gradient bucket on the other gloo thread and may start first: not a mismatch"}),
     # ------------------------------------------------------------ healthy / input
     dict(name="healthy_cnn_rmsprop", kind="dp", world_size=4, seed=8700,
          description="A small CNN (3 conv layers of 32/64/64 channels on 32x32 images, BatchNorm, a 256-wide head), RMSprop, batch 32, "
@@ -277,7 +292,7 @@ FINALIZE = {"sb_w2": finalize_buckets, "sb_w6": finalize_buckets, "buckets_3mb_w
             "two_problems": finalize_buckets,
             "hs_one_metric": finalize_sync, "hs_many_annot": finalize_sync, "hs_many_unann": finalize_sync,
             "barrier_step": finalize_sync, "pp_gpipe2_mb16": finalize_gpipe2,
-            "hang_early_exit_r0": finalize_hang, "hang_allgather_shape": finalize_hang, "hang_wrong_group": finalize_hang}
+            "hang_skip_r0": finalize_hang, "hang_early_exit_r0": finalize_hang, "hang_allgather_shape": finalize_hang, "hang_wrong_group": finalize_hang}
 
 
 def validate(scn, measured):

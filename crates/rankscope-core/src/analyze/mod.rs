@@ -378,7 +378,8 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
     let steps_known = parts.iter().all(|p| !p.steps_synthetic);
     let insts: Vec<Vec<instances::Instance>> =
         parts.iter_mut().map(|p| std::mem::take(&mut p.instances)).collect();
-    let sequence = sequence_report(&parts, &insts, world);
+    let mut stuck: std::collections::BTreeSet<(u32, u32)> = Default::default();
+    let sequence = sequence_report(&parts, &insts, world, &mut stuck);
     // Point-to-point exchanges pair two ranks ([`pipeline`]); only collectives are matched
     // across the group.
     let colls_only: Vec<Vec<instances::Instance>> =
@@ -389,8 +390,12 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
     // a profiling window that closed earlier) is waiting, not a rendezvous: it anchors no
     // alignment and has no transfer.
     let members = instances::group_members(&insts);
+    // So is one every member waited in until a timeout ended it ([`stuck_in_another_group`]).
+    let stuck_in = |m: &instances::Matched| {
+        m.ranks.iter().zip(&m.per_rank).any(|(&r, x)| stuck.contains(&(r, x.event.0)))
+    };
     let (complete, partial): (Vec<instances::Matched>, Vec<instances::Matched>) =
-        matched.into_iter().partition(|m| !instances::is_partial(m, &members));
+        matched.into_iter().partition(|m| !instances::is_partial(m, &members) && !stuck_in(m));
     let alignment = align::align(&parts, &complete, &opts.offsets);
     let pipe_report = {
         let pipes: Vec<&pipeline::RankPipe> = parts.iter().map(|p| &p.pipe).collect();
@@ -527,6 +532,7 @@ fn sequence_report(
     parts: &[RankPart],
     insts: &[Vec<instances::Instance>],
     world: i64,
+    stuck: &mut std::collections::BTreeSet<(u32, u32)>,
 ) -> Option<crate::sequence::SequenceReport> {
     use crate::sequence::{Backend, CollRecord, DiagnosisKind, RankSeq, SeqOptions, Source};
     if parts.len() < 2 || insts.iter().all(Vec::is_empty) {
@@ -590,7 +596,8 @@ fn sequence_report(
     };
     let mut report = report;
     if !diverged(&report) {
-        if let Some(d) = stuck_in_another_group(parts, insts, &label_at) {
+        if let Some((d, events)) = stuck_in_another_group(parts, insts, &label_at) {
+            stuck.extend(events);
             report.notes.push(
                 "the sequences agree, but every rank waited in its last collective until it ended alike on all of them, as by a timeout: told from the backend threads that ran those collectives".to_string(),
             );
@@ -657,13 +664,14 @@ fn stuck_in_another_group(
     parts: &[RankPart],
     insts: &[Vec<instances::Instance>],
     label_at: &LabelAt<'_>,
-) -> Option<crate::sequence::Diagnosis> {
+) -> Option<(crate::sequence::Diagnosis, Vec<(u32, u32)>)> {
     use crate::sequence::{Diagnosis, DiagnosisKind};
     const LONG_NS: i64 = 1_000_000_000;
     // Per rank: its collectives in issue order, the last one, and what identifies a call
     // (where it was issued, else its size).
     struct Last {
         rank: u32,
+        event: u32,
         dur: i64,
         step: u32,
         kind: crate::model::CollKind,
@@ -690,6 +698,7 @@ fn stuck_in_another_group(
         durs.sort_unstable();
         lasts.push(Last {
             rank: p.info.rank,
+            event: last.event.0,
             dur: last.end_ns - last.start_ns,
             step: last.step,
             kind: last.kind,
@@ -745,15 +754,19 @@ fn stuck_in_another_group(
     } else {
         (all, head)
     };
-    Some(Diagnosis {
-        kind: DiagnosisKind::Hang,
-        pg: None,
-        position: None,
-        ranks,
-        sentence,
-        steps,
-        waited_ns: Some(min),
-    })
+    let events = lasts.iter().map(|l| (l.rank, l.event)).collect();
+    Some((
+        Diagnosis {
+            kind: DiagnosisKind::Hang,
+            pg: None,
+            position: None,
+            ranks,
+            sentence,
+            steps,
+            waited_ns: Some(min),
+        },
+        events,
+    ))
 }
 
 /// Writes the transfer / wait split into a part's step rows and totals.
