@@ -191,3 +191,57 @@ fn small_calls_of_one_size_are_said_not_costed() {
     assert!(!f.fix.contains("small-collectives finding"), "{}", f.fix);
     assert!(f.fix.contains("18 calls"), "{}", f.fix);
 }
+
+/// DDP broadcasts the module's buffers (BatchNorm statistics) from rank 0 at the start of every
+/// forward (`broadcast_buffers=True`): small blocking broadcasts inside
+/// `DistributedDataParallel.forward`. The advice is DDP's switch, not `async_op=True` on a call
+/// the user never wrote.
+#[test]
+fn ddp_buffer_broadcasts_get_ddps_advice() {
+    let world = 2;
+    let traces = (0..world)
+        .map(|rank| {
+            let steps = (0..4)
+                .map(|_| {
+                    let v = vec![
+                        Ev {
+                            name: "DistributedDataParallel.forward",
+                            cat: "user_annotation",
+                            tid: 1,
+                            ts: 0.0,
+                            dur: 30_000.0,
+                            dims: None,
+                        },
+                        Ev {
+                            name: "c10d::broadcast_",
+                            cat: "cpu_op",
+                            tid: 1,
+                            ts: 100.0,
+                            dur: 30.0,
+                            dims: Some("96"),
+                        },
+                        Ev {
+                            name: "gloo:broadcast",
+                            cat: "user_annotation",
+                            tid: 2,
+                            ts: 200.0,
+                            dur: 5_000.0,
+                            dims: Some("96"),
+                        },
+                        op("aten::conv2d", 5_300.0, 24_000.0),
+                        op("autograd::engine::evaluate_function: ConvolutionBackward0", 30_000.0, 50_000.0),
+                        enqueue(80_100.0, "300000"),
+                        gloo(3, 80_200.0, 3_000.0, "300000"),
+                        op("aten::add_", 83_300.0, 10_000.0),
+                    ];
+                    (93_400.0, v)
+                })
+                .collect::<Vec<_>>();
+            trace(rank, world, &steps)
+        })
+        .collect();
+    let a = run(traces);
+    let f = a.findings.iter().find(|f| f.id == "host_sync").unwrap_or_else(|| panic!("{:?}", ids(&a)));
+    assert!(f.fix.contains("broadcast_buffers=False"), "{}", f.fix);
+    assert!(!f.fix.contains("async_op"), "{}", f.fix);
+}
