@@ -157,6 +157,14 @@ SCENARIOS = [
          injected={"cause": "collective_mismatch", "ranks": [3], "where": "step 2, stats all_gather", "amount_ms": None,
                    "how": "rank 3 all_gathers a [3] tensor, the others [2]"},
          expected={"first_finding": "collective_mismatch", "ranks": [3], "kind": "shape mismatch", "must_not": HANG_MUST_NOT}),
+    dict(name="hang_broadcast_shape", kind="hang", runner="hang_ops", world_size=3, seed=8250, fr=True,
+         env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"},
+         description="Per step a grad all_reduce and a broadcast of rank 0's [4] learning-rate state; in step 2 rank 2 receives "
+                     "into a [5] buffer. TORCH_DISTRIBUTED_DEBUG=DETAIL: the wrapper raises on every rank.",
+         cfg=hang(stat_op="broadcast", inject={"kind": "shape", "ranks": [2], "step": 2}),
+         injected={"cause": "collective_mismatch", "ranks": [2], "where": "step 2, lr broadcast", "amount_ms": None,
+                   "how": "rank 2 broadcasts into a [5] tensor, the others [4]"},
+         expected={"first_finding": "collective_mismatch", "ranks": [2], "kind": "shape mismatch", "must_not": HANG_MUST_NOT}),
     dict(name="hang_wrong_group", kind="hang", runner="hang_ops", world_size=3, seed=8300, fr=True,
          description="Per step a grad all_reduce on the default group and a loss all_reduce on a second 'metrics' group; in step 2 "
                      "rank 2 issues the loss all_reduce on the default group instead. Deadlock: ranks 0, 1 wait in the metrics group, "
@@ -292,7 +300,7 @@ FINALIZE = {"sb_w2": finalize_buckets, "sb_w6": finalize_buckets, "buckets_3mb_w
             "two_problems": finalize_buckets,
             "hs_one_metric": finalize_sync, "hs_many_annot": finalize_sync, "hs_many_unann": finalize_sync,
             "barrier_step": finalize_sync, "pp_gpipe2_mb16": finalize_gpipe2,
-            "hang_skip_r0": finalize_hang, "hang_early_exit_r0": finalize_hang, "hang_allgather_shape": finalize_hang, "hang_wrong_group": finalize_hang}
+            "hang_skip_r0": finalize_hang, "hang_early_exit_r0": finalize_hang, "hang_allgather_shape": finalize_hang, "hang_broadcast_shape": finalize_hang, "hang_wrong_group": finalize_hang}
 
 
 def validate(scn, measured):

@@ -245,3 +245,45 @@ fn ddp_buffer_broadcasts_get_ddps_advice() {
     assert!(f.fix.contains("broadcast_buffers=False"), "{}", f.fix);
     assert!(!f.fix.contains("async_op"), "{}", f.fix);
 }
+
+/// All_reduces of a size the trace does not say, issued outside any annotation, the host idle
+/// meanwhile (HTA's `df_index_resolver` trace: 404 per step): they could be gradient buckets,
+/// so they are no host synchronization of a few bytes.
+#[test]
+fn unannotated_calls_of_unknown_size_are_no_host_sync() {
+    let world = 2;
+    let traces = (0..world)
+        .map(|rank| {
+            let steps = (0..4)
+                .map(|_| {
+                    let mut v = vec![op("aten::addmm", 0.0, 20_000.0)];
+                    let mut t = 20_000.0;
+                    for _ in 0..20 {
+                        v.push(Ev {
+                            name: "c10d::allreduce_",
+                            cat: "cpu_op",
+                            tid: 1,
+                            ts: t,
+                            dur: 20.0,
+                            dims: None,
+                        });
+                        v.push(Ev {
+                            name: "gloo:all_reduce",
+                            cat: "user_annotation",
+                            tid: 2,
+                            ts: t + 30.0,
+                            dur: 1_000.0,
+                            dims: None,
+                        });
+                        t += 1_100.0;
+                    }
+                    v.push(op("aten::add_", t, 5_000.0));
+                    (t + 5_100.0, v)
+                })
+                .collect::<Vec<_>>();
+            trace(rank, world, &steps)
+        })
+        .collect();
+    let a = run(traces);
+    assert!(!a.findings.iter().any(|f| f.id == "host_sync"), "{:#?}", a.findings);
+}

@@ -452,7 +452,10 @@ pub fn comm_origins(
         // larger call does; only its time outside them is its own.
         let larger = Set::from_unsorted(
             v.iter()
-                .filter(|x| x.bytes.unwrap_or(0) > TINY_COLLECTIVE_BYTES)
+                .filter(|x| {
+                    x.kind != crate::model::CollKind::Barrier
+                        && x.bytes.is_none_or(|b| b > TINY_COLLECTIVE_BYTES)
+                })
                 .map(|x| (x.start_ns, x.end_ns))
                 .collect(),
         );
@@ -474,7 +477,11 @@ pub fn comm_origins(
             // all_reduces (a metric, a barrier) from the gradient buckets issued in backward:
             // there, calls of a few bytes make a row of their own.
             let unannotated = region.is_empty() || region == "ProfilerStep";
-            let tiny = unannotated && x.bytes.unwrap_or(0) <= TINY_COLLECTIVE_BYTES;
+            // Of known size (a call whose size the trace does not say may be anything), or a
+            // barrier, which moves no data.
+            let tiny = unannotated
+                && (x.kind == crate::model::CollKind::Barrier
+                    || x.bytes.is_some_and(|b| b <= TINY_COLLECTIVE_BYTES));
             let g = groups.entry((x.step, region, x.kind, tiny)).or_default();
             // The group's path and phase are its first instance's: the chain is walked once.
             if g.phase.is_none() {

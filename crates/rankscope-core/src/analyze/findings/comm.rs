@@ -166,9 +166,11 @@ pub(super) fn blocking_collectives(cx: &Ctx<'_>) -> Vec<Finding> {
             continue;
         }
         // Outside any annotation only the calls of a few bytes (their own origin rows: a
-        // metric's all_reduce, a barrier) can be told from the gradient buckets.
+        // metric's all_reduce, a barrier) can be told from the gradient buckets; calls whose
+        // size the trace does not say could be buckets.
         let unannotated = o.region.is_empty() || o.region == "ProfilerStep";
-        if unannotated && o.bytes_max > SMALL_BYTES {
+        let known_small = o.kind == CollKind::Barrier || (o.bytes_total > 0 && o.bytes_max <= SMALL_BYTES);
+        if unannotated && !known_small {
             continue;
         }
         groups.entry((o.region.clone(), o.kind)).or_default().push(o);
@@ -327,7 +329,7 @@ pub(super) fn small_collectives(
             // Outside any annotation a blocking finding takes only the calls of a few bytes
             // (`blocking_collectives`): the gradient buckets issued there stay.
             let unannotated = o.origin.is_empty() || o.origin == "ProfilerStep";
-            if !unannotated || o.bytes.unwrap_or(0) <= diagnose::TINY_COLLECTIVE_BYTES {
+            if !unannotated || o.bytes.is_some_and(|b| b <= diagnose::TINY_COLLECTIVE_BYTES) {
                 continue;
             }
         }
