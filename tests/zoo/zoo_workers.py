@@ -368,6 +368,21 @@ def run_pipeline(ctx):
 
     log = StepLog()
 
+    stall = cfg.get("stall")
+    pending = {"on": False}
+    if stall and rank in stall["ranks"]:
+        # INJECTION (second blind check): a host stall on this stage once per step, just before
+        # its first micro-batch's forward (a forward pre-hook, no annotation of its own unless
+        # stall["where"] names one).
+        def _stall(_m, _inp):
+            if pending["on"]:
+                pending["on"] = False
+                with ann(stall.get("where")):
+                    t0 = time.perf_counter()
+                    time.sleep(stall["amount_ms"] / 1e3)
+                    log.add("injected_sleep_ms", ms(t0, time.perf_counter()))
+        stage_mod.register_forward_pre_hook(_stall)
+
     # Independent compute measurement: wrap the stage's per-micro-batch forward and backward
     # (pure compute: the schedule posts and waits for the send/recv outside these calls) and
     # the loss function (last stage) with perf_counter().
@@ -401,6 +416,7 @@ def run_pipeline(ctx):
     with prof:
         for step in range(n_steps):
             log.begin(step)
+            pending["on"] = True
             x, y = data[step]
             with ann(names.get("schedule")), log.timed("schedule_ms"):
                 if rank == 0:

@@ -626,3 +626,115 @@ fn host_stall_measured(name: &str, region: &str) {
     close(f.impact_ns as f64, want, &format!("{name}: saving per step"));
     assert!(!f.fix.to_lowercase().contains("gpu"), "CPU-only run, GPU advice: {}", f.fix);
 }
+
+// Scenarios from the second blind check (tests/zoo/make_zoo_blind2.py).
+
+/// DDP with `find_unused_parameters=True` all_reduces a 92-byte map of the used parameters next
+/// to the gradient bucket; gloo's second thread may start it first. The sequences are compared
+/// in the order the host issued them, so a healthy run is no mismatch.
+#[test]
+fn ddp_used_parameter_map_is_no_mismatch() {
+    let name = "embbag_healthy_w5";
+    let (a, spec) = run(name);
+    check_expected(name, &a, &spec);
+    let seq = a.sequence.as_ref().unwrap_or_else(|| panic!("{name}: no sequence report"));
+    assert!(seq.diagnoses.is_empty(), "{name}: {:?}", seq.diagnoses);
+    for f in &a.findings {
+        assert!(
+            !matches!(f.id.as_str(), "compute_imbalance" | "slow_device" | "straggler" | "host_stall"),
+            "{name}: {}",
+            f.message
+        );
+    }
+}
+
+/// Every rank timed out in a loss all_reduce they all issued alike; rank 2's went to the
+/// default group. The gloo thread that ran it had run only the default group's gradient
+/// all_reduces: the finding names rank 2 and says why, and no host_sync claims the timeout.
+#[test]
+fn a_collective_on_another_process_group_is_named() {
+    hang(
+        "hang_wrong_group",
+        &["Rank 2's ran on the backend thread", "`grad_allreduce`", "another process group"],
+    );
+    let (a, _) = run("hang_wrong_group");
+    let step_ns =
+        a.steps.iter().filter(|s| s.step < 2).flat_map(|s| s.per_rank.iter().map(|r| r.wall_ns)).max();
+    for f in a.findings.iter().skip(1) {
+        assert!(step_ns.is_some_and(|s| f.impact_ns <= s), "{}: {} ns", f.id, f.impact_ns);
+    }
+}
+
+/// Rank 0 skipped the gradient all_reduce of step 1; the job hung only at step 5. Its records
+/// run a step ahead from #2 on: the finding names the skip, not only the last collective.
+#[test]
+fn a_skip_long_before_the_hang_is_named() {
+    hang(
+        "hang_skip_r0",
+        &["rank 0 never issued it", "rank 0 runs a step ahead", "skipped all_reduce #2 (step 1"],
+    );
+}
+
+#[test]
+fn rank_zero_leaving_early_is_named() {
+    hang("hang_early_exit_r0", &["rank 0 never issued it", "all_reduce #3", "step 1", "timeout of 8 s"]);
+}
+
+/// A pipeline stage that sleeps before its first micro-batch: its thread runs nothing, while
+/// the other stages wait inside exchanges. The stall is the cause (measured sleep), the bubble
+/// keeps only what is left.
+#[test]
+fn a_pipeline_stage_that_stalls_is_a_host_stall_not_the_bubble() {
+    let name = "pp_stall_stage";
+    let (a, spec) = run(name);
+    let f = check_expected(name, &a, &spec).unwrap_or_else(|| panic!("{name}: nothing expected"));
+    close(f.evidence["stall_ns"], measured(&spec, 1, "injected_sleep_ms"), &format!("{name}: stall"));
+    assert!(f.evidence["others_stall_ns"] < 0.05 * f.evidence["stall_ns"], "{name}: {:?}", f.evidence);
+    let bubble = a.findings.iter().find(|g| g.id == "pipeline_bubble");
+    assert!(bubble.is_none_or(|b| b.impact_ns < f.impact_ns / 4), "{name}: {:?}", ids(&a));
+    assert!(!f.fix.contains("more micro-batches:"), "{name}: {}", f.fix);
+}
+
+/// 24 blocking scalar all_reduces per step (metrics read with `.item()`) with no annotation:
+/// a host_sync of the calls themselves, whose saving is what even the last arriver spends in
+/// them, as measured; the DDP gradient bucket issued in backward is not one of them.
+#[test]
+fn unannotated_metric_allreduces_are_a_host_sync() {
+    let name = "hs_many_unann";
+    let (a, spec) = run(name);
+    let f = check_expected(name, &a, &spec).unwrap_or_else(|| panic!("{name}: nothing expected"));
+    assert_eq!(f.evidence["calls_per_step"].round(), 24.0, "{name}: {:?}", f.evidence);
+    assert!(f.evidence["bytes_per_call"] <= 8.0, "{name}: {:?}", f.evidence);
+    // What the last arriver spends in the calls, per step, averaged.
+    let per_rank = &spec["measured"]["per_rank"];
+    let n = per_rank["0"]["steps"].as_array().map_or(0, Vec::len);
+    let save: f64 = (0..n)
+        .map(|i| {
+            (0..3)
+                .map(|r| {
+                    let s = &per_rank[r.to_string()]["steps"][i];
+                    s["metric_allreduce_ms"].as_f64().unwrap_or(0.0)
+                        + s["metric_item_ms"].as_f64().unwrap_or(0.0)
+                })
+                .fold(f64::INFINITY, f64::min)
+        })
+        .sum::<f64>()
+        / n.max(1) as f64;
+    close(f.impact_ns as f64, save, &format!("{name}: saving per step"));
+    assert!(f.fix.contains("one tensor"), "{name}: {}", f.fix);
+}
+
+/// Every rank waits for DataLoader workers that do not keep up (and one of them a little
+/// longer): the job-wide input finding comes first, with the advice for loaders that already
+/// have workers.
+#[test]
+fn input_bound_with_workers_on_every_rank() {
+    let name = "input_bound_workers_all";
+    let (a, spec) = run(name);
+    let f = check_expected(name, &a, &spec).unwrap_or_else(|| panic!("{name}: nothing expected"));
+    assert!(f.message.contains("worker processes"), "{name}: {}", f.message);
+    assert!(f.fix.contains("already has worker processes"), "{name}: {}", f.fix);
+    let mut data: Vec<f64> = (0..3).map(|r| measured(&spec, r, "data_ms")).collect();
+    data.sort_by(f64::total_cmp);
+    close(f.impact_ns as f64, data[1], &format!("{name}: saving per step"));
+}

@@ -14,8 +14,10 @@
 //! leave a collective before another rank entered it (the collective cannot complete before
 //! everybody arrived). A member whose collectives mostly contradict that against the group's
 //! lowest rank (its end more than [`CAUSALITY_SLACK_NS`] before the other's start, or the other
-//! way round, in more than half of the collectives they share) is taken out of the group and
-//! aligned on its own, with a note: a host name that two machines share (a container's default
+//! way round, in more than half of the collectives they share) and whose ends differ from the
+//! lowest rank's by one amount beyond the noise (pairs that are not the same collective, as
+//! after a rank skipped one, differ by anything) is taken out of the group and aligned on its
+//! own, with a note: a host name that two machines share (a container's default
 //! name) must not pin clocks that the data says differ. The check catches clocks that disagree
 //! by more than a collective lasts; a smaller disagreement under one name goes unseen.
 //!
@@ -312,6 +314,7 @@ fn clock_leads(
     }
     // On one clock nobody leaves a collective before everybody entered it.
     let mut tally: BTreeMap<usize, (usize, usize)> = BTreeMap::new();
+    let mut end_diffs: BTreeMap<usize, Vec<i64>> = BTreeMap::new();
     for at in places {
         for (&i, a) in at {
             let l = lead[i];
@@ -321,6 +324,7 @@ fn clock_leads(
             let Some(b) = at.get(&l) else { continue };
             let t = tally.entry(i).or_default();
             t.1 += 1;
+            end_diffs.entry(i).or_default().push(a.end_ns - b.end_ns);
             if a.end_ns < b.start_ns.saturating_sub(CAUSALITY_SLACK_NS)
                 || b.end_ns < a.start_ns.saturating_sub(CAUSALITY_SLACK_NS)
             {
@@ -328,9 +332,24 @@ fn clock_leads(
             }
         }
     }
+    // Another clock also makes the ends differ by one amount, pair after pair; pairs that are
+    // not the same collective (a rank that skipped one is matched a collective off in every
+    // later step) contradict each other by as much as they contradict causality. Only a
+    // consistent difference (beyond the noise, as an offset must be to be applied) takes a
+    // rank off its host's clock.
+    let consistent = |i: usize| {
+        let mut d = end_diffs.get(&i).cloned().unwrap_or_default();
+        if d.is_empty() {
+            return false;
+        }
+        let est = lower_median(&mut d);
+        let mut dev: Vec<i64> = d.iter().map(|x| (x - est).abs()).collect();
+        let mad = lower_median(&mut dev);
+        est.abs() > (3 * mad).max(MIN_APPLIED_OFFSET_NS)
+    };
     let mut doubts = Vec::new();
     for (&i, &(bad, n)) in &tally {
-        if 2 * bad > n {
+        if 2 * bad > n && consistent(i) {
             doubts.push((i, lead[i], bad, n));
             lead[i] = i;
         }
@@ -510,6 +529,7 @@ mod tests {
                     bytes: None,
                     group_size: None,
                     issued_ns: start_ns,
+                    lane: 0,
                     p2p: false,
                     peer: None,
                     tag: None,

@@ -420,12 +420,22 @@ pub struct OriginRow {
     pub bytes_max: i64,
     /// Union of the collectives' intervals.
     pub dur_ns: i64,
+    /// From the first one's start to the last one's end: where no region tells (calls of a
+    /// few bytes outside any annotation), the extent the host spends on them.
+    #[serde(default)]
+    pub span_ns: i64,
     /// Of that, while the main thread ran no operator (or was in a host synchronization): the
-    /// host is blocked on these collectives.
+    /// host is blocked on these collectives. For calls of a few bytes outside any annotation,
+    /// only the part no larger collective of the rank runs under (the host would be blocked on
+    /// that one anyway).
     pub blocked_ns: i64,
     pub exposed_transfer_ns: i64,
     pub exposed_wait_ns: i64,
 }
+
+/// A collective of at most this many bytes is a scalar's or a handful of values' (a metric, a
+/// flag, a barrier), never a gradient bucket.
+pub const TINY_COLLECTIVE_BYTES: i64 = 64 * 1024;
 
 /// The origin of every rank's collectives (`insts[k]` belongs to `parts[k]`), and the region
 /// each instance came from by `(rank, event)`.
@@ -443,6 +453,18 @@ pub fn comm_origins(
             .union(&Set::from_sorted(rr.sync_spans.iter().copied()));
         let name_of = |k: usize| rr.name_of(k).to_string();
         let deepest = |ts: i64| rr.region_at(&main, ts);
+        // The rank's larger collectives: a call of a few bytes that runs under one of them (DDP's
+        // map of used parameters beside its gradient bucket) blocks the host no longer than the
+        // larger call does; only its time outside them is its own.
+        let larger = Set::from_unsorted(
+            v.iter()
+                .filter(|x| {
+                    x.kind != crate::model::CollKind::Barrier
+                        && x.bytes.is_none_or(|b| b > TINY_COLLECTIVE_BYTES)
+                })
+                .map(|x| (x.start_ns, x.end_ns))
+                .collect(),
+        );
         #[derive(Default)]
         struct Acc {
             path: String,
@@ -452,12 +474,21 @@ pub fn comm_origins(
             bytes_max: i64,
             count: u32,
         }
-        let mut groups: BTreeMap<(u32, String, crate::model::CollKind), Acc> = BTreeMap::new();
+        let mut groups: BTreeMap<(u32, String, crate::model::CollKind, bool), Acc> = BTreeMap::new();
         for x in v {
             let at = deepest(x.issued_ns);
             let region = at.map_or_else(String::new, name_of);
             of_event.insert((p.info.rank, x.event.0), region.clone());
-            let g = groups.entry((x.step, region, x.kind)).or_default();
+            // Outside any annotation the region cannot tell a training loop's scalar
+            // all_reduces (a metric, a barrier) from the gradient buckets issued in backward:
+            // there, calls of a few bytes make a row of their own.
+            let unannotated = region.is_empty() || region == "ProfilerStep";
+            // Of known size (a call whose size the trace does not say may be anything), or a
+            // barrier, which moves no data.
+            let tiny = unannotated
+                && (x.kind == crate::model::CollKind::Barrier
+                    || x.bytes.is_some_and(|b| b <= TINY_COLLECTIVE_BYTES));
+            let g = groups.entry((x.step, region, x.kind, tiny)).or_default();
             // The group's path and phase are its first instance's: the chain is walked once.
             if g.phase.is_none() {
                 let (path, phase) = match at {
@@ -482,11 +513,14 @@ pub fn comm_origins(
             g.bytes_max = g.bytes_max.max(b);
             g.count += 1;
         }
-        for ((step, region, kind), g) in groups {
+        for ((step, region, kind, tiny), g) in groups {
             let Acc { path, phase, ivs, bytes_total, bytes_max, count } = g;
             let phase = phase.unwrap_or(Phase::Other);
+            let span_ns =
+                ivs.iter().map(|x| x.1).max().unwrap_or(0) - ivs.iter().map(|x| x.0).min().unwrap_or(0);
             let set = Set::from_unsorted(ivs);
             out.push(OriginRow {
+                span_ns,
                 rank: p.info.rank,
                 step,
                 region,
@@ -497,7 +531,11 @@ pub fn comm_origins(
                 bytes_total,
                 bytes_max,
                 dur_ns: set.len_ns(),
-                blocked_ns: set.intersect(&blocked_host).len_ns(),
+                blocked_ns: if tiny {
+                    set.intersect(&blocked_host).subtract(&larger).len_ns()
+                } else {
+                    set.intersect(&blocked_host).len_ns()
+                },
                 exposed_transfer_ns: set.intersect(&w.exposed_transfer).len_ns(),
                 exposed_wait_ns: set.intersect(&w.exposed_wait).len_ns(),
             });

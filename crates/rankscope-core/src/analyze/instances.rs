@@ -55,6 +55,10 @@ pub struct Instance {
     /// op that enqueued a backend span, else its start. Where in the step it comes from.
     #[serde(default)]
     pub issued_ns: i64,
+    /// The lane (thread or stream) it ran on: a backend runs each process group on lanes of
+    /// its own (gloo: worker threads per group; NCCL: a stream per communicator).
+    #[serde(default)]
+    pub lane: u32,
     /// A point-to-point exchange (see the module doc), not a collective.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub p2p: bool,
@@ -204,9 +208,15 @@ pub fn rank_instances(r: &RankEntry, strings: &StringTable) -> Vec<Instance> {
     for spans in host_comm_by_lane.values_mut() {
         spans.index(e);
     }
+    let mut chosen = chosen;
+    chosen.sort_by_key(|&i| (e.ts_ns[i], i));
     // Backend spans run on the backend's threads; the op that enqueued each one (`c10d::*` on
-    // the issuing thread) pairs with it in order, when they are as many.
-    let enqueue: Vec<usize> = if gpu_side {
+    // the issuing thread) pairs with it, when they are as many. Not simply in order: gloo runs
+    // a process group's work on two threads, so two collectives enqueued back to back can
+    // start in either order (DDP's 92-byte map of used parameters 2.5 µs before the bucket
+    // enqueued ahead of it). Each span takes the earliest unpaired op enqueued before it with
+    // the same element count (when both say), else the earliest unpaired one.
+    let enqueue: Vec<Option<usize>> = if gpu_side {
         Vec::new()
     } else {
         let ops: Vec<usize> = (0..e.len())
@@ -217,13 +227,11 @@ pub fn rank_instances(r: &RankEntry, strings: &StringTable) -> Vec<Instance> {
         let mut ops = top_level(t, ops);
         ops.sort_by_key(|&i| (e.ts_ns[i], i));
         if ops.len() == chosen.len() {
-            ops
+            pair_enqueues(t, &chosen, &ops)
         } else {
             Vec::new()
         }
     };
-    let mut chosen = chosen;
-    chosen.sort_by_key(|&i| (e.ts_ns[i], i));
     let p2p_host = if gpu_side { P2pHost::default() } else { P2pHost::new(t, strings, &chosen) };
     let world = t.meta.distributed.as_ref().and_then(|d| d.world_size);
     let mut out = Vec::with_capacity(chosen.len());
@@ -365,9 +373,10 @@ pub fn rank_instances(r: &RankEntry, strings: &StringTable) -> Vec<Instance> {
                 .links
                 .launch_of(EventIdx(i as u32))
                 .map(|l| e.ts_ns[l.0 as usize])
-                .or_else(|| enqueue.get(k).map(|&q| e.ts_ns[q]))
+                .or_else(|| enqueue.get(k).copied().flatten().map(|q| e.ts_ns[q]))
                 .or_else(|| enq.map(|q| e.ts_ns[q]))
                 .unwrap_or(e.ts_ns[i]),
+            lane: e.lane[i].0,
             p2p,
             peer,
             tag,
@@ -375,6 +384,43 @@ pub fn rank_instances(r: &RankEntry, strings: &StringTable) -> Vec<Instance> {
         });
     }
     out.sort_by_key(|x| (x.start_ns, x.event));
+    out
+}
+
+/// Elements of the first input of an event's communication args, when written.
+fn elements_of(t: &RankTrace, i: usize) -> Option<i64> {
+    let a = t.events.args[i];
+    if a == NONE_U32 {
+        return None;
+    }
+    let a = a as usize;
+    [t.comm.in_nelems.get(a), t.comm.input_elems.get(a)].into_iter().flatten().copied().find(|&n| n >= 0)
+}
+
+/// For each backend span (sorted by start), the enqueue op (sorted by start) it runs: the
+/// earliest unpaired op that began before the span with the same element count when both say,
+/// else the earliest unpaired op that began before it (in order when neither says).
+fn pair_enqueues(t: &RankTrace, spans: &[usize], ops: &[usize]) -> Vec<Option<usize>> {
+    let e = &t.events;
+    let mut used = vec![false; ops.len()];
+    let mut first_free = 0;
+    let mut out = Vec::with_capacity(spans.len());
+    for &sp in spans {
+        while first_free < ops.len() && used[first_free] {
+            first_free += 1;
+        }
+        let before = ops.partition_point(|&q| e.ts_ns[q] <= e.ts_ns[sp]);
+        let n = elements_of(t, sp);
+        // Only a few ops can be in flight at once: look at the next few unpaired ones.
+        let same = n.and_then(|n| {
+            (first_free..before).filter(|&j| !used[j]).take(8).find(|&j| elements_of(t, ops[j]) == Some(n))
+        });
+        let j = same.or_else(|| (first_free..ops.len()).find(|&j| !used[j]));
+        if let Some(j) = j {
+            used[j] = true;
+        }
+        out.push(j.map(|j| ops[j]));
+    }
     out
 }
 
@@ -601,6 +647,13 @@ pub fn match_instances(
             if let Some(s) = slot.get_mut(k) {
                 s.push(x);
             }
+        }
+    }
+    // Ordinals count in the order the host issued the collectives, which is the same on every
+    // rank; the order the backend started them need not be (see `pair_enqueues`).
+    for per_rank in groups.values_mut() {
+        for v in per_rank.iter_mut() {
+            v.sort_by_key(|x| (x.issued_ns, x.start_ns, x.event));
         }
     }
     let mut shifts: Vec<(u32, i64)> = ranks.iter().map(|&r| (r, 0)).collect();

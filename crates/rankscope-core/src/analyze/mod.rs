@@ -378,7 +378,8 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
     let steps_known = parts.iter().all(|p| !p.steps_synthetic);
     let insts: Vec<Vec<instances::Instance>> =
         parts.iter_mut().map(|p| std::mem::take(&mut p.instances)).collect();
-    let sequence = sequence_report(&parts, &insts, world);
+    let mut stuck: std::collections::BTreeSet<(u32, u32)> = Default::default();
+    let sequence = sequence_report(&parts, &insts, world, &mut stuck);
     // Point-to-point exchanges pair two ranks ([`pipeline`]); only collectives are matched
     // across the group.
     let colls_only: Vec<Vec<instances::Instance>> =
@@ -389,8 +390,12 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
     // a profiling window that closed earlier) is waiting, not a rendezvous: it anchors no
     // alignment and has no transfer.
     let members = instances::group_members(&insts);
+    // So is one every member waited in until a timeout ended it ([`stuck_in_another_group`]).
+    let stuck_in = |m: &instances::Matched| {
+        m.ranks.iter().zip(&m.per_rank).any(|(&r, x)| stuck.contains(&(r, x.event.0)))
+    };
     let (complete, partial): (Vec<instances::Matched>, Vec<instances::Matched>) =
-        matched.into_iter().partition(|m| !instances::is_partial(m, &members));
+        matched.into_iter().partition(|m| !instances::is_partial(m, &members) && !stuck_in(m));
     let alignment = align::align(&parts, &complete, &opts.offsets);
     let pipe_report = {
         let pipes: Vec<&pipeline::RankPipe> = parts.iter().map(|p| &p.pipe).collect();
@@ -527,6 +532,7 @@ fn sequence_report(
     parts: &[RankPart],
     insts: &[Vec<instances::Instance>],
     world: i64,
+    stuck: &mut std::collections::BTreeSet<(u32, u32)>,
 ) -> Option<crate::sequence::SequenceReport> {
     use crate::sequence::{Backend, CollRecord, DiagnosisKind, RankSeq, SeqOptions, Source};
     if parts.len() < 2 || insts.iter().all(Vec::is_empty) {
@@ -554,6 +560,11 @@ fn sequence_report(
         .zip(insts)
         .map(|(p, v)| {
             let main = p.regions.main_occurrences();
+            // In the order the host issued them (what must agree across ranks), not the order
+            // the backend started them: two collectives enqueued back to back may start in
+            // either order on a backend with several threads (gloo) or streams.
+            let mut v: Vec<&instances::Instance> = v.iter().collect();
+            v.sort_by_key(|i| (i.issued_ns, i.start_ns, i.event));
             let records = v
                 .iter()
                 .map(|i| {
@@ -583,6 +594,17 @@ fn sequence_report(
     let diverged = |r: &crate::sequence::SequenceReport| {
         r.diagnoses.iter().any(|d| matches!(d.kind, DiagnosisKind::Hang | DiagnosisKind::Mismatch))
     };
+    let mut report = report;
+    if !diverged(&report) {
+        if let Some((d, events)) = stuck_in_another_group(parts, insts, &label_at) {
+            stuck.extend(events);
+            report.notes.push(
+                "the sequences agree, but every rank waited in its last collective until it ended alike on all of them, as by a timeout: told from the backend threads that ran those collectives".to_string(),
+            );
+            report.diagnoses.insert(0, d);
+            return Some(report);
+        }
+    }
     let use_issued =
         parts.iter().all(|p| !p.issued.is_empty() && p.info.metrics_from == breakdown::MetricsFrom::Cpu);
     if diverged(&report) || !use_issued {
@@ -624,6 +646,127 @@ fn sequence_report(
         return Some(calls);
     }
     Some(report)
+}
+
+/// The region a rank's call was issued from: `(part, main occurrences, issue time)`.
+type LabelAt<'a> = dyn Fn(&RankPart, &[usize], i64) -> Option<String> + 'a;
+
+/// Every rank's last collective, issued alike (same kind, size, place), waited in until it
+/// ended alike on all of them after a second or more, as a timeout ends it, and none completed
+/// it: the ranks were not in the same collective, though their sequences agree. Traces without
+/// process-group names cannot say which group each call went to, but the backend can: it runs
+/// each process group on lanes of its own (gloo's worker threads per group, NCCL's stream per
+/// communicator). A rank whose stuck call ran on a lane that had run only other collectives
+/// before (what the others ran their earlier such calls on is their lane for it) issued it on
+/// another process group. Without that evidence the diagnosis still says that every rank was
+/// stuck, and names them all.
+fn stuck_in_another_group(
+    parts: &[RankPart],
+    insts: &[Vec<instances::Instance>],
+    label_at: &LabelAt<'_>,
+) -> Option<(crate::sequence::Diagnosis, Vec<(u32, u32)>)> {
+    use crate::sequence::{Diagnosis, DiagnosisKind};
+    const LONG_NS: i64 = 1_000_000_000;
+    // Per rank: its collectives in issue order, the last one, and what identifies a call
+    // (where it was issued, else its size).
+    struct Last {
+        rank: u32,
+        event: u32,
+        dur: i64,
+        step: u32,
+        kind: crate::model::CollKind,
+        sig: String,
+        /// Signatures of the earlier calls on the same lane.
+        lane_history: std::collections::BTreeSet<String>,
+        typical: i64,
+    }
+    let mut lasts = Vec::new();
+    for (p, v) in parts.iter().zip(insts) {
+        let main = p.regions.main_occurrences();
+        let mut v: Vec<&instances::Instance> = v.iter().filter(|x| !x.p2p && !x.kind.is_p2p()).collect();
+        v.sort_by_key(|i| (i.issued_ns, i.start_ns, i.event));
+        let sig = |x: &instances::Instance| {
+            label_at(p, &main, x.issued_ns).unwrap_or_else(|| {
+                format!("{} B", x.bytes.map_or_else(|| "?".to_string(), |b| b.to_string()))
+            })
+        };
+        let (last, before) = v.split_last()?;
+        if before.is_empty() {
+            return None;
+        }
+        let mut durs: Vec<i64> = before.iter().map(|x| x.end_ns - x.start_ns).collect();
+        durs.sort_unstable();
+        lasts.push(Last {
+            rank: p.info.rank,
+            event: last.event.0,
+            dur: last.end_ns - last.start_ns,
+            step: last.step,
+            kind: last.kind,
+            sig: sig(last),
+            lane_history: before.iter().filter(|x| x.lane == last.lane).map(|x| sig(x)).collect(),
+            typical: durs[(durs.len() - 1) / 2],
+        });
+    }
+    let (min, max) = (lasts.iter().map(|l| l.dur).min()?, lasts.iter().map(|l| l.dur).max()?);
+    // Alike: same kind and place everywhere; waited in by all, ending alike (within 5%), long
+    // against anything the ranks did before.
+    let alike = lasts.iter().all(|l| l.kind == lasts[0].kind && l.sig == lasts[0].sig);
+    if lasts.len() < 2
+        || !alike
+        || min < LONG_NS
+        || (max - min) as f64 > 0.05 * min as f64
+        || lasts.iter().any(|l| l.dur < 20 * l.typical.max(1))
+    {
+        return None;
+    }
+    let odd: Vec<u32> = lasts
+        .iter()
+        .filter(|l| !l.lane_history.is_empty() && !l.lane_history.contains(&l.sig))
+        .map(|l| l.rank)
+        .collect();
+    let usual: Vec<u32> = lasts.iter().filter(|l| l.lane_history.contains(&l.sig)).map(|l| l.rank).collect();
+    let all: Vec<u32> = lasts.iter().map(|l| l.rank).collect();
+    let kind = lasts[0].kind.name();
+    let place = &lasts[0].sig;
+    let mut steps: Vec<u32> = lasts.iter().map(|l| l.step).collect();
+    steps.sort_unstable();
+    steps.dedup();
+    let step_words = steps.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+    let head = format!(
+        "{} all waited {} (ended alike, as by a timeout) in the {kind} each issued last (step {step_words}, `{place}`), and none completed it: they were not in the same collective.",
+        findings::ranks_word(&all),
+        findings::dur(min as f64)
+    );
+    let (ranks, sentence) = if !odd.is_empty() && !usual.is_empty() && odd.len() < all.len() {
+        let odd_last = lasts.iter().find(|l| odd.contains(&l.rank));
+        let others: Vec<String> =
+            odd_last.map(|l| l.lane_history.iter().map(|s| format!("`{s}`")).collect()).unwrap_or_default();
+        (
+            odd.clone(),
+            format!(
+                "{head} {}'s ran on the backend thread that had run only its {} collectives before (a backend runs each process group on threads of its own), {}'s on the thread of their earlier `{place}` ones: {} issued it on another process group.",
+                findings::ranks_word(&odd),
+                others.join(", "),
+                findings::ranks_word(&usual).to_lowercase(),
+                findings::ranks_word(&odd).to_lowercase()
+            ),
+        )
+    } else {
+        (all, head)
+    };
+    let events = lasts.iter().map(|l| (l.rank, l.event)).collect();
+    Some((
+        Diagnosis {
+            kind: DiagnosisKind::Hang,
+            pg: None,
+            position: None,
+            ranks,
+            sentence,
+            steps,
+            waited_ns: Some(min),
+        },
+        events,
+    ))
 }
 
 /// Writes the transfer / wait split into a part's step rows and totals.

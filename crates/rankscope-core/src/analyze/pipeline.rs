@@ -86,6 +86,12 @@ pub struct StageStepPart {
     pub span_ns: i64,
     pub compute_ns: i64,
     pub recv_wait_ns: i64,
+    /// Of the span, the time the stage's thread runs nothing at all: no operator, no exchange
+    /// (blocking or not), no compute run. Waiting for a neighbour is always inside an exchange
+    /// (a `gloo:recv`, an async `gloo:send` not yet received, a recv kernel); this is the
+    /// stage's own host time (a hook's sleep, blocking I/O), which its neighbours then wait for.
+    #[serde(default)]
+    pub host_free_ns: i64,
     /// `Forward i` / `Backward i` annotations in the step.
     pub forwards: u32,
     pub backwards: u32,
@@ -237,6 +243,9 @@ pub struct StageStep {
     pub bubble_ns: i64,
     pub bubble_share: f64,
     pub recv_wait_ns: i64,
+    /// The stage's own host time: its thread runs nothing ([`StageStepPart::host_free_ns`]).
+    #[serde(default)]
+    pub host_free_ns: i64,
     pub micro_batches: Option<u32>,
     /// The step's window (aligned clock).
     #[serde(default)]
@@ -259,6 +268,9 @@ pub struct StageSummary {
     pub bubble_ns: i64,
     pub bubble_share: f64,
     pub recv_wait_ns: i64,
+    /// The stage's own host time per step ([`StageStepPart::host_free_ns`]).
+    #[serde(default)]
+    pub host_free_ns: i64,
     pub micro_batches: Option<u32>,
 }
 
@@ -400,6 +412,7 @@ pub fn rank_pipe(
         let mut fb: Vec<(i64, char)> = Vec::new();
         let (mut f_ivs, mut b_ivs): (Vec<Iv>, Vec<Iv>) = (Vec::new(), Vec::new());
         let mut vstages: BTreeSet<u32> = BTreeSet::new();
+        let mut busy: Vec<Iv> = Vec::new();
         for i in 0..e.len() {
             if e.kind[i] != EventKind::Slice || Some(e.lane[i]) != lane {
                 continue;
@@ -407,6 +420,9 @@ pub fn rank_pipe(
             let (s, end) = (e.ts_ns[i], e.end_ns(i));
             if end <= lo || s >= hi {
                 continue;
+            }
+            if matches!(e.class[i], Class::Communication | Class::Compute | Class::Memory) {
+                busy.push((s, end));
             }
             let name = strings.get(e.name[i]);
             if let Some((c, stage)) = fb_annotation(name) {
@@ -480,6 +496,8 @@ pub fn rank_pipe(
             }
         };
         row.compute_ns = compute.len_ns();
+        row.host_free_ns =
+            ((hi - lo) - Set::from_unsorted(busy).union(&compute).union(&opt).len_within(lo, hi)).max(0);
         let mut recv_set = Set::from_unsorted(recvs);
         if let Some(c) = device_compute {
             // Device recv kernels: the part not under compute is what the stage waited.
@@ -858,6 +876,7 @@ pub fn report(
                 bubble_ns: bubble,
                 bubble_share: if row.span_ns > 0 { bubble as f64 / row.span_ns as f64 } else { 0.0 },
                 recv_wait_ns: row.recv_wait_ns,
+                host_free_ns: row.host_free_ns,
                 micro_batches: m,
                 start_ns: row.start_ns - off(rank),
                 end_ns: row.end_ns - off(rank),
@@ -911,6 +930,7 @@ pub fn report(
                 bubble_ns: mean(|s| s.bubble_ns),
                 bubble_share: v.iter().map(|s| s.bubble_share).sum::<f64>() / v.len() as f64,
                 recv_wait_ns: mean(|s| s.recv_wait_ns),
+                host_free_ns: mean(|s| s.host_free_ns),
                 micro_batches: (!m.is_empty()).then(|| super::stats::lower_median(&mut m) as u32),
             })
         })
@@ -1043,6 +1063,7 @@ mod tests {
             bytes: Some(64),
             group_size: None,
             issued_ns: start,
+            lane: 0,
             p2p: true,
             peer,
             tag: None,

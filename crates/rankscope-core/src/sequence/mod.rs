@@ -605,6 +605,9 @@ fn divergence_at(pg: &str, desc: &str, key: Key, lanes: &[Lane<'_>], ctx: &Ctx<'
 /// Rule 5: minority ranks whose sequence is shifted against the majority's.
 fn shifts(d: &Divergence, lanes: &[Lane<'_>], ctx: &Ctx<'_>) -> Vec<Shift> {
     let mut out = Vec::new();
+    if d.class == DivergenceClass::NotIssued {
+        return steps_ahead(d, lanes, ctx);
+    }
     if d.class != DivergenceClass::Mismatch {
         return out;
     }
@@ -680,6 +683,39 @@ fn shifts(d: &Divergence, lanes: &[Lane<'_>], ctx: &Ctx<'_>) -> Vec<Shift> {
     out
 }
 
+/// A rank that never issued the others' last collective, though it issued as many before it
+/// of the same kinds and sizes, may have skipped one long before: its records then run a step
+/// ahead of the others' from that position on (steps are the global iteration numbers, the
+/// same on every rank). The first position before the divergence where its record is in a
+/// later step than the majority's is where it skipped the rest of their step
+/// ([`ShiftBasis::Step`]); nothing when the steps agree up to the divergence (a rank that left
+/// or stopped there).
+fn steps_ahead(d: &Divergence, lanes: &[Lane<'_>], ctx: &Ctx<'_>) -> Vec<Shift> {
+    let mut out = Vec::new();
+    let lane = |r: u32| lanes.iter().find(|l| l.rank == r);
+    let Some(m) = d.sides.first().and_then(|s| s.ranks.first()).and_then(|&r| lane(r)) else {
+        return out;
+    };
+    for miss in &d.missing {
+        let Some(l) = lane(miss.rank) else { continue };
+        let ahead = m.recs.iter().filter(|(k, _)| k.0 < d.position).find_map(|&(k, i)| {
+            let j = *l.by_key.get(&k)?;
+            let (ms, rs) = (m.seq.records[i].step?, l.seq.records[j].step?);
+            (rs > ms).then_some((k, ms))
+        });
+        if let Some((k, ms)) = ahead {
+            let records: Vec<RecordRef> = m
+                .recs
+                .iter()
+                .filter(|(kk, i)| *kk >= k && m.seq.records[*i].step == Some(ms))
+                .filter_map(|&(kk, i)| ctx.record_ref(m, kk, i))
+                .collect();
+            out.push(Shift { rank: miss.rank, by: records.len() as i64, records, basis: ShiftBasis::Step });
+        }
+    }
+    out
+}
+
 /// Rule 9.
 fn diagnose(rep: &SequenceReport) -> Vec<Diagnosis> {
     let mut out = Vec::new();
@@ -712,6 +748,8 @@ fn diagnose(rep: &SequenceReport) -> Vec<Diagnosis> {
             position: Some(d.position),
             ranks,
             sentence: text::divergence(d, rep),
+            steps: Vec::new(),
+            waited_ns: None,
         });
     }
     for r in rep.ranks.iter().filter(|r| r.no_input) {
@@ -721,6 +759,8 @@ fn diagnose(rep: &SequenceReport) -> Vec<Diagnosis> {
             position: None,
             ranks: vec![r.rank],
             sentence: text::no_input(r.rank, &rep.sources),
+            steps: Vec::new(),
+            waited_ns: None,
         });
     }
     for r in rep.ranks.iter().filter(|r| r.ends_early && !explained.contains(&r.rank)) {
@@ -730,6 +770,8 @@ fn diagnose(rep: &SequenceReport) -> Vec<Diagnosis> {
             position: None,
             ranks: vec![r.rank],
             sentence: text::ends_early(r, rep),
+            steps: Vec::new(),
+            waited_ns: None,
         });
     }
     for g in &rep.groups {
@@ -740,6 +782,8 @@ fn diagnose(rep: &SequenceReport) -> Vec<Diagnosis> {
                 position: None,
                 ranks: g.silent.clone(),
                 sentence: text::silent(g),
+                steps: Vec::new(),
+                waited_ns: None,
             });
         }
         let Some(t) = g.timeout else { continue };
@@ -754,6 +798,8 @@ fn diagnose(rep: &SequenceReport) -> Vec<Diagnosis> {
                     position: Some(rec.position),
                     ranks: vec![rec.rank],
                     sentence: text::near_timeout(rec, w, t),
+                    steps: Vec::new(),
+                    waited_ns: None,
                 });
             }
         }

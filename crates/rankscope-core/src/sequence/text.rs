@@ -323,6 +323,18 @@ pub fn divergence(d: &Divergence, rep: &SequenceReport) -> String {
                 ));
             }
             clauses.extend(missing_clause(d, rep));
+            for sh in d.shifts.iter().filter(|sh| sh.basis == ShiftBasis::Step && sh.by > 0) {
+                let list: Vec<String> =
+                    sh.records.iter().map(|r| format!("{}{}", name(r, rep), context(r))).collect();
+                if let Some(first) = sh.records.first() {
+                    clauses.push(format!(
+                        "rank {} runs a step ahead of the others from #{} on: it skipped {}",
+                        sh.rank,
+                        first.position,
+                        list.join(", ")
+                    ));
+                }
+            }
             let stuck = d.sides.iter().any(|s| s.waits.iter().any(|w| w.waited_ns.is_none()));
             match d.timeout {
                 Some(t) if stuck && matches!(t.source, TimeoutSource::Dump | TimeoutSource::Given) => {

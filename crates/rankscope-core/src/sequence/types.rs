@@ -529,6 +529,12 @@ pub struct Diagnosis {
     /// The ranks the diagnosis is about (the ones to look at).
     pub ranks: Vec<u32>,
     pub sentence: String,
+    /// Where no position of a group tells (a stuck collective every rank issued alike): the
+    /// steps it stopped and how long the ranks waited in it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waited_ns: Option<i64>,
 }
 
 /// The engine's answer.

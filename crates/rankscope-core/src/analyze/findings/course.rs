@@ -63,7 +63,32 @@ pub(super) fn pipeline_bubble(cx: &Ctx<'_>) -> Option<Finding> {
         dur(mean_compute),
         if one_slow { "; the other stages wait for it" } else { "" },
     );
+    // Balanced stages idle far beyond what the schedule leaves: the rest is not the fill and
+    // drain but the time around each exchange between micro-batches (the p2p's own cost, the
+    // neighbour's turn on a shared core), which more micro-batches would multiply, not shrink.
+    let per_exchange = match p.theory_bubble_share {
+        Some(t) => !one_slow && p.slowest_excess < 0.1 && share >= 2.0 * t && share - t >= 0.1,
+        None => false,
+    };
+    let mut message = message;
+    if per_exchange {
+        message.push_str(&format!(
+            " The stages are balanced, so the schedule's fill and drain explain only {} of the {}: the rest is spent around the exchanges between micro-batches.",
+            pct(p.theory_bubble_share.unwrap_or(0.0)),
+            pct(share)
+        ));
+    }
     let mut fixes = Vec::new();
+    if per_exchange {
+        fixes.push(format!(
+            "make each exchange cheaper rather than adding micro-batches (each one adds exchanges): fewer, larger micro-batches trade a larger fill and drain for fewer exchanges; {}",
+            if cx.cpu_only {
+                "on CPU ranks give each stage a core of its own so a receive does not wait for its neighbour's turn"
+            } else {
+                "keep point-to-point transfers on the fastest link (NVLink within a node) and overlapped with compute"
+            }
+        ));
+    }
     if one_slow || p.slowest_excess >= 0.1 {
         fixes.push(format!(
             "rebalance the stages: move layers off stage {} (rank {}), whose compute is {} above the mean",
@@ -72,7 +97,9 @@ pub(super) fn pipeline_bubble(cx: &Ctx<'_>) -> Option<Finding> {
             pct(p.slowest_excess)
         ));
     }
-    if let (Some(m), Some(t2)) = (m, p.theory_bubble_share_2m) {
+    if per_exchange {
+        // Said above: more micro-batches would not help.
+    } else if let (Some(m), Some(t2)) = (m, p.theory_bubble_share_2m) {
         fixes.push(format!(
             "more micro-batches: at {} the formula's bubble is {} (rule of thumb m ≥ 4p = {})",
             2 * m,
@@ -82,15 +109,17 @@ pub(super) fn pipeline_bubble(cx: &Ctx<'_>) -> Option<Finding> {
     } else {
         fixes.push("more micro-batches per step (rule of thumb m ≥ 4p)".to_string());
     }
-    fixes.push(match p.schedule {
-        crate::analyze::pipeline::Schedule::Interleaved1f1b => {
-            "more virtual stages per rank (v in (p − 1)/(m·v + p − 1)), at the cost of more exchanges".to_string()
-        }
-        crate::analyze::pipeline::Schedule::OneFOneB => {
-            "an interleaved schedule (ScheduleInterleaved1F1B with v virtual stages per rank: (p − 1)/(m·v + p − 1))".to_string()
-        }
-        _ => "a 1F1B or interleaved schedule (Schedule1F1B bounds the activations in flight; ScheduleInterleaved1F1B with v virtual stages per rank gives (p − 1)/(m·v + p − 1))".to_string(),
-    });
+    if !per_exchange {
+        fixes.push(match p.schedule {
+            crate::analyze::pipeline::Schedule::Interleaved1f1b => {
+                "more virtual stages per rank (v in (p − 1)/(m·v + p − 1)), at the cost of more exchanges".to_string()
+            }
+            crate::analyze::pipeline::Schedule::OneFOneB => {
+                "an interleaved schedule (ScheduleInterleaved1F1B with v virtual stages per rank: (p − 1)/(m·v + p − 1))".to_string()
+            }
+            _ => "a 1F1B or interleaved schedule (Schedule1F1B bounds the activations in flight; ScheduleInterleaved1F1B with v virtual stages per rank gives (p − 1)/(m·v + p − 1))".to_string(),
+        });
+    }
     let mut fix = fixes.join("; ");
     if let Some(c) = fix.get(..1) {
         fix = c.to_uppercase() + &fix[1..];
@@ -132,6 +161,66 @@ pub(super) fn pipeline_bubble(cx: &Ctx<'_>) -> Option<Finding> {
     })
 }
 
+/// A pipeline stage that stalls on its host: its thread runs nothing at all (no operator, no
+/// exchange) for far longer than any other stage's. A stage waiting for a neighbour is always
+/// inside an exchange (a receive, or a send not yet received), so this time is the stage's own
+/// (a hook's sleep, blocking I/O, a lock), and the other stages' bubble waits for it: the cause
+/// is that stage's host work, not the schedule. Named when the stage's excess over the others'
+/// median is more than twice the largest other stage's such time (a distinct outlier, not the
+/// schedule's bookkeeping every stage has) and at least 5% of the span (worth a look, as a
+/// per-rank spread is). Its gain is that excess: the time the pipeline waits for the stage.
+pub(super) fn pipeline_stall(cx: &Ctx<'_>) -> Option<Finding> {
+    let p = cx.a.pipeline.as_ref()?;
+    if p.per_stage.len() < 2 {
+        return None;
+    }
+    let top = p.per_stage.iter().max_by_key(|s| (s.host_free_ns, std::cmp::Reverse(s.stage)))?;
+    let others: Vec<f64> =
+        p.per_stage.iter().filter(|s| s.stage != top.stage).map(|s| s.host_free_ns as f64).collect();
+    let others_max = others.iter().copied().fold(0.0, f64::max);
+    let others_med = median_f(others);
+    let excess = top.host_free_ns as f64 - others_med;
+    if excess <= 2.0 * others_max || excess < 0.05 * top.span_ns as f64 {
+        return None;
+    }
+    let shares: Vec<String> = p
+        .per_stage
+        .iter()
+        .filter(|s| s.stage != top.stage)
+        .map(|s| format!("stage {} {}", s.stage, pct(s.bubble_share)))
+        .collect();
+    Some(Finding {
+        id: "host_stall".into(),
+        severity: severity_for(excess, cx.step_ns),
+        message: format!(
+            "Rank {} (stage {} of the pipeline) stalls on the host: {} per step with neither an operator nor an exchange running on its thread, against {} on the other stages (median), so the other stages wait for it: their idle share is {}. Not the schedule's bubble: a stage waiting for a neighbour is inside a receive or an unfinished send, and this stage is in neither.",
+            top.rank,
+            top.stage,
+            dur(top.host_free_ns as f64),
+            dur(others_med),
+            shares.join(", ")
+        ),
+        fix: format!(
+            "Find what rank {} does between its exchanges and its compute that the other stages do not: a hook (forward pre-hooks run before each micro-batch's forward), a sleep, blocking I/O (logging, checkpointing, file or network reads), a lock, garbage collection; move it out of the schedule or make it asynchronous. More micro-batches or another schedule would not remove this part of the idle time.",
+            top.rank
+        ),
+        ranks: vec![top.rank],
+        steps: {
+            let mut v: Vec<u32> = p.steps.iter().map(|s| s.step).collect();
+            v.dedup();
+            v
+        },
+        evidence: BTreeMap::from([
+            ("stall_ns".into(), top.host_free_ns as f64),
+            ("others_stall_ns".into(), others_med),
+            ("stage".into(), f64::from(top.stage)),
+        ]),
+        symptoms: vec!["pipeline_bubble".into(), "straggler".into()],
+        location: None,
+        impact_ns: excess as i64,
+    })
+}
+
 /// A hang or mismatch the sequence engine found: the first divergence of a group, said the
 /// way the engine words it ([`crate::sequence::text`]).
 pub(super) fn mismatches(a: &Analysis, ops: &[Op]) -> Vec<Finding> {
@@ -149,10 +238,12 @@ pub(super) fn mismatches(a: &Analysis, ops: &[Op]) -> Vec<Finding> {
             .map(|v| {
                 v.sides.iter().flat_map(|s| s.waits.iter()).filter_map(|w| w.waited_ns).max().unwrap_or(0)
             })
+            .or(d.waited_ns)
             .unwrap_or(0);
         let steps: Vec<u32> = {
-            let mut v: Vec<u32> =
-                div.map(|v| v.sides.iter().filter_map(|s| s.record.step).collect()).unwrap_or_default();
+            let mut v: Vec<u32> = div
+                .map(|v| v.sides.iter().filter_map(|s| s.record.step).collect())
+                .unwrap_or_else(|| d.steps.clone());
             v.sort_unstable();
             v.dedup();
             v
@@ -164,7 +255,7 @@ pub(super) fn mismatches(a: &Analysis, ops: &[Op]) -> Vec<Finding> {
             "Make every rank pass the same shapes and dtypes to each collective: look for a rank-dependent tensor size (an uneven last batch, a padded or unpadded shard, a parameter only some ranks own). Run once with `TORCH_DISTRIBUTED_DEBUG=DETAIL`, which checks shapes before each collective and names the call.".to_string()
         } else {
             format!(
-                "Make every rank issue the same collectives in the same order{}: look on the rank(s) named for a collective inside a rank-dependent branch (`if rank == …`, a metric logged by some ranks only), an early `break`/`return`/`continue`, data-dependent control flow, or an exception caught on one rank. Run once with `TORCH_DISTRIBUTED_DEBUG=DETAIL` to fail fast at the first mismatch, and keep Flight Recorder on (`TORCH_FR_BUFFER_SIZE`, `TORCH_FR_DUMP_TEMP_FILE`) to get the stacks of a hang.",
+                "Make every rank issue the same collectives in the same order{}, on the same process group (a call that forgot `group=` goes to the default group): look on the rank(s) named for a collective inside a rank-dependent branch (`if rank == …`, a metric logged by some ranks only), an early `break`/`return`/`continue`, data-dependent control flow, or an exception caught on one rank. Run once with `TORCH_DISTRIBUTED_DEBUG=DETAIL` to fail fast at the first mismatch, and keep Flight Recorder on (`TORCH_FR_BUFFER_SIZE`, `TORCH_FR_DUMP_TEMP_FILE`) to get the stacks of a hang.",
                 label.as_deref().map(|l| format!(" (the one that diverged was issued in `{l}`)")).unwrap_or_default()
             )
         };

@@ -23,6 +23,7 @@ pub(super) fn input_bound_all(cx: &Ctx<'_>) -> Option<Finding> {
     }
     let saving = median_f(share.iter().map(|x| x.1).collect());
     let worst = share.iter().map(|x| x.2).fold(0.0, f64::max);
+    let workers = loads_with_workers(cx);
     Some(Finding {
         id: "input_bound".into(),
         severity: severity_for(saving, cx.step_ns),
@@ -32,9 +33,18 @@ pub(super) fn input_bound_all(cx: &Ctx<'_>) -> Option<Finding> {
             pct(worst),
             flagged.len(),
             cx.ranks.len(),
-            if cx.cpu_only { ", on the training thread" } else { " while the device has nothing to do" }
+            match (workers, cx.cpu_only) {
+                (true, true) => ", the training thread waiting for its DataLoader's worker processes, which do not keep up",
+                (true, false) => ", waiting for the DataLoader's worker processes, which do not keep up, while the device has nothing to do",
+                (false, true) => ", on the training thread",
+                (false, false) => " while the device has nothing to do",
+            }
         ),
-        fix: "Overlap input with training: DataLoader workers (`num_workers` > 0, `persistent_workers=True`, `prefetch_factor`), `pin_memory=True` with non-blocking copies, decoding and augmentation moved off the training process or onto the device, pre-encoded data.".into(),
+        fix: if workers {
+            "The DataLoader already has worker processes and they cannot keep up: make each item cheaper (decoding, augmentation, a slow read: profile `__getitem__`), add workers where cores are free (`num_workers`; with `persistent_workers=True` and a larger `prefetch_factor`), move decoding and augmentation onto the device, or pre-encode the data; check the storage the items come from.".into()
+        } else {
+            "Overlap input with training: DataLoader workers (`num_workers` > 0, `persistent_workers=True`, `prefetch_factor`), `pin_memory=True` with non-blocking copies, decoding and augmentation moved off the training process or onto the device, pre-encoded data.".into()
+        },
         ranks: flagged,
         steps: cx.all_steps.clone(),
         evidence: BTreeMap::from([("max_input_ratio".into(), worst), ("threshold".into(), cx.th.input_ratio)]),
@@ -42,6 +52,15 @@ pub(super) fn input_bound_all(cx: &Ctx<'_>) -> Option<Finding> {
         location: None,
         impact_ns: saving as i64,
     })
+}
+
+/// Whether the ranks' DataLoaders run worker processes: the training thread's iteration is
+/// `enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__` (it waits for a worker's
+/// batch), not `_SingleProcessDataLoaderIter` (it loads the batch itself).
+pub(super) fn loads_with_workers(cx: &Ctx<'_>) -> bool {
+    cx.a.regions
+        .iter()
+        .any(|r| r.phase == Phase::DataLoading && r.name.contains("MultiProcessingDataLoaderIter"))
 }
 
 pub(super) fn cpu_bound(cx: &Ctx<'_>, exclude: &[u32]) -> Option<Finding> {

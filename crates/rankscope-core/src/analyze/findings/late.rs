@@ -17,7 +17,12 @@ pub(super) struct Late {
 
 pub(super) fn late_ranks(cx: &Ctx<'_>) -> Option<Late> {
     let waits = &cx.a.waits;
-    let spread: Vec<&StepWaits> = waits.iter().filter(|w| !w.late.is_empty() && w.cost_ns > 0).collect();
+    // A step counts as late only when its lateness costs the step something worth a look (the
+    // findings' floor: 1% of the step): a rank last by 0.2 ms in a 50 ms step is not late, and
+    // counted so it turned a rank that is last in 2 of 4 steps into a consistent one.
+    let floor = cx.floor_ns();
+    let spread: Vec<&StepWaits> =
+        waits.iter().filter(|w| !w.late.is_empty() && w.cost_ns > 0 && w.cost_ns as f64 >= floor).collect();
     if spread.is_empty() {
         return None;
     }
@@ -74,7 +79,7 @@ pub(super) fn late_ranks(cx: &Ctx<'_>) -> Option<Late> {
     for w in waits {
         if w.late.iter().any(|r| group.contains(r)) {
             let c = diagnose::late_cost(&w.ranks, &w.exposed_wait_ns, &ranks);
-            if c > 0 {
+            if c > 0 && c as f64 >= floor {
                 steps.push(w.step);
                 cost.push(c);
             }

@@ -247,7 +247,7 @@ pub(crate) fn rank_list(r: &[u32]) -> String {
     }
 }
 
-fn ranks_word(r: &[u32]) -> String {
+pub(crate) fn ranks_word(r: &[u32]) -> String {
     if r.len() == 1 {
         format!("Rank {}", r[0])
     } else {
@@ -322,7 +322,11 @@ pub fn findings(a: &Analysis, ops: &[Op], th: &Thresholds) -> Vec<Finding> {
     let stopped: BTreeSet<u32> = if stuck.is_empty() {
         BTreeSet::new()
     } else {
-        ops.iter().filter(|o| o.partial).map(|o| o.step).collect()
+        ops.iter()
+            .filter(|o| o.partial)
+            .map(|o| o.step)
+            .chain(stuck.iter().flat_map(|f| f.steps.clone()))
+            .collect()
     };
     let mut per_step: BTreeMap<u32, Vec<&StepRank>> = BTreeMap::new();
     for s in a.steps.iter().filter(|s| !stopped.contains(&s.step)) {
@@ -349,7 +353,19 @@ pub fn findings(a: &Analysis, ops: &[Op], th: &Thresholds) -> Vec<Finding> {
     };
     cx.rank_step = cx.per_rank_mean(|r| r.wall_ns).into_iter().collect();
     let mut out: Vec<Finding> = Vec::new();
-    out.extend(pipeline_bubble(&cx));
+    // A stage stalling on its host is the cause of the bubble it makes the others wait in:
+    // the bubble keeps only what is left.
+    let stall = pipeline_stall(&cx);
+    let mut bubble = pipeline_bubble(&cx);
+    if let (Some(b), Some(st)) = (bubble.as_mut(), stall.as_ref()) {
+        b.impact_ns = (b.impact_ns - st.impact_ns).max(0);
+        b.message.push_str(&format!(
+            " Most of it is rank {}'s own host time (`host_stall`).",
+            st.ranks.first().copied().unwrap_or(0)
+        ));
+    }
+    out.extend(stall);
+    out.extend(bubble);
     let late = if stuck.is_empty() { late_ranks(&cx) } else { None };
     // The late ranks' own symptoms are their finding's; they are kept out of the job-wide
     // ones only when that finding is made.
@@ -370,11 +386,24 @@ pub fn findings(a: &Analysis, ops: &[Op], th: &Thresholds) -> Vec<Finding> {
     let small = small_collectives(&cx, ops, &blocking_regions);
     let small_saving = small.iter().map(|s| s.0.impact_ns).max().unwrap_or(0);
     let mut small: Vec<Finding> = small.into_iter().map(|s| s.0).collect();
+    // Only a finding that will be reported can be referred to; many small calls of unknown
+    // fixed cost are said in the exposed-transfer advice instead.
+    let unknown_cost = |f: &Finding| f.evidence.contains_key("fixed_cost_unknown");
+    let small_calls = if small.iter().any(|f| !unknown_cost(f) && f.impact_ns as f64 >= floor) {
+        SmallCalls::Reported
+    } else if let Some(f) = small.iter().find(|f| unknown_cost(f)) {
+        let ev = |k: &str| f.evidence.get(k).copied().unwrap_or(0.0);
+        SmallCalls::Unquantified(ev("calls_per_step"), ev("median_bytes"))
+    } else {
+        SmallCalls::None
+    };
+    small.retain(|f| !unknown_cost(f));
+    let small_reported = matches!(small_calls, SmallCalls::Reported);
     // Small collectives are the cause of (part of) the exposed transfer: one finding for it,
     // and exposed communication only for what fewer, larger calls would leave exposed.
-    if let Some(mut f) = exposed_comm(&cx, !small.is_empty()) {
+    if let Some(mut f) = exposed_comm(&cx, small_calls) {
         f.impact_ns = (f.impact_ns - blocking_saving).max(0);
-        if !small.is_empty() {
+        if small_reported {
             f.impact_ns = (f.impact_ns - small_saving).max(0);
             for s in &mut small {
                 s.symptoms.push("exposed_comm".into());
@@ -384,8 +413,35 @@ pub fn findings(a: &Analysis, ops: &[Op], th: &Thresholds) -> Vec<Finding> {
     }
     out.extend(small);
     out.extend(blocking);
-    if !out.iter().any(|f| f.id == "input_bound") {
-        out.extend(input_bound_all(&cx));
+    // A late rank input-bound, and every rank input-bound: which is the cause is which part is
+    // bigger, what that rank loads beyond the others (its own problem: its shard, its disk) or
+    // what every rank loads (the job's input pipeline). When the shared part is, the late
+    // rank's extra wait is a part of the same fix (more workers everywhere), said inside the
+    // job-wide finding rather than instead of it.
+    if let Some(mut all) = input_bound_all(&cx) {
+        let shared_bigger = |late: &Finding| {
+            let ev = |k: &str| late.evidence.get(k).copied().unwrap_or(0.0);
+            ev("data_loading_ns") - ev("others_data_loading_ns") < ev("others_data_loading_ns")
+        };
+        match out.iter().position(|f| f.id == "input_bound") {
+            Some(k) if shared_bigger(&out[k]) => {
+                let late = out.remove(k);
+                let ev = |k: &str| late.evidence.get(k).copied().unwrap_or(0.0);
+                all.message = format!(
+                    "{} {}, the slowest, also makes the other ranks wait {} per step for it ({} of {} steps).",
+                    all.message,
+                    ranks_word(&late.ranks),
+                    dur_range(vec![ev("others_exposed_wait_ns_min"), ev("others_exposed_wait_ns_max")]),
+                    late.steps.len(),
+                    cx.all_steps.len()
+                );
+                all.symptoms.extend(late.symptoms);
+                all.location = late.location;
+                out.push(all);
+            }
+            Some(_) => {}
+            None => out.push(all),
+        }
     }
     // Device idle that follows a host sync is host_sync's; cpu_bound keeps the rest of the
     // launch-bound idle, so the two never claim the same time twice.
