@@ -738,3 +738,15 @@ fn input_bound_with_workers_on_every_rank() {
     data.sort_by(f64::total_cmp);
     close(f.impact_ns as f64, data[1], &format!("{name}: saving per step"));
 }
+
+/// Rank 3 all_gathers a [3] tensor, the others [2]. The profiler records `c10d::allgather_`'s
+/// output list first, as `[]` (`Input Dims: [[], [[2]], [], [], []]`): the size is read from the
+/// first input that has dims, so the shapes differ where they do (before, every rank's was one
+/// element and the first finding was a straggler).
+#[test]
+fn an_all_gather_of_another_shape_is_named() {
+    hang(
+        "hang_allgather_shape",
+        &["does not match across ranks (shape)", "rank 3 issued all_gather", "3 elements", "2 elements"],
+    );
+}

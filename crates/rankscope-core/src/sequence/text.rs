@@ -111,6 +111,8 @@ pub fn shape(r: &RecordRef) -> Option<String> {
     let dt = r.in_dtypes.first().map(|d| format!(" {}", dtype(d))).unwrap_or_default();
     let one = |s: &Vec<i64>| match s.len() {
         0 => "a scalar".to_string(),
+        // Without a dtype a bare number would not say what it counts.
+        1 if dt.is_empty() => format!("{} elements", s[0]),
         1 => s[0].to_string(),
         _ => format!("[{}]", s.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
     };

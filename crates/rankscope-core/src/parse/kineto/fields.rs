@@ -477,7 +477,12 @@ impl TraceParser {
         self.read_str(buf, pos, base)
     }
 
-    /// The product of the first inner list of `Input Dims` (`[[394241]]`, `[[2, 3], []]`).
+    /// The elements of the first input in `Input Dims` that has any (`[[394241]]`,
+    /// `[[2, 3], []]`): the product of its dims, or for a TensorList (`c10d::allreduce_`:
+    /// `[[[930832]], [], ...]`) the elements of all its tensors. Leading inputs with no dims
+    /// are passed over when a later one has some: `c10d::allgather_` records its output list
+    /// first, as `[]` (`[[], [[2]], [], [], []]`). `[[]]` alone is a 0-dim tensor, one element
+    /// (the caller only sizes it with a tensor dtype).
     pub(super) fn first_dims_product(&mut self, buf: &[u8], pos: &mut usize, base: u64) -> Res<Option<i64>> {
         if json::peek(buf, pos)? != b'[' {
             return json::skip_value(buf, pos).map(|_| None);
@@ -488,10 +493,44 @@ impl TraceParser {
             *pos = outer_start;
             return json::skip_value(buf, pos).map(|_| None);
         }
+        // The first input's figure, kept while it has no dims and no later input has any.
+        let mut found: Option<(bool, Option<i64>)> = None;
+        // After an element only `,` or `]` may come.
+        let mut after_element = false;
+        loop {
+            match json::peek(buf, pos)? {
+                b']' => {
+                    *pos += 1;
+                    break;
+                }
+                b',' => {
+                    *pos += 1;
+                    after_element = false;
+                }
+                _ if after_element => return Err(Stop::Bad(*pos)),
+                b'[' if found.is_none_or(|(empty, _)| empty) => {
+                    let (empty, v) = self.dims_elements(buf, pos, base)?;
+                    if found.is_none() || !empty {
+                        found = Some((empty, v));
+                    }
+                    after_element = true;
+                }
+                _ => {
+                    json::skip_value(buf, pos)?;
+                    after_element = true;
+                }
+            }
+        }
+        Ok(found.and_then(|(_, v)| v))
+    }
+
+    /// One input of `Input Dims` at `*pos` (a `[`): whether it has no dims at all (`[]`), and
+    /// its elements: the product of its dims, or a TensorList's total; `None` when a dim is not
+    /// a number.
+    fn dims_elements(&mut self, buf: &[u8], pos: &mut usize, base: u64) -> Res<(bool, Option<i64>)> {
         *pos += 1;
         let mut product: i64 = 1;
-        // A TensorList first input (`c10d::allreduce_`: `[[[930832]], [], ...]`): the elements
-        // of all its tensors.
+        let mut empty = true;
         let mut list_total: Option<i64> = None;
         loop {
             match json::peek(buf, pos)? {
@@ -501,6 +540,7 @@ impl TraceParser {
                 }
                 b',' => *pos += 1,
                 b'[' => {
+                    empty = false;
                     *pos += 1;
                     let mut p: i64 = 1;
                     loop {
@@ -526,33 +566,19 @@ impl TraceParser {
                         (t, p) => Some(t.unwrap_or(0).saturating_add(p)),
                     };
                 }
-                _ => match self.read_num(buf, pos, base, 0)? {
-                    Some(v) => product = product.saturating_mul(v.max(0)),
-                    None => product = -1,
-                },
+                _ => {
+                    empty = false;
+                    match self.read_num(buf, pos, base, 0)? {
+                        Some(v) => product = product.saturating_mul(v.max(0)),
+                        None => product = -1,
+                    }
+                }
             }
         }
         if let Some(t) = list_total {
             product = t;
         }
-        // Skip the remaining elements of the outer list.
-        loop {
-            match json::peek(buf, pos)? {
-                b']' => {
-                    *pos += 1;
-                    break;
-                }
-                b',' => {
-                    *pos += 1;
-                    if json::peek(buf, pos)? != b']' {
-                        json::skip_value(buf, pos)?;
-                    }
-                }
-                _ => return Err(Stop::Bad(*pos)),
-            }
-        }
-        // `[[]]`: a 0-dim tensor, one element (the caller only sizes it with a tensor dtype).
-        Ok(if product < 0 { None } else { Some(product) })
+        Ok((empty, (product >= 0).then_some(product)))
     }
 
     /// The first string of a list such as `Input type: ["float", "Scalar"]`.
