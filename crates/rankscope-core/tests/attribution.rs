@@ -4,77 +4,16 @@
 
 mod common;
 
-use rankscope_core::analyze::{analyze, Analysis, Options};
-use rankscope_core::model::RankTrace;
-use rankscope_core::normalize::{assemble, Rules};
+use common::gloo_job::*;
+use rankscope_core::analyze::Analysis;
 
-/// One complete event (`ph: X`), times in µs from the step's start.
-struct Ev {
-    name: &'static str,
-    cat: &'static str,
-    /// 1 = the main thread, 2 = the gloo worker thread.
-    tid: u32,
-    ts: f64,
-    dur: f64,
-}
-
+/// An event; a `gloo:` span gets the 6,000,000 floats of a gradient bucket as its dims.
 fn ev(name: &'static str, cat: &'static str, tid: u32, ts: f64, dur: f64) -> Ev {
-    Ev { name, cat, tid, ts, dur }
-}
-
-fn op(name: &'static str, ts: f64, dur: f64) -> Ev {
-    ev(name, "cpu_op", 1, ts, dur)
+    Ev { name, cat, tid, ts, dur, dims: name.starts_with("gloo:").then_some("6000000") }
 }
 
 fn ann(name: &'static str, ts: f64, dur: f64) -> Ev {
     ev(name, "user_annotation", 1, ts, dur)
-}
-
-/// A rank's trace: each step's events (relative to the step start), steps `STEP_US` apart,
-/// `ProfilerStep#N` around each.
-const STEP_US: f64 = 1_000_000.0;
-
-fn trace(rank: u32, world: u32, steps: &[(f64, Vec<Ev>)]) -> RankTrace {
-    let mut evs = Vec::new();
-    for (k, (len, list)) in steps.iter().enumerate() {
-        let t0 = 1_000.0 + k as f64 * STEP_US;
-        evs.push(format!(
-            r#"{{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{k}","pid":{pid},"tid":1,"ts":{t0:.3},"dur":{len:.3}}}"#,
-            pid = 100 + rank
-        ));
-        for e in list {
-            let args = if e.name.starts_with("gloo:") {
-                r#","args":{"Input Dims":[[6000000]],"Input type":["float"]}"#
-            } else {
-                ""
-            };
-            evs.push(format!(
-                r#"{{"ph":"X","cat":"{}","name":"{}","pid":{},"tid":{},"ts":{:.3},"dur":{:.3}{args}}}"#,
-                e.cat,
-                e.name,
-                100 + rank,
-                e.tid,
-                t0 + e.ts,
-                e.dur
-            ));
-        }
-    }
-    let text = format!(
-        r#"{{"schemaVersion":1,"distributedInfo":{{"backend":"gloo","rank":{rank},"world_size":{world}}},"baseTimeNanoseconds":1700000000000000000,"traceEvents":[{}]}}"#,
-        evs.join(",")
-    );
-    common::ingest_chunked(&format!("rank{rank}.json"), text.as_bytes(), 1 << 16)
-        .unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn run(traces: Vec<RankTrace>) -> Analysis {
-    let job = assemble(traces, &[], &Rules::default());
-    assert!(job.errors.is_empty(), "{:?}", job.errors);
-    analyze(&job, &Options::default())
-}
-
-fn ids(a: &Analysis) -> Vec<(&str, Vec<u32>)> {
-    a.findings.iter().map(|f| (f.id.as_str(), f.ranks.clone())).collect()
 }
 
 /// FSDP on gloo: the ranks that wait for a late peer block inside an autograd node

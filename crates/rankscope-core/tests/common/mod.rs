@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod gloo_job;
+
 use std::path::PathBuf;
 
 use rankscope_core::model::RankTrace;
