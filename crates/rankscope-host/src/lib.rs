@@ -545,7 +545,9 @@ pub fn load_traces(
 ) -> (Vec<RankTrace>, Vec<FailedFile>, Vec<String>) {
     let sizes: Vec<u64> = files.iter().map(|f| std::fs::metadata(&f.path).map_or(0, |m| m.len())).collect();
     let total: u64 = sizes.iter().sum();
-    let done = AtomicU64::new(0);
+    // The bytes read so far; the lock makes each report's count and its call one step, so the
+    // caller sees counts that only grow (two threads adding at once could report out of order).
+    let done = Mutex::new(0u64);
     let cores = parse_threads();
     let threads = cores.min(files.len()).max(1);
     let shares = core_shares(&sizes, cores);
@@ -565,7 +567,10 @@ pub fn load_traces(
                 let mine = AtomicU64::new(0);
                 let report = |n: u64| {
                     mine.fetch_add(n, Ordering::Relaxed);
-                    progress(done.fetch_add(n, Ordering::Relaxed) + n, total)
+                    if let Ok(mut d) = done.lock() {
+                        *d += n;
+                        progress(*d, total);
+                    }
                 };
                 let cut = pieces > 1
                     && std::fs::metadata(&input.path)
@@ -582,7 +587,9 @@ pub fn load_traces(
                 let r = match tried {
                     Some(r) => r,
                     None => {
-                        done.fetch_sub(mine.swap(0, Ordering::Relaxed), Ordering::Relaxed);
+                        if let Ok(mut d) = done.lock() {
+                            *d = d.saturating_sub(mine.swap(0, Ordering::Relaxed));
+                        }
                         read_trace(&input.path, chunk, &report)
                     }
                 };
