@@ -91,24 +91,39 @@ def tree_pss_kb(root):
     return total
 
 
-def sampled(cmd, stdout=subprocess.DEVNULL, env=None):
+def sampled(cmd, stdout=subprocess.DEVNULL, env=None, sample=True):
     """Runs `cmd`, its process tree's memory sampled every 50 ms: (wall s, CPU s of it and every
-    child it waited for, peak tree PSS MB, peak RSS MB of the largest single process)."""
+    child it waited for, peak tree PSS MB, peak RSS MB of the largest single process). The
+    sampling runs on a thread while this one blocks in `wait4`, so the wall time ends when the
+    process does (a poll between samples would round a 0.25 s run up by as much as 50 ms).
+    Reading a process's `smaps_rollup` walks its page tables under its memory map's lock, which
+    slows a process that is mapping memory (0.23-0.25 s runs took 0.25-0.27 s): `sample=False`
+    for the runs that are timed (peak PSS then 0)."""
+    import threading
+
+    peak = [0]
+    done = threading.Event()
     t0 = time.perf_counter()
     p = subprocess.Popen([str(c) for c in cmd], stdout=stdout, stderr=subprocess.DEVNULL,
                          env=None if env is None else {**os.environ, **env})
-    peak = 0
-    while True:
-        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
-        if pid:
-            break
-        peak = max(peak, tree_pss_kb(p.pid))
-        time.sleep(0.05)
+
+    def sample_tree():
+        while not done.is_set():
+            peak[0] = max(peak[0], tree_pss_kb(p.pid))
+            done.wait(0.05)
+
+    th = threading.Thread(target=sample_tree, daemon=True)
+    if sample:
+        th.start()
+    _, status, ru = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t0
+    done.set()
+    if sample:
+        th.join()
     p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode:
         raise subprocess.CalledProcessError(p.returncode, cmd)
-    return wall, ru.ru_utime + ru.ru_stime, peak / 1024, ru.ru_maxrss / 1024
+    return wall, ru.ru_utime + ru.ru_stime, peak[0] / 1024, ru.ru_maxrss / 1024
 
 
 def repeat(cmd, n, env=None):
@@ -403,13 +418,21 @@ def hta_part(md, notes, mb, reps, say):
     say(f"HTA vs rankscope on 8 ranks, {size:.0f} MB")
     ours, theirs, stages = [], [], []
     hta_reps = max(1, reps - 1)
+    # Timed runs are not sampled (see `sampled`); each tool's memory comes from runs of its own
+    # after them, sampled, interleaved the same way.
+    o = OUT / "hta.json"
     for i in range(max(reps, hta_reps)):  # interleaved
-        ours.append(sampled([BIN, "analyze", "--json", d]))
+        ours.append(sampled([BIN, "analyze", "--json", d], sample=False))
         if i < hta_reps:
-            o = OUT / "hta.json"
             with o.open("w") as fh:
-                theirs.append(sampled([py, ROOT / "tests/bench/hta_job.py", d], stdout=fh))
+                theirs.append(sampled([py, ROOT / "tests/bench/hta_job.py", d], stdout=fh, sample=False))
             stages.append(json.loads(o.read_text().strip().splitlines()[-1]))
+    mem_reps = max(1, hta_reps - 1)
+    ours_mem, theirs_mem = [], []
+    for _ in range(mem_reps):
+        ours_mem.append(sampled([BIN, "analyze", "--json", d]))
+        with o.open("w") as fh:
+            theirs_mem.append(sampled([py, ROOT / "tests/bench/hta_job.py", d], stdout=fh))
     st = stages[0]
     if st["ranks"] != list(range(8)):
         notes.append(f"HTA loaded ranks {st['ranks']}, not 0–7.")
@@ -417,7 +440,7 @@ def hta_part(md, notes, mb, reps, say):
              ("temporal_s", "temporal breakdown"), ("overlap_s", "comm/comp overlap"),
              ("idle_s", "idle time breakdown (all ranks)"), ("straggler_s", "potential stragglers")]
     ow, tw = [r[0] for r in ours], [r[0] for r in theirs]
-    om, tm = [r[2] for r in ours], [r[2] for r in theirs]
+    om, tm = [r[2] for r in ours_mem], [r[2] for r in theirs_mem]
     slower = (min(tw) / max(ow), max(tw) / min(ow))
     mem = (min(om) / max(tm), max(om) / min(tm))
     failed = st.get("straggler_failed")
@@ -428,16 +451,17 @@ def hta_part(md, notes, mb, reps, say):
         f"no torch) in `{VENV}`, `tests/bench/hta_job.py`: `TraceAnalysis(trace_dir)`, then "
         f"`get_temporal_breakdown`, `get_comm_comp_overlap`, `get_idle_time_breakdown(ranks=all)`, "
         f"`get_potential_stragglers` (defaults, `visualize=False`), against `rankscope analyze --json` on the same "
-        f"folder (which computes all of that and more). Memory: the peak, sampled every 50 ms, of the proportional "
-        f"set size summed over the process tree (HTA parses in a forked pool). rankscope {len(ours)} runs, HTA "
-        f"{len(theirs)}, interleaved. HTA kept {st['events_kept']:,} events.",
+        f"folder (which computes all of that and more). Wall and CPU: rankscope {len(ours)} runs, HTA "
+        f"{len(theirs)}, interleaved, unobserved; memory: {mem_reps} more run(s) of each, the peak, sampled every "
+        f"50 ms, of the proportional set size summed over the process tree (HTA parses in a forked pool), and the "
+        f"largest single process's peak RSS. HTA kept {st['events_kept']:,} events.",
         "",
         "| what | wall | CPU (incl. children) | peak memory (tree PSS) | largest process's peak RSS |",
         "|---|---|---|---|---|",
         f"| `rankscope analyze --json` (the yardstick) | {span(ow)} s | {span([r[1] for r in ours])} s | "
-        f"{span(om, '{:.0f}')} MB | {span([r[3] for r in ours], '{:.0f}')} MB |",
+        f"{span(om, '{:.0f}')} MB | {span([r[3] for r in ours_mem], '{:.0f}')} MB |",
         f"| HTA, the whole script | {span(tw)} s | {span([r[1] for r in theirs])} s | {span(tm, '{:.0f}')} MB | "
-        f"{span([r[3] for r in theirs], '{:.0f}')} MB |",
+        f"{span([r[3] for r in theirs_mem], '{:.0f}')} MB |",
     ]
     for k, label in names:
         extra = ""

@@ -100,6 +100,7 @@ pub fn run(a: Args) -> Result<u8> {
         rules: a.rules.clone(),
         options: opts,
         chunk: None,
+        keep_job: a.merged_trace.is_some() || a.perfetto.is_some(),
     };
     let line = load::ProgressLine::new();
     let load::Outcome { job, out, notes } = load::analyze_paths(&req, &|d, t| line.update(d, t))?;
@@ -121,12 +122,12 @@ pub fn run(a: Args) -> Result<u8> {
         }
     }
     let analysis = &out.analysis;
-    if out.has_traces() {
+    if let (true, Some(job)) = (out.has_traces(), &job) {
         if let Some(path) = &a.merged_trace {
-            write_merged(path, &job, analysis).with_context(|| format!("cannot write {}", path.display()))?;
+            write_merged(path, job, analysis).with_context(|| format!("cannot write {}", path.display()))?;
         }
         if let Some(path) = &a.perfetto {
-            write_perfetto(path, &job, analysis)
+            write_perfetto(path, job, analysis)
                 .with_context(|| format!("cannot write {}", path.display()))?;
         }
     }

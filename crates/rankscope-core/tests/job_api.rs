@@ -249,7 +249,8 @@ impl rankscope_core::join::Join for TwoThreads {
 }
 
 /// The ranks normalized and their parts computed side by side (`join::map`), and a part with its
-/// passes on two threads, give the serial parts and the serial job.
+/// passes on two threads (of the job, or of one file alone), give the serial parts and the
+/// serial job.
 #[test]
 fn parts_on_two_threads_equal_the_serial_parts() {
     let opts = Options::default();
@@ -271,6 +272,12 @@ fn parts_on_two_threads_equal_the_serial_parts() {
                 &TwoThreads,
             );
             assert_eq!(a, b, "{dir}, rank {}", r.rank);
+        }
+        // One file's part (what the CLI computes on the thread that read the file).
+        for (n, b) in &files {
+            let alone = job::part_of(trace(n, b), &Rules::default(), &opts);
+            let two = job::part_of_with(trace(n, b), &Rules::default(), &opts, &TwoThreads);
+            assert_eq!(alone, two, "{dir}: {n}");
         }
     }
 }

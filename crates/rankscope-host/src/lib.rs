@@ -543,6 +543,19 @@ pub fn load_traces(
     chunk: usize,
     progress: ProgressFn<'_>,
 ) -> (Vec<RankTrace>, Vec<FailedFile>, Vec<String>) {
+    load_traces_then(files, chunk, progress, &|t, _| t)
+}
+
+/// [`load_traces`], each trace handed to `then` on the thread that read it, as soon as it is
+/// read (`then(trace, alone)`: `alone` when the file had more than one core, which are then
+/// free for `then` to use): what a caller computes per file runs while other files are still
+/// being read, with no wait for the slowest file between the stages.
+pub fn load_traces_then<T: Send>(
+    files: &[Input],
+    chunk: usize,
+    progress: ProgressFn<'_>,
+    then: &(dyn Fn(RankTrace, bool) -> T + Sync),
+) -> (Vec<T>, Vec<FailedFile>, Vec<String>) {
     let sizes: Vec<u64> = files.iter().map(|f| std::fs::metadata(&f.path).map_or(0, |m| m.len())).collect();
     let total: u64 = sizes.iter().sum();
     // The bytes read so far; the lock makes each report's count and its call one step, so the
@@ -555,7 +568,7 @@ pub fn load_traces(
     let mut order: Vec<usize> = (0..files.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(sizes.get(i).copied().unwrap_or(0)));
     let next = AtomicU64::new(0);
-    let results: Mutex<Vec<(usize, Result<RankTrace, ReadError>)>> = Mutex::new(Vec::new());
+    let results: Mutex<Vec<(usize, Result<T, ReadError>)>> = Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| loop {
@@ -593,6 +606,7 @@ pub fn load_traces(
                         read_trace(&input.path, chunk, &report)
                     }
                 };
+                let r = r.map(|t| then(t, pieces > 1));
                 if let Ok(mut v) = results.lock() {
                     v.push((i, r));
                 }
@@ -718,19 +732,26 @@ pub struct Request {
     pub options: rankscope_core::analyze::Options,
     /// Read size (default 4 MiB).
     pub chunk: Option<usize>,
+    /// Keep the normalized job ([`Outcome::job`]) for exports that write every rank's events
+    /// (`--merged-trace`, `--perfetto`). Without it each trace is normalized and analysed on the
+    /// thread that read it, as soon as it is read, and dropped: the same outputs, sooner (no
+    /// stage waits for the slowest file) and in less memory.
+    pub keep_job: bool,
 }
 
-/// What [`analyze_paths`] gives: the normalized job (for exports), the outputs, and the notes a
-/// shell shows (files skipped, NCCL logs that only the NCCL report reads).
+/// What [`analyze_paths`] gives: the normalized job (for exports, when [`Request::keep_job`]),
+/// the outputs, and the notes a shell shows (files skipped, NCCL logs that only the NCCL report
+/// reads).
 #[derive(Debug)]
 pub struct Outcome {
-    pub job: Job,
+    pub job: Option<Job>,
     pub out: JobOutput,
     pub notes: Vec<String>,
 }
 
-/// Reads every input by kind and runs the job: traces in parallel, NCCL text and Flight
-/// Recorder dumps whole (kB to MB), then [`job::analyze_traces`]. Errors are for usage (no
+/// Reads every input by kind and runs the job: traces in parallel, each analysed into its part
+/// where it was read ([`job::part_of_with`], then [`job::combine`]; [`job::analyze_traces`]
+/// when the job is kept), NCCL text and Flight Recorder dumps whole (kB to MB). Errors are for usage (no
 /// input, a `--rank` naming no file, unreadable rules); a file that cannot be read is in
 /// `out.failed`.
 pub fn analyze_paths(req: &Request, progress: ProgressFn<'_>) -> Result<Outcome> {
@@ -774,14 +795,35 @@ pub fn analyze_paths(req: &Request, progress: ProgressFn<'_>) -> Result<Outcome>
             );
         }
         let out = d.output();
-        return Ok(Outcome { job: assemble(Vec::new(), &[], &rules), out, notes });
+        let job = req.keep_job.then(|| assemble(Vec::new(), &[], &rules));
+        return Ok(Outcome { job, out, notes });
     }
-    let (traces, trace_failed, more) = load_traces(&traces, req.chunk.unwrap_or(4 << 20), progress);
-    notes.extend(more);
-    failed.extend(trace_failed);
+    let chunk = req.chunk.unwrap_or(4 << 20);
     let refs: Vec<TextRef<'_>> = texts.iter().map(Text::as_ref).collect();
     // With one thread (`RANKSCOPE_PARSE_THREADS=1`) `Threads` runs everything in line.
-    let (job, mut out) = job::analyze_traces_with(traces, &explicit, &rules, &refs, &req.options, &Threads);
+    let (job, mut out) = if req.keep_job {
+        let (traces, trace_failed, more) = load_traces(&traces, chunk, progress);
+        notes.extend(more);
+        failed.extend(trace_failed);
+        let (job, out) = job::analyze_traces_with(traces, &explicit, &rules, &refs, &req.options, &Threads);
+        (Some(job), out)
+    } else {
+        // Each file's part on the thread that read it (the app's workers do the same), its
+        // rank decided and stamped with every file's claim in hand (`job::combine`). A file
+        // that had every core has them for its part too; the others leave the cores to the
+        // files still being read.
+        let part = |t: RankTrace, alone: bool| {
+            if alone {
+                job::part_of_with(t, &rules, &req.options, &Threads)
+            } else {
+                job::part_of_with(t, &rules, &req.options, &rankscope_core::join::Serial)
+            }
+        };
+        let (parts, trace_failed, more) = load_traces_then(&traces, chunk, progress, &part);
+        notes.extend(more);
+        failed.extend(trace_failed);
+        (None, job::combine(parts.into_iter().flatten().collect(), &explicit, &refs, &req.options))
+    };
     out.failed = failed;
     Ok(Outcome { job, out, notes })
 }
@@ -803,6 +845,54 @@ mod tests {
         assert_eq!(core_shares(&[300, 50, 50], 8), vec![6, 1, 1]);
         assert_eq!(core_shares(&[0, 0], 4), vec![1, 1]);
         assert_eq!(core_shares(&[], 4), Vec::<usize>::new());
+    }
+
+    /// Each file's part computed on the thread that read it, ranks decided after (`keep_job:
+    /// false`), is the job normalized whole (`keep_job: true`, what the exports need): the same
+    /// analysis, report, failed files and notes, with a file claiming a taken rank, a file named
+    /// by `--rank`, a damaged file and a folder's non-trace JSON among the inputs.
+    #[test]
+    fn parts_read_where_they_are_read_are_the_whole_jobs_analysis() {
+        let cfg = rankscope_core::synth::SynthConfig {
+            ranks: 4,
+            steps: 4,
+            straggler_rank: Some(2),
+            ..Default::default()
+        };
+        let dir = std::env::temp_dir().join(format!("rankscope-host-parts-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for rank in 0..4 {
+            let mut text = Vec::new();
+            rankscope_core::synth::write_rank(&cfg, rank, &mut text).unwrap();
+            std::fs::write(dir.join(format!("rank{rank}.json")), &text).unwrap();
+            if rank == 1 {
+                // Rank 1 again under another name, and cut short in a third file.
+                std::fs::write(dir.join("again.json"), &text).unwrap();
+                std::fs::write(dir.join("cut.json"), &text[..text.len() * 2 / 3]).unwrap();
+            }
+        }
+        std::fs::write(dir.join("config.json"), br#"{"lr": 0.1}"#).unwrap();
+        for ranks in [vec![], vec!["again.json=7".to_string()]] {
+            let run = |keep_job: bool| {
+                let req = Request {
+                    paths: vec![dir.clone()],
+                    ranks: ranks.clone(),
+                    keep_job,
+                    ..Default::default()
+                };
+                analyze_paths(&req, &|_, _| {}).unwrap()
+            };
+            let (whole, parts) = (run(true), run(false));
+            assert!(whole.job.is_some() && parts.job.is_none());
+            assert_eq!(whole.out.analysis.ranks.len(), 6, "{ranks:?}");
+            assert_eq!(parts.out.json(), whole.out.json(), "{ranks:?}");
+            assert_eq!(parts.out.markdown(), whole.out.markdown(), "{ranks:?}");
+            assert_eq!(format!("{:?}", parts.out.failed), format!("{:?}", whole.out.failed));
+            assert_eq!(parts.notes, whole.notes);
+            assert!(parts.notes.iter().any(|n| n.contains("config.json")), "{:?}", parts.notes);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// The gzip path on every core: the pieces are parsed on worker threads, in whatever order

@@ -188,6 +188,7 @@ fn analyze(
         rules,
         options: options(offsets, thresholds)?,
         chunk: chunk.map(|c| c.max(1)),
+        keep_job: false,
     };
     let progress = Progress::new(progress);
     let result = py.detach(|| rankscope_host::analyze_paths(&req, &|d, t| progress.update(d, t)));

@@ -57,7 +57,10 @@ pub fn stragglers(ops: &[Op]) -> (Vec<StepStraggler>, Option<StragglerSummary>) 
         for o in &v {
             let lo = o.start_ns.iter().copied().min().unwrap_or(0);
             for (k, &r) in o.ranks.iter().enumerate() {
-                *late.entry(r).or_default() += o.start_ns[k] - lo;
+                // Saturating: a rank whose clock could not be placed (a file cut before its
+                // `baseTimeNanoseconds`, next to a duplicate of its rank) may start 10^18 ns away.
+                let e = late.entry(r).or_default();
+                *e = e.saturating_add(o.start_ns[k].saturating_sub(lo));
             }
         }
         let mut ranked: Vec<(u32, i64)> = late.into_iter().collect();
@@ -69,9 +72,13 @@ pub fn stragglers(ops: &[Op]) -> (Vec<StepStraggler>, Option<StragglerSummary>) 
         let others_wait: i64 = v
             .iter()
             .map(|o| {
-                o.ranks.iter().zip(&o.sync_wait_ns).filter(|(r, _)| **r != rank).map(|(_, w)| *w).sum::<i64>()
+                o.ranks
+                    .iter()
+                    .zip(&o.sync_wait_ns)
+                    .filter(|(r, _)| **r != rank)
+                    .fold(0i64, |a, (_, w)| a.saturating_add(*w))
             })
-            .sum();
+            .fold(0i64, i64::saturating_add);
         out.push(StepStraggler {
             step,
             rank,

@@ -27,7 +27,7 @@ use crate::fr::{self, RankedDump, SkippedDump};
 use crate::inspect::FailedFile;
 use crate::model::{DiagKind, RankTrace};
 use crate::nccl::{self, LogReport, TestsReport};
-use crate::normalize::{self, assemble, JobError, RankSource, Rules};
+use crate::normalize::{self, JobError, RankSource, Rules};
 use crate::sequence::SequenceReport;
 use crate::view::{RankClaim, RankDecision};
 
@@ -142,10 +142,21 @@ pub fn claim_of(t: &RankTrace) -> RankClaim {
 /// file decides it, to be restamped by [`combine`]) and computes its part. `None` never
 /// happens in practice (normalizing keeps every trace it is given).
 pub fn part_of(trace: RankTrace, rules: &Rules, opts: &Options) -> Option<(RankClaim, RankPart)> {
+    part_of_with(trace, rules, opts, &crate::join::Serial)
+}
+
+/// [`part_of`], the passes of normalizing and of the part handed to `j` two at a time (a host
+/// with idle cores runs them side by side): the same part.
+pub fn part_of_with(
+    trace: RankTrace,
+    rules: &Rules,
+    opts: &Options,
+    j: &impl crate::join::Join,
+) -> Option<(RankClaim, RankPart)> {
     let claim = claim_of(&trace);
-    let job = assemble(vec![trace], &[], rules);
+    let job = normalize::assemble_with(vec![trace], &[], rules, j);
     let r = job.ranks.first()?;
-    Some((claim, analyze::rank_part(r, &job.strings, opts.kernel_wait_threshold_ns)))
+    Some((claim, analyze::rank_part_with(r, &job.strings, opts.kernel_wait_threshold_ns, j)))
 }
 
 /// A job's outputs: the analysis and what the NCCL text and Flight Recorder dumps say.
