@@ -708,20 +708,23 @@ mod tests {
             seed ^= seed << 17;
             seed
         };
-        let alphabet = b"0123456789.-+eE";
-        for _ in 0..200_000 {
-            let len = 1 + (next() % 24) as usize;
-            let t: Vec<u8> = (0..len)
+        // Number-like text of 1 to `most` bytes: mostly digits, a dot, sign or exponent now and then.
+        fn number_like(next: &mut impl FnMut() -> u64, most: u64) -> Vec<u8> {
+            let alphabet = b"0123456789.-+eE";
+            let len = 1 + (next() % most) as usize;
+            (0..len)
                 .map(|k| {
                     let r = next();
-                    // Mostly digits, a dot or sign now and then.
                     if k > 0 && r % 5 != 0 {
                         b'0' + (r % 10) as u8
                     } else {
                         alphabet[(r % 15) as usize]
                     }
                 })
-                .collect();
+                .collect()
+        }
+        for _ in 0..200_000 {
+            let t = number_like(&mut next, 24);
             for scale in [0, 3, 6] {
                 assert_eq!(
                     decimal_scaled(&t, scale),
@@ -757,17 +760,7 @@ mod tests {
         // The one-pass read of a number in a buffer agrees with the two-pass one, wherever it
         // answers, and never moves past a number it leaves to it.
         for _ in 0..200_000 {
-            let len = 1 + (next() % 22) as usize;
-            let mut t: Vec<u8> = (0..len)
-                .map(|k| {
-                    let r = next();
-                    if k > 0 && r % 5 != 0 {
-                        b'0' + (r % 10) as u8
-                    } else {
-                        alphabet[(r % 15) as usize]
-                    }
-                })
-                .collect();
+            let mut t = number_like(&mut next, 22);
             let ends = b",}] \n:x";
             if next() % 8 != 0 {
                 t.push(ends[(next() % ends.len() as u64) as usize]);
