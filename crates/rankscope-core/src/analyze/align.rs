@@ -534,6 +534,7 @@ mod tests {
                     peer: None,
                     tag: None,
                     batch: Vec::new(),
+                    from_autograd: false,
                 })
                 .collect(),
         }

@@ -431,6 +431,10 @@ pub struct OriginRow {
     pub blocked_ns: i64,
     pub exposed_transfer_ns: i64,
     pub exposed_wait_ns: i64,
+    /// Issued from inside autograd's backward functions (a gradient hook: DDP's buckets,
+    /// FSDP's reduce-scatters): gradient communication, sized or not. Absent when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_autograd: bool,
 }
 
 /// A collective of at most this many bytes is a scalar's or a handful of values' (a metric, a
@@ -474,7 +478,7 @@ pub fn comm_origins(
             bytes_max: i64,
             count: u32,
         }
-        let mut groups: BTreeMap<(u32, String, crate::model::CollKind, bool), Acc> = BTreeMap::new();
+        let mut groups: BTreeMap<(u32, String, crate::model::CollKind, bool, bool), Acc> = BTreeMap::new();
         for x in v {
             let at = deepest(x.issued_ns);
             let region = at.map_or_else(String::new, name_of);
@@ -488,7 +492,7 @@ pub fn comm_origins(
             let tiny = unannotated
                 && (x.kind == crate::model::CollKind::Barrier
                     || x.bytes.is_some_and(|b| b <= TINY_COLLECTIVE_BYTES));
-            let g = groups.entry((x.step, region, x.kind, tiny)).or_default();
+            let g = groups.entry((x.step, region, x.kind, tiny, x.from_autograd)).or_default();
             // The group's path and phase are its first instance's: the chain is walked once.
             if g.phase.is_none() {
                 let (path, phase) = match at {
@@ -513,7 +517,7 @@ pub fn comm_origins(
             g.bytes_max = g.bytes_max.max(b);
             g.count += 1;
         }
-        for ((step, region, kind, tiny), g) in groups {
+        for ((step, region, kind, tiny, from_autograd), g) in groups {
             let Acc { path, phase, ivs, bytes_total, bytes_max, count } = g;
             let phase = phase.unwrap_or(Phase::Other);
             let span_ns =
@@ -538,6 +542,7 @@ pub fn comm_origins(
                 },
                 exposed_transfer_ns: set.intersect(&w.exposed_transfer).len_ns(),
                 exposed_wait_ns: set.intersect(&w.exposed_wait).len_ns(),
+                from_autograd,
             });
         }
     }

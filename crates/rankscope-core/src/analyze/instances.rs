@@ -73,6 +73,52 @@ pub struct Instance {
     /// its members' direction (`Send` / `Recv`) and peer.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub batch: Vec<(CollKind, Option<u32>)>,
+    /// Issued from inside an autograd function (`autograd::engine::evaluate_function: …` open
+    /// on the issuing thread): a gradient hook's call, DDP's bucket all_reduce from
+    /// `AccumulateGrad`, FSDP's post-backward reduce-scatter. Gradient communication, whatever
+    /// its size (a trace recorded without `record_shapes` has none).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_autograd: bool,
+}
+
+/// The name autograd's engine gives the frame of each backward function it runs.
+const AUTOGRAD_FRAME: &str = "autograd::engine::evaluate_function";
+
+/// Per CPU lane, the union of the autograd engine's frames (sorted, disjoint), for telling
+/// whether an instant is inside one.
+fn autograd_frames(t: &RankTrace, strings: &StringTable) -> FxHashMap<LaneId, Vec<(i64, i64)>> {
+    let e = &t.events;
+    // Names are interned: look each distinct one up once.
+    let mut is_frame: FxHashMap<StrId, bool> = FxHashMap::default();
+    let mut by_lane: FxHashMap<LaneId, Vec<(i64, i64)>> = FxHashMap::default();
+    for i in 0..e.len() {
+        if e.kind[i] != EventKind::Slice {
+            continue;
+        }
+        let frame =
+            *is_frame.entry(e.name[i]).or_insert_with(|| strings.get(e.name[i]).starts_with(AUTOGRAD_FRAME));
+        if frame {
+            by_lane.entry(e.lane[i]).or_default().push((e.ts_ns[i], e.end_ns(i)));
+        }
+    }
+    for v in by_lane.values_mut() {
+        v.sort_unstable();
+        let mut merged: Vec<(i64, i64)> = Vec::with_capacity(v.len());
+        for &(a, b) in v.iter() {
+            match merged.last_mut() {
+                Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                _ => merged.push((a, b)),
+            }
+        }
+        *v = merged;
+    }
+    by_lane
+}
+
+/// Whether `ts` falls inside one of `frames` (sorted, disjoint).
+fn inside(frames: &[(i64, i64)], ts: i64) -> bool {
+    let n = frames.partition_point(|f| f.0 <= ts);
+    n > 0 && frames[n - 1].1 >= ts
 }
 
 /// Whether `kind` is a point-to-point kind.
@@ -234,6 +280,7 @@ pub fn rank_instances(r: &RankEntry, strings: &StringTable) -> Vec<Instance> {
     };
     let p2p_host = if gpu_side { P2pHost::default() } else { P2pHost::new(t, strings, &chosen) };
     let world = t.meta.distributed.as_ref().and_then(|d| d.world_size);
+    let frames = if chosen.is_empty() { FxHashMap::default() } else { autograd_frames(t, strings) };
     let mut out = Vec::with_capacity(chosen.len());
     for (k, i) in chosen.into_iter().enumerate() {
         let own = (e.args[i] != NONE_U32).then_some(e.args[i] as usize);
@@ -358,6 +405,18 @@ pub fn rank_instances(r: &RankEntry, strings: &StringTable) -> Vec<Instance> {
             (CollKind::AllGather, true, Some(n)) if n > 0 => s.bytes.saturating_mul(n),
             _ => s.bytes,
         });
+        // The host event that issued it: the launch call, the `c10d::*` op that enqueued it,
+        // else itself.
+        let issuer = r
+            .norm
+            .links
+            .launch_of(EventIdx(i as u32))
+            .map(|l| l.0 as usize)
+            .or_else(|| enqueue.get(k).copied().flatten())
+            .or(enq)
+            .unwrap_or(i);
+        let issued_ns = e.ts_ns[issuer];
+        let from_autograd = frames.get(&e.lane[issuer]).is_some_and(|f| inside(f, issued_ns));
         out.push(Instance {
             event: EventIdx(i as u32),
             kind,
@@ -368,19 +427,13 @@ pub fn rank_instances(r: &RankEntry, strings: &StringTable) -> Vec<Instance> {
             step: e.step[i],
             bytes,
             group_size,
-            issued_ns: r
-                .norm
-                .links
-                .launch_of(EventIdx(i as u32))
-                .map(|l| e.ts_ns[l.0 as usize])
-                .or_else(|| enqueue.get(k).copied().flatten().map(|q| e.ts_ns[q]))
-                .or_else(|| enq.map(|q| e.ts_ns[q]))
-                .unwrap_or(e.ts_ns[i]),
+            issued_ns,
             lane: e.lane[i].0,
             p2p,
             peer,
             tag,
             batch,
+            from_autograd,
         });
     }
     out.sort_by_key(|x| (x.start_ns, x.event));

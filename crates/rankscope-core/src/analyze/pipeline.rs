@@ -1068,6 +1068,7 @@ mod tests {
             peer,
             tag: None,
             batch: Vec::new(),
+            from_autograd: false,
         }
     }
 

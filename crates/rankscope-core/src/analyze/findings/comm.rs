@@ -84,17 +84,20 @@ pub(super) fn exposed_comm(cx: &Ctx<'_>, small_calls: SmallCalls) -> Option<Find
     if let Some(((_, kind), o)) = top {
         let calls = o.calls / n_ranks / n_steps;
         let mib = o.bytes / n_ranks / n_steps / 1048576.0;
+        // A trace recorded without `record_shapes` gives the calls no size.
+        let size = if o.bytes > 0.0 {
+            format!("{mib:.1} MiB per step")
+        } else {
+            "sizes not recorded: profile with `record_shapes=True`".to_string()
+        };
         let region = &o.region;
         if !region.is_empty() && region != "ProfilerStep" {
             origin_words = format!(
-                " Most of it is the {} issued in `{region}` ({calls:.0} call(s) per step, {mib:.1} MiB per step).",
+                " Most of it is the {} issued in `{region}` ({calls:.0} call(s) per step, {size}).",
                 kind.name()
             );
         } else if o.exposed > 0.0 {
-            origin_words = format!(
-                " Most of it is {} ({calls:.0} call(s) per step, {mib:.1} MiB per step).",
-                kind.name()
-            );
+            origin_words = format!(" Most of it is {} ({calls:.0} call(s) per step, {size}).", kind.name());
         }
         let hidden_share = median_f(hidden.clone());
         if *kind == CollKind::AllReduce
@@ -171,6 +174,18 @@ pub(super) fn blocking_collectives(cx: &Ctx<'_>) -> Vec<Finding> {
         let unannotated = o.region.is_empty() || o.region == "ProfilerStep";
         let known_small = o.kind == CollKind::Barrier || (o.bytes_total > 0 && o.bytes_max <= SMALL_BYTES);
         if unannotated && !known_small {
+            continue;
+        }
+        // An all_reduce, reduce_scatter or all_gather issued from inside autograd's backward
+        // (DDP's buckets from `AccumulateGrad`'s hook, FSDP's reduce-scatters and its
+        // prefetching all_gathers) is gradient communication, whose time is overlap or
+        // waiting, not a synchronization the loop could take out. Without `record_shapes` the
+        // trace gives these calls no size, and a rank that waits for a late peer at the last
+        // bucket is blocked in it. (An all_to_all there is the backward of a model-parallel
+        // exchange, on the step's path: left to the rule.)
+        let gradient_sync =
+            matches!(o.kind, CollKind::AllReduce | CollKind::ReduceScatter | CollKind::AllGather);
+        if o.from_autograd && gradient_sync && !known_small {
             continue;
         }
         groups.entry((o.region.clone(), o.kind)).or_default().push(o);
