@@ -288,10 +288,22 @@ fn differs(a: &CollRecord, b: &CollRecord) -> Vec<Field> {
     if !a.in_dtypes.is_empty() && !b.in_dtypes.is_empty() && a.in_dtypes != b.in_dtypes {
         f.push(Field::Dtype);
     }
+    let mut sizes_compared = shapes_compared;
     if !shapes_compared && !loose {
         if let (Some(x), Some(y)) = (a.message_bytes(), b.message_bytes()) {
+            sizes_compared = true;
             if x != y {
                 f.push(Field::Size);
+            }
+        }
+    }
+    // A trace recorded without `record_shapes` (the profiler's default) sizes nothing: two
+    // calls of one kind are then told apart by where the host issued them (the annotation open
+    // at the call, `loss_allreduce` against `grad_allreduce`), when both say.
+    if !sizes_compared && a.message_bytes().is_none() && b.message_bytes().is_none() {
+        if let (Some(x), Some(y)) = (&a.label, &b.label) {
+            if x != y {
+                f.push(Field::Origin);
             }
         }
     }
@@ -726,7 +738,10 @@ fn diagnose(rep: &SequenceReport) -> Vec<Diagnosis> {
         let waits: Vec<Option<i64>> =
             d.sides.iter().flat_map(|s| s.waits.iter().map(|w| w.waited_ns)).collect();
         let quick = !waits.is_empty() && waits.iter().all(|w| w.is_some_and(|w| w < 1_000_000_000));
-        d.class == DivergenceClass::Mismatch || !quick
+        // Calls told apart only by where they were issued (no sizes) that all completed quickly
+        // are the same call under annotations that differ between ranks, not a mismatch.
+        let by_origin_only = d.fields.iter().all(|f| *f == Field::Origin);
+        !quick || (d.class == DivergenceClass::Mismatch && !by_origin_only)
     });
     let start = |d: &Divergence| d.sides.iter().flat_map(|s| s.waits.iter().filter_map(|w| w.since_ns)).min();
     firsts.sort_by(|a, b| {

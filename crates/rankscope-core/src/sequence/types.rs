@@ -368,6 +368,7 @@ crate::named_enum! {
         Shape => "shape",
         Dtype => "dtype",
         Size => "size",
+        Origin => "origin",
     }
 }
 

@@ -173,7 +173,12 @@ pub(super) fn blocking_collectives(cx: &Ctx<'_>) -> Vec<Finding> {
         // size the trace does not say could be buckets.
         let unannotated = o.region.is_empty() || o.region == "ProfilerStep";
         let known_small = o.kind == CollKind::Barrier || (o.bytes_total > 0 && o.bytes_max <= SMALL_BYTES);
-        if unannotated && !known_small {
+        // Unsized all_reduces the loop issues itself (not a gradient hook's): what the trace
+        // does not size cannot be told small, but DDP's buckets come from autograd and FSDP's
+        // calls are gathers and scatters; these are the loop's own blocking calls (metrics,
+        // or gradients reduced by hand), whatever their size.
+        let loop_unsized = o.bytes_total == 0 && !o.from_autograd && o.kind == CollKind::AllReduce;
+        if unannotated && !known_small && !loop_unsized {
             continue;
         }
         // An all_reduce, reduce_scatter or all_gather issued from inside autograd's backward
@@ -256,35 +261,40 @@ pub(super) fn blocking_collectives(cx: &Ctx<'_>) -> Vec<Finding> {
             .map(|p| format!(" (inside `{p}`)"))
             .unwrap_or_default();
         let size = bytes as f64 / f64::from(calls);
-        let size_words =
-            if size < 1024.0 { format!("{size:.0} B") } else { format!("{:.1} KiB", size / 1024.0) };
+        // Barriers move nothing; other calls with no bytes are calls the trace does not size.
+        let of_each = if bytes > 0 || kind == CollKind::Barrier {
+            let w = if size < 1024.0 { format!("{size:.0} B") } else { format!("{:.1} KiB", size / 1024.0) };
+            format!("of {w} each")
+        } else {
+            "of sizes the trace does not record (profiled without `record_shapes`)".to_string()
+        };
         out.push(Finding {
             id: "host_sync".into(),
             severity: severity_for(saving, cx.step_ns),
             message: if unannotated && !about_sync {
                 format!(
-                    "Every rank stops the step on {per_step:.0} blocking {} call(s) per step of {size_words} each, issued by the training loop outside any annotation: the host is blocked {} per step in them ({} on the rank least blocked, the one the others wait for), and launches nothing meanwhile.",
+                    "Every rank stops the step on {per_step:.0} blocking {} call(s) per step {of_each}, issued by the training loop outside any annotation: the host is blocked {} per step in them ({} on the rank least blocked, the one the others wait for), and launches nothing meanwhile.",
                     kind.name(),
                     dur(blocked_each),
                     dur(saving)
                 )
             } else if unannotated {
                 format!(
-                    "Every rank stops the step on {per_step:.0} blocking {} call(s) per step of {size_words} each, issued by the training loop outside any annotation: the host is blocked {} per step in them, and they take {} per step from the first to the last even on the rank that gets there last (the others' extra time there is waiting for it).",
+                    "Every rank stops the step on {per_step:.0} blocking {} call(s) per step {of_each}, issued by the training loop outside any annotation: the host is blocked {} per step in them, and they take {} per step from the first to the last even on the rank that gets there last (the others' extra time there is waiting for it).",
                     kind.name(),
                     dur(blocked_each),
                     dur(saving)
                 )
             } else if about_sync {
                 format!(
-                    "Every rank stops the step on {per_step:.0} blocking {} call(s) per step in `{region}`{inside}, of {size_words} each: the host is blocked {} per step in them, and `{region}` costs {} per step even on the rank that gets there last (the others' extra time there is waiting for it).",
+                    "Every rank stops the step on {per_step:.0} blocking {} call(s) per step in `{region}`{inside}, {of_each}: the host is blocked {} per step in them, and `{region}` costs {} per step even on the rank that gets there last (the others' extra time there is waiting for it).",
                     kind.name(),
                     dur(blocked_each),
                     dur(saving)
                 )
             } else {
                 format!(
-                    "Every rank stops the step on {per_step:.0} blocking {} call(s) per step in `{region}`{inside}, of {size_words} each: the host is blocked {} per step in them ({} on the rank least blocked, the one the others wait for), and launches nothing meanwhile.",
+                    "Every rank stops the step on {per_step:.0} blocking {} call(s) per step in `{region}`{inside}, {of_each}: the host is blocked {} per step in them ({} on the rank least blocked, the one the others wait for), and launches nothing meanwhile.",
                     kind.name(),
                     dur(blocked_each),
                     dur(saving)
@@ -295,7 +305,12 @@ pub(super) fn blocking_collectives(cx: &Ctx<'_>) -> Vec<Finding> {
                 // broadcasts the module's buffers (BatchNorm running statistics) from rank 0.
                 _ if kind == CollKind::Broadcast && region.starts_with("DistributedDataParallel.forward") => "These are DDP's own: with `broadcast_buffers=True` (the default) every forward first broadcasts the module's buffers (BatchNorm running statistics) from rank 0. Construct DDP with `broadcast_buffers=False` when the buffers need not be identical on every rank (or synchronize the statistics where they are computed: `SyncBatchNorm`).".to_string(),
                 _ if unannotated => format!(
-                    "Take the synchronization out of the step: calls of a few bytes from the training loop are metrics read back with `.item()`, flags or barriers; gather such values into one tensor and reduce it once, every N steps, or with `async_op=True` and read the result a step later, and drop barriers the step does not need (the gradient all_reduce already brings the ranks together).{}",
+                    "Take the synchronization out of the step: {}; gather such values into one tensor and reduce it once, every N steps, or with `async_op=True` and read the result a step later, and drop barriers the step does not need (the gradient all_reduce already brings the ranks together).{}",
+                    if bytes > 0 || kind == CollKind::Barrier {
+                        "calls of a few bytes from the training loop are metrics read back with `.item()`, flags or barriers"
+                    } else {
+                        "blocking calls from the training loop are metrics read back with `.item()`, flags, or gradients reduced by hand (leave those to DDP, whose buckets overlap backward)"
+                    },
                     if cx.cpu_only { "" } else { " Every `.item()` / `.cpu()` on a device tensor also drains the device queue." }
                 ),
                 (true, true) => format!("Take the synchronization out of the step: gather what `{region}` logs into one tensor and reduce it once, every N steps, or with `async_op=True` and read the result (`.item()`) a step later."),
