@@ -586,9 +586,11 @@ pub(super) fn arrival_jitter(cx: &Ctx<'_>) -> Option<Finding> {
     // Does the work move with the lateness? In how many of these steps the last to arrive
     // spent clearly longer in forward and backward (their time with the collective waits
     // inside them taken out) than the others' median in that very step. Noise on a host
-    // lengthens the late rank's phases a little (at most 1.29x on the zoo's and the shared
-    // runs, 4 ranks on 2 cores); a batch that is larger this step on this rank, much more
-    // (1.34-2.4x for one rank in four with 3x the samples, a different one each step).
+    // lengthens the late rank's phases less, and not in most of the time lost (the zoo's and
+    // the shared runs, 4 ranks on 2 cores: up to 1.45x in one step, but the steps at 1.35x or
+    // more hold at most 58% of it); a batch that is larger this step on this rank, much more
+    // (1.34-2.4x for one rank in four with 3x the samples, a different one each step: the
+    // steps at 1.35x or more hold 75-100% of the time lost).
     const MORE_WORK: f64 = 1.35;
     let mut work: BTreeMap<(u32, u32), i64> = BTreeMap::new();
     for p in cx.a.phases.iter().filter(|p| matches!(p.phase, Phase::Forward | Phase::Backward)) {
