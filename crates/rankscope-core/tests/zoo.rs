@@ -31,19 +31,24 @@ fn load(name: &str) -> (rankscope_core::normalize::Job, Value) {
     (job, spec)
 }
 
-/// The scenario's traces, rank order, and its scenario.json.
-fn traces(name: &str) -> (Vec<rankscope_core::model::RankTrace>, Value) {
-    let dir = zoo(name);
-    let spec: Value = serde_json::from_slice(&common::read(&dir.join("scenario.json")))
-        .unwrap_or_else(|e| panic!("{name}/scenario.json: {e}"));
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+/// The scenario's trace files, in rank order.
+fn trace_files(name: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(zoo(name))
         .unwrap_or_else(|e| panic!("{name}: {e}"))
         .filter_map(Result::ok)
         .map(|e| e.path())
         .filter(|p| p.to_string_lossy().ends_with(".pt.trace.json.gz"))
         .collect();
     files.sort();
-    let traces = files
+    files
+}
+
+/// The scenario's traces, rank order, and its scenario.json.
+fn traces(name: &str) -> (Vec<rankscope_core::model::RankTrace>, Value) {
+    let dir = zoo(name);
+    let spec: Value = serde_json::from_slice(&common::read(&dir.join("scenario.json")))
+        .unwrap_or_else(|e| panic!("{name}/scenario.json: {e}"));
+    let traces = trace_files(name)
         .iter()
         .map(|p| {
             common::ingest_chunked(&p.display().to_string(), &common::read(p), 1 << 20)
@@ -295,17 +300,7 @@ fn run_without_shapes_renamed(name: &str, rename: Option<(&str, &str)>) -> Analy
     use std::io::Read;
     const SHAPE_ARGS: [&str; 6] =
         ["Input Dims", "Input type", "Input Strides", "Concrete Inputs", "Fwd thread id", "Sequence number"];
-    let (traces, _) = traces(name);
-    let dir = zoo(name);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{name}: {e}"))
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.to_string_lossy().ends_with(".pt.trace.json.gz"))
-        .collect();
-    files.sort();
-    assert_eq!(files.len(), traces.len());
-    let stripped = files
+    let stripped = trace_files(name)
         .iter()
         .map(|p| {
             let mut text = Vec::new();
