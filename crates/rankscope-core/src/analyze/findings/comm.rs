@@ -168,15 +168,14 @@ pub(super) fn blocking_collectives(cx: &Ctx<'_>) -> Vec<Finding> {
         if o.kind.is_p2p() {
             continue;
         }
-        // Outside any annotation only the calls of a few bytes (their own origin rows: a
-        // metric's all_reduce, a barrier) can be told from the gradient buckets; calls whose
-        // size the trace does not say could be buckets.
+        // Outside any annotation, the calls told from the gradient buckets: those of a few
+        // bytes (their own origin rows: a metric's all_reduce, a barrier), and unsized
+        // all_reduces the loop issues itself (not a gradient hook's): what the trace does not
+        // size cannot be told small, but DDP's buckets come from autograd and FSDP's calls are
+        // gathers and scatters; these are the loop's own blocking calls (metrics, or gradients
+        // reduced by hand), whatever their size.
         let unannotated = o.region.is_empty() || o.region == "ProfilerStep";
         let known_small = o.kind == CollKind::Barrier || (o.bytes_total > 0 && o.bytes_max <= SMALL_BYTES);
-        // Unsized all_reduces the loop issues itself (not a gradient hook's): what the trace
-        // does not size cannot be told small, but DDP's buckets come from autograd and FSDP's
-        // calls are gathers and scatters; these are the loop's own blocking calls (metrics,
-        // or gradients reduced by hand), whatever their size.
         let loop_unsized = o.bytes_total == 0 && !o.from_autograd && o.kind == CollKind::AllReduce;
         if unannotated && !known_small && !loop_unsized {
             continue;
@@ -262,7 +261,8 @@ pub(super) fn blocking_collectives(cx: &Ctx<'_>) -> Vec<Finding> {
             .unwrap_or_default();
         let size = bytes as f64 / f64::from(calls);
         // Barriers move nothing; other calls with no bytes are calls the trace does not size.
-        let of_each = if bytes > 0 || kind == CollKind::Barrier {
+        let sized = bytes > 0 || kind == CollKind::Barrier;
+        let of_each = if sized {
             let w = if size < 1024.0 { format!("{size:.0} B") } else { format!("{:.1} KiB", size / 1024.0) };
             format!("of {w} each")
         } else {
@@ -306,7 +306,7 @@ pub(super) fn blocking_collectives(cx: &Ctx<'_>) -> Vec<Finding> {
                 _ if kind == CollKind::Broadcast && region.starts_with("DistributedDataParallel.forward") => "These are DDP's own: with `broadcast_buffers=True` (the default) every forward first broadcasts the module's buffers (BatchNorm running statistics) from rank 0. Construct DDP with `broadcast_buffers=False` when the buffers need not be identical on every rank (or synchronize the statistics where they are computed: `SyncBatchNorm`).".to_string(),
                 _ if unannotated => format!(
                     "Take the synchronization out of the step: {}; gather such values into one tensor and reduce it once, every N steps, or with `async_op=True` and read the result a step later, and drop barriers the step does not need (the gradient all_reduce already brings the ranks together).{}",
-                    if bytes > 0 || kind == CollKind::Barrier {
+                    if sized {
                         "calls of a few bytes from the training loop are metrics read back with `.item()`, flags or barriers"
                     } else {
                         "blocking calls from the training loop are metrics read back with `.item()`, flags, or gradients reduced by hand (leave those to DDP, whose buckets overlap backward)"
