@@ -100,10 +100,15 @@ fn combine(a: CombineArgs) -> Result<u8> {
     let explicit = load::parse_rank_map(&a.job.rank)?;
     let mut files: Vec<(RankClaim, RankPart)> = Vec::new();
     let mut texts: Vec<Text> = Vec::new();
-    for p in &a.parts {
+    // Each part read and decoded on the host's threads (inflate and JSON: half of a 1,024-rank
+    // combine), in order; the first part in order that cannot be read is the error.
+    let decoded = rankscope_core::join::map(&load::Threads, a.parts.iter().collect(), &|p: &PathBuf| {
         let name = p.display().to_string();
         let bytes = std::fs::read(p).with_context(|| format!("cannot read {name}"))?;
-        match digest::decode(&name, &bytes)? {
+        Ok::<_, anyhow::Error>(digest::decode(&name, &bytes)?)
+    });
+    for piece in decoded {
+        match piece? {
             Piece::Trace { claim, part } => files.push((claim, *part)),
             Piece::Text(t) => texts.push(t),
         }
@@ -114,11 +119,15 @@ fn combine(a: CombineArgs) -> Result<u8> {
     }
     let refs: Vec<TextRef<'_>> = texts.iter().map(Text::as_ref).collect();
     let (files, errors) = job::decided(files, &explicit);
-    let out = job::combine_decided(files.iter().map(|(_, p)| p.clone()).collect(), errors, &refs, &opts);
-    if let Some(path) = &a.digest {
+    // The digest is written from the parts after the analysis: only then are they copied.
+    let out = if let Some(path) = &a.digest {
+        let out = job::combine_decided(files.iter().map(|(_, p)| p.clone()).collect(), errors, &refs, &opts);
         std::fs::write(path, job::digest::encode(&files, &refs, &out.analysis))
             .with_context(|| format!("cannot write {}", path.display()))?;
-    }
+        out
+    } else {
+        job::combine_decided(files.into_iter().map(|(_, p)| p).collect(), errors, &refs, &opts)
+    };
     if let Some(f) = &out.flight_recorder {
         for m in f.messages() {
             eprintln!("rankscope: {m}");

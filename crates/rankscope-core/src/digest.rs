@@ -71,7 +71,7 @@ pub enum DigestError {
     TooLarge { name: String, limit: u64 },
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize)]
 struct Head {
     schema: String,
     /// `rankscope <version>`: who wrote it (information; the format version decides).
@@ -80,14 +80,44 @@ struct Head {
     body: Body,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 enum Body {
     Trace { claim: RankClaim, part: Box<RankPart> },
     Text { name: String, kinds: Vec<TextKind> },
 }
 
-/// Encodes a piece (gzip at the default level: parts are JSON and shrink about 10×).
+/// The head line as it is read: [`Head`]'s fields, the body's named one by one. Reading `Head`
+/// itself (a flattened, internally tagged enum) makes serde first buffer the whole line, part and
+/// all, as generic values, then read those again: two thirds of the time `combine` spent
+/// decoding 1,024 parts of 100 steps each (BENCHMARKS.md).
+#[derive(Deserialize)]
+struct HeadIn {
+    schema: String,
+    #[allow(dead_code)]
+    producer: String,
+    kind: Kind,
+    claim: Option<RankClaim>,
+    part: Option<Box<RankPart>>,
+    name: Option<String>,
+    kinds: Option<Vec<TextKind>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Kind {
+    Trace,
+    Text,
+}
+
+fn head_kind(k: &Kind) -> &'static str {
+    match k {
+        Kind::Trace => "trace",
+        Kind::Text => "text",
+    }
+}
+
+/// Encodes a piece (gzip at level 3: parts are JSON and shrink about 10×; see [`frame`]).
 pub fn encode(piece: &Piece) -> Vec<u8> {
     let (body, payload): (Body, &[u8]) = match piece {
         Piece::Trace { claim, part } => (Body::Trace { claim: claim.clone(), part: part.clone() }, &[]),
@@ -141,14 +171,25 @@ pub fn decode_with_limit(name: &str, bytes: &[u8], limit: u64) -> Result<Piece, 
         return Err(damaged(inflated.len(), "no end of the head line".into()));
     };
     let (line, payload) = (&inflated[..nl], inflated.get(nl + 1..).unwrap_or_default());
-    let head: Head = serde_json::from_slice(line).map_err(|e| {
+    let head: HeadIn = serde_json::from_slice(line).map_err(|e| {
         // serde_json counts columns from 1 on the one line.
         damaged(e.column().saturating_sub(1), e.to_string())
     })?;
     if head.schema != SCHEMA {
         return Err(damaged(0, format!("schema `{}`, expected `{SCHEMA}`", head.schema)));
     }
-    match head.body {
+    let missing = |field: &str| damaged(0, format!("missing field `{field}` of a {} part", head_kind(&head.kind)));
+    let body = match head.kind {
+        Kind::Trace => Body::Trace {
+            claim: head.claim.ok_or_else(|| missing("claim"))?,
+            part: head.part.ok_or_else(|| missing("part"))?,
+        },
+        Kind::Text => Body::Text {
+            name: head.name.ok_or_else(|| missing("name"))?,
+            kinds: head.kinds.ok_or_else(|| missing("kinds"))?,
+        },
+    };
+    match body {
         Body::Trace { claim, part } => {
             if !payload.is_empty() {
                 return Err(damaged(nl + 1, format!("{} bytes after a trace part", payload.len())));
@@ -181,7 +222,9 @@ pub(crate) enum Unframed {
 /// The envelope of a part and of a job digest: `magic`, the format version (u16 little-endian),
 /// then one gzip member written by `body` (buffered: serde_json writes token by token, and a
 /// deflate call per token made encoding ~25× slower than compressing). Writing into a `Vec`
-/// cannot fail.
+/// cannot fail. Level 3, not the default 6: on a 1,024-rank job of 100 steps (1.1 GB of JSON)
+/// deflate took 15 s at 6, 5.8 s at 3 and 2.9 s at 1, for a digest of 114, 123 and 148 MB
+/// (BENCHMARKS.md); readers take any level.
 pub(crate) fn frame(
     magic: &[u8],
     version: u16,
@@ -193,7 +236,7 @@ pub(crate) fn frame(
     out.extend_from_slice(&version.to_le_bytes());
     let mut gz = std::io::BufWriter::with_capacity(
         1 << 16,
-        flate2::write::GzEncoder::new(out, flate2::Compression::default()),
+        flate2::write::GzEncoder::new(out, flate2::Compression::new(3)),
     );
     body(&mut gz);
     gz.into_inner().ok().and_then(|g| g.finish().ok()).unwrap_or_default()
@@ -344,6 +387,29 @@ mod tests {
         let enc = gz.finish().unwrap_or_default();
         let e = decode("h", &enc).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(e.starts_with("h: damaged rankscope part (at inflated byte "), "{e}");
+    }
+
+    #[test]
+    fn a_head_missing_its_bodys_fields_or_of_no_known_kind_is_damaged() {
+        let framed = |head: &str| {
+            let mut enc = MAGIC.to_vec();
+            enc.extend_from_slice(&VERSION.to_le_bytes());
+            let mut gz = flate2::write::GzEncoder::new(enc, flate2::Compression::fast());
+            let _ = gz.write_all(head.as_bytes());
+            let _ = gz.write_all(b"\n");
+            gz.finish().unwrap_or_default()
+        };
+        let err = |head: &str| decode("h", &framed(head)).err().map(|e| e.to_string()).unwrap_or_default();
+        let e = err(r#"{"schema":"rankscope.part","producer":"x","kind":"trace","claim":null}"#);
+        assert!(e.starts_with("h: damaged rankscope part (at inflated byte "), "{e}");
+        let e = err(r#"{"schema":"rankscope.part","producer":"x","kind":"text","name":"n"}"#);
+        assert_eq!(e, "h: damaged rankscope part (at inflated byte 0): missing field `kinds` of a text part");
+        let e = err(r#"{"schema":"rankscope.part","producer":"x","kind":"video"}"#);
+        assert!(e.contains("unknown variant `video`"), "{e}");
+        // The fields in any order, unknown ones ignored, as the head was read before.
+        let Piece::Text(t) = text_piece() else { panic!() };
+        let enc = framed(r#"{"kinds":["flight_recorder"],"extra":[1,{"a":2}],"kind":"text","name":"fr_rank3","producer":"x","schema":"rankscope.part"}"#);
+        assert_eq!(decode("h", &enc), Ok(Piece::Text(Text { bytes: Vec::new(), ..t })));
     }
 
     #[test]
