@@ -1,7 +1,7 @@
 // The app's side of `./x bench`: the built dist/ in headless Chromium (tests/e2e/harness.mjs:
 // Debian's /usr/bin/chromium driven by playwright-core, served on 127.0.0.1), as a person uses it.
 //   node tests/bench/app_bench.mjs SPEC.json
-// SPEC: {"cases": [{"label", "files": [paths], "timeline_s": seconds or 0, "shot": name}]}.
+// SPEC: {"cases": [{"label", "files": [paths], "timeline_s": seconds or 0, "heatmap": bool, "shot": name}]}.
 // Each case gets a fresh browser. Prints one JSON line per case:
 //   ms         the files handed to the page's file input (setInputFiles, as tests/e2e do) to
 //              `[data-testid=analysis-ready]` (every file read and the job analysed), timed in
@@ -21,6 +21,8 @@
 //   rss_*_kb   the renderer processes' resident memory (the page and its workers: dedicated
 //              workers are threads of the renderer), before the files, the peak sampled every
 //              100 ms during the load, and once ready;
+//   heat_*     with heatmap: the Ranks × steps view opened (heat_open_ms), its ranks and steps,
+//              and the requestAnimationFrame intervals while its heatmap is scrolled and hovered;
 //   frames     with timeline_s: the Timeline view opened on the loaded job, zoomed and panned with
 //              W/A/S/D, Ctrl+wheel, plain wheel and drags for timeline_s seconds while the page
 //              records every requestAnimationFrame interval (ms); frame_moves: the move of
@@ -109,6 +111,34 @@ function threads(pids) {
     }
   }
   return out;
+}
+
+/**
+ * The Ranks × steps view opened on the loaded job (time from the click to its canvas), then its
+ * heatmap scrolled and hovered like tests/e2e/digest.test.mjs does (the wheel over the box down
+ * and back up, the pointer moving across cells: each scroll and each new hovered cell repaints the
+ * rows in sight) while the page records every requestAnimationFrame interval.
+ */
+async function heatmap(page, shot) {
+  const t0 = Date.now();
+  await page.click('[data-testid=nav-steps]');
+  await page.waitForSelector('[data-testid=heatmap] canvas');
+  const open_ms = Date.now() - t0;
+  const layout = JSON.parse(await page.getAttribute('[data-testid=heatmap] canvas', 'data-layout'));
+  await page.evaluate(() => {
+    window.__heat = [];
+    let last = performance.now();
+    const tick = (t) => { window.__heat.push(t - last); last = t; window.__heatRaf = requestAnimationFrame(tick); };
+    window.__heatRaf = requestAnimationFrame(tick);
+  });
+  const box = await page.locator('[data-testid=heatmap]').boundingBox();
+  for (let i = 0; i < 120; i++) {
+    await page.mouse.move(box.x + 120 + (i * 37) % Math.max(1, box.width - 130), box.y + 20 + (i * 13) % Math.max(1, box.height - 30));
+    await page.mouse.wheel(0, i < 60 ? 400 : -400);
+  }
+  const frames = await page.evaluate(() => { cancelAnimationFrame(window.__heatRaf); return window.__heat.slice(1); });
+  if (shot) await page.screenshot({ path: path.join(SHOTS, `${shot}-steps.png`) });
+  return { heat_open_ms: open_ms, heat_ranks: layout.ranks.length, heat_steps: layout.steps.length, heat_frames: frames };
 }
 
 /** Rough moves of a person exploring the timeline: zoom in and out, pan, drag, scroll. */
@@ -232,6 +262,7 @@ async function runCase(c) {
       rss_before_kb: rss0, rss_peak_kb: peak, rss_ready_kb: rss, status,
     };
     if (c.shot) await page.screenshot({ path: path.join(SHOTS, `${c.shot}-summary.png`) });
+    if (c.heatmap) Object.assign(out, await heatmap(page, c.shot));
     if (c.timeline_s) {
       await page.click('[data-testid=nav-timeline]');
       await page.waitForSelector('[data-testid=timeline] canvas');

@@ -21,7 +21,10 @@ Parts (each can be left out with `--skip`, and the block then says so):
     Timeline's frame intervals while zooming and panning at ~1 M and ~7 M events;
   - `hta`: Holistic Trace Analysis (PyPI, pinned, in a venv outside the repository that this
     script creates when missing: $RANKSCOPE_BENCH_VENV, default ~/.cache/rankscope/bench-venv)
-    against `rankscope analyze --json` on the same 8-rank directory (tests/bench/hta_job.py).
+    against `rankscope analyze --json` on the same 8-rank directory (tests/bench/hta_job.py);
+  - `digest`: a 1,024-rank × 100-step job (10 steps with --quick) as parts and a job digest
+    (made once, kept in target/bench-run/): `combine` of the parts, `analyze` of the digest, and
+    the app opening the digest, with the Ranks × steps heatmap's frame intervals.
 
 Requires a release build of `rankscope` and of the `ingest_bench` example, the npm package
 (target/npm) and the app (dist/): `./x bench` builds them.
@@ -181,6 +184,23 @@ def node_analyze(inputs):
     return json.loads(out.read_text()), t
 
 
+def node_pair(halves):
+    """Two of the npm package's analyze() in Node side by side (one process per half of the
+    inputs, both started at once): the MB/s of each, each on the cores it shares with the other."""
+    procs = []
+    for i, h in enumerate(halves):
+        fh = (OUT / f"node-pair{i}.json").open("w")
+        procs.append((subprocess.Popen(["node", ROOT / "tests/bench/node_analyze.mjs", NPM] + [str(p) for p in h],
+                                       stdout=fh), fh, h))
+    rates = []
+    for p, fh, h in procs:
+        p.wait()
+        fh.close()
+        r = json.loads(Path(fh.name).read_text())
+        rates.append(mb_of(h) / r["analyze_s"])
+    return rates
+
+
 def wasm_part(md, one, eight, reps, measured, say):
     """Item 1: wasm analyze in Node against the native analyze and the bare parse, same inputs.
     Returns the Node MB/s of each input (the app's yardstick)."""
@@ -189,12 +209,14 @@ def wasm_part(md, one, eight, reps, measured, say):
     got = measured.get(one)
     parse = got["parse"] if got else [ingest_bench(one)["parse_s"] for _ in range(reps)]
     nat_every = got["analyze"] if got else repeat([BIN, "analyze", "--json", one], reps)
-    nat_one, node_one, nat8, node8 = [], [], [], []
+    nat_one, node_one, nat8, node8, pair = [], [], [], [], []
+    ranks8 = ranks_of(eight)
     for _ in range(reps):  # interleaved: each pair sees the same minute's load
         nat_one += repeat([BIN, "analyze", "--json", one], 1, env={"RANKSCOPE_PARSE_THREADS": "1"})
         node_one.append(node_analyze([one]))
         nat8 += repeat([BIN, "analyze", "--json", eight], 1)
         node8.append(node_analyze([eight]))
+        pair += node_pair([ranks8[: len(ranks8) // 2], ranks8[len(ranks8) // 2:]])
     ev1, ev8 = node_one[0][0]["events"], node8[0][0]["events"]
     w1 = [r[0]["analyze_s"] for r in node_one]
     w8 = [r[0]["analyze_s"] for r in node8]
@@ -228,9 +250,12 @@ def wasm_part(md, one, eight, reps, measured, say):
         f"{min(r[2] for r in nat8):.0f} MB | {min(r[0] for r in nat8) / max(w8):.2f}–{max(r[0] for r in nat8) / min(w8):.2f} |",
         f"| **`analyze()` in Node (wasm)** | 8 ranks | {span(w8)} s | **{span([rate8(x) for x in w8], '{:.0f}')} MB/s** | "
         f"{span([r[1][1] for r in node8])} s | {min(r[1][2] for r in node8):.0f} MB | 1 |",
+        f"| `analyze()` in Node, two processes side by side (4 ranks each, as the app's two workers share the "
+        f"cores) | 8 ranks | | {span(pair, '{:.0f}')} MB/s each | | | {(mb8 / max(w8)) / max(pair):.2f}–"
+        f"{(mb8 / min(w8)) / min(pair):.2f} |",
         "",
     ]
-    return {"one": [rate1(x) for x in w1], "eight": [rate8(x) for x in w8], "events_one": ev1, "events_eight": ev8,
+    return {"one": [rate1(x) for x in w1], "eight": [rate8(x) for x in w8], "pair": pair, "events_one": ev1, "events_eight": ev8,
             "one_cpu": [mb1 / r[1][1] for r in node_one], "eight_cpu": [mb8 / r[1][1] for r in node8]}
 
 
@@ -291,15 +316,18 @@ def app_part(md, notes, one, eight, big, node, quick, say, loads):
         f"(`DedicatedWorker`) that used CPU during the load, with their CPU seconds (`/proc`); per worker = "
         f"overall ÷ busy workers; per worker CPU-second = MB ÷ the workers' CPU seconds, against Node's MB per "
         f"CPU-second of its whole process (the figure the other users' load moves least). Yardstick: `analyze()` "
-        f"in Node on the same input, above (the ~7 M-event job against the 8 ranks' figure). Memory: resident size of the renderer processes (the page and "
+        f"in Node on the same input, above (the ~7 M-event job against the 8 ranks' figure); beside it, the rate "
+        f"each of two Node processes reaches when both run at once on the 8 ranks' halves (the wasm table's last "
+        f"row), the yardstick of two engines sharing {cores} cores as the app's workers do. Memory: resident size of the renderer processes (the page and "
         f"its workers), before the files, the peak sampled every 100 ms, and once ready."
         + ("" if len(by.get("one", [])) < 2 else " Two loads each for the first two rows (per-load figures "
                   "separated by ` / `)."),
         "",
         "| input | MB | events | ready in | MB/s overall | busy workers (CPU s each) | MB/s per worker | "
-        "Node wasm MB/s | per worker ÷ Node (target ≥ 0.8) | MB per worker CPU-s ÷ Node's | CPU s during the load: "
+        "Node wasm MB/s | per worker ÷ Node (target ≥ 0.8) | per worker ÷ each of two Nodes side by side | "
+        "MB per worker CPU-s ÷ Node's | CPU s during the load: "
         "page's main thread; browser process; all Chromium | renderer RSS before → peak → ready |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for label in ["one", "eight", "big"]:
         rs = by.get(label)
@@ -309,7 +337,7 @@ def app_part(md, notes, one, eight, big, node, quick, say, loads):
         if late:
             r = late[0]
             md.append(f"| {desc[label]} | {r['bytes'] / 1e6:.0f} | | **not ready after {r['not_ready_after_ms'] / 1000:.0f} s** "
-                      f"(status: {r['status']!r}; `target/e2e-screenshots/bench-{label}-not-ready.png`) | | | | | | | | "
+                      f"(status: {r['status']!r}; `target/e2e-screenshots/bench-{label}-not-ready.png`) | | | | | | | | | "
                       f"{r['rss_before_kb'] / 1024:.0f} → {r['rss_peak_kb'] / 1024:.0f} MB |")
             rs = [r for r in rs if "not_ready_after_ms" not in r]
             if not rs:
@@ -330,6 +358,10 @@ def app_part(md, notes, one, eight, big, node, quick, say, loads):
         # One entry per load, " / " between loads.
         workers = " / ".join(f"{b} ({', '.join(f'{x:.1f}' for x in r['worker_cpu_s']) or 'none'})"
                              for b, r in zip(busy, rs))
+        # Two Node processes side by side on the 8 ranks' halves: what one engine does while another
+        # shares the cores, as the app's two workers do (no such split of one file).
+        pair = node.get("pair") if label != "one" else None
+        pair_s = rng(min(per) / max(pair), max(per) / min(pair)) if pair else ""
         ycpu = node.get("one_cpu" if label == "one" else "eight_cpu")
         pcpu = [mb / max(1e-9, sum(r["worker_cpu_s"])) for r in rs]
         cpu_ratio = rng(min(pcpu) / max(ycpu), max(pcpu) / min(ycpu)) if ycpu else ""
@@ -338,7 +370,7 @@ def app_part(md, notes, one, eight, big, node, quick, say, loads):
         md.append(
             f"| {desc[label]} | {mb:.0f} | {events} | {span([r['ms'] / 1000 for r in rs], '{:.1f}')} s | "
             f"{span(overall, '{:.1f}')} | {workers} | {span(per, '{:.1f}')} | "
-            f"{yard_s} | {ratio} | {cpu_ratio} | {where} | {rs[0]['rss_before_kb'] / 1024:.0f} → "
+            f"{yard_s} | {ratio} | {pair_s} | {cpu_ratio} | {where} | {rs[0]['rss_before_kb'] / 1024:.0f} → "
             f"{span([r['rss_peak_kb'] / 1024 for r in rs], '{:.0f}')} → {span([r['rss_ready_kb'] / 1024 for r in rs], '{:.0f}')} MB |")
     md.append("")
     md.append("Where the renderer's CPU went during each first load (CPU s by thread name, `/proc/PID/task`; "
@@ -483,7 +515,120 @@ def hta_part(md, notes, mb, reps, say):
     ]
 
 
-PARTS = ["native", "size", "rules", "wasm", "app", "hta"]
+def digest_job(steps, say):
+    """A job of 1,024 ranks × `steps` steps as parts and a digest, in target/bench-run/d1024xN/:
+    synth (gzip) → `rankscope part` per trace, every core → `combine --digest`; the traces are
+    deleted once parted (1.8 GB at 100 steps). Kept between runs (made again when the config, the
+    binary's version or the part format changes: a combine that fails). Returns (dir, how long
+    each stage took when made now, else None)."""
+    d = OUT / f"d1024x{steps}"
+    cfg = {"ranks": 1024, "steps": steps, "kernels_per_step": 1, "bucket_count": 1, "straggler_rank": 700,
+           "malloc_churn": False, "loss_allreduce": False, "record_shapes": False}
+    version = subprocess.run([BIN, "--version"], capture_output=True, text=True).stdout.strip()
+    stamp = json.dumps({"version": version, "cfg": cfg})
+    parts, dig = d / "parts", d / "job.rsdigest"
+    if (d / "stamp").exists() and (d / "stamp").read_text() == stamp and dig.exists():
+        ok = subprocess.run([BIN, "combine", "--json", *sorted(parts.glob("*.part"))], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL).returncode in (0, 1)
+        if ok:
+            return d, None
+    say(f"making the 1,024-rank × {steps}-step job: synth, 1,024 parts, the digest (minutes, once)")
+    shutil.rmtree(d, ignore_errors=True)
+    parts.mkdir(parents=True)
+    (d / "cfg.json").write_text(json.dumps(cfg))
+    t0 = time.time()
+    subprocess.run([BIN, "synth", "--config", d / "cfg.json", "--gzip", "--out", d / "job"],
+                   stdout=subprocess.DEVNULL, check=True)
+    t1 = time.time()
+    traces = sorted((d / "job").glob("*.pt.trace.json.gz"))
+    gz_mb = mb_of(traces)
+    from concurrent.futures import ThreadPoolExecutor
+    part = lambda t: subprocess.run([BIN, "part", "-o", parts / (t.name.split(".")[0] + ".part"), t],
+                                    stdout=subprocess.DEVNULL, check=True)
+    with ThreadPoolExecutor(os.cpu_count() or 2) as ex:
+        list(ex.map(part, traces))
+    t2 = time.time()
+    subprocess.run([BIN, "combine", "--json", "--digest", dig, *sorted(parts.glob("*.part"))],
+                   stdout=subprocess.DEVNULL, check=True)
+    t3 = time.time()
+    shutil.rmtree(d / "job")
+    (d / "stamp").write_text(stamp)
+    return d, {"synth_s": t1 - t0, "parts_s": t2 - t1, "combine_s": t3 - t2, "gz_mb": gz_mb}
+
+
+def digest_part(md, notes, quick, reps, say, loads):
+    """Item 5's heatmap: 1,024 ranks × 100 steps. `combine` of the 1,024 parts (with and without
+    writing the digest), `analyze` of the digest, and the app opening the digest: time to ready,
+    the Ranks × steps view and its heatmap's frame intervals while scrolled and hovered."""
+    steps = 10 if quick else 100
+    d, made = digest_job(steps, say)
+    parts = sorted((d / "parts").glob("*.part"))
+    dig = d / "job.rsdigest"
+    say(f"combine of {len(parts)} parts, analyze of the digest ({dig.stat().st_size / 1e6:.0f} MB)")
+    comb = repeat([BIN, "combine", "--json", *parts], reps)
+    with tempfile.TemporaryDirectory() as tmp:
+        comb_dig = repeat([BIN, "combine", "--json", "--digest", Path(tmp) / "d.rsdigest", *parts], 2 if quick else reps - 1)
+    an = repeat([BIN, "analyze", "--json", dig], reps)
+    loads.append(load())
+    app = []
+    if (DIST / "index.html").exists() and Path(os.environ.get("CHROMIUM", "/usr/bin/chromium")).exists():
+        cases = [{"label": "digest", "files": [str(dig)], "timeline_s": 0, "heatmap": True,
+                  "shot": "bench-digest" if r == 0 else None, "timeout_ms": 600_000} for r in range(1 if quick else 2)]
+        spec = OUT / "digest_spec.json"
+        spec.write_text(json.dumps({"cases": cases}))
+        say(f"the app opening the digest: {len(cases)} loads")
+        out = subprocess.run(["node", ROOT / "tests/bench/app_bench.mjs", spec], capture_output=True, text=True)
+        app = [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")]
+        if out.returncode != 0 or len(app) != len(cases):
+            notes.append(f"**The digest's app loads failed** after {len(app)} of {len(cases)}: "
+                         f"`{(out.stderr.strip().splitlines() or ['?'])[-1][:300]}`")
+        loads.append(load())
+    else:
+        notes.append("**The digest's app loads did not run**: dist/ or /usr/bin/chromium is missing.")
+    part_kb = sum(p.stat().st_size for p in parts) / len(parts) / 1e3
+    md += [
+        f"### 1,024 ranks × {steps} steps: `combine`, the job digest, and the app's Ranks × steps",
+        "",
+        f"`rankscope synth` of 1,024 ranks × {steps} steps (`{json.loads((d / 'cfg.json').read_text())}`), "
+        f"one part per trace (`rankscope part`, {part_kb:.0f} kB each), the digest of all of them "
+        f"(`combine --digest`, {dig.stat().st_size / 1e6:.0f} MB). "
+        + (f"Made in this run: synth {made['synth_s']:.0f} s ({made['gz_mb']:.0f} MB of gzip traces), "
+           f"1,024 parts {made['parts_s']:.0f} s on {os.cpu_count()} cores, combine with the digest {made['combine_s']:.1f} s."
+           if made else "Made by an earlier run (`target/bench-run/`, same config and binary version)."),
+        "",
+        "| what | wall | CPU | peak RSS |",
+        "|---|---|---|---|",
+        f"| `rankscope combine --json` of the 1,024 parts | {span([r[0] for r in comb])} s | {span([r[1] for r in comb])} s | "
+        f"{span([r[2] for r in comb], '{:.0f}')} MB |",
+        f"| the same writing the digest (`--digest`) | {span([r[0] for r in comb_dig])} s | {span([r[1] for r in comb_dig])} s | "
+        f"{span([r[2] for r in comb_dig], '{:.0f}')} MB |",
+        f"| `rankscope analyze --json` of the digest | {span([r[0] for r in an])} s | {span([r[1] for r in an])} s | "
+        f"{span([r[2] for r in an], '{:.0f}')} MB |",
+        "",
+    ]
+    ok = [r for r in app if "heat_frames" in r]
+    if ok:
+        md += [
+            "The app (`tests/bench/app_bench.mjs`, a fresh browser per load): the digest chosen on the file "
+            "input, timed in the page to `analysis-ready`; then the Ranks × steps view opened and its "
+            "heatmap scrolled down and back up with the wheel while the pointer crosses its cells (120 "
+            "moves), every `requestAnimationFrame` interval recorded.",
+            "",
+            "| load | ready in | renderer RSS before → ready | Ranks × steps opened in | heatmap | frames | p50 | "
+            "p95 (target ≤ 16.7 ms) | max (target ≤ 50 ms) |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for i, r in enumerate(ok):
+            f = r["heat_frames"]
+            p50, p95, mx = quantile(f, 0.5), quantile(f, 0.95), max(f)
+            md.append(f"| {i + 1} | {r['ms'] / 1000:.1f} s | {r['rss_before_kb'] / 1024:.0f} → {r['rss_ready_kb'] / 1024:.0f} MB | "
+                      f"{r['heat_open_ms'] / 1000:.2f} s | {r['heat_ranks']:,} ranks × {r['heat_steps']} steps | {len(f)} | "
+                      f"{p50:.1f} ms | {p95:.1f} ms ({'met' if p95 <= 17.0 else '**not met**'}) | "
+                      f"{mx:.1f} ms ({'met' if mx <= 50 else '**not met**'}) |")
+        md += ["", "Screenshots: `target/e2e-screenshots/bench-digest-summary.png`, `bench-digest-steps.png`.", ""]
+
+
+PARTS = ["native", "size", "rules", "wasm", "app", "hta", "digest"]
 
 
 def main():
@@ -615,6 +760,11 @@ def main():
     # 5. HTA against rankscope on the same 8-rank directory.
     if run("hta"):
         hta_part(md, notes, 8 if a.quick else 34, reps, say)
+        loads.append(load())
+
+    # 6. 1,024 ranks × 100 steps: combine, the digest, and the app's heatmap.
+    if run("digest"):
+        digest_part(md, notes, a.quick, reps, say, loads)
         loads.append(load())
 
     head = [

@@ -272,6 +272,89 @@ pub(crate) fn unframe(bytes: &[u8], magic_len: usize, version: u16, limit: u64) 
     Ok(inflated)
 }
 
+/// [`unframe`] as a reader: the inflated content taken as it is needed, never held whole (a
+/// 1,024-rank job of 100 steps inflates to 1.1 GB). Every read past the content's end checks the
+/// gzip trailer, so [`Unframer::rest`] must end a reading.
+pub(crate) struct Unframer<'a> {
+    gz: std::io::BufReader<std::io::Take<flate2::read::GzDecoder<Counted<'a>>>>,
+    head: usize,
+    limit: u64,
+    /// Inflated bytes taken so far.
+    pub(crate) at: u64,
+}
+
+/// The [`Unframer`] of framed `bytes` (as [`unframe`]: the magic already checked).
+pub(crate) fn unframer(bytes: &[u8], magic_len: usize, version: u16, limit: u64) -> Result<Unframer<'_>, Unframed> {
+    let head = magic_len + 2;
+    let found = match bytes.get(magic_len..head) {
+        Some(&[a, b]) => u16::from_le_bytes([a, b]),
+        _ => {
+            return Err(Unframed::Damaged {
+                offset: bytes.len() as u64,
+                reason: "ends inside the header".into(),
+            })
+        }
+    };
+    if found != version {
+        return Err(Unframed::Version(found));
+    }
+    let counted = Counted { inner: bytes.get(head..).unwrap_or_default(), read: 0 };
+    let gz = flate2::read::GzDecoder::new(counted).take(limit.saturating_add(1));
+    Ok(Unframer { gz: std::io::BufReader::with_capacity(1 << 16, gz), head, limit, at: 0 })
+}
+
+impl Unframer<'_> {
+    fn fault(&self, e: &std::io::Error) -> Unframed {
+        let read = self.gz.get_ref().get_ref().get_ref().read;
+        Unframed::Damaged { offset: self.head as u64 + read, reason: e.to_string() }
+    }
+
+    fn took(&mut self, n: usize) -> Result<(), Unframed> {
+        self.at += n as u64;
+        if self.at > self.limit {
+            return Err(Unframed::TooLarge);
+        }
+        Ok(())
+    }
+
+    /// The next line into `buf` (cleared first), without its `\n`: `false` when the content
+    /// ended before a `\n` (`buf` holds what came before the end).
+    pub(crate) fn line(&mut self, buf: &mut Vec<u8>) -> Result<bool, Unframed> {
+        use std::io::BufRead;
+        buf.clear();
+        let n = match self.gz.read_until(b'\n', buf) {
+            Ok(n) => n,
+            Err(e) => return Err(self.fault(&e)),
+        };
+        self.took(n)?;
+        if buf.last() == Some(&b'\n') {
+            buf.pop();
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// The next `n` bytes, or fewer where the content ends.
+    pub(crate) fn bytes(&mut self, n: u64) -> Result<Vec<u8>, Unframed> {
+        let mut out = Vec::new();
+        if let Err(e) = (&mut self.gz).take(n).read_to_end(&mut out) {
+            return Err(self.fault(&e));
+        }
+        self.took(out.len())?;
+        Ok(out)
+    }
+
+    /// Reads to the end of the content (checking the gzip trailer): the bytes that were left.
+    pub(crate) fn rest(&mut self) -> Result<u64, Unframed> {
+        let n = match std::io::copy(&mut self.gz, &mut std::io::sink()) {
+            Ok(n) => n,
+            Err(e) => return Err(self.fault(&e)),
+        };
+        self.took(usize::try_from(n).unwrap_or(usize::MAX))?;
+        Ok(n)
+    }
+}
+
 /// A reader that counts the bytes taken from it (the offset of a gzip fault).
 struct Counted<'a> {
     inner: &'a [u8],

@@ -148,67 +148,96 @@ pub fn decode(name: &str, bytes: &[u8]) -> Result<JobDigest, JobDigestError> {
 
 /// [`decode`] with a bound on the inflated size.
 pub fn decode_with_limit(name: &str, bytes: &[u8], limit: u64) -> Result<JobDigest, JobDigestError> {
+    read(name, bytes, limit, false)
+}
+
+/// [`decode`] then [`JobDigest::lean`], each part made lean as soon as it is read: what a viewer
+/// needs, without ever holding every part whole (the app's worker reads a digest this way).
+pub fn decode_lean(name: &str, bytes: &[u8]) -> Result<JobDigest, JobDigestError> {
+    read(name, bytes, MAX_INFLATED, true)
+}
+
+/// Reads the inflated content a line at a time: the head, each part (made lean at once when
+/// `lean`), the analysis, the texts. Only one line is held at a time, never the whole content.
+fn read(name: &str, bytes: &[u8], limit: u64, lean: bool) -> Result<JobDigest, JobDigestError> {
     let name_s = || name.to_string();
     if !is_digest(bytes) {
         return Err(JobDigestError::NotADigest { name: name_s() });
     }
-    let inflated = crate::digest::unframe(bytes, MAGIC.len(), VERSION, limit).map_err(|e| match e {
-        Unframed::Damaged { offset, reason } => {
-            JobDigestError::Damaged { name: name_s(), at: "file", offset, reason }
-        }
+    let framing = |e: Unframed| match e {
+        Unframed::Damaged { offset, reason } => JobDigestError::Damaged { name: name_s(), at: "file", offset, reason },
         Unframed::Version(found) => JobDigestError::Version { name: name_s(), found },
         Unframed::TooLarge => JobDigestError::TooLarge { name: name_s(), limit },
-    })?;
-    let damaged = |offset: usize, reason: String| JobDigestError::Damaged {
+    };
+    let mut content = crate::digest::unframer(bytes, MAGIC.len(), VERSION, limit).map_err(framing)?;
+    let damaged = |offset: u64, reason: String| JobDigestError::Damaged {
         name: name.to_string(),
         at: "inflated",
-        offset: offset as u64,
+        offset,
         reason,
     };
-    let mut at = 0usize;
-    // The next line of JSON, and where it starts.
-    let mut line = |what: &str| -> Result<(&[u8], usize), JobDigestError> {
-        let rest = inflated.get(at..).unwrap_or_default();
-        let Some(nl) = memchr::memchr(b'\n', rest) else {
-            return Err(damaged(inflated.len(), format!("ends before the {what}")));
-        };
-        let start = at;
-        at += nl + 1;
-        Ok((rest.get(..nl).unwrap_or_default(), start))
+    let mut buf = Vec::new();
+    // The next line of JSON into `buf`, and where it starts.
+    let mut line = |buf: &mut Vec<u8>, what: &str| -> Result<u64, JobDigestError> {
+        let start = content.at;
+        if !content.line(buf).map_err(framing)? {
+            return Err(damaged(content.at, format!("ends before the {what}")));
+        }
+        Ok(start)
     };
     let parse_err =
-        |start: usize, e: serde_json::Error| damaged(start + e.column().saturating_sub(1), e.to_string());
-    let (l, start) = line("head")?;
-    let head: Head = serde_json::from_slice(l).map_err(|e| parse_err(start, e))?;
+        |start: u64, e: serde_json::Error| damaged(start + e.column().saturating_sub(1) as u64, e.to_string());
+    let start = line(&mut buf, "head")?;
+    let head: Head = serde_json::from_slice(&buf).map_err(|e| parse_err(start, e))?;
     if head.schema != SCHEMA {
         return Err(damaged(0, format!("schema `{}`, expected `{SCHEMA}`", head.schema)));
     }
     let mut files = Vec::with_capacity(head.ranks.min(1 << 20));
     for i in 0..head.ranks {
-        let (l, start) = line(&format!("part of rank {i}"))?;
-        let f: FileLineOwned = serde_json::from_slice(l).map_err(|e| parse_err(start, e))?;
-        files.push((f.claim, f.part));
+        let start = line(&mut buf, &format!("part of rank {i}"))?;
+        let f: FileLineOwned = serde_json::from_slice(&buf).map_err(|e| parse_err(start, e))?;
+        let mut part = f.part;
+        if lean {
+            part.make_lean();
+        }
+        files.push((f.claim, part));
     }
-    let (l, start) = line("analysis")?;
-    let analysis: Analysis = serde_json::from_slice(l).map_err(|e| parse_err(start, e))?;
+    let start = line(&mut buf, "analysis")?;
+    let analysis: Analysis = serde_json::from_slice(&buf).map_err(|e| parse_err(start, e))?;
+    drop(buf);
     let mut texts = Vec::with_capacity(head.texts.len());
     for t in head.texts {
-        let end =
-            usize::try_from(t.bytes).ok().and_then(|n| at.checked_add(n)).filter(|&e| e <= inflated.len());
-        let Some(end) = end else {
-            return Err(damaged(inflated.len(), format!("ends inside the text `{}`", t.name)));
-        };
-        texts.push(Text {
-            name: t.name,
-            kinds: t.kinds,
-            bytes: inflated.get(at..end).unwrap_or_default().to_vec(),
-        });
-        at = end;
+        let want = t.bytes;
+        let bytes = content.bytes(want).map_err(framing)?;
+        if (bytes.len() as u64) < want {
+            return Err(damaged(content.at, format!("ends inside the text `{}`", t.name)));
+        }
+        texts.push(Text { name: t.name, kinds: t.kinds, bytes });
     }
-    if at != inflated.len() {
-        return Err(damaged(at, format!("{} bytes after the last text", inflated.len() - at)));
+    let at = content.at;
+    let left = content.rest().map_err(framing)?;
+    if left > 0 {
+        return Err(damaged(at, format!("{left} bytes after the last text")));
     }
     Ok(JobDigest { files, texts, analysis })
+}
+
+impl RankPart {
+    /// Drops what only a new `combine` reads (idle and launch figures, allocations, chains,
+    /// critical-path segments, interval sets, regions, issued calls, pipeline figures), keeping
+    /// what a viewer of the digest reads: [`JobDigest::lean`] for one part.
+    pub fn make_lean(&mut self) {
+        self.gpu_idle = Vec::new();
+        self.launch = None;
+        self.allocations = Vec::new();
+        self.chains = Vec::new();
+        self.segments = Vec::new();
+        self.comm_set = Vec::new();
+        self.overlap_set = Vec::new();
+        self.regions = Default::default();
+        self.issued = Vec::new();
+        self.pipe = Default::default();
+    }
 }
 
 impl JobDigest {
@@ -221,16 +250,7 @@ impl JobDigest {
     /// this: a fraction of the parts' bytes to parse on the page's thread.
     pub fn lean(mut self) -> JobDigest {
         for (_, p) in &mut self.files {
-            p.gpu_idle = Vec::new();
-            p.launch = None;
-            p.allocations = Vec::new();
-            p.chains = Vec::new();
-            p.segments = Vec::new();
-            p.comm_set = Vec::new();
-            p.overlap_set = Vec::new();
-            p.regions = Default::default();
-            p.issued = Vec::new();
-            p.pipe = Default::default();
+            p.make_lean();
         }
         self
     }
@@ -373,6 +393,7 @@ mod tests {
     use crate::job::{self, Loaded, Reader};
     use crate::normalize::Rules;
     use crate::synth::{self, SynthConfig};
+    use std::io::Read;
 
     fn parts(ranks: u32) -> Vec<(RankClaim, RankPart)> {
         let cfg = SynthConfig {
@@ -425,6 +446,34 @@ mod tests {
         assert_eq!(d.files, files);
         assert_eq!(d.texts, texts.to_vec());
         assert_eq!(d.output().json(), out.json());
+        // Read lean part by part, it is the whole digest made lean.
+        let lean = decode_lean("job.rsdigest", &enc).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(lean, d.clone().lean());
+        assert_ne!(lean.files, d.files, "lean parts drop what only combine reads");
+        // Damaged or cut texts and bytes after them: errors at the inflated byte, as is a cut
+        // file or a flipped byte (each read lean or whole).
+        let framed = |content: &[u8]| {
+            crate::digest::frame(MAGIC, VERSION, 0, |gz| {
+                let _ = gz.write_all(content);
+            })
+        };
+        let mut content = Vec::new();
+        let mut gz = flate2::read::GzDecoder::new(enc.get(10..).unwrap_or_default());
+        let _ = gz.read_to_end(&mut content);
+        let e = decode("j", &framed(&content[..content.len() - 3])).err().map(|e| e.to_string());
+        assert!(e.as_deref().is_some_and(|e| e.starts_with("j: damaged rankscope job digest (at inflated byte ")
+            && e.ends_with("ends inside the text `fr_rank3`")), "{e:?}");
+        let mut more = content.clone();
+        more.extend_from_slice(b"xyz");
+        let e = decode_lean("j", &framed(&more)).err().map(|e| e.to_string());
+        assert_eq!(e, Some(format!("j: damaged rankscope job digest (at inflated byte {}): 3 bytes after the last text", content.len())));
+        for i in (10..enc.len()).step_by(13) {
+            let mut m = enc.clone();
+            m[i] ^= 0x20;
+            if let (Ok(a), Ok(b)) = (decode("m", &m), decode_lean("m", &m)) {
+                assert_eq!(a.lean(), b);
+            }
+        }
         // Through the Reader, in small chunks, as every shell reads it.
         let mut r = Reader::new("job.rsdigest");
         for c in enc.chunks(7) {

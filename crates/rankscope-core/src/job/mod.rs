@@ -257,7 +257,9 @@ pub fn digest_among(texts: &[TextRef<'_>], other_inputs: usize) -> Option<Result
             d.name
         )));
     }
-    Some(digest::decode(d.name, d.bytes).map_err(|e| e.to_string()))
+    // Its analysis and texts are what a reader of a digest gets (`JobDigest::output`): the parts
+    // are read lean.
+    Some(digest::decode_lean(d.name, d.bytes).map_err(|e| e.to_string()))
 }
 
 /// [`combine`] for parts already computed with the job's ranks (the app's workers are told
