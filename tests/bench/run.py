@@ -589,7 +589,7 @@ def digest_part(md, notes, quick, reps, say, loads):
     md += [
         f"### 1,024 ranks × {steps} steps: `combine`, the job digest, and the app's Ranks × steps",
         "",
-        f"`rankscope synth` of 1,024 ranks × {steps} steps (`{json.loads((d / 'cfg.json').read_text())}`), "
+        f"`rankscope synth --config` of 1,024 ranks × {steps} steps (`{(d / 'cfg.json').read_text()}`), "
         f"one part per trace (`rankscope part`, {part_kb:.0f} kB each), the digest of all of them "
         f"(`combine --digest`, {dig.stat().st_size / 1e6:.0f} MB). "
         + (f"Made in this run: synth {made['synth_s']:.0f} s ({made['gz_mb']:.0f} MB of gzip traces), "
