@@ -363,9 +363,15 @@ fn on_message(inner_rc: &Rc<RefCell<Inner>>, index: usize, m: FromWorker, extra:
             dispatch.emit(Action::Loaded { file, summary, part, first_ns });
             pump(inner_rc);
         }
-        FromWorker::Digest { file, digest } => {
+        FromWorker::Digest { file, mut digest } => {
             done(file, false);
-            dispatch.emit(Action::Digest { file, digest: Rc::from(digest) });
+            // The stored analysis, beside the message: parsed here, the one time it is.
+            digest.analysis_json =
+                extra.dyn_into::<js_sys::Uint8Array>().map(|b| b.to_vec()).unwrap_or_default();
+            match (*digest).with_analysis() {
+                Ok(d) => dispatch.emit(Action::Digest { file, digest: Rc::new(d) }),
+                Err(e) => dispatch.emit(Action::Failed { file, error: e.to_string() }),
+            }
             pump(inner_rc);
         }
         FromWorker::Text { file, kinds } => {

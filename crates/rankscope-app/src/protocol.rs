@@ -168,9 +168,11 @@ pub enum FromWorker {
         file: FileId,
         kinds: Vec<TextKind>,
     },
+    /// A job digest, its parts read lean; the stored analysis's JSON travels beside it as a
+    /// transferred `Uint8Array` (`LeanDigest::analysis_json`), parsed once, on the page.
     Digest {
         file: FileId,
-        digest: Box<rankscope_core::job::JobDigest>,
+        digest: Box<rankscope_core::job::digest::LeanDigest>,
     },
     Loaded {
         file: FileId,

@@ -254,8 +254,8 @@ enum Outcome {
     /// NCCL text, whole (such files are logs and tables: kB to a few MB).
     Text(Vec<TextKind>, Vec<u8>),
     /// A job digest, decoded: the seconds of inflating and parsing 1,024 parts are spent here,
-    /// not on the page's thread.
-    Digest(Box<rankscope_core::job::JobDigest>),
+    /// not on the page's thread; its analysis is left as the JSON it is stored as.
+    Digest(Box<rankscope_core::job::digest::LeanDigest>),
     Cancelled,
 }
 
@@ -287,7 +287,10 @@ fn finish(state: &Rc<RefCell<State>>, file: FileId, result: Result<Outcome, Stri
         }
         Ok(Outcome::Again) => Err("the pieces of this file could not be merged".into()),
         Ok(Outcome::Cancelled) => return post(&FromWorker::Cancelled { file }),
-        Ok(Outcome::Digest(digest)) => return post(&FromWorker::Digest { file, digest }),
+        Ok(Outcome::Digest(mut digest)) => {
+            let json = std::mem::take(&mut digest.analysis_json);
+            return post_with_bytes(&FromWorker::Digest { file, digest }, &json);
+        }
         Ok(Outcome::Text(kinds, bytes)) => return post_with_bytes(&FromWorker::Text { file, kinds }, &bytes),
         Err(error) => return post(&FromWorker::Failed { file, error }),
     };
@@ -597,13 +600,13 @@ async fn read_file(
     }
     let kinds = text.unwrap_or_else(|| sniff(&feeder.buf));
     if kinds.contains(&TextKind::Digest) {
-        // Each part made lean as it is read, the inflated content never held whole: 1,024 ranks
-        // of 100 steps inflate to 1.1 GB, and wasm memory never shrinks.
-        let digest = rankscope_core::job::digest::decode_lean(name, &feeder.buf);
+        // Each part made lean as it is read, the inflated content never held whole (1,024 ranks
+        // of 100 steps inflate to 1.1 GB, and wasm memory never shrinks), and the analysis left
+        // as its JSON for the page to parse: parsing and writing it again here cost seconds and
+        // hundreds of MB for nothing.
+        let digest = rankscope_core::job::digest::decode_lean_raw(name, &feeder.buf);
         feeder.buf = Vec::new();
-        return digest
-            .map(|d| Outcome::Digest(Box::new(d)))
-            .map_err(|e| e.to_string());
+        return digest.map(|d| Outcome::Digest(Box::new(d))).map_err(|e| e.to_string());
     }
     if !kinds.is_empty() {
         return Ok(Outcome::Text(kinds, std::mem::take(&mut feeder.buf)));

@@ -178,7 +178,8 @@ pub fn decode_with_limit(name: &str, bytes: &[u8], limit: u64) -> Result<Piece, 
     if head.schema != SCHEMA {
         return Err(damaged(0, format!("schema `{}`, expected `{SCHEMA}`", head.schema)));
     }
-    let missing = |field: &str| damaged(0, format!("missing field `{field}` of a {} part", head_kind(&head.kind)));
+    let missing =
+        |field: &str| damaged(0, format!("missing field `{field}` of a {} part", head_kind(&head.kind)));
     let body = match head.kind {
         Kind::Trace => Body::Trace {
             claim: head.claim.ok_or_else(|| missing("claim"))?,
@@ -284,7 +285,12 @@ pub(crate) struct Unframer<'a> {
 }
 
 /// The [`Unframer`] of framed `bytes` (as [`unframe`]: the magic already checked).
-pub(crate) fn unframer(bytes: &[u8], magic_len: usize, version: u16, limit: u64) -> Result<Unframer<'_>, Unframed> {
+pub(crate) fn unframer(
+    bytes: &[u8],
+    magic_len: usize,
+    version: u16,
+    limit: u64,
+) -> Result<Unframer<'_>, Unframed> {
     let head = magic_len + 2;
     let found = match bytes.get(magic_len..head) {
         Some(&[a, b]) => u16::from_le_bytes([a, b]),
@@ -491,7 +497,9 @@ mod tests {
         assert!(e.contains("unknown variant `video`"), "{e}");
         // The fields in any order, unknown ones ignored, as the head was read before.
         let Piece::Text(t) = text_piece() else { panic!() };
-        let enc = framed(r#"{"kinds":["flight_recorder"],"extra":[1,{"a":2}],"kind":"text","name":"fr_rank3","producer":"x","schema":"rankscope.part"}"#);
+        let enc = framed(
+            r#"{"kinds":["flight_recorder"],"extra":[1,{"a":2}],"kind":"text","name":"fr_rank3","producer":"x","schema":"rankscope.part"}"#,
+        );
         assert_eq!(decode("h", &enc), Ok(Piece::Text(Text { bytes: Vec::new(), ..t })));
     }
 

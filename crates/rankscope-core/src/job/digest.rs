@@ -148,24 +148,64 @@ pub fn decode(name: &str, bytes: &[u8]) -> Result<JobDigest, JobDigestError> {
 
 /// [`decode`] with a bound on the inflated size.
 pub fn decode_with_limit(name: &str, bytes: &[u8], limit: u64) -> Result<JobDigest, JobDigestError> {
-    read(name, bytes, limit, false)
+    read(name, bytes, limit, false)?.with_analysis()
 }
 
 /// [`decode`] then [`JobDigest::lean`], each part made lean as soon as it is read: what a viewer
-/// needs, without ever holding every part whole (the app's worker reads a digest this way).
+/// needs, without ever holding every part whole.
 pub fn decode_lean(name: &str, bytes: &[u8]) -> Result<JobDigest, JobDigestError> {
+    read(name, bytes, MAX_INFLATED, true)?.with_analysis()
+}
+
+/// [`decode_lean`] with the stored analysis left as the JSON text it is in the file: for a
+/// reader that hands the digest on to be parsed elsewhere (the app's worker to its page), so that
+/// the analysis, most of a large digest, is parsed once and never written again.
+pub fn decode_lean_raw(name: &str, bytes: &[u8]) -> Result<LeanDigest, JobDigestError> {
     read(name, bytes, MAX_INFLATED, true)
 }
 
+/// A digest read with its analysis still JSON ([`decode_lean_raw`]). It serializes without
+/// the analysis's bytes, which travel beside it (the app's worker transfers them to the page).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LeanDigest {
+    /// The digest's name, for the errors of [`LeanDigest::with_analysis`].
+    pub name: String,
+    pub files: Vec<(RankClaim, RankPart)>,
+    pub texts: Vec<Text>,
+    /// The analysis line as stored (no `\n`).
+    #[serde(skip)]
+    pub analysis_json: Vec<u8>,
+    /// Where that line starts in the inflated content.
+    pub analysis_at: u64,
+}
+
+impl LeanDigest {
+    /// The digest, its analysis parsed from [`LeanDigest::analysis_json`]; an analysis that is
+    /// not one is an error at its inflated byte, as [`decode`] gives it.
+    pub fn with_analysis(self) -> Result<JobDigest, JobDigestError> {
+        let analysis: Analysis =
+            serde_json::from_slice(&self.analysis_json).map_err(|e| JobDigestError::Damaged {
+                name: self.name.clone(),
+                at: "inflated",
+                offset: self.analysis_at + e.column().saturating_sub(1) as u64,
+                reason: e.to_string(),
+            })?;
+        Ok(JobDigest { files: self.files, texts: self.texts, analysis })
+    }
+}
+
 /// Reads the inflated content a line at a time: the head, each part (made lean at once when
-/// `lean`), the analysis, the texts. Only one line is held at a time, never the whole content.
-fn read(name: &str, bytes: &[u8], limit: u64, lean: bool) -> Result<JobDigest, JobDigestError> {
+/// `lean`), the analysis's line, the texts. Only one line is held at a time, never the whole
+/// content.
+fn read(name: &str, bytes: &[u8], limit: u64, lean: bool) -> Result<LeanDigest, JobDigestError> {
     let name_s = || name.to_string();
     if !is_digest(bytes) {
         return Err(JobDigestError::NotADigest { name: name_s() });
     }
     let framing = |e: Unframed| match e {
-        Unframed::Damaged { offset, reason } => JobDigestError::Damaged { name: name_s(), at: "file", offset, reason },
+        Unframed::Damaged { offset, reason } => {
+            JobDigestError::Damaged { name: name_s(), at: "file", offset, reason }
+        }
         Unframed::Version(found) => JobDigestError::Version { name: name_s(), found },
         Unframed::TooLarge => JobDigestError::TooLarge { name: name_s(), limit },
     };
@@ -185,8 +225,9 @@ fn read(name: &str, bytes: &[u8], limit: u64, lean: bool) -> Result<JobDigest, J
         }
         Ok(start)
     };
-    let parse_err =
-        |start: u64, e: serde_json::Error| damaged(start + e.column().saturating_sub(1) as u64, e.to_string());
+    let parse_err = |start: u64, e: serde_json::Error| {
+        damaged(start + e.column().saturating_sub(1) as u64, e.to_string())
+    };
     let start = line(&mut buf, "head")?;
     let head: Head = serde_json::from_slice(&buf).map_err(|e| parse_err(start, e))?;
     if head.schema != SCHEMA {
@@ -202,9 +243,8 @@ fn read(name: &str, bytes: &[u8], limit: u64, lean: bool) -> Result<JobDigest, J
         }
         files.push((f.claim, part));
     }
-    let start = line(&mut buf, "analysis")?;
-    let analysis: Analysis = serde_json::from_slice(&buf).map_err(|e| parse_err(start, e))?;
-    drop(buf);
+    let analysis_at = line(&mut buf, "analysis")?;
+    let analysis_json = buf;
     let mut texts = Vec::with_capacity(head.texts.len());
     for t in head.texts {
         let want = t.bytes;
@@ -219,7 +259,7 @@ fn read(name: &str, bytes: &[u8], limit: u64, lean: bool) -> Result<JobDigest, J
     if left > 0 {
         return Err(damaged(at, format!("{left} bytes after the last text")));
     }
-    Ok(JobDigest { files, texts, analysis })
+    Ok(LeanDigest { name: name_s(), files, texts, analysis_json, analysis_at })
 }
 
 impl RankPart {
@@ -450,6 +490,22 @@ mod tests {
         let lean = decode_lean("job.rsdigest", &enc).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(lean, d.clone().lean());
         assert_ne!(lean.files, d.files, "lean parts drop what only combine reads");
+        // With the analysis left as JSON (the app's worker), sent apart from the rest (the
+        // message does not carry it) and parsed where it arrives, it is the same digest.
+        let raw = decode_lean_raw("job.rsdigest", &enc).unwrap_or_else(|e| panic!("{e}"));
+        let msg = serde_json::to_string(&raw).unwrap_or_default();
+        assert!(msg.len() < raw.analysis_json.len() + 50_000 && !msg.contains("\"alignment\""));
+        let mut back: LeanDigest = serde_json::from_str(&msg).unwrap_or_else(|e| panic!("{e}"));
+        assert!(back.analysis_json.is_empty());
+        back.analysis_json = raw.analysis_json.clone();
+        assert_eq!(back.with_analysis(), Ok(lean.clone()));
+        // A damaged analysis names its byte of the inflated content, as the whole read does.
+        let mut bad = raw.clone();
+        bad.analysis_json[0] = b'!';
+        let e = bad.with_analysis().err().map(|e| e.to_string()).unwrap_or_default();
+        let want =
+            format!("job.rsdigest: damaged rankscope job digest (at inflated byte {}): ", raw.analysis_at);
+        assert!(e.starts_with(&want), "{e} / {want}");
         // Damaged or cut texts and bytes after them: errors at the inflated byte, as is a cut
         // file or a flipped byte (each read lean or whole).
         let framed = |content: &[u8]| {
@@ -461,12 +517,21 @@ mod tests {
         let mut gz = flate2::read::GzDecoder::new(enc.get(10..).unwrap_or_default());
         let _ = gz.read_to_end(&mut content);
         let e = decode("j", &framed(&content[..content.len() - 3])).err().map(|e| e.to_string());
-        assert!(e.as_deref().is_some_and(|e| e.starts_with("j: damaged rankscope job digest (at inflated byte ")
-            && e.ends_with("ends inside the text `fr_rank3`")), "{e:?}");
+        assert!(
+            e.as_deref().is_some_and(|e| e.starts_with("j: damaged rankscope job digest (at inflated byte ")
+                && e.ends_with("ends inside the text `fr_rank3`")),
+            "{e:?}"
+        );
         let mut more = content.clone();
         more.extend_from_slice(b"xyz");
         let e = decode_lean("j", &framed(&more)).err().map(|e| e.to_string());
-        assert_eq!(e, Some(format!("j: damaged rankscope job digest (at inflated byte {}): 3 bytes after the last text", content.len())));
+        assert_eq!(
+            e,
+            Some(format!(
+                "j: damaged rankscope job digest (at inflated byte {}): 3 bytes after the last text",
+                content.len()
+            ))
+        );
         for i in (10..enc.len()).step_by(13) {
             let mut m = enc.clone();
             m[i] ^= 0x20;
