@@ -246,34 +246,10 @@ pub(crate) fn frame(
 /// The inflated content of framed `bytes` whose magic (`magic_len` bytes, already checked) is
 /// followed by `version`; at most `limit` bytes.
 pub(crate) fn unframe(bytes: &[u8], magic_len: usize, version: u16, limit: u64) -> Result<Vec<u8>, Unframed> {
-    let head = magic_len + 2;
-    let found = match bytes.get(magic_len..head) {
-        Some(&[a, b]) => u16::from_le_bytes([a, b]),
-        _ => {
-            return Err(Unframed::Damaged {
-                offset: bytes.len() as u64,
-                reason: "ends inside the header".into(),
-            })
-        }
-    };
-    if found != version {
-        return Err(Unframed::Version(found));
-    }
-    let mut counted = Counted { inner: bytes.get(head..).unwrap_or_default(), read: 0 };
-    let mut inflated = Vec::new();
-    let mut gz = flate2::read::GzDecoder::new(&mut counted).take(limit.saturating_add(1));
-    if let Err(e) = gz.read_to_end(&mut inflated) {
-        drop(gz);
-        return Err(Unframed::Damaged { offset: head as u64 + counted.read, reason: e.to_string() });
-    }
-    drop(gz);
-    if inflated.len() as u64 > limit {
-        return Err(Unframed::TooLarge);
-    }
-    Ok(inflated)
+    unframer(bytes, magic_len, version, limit)?.bytes(limit.saturating_add(1))
 }
 
-/// [`unframe`] as a reader: the inflated content taken as it is needed, never held whole (a
+/// The framed content as a reader: the inflated content taken as it is needed, never held whole (a
 /// 1,024-rank job of 100 steps inflates to 1.1 GB). Every read past the content's end checks the
 /// gzip trailer, so [`Unframer::rest`] must end a reading.
 pub(crate) struct Unframer<'a> {
@@ -284,7 +260,7 @@ pub(crate) struct Unframer<'a> {
     pub(crate) at: u64,
 }
 
-/// The [`Unframer`] of framed `bytes` (as [`unframe`]: the magic already checked).
+/// The [`Unframer`] of framed `bytes` whose magic (`magic_len` bytes) was checked.
 pub(crate) fn unframer(
     bytes: &[u8],
     magic_len: usize,
