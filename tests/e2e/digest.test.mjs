@@ -10,7 +10,8 @@ import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { BIN, startBrowser, stopBrowser, shot, openFiles, pointAtCell, heatLayout, outsideOrigin } from './harness.mjs';
+import zlib from 'node:zlib';
+import { BIN, startBrowser, stopBrowser, shot, newPage, openFiles, pointAtCell, heatLayout, outsideOrigin } from './harness.mjs';
 
 let server, origin, context, profile;
 const requests = [];
@@ -177,6 +178,39 @@ function rendererRssKb(profileDir) {
 }
 
 const quantile = (xs, q) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(q * s.length))] ?? 0; };
+
+test('a digest whose stored analysis is damaged is an error on its row, naming the file and the byte as the CLI does', async () => {
+  // The worker hands the page the analysis as stored, unparsed: the page finds the damage.
+  const { dir, digest } = await makeDigest('digestbad', ['--ranks', '2', '--steps', '2']);
+  const bytes = fs.readFileSync(digest);
+  const inflated = zlib.gunzipSync(bytes.subarray(10));
+  // No texts: the analysis is the last line. Its first byte, `{`, made `!`.
+  assert.equal(inflated[inflated.length - 1], 0x0a);
+  const start = inflated.lastIndexOf(0x0a, inflated.length - 2) + 1;
+  assert.equal(inflated[start], 0x7b);
+  const damaged = Buffer.from(inflated);
+  damaged[start] = 0x21;
+  const bad = path.join(dir, 'bad.rsdigest');
+  fs.writeFileSync(bad, Buffer.concat([bytes.subarray(0, 10), zlib.gzipSync(damaged)]));
+  const want = new RegExp(`bad\\.rsdigest: damaged rankscope job digest \\(at inflated byte ${start}\\)`);
+  let stderr = '';
+  try {
+    cli('analyze', '--json', bad);
+  } catch (e) {
+    stderr = e.stderr.toString();
+  }
+  assert.match(stderr, want);
+  const page = await newPage(context, pageErrors);
+  await page.goto(origin);
+  await page.waitForSelector('[data-testid=open-demo]');
+  await page.setInputFiles('[data-testid=file-input]', [bad]);
+  const error = page.locator('[data-testid=file-error]');
+  await error.waitFor();
+  assert.match(await error.textContent(), want);
+  await shot(page, '83-digest-damaged');
+  await page.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
 
 test('a 1,024-rank digest: time to the Summary, the renderer\'s memory, the heatmap\'s frame times', async () => {
   const cfg = path.join(os.tmpdir(), `rankscope-1024-${process.pid}.json`);
