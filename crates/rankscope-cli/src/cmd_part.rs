@@ -118,16 +118,18 @@ fn combine(a: CombineArgs) -> Result<u8> {
         anyhow::ensure!(hit, "--rank {f}={r}: no part is of a file called `{f}`");
     }
     let refs: Vec<TextRef<'_>> = texts.iter().map(Text::as_ref).collect();
-    let (files, errors) = job::decided(files, &explicit);
+    let (mut files, errors) = job::decided(files, &explicit);
     // The digest is written from the parts after the analysis: only then are they copied.
-    let out = if let Some(path) = &a.digest {
-        let out = job::combine_decided(files.iter().map(|(_, p)| p.clone()).collect(), errors, &refs, &opts);
+    let parts: Vec<RankPart> = if a.digest.is_some() {
+        files.iter().map(|(_, p)| p.clone()).collect()
+    } else {
+        std::mem::take(&mut files).into_iter().map(|(_, p)| p).collect()
+    };
+    let out = job::combine_decided(parts, errors, &refs, &opts);
+    if let Some(path) = &a.digest {
         std::fs::write(path, job::digest::encode(&files, &refs, &out.analysis))
             .with_context(|| format!("cannot write {}", path.display()))?;
-        out
-    } else {
-        job::combine_decided(files.into_iter().map(|(_, p)| p).collect(), errors, &refs, &opts)
-    };
+    }
     if let Some(f) = &out.flight_recorder {
         for m in f.messages() {
             eprintln!("rankscope: {m}");

@@ -110,13 +110,6 @@ enum Kind {
     Text,
 }
 
-fn head_kind(k: &Kind) -> &'static str {
-    match k {
-        Kind::Trace => "trace",
-        Kind::Text => "text",
-    }
-}
-
 /// Encodes a piece (gzip at level 3: parts are JSON and shrink about 10×; see [`frame`]).
 pub fn encode(piece: &Piece) -> Vec<u8> {
     let (body, payload): (Body, &[u8]) = match piece {
@@ -178,26 +171,19 @@ pub fn decode_with_limit(name: &str, bytes: &[u8], limit: u64) -> Result<Piece, 
     if head.schema != SCHEMA {
         return Err(damaged(0, format!("schema `{}`, expected `{SCHEMA}`", head.schema)));
     }
-    let missing =
-        |field: &str| damaged(0, format!("missing field `{field}` of a {} part", head_kind(&head.kind)));
-    let body = match head.kind {
-        Kind::Trace => Body::Trace {
-            claim: head.claim.ok_or_else(|| missing("claim"))?,
-            part: head.part.ok_or_else(|| missing("part"))?,
-        },
-        Kind::Text => Body::Text {
-            name: head.name.ok_or_else(|| missing("name"))?,
-            kinds: head.kinds.ok_or_else(|| missing("kinds"))?,
-        },
-    };
-    match body {
-        Body::Trace { claim, part } => {
+    let missing = |kind: &str, field: &str| damaged(0, format!("missing field `{field}` of a {kind} part"));
+    match head.kind {
+        Kind::Trace => {
+            let claim = head.claim.ok_or_else(|| missing("trace", "claim"))?;
+            let part = head.part.ok_or_else(|| missing("trace", "part"))?;
             if !payload.is_empty() {
                 return Err(damaged(nl + 1, format!("{} bytes after a trace part", payload.len())));
             }
             Ok(Piece::Trace { claim, part })
         }
-        Body::Text { name, kinds } => {
+        Kind::Text => {
+            let name = head.name.ok_or_else(|| missing("text", "name"))?;
+            let kinds = head.kinds.ok_or_else(|| missing("text", "kinds"))?;
             if kinds.is_empty() {
                 return Err(damaged(0, "a text part of no kind".into()));
             }

@@ -183,14 +183,20 @@ impl LeanDigest {
     /// The digest, its analysis parsed from [`LeanDigest::analysis_json`]; an analysis that is
     /// not one is an error at its inflated byte, as [`decode`] gives it.
     pub fn with_analysis(self) -> Result<JobDigest, JobDigestError> {
-        let analysis: Analysis =
-            serde_json::from_slice(&self.analysis_json).map_err(|e| JobDigestError::Damaged {
-                name: self.name.clone(),
-                at: "inflated",
-                offset: self.analysis_at + e.column().saturating_sub(1) as u64,
-                reason: e.to_string(),
-            })?;
+        let analysis: Analysis = serde_json::from_slice(&self.analysis_json)
+            .map_err(|e| line_error(&self.name, self.analysis_at, &e))?;
         Ok(JobDigest { files: self.files, texts: self.texts, analysis })
+    }
+}
+
+/// A line of JSON starting at inflated byte `start` that does not parse: damaged at the byte
+/// serde_json names (it counts columns from 1, on the one line).
+fn line_error(name: &str, start: u64, e: &serde_json::Error) -> JobDigestError {
+    JobDigestError::Damaged {
+        name: name.to_string(),
+        at: "inflated",
+        offset: start + e.column().saturating_sub(1) as u64,
+        reason: e.to_string(),
     }
 }
 
@@ -225,9 +231,7 @@ fn read(name: &str, bytes: &[u8], limit: u64, lean: bool) -> Result<LeanDigest, 
         }
         Ok(start)
     };
-    let parse_err = |start: u64, e: serde_json::Error| {
-        damaged(start + e.column().saturating_sub(1) as u64, e.to_string())
-    };
+    let parse_err = |start: u64, e: serde_json::Error| line_error(name, start, &e);
     let start = line(&mut buf, "head")?;
     let head: Head = serde_json::from_slice(&buf).map_err(|e| parse_err(start, e))?;
     if head.schema != SCHEMA {
