@@ -162,7 +162,7 @@ pub fn report(job: &Job, failed: Vec<FailedFile>) -> InspectReport {
 fn file_report(r: &RankEntry, strings: &StringTable) -> FileReport {
     let t = &r.trace;
     let e = &t.events;
-    let (start, end) = crate::normalize::steps::span(e);
+    let (start, end) = r.norm.span;
     let mut slices = 0;
     let mut instants = 0;
     let mut gpu_ops = 0;

@@ -130,9 +130,8 @@ fn read_chunks(
     each: &mut dyn FnMut(&[u8]) -> bool,
 ) -> Result<(), ReadError> {
     let mut f = std::fs::File::open(path).map_err(|e| ReadError::io(format!("{name}: cannot open: {e}")))?;
-    let mut buf = vec![0u8; chunk.max(1)];
-    loop {
-        let n = match f.read(&mut buf) {
+    with_read_buf(chunk, |buf| loop {
+        let n = match f.read(buf) {
             Ok(0) => return Ok(()),
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -141,7 +140,29 @@ fn read_chunks(
         if !each(&buf[..n]) {
             return Ok(());
         }
+    })
+}
+
+thread_local! {
+    /// The thread's read buffer, kept between files and pieces: a fresh one per file cost a page
+    /// fault per 4 KiB on its first read (a quarter of `analyze`'s page faults on 8 files).
+    static READ_BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Runs `f` with a `len`-byte buffer (at least one byte), the thread's kept one when it is free.
+fn with_read_buf<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+    let len = len.max(1);
+    // Taken out while in use, so a nested read gets a buffer of its own.
+    let mut buf = READ_BUF.with(std::cell::Cell::take);
+    if buf.len() < len {
+        buf = vec![0u8; len];
     }
+    let r = f(&mut buf[..len]);
+    READ_BUF.with(|c| {
+        let kept = c.take();
+        c.set(if kept.len() > buf.len() { kept } else { buf });
+    });
+    r
 }
 
 /// Files smaller than this are parsed on one core (the pieces would not pay for themselves).
@@ -162,20 +183,21 @@ fn read_range(
     feed: &mut dyn FnMut(&[u8]),
 ) -> Option<()> {
     use std::os::unix::fs::FileExt;
-    let mut buf = vec![0u8; chunk.max(1)];
-    let mut at = from;
-    while at < to {
-        let want = ((to - at) as usize).min(buf.len());
-        let n = match f.read_at(&mut buf[..want], at) {
-            Ok(0) => return None,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => return None,
-        };
-        feed(&buf[..n]);
-        at += n as u64;
-    }
-    Some(())
+    with_read_buf(chunk, |buf| {
+        let mut at = from;
+        while at < to {
+            let want = ((to - at) as usize).min(buf.len());
+            let n = match f.read_at(&mut buf[..want], at) {
+                Ok(0) => return None,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => return None,
+            };
+            feed(&buf[..n]);
+            at += n as u64;
+        }
+        Some(())
+    })
 }
 
 /// Pieces of about this many bytes: many more than cores, so that the threads stay busy to the
@@ -794,7 +816,7 @@ pub fn analyze_paths(req: &Request, progress: ProgressFn<'_>) -> Result<Outcome>
                     .into(),
             );
         }
-        let out = d.output();
+        let out = d.into_output();
         let job = req.keep_job.then(|| assemble(Vec::new(), &[], &rules));
         return Ok(Outcome { job, out, notes });
     }

@@ -78,6 +78,8 @@ impl StepTable {
 pub struct Normalized {
     pub links: Links,
     pub steps: StepTable,
+    /// First start and last end over the slices, outliers left out ([`steps::span_and_outliers`]).
+    pub span: (i64, i64),
 }
 
 /// Normalizes one rank in place: decides lane kinds, sorts the rows by time (parents before
@@ -93,7 +95,6 @@ pub fn normalize_rank_with(t: &mut RankTrace, rules: &Rules, j: &impl crate::joi
     lane_kinds(t);
     sort_rows(t, j);
     // The span and the classes read different columns: side by side.
-    let n = t.events.len();
     let (((lo, hi), outliers, first), (class, detail)) =
         j.join(|| steps::span_and_outliers(&t.events), || classes(t, rules, j));
     if let Some(i) = first {
@@ -106,10 +107,10 @@ pub fn normalize_rank_with(t: &mut RankTrace, rules: &Rules, j: &impl crate::joi
     }
     t.events.class = class;
     t.events.detail = detail;
-    t.events.step = vec![NONE_U32; n];
-    let links = link(t);
-    let steps = steps::assign(t, &links);
-    Normalized { links, steps }
+    // The links and the CPU rows' steps read different columns: side by side.
+    let (links, found) = j.join(|| link(t), || steps::find(t, (lo, hi)));
+    let steps = steps::assign(t, &links, found);
+    Normalized { links, steps, span: (lo, hi) }
 }
 
 /// A lane is a GPU stream when it holds GPU-only event categories; otherwise it is a CPU

@@ -17,8 +17,20 @@ pub fn step_number(name: &str) -> Option<u32> {
     name.strip_prefix("ProfilerStep#").and_then(|n| n.trim().parse().ok())
 }
 
-/// Finds the step intervals and writes `events.step` for every row.
-pub fn assign(t: &mut RankTrace, links: &Links) -> StepTable {
+/// What is known of the steps before the GPU work is linked to its launches ([`find`]).
+#[derive(Debug)]
+pub struct Found {
+    table: StepTable,
+    cpu: Vec<(i64, i64, u32)>,
+    gpu: Vec<(i64, i64, u32)>,
+    /// Every CPU row's step (GPU rows: none yet); every row's for a synthetic step.
+    step: Vec<u32>,
+}
+
+/// Finds the step intervals and the step of every CPU row: all that does not need the links,
+/// so it runs beside [`super::link`]. `span` is the trace's ([`span_and_outliers`]), the one
+/// step of a trace without step markers.
+pub fn find(t: &RankTrace, span: (i64, i64)) -> Found {
     let e = &t.events;
     let n = e.len();
     let mut cpu: Vec<(i64, i64, u32)> = Vec::new();
@@ -57,30 +69,39 @@ pub fn assign(t: &mut RankTrace, links: &Links) -> StepTable {
             g
         },
     };
-    let mut step = vec![NONE_U32; n];
     if cpu.is_empty() {
         // One whole-trace step.
-        let (lo, hi) = span(e);
+        let (lo, hi) = span;
         table.number = vec![0];
         table.start_ns = vec![lo];
         table.end_ns = vec![hi];
         table.synthetic = true;
-        step.iter_mut().for_each(|s| *s = 0);
-        t.diagnostics.add(DiagKind::NoSteps, None, || {
-            "no `ProfilerStep#N` markers: the whole trace is analysed as one step (numbered 0)".to_string()
-        });
-        t.events.step = step;
-        return table;
+        return Found { table, cpu, gpu, step: vec![0; n] };
     }
     // The rows are in time order, so each lookup starts where the one before ended.
-    let (mut on_cpu, mut on_gpu_ivs, mut on_cpu_too) =
-        (Cursor::new(&cpu), Cursor::new(&gpu), Cursor::new(&cpu));
+    let mut step = vec![NONE_U32; n];
+    let mut on_cpu = Cursor::new(&cpu);
     for (i, st) in step.iter_mut().enumerate() {
         let on_gpu = t.lanes.kind.get(e.lane[i].0 as usize) == Some(&LaneKind::Gpu);
         if !on_gpu {
             *st = on_cpu.find(e.ts_ns[i]);
         }
     }
+    Found { table, cpu, gpu, step }
+}
+
+/// Writes `events.step` for every row: the CPU rows' from [`find`], each GPU row's from its
+/// launch ([`super::link`]'s `links`), else from the interval holding it.
+pub fn assign(t: &mut RankTrace, links: &Links, found: Found) -> StepTable {
+    let Found { table, cpu, gpu, mut step } = found;
+    if table.synthetic {
+        t.diagnostics.add(DiagKind::NoSteps, None, || {
+            "no `ProfilerStep#N` markers: the whole trace is analysed as one step (numbered 0)".to_string()
+        });
+        t.events.step = step;
+        return table;
+    }
+    let e = &t.events;
     for (k, g) in links.gpu.iter().enumerate() {
         if let Some(l) = links.launch.get(k) {
             let s = step.get(l.0 as usize).copied().unwrap_or(NONE_U32);
@@ -96,6 +117,7 @@ pub fn assign(t: &mut RankTrace, links: &Links) -> StepTable {
             *f = true;
         }
     }
+    let (mut on_gpu_ivs, mut on_cpu_too) = (Cursor::new(&gpu), Cursor::new(&cpu));
     for (i, st) in step.iter_mut().enumerate() {
         let on_gpu = t.lanes.kind.get(e.lane[i].0 as usize) == Some(&LaneKind::Gpu);
         if on_gpu && !linked.get(i).copied().unwrap_or(false) {
@@ -140,11 +162,6 @@ impl<'a> Cursor<'a> {
             NONE_U32
         }
     }
-}
-
-/// First start and last end over all slices, leaving out outliers (see [`span_and_outliers`]).
-pub fn span(e: &EventTable) -> (i64, i64) {
-    span_and_outliers(e).0
 }
 
 /// How far (in multiples of the bulk's own width, at least one second) a slice must lie from

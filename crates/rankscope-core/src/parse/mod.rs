@@ -185,15 +185,22 @@ impl FileIngest {
         let mode = std::mem::replace(&mut self.mode, Mode::Empty);
         self.mode = match mode {
             Mode::Sniff(mut head, mut parser) => {
-                head.extend_from_slice(chunk);
-                if head.len() < 2 {
+                // The first two bytes decide; a first chunk that holds them is read where it
+                // lies (not copied: it is usually a whole read buffer).
+                let bytes = if head.is_empty() && chunk.len() >= 2 {
+                    chunk
+                } else {
+                    head.extend_from_slice(chunk);
+                    &head[..]
+                };
+                if bytes.len() < 2 {
                     Mode::Sniff(head, parser)
-                } else if head.starts_with(&[0x1f, 0x8b]) {
+                } else if bytes.starts_with(&[0x1f, 0x8b]) {
                     let mut g = Box::<gzip::Gunzip>::default();
-                    g.feed(&head, &mut |piece| parser.feed(piece));
+                    g.feed(bytes, &mut |piece| parser.feed(piece));
                     Mode::Gzip(g, parser)
                 } else {
-                    parser.feed(&head);
+                    parser.feed(bytes);
                     Mode::Plain(parser)
                 }
             }
