@@ -169,7 +169,8 @@ pub struct JobView {
     pub ranks: Vec<(FileId, Rc<RankSummary>)>,
     pub facts: JobFacts,
     /// `rankscope analyze --json` of the same files.
-    pub analysis: Rc<Analysis>,
+    /// Shared with the digest it came from, if any (not copied).
+    pub analysis: std::sync::Arc<Analysis>,
     /// Per collective (kind, process group): its earliest execution on any rank (aligned):
     /// `(file, start_ns, end_ns)` on that rank's own clock.
     pub first_op: BTreeMap<(String, String), (FileId, i64, i64)>,
@@ -588,9 +589,9 @@ fn combine(
         &texts,
         &analyze::Options::default(),
     );
-    let out = job::JobOutput { analysis: out.analysis, ..out };
     let parts: Vec<(FileId, &RankPart)> = parts.iter().map(|(f, p)| (*f, p)).collect();
-    job_view(a, files, &parts, out, None)
+    let reports = (out.fabric, out.flight_recorder);
+    job_view(a, files, &parts, std::sync::Arc::new(out.analysis), reports, None)
 }
 
 /// What the views need from the job's outputs and its parts (each with its file).
@@ -598,10 +599,10 @@ fn job_view(
     a: &Assembly,
     files: &[FileEntry],
     parts: &[(FileId, &RankPart)],
-    out: job::JobOutput,
+    analysis: std::sync::Arc<Analysis>,
+    (fabric, flight_recorder): (Option<job::Fabric>, Option<job::FlightRecorder>),
     digest: Option<String>,
 ) -> JobView {
-    let analysis = out.analysis;
     let offset_of_rank =
         |rank: u32| analysis.alignment.iter().find(|x| x.rank == rank).map_or(0, |x| x.offset_ns);
     let offsets: BTreeMap<FileId, i64> =
@@ -627,12 +628,12 @@ fn job_view(
     JobView {
         ranks: a.ranks.clone(),
         facts: a.facts.clone(),
-        analysis: Rc::new(analysis),
+        analysis,
         first_op,
         offsets,
         origin_ns,
-        fabric: out.fabric.map(Rc::new),
-        flight_recorder: out.flight_recorder.map(Rc::new),
+        fabric: fabric.map(Rc::new),
+        flight_recorder: flight_recorder.map(Rc::new),
         digest,
     }
 }
@@ -651,7 +652,7 @@ fn combine_digest(a: &Assembly, d: &job::JobDigest, files: &[FileEntry], digest:
         })
         .collect();
     let name = files.get(digest as usize).map(|f| f.name.clone()).unwrap_or_default();
-    job_view(a, files, &parts, d.output(), Some(name))
+    job_view(a, files, &parts, d.analysis.clone(), d.reports(), Some(name))
 }
 
 /// The ranks of a digest: every rank of the job, a trace placed on it by the core

@@ -48,16 +48,17 @@ pub const MAX_INFLATED: u64 = 4 << 30;
 
 const SCHEMA: &str = "rankscope.digest";
 
-/// A job as a digest holds it. It serializes (as JSON, in the app's worker protocol) so that a
-/// decoded digest can cross threads; the file format is [`encode`]'s, not this.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A job as a digest holds it (the file format is [`encode`]'s). A decoded digest crosses
+/// threads as a [`LeanDigest`].
+#[derive(Debug, Clone, PartialEq)]
 pub struct JobDigest {
     /// Every trace's claim and part, with the job's rank stamped on it, in rank order.
     pub files: Vec<(RankClaim, RankPart)>,
     /// The text inputs, in load order.
     pub texts: Vec<Text>,
-    /// The analysis `combine` made of them.
-    pub analysis: Analysis,
+    /// The analysis `combine` made of them: shared, not copied, by the views of a shell that
+    /// keeps the digest (the app: the analysis of 1,024 ranks × 100 steps is ~150 MB).
+    pub analysis: std::sync::Arc<Analysis>,
 }
 
 /// Why bytes are not a digest this build can read. Every message names the input.
@@ -185,7 +186,19 @@ impl LeanDigest {
     pub fn with_analysis(self) -> Result<JobDigest, JobDigestError> {
         let analysis: Analysis = serde_json::from_slice(&self.analysis_json)
             .map_err(|e| line_error(&self.name, self.analysis_at, &e))?;
-        Ok(JobDigest { files: self.files, texts: self.texts, analysis })
+        Ok(JobDigest { files: self.files, texts: self.texts, analysis: std::sync::Arc::new(analysis) })
+    }
+
+    /// [`LeanDigest::with_analysis`], the stored line read from `r` instead of from
+    /// [`LeanDigest::analysis_json`]: a shell whose copy of the line lies outside its memory
+    /// (the app's page: the buffer the worker transferred, outside the wasm heap) reads it a
+    /// piece at a time and never holds it whole (302 MB for 1,024 ranks × 100 steps; wasm
+    /// memory never shrinks, and a 32-bit heap ends at 4 GB). About 1.3× the time of parsing
+    /// it from memory.
+    pub fn with_analysis_from(self, r: impl std::io::Read) -> Result<JobDigest, JobDigestError> {
+        let analysis: Analysis = serde_json::from_reader(std::io::BufReader::with_capacity(1 << 20, r))
+            .map_err(|e| line_error(&self.name, self.analysis_at, &e))?;
+        Ok(JobDigest { files: self.files, texts: self.texts, analysis: std::sync::Arc::new(analysis) })
     }
 }
 
@@ -303,13 +316,23 @@ impl JobDigest {
     /// Recorder reports read from the stored texts ([`super::fabric`],
     /// [`super::flight_recorder`]: their reports do not deserialize, and the texts are small).
     pub fn output(&self) -> super::JobOutput {
+        let (fabric, flight_recorder) = self.reports();
+        super::JobOutput { analysis: (*self.analysis).clone(), fabric, flight_recorder, failed: Vec::new() }
+    }
+
+    /// [`JobDigest::output`], the analysis moved out rather than copied when nothing else
+    /// shares it.
+    pub fn into_output(self) -> super::JobOutput {
+        let (fabric, flight_recorder) = self.reports();
+        let analysis = std::sync::Arc::try_unwrap(self.analysis).unwrap_or_else(|a| (*a).clone());
+        super::JobOutput { analysis, fabric, flight_recorder, failed: Vec::new() }
+    }
+
+    /// The NCCL and Flight Recorder reports of the stored texts ([`super::fabric`],
+    /// [`super::flight_recorder`]).
+    pub fn reports(&self) -> (Option<super::Fabric>, Option<super::FlightRecorder>) {
         let refs: Vec<TextRef<'_>> = self.texts.iter().map(Text::as_ref).collect();
-        super::JobOutput {
-            analysis: self.analysis.clone(),
-            fabric: super::fabric(&refs),
-            flight_recorder: super::flight_recorder(&refs),
-            failed: Vec::new(),
-        }
+        (super::fabric(&refs), super::flight_recorder(&refs))
     }
 
     /// The part of the trace called `file` (its whole name, or a trailing path part either
@@ -501,10 +524,35 @@ mod tests {
         assert!(msg.len() < raw.analysis_json.len() + 50_000 && !msg.contains("\"alignment\""));
         let mut back: LeanDigest = serde_json::from_str(&msg).unwrap_or_else(|e| panic!("{e}"));
         assert!(back.analysis_json.is_empty());
+        // A reader that gives a few bytes at a time, as one copying out of another heap may.
+        struct Dribble<'a>(&'a [u8]);
+        impl std::io::Read for Dribble<'_> {
+            fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+                let n = self.0.len().min(out.len()).min(7);
+                out[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        assert_eq!(back.clone().with_analysis_from(Dribble(&raw.analysis_json)), Ok(lean.clone()));
         back.analysis_json = raw.analysis_json.clone();
         assert_eq!(back.with_analysis(), Ok(lean.clone()));
-        // A damaged analysis names its byte of the inflated content, as the whole read does.
+        // A damaged analysis names its byte of the inflated content, as the whole read does,
+        // read from memory or from a reader.
         let mut bad = raw.clone();
+        let mid = bad.analysis_json.len() / 2;
+        bad.analysis_json[mid] = 0;
+        let json = bad.analysis_json.clone();
+        let from = bad.clone().with_analysis_from(Dribble(&json)).err().map(|e| e.to_string());
+        let at_mid = bad.clone().with_analysis().err().map(|e| e.to_string());
+        assert!(
+            at_mid
+                .as_deref()
+                .is_some_and(|e| e.contains(&format!("inflated byte {}", raw.analysis_at + mid as u64))),
+            "{at_mid:?}"
+        );
+        assert_eq!(from, at_mid);
+        bad.analysis_json = raw.analysis_json.clone();
         bad.analysis_json[0] = b'!';
         let e = bad.with_analysis().err().map(|e| e.to_string()).unwrap_or_default();
         let want =
@@ -560,7 +608,7 @@ mod tests {
         let d = JobDigest {
             files,
             texts: Vec::new(),
-            analysis: job::combine(parts(3), &[], &[], &Options::default()).analysis,
+            analysis: std::sync::Arc::new(job::combine(parts(3), &[], &[], &Options::default()).analysis),
         };
         let c = |f: &str, r: Option<i64>| RankClaim { file: f.into(), claimed_rank: r };
         let got: Vec<Option<u32>> = d
@@ -580,15 +628,19 @@ mod tests {
     }
 
     #[test]
-    fn the_lean_digest_crosses_json_and_places_and_summarizes_as_the_whole_one() {
+    fn the_lean_digest_places_and_summarizes_as_the_whole_one() {
         let (files, texts, out) = combined(3);
         let refs: Vec<TextRef<'_>> = texts.iter().map(Text::as_ref).collect();
-        let whole =
-            decode("job.rsdigest", &encode(&files, &refs, &out.analysis)).unwrap_or_else(|e| panic!("{e}"));
-        let json = serde_json::to_string(&whole.clone().lean()).unwrap_or_else(|e| panic!("{e}"));
-        let lean: JobDigest = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(lean, whole.clone().lean(), "exact through JSON");
+        let enc = encode(&files, &refs, &out.analysis);
+        let whole = decode("job.rsdigest", &enc).unwrap_or_else(|e| panic!("{e}"));
+        let lean = decode_lean("job.rsdigest", &enc).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(lean.output().json(), out.json());
+        // Copied while shared, moved out when alone: the same output.
+        assert_eq!(lean.clone().into_output().json(), out.json());
+        let alone = decode_lean("job.rsdigest", &enc).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(std::sync::Arc::strong_count(&alone.analysis), 1);
+        assert_eq!(alone.into_output().json(), out.json());
+        assert_eq!(lean.reports(), (out.fabric.clone(), out.flight_recorder.clone()));
         let c = |f: &str, r: Option<i64>| RankClaim { file: f.into(), claimed_rank: r };
         let claims = [c("/elsewhere/rank2.pt.trace.json", None), c("renamed.json", Some(1))];
         assert_eq!(lean.place(&claims), whole.place(&claims));
