@@ -363,15 +363,15 @@ fn on_message(inner_rc: &Rc<RefCell<Inner>>, index: usize, m: FromWorker, extra:
             dispatch.emit(Action::Loaded { file, summary, part, first_ns });
             pump(inner_rc);
         }
-        FromWorker::Digest { file, digest } => {
+        FromWorker::Digest { file, mut digest } => {
             done(file, false);
             retire_if_idle(inner_rc, index);
-            // The stored analysis, beside the message: parsed here, the one time it is, read
-            // out of the transferred buffer a piece at a time (never copied whole into wasm).
-            let bytes = extra
-                .dyn_into::<js_sys::Uint8Array>()
-                .unwrap_or_else(|_| js_sys::Uint8Array::new_with_length(0));
-            match (*digest).with_analysis_from(JsBytes { bytes, at: 0 }) {
+            // The stored analysis, beside the message: parsed here, the one time it is. (Parsed
+            // straight out of the transferred buffer a piece at a time, the page held 300 MB
+            // less for 1,024 ranks × 100 steps but opened it 1 s later: BENCHMARKS.md.)
+            digest.analysis_json =
+                extra.dyn_into::<js_sys::Uint8Array>().map(|b| b.to_vec()).unwrap_or_default();
+            match (*digest).with_analysis() {
                 Ok(d) => dispatch.emit(Action::Digest { file, digest: Rc::new(d) }),
                 Err(e) => dispatch.emit(Action::Failed { file, error: e.to_string() }),
             }
@@ -419,21 +419,6 @@ fn on_message(inner_rc: &Rc<RefCell<Inner>>, index: usize, m: FromWorker, extra:
                 send(s, message(&ToWorker::Parsed { file, index: piece, ok }, Some(&extra)));
             }
         }
-    }
-}
-
-/// A `Uint8Array` outside wasm memory, read as a stream: each read copies the next bytes.
-struct JsBytes {
-    bytes: js_sys::Uint8Array,
-    at: u32,
-}
-
-impl std::io::Read for JsBytes {
-    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
-        let n = (self.bytes.length() - self.at).min(u32::try_from(out.len()).unwrap_or(u32::MAX));
-        self.bytes.subarray(self.at, self.at + n).copy_to(&mut out[..n as usize]);
-        self.at += n;
-        Ok(n as usize)
     }
 }
 
