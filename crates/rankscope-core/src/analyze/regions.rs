@@ -266,15 +266,14 @@ pub fn rank_regions(r: &RankEntry, strings: &StringTable, windows: &[(u32, i64, 
     // The main thread: the CPU lane holding the step markers, else the one with most regions.
     let mut marker_count = vec![0usize; n_lanes];
     let mut region_count = vec![0usize; n_lanes];
-    // Each distinct name looked at once, not each row's.
-    let marker: Vec<bool> =
-        (0..strings.len()).map(|k| strings.get(StrId(k as u32)).starts_with("ProfilerStep#")).collect();
+    // Each distinct name of the rank looked at once, not each row's.
+    let mut marker: FxHashMap<StrId, bool> = FxHashMap::default();
     for i in 0..e.len() {
         let l = e.lane[i].0 as usize;
         if l >= n_lanes || !cpu_lane(l) || e.kind[i] != EventKind::Slice {
             continue;
         }
-        if marker.get(e.name[i].0 as usize).copied().unwrap_or(false) {
+        if *marker.entry(e.name[i]).or_insert_with(|| strings.get(e.name[i]).starts_with("ProfilerStep#")) {
             marker_count[l] += 1;
         }
         if is_region(t, strings, i) {
