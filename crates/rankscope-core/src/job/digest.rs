@@ -300,16 +300,9 @@ impl JobDigest {
         self
     }
 
-    /// The job's outputs as `combine` gave them: the stored analysis, and the NCCL and Flight
-    /// Recorder reports read from the stored texts ([`super::fabric`],
-    /// [`super::flight_recorder`]: their reports do not deserialize, and the texts are small).
-    pub fn output(&self) -> super::JobOutput {
-        let (fabric, flight_recorder) = self.reports();
-        super::JobOutput { analysis: (*self.analysis).clone(), fabric, flight_recorder, failed: Vec::new() }
-    }
-
-    /// [`JobDigest::output`], the analysis moved out rather than copied when nothing else
-    /// shares it.
+    /// The job's outputs as `combine` gave them: the stored analysis (moved out, or copied
+    /// while something else shares it), and the NCCL and Flight Recorder reports read from the
+    /// stored texts ([`JobDigest::reports`]).
     pub fn into_output(self) -> super::JobOutput {
         let (fabric, flight_recorder) = self.reports();
         let analysis = std::sync::Arc::try_unwrap(self.analysis).unwrap_or_else(|a| (*a).clone());
@@ -317,7 +310,7 @@ impl JobDigest {
     }
 
     /// The NCCL and Flight Recorder reports of the stored texts ([`super::fabric`],
-    /// [`super::flight_recorder`]).
+    /// [`super::flight_recorder`]: their reports do not deserialize, and the texts are small).
     pub fn reports(&self) -> (Option<super::Fabric>, Option<super::FlightRecorder>) {
         let refs: Vec<TextRef<'_>> = self.texts.iter().map(Text::as_ref).collect();
         (super::fabric(&refs), super::flight_recorder(&refs))
@@ -500,7 +493,7 @@ mod tests {
         let d = decode("job.rsdigest", &enc).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(d.files, files);
         assert_eq!(d.texts, texts.to_vec());
-        assert_eq!(d.output().json(), out.json());
+        assert_eq!(d.clone().into_output().json(), out.json());
         // Read lean part by part, it is the whole digest made lean.
         let lean = decode_lean("job.rsdigest", &enc).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(lean, d.clone().lean());
@@ -603,7 +596,6 @@ mod tests {
         let enc = encode(&files, &refs, &out.analysis);
         let whole = decode("job.rsdigest", &enc).unwrap_or_else(|e| panic!("{e}"));
         let lean = decode_lean("job.rsdigest", &enc).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(lean.output().json(), out.json());
         // Copied while shared, moved out when alone: the same output.
         assert_eq!(lean.clone().into_output().json(), out.json());
         let alone = decode_lean("job.rsdigest", &enc).unwrap_or_else(|e| panic!("{e}"));

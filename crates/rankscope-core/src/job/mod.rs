@@ -257,7 +257,7 @@ pub fn digest_among(texts: &[TextRef<'_>], other_inputs: usize) -> Option<Result
             d.name
         )));
     }
-    // Its analysis and texts are what a reader of a digest gets (`JobDigest::output`): the parts
+    // Its analysis and texts are what a reader of a digest gets (`JobDigest::into_output`): the parts
     // are read lean.
     Some(digest::decode_lean(d.name, d.bytes).map_err(|e| e.to_string()))
 }
