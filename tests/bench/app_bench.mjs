@@ -1,7 +1,8 @@
 // The app's side of `./x bench`: the built dist/ in headless Chromium (tests/e2e/harness.mjs:
 // Debian's /usr/bin/chromium driven by playwright-core, served on 127.0.0.1), as a person uses it.
 //   node tests/bench/app_bench.mjs SPEC.json
-// SPEC: {"cases": [{"label", "files": [paths], "timeline_s": seconds or 0, "heatmap": bool, "shot": name}]}.
+// SPEC: {"cases": [{"label", "files": [paths], "timeline_s": seconds or 0, "heatmap": bool, "shot": name,
+//   "workers": N (optional: the page opened with `?workers=N`)}]}.
 // Each case gets a fresh browser. Prints one JSON line per case:
 //   ms         the files handed to the page's file input (setInputFiles, as tests/e2e do) to
 //              `[data-testid=analysis-ready]` (every file read and the job analysed), timed in
@@ -190,7 +191,8 @@ async function runCase(c) {
     const page = await newPage(b.context, errors);
     let workers = 0;
     page.on('worker', () => { workers += 1; });
-    await page.goto(b.origin);
+    // `workers`: the page's `?workers=N` (at most N workers read files at once).
+    await page.goto(c.workers ? new URL(`?workers=${c.workers}`, b.origin).href : b.origin);
     await page.waitForSelector('[data-testid=open-demo]');
     // A person takes seconds to choose files; the page warms its engine meanwhile (warm.rs).
     // The files are chosen a second after the warm-up ended, or after 10 s.

@@ -286,6 +286,16 @@ def app_part(md, notes, one, eight, big, node, quick, say, loads):
         ]
     cases.append({"label": "big", "files": [str(p) for p in ranks_of(big)], "timeline_s": secs, "shot": "bench-big",
                   "timeout_ms": 300_000})
+    # The page with one worker (`?workers=1`): one engine in the page against one Node, each with the
+    # machine's other core for V8's compiling and collecting, as Node's yardstick has it.
+    for r in range(runs):
+        cases += [
+            {"label": "one-w1", "files": [str(one)], "timeline_s": 0, "shot": None, "workers": 1},
+            {"label": "eight-w1", "files": [str(p) for p in ranks_of(eight)], "timeline_s": 0, "shot": None, "workers": 1},
+        ]
+    if not quick:
+        cases.append({"label": "big-w1", "files": [str(p) for p in ranks_of(big)], "timeline_s": 0, "shot": None,
+                      "workers": 1, "timeout_ms": 300_000})
     spec = OUT / "app_spec.json"
     spec.write_text(json.dumps({"cases": cases}))
     say(f"the app in headless Chromium: {len(cases)} loads (the last of {mb_of(ranks_of(big)):.0f} MB)")
@@ -301,7 +311,9 @@ def app_part(md, notes, one, eight, big, node, quick, say, loads):
     by = {}
     for r in res:
         by.setdefault(r["label"], []).append(r)
-    desc = {"one": "1 file (the wasm table's)", "eight": "8 files (the wasm table's 8 ranks)", "big": "8 files, ~7 M events"}
+    desc = {"one": "1 file (the wasm table's)", "eight": "8 files (the wasm table's 8 ranks)", "big": "8 files, ~7 M events",
+            "one-w1": "1 file, one worker (`?workers=1`)", "eight-w1": "8 files, one worker (`?workers=1`)",
+            "big-w1": "8 files, ~7 M events, one worker (`?workers=1`)"}
     cores = res[0]["cores"]
     md += [
         "### The app in headless Chromium: file selection to analysis ready",
@@ -318,9 +330,13 @@ def app_part(md, notes, one, eight, big, node, quick, say, loads):
         f"CPU-second of its whole process (the figure the other users' load moves least). Yardstick: `analyze()` "
         f"in Node on the same input, above (the ~7 M-event job against the 8 ranks' figure); beside it, the rate "
         f"each of two Node processes reaches when both run at once on the 8 ranks' halves (the wasm table's last "
-        f"row), the yardstick of two engines sharing {cores} cores as the app's workers do. Memory: resident size of the renderer processes (the page and "
-        f"its workers), before the files, the peak sampled every 100 ms, and once ready."
-        + ("" if len(by.get("one", [])) < 2 else " Two loads each for the first two rows (per-load figures "
+        f"row), the yardstick of two engines sharing {cores} cores as the app's workers do. The rows marked "
+        f"*one worker* open the page as `?workers=1` (at most one worker reads files): one engine in the page "
+        f"against one Node, each with the machine's other core for V8's own threads, which is what *per worker* "
+        f"measures on a machine with fewer cores than the pool has workers plus V8's threads. Memory: resident "
+        f"size of the renderer processes (the page and its workers), before the files, the peak sampled every "
+        f"100 ms, and once ready."
+        + ("" if len(by.get("one", [])) < 2 else " Two loads each for the rows of 273 MB (per-load figures "
                   "separated by ` / `)."),
         "",
         "| input | MB | events | ready in | MB/s overall | busy workers (CPU s each) | MB/s per worker | "
@@ -329,7 +345,7 @@ def app_part(md, notes, one, eight, big, node, quick, say, loads):
         "page's main thread; browser process; all Chromium | renderer RSS before → peak → ready |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for label in ["one", "eight", "big"]:
+    for label in ["one", "eight", "big", "one-w1", "eight-w1", "big-w1"]:
         rs = by.get(label)
         if not rs:
             continue
@@ -346,7 +362,8 @@ def app_part(md, notes, one, eight, big, node, quick, say, loads):
         overall = [mb / (r["ms"] / 1000) for r in rs]
         busy = [max(1, len(r["worker_cpu_s"])) for r in rs]
         per = [o / b for o, b in zip(overall, busy)]
-        yard = node.get("one" if label == "one" else "eight")
+        base = label.removesuffix("-w1")
+        yard = node.get("one" if base == "one" else "eight")
         events = f"{rs[0]['events']:,}" if rs[0].get("events") else "?"
         if yard:
             lo, hi = min(per) / max(yard), max(per) / min(yard)
@@ -360,9 +377,9 @@ def app_part(md, notes, one, eight, big, node, quick, say, loads):
                              for b, r in zip(busy, rs))
         # Two Node processes side by side on the 8 ranks' halves: what one engine does while another
         # shares the cores, as the app's two workers do (no such split of one file).
-        pair = node.get("pair") if label != "one" else None
+        pair = node.get("pair") if label in ("eight", "big") else None
         pair_s = rng(min(per) / max(pair), max(per) / min(pair)) if pair else ""
-        ycpu = node.get("one_cpu" if label == "one" else "eight_cpu")
+        ycpu = node.get("one_cpu" if base == "one" else "eight_cpu")
         pcpu = [mb / max(1e-9, sum(r["worker_cpu_s"])) for r in rs]
         cpu_ratio = rng(min(pcpu) / max(ycpu), max(pcpu) / min(ycpu)) if ycpu else ""
         where = " / ".join(f"{r['main_cpu_s']:.1f}; {r['cpu_by_process'].get('browser', 0):.1f}; "

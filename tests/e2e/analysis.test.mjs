@@ -468,6 +468,16 @@ test('one large file is read on every worker: the analysis and the merged trace 
     if (split) await shot(page, '23-one-file-every-worker');
     await page.close();
   }
+  // `?workers=1` (a dashboard leaving cores to its own page): the same file on one worker, the
+  // same analysis.
+  {
+    const { page } = await openFiles(context, new URL('?workers=1', origin).href, [plain], pageErrors);
+    assert.doesNotMatch(await page.textContent('[data-testid=file-row] .status'), /workers/);
+    assert.equal(page.workers().length, 1, 'one worker alive: the warm-up stopped, no helper started');
+    const json = await download(page, '[data-testid=export-json]');
+    assert.equal(json.bytes.toString(), analyze([plain], '--json').replaceAll(dir + '/', ''), '?workers=1: the analysis');
+    await page.close();
+  }
   fs.rmSync(dir, { recursive: true, force: true });
 });
 

@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -64,6 +65,16 @@ test('dist/ under a sub-path: every URL is relative, the demo runs, nothing is a
   assert.deepEqual(outside, []);
   assert.ok(mine.some((u) => u.endsWith(`${PREFIX}worker_loader.js`)), 'the workers start from the sub-path too');
   await page.close();
+});
+
+test('the bundled server answers a path it cannot parse with 400 and keeps serving', async () => {
+  const get = (p) => new Promise((resolve, reject) => {
+    const u = new URL(app.url);
+    http.get({ host: u.hostname, port: u.port, path: p }, (res) => { res.resume(); resolve(res.statusCode); }).on('error', reject);
+  });
+  assert.equal(await get('//?workers=1'), 400, 'read as a host by the URL parser');
+  assert.equal(await get(`${PREFIX}%E0`), 400, 'no UTF-8');
+  assert.equal(await get(`${PREFIX}?workers=1`), 200, 'still serving');
 });
 
 test('a server with wrong MIME types: .wasm still starts (with a note); .js gives a clear message, not a blank page', async () => {

@@ -35,8 +35,16 @@ export function policy(frameAncestors = "'self'") {
 function handler(root, { prefix = '/', types = {}, csp = policy(), coop = 'same-origin-allow-popups' } = {}) {
   const mime = { ...TYPES, ...types };
   return (req, res) => {
-    const url = new URL(req.url, 'http://localhost');
-    let rel = decodeURIComponent(url.pathname);
+    // A path the URL parser or the decoder refuses (`//?x` reads as a host; `%E0` is no UTF-8)
+    // is the client's error, not the server's end.
+    let url, rel;
+    try {
+      url = new URL(req.url, 'http://localhost');
+      rel = decodeURIComponent(url.pathname);
+    } catch {
+      res.writeHead(400, { 'content-type': 'text/plain' }).end('bad request');
+      return;
+    }
     if (rel + '/' === prefix) {
       // As static servers do for a directory: relative URLs need the slash.
       res.writeHead(301, { location: prefix + url.search }).end();

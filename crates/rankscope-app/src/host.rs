@@ -1,7 +1,8 @@
 //! Where the app runs, read once from its URL: a plain page or embedded in a host page
 //! (`?embed=1` or `#embed`), which origins it trusts (`?origin=…`, repeatable or
 //! comma-separated; its own origin always), and which Perfetto UI "Open in Perfetto" posts to
-//! (`?perfetto=URL`, else the one the user set last, else <https://ui.perfetto.dev>). Also how a
+//! (`?perfetto=URL`, else the one the user set last, else <https://ui.perfetto.dev>), and how
+//! many workers may read files at once (`?workers=N`, else `navigator.hardwareConcurrency`). Also how a
 //! worker starts: from whatever the boot script offers as `globalThis.rankscopeWorker()`, a
 //! Worker handed the worker's wasm compiled once by the page (`www/boot.js`: from
 //! `./worker_loader.js` beside the page; the single-file build: from a Blob URL).
@@ -27,7 +28,14 @@ pub struct Page {
     pub trusted: Vec<String>,
     /// Given by `?perfetto=`.
     pub perfetto: Option<String>,
+    /// Given by `?workers=N` (1 to [`MAX_WORKERS`]): at most this many workers read files at
+    /// once, so a dashboard that embeds the app can leave cores to its own page. None: one per
+    /// core.
+    pub workers: Option<usize>,
 }
+
+/// The most workers the app starts, whatever the machine or the URL says.
+pub const MAX_WORKERS: usize = 16;
 
 /// The origin of an absolute http(s) URL, lower-cased, without a path or a default port; None
 /// for anything else (`*`, `null`, `file:`, junk).
@@ -62,6 +70,7 @@ impl Page {
                     }
                 }
                 "perfetto" => p.perfetto = origin_of(&v).map(|_| v.trim().to_string()),
+                "workers" => p.workers = v.trim().parse::<usize>().ok().filter(|&n| n > 0).map(|n| n.min(MAX_WORKERS)),
                 _ => {}
             }
         }
@@ -92,6 +101,15 @@ impl Page {
             &get(web_sys::Location::search),
             &get(web_sys::Location::hash),
         )
+    }
+
+    /// How many workers may read files at once: `?workers=`, else one per core (as
+    /// `navigator.hardwareConcurrency` reports them), at most [`MAX_WORKERS`].
+    pub fn max_workers(&self) -> usize {
+        self.workers.unwrap_or_else(|| {
+            let cores = web_sys::window().map_or(2.0, |w| w.navigator().hardware_concurrency());
+            (cores as usize).clamp(1, MAX_WORKERS)
+        })
     }
 
     /// The Perfetto UI to post to: `?perfetto=`, else the one the user named last, else the
@@ -190,10 +208,22 @@ mod tests {
         let q = Page::parse("null", "", "#embed&view=steps");
         assert!(q.embed && q.trusted.is_empty(), "file:// trusts nobody by default: {q:?}");
         assert!(!Page::parse("http://a", "?embed=0", "").embed);
+        assert_eq!(q.workers, None, "one worker per core unless the URL says");
         assert_eq!(
             Page::parse("http://a", "?perfetto=http://127.0.0.1:10000/", "").perfetto.as_deref(),
             Some("http://127.0.0.1:10000/")
         );
         assert_eq!(Page::parse("http://a", "?perfetto=javascript:x", "").perfetto, None);
+    }
+
+    #[test]
+    fn the_url_may_cap_the_workers() {
+        let w = |s: &str| Page::parse("http://a", s, "").workers;
+        assert_eq!(w("?workers=1"), Some(1));
+        assert_eq!(w("?embed=1&workers=%203"), Some(3));
+        assert_eq!(w("?workers=500"), Some(MAX_WORKERS));
+        for bad in ["?workers=0", "?workers=-2", "?workers=two", "?workers="] {
+            assert_eq!(w(bad), None, "{bad}: one per core, as without it");
+        }
     }
 }

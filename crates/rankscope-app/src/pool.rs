@@ -1,6 +1,6 @@
 //! The workers, seen from the UI: start them, hand out loads, route their answers.
 //!
-//! Up to `navigator.hardwareConcurrency` workers; each reads one file at a time and keeps every
+//! Up to `navigator.hardwareConcurrency` workers (or the page's `?workers=N`); each reads one file at a time and keeps every
 //! rank it read, so a question about a rank goes to the worker that holds it. Loads wait in a
 //! queue for a free worker. Answers about loads become reducer [`Action`]s; the answers to
 //! questions about a loaded file ([`Query`]) go to the reply the asker gave with it, found by
@@ -122,8 +122,7 @@ fn message(m: &ToWorker, extra: Option<&JsValue>) -> Array {
 
 impl Pool {
     pub fn new(dispatch: Callback<Action>) -> Pool {
-        let cores = web_sys::window().map_or(2.0, |w| w.navigator().hardware_concurrency());
-        let max = (cores as usize).clamp(1, 16);
+        let max = crate::host::Page::current().max_workers();
         Pool {
             inner: Rc::new(RefCell::new(Inner {
                 slots: Vec::new(),
