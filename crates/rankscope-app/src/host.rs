@@ -70,7 +70,9 @@ impl Page {
                     }
                 }
                 "perfetto" => p.perfetto = origin_of(&v).map(|_| v.trim().to_string()),
-                "workers" => p.workers = v.trim().parse::<usize>().ok().filter(|&n| n > 0).map(|n| n.min(MAX_WORKERS)),
+                "workers" => {
+                    p.workers = v.trim().parse::<usize>().ok().filter(|&n| n > 0).map(|n| n.min(MAX_WORKERS))
+                }
                 _ => {}
             }
         }

@@ -37,7 +37,7 @@ pub fn run(a: Args) -> Result<u8> {
     line.end();
     notes.extend(more);
     load::print_notes(&notes);
-    let report = inspect::report(&job, failed);
+    let report = inspect::report_with(&job, failed, &load::Threads);
     if a.json {
         crate::out::emit(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
     } else {

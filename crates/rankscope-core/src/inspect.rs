@@ -141,7 +141,14 @@ fn id_text(k: IdKey, s: &StringTable) -> String {
 
 /// Builds the report of a job (plus the files that failed outright).
 pub fn report(job: &Job, failed: Vec<FailedFile>) -> InspectReport {
-    let files: Vec<FileReport> = job.ranks.iter().map(|r| file_report(r, &job.strings)).collect();
+    report_with(job, failed, &crate::join::Serial)
+}
+
+/// [`report`], the files' reports and the halves of a large file's rows counted over `j`: the
+/// same report.
+pub fn report_with(job: &Job, failed: Vec<FailedFile>, j: &impl crate::join::Join) -> InspectReport {
+    let ranks: Vec<&RankEntry> = job.ranks.iter().collect();
+    let files: Vec<FileReport> = crate::join::map(j, ranks, &|r| file_report(r, &job.strings, j, SPLIT_ROWS));
     let mut world_sizes: Vec<i64> = files.iter().filter_map(|f| f.world_size).collect();
     world_sizes.sort_unstable();
     world_sizes.dedup();
@@ -159,36 +166,77 @@ pub fn report(job: &Job, failed: Vec<FailedFile>) -> InspectReport {
     }
 }
 
-fn file_report(r: &RankEntry, strings: &StringTable) -> FileReport {
-    let t = &r.trace;
+/// What [`file_report`] counts over the rows, for a range of them (the halves of a large file
+/// counted side by side and added).
+#[derive(Default)]
+struct RowCounts {
+    slices: u64,
+    instants: u64,
+    gpu_ops: u64,
+    linked: u64,
+    nccl: u64,
+    runtime: u64,
+    rpc: u64,
+    class_counts: [u64; Class::ALL.len()],
+    colls: BTreeMap<(CollKind, &'static str), u64>,
+}
+
+impl RowCounts {
+    fn add(mut self, o: RowCounts) -> RowCounts {
+        self.slices += o.slices;
+        self.instants += o.instants;
+        self.gpu_ops += o.gpu_ops;
+        self.linked += o.linked;
+        self.nccl += o.nccl;
+        self.runtime += o.runtime;
+        self.rpc += o.rpc;
+        for (a, b) in self.class_counts.iter_mut().zip(o.class_counts) {
+            *a += b;
+        }
+        for (k, n) in o.colls {
+            *self.colls.entry(k).or_default() += n;
+        }
+        self
+    }
+}
+
+/// Rows below which the count is not split (a thread costs more than it saves).
+const SPLIT_ROWS: usize = 1 << 17;
+
+/// The counts of rows `lo..hi` (`linked_rows`: the rows linked to a launch, sorted, no
+/// repeats), split over `j` when they are `split_rows` or more.
+fn row_counts(
+    t: &RankTrace,
+    strings: &StringTable,
+    linked_rows: &[EventIdx],
+    (lo, hi): (usize, usize),
+    j: &impl crate::join::Join,
+    split_rows: usize,
+) -> RowCounts {
+    if hi - lo >= split_rows {
+        let mid = lo + (hi - lo) / 2;
+        let (a, b) = j.join(
+            || row_counts(t, strings, linked_rows, (lo, mid), j, split_rows),
+            || row_counts(t, strings, linked_rows, (mid, hi), j, split_rows),
+        );
+        return a.add(b);
+    }
     let e = &t.events;
-    let (start, end) = r.norm.span;
-    let mut slices = 0;
-    let mut instants = 0;
-    let mut gpu_ops = 0;
-    let mut nccl = 0;
-    let mut runtime = 0;
-    let mut rpc = 0;
-    let mut colls: BTreeMap<(CollKind, &'static str), u64> = BTreeMap::new();
+    let mut c = RowCounts::default();
     let mut cat_memo: FxHashMap<StrId, (bool, bool)> = FxHashMap::default();
     let mut name_memo: FxHashMap<StrId, (bool, bool)> = FxHashMap::default();
-    // One flag per row, not a hash set: the rows are dense, and a set of millions of ids costs
-    // a cache miss per lookup (the larger the file, the slower each).
-    let mut is_linked = vec![false; e.len()];
-    for g in &r.norm.links.gpu {
-        if let Some(f) = is_linked.get_mut(g.0 as usize) {
-            *f = true;
-        }
-    }
-    let mut class_counts = [0u64; Class::ALL.len()];
-    let mut linked = 0;
-    for i in 0..e.len() {
-        if let Some(n) = class_counts.get_mut(e.class[i] as usize) {
+    // The linked rows in this range, walked alongside (they are sorted): one comparison per row,
+    // not a lookup in a set of millions of ids.
+    let first = linked_rows.partition_point(|g| (g.0 as usize) < lo);
+    let mut next_linked = linked_rows[first..].iter().map(|g| g.0 as usize).peekable();
+    for i in lo..hi {
+        let is_linked = next_linked.next_if_eq(&i).is_some();
+        if let Some(n) = c.class_counts.get_mut(e.class[i] as usize) {
             *n += 1;
         }
         match e.kind[i] {
-            EventKind::Slice => slices += 1,
-            EventKind::Instant => instants += 1,
+            EventKind::Slice => c.slices += 1,
+            EventKind::Instant => c.instants += 1,
         }
         let (gpu_op, rt) = *cat_memo.entry(e.cat[i]).or_insert_with(|| {
             let c = strings.get(e.cat[i]);
@@ -199,26 +247,50 @@ fn file_report(r: &RankEntry, strings: &StringTable) -> FileReport {
         });
         if e.kind[i] == EventKind::Slice {
             if gpu_op {
-                gpu_ops += 1;
-                if is_linked[i] {
-                    linked += 1;
+                c.gpu_ops += 1;
+                if is_linked {
+                    c.linked += 1;
                 }
             }
             if rt {
-                runtime += 1;
+                c.runtime += 1;
             }
             let (is_nccl, is_rpc) = *name_memo.entry(e.name[i]).or_insert_with(|| {
                 let n = strings.get(e.name[i]);
                 (n.starts_with("ncclKernel") || n.starts_with("ncclDevKernel"), n == "record_param_comms")
             });
-            nccl += u64::from(is_nccl);
-            rpc += u64::from(is_rpc);
+            c.nccl += u64::from(is_nccl);
+            c.rpc += u64::from(is_rpc);
         }
         if e.class[i] == Class::Communication && e.kind[i] == EventKind::Slice {
             let side = if t.lanes.kind[e.lane[i].0 as usize] == LaneKind::Gpu { "gpu" } else { "cpu" };
-            *colls.entry((e.coll_kind(i), side)).or_default() += 1;
+            *c.colls.entry((e.coll_kind(i), side)).or_default() += 1;
         }
     }
+    c
+}
+
+fn file_report(
+    r: &RankEntry,
+    strings: &StringTable,
+    j: &impl crate::join::Join,
+    split_rows: usize,
+) -> FileReport {
+    let t = &r.trace;
+    let e = &t.events;
+    let (start, end) = r.norm.span;
+    // `link` lists the rows in order; sorted here only if something else made the list.
+    let gpu = &r.norm.links.gpu;
+    let linked_rows: std::borrow::Cow<'_, [EventIdx]> = if gpu.windows(2).all(|w| w[0] < w[1]) {
+        std::borrow::Cow::Borrowed(gpu)
+    } else {
+        let mut v = gpu.clone();
+        v.sort_unstable();
+        v.dedup();
+        std::borrow::Cow::Owned(v)
+    };
+    let RowCounts { slices, instants, gpu_ops, linked, nccl, runtime, rpc, class_counts, colls } =
+        row_counts(t, strings, &linked_rows, (0, e.len()), j, split_rows);
     let d = t.meta.distributed.clone().unwrap_or_default();
     let steps = &r.norm.steps;
     let mut lanes: Vec<LaneSummary> = (0..t.lanes.len())
@@ -401,4 +473,39 @@ pub fn render_text(r: &InspectReport) -> String {
         let _ = writeln!(s, "  ERROR: {e}");
     }
     s
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::join::{Backwards, Serial};
+    use crate::normalize::{assemble, Rules};
+    use crate::synth::{self, SynthConfig};
+
+    /// A file with more rows than one count takes is counted in halves (each half its own
+    /// memo of names, the linked rows walked from where the half starts): the report is the one
+    /// counted in one pass, whichever half runs first.
+    #[test]
+    fn a_report_counted_in_halves_is_the_one_pass_report() {
+        let cfg = SynthConfig { steps: 8, kernels_per_step: 6000, ..SynthConfig::default() };
+        let mut bytes = Vec::new();
+        synth::write_rank(&cfg, 1, &mut bytes).unwrap();
+        let mut p = crate::parse::FileIngest::new("rank1.json");
+        p.feed(&bytes);
+        let job = assemble(vec![p.finish().unwrap()], &[], &Rules::default());
+        let rows = job.ranks[0].trace.events.len();
+        assert!(rows >= 2 * SPLIT_ROWS, "{rows} rows: too few to be split twice");
+        let r = &job.ranks[0];
+        let one = serde_json::to_string(&file_report(r, &job.strings, &Serial, usize::MAX)).unwrap();
+        for split_rows in [SPLIT_ROWS, 1000] {
+            let halves =
+                serde_json::to_string(&file_report(r, &job.strings, &Backwards, split_rows)).unwrap();
+            assert_eq!(one, halves, "split below {split_rows} rows");
+        }
+        let f = &report_with(&job, Vec::new(), &Serial).files[0];
+        assert_eq!(serde_json::to_string(f).unwrap(), one);
+        assert!(f.events.gpu_ops_linked > 0 && f.events.gpu_ops_linked == f.events.gpu_ops, "{:?}", f.events);
+        assert!(f.events.nccl_kernels > 0 && !f.collectives.is_empty());
+    }
 }

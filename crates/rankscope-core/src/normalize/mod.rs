@@ -191,7 +191,7 @@ const SORT_SPLIT_ROWS: usize = 1 << 17;
 /// the median of a sample of keys, into the rows before it and the rest (each in the order it
 /// had), the two sorted over `j`, at most three levels deep. No merge after: the first part's
 /// rows all come before the second's.
-fn sort_perm<K: Ord>(
+fn sort_perm<K: Ord + Sync>(
     j: &impl crate::join::Join,
     perm: &mut [u32],
     key: &(impl Fn(u32) -> K + Sync),
@@ -208,19 +208,28 @@ fn sort_perm<K: Ord>(
         perm.sort_by_key(|&i| key(i));
         return;
     };
-    let mut before = Vec::with_capacity(n / 2);
-    let mut after = Vec::with_capacity(n / 2);
-    for &i in perm.iter() {
-        if key(i) < pivot {
-            before.push(i);
-        } else {
-            after.push(i);
+    // Each half of the rows split at the pivot side by side (a serial pass over every row was
+    // the one part of the sort not shared), then the four runs laid out in order.
+    let split = |rows: &[u32]| {
+        let mut before = Vec::with_capacity(rows.len() / 2 + 1);
+        let mut after = Vec::with_capacity(rows.len() / 2 + 1);
+        for &i in rows {
+            if key(i) < pivot {
+                before.push(i);
+            } else {
+                after.push(i);
+            }
         }
+        (before, after)
+    };
+    let (left, right) = perm.split_at(n / 2);
+    let ((b1, a1), (b2, a2)) = j.join(|| split(left), || split(right));
+    let m = b1.len() + b2.len();
+    let mut at = 0;
+    for run in [b1, b2, a1, a2] {
+        perm[at..at + run.len()].copy_from_slice(&run);
+        at += run.len();
     }
-    let m = before.len();
-    perm[..m].copy_from_slice(&before);
-    perm[m..].copy_from_slice(&after);
-    drop((before, after));
     let (a, b) = perm.split_at_mut(m);
     j.join(|| sort_perm(j, a, key, depth + 1), || sort_perm(j, b, key, depth + 1));
 }
