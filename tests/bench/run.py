@@ -270,7 +270,7 @@ def quantile(xs, q):
     return s[min(len(s) - 1, int(q * len(s)))] if s else float("nan")
 
 
-def app_part(md, notes, one, eight, big, node, quick, say, loads):
+def app_part(md, notes, one, eight, big, big1, node, quick, say, loads):
     """Items 2 and 3: the app in headless Chromium, and its Timeline's frame times."""
     if not (DIST / "index.html").exists() or not Path(os.environ.get("CHROMIUM", "/usr/bin/chromium")).exists():
         notes.append("**The app part did not run**: dist/ (`./x single`) or /usr/bin/chromium is missing.")
@@ -286,6 +286,13 @@ def app_part(md, notes, one, eight, big, node, quick, say, loads):
         ]
     cases.append({"label": "big", "files": [str(p) for p in ranks_of(big)], "timeline_s": secs, "shot": "bench-big",
                   "timeout_ms": 300_000})
+    if big1:
+        # Alternated with a second load of the 8 files (no Timeline), so both see the same minutes.
+        cases += [
+            {"label": "big1", "files": [str(big1)], "timeline_s": 0, "shot": None, "timeout_ms": 300_000},
+            {"label": "big", "files": [str(p) for p in ranks_of(big)], "timeline_s": 0, "shot": None, "timeout_ms": 300_000},
+            {"label": "big1", "files": [str(big1)], "timeline_s": 0, "shot": None, "timeout_ms": 300_000},
+        ]
     # The page with one worker (`?workers=1`): one engine in the page against one Node, each with the
     # machine's other core for V8's compiling and collecting, as Node's yardstick has it.
     for r in range(runs):
@@ -313,7 +320,8 @@ def app_part(md, notes, one, eight, big, node, quick, say, loads):
         by.setdefault(r["label"], []).append(r)
     desc = {"one": "1 file (the wasm table's)", "eight": "8 files (the wasm table's 8 ranks)", "big": "8 files, ~7 M events",
             "one-w1": "1 file, one worker (`?workers=1`)", "eight-w1": "8 files, one worker (`?workers=1`)",
-            "big-w1": "8 files, ~7 M events, one worker (`?workers=1`)"}
+            "big-w1": "8 files, ~7 M events, one worker (`?workers=1`)",
+            "big1": "1 file, ~7 M events (the 8 files' bytes in one)"}
     cores = res[0]["cores"]
     md += [
         "### The app in headless Chromium: file selection to analysis ready",
@@ -336,8 +344,7 @@ def app_part(md, notes, one, eight, big, node, quick, say, loads):
         f"measures on a machine with fewer cores than the pool has workers plus V8's threads. Memory: resident "
         f"size of the renderer processes (the page and its workers), before the files, the peak sampled every "
         f"100 ms, and once ready."
-        + ("" if len(by.get("one", [])) < 2 else " Two loads each for the rows of 273 MB (per-load figures "
-                  "separated by ` / `)."),
+        + " Rows with two loads give per-load figures separated by ` / `.",
         "",
         "| input | MB | events | ready in | MB/s overall | busy workers (CPU s each) | MB/s per worker | "
         "Node wasm MB/s | per worker ÷ Node (target ≥ 0.8) | per worker ÷ each of two Nodes side by side | "
@@ -345,7 +352,7 @@ def app_part(md, notes, one, eight, big, node, quick, say, loads):
         "page's main thread; browser process; all Chromium | renderer RSS before → peak → ready |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for label in ["one", "eight", "big", "one-w1", "eight-w1", "big-w1"]:
+    for label in ["one", "eight", "big", "big1", "one-w1", "eight-w1", "big-w1"]:
         rs = by.get(label)
         if not rs:
             continue
@@ -362,7 +369,7 @@ def app_part(md, notes, one, eight, big, node, quick, say, loads):
         overall = [mb / (r["ms"] / 1000) for r in rs]
         busy = [max(1, len(r["worker_cpu_s"])) for r in rs]
         per = [o / b for o, b in zip(overall, busy)]
-        base = label.removesuffix("-w1")
+        base = {"big1": "big"}.get(label, label.removesuffix("-w1"))
         yard = node.get("one" if base == "one" else "eight")
         events = f"{rs[0]['events']:,}" if rs[0].get("events") else "?"
         if yard:
@@ -394,8 +401,22 @@ def app_part(md, notes, one, eight, big, node, quick, say, loads):
               "`main` is the page's thread, `DedicatedWorker` the workers, `ThreadPoolForeg` includes V8's "
               "compilation of the wasm): " + "; ".join(
                   f"{desc[label].split(' (')[0]}: " + ", ".join(f"{n} {v:.1f}" for n, v in by[label][0].get("renderer_threads", {}).items())
-                  for label in ["one", "eight", "big"] if by.get(label) and "renderer_threads" in by[label][0]) + ".")
+                  for label in ["one", "eight", "big", "big1"] if by.get(label) and "renderer_threads" in by[label][0]) + ".")
     md.append("")
+    # One large file against the same bytes in 8 files (issue 12: "at about the speed of 8 files").
+    b8 = [r for r in by.get("big", []) if "ms" in r]
+    b1 = [r for r in by.get("big1", []) if "ms" in r]
+    if b8 and b1:
+        r8 = [r["bytes"] / 1e6 / (r["ms"] / 1000) for r in b8]
+        r1 = [r["bytes"] / 1e6 / (r["ms"] / 1000) for r in b1]
+        md += [f"One file of {b1[0]['bytes'] / 1e6:.0f} MB ({b1[0].get('events') or 0:,} events) is ready in "
+               f"{span([r['ms'] / 1000 for r in b1], '{:.1f}')} s ({span(r1, '{:.0f}')} MB/s), the same job as 8 files "
+               f"({b8[0]['bytes'] / 1e6:.0f} MB) in {span([r['ms'] / 1000 for r in b8], '{:.1f}')} s "
+               f"({span(r8, '{:.0f}')} MB/s), loads alternated: the one file at **{min(r1) / max(r8):.2f}–"
+               f"{max(r1) / min(r8):.2f}×** the 8 files' speed. Its reader's worker used "
+               f"{span([max(r['worker_cpu_s'] or [0]) for r in b1], '{:.1f}')} CPU-s and the helper "
+               f"{span([min(r['worker_cpu_s'] or [0]) for r in b1], '{:.1f}')}: after the pieces are merged, the "
+               f"reader normalizes, indexes and analyses the rank alone (a worker shares no memory with another).", ""]
     errs = sorted({e for r in res for e in r.get("errors", [])})
     if errs:
         notes.append("The app reported errors: " + "; ".join(f"`{e[:200]}`" for e in errs[:5]))
@@ -771,7 +792,9 @@ def main():
         loads.append(load())
     if run("app"):
         big = synth("r8x240", 240, ranks=8)
-        app_part(md, notes, one, eight, big, node, a.quick, say, loads)
+        # The 8 ranks' bytes as one file: one large file against the same bytes in many.
+        big1 = None if a.quick else synth("m1920", 240 * 8) / "rank0.pt.trace.json"
+        app_part(md, notes, one, eight, big, big1, node, a.quick, say, loads)
         loads.append(load())
 
     # 5. HTA against rankscope on the same 8-rank directory.
@@ -802,7 +825,7 @@ def main():
             target.write_text(pat.sub(lambda m: m.group(1) + block + m.group(2), text))
             say(f"wrote the bench block of {target}")
     if not a.keep:
-        for d in [f"m{sizes[-1]}", "r8x240"]:
+        for d in [f"m{sizes[-1]}", "r8x240", "m1920"]:
             shutil.rmtree(OUT / d, ignore_errors=True)
 
 
