@@ -235,9 +235,10 @@ pub fn rank_part(r: &RankEntry, strings: &StringTable, kernel_wait_threshold_ns:
     rank_part_with(r, strings, kernel_wait_threshold_ns, &crate::join::Serial)
 }
 
-/// [`rank_part`], its independent passes handed to `j` two at a time (the step figures beside
-/// the collectives, idle and launch statistics; the regions beside the pipeline and the
-/// critical path): the same part whatever `j` does.
+/// [`rank_part`], its independent passes handed to `j` two at a time (the regions, the costliest
+/// pass, beside the step figures, the idle time, the collectives and the issued ops; then the
+/// launch statistics and allocations beside the pipeline and the critical path): the same part
+/// whatever `j` does.
 pub fn rank_part_with(
     r: &RankEntry,
     strings: &StringTable,
@@ -245,23 +246,22 @@ pub fn rank_part_with(
     j: &impl crate::join::Join,
 ) -> RankPart {
     let mut work = roles::Work::of(&r.trace);
-    let ((sets, windows, gaps, rows), (gpu_idle, launch, allocations, instances, issued)) = j.join(
+    let windows = breakdown::step_windows(r, &work.gpu);
+    let (regions, (sets, gaps, rows, gpu_idle, instances, issued)) = j.join(
+        || regions::rank_regions(r, strings, &windows),
         || {
             let sets = breakdown::rank_sets(r, strings, &work);
-            let windows = breakdown::step_windows(r, &work.gpu);
             let gaps =
                 gaps::GapClassifier::new(r, work.side(sets.source.lane_kind()), kernel_wait_threshold_ns);
             let rows: Vec<breakdown::StepRank> = windows
                 .iter()
                 .map(|&(_, lo, hi)| breakdown::window(r.rank, &sets, Some(&gaps), lo, hi))
                 .collect();
-            (sets, windows, gaps, rows)
-        },
-        || {
             (
+                sets,
+                gaps,
+                rows,
                 idle::stream_idle(r, &work.gpu, kernel_wait_threshold_ns),
-                idle::launch_stats(r),
-                idle::allocations(r),
                 instances::rank_instances(r, strings),
                 issued::issued_ops(r, strings),
             )
@@ -322,9 +322,8 @@ pub fn rank_part_with(
     let steps: Vec<(u32, breakdown::StepRank)> = windows.iter().map(|w| w.0).zip(rows).collect();
     let side_work =
         std::mem::take(if side == crate::model::LaneKind::Gpu { &mut work.gpu } else { &mut work.cpu });
-    let step_windows = windows.clone();
-    let (regions, (pipe, comm_set, overlap_set, chains, segments)) = j.join(
-        || regions::rank_regions(r, strings, &step_windows),
+    let ((launch, allocations), (pipe, comm_set, overlap_set, chains, segments)) = j.join(
+        || (idle::launch_stats(r), idle::allocations(r)),
         || {
             let device_compute = (sets.source == breakdown::MetricsFrom::Gpu).then_some(&sets.compute);
             let pipe = pipeline::rank_pipe(r, strings, &windows, &instances, device_compute);
