@@ -2,10 +2,11 @@
 //! (`?embed=1` or `#embed`), which origins it trusts (`?origin=…`, repeatable or
 //! comma-separated; its own origin always), and which Perfetto UI "Open in Perfetto" posts to
 //! (`?perfetto=URL`, else the one the user set last, else <https://ui.perfetto.dev>), and how
-//! many workers may read files at once (`?workers=N`, else `navigator.hardwareConcurrency`). Also how a
-//! worker starts: from whatever the boot script offers as `globalThis.rankscopeWorker()`, a
-//! Worker handed the worker's wasm compiled once by the page (`www/boot.js`: from
-//! `./worker_loader.js` beside the page; the single-file build: from a Blob URL).
+//! many workers may read files at once (`?workers=N`, else `navigator.hardwareConcurrency`).
+//! Also how a worker starts: from whatever the boot script offers as
+//! `globalThis.rankscopeWorker()`, a Worker handed the worker's wasm compiled once by the page
+//! (`www/boot.js`: from `./worker_loader.js` beside the page; the single-file build: from a Blob
+//! URL).
 //!
 //! Every URL the app uses is relative to the page, so `dist/` works under any path prefix.
 

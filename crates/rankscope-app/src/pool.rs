@@ -1,12 +1,12 @@
 //! The workers, seen from the UI: start them, hand out loads, route their answers.
 //!
-//! Up to `navigator.hardwareConcurrency` workers (or the page's `?workers=N`); each reads one file at a time and keeps every
-//! rank it read, so a question about a rank goes to the worker that holds it. Loads wait in a
-//! queue for a free worker. Answers about loads become reducer [`Action`]s; the answers to
-//! questions about a loaded file ([`Query`]) go to the reply the asker gave with it, found by
-//! the request id the pool gave the question (they are drawing data and export bytes, not UI
-//! state). A question no live worker can answer, or whose worker dies, is answered
-//! [`Answer::Failed`], never left waiting.
+//! Up to `navigator.hardwareConcurrency` workers (or the page's `?workers=N`); each reads one
+//! file at a time and keeps every rank it read, so a question about a rank goes to the worker
+//! that holds it. Loads wait in a queue for a free worker. Answers about loads become reducer
+//! [`Action`]s; the answers to questions about a loaded file ([`Query`]) go to the reply the
+//! asker gave with it, found by the request id the pool gave the question (they are drawing
+//! data and export bytes, not UI state). A question no live worker can answer, or whose worker
+//! dies, is answered [`Answer::Failed`], never left waiting.
 //!
 //! A large file read alone is read on every worker: its reader is told how many helpers it has
 //! and posts pieces of text, which the pool hands to the least busy other worker (started if

@@ -213,7 +213,7 @@ fn row_counts(
     j: &impl crate::join::Join,
     split_rows: usize,
 ) -> RowCounts {
-    if hi - lo >= split_rows {
+    if hi - lo >= split_rows.max(2) {
         let mid = lo + (hi - lo) / 2;
         let (a, b) = j.join(
             || row_counts(t, strings, linked_rows, (lo, mid), j, split_rows),
