@@ -413,7 +413,7 @@ def app_part(md, notes, one, eight, big, big1, node, quick, say, loads):
                f"{span([r['ms'] / 1000 for r in b1], '{:.1f}')} s ({span(r1, '{:.0f}')} MB/s), the same job as 8 files "
                f"({b8[0]['bytes'] / 1e6:.0f} MB) in {span([r['ms'] / 1000 for r in b8], '{:.1f}')} s "
                f"({span(r8, '{:.0f}')} MB/s), loads alternated: the one file at **{min(r1) / max(r8):.2f}–"
-               f"{max(r1) / min(r8):.2f}×** the 8 files' speed. Its reader's worker used "
+               f"{max(r1) / min(r8):.2f}×** the 8 files' speed. Its busier worker (the reader) used "
                f"{span([max(r['worker_cpu_s'] or [0]) for r in b1], '{:.1f}')} CPU-s and the helper "
                f"{span([min(r['worker_cpu_s'] or [0]) for r in b1], '{:.1f}')}: after the pieces are merged, the "
                f"reader normalizes, indexes and analyses the rank alone (a worker shares no memory with another).", ""]
@@ -697,17 +697,16 @@ def main():
         size_mb = f.stat().st_size / 1e6
         say(f"stages and yardsticks on {size_mb:.0f} MB")
         stages = [ingest_bench(f) for _ in range(reps)]
-        inspect_runs = repeat([BIN, "inspect", "--json", f], reps)
-        analyze_runs = repeat([BIN, "analyze", "--json", f], reps)
         # One file on one core vs every core (rankscope-host read_trace_split), interleaved.
         # The same for the whole analysis (the target's figure): parse, normalize, the rank's part,
-        # combine and the JSON.
+        # combine and the JSON. The every-core runs are also the rows of `inspect` and `analyze`.
         one, every, aone, aevery = [], [], [], []
         for _ in range(reps):
             one += repeat([BIN, "inspect", "--json", f], 1, env={"RANKSCOPE_PARSE_THREADS": "1"})
             every += repeat([BIN, "inspect", "--json", f], 1)
             aone += repeat([BIN, "analyze", "--json", f], 1, env={"RANKSCOPE_PARSE_THREADS": "1"})
             aevery += repeat([BIN, "analyze", "--json", f], 1)
+        inspect_runs, analyze_runs = every, aevery
         loads.append(load())
         measured[f] = {"parse": [s["parse_s"] for s in stages], "analyze": analyze_runs, "analyze1": None}
         rate = lambda s: size_mb / s
@@ -738,14 +737,14 @@ def main():
             f"peak RSS {min(r[2] for r in one):.0f} MB |",
             f"| `inspect --json`, the file on every core (split at seams) | {span([r[0] for r in every])} s wall, "
             f"{span([r[1] for r in every])} s CPU | {span([rate(r[0]) for r in every], '{:.0f}')} MB/s | "
-            f"{min(r[0] for r in one) / max(r[0] for r in every):.2f}–{max(r[0] for r in one) / min(r[0] for r in every):.2f}× "
+            f"{rng(min(r[0] for r in one) / max(r[0] for r in every), max(r[0] for r in one) / min(r[0] for r in every))}× "
             f"the 1-core wall; peak RSS {min(r[2] for r in every):.0f} MB |",
             f"| `analyze --json`, the file on 1 core | {span([r[0] for r in aone])} s wall, "
             f"{span([r[1] for r in aone])} s CPU | {span([rate(r[0]) for r in aone], '{:.0f}')} MB/s | "
             f"peak RSS {min(r[2] for r in aone):.0f} MB |",
             f"| **`analyze --json`, the file on every core** | {span([r[0] for r in aevery])} s wall, "
             f"{span([r[1] for r in aevery])} s CPU | {span([rate(r[0]) for r in aevery], '{:.0f}')} MB/s | "
-            f"**{min(r[0] for r in aone) / max(r[0] for r in aevery):.2f}–{max(r[0] for r in aone) / min(r[0] for r in aevery):.2f}×** "
+            f"**{rng(min(r[0] for r in aone) / max(r[0] for r in aevery), max(r[0] for r in aone) / min(r[0] for r in aevery))}×** "
             f"the 1-core wall (target ≥ 1.7 on 2 cores); peak RSS {min(r[2] for r in aevery):.0f} MB |",
             f"| peak RSS, `analyze` | {span([r[2] for r in analyze_runs], '{:.0f}')} MB | | "
             f"{min(r[2] for r in analyze_runs) / size_mb:.2f}× input (target ≤ 0.3) |",
