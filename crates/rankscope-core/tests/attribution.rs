@@ -183,7 +183,7 @@ fn more_work_is_told_from_a_slow_host_by_typical_operator_durations() {
     let w = a
         .op_speed
         .iter()
-        .find(|o| o.rank == 2 && o.group == rankscope_core::analyze::diagnose::OpGroup::Work);
+        .find(|o| o.rank == 2 && o.group == rankscope_core::analyze::attribution::OpGroup::Work);
     assert!(w.is_some_and(|w| w.instances == 20), "{:?}", a.op_speed);
 
     let b = compute_job(false);

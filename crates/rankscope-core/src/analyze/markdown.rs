@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::diagnose::{OriginRow, RegionRow};
+use super::attribution::{OriginRow, RegionRow};
 use super::findings::Finding;
 use super::Analysis;
 use crate::escape::{md_code, md_prose, md_text};

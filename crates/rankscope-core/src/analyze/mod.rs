@@ -8,11 +8,11 @@
 //! comment of the module that computes it and in docs/metrics.md.
 
 pub mod align;
+pub mod attribution;
 pub mod balance;
 pub mod breakdown;
 pub mod collectives;
 pub mod critical_path;
-pub mod diagnose;
 pub mod fabric;
 pub mod findings;
 pub mod gaps;
@@ -161,18 +161,18 @@ pub struct Analysis {
     pub launches: Vec<idle::LaunchStats>,
     pub allocations: Vec<idle::AllocInStep>,
     pub critical_path: Vec<critical_path::StepPath>,
-    /// Per step: who waited for whom (see [`diagnose`]).
-    pub waits: Vec<diagnose::StepWaits>,
+    /// Per step: who waited for whom (see [`attribution`]).
+    pub waits: Vec<attribution::StepWaits>,
     /// Per rank × step: host time by annotation and by phase, collective waits taken out.
-    pub regions: Vec<diagnose::RegionRow>,
-    pub phases: Vec<diagnose::PhaseRow>,
+    pub regions: Vec<attribution::RegionRow>,
+    pub phases: Vec<attribution::PhaseRow>,
     /// Per rank × step: where its collectives were issued from, and how much of them the host
     /// was blocked on or left exposed.
-    pub comm_origins: Vec<diagnose::OriginRow>,
+    pub comm_origins: Vec<attribution::OriginRow>,
     /// Per rank: how long its operators typically take against the same operators on the other
-    /// ranks, for the batch-dependent work and for the optimizer ([`diagnose::op_speed`]).
+    /// ranks, for the batch-dependent work and for the optimizer ([`attribution::op_speed`]).
     #[serde(default)]
-    pub op_speed: Vec<diagnose::OpSpeed>,
+    pub op_speed: Vec<attribution::OpSpeed>,
     /// Each rank's collectives as a sequence per process group, compared across ranks: the
     /// first divergence, who did not issue what, the last collective each rank entered
     /// ([`crate::sequence`]). Absent without collectives.
@@ -457,10 +457,13 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
             per_step_colls.entry(*step).or_default().push(r);
         }
     }
-    let step_waits = diagnose::step_waits(&per_step_colls, WAIT_NOISE_NS);
-    let (region_rows, phase_rows) = diagnose::host_rows(&parts, &waits);
-    let (origins, origin_of) =
-        diagnose::comm_origins(&parts, &insts_ranked.iter().map(|x| x.1.clone()).collect::<Vec<_>>(), &waits);
+    let step_waits = attribution::step_waits(&per_step_colls, WAIT_NOISE_NS);
+    let (region_rows, phase_rows) = attribution::host_rows(&parts, &waits);
+    let (origins, origin_of) = attribution::comm_origins(
+        &parts,
+        &insts_ranked.iter().map(|x| x.1.clone()).collect::<Vec<_>>(),
+        &waits,
+    );
     for o in &mut ops {
         if let (Some(&r), Some(ev)) = (o.ranks.first(), o.events.first()) {
             o.origin = origin_of.get(&(r, ev.0)).cloned().unwrap_or_default();
@@ -497,7 +500,7 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
         regions: region_rows,
         phases: phase_rows,
         comm_origins: origins,
-        op_speed: diagnose::op_speed(&parts),
+        op_speed: attribution::op_speed(&parts),
         sequence,
         pipeline: pipe_report,
         fabric: Vec::new(),

@@ -22,7 +22,7 @@
 //! (DataLoader), `optimizer` (`Optimizer.*`, `optimizer`, `zero_grad`), `backward` (a name with
 //! "backward"), `forward` (a name with "forward") — or to `other`.
 //!
-//! **Waiting is not work.** At the job level ([`super::diagnose`]) the rank's exposed
+//! **Waiting is not work.** At the job level ([`super::attribution`]) the rank's exposed
 //! collective wait is subtracted where the main thread was idle or blocked (its long
 //! operator-free gaps and its synchronizations, shipped here as `free_gaps` and `sync_spans`), so a rank
 //! that waits 400 ms at the end of `backward` for a late peer does not look like a rank whose

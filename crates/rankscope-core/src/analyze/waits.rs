@@ -24,7 +24,7 @@
 //!
 //! Exposed transfer is an overlap problem (bucket sizes, prefetch, stream priorities). Exposed
 //! wait is somebody else's problem: it is charged to the rank the others waited for
-//! ([`super::diagnose`]).
+//! ([`super::attribution`]).
 
 use std::collections::BTreeMap;
 

@@ -159,9 +159,9 @@ pub(super) fn exposed_comm(cx: &Ctx<'_>, small_calls: SmallCalls) -> Option<Find
 /// Small collectives the host blocks on in the middle of the step (a metric all_reduce followed
 /// by `.item()`, a barrier): each is a synchronization point of every rank.
 pub(super) fn blocking_collectives(cx: &Ctx<'_>) -> Vec<Finding> {
-    const SMALL_BYTES: i64 = diagnose::TINY_COLLECTIVE_BYTES;
+    const SMALL_BYTES: i64 = attribution::TINY_COLLECTIVE_BYTES;
     let n_steps = cx.all_steps.len().max(1) as f64;
-    let mut groups: BTreeMap<(String, CollKind), Vec<&diagnose::OriginRow>> = BTreeMap::new();
+    let mut groups: BTreeMap<(String, CollKind), Vec<&attribution::OriginRow>> = BTreeMap::new();
     for o in cx.a.comm_origins.iter().filter(|o| cx.per_step.contains_key(&o.step)) {
         // A stage blocked in a receive waits for its neighbour: that is the pipeline's
         // bubble (`pipeline_bubble`), not a host synchronization to move.
@@ -359,7 +359,7 @@ pub(super) fn small_collectives(
             // Outside any annotation a blocking finding takes only the calls of a few bytes
             // (`blocking_collectives`): the gradient buckets issued there stay.
             let unannotated = o.origin.is_empty() || o.origin == "ProfilerStep";
-            if !unannotated || o.bytes.is_some_and(|b| b <= diagnose::TINY_COLLECTIVE_BYTES) {
+            if !unannotated || o.bytes.is_some_and(|b| b <= attribution::TINY_COLLECTIVE_BYTES) {
                 continue;
             }
         }

@@ -50,7 +50,7 @@ pub(super) fn late_ranks(cx: &Ctx<'_>) -> Option<Late> {
         let mut alone: BTreeMap<u32, Vec<i64>> = BTreeMap::new();
         for w in &spread {
             for &r in &w.late {
-                let c = diagnose::late_cost(&w.ranks, &w.exposed_wait_ns, &[r]);
+                let c = attribution::late_cost(&w.ranks, &w.exposed_wait_ns, &[r]);
                 if c > 0 {
                     alone.entry(r).or_default().push(c);
                 }
@@ -78,7 +78,7 @@ pub(super) fn late_ranks(cx: &Ctx<'_>) -> Option<Late> {
     let group: BTreeSet<u32> = ranks.iter().copied().collect();
     for w in waits {
         if w.late.iter().any(|r| group.contains(r)) {
-            let c = diagnose::late_cost(&w.ranks, &w.exposed_wait_ns, &ranks);
+            let c = attribution::late_cost(&w.ranks, &w.exposed_wait_ns, &ranks);
             if c > 0 && c as f64 >= floor {
                 steps.push(w.step);
                 cost.push(c);
@@ -107,7 +107,7 @@ pub(super) enum Cause {
         same_work: Option<Diff>,
         /// CPU ranks: how long its operators typically take against the same operators
         /// elsewhere, in the batch-dependent work and in the optimizer
-        /// ([`diagnose::op_speed`]).
+        /// ([`attribution::op_speed`]).
         typical: Option<(f64, f64)>,
     },
     Stall {
@@ -117,7 +117,7 @@ pub(super) enum Cause {
     /// none of them running: host work the region comparison cannot see, since an operator
     /// covers its time.
     OpStall {
-        op: diagnose::OpExcess,
+        op: attribution::OpExcess,
         loc: Option<Located>,
     },
     Sync {
@@ -141,7 +141,7 @@ pub(super) fn classify(cx: &Ctx<'_>, rank: u32, steps: &[u32], excess: f64) -> C
     let cmp = Compare { rank, steps, ranks: &cx.ranks };
     let data = cmp.phase(&cx.a.phases, Phase::DataLoading);
     let compute = cmp.step_figure(&cx.per_step, |r| r.compute_ns);
-    let loc = diagnose::locate(&cmp, &cx.a.regions);
+    let loc = attribution::locate(&cmp, &cx.a.regions);
     let half = 0.5 * excess;
     if data.excess() >= half {
         return Cause::Input { data };
@@ -158,15 +158,16 @@ pub(super) fn classify(cx: &Ctx<'_>, rank: u32, steps: &[u32], excess: f64) -> C
     // On CPU ranks the phases' totals are what the host's scheduler gave each process: the rank
     // that computed longest is also the one it lets wait in its next phase, so its optimizer can
     // take twice as long with the same work. The same operators' typical durations
-    // ([`diagnose::op_speed`]: medians over the steps, a duration-weighted median over the
+    // ([`attribution::op_speed`]: medians over the steps, a duration-weighted median over the
     // instances) are the robust comparison: more work makes the forward and backward operators
     // typically longer and leaves the optimizer's alone; a slower host makes both longer; time
     // lost to preemption leaves both typical durations as they are (the operators explain less
     // than half of the compute excess), which is the same work, done slower.
-    let speed =
-        |g: diagnose::OpGroup| cx.a.op_speed.iter().find(|o| o.rank == rank && o.group == g).map(|o| o.ratio);
+    let speed = |g: attribution::OpGroup| {
+        cx.a.op_speed.iter().find(|o| o.rank == rank && o.group == g).map(|o| o.ratio)
+    };
     let typical = if cx.is_cpu(rank) {
-        speed(diagnose::OpGroup::Work).zip(speed(diagnose::OpGroup::Optimizer))
+        speed(attribution::OpGroup::Work).zip(speed(attribution::OpGroup::Optimizer))
     } else {
         None
     };
@@ -228,7 +229,7 @@ pub(super) fn classify(cx: &Ctx<'_>, rank: u32, steps: &[u32], excess: f64) -> C
 fn start_skew(cx: &Ctx<'_>, cmp: &Compare<'_>) -> Diff {
     let offset = |rank: u32| cx.a.alignment.iter().find(|x| x.rank == rank).map_or(0, |x| x.offset_ns);
     let offsets: BTreeMap<u32, i64> = cx.ranks.iter().map(|&r| (r, offset(r))).collect();
-    let mut v = diagnose::ByRankStep::new();
+    let mut v = attribution::ByRankStep::new();
     for (&s, rows) in &cx.per_step {
         let at = |r: &StepRank| r.start_ns.saturating_sub(offsets.get(&r.rank).copied().unwrap_or(0));
         let Some(first) = rows.iter().map(|r| at(r)).min() else { continue };

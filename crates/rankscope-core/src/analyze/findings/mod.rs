@@ -1,5 +1,5 @@
 //! Findings: causes, each with its evidence, the rank it concerns, the fix and the time it
-//! would save, from one attribution pass ([`super::diagnose`]; shared/DOMAIN.md, last section).
+//! would save, from one attribution pass ([`super::attribution`]; shared/DOMAIN.md, last section).
 //!
 //! Order of reasoning:
 //! 1. **Waiting first.** Exposed wait at collectives is charged to the ranks the others waited
@@ -30,9 +30,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::attribution::{self, Compare, Diff, Located, StepWaits};
 use super::breakdown::StepRank;
 use super::collectives::{busbw_factor, Op};
-use super::diagnose::{self, Compare, Diff, Located, StepWaits};
 use super::regions::Phase;
 use super::stats::median_f;
 use super::Analysis;
