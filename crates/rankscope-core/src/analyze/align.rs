@@ -500,6 +500,7 @@ mod tests {
             regions: Default::default(),
             issued: Vec::new(),
             pipe: Default::default(),
+            groups: Vec::new(),
             diagnostics: Vec::new(),
         }
     }
@@ -530,6 +531,7 @@ mod tests {
                     group_size: None,
                     issued_ns: start_ns,
                     lane: 0,
+                    tid: None,
                     p2p: false,
                     peer: None,
                     tag: None,

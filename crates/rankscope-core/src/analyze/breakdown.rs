@@ -48,7 +48,7 @@ pub struct RankSets {
 }
 
 /// Builds the unions for one rank, on the side its [`Work`] says.
-pub fn rank_sets(r: &RankEntry, strings: &StringTable, work: &Work) -> RankSets {
+pub fn rank_sets(r: &RankEntry, strings: &StringTable, work: &Work, blocked: &[(LaneId, Iv)]) -> RankSets {
     let t = &r.trace;
     let e = &t.events;
     let side = work.metrics_side();
@@ -88,7 +88,7 @@ pub fn rank_sets(r: &RankEntry, strings: &StringTable, work: &Work) -> RankSets 
         }
     }
     if side == LaneKind::Cpu {
-        compute = cpu_compute(r, strings);
+        compute = cpu_compute(r, strings, blocked);
     }
     RankSets {
         source: if side == LaneKind::Gpu { MetricsFrom::Gpu } else { MetricsFrom::Cpu },
@@ -105,8 +105,10 @@ pub fn rank_sets(r: &RankEntry, strings: &StringTable, work: &Work) -> RankSets 
 /// inside `autograd::engine::evaluate_function: AddmmBackward0`) counts inside that region only
 /// by the operators that run in it. A hook blocked on a collective is then a thread waiting, not
 /// computing, as it is at the top of a step; the same rule gives the regions' `ops_ns`
-/// ([`super::regions`]). Without regions inside operators it is the union of the operators.
-fn cpu_compute(r: &RankEntry, strings: &StringTable) -> Vec<Iv> {
+/// ([`super::regions`]). So is the time an operator sits blocked on a collective it issued
+/// (`blocked`, [`super::roles::blocked_waits`]: Megatron's f/g operators around a synchronous
+/// all_reduce): waiting, not compute. Without either it is the union of the operators.
+fn cpu_compute(r: &RankEntry, strings: &StringTable, blocked: &[(LaneId, Iv)]) -> Vec<Iv> {
     let t = &r.trace;
     let e = &t.events;
     let n_lanes = t.lanes.len();
@@ -127,7 +129,8 @@ fn cpu_compute(r: &RankEntry, strings: &StringTable) -> Vec<Iv> {
     // Operators not inside another operator since the nearest region, with the regions opened
     // inside them.
     let mut covers: Vec<(Iv, Vec<Iv>)> = Vec::new();
-    for rows in &by_lane {
+    for (lane, rows) in by_lane.iter().enumerate() {
+        let first_cover = covers.len();
         let mut stack: Vec<Open> = Vec::new();
         for &i in rows {
             let (ts, end) = (e.ts_ns[i], e.end_ns(i));
@@ -152,6 +155,7 @@ fn cpu_compute(r: &RankEntry, strings: &StringTable) -> Vec<Iv> {
                 stack.push(Open { end, region: false, compute, cover });
             }
         }
+        add_blocked(&mut covers[first_cover..], blocked, LaneId(lane as u32));
     }
     let mut out = Vec::with_capacity(covers.len());
     for (iv, holes) in covers {
@@ -167,8 +171,26 @@ fn cpu_compute(r: &RankEntry, strings: &StringTable) -> Vec<Iv> {
     out
 }
 
-/// Name prefixes of communication backends' own spans.
-pub const BACKEND_PREFIXES: &[&str] = &["gloo:", "nccl:", "mpi:", "ucc:"];
+/// Adds to each operator of one lane (`covers`, by start) the intervals in which the lane is
+/// blocked on a collective (`blocked`, sorted by lane then start) as holes.
+pub(super) fn add_blocked(covers: &mut [(Iv, Vec<Iv>)], blocked: &[(LaneId, Iv)], lane: LaneId) {
+    let lo = blocked.partition_point(|b| b.0 < lane);
+    let hi = blocked.partition_point(|b| b.0 <= lane);
+    let mine = &blocked[lo..hi];
+    if mine.is_empty() {
+        return;
+    }
+    for (iv, holes) in covers.iter_mut() {
+        // The blocked intervals are disjoint and sorted: those that can meet the operator.
+        let from = mine.partition_point(|b| b.1 .1 <= iv.0);
+        for b in mine[from..].iter().take_while(|b| b.1 .0 < iv.1) {
+            let (a, z) = (b.1 .0.max(iv.0), b.1 .1.min(iv.1));
+            if z > a {
+                holes.push((a, z));
+            }
+        }
+    }
+}
 
 /// One rank's figures for one step. Times in ns on the rank's own clock.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

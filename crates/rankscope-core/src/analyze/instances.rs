@@ -59,6 +59,10 @@ pub struct Instance {
     /// its own (gloo: worker threads per group; NCCL: a stream per communicator).
     #[serde(default)]
     pub lane: u32,
+    /// The lane's thread id as the trace writes it (an integer), when it is one: a backend
+    /// creates a process group's threads one after the other ([`super::layout`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tid: Option<i64>,
     /// A point-to-point exchange (see the module doc), not a collective.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub p2p: bool,
@@ -128,7 +132,7 @@ pub fn is_p2p_kind(kind: CollKind) -> bool {
 
 /// A process group's ranks from `Process Group Ranks` text (`[0, 1]`); empty when cut (`...`)
 /// or unreadable.
-fn parse_ranks(text: &str) -> Vec<i64> {
+pub(crate) fn parse_ranks(text: &str) -> Vec<i64> {
     if text.contains("...") {
         return Vec::new();
     }
@@ -429,6 +433,10 @@ pub fn rank_instances(r: &RankEntry, strings: &StringTable) -> Vec<Instance> {
             group_size,
             issued_ns,
             lane: e.lane[i].0,
+            tid: match t.lanes.tid.get(e.lane[i].0 as usize) {
+                Some(IdKey::Int(n)) => Some(*n),
+                _ => None,
+            },
             p2p,
             peer,
             tag,

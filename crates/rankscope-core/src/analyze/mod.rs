@@ -20,6 +20,7 @@ pub mod idle;
 pub mod instances;
 pub mod intervals;
 pub mod issued;
+pub mod layout;
 pub mod markdown;
 pub mod pipeline;
 pub mod regions;
@@ -48,6 +49,8 @@ pub struct Options {
     pub kernel_wait_threshold_ns: i64,
     /// nccl-tests results of the same fabric, to place the trace's collectives against.
     pub fabric: Option<crate::nccl::TestsReport>,
+    /// The parallel layout the user states (`--layout tp=2,dp=4`), beside what the traces say.
+    pub layout: Option<layout::UserLayout>,
 }
 
 impl Default for Options {
@@ -57,6 +60,7 @@ impl Default for Options {
             thresholds: findings::Thresholds::default(),
             kernel_wait_threshold_ns: idle::DEFAULT_KERNEL_WAIT_THRESHOLD_NS,
             fabric: None,
+            layout: None,
         }
     }
 }
@@ -153,6 +157,10 @@ pub struct Analysis {
     pub rank_totals: Vec<RankTotals>,
     pub alignment: Vec<align::RankAlignment>,
     pub matching: instances::MatchInfo,
+    /// The process groups, their roles and the mesh they form ([`layout`]); absent when no
+    /// input names a group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<layout::Layout>,
     pub collectives: Vec<collectives::CollectiveStats>,
     pub stragglers: Vec<balance::StepStraggler>,
     pub straggler: Option<balance::StragglerSummary>,
@@ -227,6 +235,9 @@ pub struct RankPart {
     /// annotations).
     #[serde(default)]
     pub pipe: pipeline::RankPipe,
+    /// The process groups this rank's trace lists ([`layout::rank_claims`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<layout::GroupClaim>,
     pub diagnostics: Vec<FileDiagnostic>,
 }
 
@@ -247,10 +258,11 @@ pub fn rank_part_with(
 ) -> RankPart {
     let mut work = roles::Work::of(&r.trace);
     let windows = breakdown::step_windows(r, &work.gpu);
+    let blocked = roles::blocked_waits(&r.trace, strings);
     let (regions, (sets, gaps, rows, gpu_idle, instances, issued)) = j.join(
-        || regions::rank_regions(r, strings, &windows),
+        || regions::rank_regions(r, strings, &windows, &blocked),
         || {
-            let sets = breakdown::rank_sets(r, strings, &work);
+            let sets = breakdown::rank_sets(r, strings, &work, &blocked);
             let gaps =
                 gaps::GapClassifier::new(r, work.side(sets.source.lane_kind()), kernel_wait_threshold_ns);
             let rows: Vec<breakdown::StepRank> = windows
@@ -358,6 +370,7 @@ pub fn rank_part_with(
         regions,
         issued,
         pipe,
+        groups: layout::rank_claims(&r.trace, strings),
         diagnostics: r
             .trace
             .diagnostics
@@ -375,8 +388,11 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
     let world = parts.iter().filter_map(|p| p.world_size).max().unwrap_or(parts.len() as i64);
     let ranks: Vec<u32> = parts.iter().map(|p| p.info.rank).collect();
     let steps_known = parts.iter().all(|p| !p.steps_synthetic);
-    let insts: Vec<Vec<instances::Instance>> =
+    let mut insts: Vec<Vec<instances::Instance>> =
         parts.iter_mut().map(|p| std::mem::take(&mut p.instances)).collect();
+    // Every collective in its process group before anything is matched across ranks.
+    let layout = layout::build(&parts, &mut insts, opts.layout.as_ref());
+    let insts = insts;
     let mut stuck: std::collections::BTreeSet<(u32, u32)> = Default::default();
     let sequence = sequence_report(&parts, &insts, world, &mut stuck);
     // Point-to-point exchanges pair two ranks ([`pipeline`]); only collectives are matched
@@ -488,6 +504,7 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
         rank_totals: parts.iter().map(|p| p.totals.clone()).collect(),
         alignment,
         matching,
+        layout: (!layout.groups.is_empty()).then_some(layout),
         collectives: colls,
         stragglers,
         straggler,

@@ -1070,6 +1070,7 @@ mod tests {
             group_size: None,
             issued_ns: start,
             lane: 0,
+            tid: None,
             p2p: true,
             peer,
             tag: None,

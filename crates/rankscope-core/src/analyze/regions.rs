@@ -258,7 +258,12 @@ struct Cover {
 }
 
 /// The regions of one rank, per step window.
-pub fn rank_regions(r: &RankEntry, strings: &StringTable, windows: &[(u32, i64, i64)]) -> RankRegions {
+pub fn rank_regions(
+    r: &RankEntry,
+    strings: &StringTable,
+    windows: &[(u32, i64, i64)],
+    blocked: &[(LaneId, Iv)],
+) -> RankRegions {
     let t = &r.trace;
     let e = &t.events;
     let n_lanes = t.lanes.len();
@@ -313,7 +318,13 @@ pub fn rank_regions(r: &RankEntry, strings: &StringTable, windows: &[(u32, i64, 
     let mut lane_occ: Vec<Vec<usize>> = vec![Vec::new(); n_lanes];
     for (l, rows) in by_lane.iter().enumerate() {
         let mut stack: Vec<Open> = Vec::new();
-        let mut finish = |c: Cover, occ_ops: &mut Vec<Vec<Iv>>, main_ops: &mut Vec<Iv>| {
+        let mut finish = |mut c: Cover, occ_ops: &mut Vec<Vec<Iv>>, main_ops: &mut Vec<Iv>| {
+            // Blocked on a collective it issued: the operator does not cover that time either
+            // ([`super::roles::blocked_waits`]); the thread waits there with no operator running.
+            let mut one = [(c.iv, std::mem::take(&mut c.holes))];
+            super::breakdown::add_blocked(&mut one, blocked, LaneId(l as u32));
+            let [(_, holes)] = one;
+            c.holes = holes;
             let pieces = if c.holes.is_empty() {
                 vec![c.iv]
             } else {

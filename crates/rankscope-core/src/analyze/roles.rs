@@ -21,6 +21,94 @@ pub fn is_backend_span(t: &RankTrace, strings: &StringTable, i: usize) -> bool {
     BACKEND_PREFIXES.iter().any(|p| n.starts_with(p))
 }
 
+/// Where a CPU thread sits inside an operator, blocked on a collective it issued there: per CPU
+/// lane, sorted, disjoint intervals (rank clock).
+///
+/// A collective called synchronously from inside an operator (Megatron's f/g autograd
+/// Functions: `_Reduce` > `c10d::allreduce_` and then the wait for it; a tensor-parallel
+/// layer's all_reduce in a custom op; FSDP's unsharding inside a module's forward) returns from
+/// its `c10d::*` op at once and then waits, still inside the enclosing operator, until the
+/// backend finishes it. The operator's time there is waiting or transfer, never compute. The
+/// interval runs from the end of the `c10d::*` op to the next slice that starts on the thread
+/// (the thread runs something again) or the end of the enclosing slice, and counts only while
+/// the rank's backend (`gloo:*`, `nccl:*`, … spans on its threads) is running a collective:
+/// a thread idle inside an operator while nothing is in flight is its own business. A gap shorter
+/// than [`super::regions::MIN_BLOCKED_GAP_NS`] is the operator's own code after an asynchronous
+/// call (DDP's gradient hooks enqueue their bucket and return), not a wait.
+/// Nothing on GPU ranks, whose collectives run on the device (their host blocks in
+/// synchronizations, which are classified as such).
+pub fn blocked_waits(t: &RankTrace, strings: &StringTable) -> Vec<(LaneId, crate::analyze::intervals::Iv)> {
+    use crate::analyze::intervals::Set;
+    let e = &t.events;
+    let cpu = |i: usize| t.lanes.kind.get(e.lane[i].0 as usize) == Some(&LaneKind::Cpu);
+    let comm = |i: usize| e.kind[i] == EventKind::Slice && e.class[i] == Class::Communication;
+    let mut spans = Vec::new();
+    let mut issued: Vec<usize> = Vec::new();
+    // Each distinct name looked at once.
+    let mut c10d: FxHashMap<StrId, bool> = FxHashMap::default();
+    for i in 0..e.len() {
+        if !comm(i) || !cpu(i) {
+            continue;
+        }
+        if is_backend_span(t, strings, i) {
+            spans.push((e.ts_ns[i], e.end_ns(i)));
+        } else if *c10d.entry(e.name[i]).or_insert_with(|| strings.get(e.name[i]).starts_with("c10d::")) {
+            issued.push(i);
+        }
+    }
+    if spans.is_empty() || issued.is_empty() {
+        return Vec::new();
+    }
+    let in_flight = Set::from_unsorted(spans);
+    issued.sort_unstable();
+    let is_issued = |i: usize| issued.binary_search(&i).is_ok();
+    // Per lane, its slices by start (the longer first), walked once with a stack of the open
+    // ones: the innermost open slice that is an operator (not a region, not communication)
+    // is the one a call was made from.
+    let mut by_lane: FxHashMap<LaneId, Vec<usize>> = FxHashMap::default();
+    for i in 0..e.len() {
+        if e.kind[i] == EventKind::Slice && cpu(i) {
+            by_lane.entry(e.lane[i]).or_default().push(i);
+        }
+    }
+    let mut out: FxHashMap<LaneId, Vec<crate::analyze::intervals::Iv>> = FxHashMap::default();
+    for (lane, rows) in by_lane.iter_mut() {
+        rows.sort_by_key(|&i| (e.ts_ns[i], std::cmp::Reverse(e.dur_ns[i]), i));
+        // (end, operator?) of the open slices.
+        let mut stack: Vec<(i64, bool)> = Vec::new();
+        for (k, &i) in rows.iter().enumerate() {
+            let ts = e.ts_ns[i];
+            while stack.last().is_some_and(|o| o.0 <= ts) {
+                stack.pop();
+            }
+            let end = e.end_ns(i);
+            if is_issued(i) {
+                // The innermost open operator, and the ends of what encloses the call.
+                let op_end = stack.iter().rev().find(|o| o.1).map(|o| o.0);
+                if let Some(op_end) = op_end {
+                    // The next slice after the call on the thread (the thread runs again),
+                    // else the operator's end.
+                    let j = k + 1 + rows[k + 1..].partition_point(|&q| e.ts_ns[q] < end);
+                    let next = rows.get(j).map_or(i64::MAX, |&q| e.ts_ns[q]);
+                    let hi = next.min(op_end);
+                    if hi - end >= super::regions::MIN_BLOCKED_GAP_NS {
+                        out.entry(*lane).or_default().extend_from_slice(in_flight.clip(end, hi).intervals());
+                    }
+                }
+            }
+            let operator = !comm(i) && !super::regions::is_region(t, strings, i);
+            stack.push((end, operator));
+        }
+    }
+    let mut out: Vec<(LaneId, Vec<crate::analyze::intervals::Iv>)> = out.into_iter().collect();
+    out.sort_by_key(|x| x.0);
+    out.into_iter()
+        .flat_map(|(l, v)| {
+            Set::from_unsorted(v).intervals().iter().map(move |&iv| (l, iv)).collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 /// Whether row `i` is device-style work (compute, communication or memory slice) on a lane of
 /// kind `side`.
 pub fn is_work(t: &RankTrace, i: usize, side: LaneKind) -> bool {

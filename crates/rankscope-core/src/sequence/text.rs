@@ -261,8 +261,22 @@ fn missing_clause(d: &Divergence, rep: &SequenceReport) -> Vec<String> {
                         (true, false) => ("they", "went on to"),
                         (false, false) => ("it", "went on to"),
                     };
+                    // The same call (kind, size, place) as the one the others wait in here:
+                    // issued on the wrong group.
+                    let same = d.sides.first().is_some_and(|s| {
+                        let x = &s.record;
+                        x.kind == r.kind && x.bytes == r.bytes && x.label == r.label && x.label.is_some()
+                    });
+                    let wrong = if same {
+                        format!(
+                            ": the call the others made here, issued on another process group (`{}`, not `{}`)",
+                            r.pg, d.pg
+                        )
+                    } else {
+                        String::new()
+                    };
                     format!(
-                        ", and {they} {verb} {} #{}{} of group `{}`",
+                        ", and {they} {verb} {} #{}{} of group `{}`{wrong}",
                         r.kind.name(),
                         r.position,
                         context(r),

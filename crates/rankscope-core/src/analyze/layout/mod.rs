@@ -1,0 +1,433 @@
+//! The job as its parallel layout: every process group its collectives ran on, with its ranks,
+//! its role (tensor, context, pipeline, data, shard, replicate, expert) and why, and each
+//! collective instance put in its group before anything is matched across ranks.
+//!
+//! **Groups** come from every source the inputs have, in this order of trust: the user's
+//! `--layout`; `distributedInfo.pg_config` of each trace (each rank lists the groups it is in:
+//! torch names groups from one global counter, so a name means the same group on every rank);
+//! the `Process Group Name` / `Process Group Description` / `Process Group Ranks` arguments that
+//! recent Kineto writes on communication kernels and `record_param_comms`. A group seen only as
+//! a name on collectives keeps the name and the ranks that ran it.
+//!
+//! **Which group ran each collective.** A collective that carries its group's name is in that
+//! group. A collective that does not (gloo on CPU writes no group on its `gloo:*` spans nor on
+//! the `c10d::*` ops) is placed by the backend's structure: a backend runs each process group
+//! on lanes of its own (gloo: worker threads per group; NCCL: a stream per communicator). On
+//! each rank, lanes whose collectives share a kind and size are one **channel** (gloo runs a
+//! group's work on two threads). A channel of rank r is in group G when it is the one that
+//! matches G's other members: the same collectives, step by step (kind, size, count), that end
+//! together (a collective completes on all its members at once; on one host's clock the ends
+//! agree within the transfer, and across clocks they differ by one constant). Groups are decided
+//! most confident first (the largest margin between the best channel and the next), each
+//! channel joins one group, and a rank's channel left without a fit stays unplaced (its
+//! collectives keep an empty group, as before layouts were known). Point-to-point exchanges go
+//! with their lane's group, else to the smallest group holding both ends.
+//!
+//! **Roles**, each with the evidence said in words: from names first (Megatron-LM's group
+//! descriptions `TENSOR_MODEL_PARALLEL_GROUP`, `DATA_PARALLEL_GROUP`, …; DeviceMesh's
+//! `mesh_tp`, `mesh_dp_shard`, …); then from use: point-to-point along a chain is a pipeline,
+//! along a ring a context-parallel ring; all_to_all is expert parallelism; all_gather with
+//! reduce_scatter is a sharded data-parallel group (FSDP / ZeRO-3); an all_reduce issued in
+//! forward is tensor parallelism (activations, in forward and backward), one issued from
+//! backward or after it carries gradients (data parallel; replicate when another group
+//! shards). The world group is data parallel when it alone carries gradients.
+//!
+//! **The mesh**: groups of one role that partition the world are a dimension of size n and
+//! stride s (their ranks r, r + s, …); the dimensions in stride order are the job's layout
+//! (tensor 2 × data 2 for Megatron's TP 2 × DP 2).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::instances::Instance;
+use super::RankPart;
+
+crate::named_enum! {
+    /// What a process group is for.
+    pub enum Role {
+        /// Tensor parallelism (activations all-reduced in every layer).
+        Tensor => "tensor",
+        /// Context (sequence) parallelism: a ring of point-to-point exchanges or all-gathers of
+        /// keys and values.
+        Context => "context",
+        /// Pipeline parallelism: activations sent between neighbour stages.
+        Pipeline => "pipeline",
+        /// Expert parallelism: all_to_all dispatch and combine.
+        Expert => "expert",
+        /// Data parallelism: gradients all-reduced once per step.
+        Data => "data",
+        /// Sharded data parallelism (FSDP / ZeRO-3): parameters gathered, gradients
+        /// reduce-scattered.
+        Shard => "shard",
+        /// The replicas of a sharded data-parallel job (HSDP): gradients all-reduced across them.
+        Replicate => "replicate",
+        /// The whole world, for what is not one of the above (a loss, a barrier, metrics).
+        World => "world",
+        /// Not known.
+        Unknown => "unknown",
+    }
+}
+
+impl Role {
+    /// The role's words in a sentence ("tensor-parallel", "data-parallel").
+    pub fn adjective(self) -> &'static str {
+        match self {
+            Role::Tensor => "tensor-parallel",
+            Role::Context => "context-parallel",
+            Role::Pipeline => "pipeline",
+            Role::Expert => "expert-parallel",
+            Role::Data => "data-parallel",
+            Role::Shard => "sharded data-parallel",
+            Role::Replicate => "replica",
+            Role::World => "world",
+            Role::Unknown => "process",
+        }
+    }
+}
+
+crate::named_enum! {
+    /// Where a group's membership was read.
+    pub enum GroupSource {
+        /// The user's `--layout`.
+        User => "user",
+        /// `distributedInfo.pg_config` of the traces.
+        PgConfig => "pg_config",
+        /// The group arguments of the collectives (`Process Group Name` / `Ranks`).
+        CommArgs => "comm_args",
+        /// Only a name on the collectives; its ranks are those that ran it.
+        Collectives => "collectives",
+    }
+}
+
+crate::named_enum! {
+    /// How a rank's collectives were put in their groups.
+    pub enum Placement {
+        /// Every collective carried its group's name.
+        ByName => "by_name",
+        /// The rank is in one group only.
+        OnlyGroup => "only_group",
+        /// By the backend's lanes matched across the group's members (module doc).
+        ByLanes => "by_lanes",
+        /// Not placed: no group fits.
+        Unplaced => "unplaced",
+    }
+}
+
+crate::named_enum! {
+    /// What a role was decided from.
+    pub enum RoleFrom {
+        User => "user",
+        Name => "name",
+        Use => "use",
+        NotKnown => "not_known",
+    }
+}
+
+/// A process group as one rank's trace states it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+pub struct GroupClaim {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desc: Option<String>,
+    /// Global ranks; empty when the trace does not list them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<u32>,
+    pub source: GroupSource,
+}
+
+/// One process group of the job.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Group {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desc: Option<String>,
+    pub ranks: Vec<u32>,
+    pub source: GroupSource,
+    pub role: Role,
+    pub role_from: RoleFrom,
+    /// Why this role, in words.
+    pub role_evidence: String,
+    /// Collective instances (all ranks, point-to-point included) placed in it.
+    pub instances: u64,
+    /// Distinct hosts of its members, when the traces name them (0 when none does).
+    pub hosts: u32,
+}
+
+/// One dimension of the mesh: groups of one role that partition the world.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct MeshDim {
+    pub role: Role,
+    pub size: u32,
+    pub stride: u32,
+}
+
+/// How one rank's collectives were placed.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RankPlacement {
+    pub rank: u32,
+    pub placement: Placement,
+    /// Instances left without a group.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unplaced: u32,
+}
+
+fn is_zero(x: &u32) -> bool {
+    *x == 0
+}
+
+/// The job's layout.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Layout {
+    pub groups: Vec<Group>,
+    /// Fastest-varying first (the smallest stride).
+    pub mesh: Vec<MeshDim>,
+    pub placement: Vec<RankPlacement>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+impl Layout {
+    /// The group named `name`.
+    pub fn group(&self, name: &str) -> Option<&Group> {
+        self.groups.iter().find(|g| g.name == name)
+    }
+
+    /// The role of the group named `name` (unknown when there is none).
+    pub fn role_of(&self, name: &str) -> Role {
+        self.group(name).map_or(Role::Unknown, |g| g.role)
+    }
+
+    /// "tensor 2 × data 2", or empty without a mesh.
+    pub fn mesh_words(&self) -> String {
+        self.mesh.iter().map(|d| format!("{} {}", d.role, d.size)).collect::<Vec<_>>().join(" × ")
+    }
+}
+
+/// One rank's groups as its trace states them: `distributedInfo.pg_config`, then the group
+/// arguments of its communication events.
+pub fn rank_claims(t: &crate::model::RankTrace, strings: &crate::model::StringTable) -> Vec<GroupClaim> {
+    let mut out: BTreeMap<String, GroupClaim> = BTreeMap::new();
+    if let Some(d) = &t.meta.distributed {
+        for g in &d.pg_config {
+            let ranks: Vec<u32> = g.ranks.iter().filter_map(|&r| u32::try_from(r).ok()).collect();
+            out.entry(g.name.clone()).or_insert(GroupClaim {
+                name: g.name.clone(),
+                desc: g.desc.clone().filter(|d| !d.is_empty() && d != "undefined"),
+                ranks,
+                source: GroupSource::PgConfig,
+            });
+        }
+    }
+    let c = &t.comm;
+    let mut seen = BTreeSet::new();
+    for a in 0..c.pg_name.len() {
+        let (n, d, r) = (c.pg_name[a], c.pg_desc.get(a).copied(), c.pg_ranks.get(a).copied());
+        if n == crate::model::StrId::EMPTY || !seen.insert((n, d, r)) {
+            continue;
+        }
+        let name = strings.get(n).to_string();
+        let claim = out.entry(name.clone()).or_insert(GroupClaim {
+            name,
+            desc: None,
+            ranks: Vec::new(),
+            source: GroupSource::CommArgs,
+        });
+        if claim.desc.is_none() {
+            claim.desc = d.map(|d| strings.get(d).to_string()).filter(|d| !d.is_empty() && d != "undefined");
+        }
+        if claim.ranks.is_empty() {
+            claim.ranks = r
+                .map(|r| super::instances::parse_ranks(strings.get(r)))
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|x| u32::try_from(x).ok())
+                .collect();
+        }
+    }
+    out.into_values().collect()
+}
+
+/// Builds the layout from every rank's claims and places each collective instance in its group
+/// (`insts[k]` are `parts[k]`'s). Instances that cannot be placed keep their group name (empty
+/// when unknown).
+pub fn build(parts: &[RankPart], insts: &mut [Vec<Instance>], user: Option<&UserLayout>) -> Layout {
+    let mut layout = Layout::default();
+    let mut groups = collect_groups(parts, insts, user, &mut layout.notes);
+    if groups.is_empty() {
+        return layout;
+    }
+    let ranks: Vec<u32> = parts.iter().map(|p| p.info.rank).collect();
+    layout.placement = place::place(parts, insts, &groups);
+    // Roles, from names, then use.
+    let sharded = groups.iter().any(|g| g.role == Role::Shard);
+    let usage = roles::usage(parts, insts);
+    let mut any_shard = sharded;
+    for g in &mut groups {
+        if g.role_from != RoleFrom::NotKnown {
+            continue;
+        }
+        if let Some((role, why)) = roles::role_from_name(g) {
+            (g.role, g.role_from, g.role_evidence) = (role, RoleFrom::Name, why);
+        }
+    }
+    for g in &mut groups {
+        if g.role_from == RoleFrom::NotKnown {
+            if let Some((role, why)) = usage.get(&g.name).and_then(|u| roles::role_from_use(u, g)) {
+                (g.role, g.role_from, g.role_evidence) = (role, RoleFrom::Use, why);
+            }
+        }
+        any_shard |= g.role == Role::Shard;
+    }
+    let world: BTreeSet<u32> = ranks.iter().copied().collect();
+    let grad_groups = groups.iter().filter(|g| matches!(g.role, Role::Data | Role::Replicate)).count();
+    for g in &mut groups {
+        if any_shard && g.role == Role::Data && g.role_from == RoleFrom::Use {
+            g.role = Role::Replicate;
+            g.role_evidence.push_str("; another group shards the parameters, so these are its replicas");
+        }
+        let is_world = g.ranks.len() >= world.len() && world.iter().all(|r| g.ranks.binary_search(r).is_ok());
+        if is_world && g.role_from == RoleFrom::Use && g.role == Role::Data && grad_groups > 1 {
+            g.role = Role::World;
+        }
+        if is_world && g.role == Role::Unknown {
+            (g.role, g.role_evidence) = (Role::World, "every rank".into());
+        }
+        g.instances = usage.get(&g.name).map_or(0, |u| u.calls);
+        let hosts: BTreeSet<String> = parts
+            .iter()
+            .filter(|p| g.ranks.binary_search(&p.info.rank).is_ok())
+            .filter_map(|p| p.info.host.as_deref().and_then(crate::analyze::align::host_key))
+            .collect();
+        g.hosts = hosts.len() as u32;
+    }
+    layout.mesh = mesh(&groups, parts.iter().filter_map(|p| p.world_size).max());
+    layout.groups = groups;
+    layout
+}
+
+/// Every group, from the user's layout, the claims and the names on the instances.
+fn collect_groups(
+    parts: &[RankPart],
+    insts: &[Vec<Instance>],
+    user: Option<&UserLayout>,
+    notes: &mut Vec<String>,
+) -> Vec<Group> {
+    let mut by_name: BTreeMap<String, Group> = BTreeMap::new();
+    let new = |name: &str, desc: Option<String>, ranks: Vec<u32>, source: GroupSource| Group {
+        name: name.to_string(),
+        desc,
+        ranks,
+        source,
+        role: Role::Unknown,
+        role_from: RoleFrom::NotKnown,
+        role_evidence: String::new(),
+        instances: 0,
+        hosts: 0,
+    };
+    for p in parts {
+        for c in &p.groups {
+            let mut ranks = c.ranks.clone();
+            ranks.sort_unstable();
+            ranks.dedup();
+            match by_name.get_mut(&c.name) {
+                None => {
+                    by_name.insert(c.name.clone(), new(&c.name, c.desc.clone(), ranks, c.source));
+                }
+                Some(g) => {
+                    if g.ranks.is_empty() {
+                        g.ranks = ranks;
+                    } else if !ranks.is_empty() && ranks != g.ranks {
+                        notes.push(format!(
+                            "rank {} lists group `{}` with other ranks than an earlier trace; the first list is kept",
+                            p.info.rank, c.name
+                        ));
+                    }
+                    if g.desc.is_none() {
+                        g.desc = c.desc.clone();
+                    }
+                }
+            }
+        }
+    }
+    // Names seen only on the collectives: their members are the ranks that ran them.
+    for (p, v) in parts.iter().zip(insts) {
+        for x in v.iter().filter(|x| !x.pg.is_empty()) {
+            let g = by_name
+                .entry(x.pg.clone())
+                .or_insert_with(|| new(&x.pg, None, Vec::new(), GroupSource::Collectives));
+            if g.source == GroupSource::Collectives {
+                if let Err(k) = g.ranks.binary_search(&p.info.rank) {
+                    g.ranks.insert(k, p.info.rank);
+                }
+            }
+        }
+    }
+    // The user's layout: its groups name the traces' groups of the same ranks, or stand for
+    // them when the traces have none.
+    if let Some(u) = user {
+        let world = parts.iter().filter_map(|p| p.world_size).max().unwrap_or(parts.len() as i64);
+        if i64::from(u.world()) != world {
+            notes.push(format!(
+                "the layout given describes {} ranks, the traces a world of {world}: it is not used",
+                u.world()
+            ));
+        } else {
+            for (role, ranks) in u.groups() {
+                let known = by_name.values_mut().find(|g| g.ranks == ranks);
+                match known {
+                    Some(g) => {
+                        (g.role, g.role_from) = (role, RoleFrom::User);
+                        g.role_evidence = "as the layout given says".into();
+                    }
+                    None => {
+                        let name = format!("{}:{}", role, ranks.first().copied().unwrap_or(0));
+                        let mut g = new(&name, None, ranks, GroupSource::User);
+                        (g.role, g.role_from) = (role, RoleFrom::User);
+                        g.role_evidence = "as the layout given says".into();
+                        by_name.insert(name, g);
+                    }
+                }
+            }
+        }
+    }
+    by_name.into_values().filter(|g| g.ranks.len() >= 2 || g.source == GroupSource::Collectives).collect()
+}
+
+/// The dimensions the groups form: per role, groups that partition the world as arithmetic
+/// progressions of one stride.
+fn mesh(groups: &[Group], world: Option<i64>) -> Vec<MeshDim> {
+    let Some(world) = world.and_then(|w| u32::try_from(w).ok()).filter(|&w| w >= 2) else {
+        return Vec::new();
+    };
+    let mut by_role: BTreeMap<Role, Vec<&Group>> = BTreeMap::new();
+    for g in groups.iter().filter(|g| g.ranks.len() >= 2 && (g.ranks.len() as u32) < world) {
+        by_role.entry(g.role).or_default().push(g);
+    }
+    let mut out = Vec::new();
+    for (role, gs) in by_role {
+        let size = gs[0].ranks.len() as u32;
+        let stride = gs[0].ranks[1].saturating_sub(gs[0].ranks[0]);
+        let regular = gs.iter().all(|g| {
+            g.ranks.len() as u32 == size && g.ranks.windows(2).all(|w| w[1].checked_sub(w[0]) == Some(stride))
+        });
+        let covered: BTreeSet<u32> = gs.iter().flat_map(|g| g.ranks.iter().copied()).collect();
+        if regular && stride > 0 && covered.len() as u32 == world && gs.len() as u32 * size == world {
+            out.push(MeshDim { role, size, stride });
+        }
+    }
+    out.sort_by_key(|d| d.stride);
+    out
+}
+
+mod place;
+mod roles;
+mod user;
+
+pub use place::SIBLING_TIDS;
+pub use roles::GRADIENT_BYTES;
+pub use user::UserLayout;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests;

@@ -1,0 +1,307 @@
+//! Which group ran each collective that does not carry its group's name ([`super`]'s module
+//! doc, "Which group ran each collective").
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{Group, Placement, RankPlacement};
+use crate::analyze::instances::Instance;
+use crate::analyze::RankPart;
+use crate::model::CollKind;
+
+/// One rank's channels: the lanes of one group, and the instances on each. Two lanes are one
+/// channel when the backend made their threads together (their thread ids within
+/// [`SIBLING_TIDS`], or the trace gives none) and their most frequent kinds of call (kind and
+/// size) meet: gloo runs a group's work on two threads created one after the other, each with
+/// its share of the group's calls, while another group's threads came later (another group
+/// created, other ranks' threads between) or run other calls. One stray call of another
+/// group's size on a lane does not join the lanes.
+fn channels(v: &[Instance], world: usize) -> Vec<Vec<usize>> {
+    let free = |x: &&Instance| !x.p2p && x.pg.is_empty();
+    type Mix = BTreeMap<(CollKind, Option<i64>), usize>;
+    let mut mix: BTreeMap<u32, (Mix, Option<i64>)> = BTreeMap::new();
+    for x in v.iter().filter(free) {
+        let m = mix.entry(x.lane).or_insert_with(|| (Mix::new(), x.tid));
+        *m.0.entry((x.kind, x.bytes)).or_default() += 1;
+    }
+    let lanes: Vec<u32> = mix.keys().copied().collect();
+    let mut parent: Vec<usize> = (0..lanes.len()).collect();
+    fn find(p: &mut [usize], mut i: usize) -> usize {
+        while p[i] != i {
+            p[i] = p[p[i]];
+            i = p[i];
+        }
+        i
+    }
+    let top = |m: &Mix| -> BTreeSet<(CollKind, Option<i64>)> {
+        let most = m.values().copied().max().unwrap_or(0);
+        m.iter().filter(|(_, &n)| n == most).map(|(k, _)| *k).collect()
+    };
+    let near = SIBLING_TIDS.max(2 * world as i64);
+    let mixes: Vec<&(Mix, Option<i64>)> = mix.values().collect();
+    for a in 0..lanes.len() {
+        for b in a + 1..lanes.len() {
+            let ((ma, ta), (mb, tb)) = (mixes[a], mixes[b]);
+            let siblings = match (ta, tb) {
+                (Some(x), Some(y)) => (x - y).abs() <= near,
+                _ => true,
+            };
+            if siblings && !top(ma).is_disjoint(&top(mb)) {
+                let (x, y) = (find(&mut parent, a), find(&mut parent, b));
+                if x != y {
+                    parent[x.max(y)] = x.min(y);
+                }
+            }
+        }
+    }
+    let mut out: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for (i, x) in v.iter().enumerate() {
+        if !free(&x) {
+            continue;
+        }
+        if let Ok(l) = lanes.binary_search(&x.lane) {
+            out.entry(find(&mut parent, l)).or_default().push(i);
+        }
+    }
+    out.into_values().collect()
+}
+
+/// Thread ids at most this far apart (or twice the ranks, when more: every process of a host
+/// creates its threads at the same time) can be one group's threads.
+pub const SIBLING_TIDS: i64 = 8;
+
+/// How well two channels (on ranks whose clocks are `same_clock` or not) are one group's
+/// collectives, in [0, 1]: none is 0.
+///
+/// Instances are paired by step, kind and ordinal in issue order. A pair **agrees** when the
+/// sizes agree (or one is unknown) and, on one clock, neither member left before the other
+/// entered (beyond [`crate::analyze::align::CAUSALITY_SLACK_NS`]): a collective completes only once
+/// every member arrived. `agree` is the share of the longer channel's instances in agreeing
+/// pairs. Then **closeness**: the members of one collective leave it together, within the
+/// transfer and the host's scheduling (on gloo's CPU ring the ranks' ends differ by up to
+/// several ms on a busy host), while two groups that merely run alike end wherever their own
+/// last members arrive: each agreeing pair scores 1 / (1 + |Δend| / scale), the scale the
+/// larger of 2 ms and a tenth of the pairs' median duration (across clocks Δend is taken
+/// about its median: one constant offset). The fit is `agree × (1 + closeness) / 2`, so the
+/// count and sizes decide whether channels can be one group at all and the ends which of
+/// several candidates is.
+fn fit(a: &[&Instance], b: &[&Instance], same_clock: bool) -> (f64, f64) {
+    let (ma, mb) = (by_step_kind(a), by_step_kind(b));
+    let mut pairs: Vec<(&Instance, &Instance)> = Vec::new();
+    for (k, va) in &ma {
+        if let Some(vb) = mb.get(k) {
+            pairs.extend(va.iter().zip(vb).map(|(x, y)| (*x, *y)));
+        }
+    }
+    let longer = a.len().max(b.len());
+    if pairs.is_empty() || longer == 0 {
+        return (0.0, 0.0);
+    }
+    let slack = crate::analyze::align::CAUSALITY_SLACK_NS;
+    let agreeing: Vec<&(&Instance, &Instance)> = pairs
+        .iter()
+        .filter(|(x, y)| {
+            let sizes = match (x.bytes, y.bytes) {
+                (Some(p), Some(q)) => p == q,
+                _ => true,
+            };
+            let causal = !same_clock || (x.end_ns + slack >= y.start_ns && y.end_ns + slack >= x.start_ns);
+            sizes && causal
+        })
+        .collect();
+    if agreeing.is_empty() {
+        return (0.0, 0.0);
+    }
+    let agree = agreeing.len() as f64 / longer as f64;
+    let mut diffs: Vec<i64> = agreeing.iter().map(|(x, y)| x.end_ns - y.end_ns).collect();
+    let center = if same_clock { 0 } else { crate::analyze::stats::lower_median(&mut diffs) };
+    let mut durs: Vec<i64> =
+        agreeing.iter().flat_map(|(x, y)| [x.end_ns - x.start_ns, y.end_ns - y.start_ns]).collect();
+    let scale = (crate::analyze::stats::lower_median(&mut durs) / 10).max(2_000_000) as f64;
+    let close = agreeing
+        .iter()
+        .map(|(x, y)| 1.0 / (1.0 + ((x.end_ns - y.end_ns - center).abs() as f64 / scale)))
+        .sum::<f64>()
+        / agreeing.len() as f64;
+    (agree * (1.0 + close) / 2.0, agree)
+}
+
+/// Instances by (step, kind), each list in the order the host issued them.
+fn by_step_kind<'a>(v: &[&'a Instance]) -> BTreeMap<(u32, CollKind), Vec<&'a Instance>> {
+    let mut m: BTreeMap<(u32, CollKind), Vec<&Instance>> = BTreeMap::new();
+    for x in v {
+        m.entry((x.step, x.kind)).or_default().push(x);
+    }
+    for w in m.values_mut() {
+        w.sort_by_key(|x| (x.issued_ns, x.start_ns, x.event));
+    }
+    m
+}
+
+/// Places every instance without a group name; returns how each rank was placed.
+pub(super) fn place(parts: &[RankPart], insts: &mut [Vec<Instance>], groups: &[Group]) -> Vec<RankPlacement> {
+    const MIN_AGREE: f64 = 0.5;
+    let n = parts.len();
+    let rank_of: Vec<u32> = parts.iter().map(|p| p.info.rank).collect();
+    let slot: BTreeMap<u32, usize> = rank_of.iter().enumerate().map(|(k, &r)| (r, k)).rev().collect();
+    // Candidate groups per rank (the groups listing it, of two ranks or more).
+    let mut cand: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (gi, g) in groups.iter().enumerate() {
+        if g.ranks.len() < 2 {
+            continue;
+        }
+        for r in &g.ranks {
+            if let Some(&k) = slot.get(r) {
+                cand[k].push(gi);
+            }
+        }
+    }
+    let mut how: Vec<Placement> = vec![Placement::ByName; n];
+    let mut chans: Vec<Vec<Vec<usize>>> = vec![Vec::new(); n];
+    // group → (rank slot → channel index)
+    let mut chosen: BTreeMap<usize, BTreeMap<usize, usize>> = BTreeMap::new();
+    for k in 0..n {
+        if insts[k].iter().all(|x| !x.pg.is_empty()) {
+            continue;
+        }
+        match cand[k].as_slice() {
+            [] => how[k] = Placement::Unplaced,
+            [g] => {
+                let name = &groups[*g].name;
+                for x in insts[k].iter_mut().filter(|x| x.pg.is_empty()) {
+                    x.pg = name.clone();
+                }
+                how[k] = Placement::OnlyGroup;
+            }
+            _ => {
+                chans[k] = channels(&insts[k], n);
+                how[k] = Placement::ByLanes;
+            }
+        }
+    }
+    let host = |k: usize| parts[k].info.host.as_deref().and_then(crate::analyze::align::host_key);
+    let same_clock = |a: usize, b: usize| host(a).is_some() && host(a) == host(b);
+    let mut used: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); n];
+    let mut cache: BTreeMap<(usize, usize, usize, usize), (f64, f64)> = BTreeMap::new();
+    let mut open: BTreeSet<usize> = (0..groups.len())
+        .filter(|&g| groups[g].ranks.iter().filter(|r| slot.contains_key(r)).count() >= 2)
+        .collect();
+    // A member placed otherwise offers one fixed channel: its instances already in the group.
+    const FIXED: usize = usize::MAX;
+    loop {
+        // For each open group: its best channel on the lowest member placed by lanes, each
+        // other member's best channel against it, and the margin over the next best.
+        let mut best: Option<(f64, f64, usize, BTreeMap<usize, usize>)> = None;
+        for &g in &open {
+            let members: Vec<usize> = groups[g].ranks.iter().filter_map(|r| slot.get(r).copied()).collect();
+            let Some(&r0) = members.iter().find(|&&k| how[k] == Placement::ByLanes) else { continue };
+            let name = &groups[g].name;
+            let options = |s: usize| -> Vec<usize> {
+                if how[s] == Placement::ByLanes {
+                    (0..chans[s].len()).filter(|d| !used[s].contains(d)).collect()
+                } else if insts[s].iter().any(|x| !x.p2p && &x.pg == name) {
+                    vec![FIXED]
+                } else {
+                    Vec::new()
+                }
+            };
+            let others: Vec<usize> =
+                members.iter().copied().filter(|&s| s != r0 && !options(s).is_empty()).collect();
+            if others.is_empty() {
+                continue;
+            }
+            let mut scores: Vec<(f64, BTreeMap<usize, usize>, f64)> = Vec::new();
+            for c0 in options(r0) {
+                let a: Vec<&Instance> = chans[r0][c0].iter().map(|&i| &insts[r0][i]).collect();
+                let mut pick = BTreeMap::from([(r0, c0)]);
+                let mut total = 0.0;
+                let mut least_agree = f64::INFINITY;
+                for &s in &others {
+                    let mut top = (0.0, None, 0.0);
+                    for d in options(s) {
+                        let (f, agree) = *cache.entry((r0, c0, s, d)).or_insert_with(|| {
+                            let b: Vec<&Instance> = if d == FIXED {
+                                insts[s].iter().filter(|x| !x.p2p && &x.pg == name).collect()
+                            } else {
+                                chans[s][d].iter().map(|&i| &insts[s][i]).collect()
+                            };
+                            fit(&a, &b, same_clock(r0, s))
+                        });
+                        if f > top.0 {
+                            top = (f, Some(d), agree);
+                        }
+                    }
+                    total += top.0;
+                    least_agree = least_agree.min(top.2);
+                    if let Some(d) = top.1.filter(|&d| d != FIXED) {
+                        pick.insert(s, d);
+                    }
+                }
+                scores.push((total / others.len() as f64, pick, least_agree));
+            }
+            scores.sort_by(|x, y| y.0.total_cmp(&x.0));
+            let Some((top, pick, agree)) = scores.first().cloned() else { continue };
+            let margin = top - scores.get(1).map_or(0.0, |s| s.0);
+            // Every member's channel must hold most of the group's calls.
+            if agree < MIN_AGREE {
+                continue;
+            }
+            let better = match &best {
+                None => true,
+                Some((m, t, _, _)) => (margin, top) > (*m, *t),
+            };
+            if better {
+                best = Some((margin, top, g, pick));
+            }
+        }
+        let Some((_, _, g, pick)) = best else { break };
+        open.remove(&g);
+        for (&k, &c) in &pick {
+            used[k].insert(c);
+        }
+        chosen.insert(g, pick);
+    }
+    for (&g, pick) in &chosen {
+        for (&k, &c) in pick {
+            let idx = chans[k][c].clone();
+            for i in idx {
+                if let Some(x) = insts[k].get_mut(i) {
+                    x.pg = groups[g].name.clone();
+                }
+            }
+        }
+    }
+    // Point-to-point exchanges: their lane's group, else the smallest group of both ends.
+    for k in 0..n {
+        if how[k] != Placement::ByLanes {
+            continue;
+        }
+        let lane_group: BTreeMap<u32, String> =
+            insts[k].iter().filter(|x| !x.p2p && !x.pg.is_empty()).map(|x| (x.lane, x.pg.clone())).collect();
+        let me = rank_of[k];
+        for x in insts[k].iter_mut().filter(|x| x.p2p && x.pg.is_empty()) {
+            if let Some(g) = lane_group.get(&x.lane) {
+                x.pg = g.clone();
+            } else if let Some(peer) = x.peer {
+                let g = cand[k]
+                    .iter()
+                    .map(|&g| &groups[g])
+                    .filter(|g| g.ranks.binary_search(&peer).is_ok() && g.ranks.binary_search(&me).is_ok())
+                    .min_by_key(|g| g.ranks.len());
+                if let Some(g) = g {
+                    x.pg = g.name.clone();
+                }
+            }
+        }
+    }
+    (0..n)
+        .map(|k| {
+            let unplaced = insts[k].iter().filter(|x| x.pg.is_empty()).count() as u32;
+            let placement = if how[k] == Placement::ByLanes && unplaced as usize == insts[k].len() {
+                Placement::Unplaced
+            } else {
+                how[k]
+            };
+            RankPlacement { rank: rank_of[k], placement, unplaced }
+        })
+        .collect()
+}
