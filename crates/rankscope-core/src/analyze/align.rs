@@ -12,14 +12,17 @@
 //!
 //! The name is checked against the collectives before it is trusted: on one clock no rank can
 //! leave a collective before another rank entered it (the collective cannot complete before
-//! everybody arrived). A member whose collectives mostly contradict that against the group's
-//! lowest rank (its end more than [`CAUSALITY_SLACK_NS`] before the other's start, or the other
-//! way round, in more than half of the collectives they share) and whose ends differ from the
-//! lowest rank's by one amount beyond the noise (pairs that are not the same collective, as
-//! after a rank skipped one, differ by anything) is taken out of the group and aligned on its
-//! own, with a note: a host name that two machines share (a container's default
-//! name) must not pin clocks that the data says differ. The check catches clocks that disagree
-//! by more than a collective lasts; a smaller disagreement under one name goes unseen.
+//! everybody arrived). A member whose collectives nearly all contradict that against the
+//! group's lowest rank (its end more than [`CAUSALITY_SLACK_NS`] before the other's start, or
+//! the other way round, in nine of ten of the collectives they share, three at least) and whose
+//! ends differ from the lowest rank's by one amount that stands clear of their spread (ten
+//! times their median absolute deviation: pairs that are not the same collective, as after a
+//! rank skipped one or when collectives of two groups are paired, differ by anything) is taken
+//! out of the group and aligned on its own, with a note: a host name that two machines share (a
+//! container's default name) must not pin clocks that the data says differ, and a poor fit must
+//! never move ranks that name one host apart. The check catches clocks that disagree by more
+//! than a collective lasts; a smaller disagreement under one name goes unseen. Collectives are
+//! matched within their process groups ([`super::layout`]) before any of this.
 //!
 //! **Offsets between clocks.** Every participant leaves a blocking collective at nearly the
 //! same instant: the collective completes when the last rank arrives, plus the transfer. No
@@ -30,7 +33,12 @@
 //! clock offset plus noise (on the 8-rank DLRM set, ends agree within 1–7 µs while starts
 //! differ by up to 7.6 ms). The estimate is the **median** of those differences over all
 //! matched collectives (robust to outliers such as a mismatched pair); the residual is their
-//! median absolute deviation after correction. Every rank of a group gets its group's offset:
+//! median absolute deviation after correction. In a hybrid-parallel job a host may share no
+//! collective with the reference clock (its tensor groups inside it, its data-parallel peers on
+//! another host): every pair of clocks that shared collectives gives a difference, and each
+//! clock is placed through the chain of pairs with the most collectives from the reference (a
+//! maximum spanning tree grown from it), its offset the sum along the chain; the note names the
+//! clock it was placed through and the hops. Every rank of a group gets its group's offset:
 //! the end skew between ranks of one host is the collective's, not their clocks'. A group of
 //! one rank is the estimator rank by rank (its first leaver is itself).
 //!
@@ -171,21 +179,28 @@ pub fn align(parts: &[RankPart], matched: &[Matched], user: &[(u32, i64)]) -> Ve
             }
         }
     }
-    // Per clock, the first leaver's end against the reference clock's first leaver.
-    let mut clock_diffs: BTreeMap<usize, Vec<i64>> = BTreeMap::new();
+    // Per pair of clocks that shared a collective, the first leavers' end differences: a star
+    // from the lowest clock of each collective to the others (what a group of ranks on several
+    // hosts can tell), then a tree of the best-anchored pairs from the reference clock
+    // ([`chain_clocks`]): a host that shares collectives with the reference only through
+    // another host (its tensor group on one host, its data-parallel peers on a second, the
+    // reference on a third) is placed through it.
+    let mut pair_diffs: BTreeMap<(usize, usize), Vec<i64>> = BTreeMap::new();
     for at in &places {
         let mut first: BTreeMap<usize, i64> = BTreeMap::new();
         for (&i, x) in at {
             let end = x.end_ns;
             first.entry(lead[i]).and_modify(|e| *e = (*e).min(end)).or_insert(end);
         }
-        let Some(&r) = first.get(&0) else { continue };
+        // The reference clock's first leaver anchors every collective it is in.
+        let Some((&a, &ea)) = first.get_key_value(&0).or_else(|| first.iter().next()) else { continue };
         for (&g, &end) in &first {
-            if g != 0 {
-                clock_diffs.entry(g).or_default().push(end - r);
+            if g != a {
+                pair_diffs.entry((a, g)).or_default().push(end - ea);
             }
         }
     }
+    let chained = chain_clocks(&pair_diffs);
     // Per clock, its earliest start of each step, from the ranks whose step starts are anchors:
     // pipeline stages start their steps apart by design (a stage waits for its neighbour's
     // activations; the optimizer runs when its own backward ends), synthetic steps are ours.
@@ -220,13 +235,31 @@ pub fn align(parts: &[RankPart], matched: &[Matched], user: &[(u32, i64)]) -> Ve
                 what.to_string()
             }
         };
-        if let Some(d) = clock_diffs.get(&g).filter(|d| !d.is_empty()) {
-            let why = if c.members.len() > 1 {
-                whose(&format!("its first leaver's collective end times matched with {ref_end}'s"))
-            } else {
-                format!("collective end times matched with {ref_end}")
+        if let Some(link) = chained.get(&g) {
+            let via = match link.via {
+                None => String::new(),
+                Some(v) => format!(
+                    ", through {} ({} hop{})",
+                    clocks.iter().find(|c| c.members.first() == Some(&v)).map_or_else(
+                        || format!("rank {}", parts[v].info.rank),
+                        |c| if c.members.len() > 1 { format!("host `{}`", c.host.as_deref().unwrap_or("?")) } else { format!("rank {}", parts[v].info.rank) }
+                    ),
+                    link.hops,
+                    if link.hops == 1 { "" } else { "s" }
+                ),
             };
-            estimates.insert(g, estimate(rank, AlignMethod::Collectives, d.clone(), &why));
+            let why = if c.members.len() > 1 {
+                whose(&format!("its first leaver's collective end times matched with {ref_end}'s{via}"))
+            } else {
+                format!("collective end times matched with {ref_end}{via}")
+            };
+            let mut row = estimate(rank, AlignMethod::Collectives, link.diffs.clone(), &why);
+            if link.base_ns != 0 {
+                row.estimate_ns += link.base_ns;
+                let noise = (3 * row.residual_ns).max(MIN_APPLIED_OFFSET_NS);
+                row.offset_ns = if row.estimate_ns.abs() > noise { row.estimate_ns } else { 0 };
+            }
+            estimates.insert(g, row);
             continue;
         }
         let d: Vec<i64> = step_firsts
@@ -292,6 +325,57 @@ pub fn align(parts: &[RankPart], matched: &[Matched], user: &[(u32, i64)]) -> Ve
         .collect()
 }
 
+/// How a clock is placed against the reference clock.
+struct Link {
+    /// End differences against the clock it is placed through (`via`, else the reference).
+    diffs: Vec<i64>,
+    /// That clock's own estimate (0 for the reference).
+    base_ns: i64,
+    via: Option<usize>,
+    hops: usize,
+}
+
+/// The clocks reachable from the reference clock (0) through pairs that shared collectives,
+/// each through the pair with the most anchors on the way (a maximum spanning tree grown from
+/// the reference, Prim's order: the best-anchored pair first). `pairs[(a, b)]` are b's end
+/// differences against a.
+fn chain_clocks(pairs: &BTreeMap<(usize, usize), Vec<i64>>) -> BTreeMap<usize, Link> {
+    let mut out: BTreeMap<usize, Link> = BTreeMap::new();
+    let mut placed: BTreeMap<usize, (i64, usize)> = BTreeMap::from([(0, (0, 0))]);
+    loop {
+        // The pair from a placed clock to an unplaced one with the most anchors.
+        let mut best: Option<(usize, usize, usize, bool)> = None;
+        for (&(a, b), d) in pairs {
+            let (from, to, flip) = match (placed.contains_key(&a), placed.contains_key(&b)) {
+                (true, false) => (a, b, false),
+                (false, true) => (b, a, true),
+                _ => continue,
+            };
+            if d.is_empty() {
+                continue;
+            }
+            let key = (d.len(), std::cmp::Reverse(to));
+            if best.is_none_or(|(n, _, t, _)| key > (n, std::cmp::Reverse(t))) {
+                best = Some((d.len(), from, to, flip));
+            }
+        }
+        let Some((_, from, to, flip)) = best else { break };
+        let key = if flip { (to, from) } else { (from, to) };
+        let diffs: Vec<i64> = pairs.get(&key).map_or_else(Vec::new, |d| {
+            if flip {
+                d.iter().map(|x| -x).collect()
+            } else {
+                d.clone()
+            }
+        });
+        let (base, hops) = placed.get(&from).copied().unwrap_or((0, 0));
+        let own = lower_median(&mut diffs.clone());
+        placed.insert(to, (base + own, hops + 1));
+        out.insert(to, Link { diffs, base_ns: base, via: (from != 0).then_some(from), hops: hops + 1 });
+    }
+    out
+}
+
 /// Each part's clock: the index of the lowest part that reports the same host and agrees with
 /// it (its own index for a rank alone on its clock), and the ranks the collectives took off
 /// their host's clock.
@@ -345,11 +429,14 @@ fn clock_leads(
         let est = lower_median(&mut d);
         let mut dev: Vec<i64> = d.iter().map(|x| (x - est).abs()).collect();
         let mad = lower_median(&mut dev);
-        est.abs() > (3 * mad).max(MIN_APPLIED_OFFSET_NS)
+        est.abs() > (3 * mad).max(MIN_APPLIED_OFFSET_NS).max(10 * mad)
     };
+    // A poor fit never moves a rank off the clock its host names: nearly every shared
+    // collective (nine in ten, three at least) must contradict the shared clock, and the ends
+    // must differ by one amount that stands clear of their spread (ten times it).
     let mut doubts = Vec::new();
     for (&i, &(bad, n)) in &tally {
-        if 2 * bad > n && consistent(i) {
+        if n >= 3 && 10 * bad >= 9 * n && consistent(i) {
             doubts.push((i, lead[i], bad, n));
             lead[i] = i;
         }
