@@ -73,7 +73,6 @@ class CommLog:
         self.seq = Counter()  # per pg name: collective number (1-based; p2p not counted, see pair_seq)
         self.p2p_seq = Counter()  # per (pg name, src, dst)
         self.tls = threading.local()
-        self.orig = {}
 
     def role(self, pg):
         return self.roles.get(pg, "world" if pg == group_name(None) else "?")
@@ -110,7 +109,6 @@ class CommLog:
         """Wrap the blocking collectives of torch.distributed (FSDP2 calls them as dist.X)."""
         for name in self.WRAPPED:
             orig = getattr(dist, name)
-            self.orig[name] = orig
 
             def wrapper(*a, _orig=orig, _name=name, **k):
                 if getattr(self.tls, "busy", False) or self.log.cur is None:
@@ -215,13 +213,12 @@ def finish(ctx, log, comm, extra, wait, warmup):
 
 
 @contextlib.contextmanager
-def stall_region(log, name, amount_ms, work=None):
-    """record_function(name) around the rank's real per-step preparation `work()` and, where
-    injected, a time.sleep of `amount_ms` (the host stall), timed with perf_counter."""
+def stall_region(log, name, amount_ms):
+    """record_function(name) around the rank's real per-step preparation (the body) and, where
+    injected, a time.sleep of `amount_ms` after it (the host stall), timed with perf_counter."""
     with record_function(name):
         t0 = time.perf_counter()
-        out = {}
-        yield out
+        yield
         if amount_ms:
             s0 = time.perf_counter()
             time.sleep(amount_ms / 1e3)  # INJECTION: the host stall
