@@ -498,7 +498,7 @@ def run_hsdp(ctx):
     inj = cfg.get("inject") or {}
     per_item = cfg["item_sleep_ms"] / 1e3
     if rank in inj.get("ranks", []):
-        per_item *= inj["factor"]  # INJECTION (hsdp_2x2_slow_loader): this rank's __getitem__ is slower
+        per_item = inj["item_sleep_ms"] / 1e3  # INJECTION (hsdp_2x2_slow_loader): this rank's __getitem__ is slow
     extra["item_sleep_ms"] = per_item * 1e3
     batch = cfg["batch"]
     dataset = zw.ItemDataset(batch * n_steps, cfg["in_dim"], cfg["classes"], per_item, cfg["seed"] + rank)
