@@ -242,7 +242,11 @@ pub fn align(parts: &[RankPart], matched: &[Matched], user: &[(u32, i64)]) -> Ve
                     ", through {} ({} hop{})",
                     clocks.iter().find(|c| c.members.first() == Some(&v)).map_or_else(
                         || format!("rank {}", parts[v].info.rank),
-                        |c| if c.members.len() > 1 { format!("host `{}`", c.host.as_deref().unwrap_or("?")) } else { format!("rank {}", parts[v].info.rank) }
+                        |c| if c.members.len() > 1 {
+                            format!("host `{}`", c.host.as_deref().unwrap_or("?"))
+                        } else {
+                            format!("rank {}", parts[v].info.rank)
+                        }
                     ),
                     link.hops,
                     if link.hops == 1 { "" } else { "s" }
@@ -621,6 +625,7 @@ mod tests {
                     tid: None,
                     p2p: false,
                     peer: None,
+                    peer_in_group: false,
                     tag: None,
                     batch: Vec::new(),
                     from_autograd: false,

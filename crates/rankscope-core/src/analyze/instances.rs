@@ -70,6 +70,11 @@ pub struct Instance {
     /// source), when the trace says it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer: Option<u32>,
+    /// The peer is its index in the exchange's process group, which the rank's trace does not
+    /// name (gloo's `c10d::send` / `c10d::recv_` say the group's rank): the job's layout maps
+    /// it to the global rank once the group is known ([`super::layout`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub peer_in_group: bool,
     /// Point-to-point: the tag (`c10d::send` / `c10d::recv_`), when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tag: Option<i64>,
@@ -346,6 +351,7 @@ pub fn rank_instances(r: &RankEntry, strings: &StringTable) -> Vec<Instance> {
         }
         let p2p = is_p2p_kind(kind) && !p2p_host.in_collective(i);
         let (mut peer, mut tag, mut batch) = (None, None, Vec::new());
+        let mut peer_in_group = false;
         if p2p {
             let pg_ranks: Vec<i64> = rows
                 .iter()
@@ -382,6 +388,9 @@ pub fn rank_instances(r: &RankEntry, strings: &StringTable) -> Vec<Instance> {
                 if let Some(v) = v.filter(|&v| v >= 0) {
                     if peer.is_none() {
                         peer = if group_local { global(i64::from(v)) } else { u32::try_from(v).ok() };
+                        // A group rank whose group is not known here: the default group's until
+                        // the layout says which group it was.
+                        peer_in_group = group_local && pg_ranks.is_empty() && pg.is_empty();
                     }
                 }
                 if tag.is_none() {
@@ -439,6 +448,7 @@ pub fn rank_instances(r: &RankEntry, strings: &StringTable) -> Vec<Instance> {
             },
             p2p,
             peer,
+            peer_in_group,
             tag,
             batch,
             from_autograd,

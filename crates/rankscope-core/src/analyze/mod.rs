@@ -412,10 +412,50 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
     let (complete, partial): (Vec<instances::Matched>, Vec<instances::Matched>) =
         matched.into_iter().partition(|m| !instances::is_partial(m, &members) && !stuck_in(m));
     let alignment = align::align(&parts, &complete, &opts.offsets);
+    // Exchanges that are not a pipeline's: a context-parallel ring, expert dispatch. Their
+    // waits are a late neighbour's, as at a collective, and they chain no stages.
+    let not_pipeline = |x: &instances::Instance| {
+        x.p2p
+            && layout.group(&x.pg).is_some_and(|g| {
+                !matches!(g.role, layout::Role::Pipeline | layout::Role::Unknown | layout::Role::World)
+            })
+    };
     let pipe_report = {
         let pipes: Vec<&pipeline::RankPipe> = parts.iter().map(|p| &p.pipe).collect();
         let offsets: Vec<(u32, i64)> = alignment.iter().map(|a| (a.rank, a.offset_ns)).collect();
-        pipeline::report(&ranks, &insts, &pipes, &offsets)
+        let pipe_insts: Vec<Vec<instances::Instance>> =
+            insts.iter().map(|v| v.iter().filter(|x| !not_pipeline(x)).cloned().collect()).collect();
+        let any_ring = insts.iter().flatten().any(not_pipeline);
+        if any_ring && pipe_insts.iter().all(|v| v.iter().all(|x| !x.p2p)) {
+            None
+        } else {
+            pipeline::report(&ranks, &pipe_insts, &pipes, &offsets)
+        }
+    };
+    // Each rank's pipeline stage (its place in its pipeline group, else in the one chain the
+    // exchanges make), to tell a stage's usual wait for its neighbour (the bubble) from a
+    // delay it inherited: the stage's other replicas wait the usual amount.
+    let stage_of: std::collections::BTreeMap<u32, usize> = {
+        // Pipeline groups that each hold one whole pipeline (every rank in one of them:
+        // Megatron's); groups per pair of neighbours say no stage by themselves.
+        let pipes: Vec<&layout::Group> =
+            layout.groups.iter().filter(|g| g.role == layout::Role::Pipeline).collect();
+        let mut m: std::collections::BTreeMap<u32, usize> = std::collections::BTreeMap::new();
+        let mut once = true;
+        for g in &pipes {
+            for (k, &r) in g.ranks.iter().enumerate() {
+                once &= m.insert(r, k).is_none();
+            }
+        }
+        if !once || pipes.len() < 2 {
+            m.clear();
+        }
+        if m.is_empty() {
+            if let Some(p) = &pipe_report {
+                m = p.stages.iter().enumerate().map(|(k, &r)| (r, k)).collect();
+            }
+        }
+        m
     };
     let mut ops = collectives::ops(&complete, &alignment, world);
     for mut o in collectives::ops(&partial, &alignment, world) {
@@ -450,6 +490,15 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
     // transfer to overlap: it joins the wait like an orphan's.
     let p2p_sets: Vec<intervals::Set> =
         insts_ranked.iter().map(|(_, v)| intervals::Set::from_unsorted(pipeline::p2p_intervals(v))).collect();
+    // Of those, the pipeline's exchanges (the bubble's candidates).
+    let pipe_sets: Vec<intervals::Set> = insts_ranked
+        .iter()
+        .map(|(_, v)| {
+            intervals::Set::from_unsorted(
+                v.iter().filter(|x| x.p2p && !not_pipeline(x)).map(|x| (x.start_ns, x.end_ns)).collect(),
+            )
+        })
+        .collect();
     let mut orphans = orphans;
     orphans.resize(parts.len(), Vec::new());
     for (o, s) in orphans.iter_mut().zip(&p2p_sets) {
@@ -460,16 +509,44 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
         fill_waits(p, w);
     }
     let mut per_step: std::collections::BTreeMap<u32, Vec<breakdown::StepRank>> = Default::default();
-    // Who waited for whom at collectives: the exchanges' wait is the pipeline's, not a late rank's.
+    // Who waited for whom at collectives: a pipeline stage's usual wait for its neighbour is the
+    // pipeline's (the bubble), not a late rank's; what it waits beyond its replicas, a late
+    // rank up the chain made it wait, as does a ring neighbour.
     let mut per_step_colls: std::collections::BTreeMap<u32, Vec<breakdown::StepRank>> = Default::default();
-    for ((p, w), s) in parts.iter().zip(&waits).zip(&p2p_sets) {
+    // Per (step, rank): the pipeline exchanges' wait and exposed wait.
+    let mut pipe_wait: std::collections::BTreeMap<(u32, u32), (i64, i64)> = Default::default();
+    for ((p, w), s) in parts.iter().zip(&waits).zip(&pipe_sets) {
         let p2p_wait = w.wait.intersect(s);
         let p2p_exposed = w.exposed_wait.intersect(s);
         for (step, row) in &p.steps {
+            let (lo, hi) = (row.start_ns, row.end_ns);
+            pipe_wait
+                .insert((*step, p.info.rank), (p2p_wait.len_within(lo, hi), p2p_exposed.len_within(lo, hi)));
+        }
+    }
+    // The usual pipeline wait of a stage in a step: the least over its replicas (the stage's
+    // ranks in the other pipelines), when it has any; else all of a rank's is the bubble's.
+    let usual = |step: u32, rank: u32| -> (i64, i64) {
+        let own = pipe_wait.get(&(step, rank)).copied().unwrap_or((0, 0));
+        let Some(&stage) = stage_of.get(&rank) else { return own };
+        let replicas: Vec<(i64, i64)> = stage_of
+            .iter()
+            .filter(|&(&r, &st)| st == stage && r != rank)
+            .filter_map(|(&r, _)| pipe_wait.get(&(step, r)).copied())
+            .collect();
+        if replicas.is_empty() {
+            return own;
+        }
+        let least = |f: fn(&(i64, i64)) -> i64| replicas.iter().map(f).min().unwrap_or(0);
+        (own.0.min(least(|x| x.0)), own.1.min(least(|x| x.1)))
+    };
+    for p in &parts {
+        for (step, row) in &p.steps {
             per_step.entry(*step).or_default().push(row.clone());
             let mut r = row.clone();
-            r.comm_wait_ns = (r.comm_wait_ns - p2p_wait.len_within(r.start_ns, r.end_ns)).max(0);
-            r.exposed_wait_ns = (r.exposed_wait_ns - p2p_exposed.len_within(r.start_ns, r.end_ns)).max(0);
+            let (wait, exposed) = usual(*step, p.info.rank);
+            r.comm_wait_ns = (r.comm_wait_ns - wait).max(0);
+            r.exposed_wait_ns = (r.exposed_wait_ns - exposed).max(0);
             per_step_colls.entry(*step).or_default().push(r);
         }
     }
@@ -629,9 +706,29 @@ fn sequence_report(
     if diverged(&report) || !use_issued {
         return Some(report);
     }
+    // Each call in the group of the collective it enqueued (the instance issued at its start);
+    // calls of a job with groups that cannot be placed make the comparison unsound: not made.
+    // A call that ran nowhere (a check stopped it) is in the rank's only group, if it has one.
+    let group_of: Vec<std::collections::BTreeMap<i64, &str>> =
+        insts.iter().map(|v| v.iter().map(|x| (x.issued_ns, x.pg.as_str())).collect()).collect();
+    let only: Vec<Option<&str>> = insts
+        .iter()
+        .map(|v| {
+            let pgs: std::collections::BTreeSet<&str> = v.iter().map(|x| x.pg.as_str()).collect();
+            (pgs.len() == 1).then(|| pgs.into_iter().next()).flatten()
+        })
+        .collect();
+    let grouped = insts.iter().flatten().any(|x| !x.pg.is_empty());
+    let place = |k: usize, ts: i64| group_of[k].get(&ts).copied().or(only[k]);
+    if grouped
+        && parts.iter().enumerate().any(|(k, p)| p.issued.iter().any(|i| place(k, i.start_ns).is_none()))
+    {
+        return Some(report);
+    }
     let issued: Vec<RankSeq> = parts
         .iter()
-        .map(|p| {
+        .enumerate()
+        .map(|(k, p)| {
             let main = p.regions.main_occurrences();
             let records = p
                 .issued
@@ -639,7 +736,7 @@ fn sequence_report(
                 .map(|i| {
                     let label = label_at(p, &main, i.start_ns);
                     let mut c = CollRecord::basic(
-                        "",
+                        place(k, i.start_ns).unwrap_or(""),
                         i.kind,
                         None,
                         None,

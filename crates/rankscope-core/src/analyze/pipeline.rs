@@ -1073,6 +1073,7 @@ mod tests {
             tid: None,
             p2p: true,
             peer,
+            peer_in_group: false,
             tag: None,
             batch: Vec::new(),
             from_autograd: false,

@@ -9,6 +9,8 @@
 //! `ucc:*`): on a CPU-only rank they, not the `c10d::*` ops that enqueue them, are the
 //! communication.
 
+use std::collections::BTreeMap;
+
 use crate::model::*;
 
 /// Name prefixes of communication backends' own spans.
@@ -29,10 +31,11 @@ pub fn is_backend_span(t: &RankTrace, strings: &StringTable, i: usize) -> bool {
 /// layer's all_reduce in a custom op; FSDP's unsharding inside a module's forward) returns from
 /// its `c10d::*` op at once and then waits, still inside the enclosing operator, until the
 /// backend finishes it. The operator's time there is waiting or transfer, never compute. The
-/// interval runs from the end of the `c10d::*` op to the next slice that starts on the thread
-/// (the thread runs something again) or the end of the enclosing slice, and counts only while
-/// the rank's backend (`gloo:*`, `nccl:*`, … spans on its threads) is running a collective:
-/// a thread idle inside an operator while nothing is in flight is its own business. A gap shorter
+/// intervals are those inside the enclosing operator, after its first `c10d::*` call returned,
+/// in which no other slice runs on the thread (communication spans aside: gloo's point-to-point
+/// `gloo:recv` runs on the calling thread and lasts until the data came) while the rank's
+/// backend (`gloo:*`, `nccl:*`, … spans) is running a collective: a thread idle inside an
+/// operator while nothing is in flight is its own business. A piece shorter
 /// than [`super::regions::MIN_BLOCKED_GAP_NS`] is the operator's own code after an asynchronous
 /// call (DDP's gradient hooks enqueue their bucket and return), not a wait.
 /// Nothing on GPU ranks, whose collectives run on the device (their host blocks in
@@ -64,7 +67,8 @@ pub fn blocked_waits(t: &RankTrace, strings: &StringTable) -> Vec<(LaneId, crate
     let is_issued = |i: usize| issued.binary_search(&i).is_ok();
     // Per lane, its slices by start (the longer first), walked once with a stack of the open
     // ones: the innermost open slice that is an operator (not a region, not communication)
-    // is the one a call was made from.
+    // is the one a call was made from; then, per such operator, the time after its first call
+    // in which a collective is in flight and nothing else runs inside it.
     let mut by_lane: FxHashMap<LaneId, Vec<usize>> = FxHashMap::default();
     for i in 0..e.len() {
         if e.kind[i] == EventKind::Slice && cpu(i) {
@@ -74,8 +78,10 @@ pub fn blocked_waits(t: &RankTrace, strings: &StringTable) -> Vec<(LaneId, crate
     let mut out: FxHashMap<LaneId, Vec<crate::analyze::intervals::Iv>> = FxHashMap::default();
     for (lane, rows) in by_lane.iter_mut() {
         rows.sort_by_key(|&i| (e.ts_ns[i], std::cmp::Reverse(e.dur_ns[i]), i));
-        // (end, operator?) of the open slices.
-        let mut stack: Vec<(i64, bool)> = Vec::new();
+        // (end, position in `rows`, operator?) of the open slices.
+        let mut stack: Vec<(i64, usize, bool)> = Vec::new();
+        // Per operator that made calls (its position): the earliest end of its calls.
+        let mut callers: BTreeMap<usize, i64> = BTreeMap::new();
         for (k, &i) in rows.iter().enumerate() {
             let ts = e.ts_ns[i];
             while stack.last().is_some_and(|o| o.0 <= ts) {
@@ -83,21 +89,29 @@ pub fn blocked_waits(t: &RankTrace, strings: &StringTable) -> Vec<(LaneId, crate
             }
             let end = e.end_ns(i);
             if is_issued(i) {
-                // The innermost open operator, and the ends of what encloses the call.
-                let op_end = stack.iter().rev().find(|o| o.1).map(|o| o.0);
-                if let Some(op_end) = op_end {
-                    // The next slice after the call on the thread (the thread runs again),
-                    // else the operator's end.
-                    let j = k + 1 + rows[k + 1..].partition_point(|&q| e.ts_ns[q] < end);
-                    let next = rows.get(j).map_or(i64::MAX, |&q| e.ts_ns[q]);
-                    let hi = next.min(op_end);
-                    if hi - end >= super::regions::MIN_BLOCKED_GAP_NS {
-                        out.entry(*lane).or_default().extend_from_slice(in_flight.clip(end, hi).intervals());
-                    }
+                if let Some(&(_, op, _)) = stack.iter().rev().find(|o| o.2) {
+                    let from = callers.entry(op).or_insert(end);
+                    *from = (*from).min(end);
                 }
             }
             let operator = !comm(i) && !super::regions::is_region(t, strings, i);
-            stack.push((end, operator));
+            stack.push((end, k, operator));
+        }
+        for (op, from) in callers {
+            let op_end = e.end_ns(rows[op]);
+            // What the thread runs inside the operator after the call: not waiting then.
+            // (Communication on the thread itself is the wait: gloo runs point-to-point on the
+            // calling thread, its `gloo:recv` lasting until the data came.)
+            let kids: Vec<crate::analyze::intervals::Iv> = rows[op + 1..]
+                .iter()
+                .take_while(|&&q| e.ts_ns[q] < op_end)
+                .filter(|&&q| !comm(q) && e.end_ns(q) > from)
+                .map(|&q| (e.ts_ns[q], e.end_ns(q)))
+                .collect();
+            let blocked = in_flight.clip(from, op_end).subtract(&Set::from_unsorted(kids));
+            out.entry(*lane).or_default().extend(
+                blocked.intervals().iter().filter(|iv| iv.1 - iv.0 >= super::regions::MIN_BLOCKED_GAP_NS),
+            );
         }
     }
     let mut out: Vec<(LaneId, Vec<crate::analyze::intervals::Iv>)> = out.into_iter().collect();

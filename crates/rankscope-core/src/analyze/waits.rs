@@ -13,10 +13,11 @@
 //!
 //! **Exposed parts** (`exposed_transfer_ns`, `exposed_wait_ns`; they add up to the exposed
 //! communication `|M − C|` of [`super::breakdown`]): a rank's exposed communication is
-//! *transfer* where **every** rank of the collective is in exposed communication at the same
-//! aligned instant — nobody computes, the job as a whole is moving data, and only overlap or a
-//! faster transfer would shorten it — and *wait* where at least one of them is still doing
-//! something else (computing, stalled, loading data): this rank is waiting for that one. The
+//! *transfer* where **every** rank of the collective is in exposed communication of this very
+//! collective at the same aligned instant — nobody computes, the job as a whole is moving data,
+//! and only overlap or a faster transfer would shorten it — and *wait* where at least one of
+//! them is still doing something else (computing, stalled, loading data, or waiting in a
+//! collective of another of its groups): this rank is waiting for that one. The
 //! prefix rule above cannot see the second case when a long transfer starts early and runs
 //! under the compute of the slowest rank (one 25 MB gloo bucket all_reduced during backward):
 //! the faster ranks' tail after their own backward is waiting for the slowest rank's backward,
@@ -97,12 +98,12 @@ pub fn rank_waits(
             }
             continue;
         }
-        let lo = slots.iter().map(|s| s.1).min().unwrap_or(0);
-        let hi = slots.iter().map(|s| s.1 + s.2.max(0)).max().unwrap_or(lo);
-        // Where every participant is in exposed communication at once.
-        let mut every = exposed_aligned[slots[0].0].clip(lo, hi);
+        // Where every participant is in exposed communication at once, each inside this
+        // collective (its own [start, end]): a member still waiting in another group's
+        // collective is not moving this one's data.
+        let mut every = exposed_aligned[slots[0].0].clip(slots[0].1, slots[0].1 + slots[0].2.max(0));
         for s in &slots[1..] {
-            every = every.intersect(&exposed_aligned[s.0].clip(lo, hi));
+            every = every.intersect(&exposed_aligned[s.0].clip(s.1, s.1 + s.2.max(0)));
         }
         for &(slot, s, d, w) in &slots {
             let off = offsets[slot];

@@ -204,9 +204,10 @@ pub(super) fn place(parts: &[RankPart], insts: &mut [Vec<Instance>], groups: &[G
                     Vec::new()
                 }
             };
-            let others: Vec<usize> =
-                members.iter().copied().filter(|&s| s != r0 && !options(s).is_empty()).collect();
-            if others.is_empty() {
+            // Every loaded member runs the group's collectives: a member with no channel left
+            // for it rules the group out (a subset of its ranks would look like it).
+            let others: Vec<usize> = members.iter().copied().filter(|&s| s != r0).collect();
+            if others.is_empty() || others.iter().any(|&s| options(s).is_empty()) {
                 continue;
             }
             let mut scores: Vec<(f64, BTreeMap<usize, usize>, f64)> = Vec::new();
@@ -270,29 +271,7 @@ pub(super) fn place(parts: &[RankPart], insts: &mut [Vec<Instance>], groups: &[G
             }
         }
     }
-    // Point-to-point exchanges: their lane's group, else the smallest group of both ends.
-    for k in 0..n {
-        if how[k] != Placement::ByLanes {
-            continue;
-        }
-        let lane_group: BTreeMap<u32, String> =
-            insts[k].iter().filter(|x| !x.p2p && !x.pg.is_empty()).map(|x| (x.lane, x.pg.clone())).collect();
-        let me = rank_of[k];
-        for x in insts[k].iter_mut().filter(|x| x.p2p && x.pg.is_empty()) {
-            if let Some(g) = lane_group.get(&x.lane) {
-                x.pg = g.clone();
-            } else if let Some(peer) = x.peer {
-                let g = cand[k]
-                    .iter()
-                    .map(|&g| &groups[g])
-                    .filter(|g| g.ranks.binary_search(&peer).is_ok() && g.ranks.binary_search(&me).is_ok())
-                    .min_by_key(|g| g.ranks.len());
-                if let Some(g) = g {
-                    x.pg = g.name.clone();
-                }
-            }
-        }
-    }
+    place_p2p(parts, insts, groups, &cand);
     (0..n)
         .map(|k| {
             let unplaced = insts[k].iter().filter(|x| x.pg.is_empty()).count() as u32;
@@ -304,4 +283,113 @@ pub(super) fn place(parts: &[RankPart], insts: &mut [Vec<Instance>], groups: &[G
             RankPlacement { rank: rank_of[k], placement, unplaced }
         })
         .collect()
+}
+
+/// Places the point-to-point exchanges that carry no group: in the group (of those holding the
+/// rank) in which the peer has the matching exchange: the opposite direction, naming this rank
+/// back (as its index in that group when the peer's trace says group ranks), overlapping it on
+/// one clock (a gloo send completes only once its recv is posted). Without such evidence: the
+/// group of the collectives on the same lane, else the smallest group holding both ends. A
+/// peer written as an index in an unnamed group becomes the global rank of the group placed.
+fn place_p2p(parts: &[RankPart], insts: &mut [Vec<Instance>], groups: &[Group], cand: &[Vec<usize>]) {
+    let rank_of: Vec<u32> = parts.iter().map(|p| p.info.rank).collect();
+    let slot: BTreeMap<u32, usize> = rank_of.iter().enumerate().map(|(k, &r)| (r, k)).rev().collect();
+    let host = |k: usize| parts[k].info.host.as_deref().and_then(crate::analyze::align::host_key);
+    let index_in = |g: &Group, r: u32| g.ranks.iter().position(|&x| x == r);
+    // Where the peer of `x` (on slot k) is, if `x` is in group g.
+    let global_peer = |x: &Instance, g: &Group| -> Option<u32> {
+        let p = x.peer?;
+        if x.peer_in_group {
+            g.ranks.get(p as usize).copied()
+        } else {
+            g.ranks.binary_search(&p).is_ok().then_some(p)
+        }
+    };
+    let opposite = |k: CollKind| match k {
+        CollKind::Send => CollKind::Recv,
+        CollKind::Recv => CollKind::Send,
+        other => other,
+    };
+    let mut decided: Vec<(usize, usize, usize)> = Vec::new(); // (slot, instance, group)
+    for k in 0..insts.len() {
+        let me = rank_of[k];
+        let lane_group: BTreeMap<u32, usize> = insts[k]
+            .iter()
+            .filter(|x| !x.p2p && !x.pg.is_empty())
+            .filter_map(|x| Some((x.lane, groups.iter().position(|g| g.name == x.pg)?)))
+            .collect();
+        let mut votes = Vec::new();
+        for (i, x) in
+            insts[k].iter().enumerate().filter(|(_, x)| x.p2p && (x.pg.is_empty() || x.peer_in_group))
+        {
+            let options: Vec<usize> = if x.pg.is_empty() {
+                cand[k].clone()
+            } else {
+                groups.iter().position(|g| g.name == x.pg).into_iter().collect()
+            };
+            // `strict`: the peer's exchange names this rank back; else one that names nobody
+            // counts too.
+            let evidence = |gi: usize, strict: bool| -> bool {
+                let g = &groups[gi];
+                let (Some(peer), Some(my_index)) = (global_peer(x, g), index_in(g, me)) else { return false };
+                if peer == me {
+                    return false;
+                }
+                let Some(&s) = slot.get(&peer) else { return false };
+                let same_clock = host(k).is_some() && host(k) == host(s);
+                insts[s].iter().any(|y| {
+                    y.p2p
+                        && y.kind == opposite(x.kind)
+                        && (y.pg.is_empty() || y.pg == g.name)
+                        && match y.peer {
+                            Some(q) if y.peer_in_group => q as usize == my_index,
+                            Some(q) => q == me,
+                            None => !strict,
+                        }
+                        && (!same_clock || (y.start_ns <= x.end_ns && x.start_ns <= y.end_ns))
+                })
+            };
+            let mut with: Vec<usize> = options.iter().copied().filter(|&gi| evidence(gi, true)).collect();
+            if with.is_empty() {
+                with = options.iter().copied().filter(|&gi| evidence(gi, false)).collect();
+            }
+            votes.push((i, (x.kind, x.peer, x.peer_in_group), with, options));
+        }
+        // One stream of exchanges (a direction to one peer) runs on one group: each takes the
+        // group most of its stream's exchanges had evidence for, else its own fallback.
+        let mut tally: BTreeMap<(CollKind, Option<u32>, bool), BTreeMap<usize, usize>> = BTreeMap::new();
+        for (_, key, with, _) in &votes {
+            for &g in with {
+                *tally.entry(*key).or_default().entry(g).or_default() += 1;
+            }
+        }
+        for (i, key, with, options) in votes {
+            let Some(x) = insts[k].get(i) else { continue };
+            let stream = tally
+                .get(&key)
+                .and_then(|t| t.iter().max_by_key(|(g, n)| (**n, std::cmp::Reverse(**g))).map(|(g, _)| *g));
+            let chosen = stream.or_else(|| {
+                let pool = if with.is_empty() { &options } else { &with };
+                lane_group.get(&x.lane).copied().filter(|g| pool.contains(g)).or_else(|| {
+                    pool.iter()
+                        .copied()
+                        .filter(|&gi| global_peer(x, &groups[gi]).is_some_and(|p| p != me))
+                        .min_by_key(|&gi| groups[gi].ranks.len())
+                })
+            });
+            if let Some(gi) = chosen {
+                decided.push((k, i, gi));
+            }
+        }
+    }
+    for (k, i, gi) in decided {
+        let g = &groups[gi];
+        if let Some(x) = insts[k].get_mut(i) {
+            if x.peer_in_group {
+                x.peer = global_peer(x, g);
+                x.peer_in_group = false;
+            }
+            x.pg = g.name.clone();
+        }
+    }
 }
