@@ -11,6 +11,7 @@ pub mod align;
 pub mod attribution;
 pub mod balance;
 pub mod breakdown;
+pub mod chain;
 pub mod collectives;
 pub mod critical_path;
 pub mod fabric;
@@ -171,6 +172,10 @@ pub struct Analysis {
     pub critical_path: Vec<critical_path::StepPath>,
     /// Per step: who waited for whom (see [`attribution`]).
     pub waits: Vec<attribution::StepWaits>,
+    /// Where the delay starts and the way it travelled through the groups ([`chain`]); absent
+    /// when no rank is consistently the one waited for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_chain: Option<chain::WaitChain>,
     /// Per rank × step: host time by annotation and by phase, collective waits taken out.
     pub regions: Vec<attribution::RegionRow>,
     pub phases: Vec<attribution::PhaseRow>,
@@ -467,6 +472,13 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
     ops.sort_by_key(|o| {
         (o.start_ns.first().copied().unwrap_or(0) + o.dur_ns.first().copied().unwrap_or(0), o.kind, o.key)
     });
+    // A group's size is its member count when the layout lists them (gloo's collectives say
+    // none, and the world's size is not a tensor pair's).
+    for o in &mut ops {
+        if let Some(g) = layout.group(&o.pg).filter(|g| g.source != layout::GroupSource::Collectives) {
+            o.group_size = g.ranks.len() as i64;
+        }
+    }
     // Instances that matched no other rank, in a job whose collectives otherwise match.
     let in_ops: std::collections::BTreeSet<(u32, u32)> =
         ops.iter().flat_map(|o| o.ranks.iter().copied().zip(o.events.iter().map(|e| e.0))).collect();
@@ -551,6 +563,21 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
         }
     }
     let step_waits = attribution::step_waits(&per_step_colls, WAIT_NOISE_NS);
+    let wait_chain = {
+        let walls: Vec<i64> = per_step.values().flatten().map(|r| r.wall_ns).collect();
+        let step_ns = walls.iter().sum::<i64>() as f64 / walls.len().max(1) as f64;
+        let insts: Vec<Vec<instances::Instance>> = insts_ranked.iter().map(|x| x.1.clone()).collect();
+        chain::wait_chain(
+            &ranks,
+            &insts,
+            &ops,
+            &collectives::Offsets::new(&alignment),
+            &step_waits,
+            &stage_of,
+            &layout,
+            step_ns,
+        )
+    };
     let (region_rows, phase_rows) = attribution::host_rows(&parts, &waits);
     let (origins, origin_of) = attribution::comm_origins(
         &parts,
@@ -591,6 +618,7 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
         allocations: parts.iter().flat_map(|p| p.allocations.iter().cloned()).collect(),
         critical_path,
         waits: step_waits,
+        wait_chain,
         regions: region_rows,
         phases: phase_rows,
         comm_origins: origins,

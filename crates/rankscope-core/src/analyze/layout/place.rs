@@ -261,6 +261,7 @@ pub(super) fn place(parts: &[RankPart], insts: &mut [Vec<Instance>], groups: &[G
         }
         chosen.insert(g, pick);
     }
+    alias_by_creation(&mut chosen, groups, &chans, insts);
     for (&g, pick) in &chosen {
         for (&k, &c) in pick {
             let idx = chans[k][c].clone();
@@ -296,6 +297,8 @@ fn place_p2p(parts: &[RankPart], insts: &mut [Vec<Instance>], groups: &[Group], 
     let slot: BTreeMap<u32, usize> = rank_of.iter().enumerate().map(|(k, &r)| (r, k)).rev().collect();
     let host = |k: usize| parts[k].info.host.as_deref().and_then(crate::analyze::align::host_key);
     let index_in = |g: &Group, r: u32| g.ranks.iter().position(|&x| x == r);
+    let carries: Vec<bool> =
+        groups.iter().map(|g| insts.iter().flatten().any(|x| !x.p2p && x.pg == g.name)).collect();
     // Where the peer of `x` (on slot k) is, if `x` is in group g.
     let global_peer = |x: &Instance, g: &Group| -> Option<u32> {
         let p = x.peer?;
@@ -365,9 +368,11 @@ fn place_p2p(parts: &[RankPart], insts: &mut [Vec<Instance>], groups: &[Group], 
         }
         for (i, key, with, options) in votes {
             let Some(x) = insts[k].get(i) else { continue };
-            let stream = tally
-                .get(&key)
-                .and_then(|t| t.iter().max_by_key(|(g, n)| (**n, std::cmp::Reverse(**g))).map(|(g, _)| *g));
+            // Between groups of the same ranks the evidence is alike: the one that carries no
+            // collective was made for the exchanges (a context-parallel group beside the world).
+            let stream = tally.get(&key).and_then(|t| {
+                t.iter().max_by_key(|(g, n)| (**n, !carries[**g], std::cmp::Reverse(**g))).map(|(g, _)| *g)
+            });
             let chosen = stream.or_else(|| {
                 let pool = if with.is_empty() { &options } else { &with };
                 lane_group.get(&x.lane).copied().filter(|g| pool.contains(g)).or_else(|| {
@@ -390,6 +395,80 @@ fn place_p2p(parts: &[RankPart], insts: &mut [Vec<Instance>], groups: &[Group], 
                 x.peer_in_group = false;
             }
             x.pg = g.name.clone();
+        }
+    }
+}
+
+/// Groups of the same ranks cannot be told apart by their members' collectives (both sets fit
+/// either): a backend creates each group's threads when the group is created, and torch names
+/// groups by a counter in creation order, so on every rank the group created first takes the
+/// channel whose threads came first. Applied only where every member has one channel per such
+/// group and the thread ids are known.
+fn alias_by_creation(
+    chosen: &mut BTreeMap<usize, BTreeMap<usize, usize>>,
+    groups: &[Group],
+    chans: &[Vec<Vec<usize>>],
+    insts: &[Vec<Instance>],
+) {
+    let creation = |g: usize| (groups[g].name.parse::<u64>().unwrap_or(u64::MAX), groups[g].name.clone());
+    // A class where the default group took every channel: a group made with the default
+    // group's ranks was made to carry something, its exchanges when the ranks have
+    // point-to-point ones (placed later), else those collectives (torch's default group then
+    // carries barriers and objects).
+    let default = |g: usize| groups[g].desc.as_deref() == Some("default_pg");
+    let exchanges = insts.iter().flatten().any(|x| x.p2p && x.pg.is_empty());
+    let taken: Vec<usize> = chosen.keys().copied().collect();
+    for g in taken {
+        if !default(g) {
+            continue;
+        }
+        let twins: Vec<usize> = (0..groups.len())
+            .filter(|&h| {
+                h != g && groups[h].ranks == groups[g].ranks && !chosen.contains_key(&h) && !default(h)
+            })
+            .collect();
+        if let ([twin], false) = (twins.as_slice(), exchanges) {
+            if let Some(pick) = chosen.remove(&g) {
+                chosen.insert(*twin, pick);
+            }
+        }
+    }
+    let mut classes: BTreeMap<&[u32], Vec<usize>> = BTreeMap::new();
+    for &g in chosen.keys() {
+        classes.entry(groups[g].ranks.as_slice()).or_default().push(g);
+    }
+    for (_, mut class) in classes.into_iter().filter(|c| c.1.len() >= 2) {
+        class.sort_by_key(|&g| creation(g));
+        let members: BTreeSet<usize> = class.iter().flat_map(|g| chosen[g].keys().copied()).collect();
+        let mut orders: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        let mut sound = true;
+        for &k in &members {
+            let mut cs: Vec<(i64, usize)> = Vec::new();
+            for g in &class {
+                let Some(&c) = chosen[g].get(&k) else {
+                    sound = false;
+                    break;
+                };
+                let tid = chans[k][c].iter().filter_map(|&i| insts[k].get(i).and_then(|x| x.tid)).min();
+                match tid {
+                    Some(t) => cs.push((t, c)),
+                    None => sound = false,
+                }
+            }
+            cs.sort_unstable();
+            orders.insert(k, cs.into_iter().map(|x| x.1).collect());
+        }
+        if !sound {
+            continue;
+        }
+        for (n, &g) in class.iter().enumerate() {
+            if let Some(pick) = chosen.get_mut(&g) {
+                for (&k, order) in &orders {
+                    if let Some(&c) = order.get(n) {
+                        pick.insert(k, c);
+                    }
+                }
+            }
         }
     }
 }
