@@ -1,7 +1,9 @@
 //! Snapshots of the reports: for every scenario of the zoo (`tests/zoo/*/rank*.pt.trace.json.gz`)
 //! and the shared real sets, the Markdown note (`--md`) and the analysis JSON (`--json`) as the
-//! CLI writes them (each file's part, then the job: `job::part_of` + `job::combine`), compared
-//! byte for byte with the committed files in `tests/snapshots/`.
+//! CLI writes them (each file's part, then the job: `job::part_of` + `job::combine`); the Flight
+//! Recorder report of the zoo's dumps (`rankscope fr`, JSON and Markdown); the NCCL_DEBUG log
+//! and nccl-tests reports of every shared file (`rankscope nccl --json`, `nccl-tests --json`).
+//! Each is compared byte for byte with its committed file in `tests/snapshots/`.
 //!
 //! A change in wording or in a figure shows as a diff in review, not as a surprise to a user.
 //! `UPDATE_SNAPSHOTS=1 cargo test -p rankscope-core --test report_snapshots` rewrites them;
@@ -107,11 +109,14 @@ fn check(name: &str, got: &str) -> Result<(), String> {
 fn check_job(label: &str, snapshot: &str, traces: &[PathBuf]) -> Result<(), String> {
     assert!(!traces.is_empty(), "{label}: no traces");
     let (md, json) = outputs(label, traces);
-    let errs: Vec<String> =
-        [check(&format!("{snapshot}.md"), &md), check(&format!("{snapshot}.json"), &json)]
-            .into_iter()
-            .filter_map(Result::err)
-            .collect();
+    check_both(snapshot, &md, &json)
+}
+
+fn check_both(snapshot: &str, md: &str, json: &str) -> Result<(), String> {
+    let errs: Vec<String> = [check(&format!("{snapshot}.md"), md), check(&format!("{snapshot}.json"), json)]
+        .into_iter()
+        .filter_map(Result::err)
+        .collect();
     if errs.is_empty() {
         Ok(())
     } else {
@@ -160,6 +165,10 @@ fn zoo_reports_match_their_snapshots() {
     // Every snapshot belongs to a job that is still checked.
     let mut known: Vec<String> = scenarios.iter().map(|(n, _)| format!("zoo_{n}")).collect();
     known.extend(SHARED.iter().map(|s| format!("shared_{s}")));
+    known.extend(dump_scenarios().iter().map(|(n, _)| format!("fr_{n}")));
+    for (kind, _) in NCCL {
+        known.extend(nccl_files(kind).iter().map(|p| nccl_snapshot(kind, p)));
+    }
     let stale: Vec<String> = files(&snapshots(), |_| true)
         .iter()
         .filter_map(|p| Some(p.file_stem()?.to_string_lossy().into_owned()))
@@ -186,6 +195,83 @@ fn dlrm_report_matches_its_snapshot() {
 #[test]
 fn gloo_report_matches_its_snapshot() {
     shared("ddp-gloo-cpu-4rank");
+}
+
+/// The zoo's scenarios with Flight Recorder dumps (`fr_rank*.pkl`).
+fn dump_scenarios() -> Vec<(String, Vec<PathBuf>)> {
+    let zoo = root().join("tests/zoo");
+    let mut v: Vec<(String, Vec<PathBuf>)> = zoo_scenarios()
+        .into_iter()
+        .map(|(name, _)| {
+            let dumps = files(&zoo.join(&name), |n| n.starts_with("fr_rank") && n.ends_with(".pkl"));
+            (name, dumps)
+        })
+        .filter(|(_, d)| !d.is_empty())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn flight_recorder_reports_match_their_snapshots() {
+    let scenarios = dump_scenarios();
+    assert!(scenarios.len() >= 4, "{scenarios:?}");
+    let mut errs = Vec::new();
+    for (name, dumps) in &scenarios {
+        let bytes: Vec<(String, Vec<u8>)> = dumps
+            .iter()
+            .map(|p| {
+                let file = p.file_name().unwrap_or_default().to_string_lossy();
+                (format!("tests/zoo/{name}/{file}"), common::read(p))
+            })
+            .collect();
+        let texts: Vec<job::TextRef<'_>> = bytes
+            .iter()
+            .map(|(n, b)| job::TextRef { name: n, kinds: &[job::TextKind::FlightRecorder], bytes: b })
+            .collect();
+        let fr = job::flight_recorder(&texts).unwrap_or_else(|| panic!("{name}: no dumps read"));
+        let md = rankscope_core::fr::output::render(&fr.dumps, &fr.report);
+        errs.extend(check(&format!("fr_{name}.json"), &fr.json()).err());
+        errs.extend(check(&format!("fr_{name}.md"), &md).err());
+    }
+    assert!(errs.is_empty(), "{} report(s) changed:\n{}", errs.len(), errs.join("\n"));
+}
+
+/// The shared NCCL text: `(folder, snapshot prefix)`.
+const NCCL: [(&str, &str); 2] = [("nccl-logs", "nccl_log"), ("nccl-tests", "nccl_tests")];
+
+fn nccl_files(kind: &str) -> Vec<PathBuf> {
+    files(&common::shared().join(kind), |_| true)
+}
+
+/// `nccl_log_<file stem>` for a shared file.
+fn nccl_snapshot(kind: &str, p: &Path) -> String {
+    let prefix = NCCL.iter().find(|x| x.0 == kind).map_or("nccl", |x| x.1);
+    let name = p.file_name().unwrap_or_default().to_string_lossy();
+    let stem = name.rsplit_once('.').map_or(name.as_ref(), |x| x.0);
+    format!("{prefix}_{stem}")
+}
+
+#[test]
+fn nccl_reports_match_their_snapshots() {
+    let mut errs = Vec::new();
+    for (kind, _) in NCCL {
+        let files = nccl_files(kind);
+        assert!(!files.is_empty(), "{kind}: no files");
+        for p in &files {
+            let name = format!("shared/{kind}/{}", p.file_name().unwrap_or_default().to_string_lossy());
+            let bytes = common::read(p);
+            let input = [rankscope_core::nccl::Input { name: &name, bytes: &bytes }];
+            let json = if kind == "nccl-logs" {
+                serde_json::to_string_pretty(&rankscope_core::nccl::analyze_logs(&input))
+            } else {
+                serde_json::to_string_pretty(&rankscope_core::nccl::analyze_tests(&input, None))
+            };
+            let json = json.unwrap_or_else(|e| panic!("{name}: {e}")) + "\n";
+            errs.extend(check(&format!("{}.json", nccl_snapshot(kind, p)), &json).err());
+        }
+    }
+    assert!(errs.is_empty(), "{} report(s) changed:\n{}", errs.len(), errs.join("\n"));
 }
 
 #[test]
