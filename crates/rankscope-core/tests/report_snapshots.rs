@@ -2,7 +2,8 @@
 //! and the shared real sets, the Markdown note (`--md`) and the analysis JSON (`--json`) as the
 //! CLI writes them (each file's part, then the job: `job::part_of` + `job::combine`); the Flight
 //! Recorder report of the zoo's dumps (`rankscope fr`, JSON and Markdown); the NCCL_DEBUG log
-//! and nccl-tests reports of every shared file (`rankscope nccl --json`, `nccl-tests --json`).
+//! and nccl-tests reports of every shared file (`rankscope nccl --json`, `nccl-tests --json`);
+//! the inspect report of every edge-case fixture (its diagnostics: kinds, severities, offsets).
 //! Each is compared byte for byte with its committed file in `tests/snapshots/`.
 //!
 //! A change in wording or in a figure shows as a diff in review, not as a surprise to a user.
@@ -166,6 +167,7 @@ fn zoo_reports_match_their_snapshots() {
     let mut known: Vec<String> = scenarios.iter().map(|(n, _)| format!("zoo_{n}")).collect();
     known.extend(SHARED.iter().map(|s| format!("shared_{s}")));
     known.extend(dump_scenarios().iter().map(|(n, _)| format!("fr_{n}")));
+    known.push(INSPECT.into());
     for (kind, _) in NCCL {
         known.extend(nccl_files(kind).iter().map(|p| nccl_snapshot(kind, p)));
     }
@@ -272,6 +274,39 @@ fn nccl_reports_match_their_snapshots() {
         }
     }
     assert!(errs.is_empty(), "{} report(s) changed:\n{}", errs.len(), errs.join("\n"));
+}
+
+const INSPECT: &str = "inspect_fixtures";
+
+#[test]
+fn inspect_reports_of_the_fixtures_match_their_snapshot() {
+    // One file: per fixture of `fixtures/edge` and `fixtures/regress`, its inspect JSON as
+    // `rankscope inspect --json` writes it for that file alone, or the error that says it is
+    // not a trace.
+    let mut out = String::new();
+    for dir in ["edge", "regress"] {
+        for p in files(&common::fixture(dir), |_| true) {
+            let name = format!("fixtures/{dir}/{}", p.file_name().unwrap_or_default().to_string_lossy());
+            out.push_str(&format!("## {name}\n"));
+            let report = match common::ingest_chunked(&name, &common::read(&p), 1 << 20) {
+                Ok(t) => {
+                    let job = rankscope_core::normalize::assemble(vec![t], &[], &Rules::default());
+                    rankscope_core::inspect::report(&job, Vec::new())
+                }
+                Err(e) => {
+                    let failed =
+                        rankscope_core::inspect::FailedFile { file: name.clone(), error: e.to_string() };
+                    let job = rankscope_core::normalize::assemble(Vec::new(), &[], &Rules::default());
+                    rankscope_core::inspect::report(&job, vec![failed])
+                }
+            };
+            out.push_str(&serde_json::to_string_pretty(&report).unwrap_or_else(|e| panic!("{name}: {e}")));
+            out.push_str("\n\n");
+        }
+    }
+    if let Err(e) = check(&format!("{INSPECT}.txt"), &out) {
+        panic!("{e}");
+    }
 }
 
 #[test]
