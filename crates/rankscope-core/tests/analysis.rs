@@ -474,7 +474,7 @@ fn merged_trace_puts_every_rank_on_the_aligned_clock() {
     let back = ingest_chunked("merged.json", &out, 1 << 16).unwrap_or_else(|e| panic!("{e}"));
     let total: usize = job.ranks.iter().map(|r| r.trace.events.len()).sum();
     assert_eq!(back.events.len(), total);
-    assert!(back.diagnostics.iter().all(|d| d.severity < rankscope_core::model::Severity::DataLoss));
+    assert!(back.diagnostics.iter().all(|d| d.severity < rankscope_core::model::Severity::DATA_LOSS));
 }
 
 #[test]

@@ -125,7 +125,7 @@ fn srun_label_p4de_no_header_banner() {
     // With a 400 Gb/s × 4 NIC peak (200 GB/s) the plateau is far below 80%.
     let r =
         report_at(&format!("{SHARED}nccl-tests/awsome-dt_p4de-2node_allreduce_srun-label.txt"), Some(200.0));
-    assert_eq!(ids(&r), [("tests.below-peak", Severity::Warning)]);
+    assert_eq!(ids(&r), [("tests.below-peak", Severity::WARNING)]);
     assert!((r.tests[0].analysis.as_ref().unwrap().plateau_pct_of_peak.unwrap() - 38.395).abs() < 1e-9);
 }
 
@@ -265,7 +265,7 @@ fn failed_run_without_table() {
         (Some(8), ["cnode2-003".to_string(), "cnode2-008".to_string()].as_slice())
     );
     assert_eq!(t.nccl_tests_version.as_deref(), Some("2.17.6"));
-    assert_eq!(ids(&r), [("tests.no-results", Severity::Error)]);
+    assert_eq!(ids(&r), [("tests.no-results", Severity::ERROR)]);
 }
 
 #[test]
@@ -293,7 +293,7 @@ fn nccl_logs_with_perf_tables() {
     assert_eq!((t.n_ranks, t.rows.len(), t.avg_busbw_gbps), (Some(2), 25, Some(0.300212)));
     assert_row(t, 134217728, 33554432, (183560.0, 0.73, 0.73), (174589.0, 0.77, 0.77));
     assert_eq!(t.analysis.as_ref().unwrap().plateau_busbw_gbps, 0.77);
-    assert_eq!(ids(&r), [("tests.low-multinode-busbw", Severity::Warning)]);
+    assert_eq!(ids(&r), [("tests.low-multinode-busbw", Severity::WARNING)]);
 
     // NCCL 2.5.7 all_gather: no redop and no root column.
     let r = shared("nccl-logs/ssbandjl_2node-v100-RoCE_NET-IB_nccl2.5.7_allgather.log");
@@ -305,7 +305,7 @@ fn nccl_logs_with_perf_tables() {
     assert_row(t, 1073741824, 134217728, (682771.0, 1.57, 0.79), (566460.0, 1.90, 0.95));
     assert_eq!(row(t, 8).redop, None);
     assert_eq!(t.avg_busbw_gbps, Some(0.372466));
-    assert_eq!(ids(&r), [("tests.low-multinode-busbw", Severity::Warning)]);
+    assert_eq!(ids(&r), [("tests.low-multinode-busbw", Severity::WARNING)]);
 
     // Patched build: `run(), common.cu:NNN,` prefixes and `BenchTime(), ...` inside rows.
     let r = shared("nccl-logs/ssbandjl_2node-4rank-v100-RoCE_nccl2.26.6-PATCHED-mixed-format.log");
@@ -316,13 +316,13 @@ fn nccl_logs_with_perf_tables() {
     assert_row(t, 1073741824, 67108864, (614810.0, 1.75, 1.31), (579261.0, 1.85, 1.39));
     assert_eq!(row(t, 64).root, Some(-1));
     assert_eq!(t.avg_busbw_gbps, Some(0.493556));
-    assert_eq!(ids(&r), [("tests.low-multinode-busbw", Severity::Warning)]);
+    assert_eq!(ids(&r), [("tests.low-multinode-busbw", Severity::WARNING)]);
     // With the link's peak given (25 Gb/s RoCE ≈ 3.1 GB/s) the comparison is against it.
     let r = report_at(
         &format!("{SHARED}nccl-logs/ssbandjl_2node-4rank-v100-RoCE_nccl2.26.6-PATCHED-mixed-format.log"),
         Some(3.125),
     );
-    assert_eq!(ids(&r), [("tests.below-peak", Severity::Warning)]);
+    assert_eq!(ids(&r), [("tests.below-peak", Severity::WARNING)]);
 
     // Misconfigured: two processes print their own 1-rank tables into one stream.
     let r = shared("nccl-logs/ssbandjl_2node-v100-RoCE_nccl2.26.5_MISCONFIG-nranks1.log");
@@ -385,7 +385,7 @@ fn fixture_broadcast_with_wrong_results() {
     assert_eq!((t.out_of_bounds, t.out_of_bounds_ok), (Some(3), Some(false)));
     assert_eq!(t.analysis.as_ref().unwrap().fit.unwrap().busbw_factor, Some(1.0));
     let f = r.findings.iter().find(|f| f.id == "tests.wrong-results").expect("finding");
-    assert_eq!(f.severity, Severity::Error);
+    assert_eq!(f.severity, Severity::ERROR);
     assert_eq!(f.evidence.iter().map(|e| e.line).collect::<Vec<_>>(), [14, 16]);
 }
 
@@ -479,7 +479,7 @@ fn fixture_oldest_layout_with_failure() {
     assert_row(t, 2097152, 524288, (80.0, 26.21, 26.21), (79.0, 26.55, 26.55));
     assert_eq!(t.devices.iter().map(|d| (d.rank, d.pid)).collect::<Vec<_>>(), [(0, None), (1, None)]);
     assert_eq!(t.failures.iter().map(|f| f.line).collect::<Vec<_>>(), [8, 9]);
-    assert_eq!(ids(&r), [("tests.failure", Severity::Error)]);
+    assert_eq!(ids(&r), [("tests.failure", Severity::ERROR)]);
 }
 
 #[test]
@@ -494,7 +494,7 @@ fn fixture_failure_before_any_row() {
     );
     assert_eq!((t.rows.len(), t.n_ranks, t.failures.len()), (0, Some(2), 3));
     let f = &r.findings[0];
-    assert_eq!((f.id.as_str(), f.severity), ("tests.no-results", Severity::Error));
+    assert_eq!((f.id.as_str(), f.severity), ("tests.no-results", Severity::ERROR));
     assert!(f.message.contains("unhandled cuda error"));
 }
 

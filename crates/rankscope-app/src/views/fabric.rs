@@ -21,11 +21,7 @@ pub struct Props {
 }
 
 fn sev(s: Severity) -> &'static str {
-    match s {
-        Severity::Info => "info",
-        Severity::Warning => "warning",
-        Severity::Error => "error",
-    }
+    s.nccl_name()
 }
 
 fn process<'a>(logs: &'a LogReport, host: &str, pid: u64) -> Option<&'a NcclProcess> {

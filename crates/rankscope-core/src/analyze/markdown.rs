@@ -652,7 +652,7 @@ fn critical_path(s: &mut String, a: &Analysis) {
 
 fn input_problems(s: &mut String, a: &Analysis) {
     let diags: Vec<_> =
-        a.diagnostics.iter().filter(|d| d.diagnostic.severity >= crate::model::Severity::Repaired).collect();
+        a.diagnostics.iter().filter(|d| d.diagnostic.severity >= crate::model::Severity::REPAIRED).collect();
     if diags.is_empty() {
         return;
     }

@@ -9,19 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-/// How bad a diagnostic is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Severity {
-    /// Worth knowing; nothing was changed.
-    Info,
-    /// Something was repaired (a value replaced, a duration clamped); the event was kept.
-    Repaired,
-    /// Something was lost (an event skipped, a truncated tail dropped).
-    DataLoss,
-    /// The input cannot be used as asked (two files claim one rank).
-    Error,
-}
+pub use super::severity::Severity;
 
 /// What went wrong. The `snake_case` names are part of the JSON schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -88,10 +76,10 @@ impl DiagKind {
         use DiagKind::*;
         match self {
             Truncated | GzipCorrupt | MalformedEvent | MissingPhase | MissingTimestamp | UnmatchedEnd
-            | OversizedValue => Severity::DataLoss,
+            | OversizedValue => Severity::DATA_LOSS,
             BareWord | IntOverflow | InvalidUtf8 | MissingDuration | NegativeDuration | UnclosedBegin
-            | LongString | OutOfRange | TimeOutlier => Severity::Repaired,
-            DuplicateRank => Severity::Error,
+            | LongString | OutOfRange | TimeOutlier => Severity::REPAIRED,
+            DuplicateRank => Severity::ERROR,
             UnsupportedPhase
             | TrailingData
             | DisplayTimeUnitIgnored
@@ -109,6 +97,8 @@ impl DiagKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Diagnostic {
     pub kind: DiagKind,
+    /// Spelled `info`, `repaired`, `data_loss`, `error` ([`Severity`]).
+    #[serde(with = "super::severity::diagnostic")]
     pub severity: Severity,
     pub count: u64,
     /// Byte offset of the first occurrence in the decompressed text, when it has one.

@@ -40,14 +40,9 @@ pub struct Input<'a> {
     pub bytes: &'a [u8],
 }
 
-/// How serious a finding or diagnostic is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    Info,
-    Warning,
-    Error,
-}
+/// How serious a finding or diagnostic is: the one ladder, spelled `info`, `warning`, `error`
+/// in these reports ([`crate::model::Severity`]).
+pub use crate::model::Severity;
 
 /// One line of an input that supports a finding.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -83,6 +78,7 @@ impl Evidence {
 pub struct Finding {
     /// Stable identifier, e.g. `log.net-socket-multinode` (documented in `docs/nccl.md`).
     pub id: String,
+    #[serde(with = "crate::model::severity::nccl")]
     pub severity: Severity,
     pub message: String,
     pub fix: String,
@@ -122,6 +118,7 @@ pub(crate) fn sort_findings(f: &mut [Finding]) {
 /// A parse problem that did not stop the parse (partial failure is data).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Diagnostic {
+    #[serde(with = "crate::model::severity::nccl")]
     pub severity: Severity,
     /// Stable kind, e.g. `tests.no-results`, `tests.interleaved-tables`.
     pub kind: String,

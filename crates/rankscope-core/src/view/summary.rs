@@ -93,7 +93,7 @@ impl DiagSummary {
     pub fn from_diagnostic(d: &Diagnostic) -> DiagSummary {
         DiagSummary {
             kind: snake(&d.kind),
-            severity: snake(&d.severity),
+            severity: d.severity.diagnostic_name().to_string(),
             count: d.count,
             first_offset: d.first_offset,
             message: d.message.clone(),

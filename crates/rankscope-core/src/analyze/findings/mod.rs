@@ -127,26 +127,8 @@ impl Thresholds {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Severity {
-    Info,
-    Low,
-    Medium,
-    High,
-}
-
-impl Severity {
-    /// As the JSON spells it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Severity::Info => "info",
-            Severity::Low => "low",
-            Severity::Medium => "medium",
-            Severity::High => "high",
-        }
-    }
-}
+/// The one ladder ([`crate::model::Severity`]), spelled `info`, `low`, `medium`, `high` here.
+pub use crate::model::Severity;
 
 /// Where a late rank's excess time is.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

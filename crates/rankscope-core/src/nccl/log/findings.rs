@@ -50,7 +50,7 @@ pub(super) fn log_findings(
         ev.extend(socket_conns.iter().take(2).map(|c| Evidence::new(&c.file, c.line, &c.text)));
         out.push(Finding::new(
             "log.net-socket-multinode",
-            Severity::Error,
+            Severity::ERROR,
             format!(
                 "multi-node job ({n_nodes} nodes) communicates over NET/Socket (TCP) on {}: the RDMA NIC is not used{}",
                 socket_hosts.iter().copied().collect::<Vec<_>>().join(", "),
@@ -73,7 +73,7 @@ pub(super) fn log_findings(
         let ev = st.ev_network.values().filter_map(|v| v.first().cloned()).collect();
         out.push(Finding::new(
             "log.mixed-networks",
-            Severity::Warning,
+            Severity::WARNING,
             format!(
                 "processes chose different networks: {}",
                 nets.iter().map(|(n, hs)| format!("{n} on {}", hs.iter().copied().collect::<Vec<_>>().join(", "))).collect::<Vec<_>>().join("; ")
@@ -117,7 +117,7 @@ pub(super) fn log_findings(
         ev.extend(st.ev_env_p2p.iter().cloned());
         out.push(Finding::new(
             "log.intra-node-shm-or-net",
-            Severity::Warning,
+            Severity::WARNING,
             format!(
                 "{} pair(s) of GPUs on the same node talk through {} instead of P2P (NVLink/PCIe): intra-node traffic goes through host memory or the NIC{}",
                 pairs.len(),
@@ -150,7 +150,7 @@ pub(super) fn log_findings(
         let why = if reasons.is_empty() { String::new() } else { format!(" ({})", reasons.join("; ")) };
         out.push(Finding::new(
             "log.gdr-disabled",
-            Severity::Warning,
+            Severity::WARNING,
             format!(
                 "GPUDirect RDMA is off on {}{why}: network transfers are staged through host memory, costing bandwidth and CPU",
                 gdr_off_hosts.iter().copied().collect::<Vec<_>>().join(", ")
@@ -165,7 +165,7 @@ pub(super) fn log_findings(
         let ev: Vec<Evidence> = st.ev_version.values().cloned().collect();
         out.push(Finding::new(
             "log.nccl-version-mismatch",
-            Severity::Error,
+            Severity::ERROR,
             format!(
                 "different NCCL versions in one job: {}",
                 st.versions
@@ -182,7 +182,7 @@ pub(super) fn log_findings(
     if drivers.len() > 1 {
         out.push(Finding::new(
             "log.cuda-driver-mismatch",
-            Severity::Warning,
+            Severity::WARNING,
             format!(
                 "different CUDA driver versions across hosts: {}",
                 st.ev_driver.keys().map(|(h, v)| format!("{v} on {h}")).collect::<Vec<_>>().join(", ")
@@ -200,7 +200,7 @@ pub(super) fn log_findings(
     if builds.values().any(|c| c.len() > 1) && st.versions.len() == 1 {
         out.push(Finding::new(
             "log.nccl-build-mismatch",
-            Severity::Warning,
+            Severity::WARNING,
             format!(
                 "the same NCCL version is built for different CUDA versions: {}",
                 st.ev_build.keys().map(|(h, v, c)| format!("{v}+cuda{c} on {h}")).collect::<Vec<_>>().join(", ")
@@ -221,7 +221,7 @@ pub(super) fn log_findings(
         let hs: BTreeSet<&str> = bad_boot.iter().map(|(h, _)| h.as_str()).collect();
         out.push(Finding::new(
             "log.bootstrap-interface",
-            Severity::Error,
+            Severity::ERROR,
             format!(
                 "multi-node job bootstraps over a host-local interface (loopback or container bridge) on {}: other nodes cannot reach it",
                 hs.into_iter().collect::<Vec<_>>().join(", ")
@@ -240,7 +240,7 @@ pub(super) fn log_findings(
         ev.extend(stock.iter().filter_map(|h| st.ev_stock.get(*h).cloned()));
         out.push(Finding::new(
             "log.patched-nccl",
-            if mixed { Severity::Warning } else { Severity::Info },
+            if mixed { Severity::WARNING } else { Severity::Info },
             if mixed {
                 format!(
                     "{} print(s) extra fields in NCCL lines (a patched or debug build) while {} print(s) the stock format: the hosts run different NCCL builds even if the version strings match",
@@ -265,7 +265,7 @@ pub(super) fn log_findings(
     if single_procs.len() > 1 && !multi_exists {
         out.push(Finding::new(
             "log.single-rank-communicators",
-            Severity::Error,
+            Severity::ERROR,
             format!(
                 "{} processes on {} host(s) each formed their own 1-rank communicator: they never joined one job",
                 single_procs.len(),
@@ -284,7 +284,7 @@ pub(super) fn log_findings(
     if !bad_rings.is_empty() {
         out.push(Finding::new(
             "log.ring-crosses-nodes",
-            Severity::Warning,
+            Severity::WARNING,
             format!(
                 "{} ring(s) leave and re-enter a node more often than needed (e.g. channel {}: {} node crossings for {} nodes): each extra crossing puts inter-node traffic on the ring",
                 bad_rings.len(),
@@ -307,7 +307,7 @@ pub(super) fn log_findings(
     if !stuck.is_empty() {
         out.push(Finding::new(
             "log.init-incomplete",
-            Severity::Warning,
+            Severity::WARNING,
             format!("{} rank(s) started communicator init but the log shows no `Init COMPLETE`: init hung, failed, or the log was cut", stuck.len()),
             "Look for WARN lines and for ranks that never started; a hang at init usually means a rank is missing or the network between two hosts is blocked",
             stuck.into_iter().cloned().collect(),
@@ -359,7 +359,7 @@ pub(super) fn log_findings(
         if ws.len() > 1 {
             message.push_str(&format!(" (and {} more like it)", ws.len() - 1));
         }
-        out.push(Finding::new("log.nccl-warn", Severity::Error, message, warn_fix(&first.message), ev));
+        out.push(Finding::new("log.nccl-warn", Severity::ERROR, message, warn_fix(&first.message), ev));
     }
     let _ = hosts;
     out

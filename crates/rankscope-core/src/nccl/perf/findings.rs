@@ -55,7 +55,7 @@ pub(super) fn tests_findings(tests: &[PerfTest]) -> Vec<Finding> {
             let why = t.failures.first().map(|f| format!(": {}", f.text)).unwrap_or_default();
             out.push(Finding::new(
                 "tests.no-results",
-                Severity::Error,
+                Severity::ERROR,
                 format!("{label}: the run printed its banner and devices but no result rows: it failed or was cut off{why}"),
                 "Look at the launcher's stderr and rerun with NCCL_DEBUG=INFO: a failed NCCL init (network, version mismatch) or a killed job ends the output here",
                 ev,
@@ -70,7 +70,7 @@ pub(super) fn tests_findings(tests: &[PerfTest]) -> Vec<Finding> {
         if !dup.is_empty() {
             out.push(Finding::new(
                 "tests.duplicate-ranks",
-                Severity::Error,
+                Severity::ERROR,
                 format!("{label}: the same rank number is listed by several processes: each process ran its own communicator instead of joining one job"),
                 "Build nccl-tests with MPI=1 and launch with mpirun/srun so that every process gets its own rank; check that every host runs the same MPI-enabled binary",
                 dup.iter().map(|d| Evidence::new(&t.file, d.line, &format!("Rank {} Pid {} on {}", d.rank, d.pid.map_or("?".to_string(), |p| p.to_string()), d.host))).collect(),
@@ -104,7 +104,7 @@ pub(super) fn tests_findings(tests: &[PerfTest]) -> Vec<Finding> {
             }
             out.push(Finding::new(
                 "tests.wrong-results",
-                Severity::Error,
+                Severity::ERROR,
                 format!("{label}: {} row(s) report wrong elements: data was corrupted in transit", wrong.len()),
                 "Treat the hardware path as faulty until shown otherwise: rerun on subsets of nodes to isolate the bad GPU/NIC/link, check dmesg/Xid errors and NIC counters",
                 ev,
@@ -113,7 +113,7 @@ pub(super) fn tests_findings(tests: &[PerfTest]) -> Vec<Finding> {
         if let Some(first) = t.failures.first() {
             out.push(Finding::new(
                 "tests.failure",
-                Severity::Error,
+                Severity::ERROR,
                 format!("{label}: nccl-tests reported a failure after {} row(s): {}", t.rows.len(), first.text),
                 "The run stopped early: read the failure (file:line of nccl-tests, and NCCL's message), rerun with NCCL_DEBUG=INFO to see which rank and transport failed",
                 t.failures.clone(),
@@ -136,7 +136,7 @@ pub(super) fn tests_findings(tests: &[PerfTest]) -> Vec<Finding> {
                     .collect();
                 out.push(Finding::new(
                     "tests.low-multinode-busbw",
-                    Severity::Warning,
+                    Severity::WARNING,
                     format!(
                         "{label}: across {} hosts the busbw plateau is only {:.2} GB/s, below {LOW_MULTINODE_BUSBW_GBPS} GB/s: slower than a 40 Gb/s link and far below any RDMA fabric; typical of NCCL falling back to TCP sockets or of a broken RDMA path",
                         t.hosts.len(),
@@ -155,7 +155,7 @@ pub(super) fn tests_findings(tests: &[PerfTest]) -> Vec<Finding> {
                     };
                     out.push(Finding::new(
                         "tests.below-peak",
-                        if p.user_given { Severity::Warning } else { Severity::Info },
+                        if p.user_given { Severity::WARNING } else { Severity::Info },
                         format!(
                             "{label}: large-message busbw plateau {:.1} GB/s is {:.1}% of the {} peak {:.0} GB/s (below {:.0}%)",
                             a.plateau_busbw_gbps,

@@ -76,7 +76,7 @@ pub fn parse_tests_file(file: &str, bytes: &[u8]) -> (Vec<PerfTest>, Vec<Diagnos
         finalize(t);
         if t.interleaved {
             diagnostics.push(Diagnostic {
-                severity: Severity::Warning,
+                severity: Severity::WARNING,
                 kind: "tests.interleaved-tables".into(),
                 message: format!(
                     "test {} ({}): its rows alternate with another table's; rows were assigned by increasing size",
