@@ -528,7 +528,7 @@ fn ranks_late_from_before_the_step_are_said_to_be() {
     assert!(f.is_some(), "{:?}", a.findings.iter().map(|f| &f.id).collect::<Vec<_>>());
     let Some(f) = f else { return };
     assert_eq!(f.ranks, vec![2, 6, 7]);
-    let skew = f.evidence.get("start_skew_ns").copied().unwrap_or(0.0);
+    let skew = f.evidence.or_zero(rankscope_core::finding::EvidenceKey::StartSkewNs);
     assert!(skew >= 3e6, "start skew {skew} ns");
     assert!(f.message.contains("the delay comes before the step"), "{}", f.message);
     assert!(f.message.contains("first profiled one"), "{}", f.message);

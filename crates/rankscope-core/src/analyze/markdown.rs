@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use super::attribution::{OriginRow, RegionRow};
-use super::findings::Finding;
 use super::Analysis;
 use crate::escape::{md_code, md_prose, md_text};
+use crate::finding::{EvidenceKey, Finding, FindingId};
 use crate::sequence::DiagnosisKind;
 
 fn ms(ns: i64) -> String {
@@ -161,11 +161,11 @@ fn findings(s: &mut String, a: &Analysis) {
 }
 
 fn finding(s: &mut String, n: usize, f: &Finding, step: f64, world: usize) {
-    let saving = if f.id == "collective_mismatch" {
+    let saving = if f.id == FindingId::CollectiveMismatch {
         // A hang's figure is how long the ranks waited, not a saving per step.
         f.evidence
-            .get("waited_ns")
-            .map(|w| format!(" — the waiting ranks were stuck {} ms", ms_f(*w)))
+            .get(EvidenceKey::WaitedNs)
+            .map(|w| format!(" — the waiting ranks were stuck {} ms", ms_f(w)))
             .unwrap_or_default()
     } else if f.impact_ns > 0 {
         let share = if step > 0.0 {
@@ -214,7 +214,7 @@ fn finding(s: &mut String, n: usize, f: &Finding, step: f64, world: usize) {
         let _ = writeln!(s, "   Ranks {}; steps {}.  ", list(&f.ranks), list(&f.steps));
     }
     if !f.symptoms.is_empty() {
-        let sym: Vec<String> = f.symptoms.iter().map(|x| md_code(x)).collect();
+        let sym: Vec<String> = f.symptoms.iter().map(|x| md_code(x.as_str())).collect();
         let _ = writeln!(s, "   Explains: {}.  ", sym.join(", "));
     }
     let _ = writeln!(s, "   Fix: {}", md_prose(&f.fix));

@@ -6,12 +6,14 @@
 //! [`StringTable`]; indices are typed `u32`s so native and wasm32 tables have the same size.
 
 pub mod diag;
+mod phase;
 pub mod severity;
 pub mod strings;
 
 use serde::Serialize;
 
 pub use diag::{DiagKind, Diagnostic, Diagnostics, Severity};
+pub use phase::Phase;
 pub use strings::{FxHashMap, StrId, StringTable};
 
 /// Marker for "no value" in `u32` index columns.

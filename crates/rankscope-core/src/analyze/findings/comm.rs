@@ -129,7 +129,7 @@ pub(super) fn exposed_comm(cx: &Ctx<'_>, small_calls: SmallCalls) -> Option<Find
         " Keep NCCL on its own high-priority stream so compute kernels do not starve it."
     };
     Some(Finding {
-        id: "exposed_comm".into(),
+        id: FindingId::ExposedComm,
         severity: severity_for(saving, cx.step_ns),
         message: format!(
             "Communication transfer is not hidden behind compute: {} per step of transfer runs with no compute beside it on any rank (up to {} of the step; waiting for other ranks excluded), on {} of {} ranks; {} of the transfer is hidden.{origin_words}",
@@ -144,13 +144,12 @@ pub(super) fn exposed_comm(cx: &Ctx<'_>, small_calls: SmallCalls) -> Option<Find
         ),
         ranks: flagged,
         steps: cx.all_steps.clone(),
-        evidence: BTreeMap::from([
-            ("max_exposed_transfer_ratio".into(), worst),
-            ("comm_share_max".into(), comm_share),
-            ("hidden_transfer_share".into(), median_f(hidden)),
-            ("threshold".into(), cx.th.exposed_comm_ratio),
+        evidence: Evidence::from([(K::MaxExposedTransferRatio, worst),
+            (K::CommShareMax, comm_share),
+            (K::HiddenTransferShare, median_f(hidden)),
+            (K::Threshold, cx.th.exposed_comm_ratio),
         ]),
-        symptoms: vec!["low_overlap".into(), "comm_heavy".into()],
+        symptoms: vec![FindingId::LowOverlap, FindingId::CommHeavy],
         location: None,
         impact_ns: saving as i64,
     })
@@ -269,7 +268,7 @@ pub(super) fn blocking_collectives(cx: &Ctx<'_>) -> Vec<Finding> {
             "of sizes the trace does not record (profiled without `record_shapes`)".to_string()
         };
         out.push(Finding {
-            id: "host_sync".into(),
+            id: FindingId::HostSync,
             severity: severity_for(saving, cx.step_ns),
             message: if unannotated && !about_sync {
                 format!(
@@ -319,14 +318,13 @@ pub(super) fn blocking_collectives(cx: &Ctx<'_>) -> Vec<Finding> {
             },
             ranks: by_rank.keys().copied().collect(),
             steps: cx.all_steps.clone(),
-            evidence: BTreeMap::from([
-                ("calls_per_step".into(), per_step),
-                ("bytes_per_call".into(), size),
-                ("blocked_ns".into(), blocked_each),
-                ("transfer_ns".into(), transfer),
-                ("region_active_ns".into(), saving),
+            evidence: Evidence::from([(K::CallsPerStep, per_step),
+                (K::BytesPerCall, size),
+                (K::BlockedNs, blocked_each),
+                (K::TransferNs, transfer),
+                (K::RegionActiveNs, saving),
             ]),
-            symptoms: vec!["exposed_comm".into()],
+            symptoms: vec![FindingId::ExposedComm],
             location: Some(Location {
                 regions: path.split(" > ").map(str::to_string).collect(),
                 phase: rows.first().map_or(Phase::Other, |r| r.phase),
@@ -402,7 +400,7 @@ pub(super) fn small_collectives(
             let hist = size_histogram(&sizes);
             out.push((
                 Finding {
-                    id: "small_collectives".into(),
+                    id: FindingId::SmallCollectives,
                     severity: Severity::Info,
                     message: format!(
                         "{per_step:.0} {} calls per step of {:.2}–{:.2} MiB (median {:.2} MiB; {hist}): each pays a fixed cost that fewer, larger calls would pay once, but this trace cannot say how much (the calls are about one size and their times do not grow with it: its own latency + size/bandwidth fit has no fixed-cost term).",
@@ -414,10 +412,9 @@ pub(super) fn small_collectives(
                     fix: "Measure the fixed cost of one call on this fabric (nccl-tests, or a timed 1-element all_reduce) before tuning; fewer, larger collectives (DDP `bucket_cap_mb`, default 25) pay it fewer times.".into(),
                     ranks: cx.ranks.clone(),
                     steps: cx.all_steps.clone(),
-                    evidence: BTreeMap::from([
-                        ("calls_per_step".into(), per_step),
-                        ("median_bytes".into(), med),
-                        ("fixed_cost_unknown".into(), 1.0),
+                    evidence: Evidence::from([(K::CallsPerStep, per_step),
+                        (K::MedianBytes, med),
+                        (K::FixedCostUnknown, 1.0),
                     ]),
                     symptoms: Vec::new(),
                     location: None,
@@ -449,7 +446,7 @@ pub(super) fn small_collectives(
         let hist = size_histogram(&sizes);
         out.push((
             Finding {
-                id: "small_collectives".into(),
+                id: FindingId::SmallCollectives,
                 severity: severity_for(saving, cx.step_ns),
                 message: format!(
                     "{per_step:.0} {} calls per step of {:.2}–{:.2} MiB (median {:.2} MiB; {hist}): by this trace's own cost model (T ≈ {} + S / {:.2} GB/s over {} calls, rms error {:.0}%{caveat}), each pays {} of fixed cost, {} per step; {:.0} calls of {:.0} MiB would pay {}.",
@@ -470,13 +467,12 @@ pub(super) fn small_collectives(
                 fix: "Use fewer, larger collectives: raise DDP `bucket_cap_mb` (default 25; the first bucket stays small so communication still starts early in backward), DeepSpeed `reduce_bucket_size` / `allgather_bucket_size`, coarser FSDP wrapping, or coalesce small tensors (`torch.distributed` coalescing, flattening before all_reduce).".into(),
                 ranks: cx.ranks.clone(),
                 steps: cx.all_steps.clone(),
-                evidence: BTreeMap::from([
-                    ("calls_per_step".into(), per_step),
-                    ("median_bytes".into(), med),
-                    ("alpha_ns".into(), alpha_ns),
-                    ("bw_alg_gbps".into(), fit.bw_alg_gbps),
-                    ("projected_calls_per_step".into(), fewer),
-                    ("fixed_cost_ns_per_step".into(), per_step * alpha_ns),
+                evidence: Evidence::from([(K::CallsPerStep, per_step),
+                    (K::MedianBytes, med),
+                    (K::AlphaNs, alpha_ns),
+                    (K::BwAlgGbps, fit.bw_alg_gbps),
+                    (K::ProjectedCallsPerStep, fewer),
+                    (K::FixedCostNsPerStep, per_step * alpha_ns),
                 ]),
                 symptoms: Vec::new(),
                 location: None,
@@ -531,17 +527,16 @@ pub(super) fn below_fabric(cx: &Ctx<'_>) -> Vec<Finding> {
         // What a full-speed transfer would save, of what is exposed.
         let saving = (per_step * (1.0 - c.fraction)).min(exposed);
         out.push(Finding {
-            id: "below_fabric".into(),
+            id: FindingId::BelowFabric,
             severity: severity_for(saving, cx.step_ns),
             message: c.message.clone(),
             fix: "The fabric can do better than the job gets: check that the job uses the same NCCL settings and transport as the benchmark (NCCL_DEBUG=INFO: NET/IB vs NET/Socket, GDRDMA), that collectives are not split into small chunks (bucket sizes), that compute kernels do not starve NCCL of SMs (NCCL_MIN_NCHANNELS / stream priorities), and that the process group spans the same topology.".into(),
             ranks: cx.ranks.clone(),
             steps: cx.all_steps.clone(),
-            evidence: BTreeMap::from([
-                ("fraction".into(), c.fraction),
-                ("achieved_busbw_gbps".into(), c.achieved_busbw_gbps),
-                ("fabric_busbw_gbps".into(), c.fabric_busbw_gbps),
-                ("bytes".into(), c.bytes as f64),
+            evidence: Evidence::from([(K::Fraction, c.fraction),
+                (K::AchievedBusbwGbps, c.achieved_busbw_gbps),
+                (K::FabricBusbwGbps, c.fabric_busbw_gbps),
+                (K::Bytes, c.bytes as f64),
             ]),
             symptoms: Vec::new(),
             location: None,

@@ -125,37 +125,37 @@ pub(super) fn pipeline_bubble(cx: &Ctx<'_>) -> Option<Finding> {
         fix = c.to_uppercase() + &fix[1..];
     }
     fix.push('.');
-    let mut evidence = BTreeMap::new();
+    let mut evidence = Evidence::default();
     for s in &p.per_stage {
-        evidence.insert(format!("bubble_share_stage_{}", s.stage), s.bubble_share);
-        evidence.insert(format!("compute_ns_stage_{}", s.stage), s.compute_ns as f64);
+        evidence.insert(K::BubbleShareStage(s.stage), s.bubble_share);
+        evidence.insert(K::ComputeNsStage(s.stage), s.compute_ns as f64);
     }
-    evidence.insert("bubble_share".into(), share);
-    evidence.insert("bubble_ns".into(), bubble_ns);
-    evidence.insert("recv_wait_ns".into(), recv);
-    evidence.insert("slowest_stage".into(), f64::from(slowest.stage));
-    evidence.insert("slowest_excess".into(), p.slowest_excess);
-    evidence.insert("stages".into(), stages as f64);
+    evidence.insert(K::BubbleShare, share);
+    evidence.insert(K::BubbleNs, bubble_ns);
+    evidence.insert(K::RecvWaitNs, recv);
+    evidence.insert(K::SlowestStage, f64::from(slowest.stage));
+    evidence.insert(K::SlowestExcess, p.slowest_excess);
+    evidence.insert(K::Stages, stages as f64);
     if let Some(t) = p.theory_bubble_share {
-        evidence.insert("theory_bubble_share".into(), t);
+        evidence.insert(K::TheoryBubbleShare, t);
     }
     if let Some(t) = p.theory_bubble_share_2m {
-        evidence.insert("theory_bubble_share_2m".into(), t);
+        evidence.insert(K::TheoryBubbleShare2m, t);
     }
     if let Some(m) = m {
-        evidence.insert("micro_batches".into(), f64::from(m));
+        evidence.insert(K::MicroBatches, f64::from(m));
     }
     let mut steps: Vec<u32> = p.steps.iter().map(|s| s.step).collect();
     steps.dedup();
     Some(Finding {
-        id: "pipeline_bubble".into(),
+        id: FindingId::PipelineBubble,
         severity: severity_for(impact, cx.step_ns),
         message,
         fix,
         ranks,
         steps,
         evidence,
-        symptoms: vec!["exposed_comm".into(), "straggler".into()],
+        symptoms: vec![FindingId::ExposedComm, FindingId::Straggler],
         location: None,
         impact_ns: impact as i64,
     })
@@ -190,7 +190,7 @@ pub(super) fn pipeline_stall(cx: &Ctx<'_>) -> Option<Finding> {
         .map(|s| format!("stage {} {}", s.stage, pct(s.bubble_share)))
         .collect();
     Some(Finding {
-        id: "host_stall".into(),
+        id: FindingId::HostStall,
         severity: severity_for(excess, cx.step_ns),
         message: format!(
             "Rank {} (stage {} of the pipeline) stalls on the host: {} per step with neither an operator nor an exchange running on its thread, against {} on the other stages (median), so the other stages wait for it: their idle share is {}. Not the schedule's bubble: a stage waiting for a neighbour is inside a receive or an unfinished send, and this stage is in neither.",
@@ -210,12 +210,11 @@ pub(super) fn pipeline_stall(cx: &Ctx<'_>) -> Option<Finding> {
             v.dedup();
             v
         },
-        evidence: BTreeMap::from([
-            ("stall_ns".into(), top.host_free_ns as f64),
-            ("others_stall_ns".into(), others_med),
-            ("stage".into(), f64::from(top.stage)),
+        evidence: Evidence::from([(K::StallNs, top.host_free_ns as f64),
+            (K::OthersStallNs, others_med),
+            (K::Stage, f64::from(top.stage)),
         ]),
-        symptoms: vec!["pipeline_bubble".into(), "straggler".into()],
+        symptoms: vec![FindingId::PipelineBubble, FindingId::Straggler],
         location: None,
         impact_ns: excess as i64,
     })
@@ -259,23 +258,23 @@ pub(super) fn mismatches(a: &Analysis, ops: &[Op]) -> Vec<Finding> {
                 label.as_deref().map(|l| format!(" (the one that diverged was issued in `{l}`)")).unwrap_or_default()
             )
         };
-        let mut evidence = BTreeMap::new();
+        let mut evidence = Evidence::default();
         if waited > 0 {
-            evidence.insert("waited_ns".to_string(), waited as f64);
+            evidence.insert(K::WaitedNs, waited as f64);
         }
         if let Some(t) = div.and_then(|v| v.timeout) {
-            evidence.insert("timeout_ms".to_string(), t.ms as f64);
+            evidence.insert(K::TimeoutMs, t.ms as f64);
         }
-        evidence.insert("partial_collectives".to_string(), ops.iter().filter(|o| o.partial).count() as f64);
+        evidence.insert(K::PartialCollectives, ops.iter().filter(|o| o.partial).count() as f64);
         out.push(Finding {
-            id: "collective_mismatch".into(),
+            id: FindingId::CollectiveMismatch,
             severity: Severity::High,
             message: d.sentence.clone(),
             fix,
             ranks: d.ranks.clone(),
             steps,
             evidence,
-            symptoms: vec!["hang".into()],
+            symptoms: vec![FindingId::Hang],
             location: None,
             // The job stops: every step it does not run is lost.
             impact_ns: waited,
@@ -301,8 +300,12 @@ pub(super) fn step_jitter(cx: &Ctx<'_>, found: &[Finding]) -> Option<Finding> {
     // Explained when a cause found above already covers the slow steps.
     if found.iter().any(|f| {
         matches!(
-            f.id.as_str(),
-            "input_bound" | "host_stall" | "compute_imbalance" | "straggler" | "arrival_jitter"
+            f.id,
+            FindingId::InputBound
+                | FindingId::HostStall
+                | FindingId::ComputeImbalance
+                | FindingId::Straggler
+                | FindingId::ArrivalJitter
         )
     }) {
         return None;
@@ -312,7 +315,7 @@ pub(super) fn step_jitter(cx: &Ctx<'_>, found: &[Finding]) -> Option<Finding> {
     // The slow steps' excess over the median, spread over every step.
     let saving = median_f(jittery.iter().map(|x| x.2).collect()) / n;
     Some(Finding {
-        id: "step_jitter".into(),
+        id: FindingId::StepJitter,
         severity: Severity::Low,
         message: format!(
             "Step time varies by {} (standard deviation / mean) on the worst rank, with no rank consistently late: look at the slowest steps, not the mean.",
@@ -321,7 +324,7 @@ pub(super) fn step_jitter(cx: &Ctx<'_>, found: &[Finding]) -> Option<Finding> {
         fix: "Find what differs in the slow steps: periodic work (checkpointing, evaluation, logging), data loading stalls, garbage collection.".into(),
         ranks: jittery.iter().map(|x| x.0).collect(),
         steps: cx.all_steps.clone(),
-        evidence: BTreeMap::from([("max_jitter".into(), worst), ("threshold".into(), cx.th.step_jitter)]),
+        evidence: Evidence::from([(K::MaxJitter, worst), (K::Threshold, cx.th.step_jitter)]),
         symptoms: Vec::new(),
         location: None,
         impact_ns: saving as i64,

@@ -25,7 +25,7 @@ pub(super) fn input_bound_all(cx: &Ctx<'_>) -> Option<Finding> {
     let worst = share.iter().map(|x| x.2).fold(0.0, f64::max);
     let workers = loads_with_workers(cx);
     Some(Finding {
-        id: "input_bound".into(),
+        id: FindingId::InputBound,
         severity: severity_for(saving, cx.step_ns),
         message: format!(
             "Every rank waits for its input: data loading takes {} per step ({} of the step at most) on {} of {} ranks{}.",
@@ -47,7 +47,7 @@ pub(super) fn input_bound_all(cx: &Ctx<'_>) -> Option<Finding> {
         },
         ranks: flagged,
         steps: cx.all_steps.clone(),
-        evidence: BTreeMap::from([("max_input_ratio".into(), worst), ("threshold".into(), cx.th.input_ratio)]),
+        evidence: Evidence::from([(K::MaxInputRatio, worst), (K::Threshold, cx.th.input_ratio)]),
         symptoms: Vec::new(),
         location: None,
         impact_ns: saving as i64,
@@ -78,7 +78,7 @@ pub(super) fn cpu_bound(cx: &Ctx<'_>, exclude: &[u32]) -> Option<Finding> {
     let worst = bad.iter().map(|x| x.2).fold(0.0, f64::max);
     let saving = median_f(bad.iter().map(|x| x.1).collect());
     Some(Finding {
-        id: "cpu_bound".into(),
+        id: FindingId::CpuBound,
         severity: severity_for(saving, cx.step_ns),
         message: format!(
             "The GPU waits for the CPU to launch work: {} per step (up to {} of the step) of device idle ends with a kernel whose launch came after the device ran dry, on {} rank(s).",
@@ -89,7 +89,7 @@ pub(super) fn cpu_bound(cx: &Ctx<'_>, exclude: &[u32]) -> Option<Finding> {
         fix: "Cut launch overhead: capture the step with CUDA graphs, fuse small kernels with `torch.compile`, increase work per kernel (batch size), and move Python overhead (logging, `.item()`) out of the step.".into(),
         ranks: bad.iter().map(|x| x.0).collect(),
         steps: cx.all_steps.clone(),
-        evidence: BTreeMap::from([("max_cpu_bound_ratio".into(), worst), ("threshold".into(), cx.th.cpu_bound_ratio)]),
+        evidence: Evidence::from([(K::MaxCpuBoundRatio, worst), (K::Threshold, cx.th.cpu_bound_ratio)]),
         symptoms: Vec::new(),
         location: None,
         impact_ns: saving as i64,
@@ -126,7 +126,7 @@ pub(super) fn host_sync(cx: &Ctx<'_>, exclude: &[u32]) -> Option<Finding> {
     let saving = median_f(bad.iter().map(|x| x.1).collect());
     let worst = bad.iter().map(|x| x.2).fold(0.0, f64::max);
     Some(Finding {
-        id: "host_sync".into(),
+        id: FindingId::HostSync,
         severity: severity_for(saving, cx.step_ns),
         message: format!(
             "The host blocks in device synchronization for up to {} of the step, and the device then idles until new work is launched ({} per step).",
@@ -136,8 +136,8 @@ pub(super) fn host_sync(cx: &Ctx<'_>, exclude: &[u32]) -> Option<Finding> {
         fix: "Remove synchronizations from the step: `.item()`, `.cpu()`, printing tensors, `torch.cuda.synchronize()`, boolean masks that need a host copy; log metrics every N steps or asynchronously.".into(),
         ranks: bad.iter().map(|x| x.0).collect(),
         steps: cx.all_steps.clone(),
-        evidence: BTreeMap::from([("max_host_sync_ratio".into(), worst), ("threshold".into(), cx.th.host_sync_ratio)]),
-        symptoms: vec!["cpu_bound".into()],
+        evidence: Evidence::from([(K::MaxHostSyncRatio, worst), (K::Threshold, cx.th.host_sync_ratio)]),
+        symptoms: vec![FindingId::CpuBound],
         location: None,
         impact_ns: saving as i64,
     })
@@ -165,7 +165,7 @@ pub(super) fn allocator_churn(cx: &Ctx<'_>) -> Option<Finding> {
     steps.sort_unstable();
     steps.dedup();
     Some(Finding {
-        id: "allocator_churn".into(),
+        id: FindingId::AllocatorChurn,
         severity: severity_for(saving, cx.step_ns).min(Severity::Medium),
         message: format!(
             "cudaMalloc/cudaFree run inside steps after warm-up ({worst:.1} calls and {} per step on the worst rank): the caching allocator is fragmenting or being emptied.",
@@ -174,7 +174,7 @@ pub(super) fn allocator_churn(cx: &Ctx<'_>) -> Option<Finding> {
         fix: "Set `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` (or tune `max_split_size_mb`), keep shapes fixed (pad variable lengths), and avoid `torch.cuda.empty_cache()` in the loop.".into(),
         ranks: per_rank.keys().copied().collect(),
         steps,
-        evidence: BTreeMap::from([("calls_per_step".into(), worst)]),
+        evidence: Evidence::from([(K::CallsPerStep, worst)]),
         symptoms: Vec::new(),
         location: None,
         impact_ns: saving as i64,

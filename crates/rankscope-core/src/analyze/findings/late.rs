@@ -304,15 +304,15 @@ pub(super) fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
         "the other ranks each wait {} per step for {it} ({steps_said})",
         dur_range(other_waits.clone())
     );
-    let mut evidence = BTreeMap::from([
-        ("others_exposed_wait_ns_max".to_string(), other_waits.iter().copied().fold(0.0, f64::max)),
-        ("others_exposed_wait_ns_min".to_string(), other_waits.iter().copied().fold(f64::INFINITY, f64::min)),
-        ("cost_ns_per_late_step".to_string(), cost_late),
-        ("late_steps".to_string(), late.steps.len() as f64),
-        ("consistency".to_string(), late.steps.len() as f64 / late.spread_steps.max(1) as f64),
+    let mut evidence = Evidence::from([
+        (K::OthersExposedWaitNsMax, other_waits.iter().copied().fold(0.0, f64::max)),
+        (K::OthersExposedWaitNsMin, other_waits.iter().copied().fold(f64::INFINITY, f64::min)),
+        (K::CostNsPerLateStep, cost_late),
+        (K::LateSteps, late.steps.len() as f64),
+        (K::Consistency, late.steps.len() as f64 / late.spread_steps.max(1) as f64),
     ]);
-    if !evidence["others_exposed_wait_ns_min"].is_finite() {
-        evidence.insert("others_exposed_wait_ns_min".into(), 0.0);
+    if !evidence.or_zero(K::OthersExposedWaitNsMin).is_finite() {
+        evidence.insert(K::OthersExposedWaitNsMin, 0.0);
     }
     let others_fix = if group {
         "The other ranks need no tuning: their time in the collectives is waiting for these ranks, not communication to overlap."
@@ -321,12 +321,12 @@ pub(super) fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
     };
     let (id, message, fix, loc) = match &cause {
         Cause::Input { data } => {
-            evidence.insert("data_loading_ns".into(), data.mine_ns);
-            evidence.insert("others_data_loading_ns".into(), data.others_ns);
+            evidence.insert(K::DataLoadingNs, data.mine_ns);
+            evidence.insert(K::OthersDataLoadingNs, data.others_ns);
             let ratio = if data.others_ns > 0.0 { data.mine_ns / data.others_ns } else { f64::INFINITY };
             let times = if ratio.is_finite() { format!(" ({ratio:.1}×)") } else { String::new() };
             (
-                "input_bound",
+                FindingId::InputBound,
                 format!(
                     "{who} {is} input-bound: {its} data loading takes {} per step against {} on the other ranks{times}, so {waited}.",
                     dur(data.mine_ns),
@@ -340,17 +340,17 @@ pub(super) fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
             )
         }
         Cause::Compute { compute, loc, same_work: Some(opt), typical } => {
-            evidence.insert("compute_ns".into(), compute.mine_ns);
-            evidence.insert("others_compute_ns".into(), compute.others_ns);
-            evidence.insert("optimizer_ns".into(), opt.mine_ns);
-            evidence.insert("others_optimizer_ns".into(), opt.others_ns);
+            evidence.insert(K::ComputeNs, compute.mine_ns);
+            evidence.insert(K::OthersComputeNs, compute.others_ns);
+            evidence.insert(K::OptimizerNs, opt.mine_ns);
+            evidence.insert(K::OthersOptimizerNs, opt.others_ns);
             let ratio = if compute.others_ns > 0.0 { compute.mine_ns / compute.others_ns } else { 0.0 };
             let ropt = if opt.others_ns > 0.0 { opt.mine_ns / opt.others_ns } else { 0.0 };
             let device = if cpu { "CPU" } else { "GPU" };
             let why = match typical {
                 Some((work, opt_typical)) => {
-                    evidence.insert("typical_op_ratio".into(), *work);
-                    evidence.insert("typical_optimizer_op_ratio".into(), *opt_typical);
+                    evidence.insert(K::TypicalOpRatio, *work);
+                    evidence.insert(K::TypicalOptimizerOpRatio, *opt_typical);
                     if *work <= 1.0 + 0.5 * (ratio - 1.0) {
                         format!(
                             "; its operators typically run as long as the same operators elsewhere ({work:.2}× in forward and backward, {opt_typical:.2}× in the optimizer), so the time is lost in bursts: the process waits for a core"
@@ -366,7 +366,7 @@ pub(super) fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
                 ),
             };
             (
-                "slow_device",
+                FindingId::SlowDevice,
                 format!(
                     "{who} {is} slower at the same work: {} of {device} compute per step against {} on the other ranks ({ratio:.2}×){why}; so {waited}.",
                     dur(compute.mine_ns),
@@ -382,8 +382,8 @@ pub(super) fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
             )
         }
         Cause::Compute { compute, loc, same_work: None, typical } => {
-            evidence.insert("compute_ns".into(), compute.mine_ns);
-            evidence.insert("others_compute_ns".into(), compute.others_ns);
+            evidence.insert(K::ComputeNs, compute.mine_ns);
+            evidence.insert(K::OthersComputeNs, compute.others_ns);
             let ratio = if compute.others_ns > 0.0 { compute.mine_ns / compute.others_ns } else { 0.0 };
             let mut place = loc
                 .as_ref()
@@ -391,15 +391,15 @@ pub(super) fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
                 .map(|l| format!(", most of it in {}", where_words(l)))
                 .unwrap_or_default();
             if let Some((work, opt_typical)) = typical {
-                evidence.insert("typical_op_ratio".into(), *work);
-                evidence.insert("typical_optimizer_op_ratio".into(), *opt_typical);
+                evidence.insert(K::TypicalOpRatio, *work);
+                evidence.insert(K::TypicalOptimizerOpRatio, *opt_typical);
                 place.push_str(&format!(
                     "; the same operators typically take {work:.2}× as long in forward and backward but {opt_typical:.2}× in the optimizer, whose work does not depend on the batch: larger inputs, not a slower host"
                 ));
             }
             let device = if cpu { "CPU" } else { "GPU" };
             (
-                "compute_imbalance",
+                FindingId::ComputeImbalance,
                 format!(
                     "{who} {does} more compute than the others: {} of {device} compute per step against {} on the other ranks ({ratio:.2}×){place}, so {waited}.",
                     dur(compute.mine_ns),
@@ -417,10 +417,10 @@ pub(super) fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
         Cause::Stall { loc } => {
             let place = where_words(loc);
             let last = loc.path.last().map(|x| x.1.clone()).unwrap_or_default();
-            evidence.insert("stall_ns".into(), loc.free.mine_ns);
-            evidence.insert("others_stall_ns".into(), loc.free.others_ns);
+            evidence.insert(K::StallNs, loc.free.mine_ns);
+            evidence.insert(K::OthersStallNs, loc.free.others_ns);
             (
-                "host_stall",
+                FindingId::HostStall,
                 format!(
                     "{who} {stalls} on the host: {} per step in {place} with no operator running, against {} on the other ranks ({} vs {} in the region), so {waited}.",
                     dur(loc.free.mine_ns),
@@ -442,10 +442,10 @@ pub(super) fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
                 Some(r) => format!("the operator `{}` inside `{r}`", op.name),
                 None => format!("the operator `{}` ({})", op.name, op.phase.words()),
             };
-            evidence.insert("stall_ns".into(), op.own_rank_ns as f64);
-            evidence.insert("others_stall_ns".into(), op.own_others_ns as f64);
-            evidence.insert("operator_ns".into(), op.rank_ns as f64);
-            evidence.insert("others_operator_ns".into(), op.others_ns as f64);
+            evidence.insert(K::StallNs, op.own_rank_ns as f64);
+            evidence.insert(K::OthersStallNs, op.own_others_ns as f64);
+            evidence.insert(K::OperatorNs, op.rank_ns as f64);
+            evidence.insert(K::OthersOperatorNs, op.others_ns as f64);
             let mut regions: Vec<String> = loc
                 .as_ref()
                 .map(|l| l.path.iter().map(|x| x.0.clone()).collect())
@@ -453,7 +453,7 @@ pub(super) fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
             regions.push(op.name.clone());
             let own = op.own_rank_ns - op.own_others_ns;
             (
-                "host_stall",
+                FindingId::HostStall,
                 format!(
                     "{who} {stalls} on the host: {} per step inside {place} with no operator running (none of the operators it runs), against {} on the other ranks ({} vs {} for the whole operator), so {waited}.",
                     dur(op.own_rank_ns as f64),
@@ -481,7 +481,7 @@ pub(super) fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
         Cause::Sync { loc } => {
             let place = where_words(loc);
             (
-                "straggler",
+                FindingId::Straggler,
                 format!(
                     "{who} {arrives} late at the collectives: {} more per step blocked in host synchronization in {place} than the other ranks ({its} own device finishes later), so {waited}.",
                     dur(loc.sync.excess())
@@ -494,9 +494,9 @@ pub(super) fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
             )
         }
         Cause::LateStart { start, wall, first } => {
-            evidence.insert("start_skew_ns".into(), start.excess());
-            evidence.insert("step_wall_ns".into(), wall.mine_ns);
-            evidence.insert("others_step_wall_ns".into(), wall.others_ns);
+            evidence.insert(K::StartSkewNs, start.excess());
+            evidence.insert(K::StepWallNs, wall.mine_ns);
+            evidence.insert(K::OthersStepWallNs, wall.others_ns);
             let inside = if wall.excess() <= 0.0 {
                 format!(
                     "no slower inside it ({} per step against {})",
@@ -516,7 +516,7 @@ pub(super) fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
                 ""
             };
             (
-                "straggler",
+                FindingId::Straggler,
                 format!(
                     "{who} {arrives} last at the collectives because {} {starts} the step {} after the other ranks, and {is} {inside}: the delay comes before the step begins, and {waited}.{before}",
                     if group { "they" } else { "it" },
@@ -546,7 +546,7 @@ pub(super) fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
                 })
                 .unwrap_or_default();
             (
-                "straggler",
+                FindingId::Straggler,
                 format!("{who} {arrives} last at the collectives, and {waited}.{hint}"),
                 format!(
                     "Compare {}'s step with another rank's in the timeline (same step, aligned clocks) to find what it does longer; {}. {others_fix}",
@@ -557,12 +557,12 @@ pub(super) fn late_rank_finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
             )
         }
     };
-    let mut symptoms = vec!["straggler".to_string()];
+    let mut symptoms = vec![FindingId::Straggler];
     if other_waits.iter().any(|&w| w > cx.th.exposed_comm_ratio * cx.step_ns) {
-        symptoms.push("exposed_wait".into());
+        symptoms.push(FindingId::ExposedWait);
     }
     Some(Finding {
-        id: id.to_string(),
+        id,
         severity: severity_for(saving, cx.step_ns),
         message,
         fix,
@@ -625,7 +625,7 @@ pub(super) fn arrival_jitter(cx: &Ctx<'_>) -> Option<Finding> {
         ""
     };
     Some(Finding {
-        id: "arrival_jitter".into(),
+        id: FindingId::ArrivalJitter,
         severity: severity_for(saving, cx.step_ns).min(Severity::Medium),
         message: format!(
             "The ranks wait for each other at the collectives ({} per step of exposed wait, each), but the last to arrive changes from step to step (rank {}): no single straggler.{moves}",
@@ -639,8 +639,8 @@ pub(super) fn arrival_jitter(cx: &Ctx<'_>) -> Option<Finding> {
         },
         ranks: cx.ranks.clone(),
         steps: waits.iter().map(|w| w.step).collect(),
-        evidence: BTreeMap::from([("cost_ns_per_step".into(), saving)]),
-        symptoms: vec!["exposed_wait".into()],
+        evidence: Evidence::from([(K::CostNsPerStep, saving)]),
+        symptoms: vec![FindingId::ExposedWait],
         location: None,
         impact_ns: saving as i64,
     })

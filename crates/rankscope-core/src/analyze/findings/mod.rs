@@ -28,8 +28,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::{Deserialize, Serialize};
-
 use super::attribution::{self, Compare, Diff, Located, StepWaits};
 use super::breakdown::StepRank;
 use super::collectives::{busbw_factor, Op};
@@ -48,194 +46,9 @@ use course::*;
 use host::*;
 use late::*;
 
-/// Finding thresholds. Ratios are fractions of the step (0.1 = 10%).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Thresholds {
-    /// Exposed transfer / step wall time above this is a finding.
-    pub exposed_comm_ratio: f64,
-    /// A rank is a consistent straggler when late in at least this share of the steps.
-    pub straggler_consistency: f64,
-    /// A finding must save at least this share of the step.
-    pub min_saving_ratio: f64,
-    /// (max − min) / mean compute across ranks above this flags a step in `imbalance` (a
-    /// table, not a finding: uneven work shows as a late rank).
-    pub compute_imbalance: f64,
-    /// Data loading (host work the device or the step waits on) / step above this.
-    pub input_ratio: f64,
-    /// GPU idle waiting on the host (CPU-bound gaps) / step.
-    pub cpu_bound_ratio: f64,
-    /// Host synchronization / step.
-    pub host_sync_ratio: f64,
-    /// Allocation calls per step after the first step.
-    pub alloc_calls_per_step: f64,
-    /// Median collective size below this many bytes...
-    pub small_collective_bytes: f64,
-    /// ...with at least this many collectives per step.
-    pub small_collectives_per_step: f64,
-    /// The bucket size fewer, larger collectives are projected with (DDP's default 25 MiB).
-    pub bucket_bytes: f64,
-    /// Step-time jitter (stdev / mean) above this.
-    pub step_jitter: f64,
-    /// Achieved busbw below this fraction of what nccl-tests measured at the same size.
-    pub fabric_fraction: f64,
-}
-
-impl Default for Thresholds {
-    fn default() -> Self {
-        Thresholds {
-            exposed_comm_ratio: 0.10,
-            straggler_consistency: 0.6,
-            min_saving_ratio: 0.01,
-            compute_imbalance: 0.05,
-            input_ratio: 0.05,
-            cpu_bound_ratio: 0.10,
-            host_sync_ratio: 0.05,
-            alloc_calls_per_step: 1.0,
-            small_collective_bytes: 4.0 * 1024.0 * 1024.0,
-            small_collectives_per_step: 8.0,
-            bucket_bytes: 25.0 * 1024.0 * 1024.0,
-            step_jitter: 0.10,
-            fabric_fraction: 0.5,
-        }
-    }
-}
-
-impl Thresholds {
-    /// Sets one threshold by name (`exposed_comm_ratio=0.15`).
-    pub fn set(&mut self, name: &str, value: f64) -> Result<(), String> {
-        let slot = match name {
-            "exposed_comm_ratio" => &mut self.exposed_comm_ratio,
-            "straggler_consistency" => &mut self.straggler_consistency,
-            "min_saving_ratio" => &mut self.min_saving_ratio,
-            "compute_imbalance" => &mut self.compute_imbalance,
-            "input_ratio" => &mut self.input_ratio,
-            "cpu_bound_ratio" => &mut self.cpu_bound_ratio,
-            "host_sync_ratio" => &mut self.host_sync_ratio,
-            "alloc_calls_per_step" => &mut self.alloc_calls_per_step,
-            "small_collective_bytes" => &mut self.small_collective_bytes,
-            "small_collectives_per_step" => &mut self.small_collectives_per_step,
-            "bucket_bytes" => &mut self.bucket_bytes,
-            "step_jitter" => &mut self.step_jitter,
-            "fabric_fraction" => &mut self.fabric_fraction,
-            _ => return Err(format!("unknown threshold `{name}`")),
-        };
-        if !value.is_finite() {
-            return Err(format!("threshold `{name}` must be a finite number"));
-        }
-        *slot = value;
-        Ok(())
-    }
-}
-
-/// The one ladder ([`crate::model::Severity`]), spelled `info`, `low`, `medium`, `high` here.
-pub use crate::model::Severity;
-
-/// Where a late rank's excess time is.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Location {
-    /// Region names from the step down to the one that holds the excess.
-    pub regions: Vec<String>,
-    pub phase: Phase,
-    /// Per step on the late rank, and the others' median, of the located region's active time.
-    pub rank_ns: i64,
-    pub others_ns: i64,
-    /// How the excess splits: no operator running, operators, host synchronization, device.
-    pub free_excess_ns: i64,
-    pub ops_excess_ns: i64,
-    pub sync_excess_ns: i64,
-    pub device_excess_ns: i64,
-}
-
-impl Location {
-    /// The excess split, in words, for the parts that are there: `[("no operator running",
-    /// 402_000_000)]`.
-    pub fn excess_parts(&self) -> Vec<(&'static str, i64)> {
-        [
-            ("no operator running", self.free_excess_ns),
-            ("operators", self.ops_excess_ns),
-            ("host synchronization", self.sync_excess_ns),
-            ("device compute", self.device_excess_ns),
-        ]
-        .into_iter()
-        .filter(|x| x.1 > 0)
-        .collect()
-    }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Finding {
-    /// Stable identifier of the cause (`host_stall`, `exposed_comm`, ...).
-    pub id: String,
-    pub severity: Severity,
-    /// What is wrong, on which rank, why, with the figures.
-    pub message: String,
-    /// What to do about it.
-    pub fix: String,
-    pub ranks: Vec<u32>,
-    pub steps: Vec<u32>,
-    /// The figures behind the message (per-rank, per-step values unless named otherwise).
-    pub evidence: BTreeMap<String, f64>,
-    /// Symptoms this cause explains (rule ids that would otherwise have been findings).
-    #[serde(default)]
-    pub symptoms: Vec<String>,
-    /// For a late rank: where its excess time is.
-    #[serde(default)]
-    pub location: Option<Location>,
-    /// Estimated time saved per step on one rank if fixed (ns, ≤ the step), used for ranking.
-    pub impact_ns: i64,
-}
-
-pub(crate) fn pct(x: f64) -> String {
-    format!("{:.1}%", 100.0 * x)
-}
-
-/// A duration for a sentence: µs below 1 ms, ms below 1 s, s above.
-pub(crate) fn dur(ns: f64) -> String {
-    let a = ns.abs();
-    if a < 1e6 {
-        format!("{:.0} µs", ns / 1e3)
-    } else if a < 1e7 {
-        format!("{:.1} ms", ns / 1e6)
-    } else if a < 1e9 {
-        format!("{:.0} ms", ns / 1e6)
-    } else {
-        format!("{:.2} s", ns / 1e9)
-    }
-}
-
-fn dur_range(mut v: Vec<f64>) -> String {
-    v.sort_by(|a, b| a.total_cmp(b));
-    match (v.first(), v.last()) {
-        (Some(&a), Some(&b)) if (b - a).abs() >= 0.05 * b.abs().max(1.0) => {
-            let (x, y) = (dur(a), dur(b));
-            // "365–561 ms" rather than "365 ms–561 ms" when the units agree.
-            match (x.rsplit_once(' '), y.rsplit_once(' ')) {
-                (Some((xa, ux)), Some((yb, uy))) if ux == uy => format!("{xa}–{yb} {uy}"),
-                _ => format!("{x}–{y}"),
-            }
-        }
-        (Some(&a), _) => dur(a),
-        _ => "0 ms".into(),
-    }
-}
-
-/// "0", "0 and 3", "0, 1 and 3".
-pub(crate) fn rank_list(r: &[u32]) -> String {
-    let s: Vec<String> = r.iter().map(|x| x.to_string()).collect();
-    match s.len() {
-        0 => String::new(),
-        1 => s[0].clone(),
-        n => format!("{} and {}", s[..n - 1].join(", "), s[n - 1]),
-    }
-}
-
-pub(crate) fn ranks_word(r: &[u32]) -> String {
-    if r.len() == 1 {
-        format!("Rank {}", r[0])
-    } else {
-        format!("Ranks {}", rank_list(r))
-    }
-}
+pub use crate::finding::{Evidence, EvidenceKey, Finding, FindingId, Location, Severity, Thresholds};
+pub(crate) use crate::words::{dur, dur_range, pct, rank_list, ranks_word};
+use EvidenceKey as K;
 
 fn severity_for(saving: f64, step: f64) -> Severity {
     let share = if step > 0.0 { saving / step } else { 0.0 };
@@ -370,12 +183,11 @@ pub fn findings(a: &Analysis, ops: &[Op], th: &Thresholds) -> Vec<Finding> {
     let mut small: Vec<Finding> = small.into_iter().map(|s| s.0).collect();
     // Only a finding that will be reported can be referred to; many small calls of unknown
     // fixed cost are said in the exposed-transfer advice instead.
-    let unknown_cost = |f: &Finding| f.evidence.contains_key("fixed_cost_unknown");
+    let unknown_cost = |f: &Finding| f.evidence.contains(K::FixedCostUnknown);
     let small_calls = if small.iter().any(|f| !unknown_cost(f) && f.impact_ns as f64 >= floor) {
         SmallCalls::Reported
     } else if let Some(f) = small.iter().find(|f| unknown_cost(f)) {
-        let ev = |k: &str| f.evidence.get(k).copied().unwrap_or(0.0);
-        SmallCalls::Unquantified(ev("calls_per_step"), ev("median_bytes"))
+        SmallCalls::Unquantified(f.evidence.or_zero(K::CallsPerStep), f.evidence.or_zero(K::MedianBytes))
     } else {
         SmallCalls::None
     };
@@ -388,7 +200,7 @@ pub fn findings(a: &Analysis, ops: &[Op], th: &Thresholds) -> Vec<Finding> {
         if small_reported {
             f.impact_ns = (f.impact_ns - small_saving).max(0);
             for s in &mut small {
-                s.symptoms.push("exposed_comm".into());
+                s.symptoms.push(FindingId::ExposedComm);
             }
         }
         out.push(f);
@@ -402,18 +214,18 @@ pub fn findings(a: &Analysis, ops: &[Op], th: &Thresholds) -> Vec<Finding> {
     // job-wide finding rather than instead of it.
     if let Some(mut all) = input_bound_all(&cx) {
         let shared_bigger = |late: &Finding| {
-            let ev = |k: &str| late.evidence.get(k).copied().unwrap_or(0.0);
-            ev("data_loading_ns") - ev("others_data_loading_ns") < ev("others_data_loading_ns")
+            let ev = |k| late.evidence.or_zero(k);
+            ev(K::DataLoadingNs) - ev(K::OthersDataLoadingNs) < ev(K::OthersDataLoadingNs)
         };
-        match out.iter().position(|f| f.id == "input_bound") {
+        match out.iter().position(|f| f.id == FindingId::InputBound) {
             Some(k) if shared_bigger(&out[k]) => {
                 let late = out.remove(k);
-                let ev = |k: &str| late.evidence.get(k).copied().unwrap_or(0.0);
+                let ev = |k| late.evidence.or_zero(k);
                 all.message = format!(
                     "{} {}, the slowest, also makes the other ranks wait {} per step for it ({} of {} steps).",
                     all.message,
                     ranks_word(&late.ranks),
-                    dur_range(vec![ev("others_exposed_wait_ns_min"), ev("others_exposed_wait_ns_max")]),
+                    dur_range(vec![ev(K::OthersExposedWaitNsMin), ev(K::OthersExposedWaitNsMax)]),
                     late.steps.len(),
                     cx.all_steps.len()
                 );
@@ -444,7 +256,9 @@ pub fn findings(a: &Analysis, ops: &[Op], th: &Thresholds) -> Vec<Finding> {
     for f in &mut out {
         f.impact_ns = f.impact_ns.min(cap);
     }
-    out.sort_by(|x, y| y.impact_ns.cmp(&x.impact_ns).then(y.severity.cmp(&x.severity)).then(x.id.cmp(&y.id)));
+    out.sort_by(|x, y| {
+        y.impact_ns.cmp(&x.impact_ns).then(y.severity.cmp(&x.severity)).then(x.id.as_str().cmp(y.id.as_str()))
+    });
     // The job stopped: nothing else matters until it runs.
     // One divergence is the cause; the later ones are usually its consequences.
     stuck.into_iter().take(1).chain(out).collect()
