@@ -13,6 +13,7 @@
 //! and for `wasm32-unknown-unknown`.
 
 pub mod analyze;
+pub mod diagnose;
 pub mod digest;
 pub mod escape;
 pub mod export;

@@ -4,7 +4,8 @@
 mod common;
 
 use common::*;
-use rankscope_core::analyze::{analyze, Analysis, Options};
+use rankscope_core::analyze::{Analysis, Options};
+use rankscope_core::diagnose::analyze;
 use rankscope_core::model::RankTrace;
 use rankscope_core::normalize::{assemble, Job, Rules};
 use rankscope_core::synth::{self, SynthConfig};
@@ -424,7 +425,7 @@ fn rank_parts_survive_serialization_and_combine_to_the_same_analysis() {
     let opts = Options::default();
     let direct = analyze(&job, &opts);
     let posted = common::posted_parts(&job, &opts);
-    let combined = rankscope_core::analyze::combine(posted, job.errors.clone(), &opts);
+    let combined = rankscope_core::diagnose::combine(posted, job.errors.clone(), &opts);
     assert_eq!(combined, direct);
 }
 

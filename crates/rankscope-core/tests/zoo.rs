@@ -10,7 +10,8 @@ use rankscope_core::finding::EvidenceKey;
 
 use std::path::PathBuf;
 
-use rankscope_core::analyze::{analyze, Analysis, Options};
+use rankscope_core::analyze::{Analysis, Options};
+use rankscope_core::diagnose::analyze;
 use rankscope_core::finding::Finding;
 use rankscope_core::normalize::{assemble, Rules};
 use serde_json::Value;
@@ -622,10 +623,10 @@ fn pipeline_parts_survive_serialization_and_combine_to_the_same_analysis() {
     let opts = Options::default();
     let direct = analyze(&job, &opts);
     let posted = common::posted_parts(&job, &opts);
-    let combined = rankscope_core::analyze::combine(posted, job.errors.clone(), &opts);
+    let combined = rankscope_core::diagnose::combine(posted, job.errors.clone(), &opts);
     assert!(direct.pipeline.is_some());
     assert_eq!(combined, direct);
-    let md = rankscope_core::analyze::report::markdown(&direct);
+    let md = rankscope_core::diagnose::markdown::markdown(&direct);
     assert!(md.contains("## Pipeline") && md.contains("| 0 (slowest) | 0 |"), "{md}");
 }
 

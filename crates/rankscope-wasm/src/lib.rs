@@ -278,7 +278,7 @@ impl JobAnalysis {
 
     /// `rankscope analyze --md`: the report a person reads.
     pub fn markdown(&self) -> String {
-        report::markdown(&self.analysis)
+        rankscope_core::diagnose::markdown::markdown(&self.analysis)
     }
 }
 
@@ -289,7 +289,9 @@ pub fn analyze_parts(
     #[wasm_bindgen(unchecked_param_type = "RankPart[]")] parts: JsValue,
 ) -> Result<JobAnalysis, JsError> {
     let parts: Vec<RankPart> = serde_wasm_bindgen::from_value(parts)?;
-    Ok(JobAnalysis { analysis: analyze::combine(parts, Vec::new(), &analyze::Options::default()) })
+    Ok(JobAnalysis {
+        analysis: rankscope_core::diagnose::combine(parts, Vec::new(), &analyze::Options::default()),
+    })
 }
 
 /// Decides every file's rank from the claims of all files, in load order, as the CLI does.

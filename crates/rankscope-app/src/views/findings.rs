@@ -51,7 +51,7 @@ fn typical_step_ns(a: &rankscope_core::analyze::Analysis) -> f64 {
 
 /// "Where: ProfilerStep › forward › straggler_sleep (forward): 402 ms per step on rank 2
 /// against 0 µs on the others; no operator running 402 ms".
-fn location(l: &rankscope_core::analyze::findings::Location, ranks: &[u32], world: usize) -> String {
+fn location(l: &rankscope_core::finding::Location, ranks: &[u32], world: usize) -> String {
     let split: Vec<String> = l
         .excess_parts()
         .into_iter()

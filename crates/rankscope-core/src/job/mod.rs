@@ -23,6 +23,7 @@ pub use digest::{JobDigest, JobDigestError};
 pub use read::{detect, text_kinds, InputKind, Loaded, Reader, Text, TextKind, TextRef, SNIFF_BYTES};
 
 use crate::analyze::{self, report, Analysis, Options, RankPart};
+use crate::diagnose;
 use crate::fr::{self, RankedDump, SkippedDump};
 use crate::inspect::FailedFile;
 use crate::model::{DiagKind, RankTrace};
@@ -189,7 +190,9 @@ impl JobOutput {
     pub fn markdown(&self) -> String {
         match (&self.flight_recorder, self.has_traces()) {
             (Some(f), false) => fr::output::render(&f.dumps, &f.report),
-            (f, _) => report::markdown_with_dumps(&self.analysis, f.as_ref().map(FlightRecorder::as_input)),
+            (f, _) => {
+                diagnose::markdown::with_dumps(&self.analysis, f.as_ref().map(FlightRecorder::as_input))
+            }
         }
     }
 
@@ -276,7 +279,7 @@ pub fn combine_decided(
     if opts.fabric.is_none() {
         opts.fabric = fabric.as_ref().and_then(|f| f.tests.clone());
     }
-    let analysis = analyze::combine(parts, errors, &opts);
+    let analysis = diagnose::combine(parts, errors, &opts);
     JobOutput { analysis, fabric, flight_recorder, failed: Vec::new() }
 }
 

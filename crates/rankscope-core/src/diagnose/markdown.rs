@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::attribution::{OriginRow, RegionRow};
-use super::Analysis;
+use crate::analyze::attribution::{OriginRow, RegionRow};
+use crate::analyze::Analysis;
 use crate::escape::{md_code, md_prose, md_text};
 use crate::finding::{EvidenceKey, Finding, FindingId};
 use crate::sequence::DiagnosisKind;
@@ -23,7 +23,7 @@ fn ms_f(ns: f64) -> String {
     format!("{:.3}", ns / 1e6)
 }
 
-use super::stats::median_f as median;
+use crate::analyze::stats::median_f as median;
 
 /// "2" / "2–5" / "2, 4, 7" for a sorted list of steps or ranks.
 fn list(v: &[u32]) -> String {
@@ -120,6 +120,18 @@ pub fn markdown(a: &Analysis) -> String {
     stragglers(&mut s, a);
     critical_path(&mut s, a);
     input_problems(&mut s, a);
+    s
+}
+
+/// `rankscope analyze --md`: the note, then the dumps' section when there are dumps.
+pub fn with_dumps(
+    a: &Analysis,
+    dumps: Option<(&[crate::fr::RankedDump], &crate::sequence::SequenceReport)>,
+) -> String {
+    let mut s = markdown(a);
+    if let Some((d, r)) = dumps {
+        s.push_str(&crate::fr::output::markdown_section(d, r));
+    }
     s
 }
 
@@ -463,7 +475,7 @@ fn clocks_sentence(a: &Analysis) -> String {
     let parts: Vec<String> = clocks
         .iter()
         .map(|(g, v)| {
-            let who = super::align::rank_list(v);
+            let who = crate::analyze::align::rank_list(v);
             match host(*g).filter(|_| v.len() > 1) {
                 Some(h) => format!("host {} ({who})", md_code(&h)),
                 None => who,
