@@ -3,8 +3,9 @@
 //! variant; the fit reproduces measured times.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::float_cmp)]
 
+use rankscope_core::model::CollKind;
 use rankscope_core::nccl::perf::{Check, CollectiveSource, PerfRow, PerfTest, TestsReport};
-use rankscope_core::nccl::{self, Collective, Input, Severity};
+use rankscope_core::nccl::{self, Input, Severity};
 
 const SHARED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/");
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/nccl/");
@@ -81,7 +82,7 @@ fn legacy_error_column_single_rank() {
     let t = &r.tests[0];
     assert_eq!(
         (t.collective, t.collective_source),
-        (Some(Collective::AllReduce), CollectiveSource::CommandLine)
+        (Some(CollKind::AllReduce), CollectiveSource::CommandLine)
     );
     assert_eq!(t.n_ranks, Some(1));
     assert_eq!(t.hosts, ["ip-10-0-139-244"]);
@@ -106,10 +107,7 @@ fn srun_label_p4de_no_header_banner() {
     let r = shared("nccl-tests/awsome-dt_p4de-2node_allreduce_srun-label.txt");
     assert_eq!(r.tests.len(), 1);
     let t = &r.tests[0];
-    assert_eq!(
-        (t.collective, t.collective_source),
-        (Some(Collective::AllReduce), CollectiveSource::Inferred)
-    );
+    assert_eq!((t.collective, t.collective_source), (Some(CollKind::AllReduce), CollectiveSource::Inferred));
     // busbw/algbw = 78.33/41.78 = 1.875 = 2(n-1)/n → n = 16 (2 nodes × 8 A100).
     assert_eq!((t.n_ranks, t.n_ranks_source.as_deref()), (Some(16), Some("busbw/algbw ratio")));
     assert_doubling(t, 8, 29);
@@ -181,7 +179,7 @@ fn elided_first_and_last_rows() {
 fn h100_ten_nodes_five_collectives() {
     let r = shared("nccl-tests/xxrjun_h100_10node-80rank_multi-collective.txt");
     let colls: Vec<_> = r.tests.iter().map(|t| t.collective.unwrap()).collect();
-    use Collective::*;
+    use CollKind::*;
     assert_eq!(colls, [AllReduce, AllGather, ReduceScatter, AllToAll, SendRecv]);
     let avgs: Vec<_> = r.tests.iter().map(|t| t.avg_busbw_gbps.unwrap()).collect();
     assert_eq!(avgs, [265.631, 218.677, 216.683, 47.1472, 15.1671]);
@@ -238,7 +236,7 @@ fn two_node_smoke_test() {
     let r = shared("nccl-tests/xxrjun_h100_2node-2rank_smoke_allreduce-sendrecv.txt");
     assert_eq!(
         r.tests.iter().map(|t| t.collective.unwrap()).collect::<Vec<_>>(),
-        [Collective::AllReduce, Collective::SendRecv]
+        [CollKind::AllReduce, CollKind::SendRecv]
     );
     for t in &r.tests {
         assert_eq!((t.n_ranks, t.hosts.len(), t.rows.len()), (Some(2), 2, 5));
@@ -258,7 +256,7 @@ fn failed_run_without_table() {
     let r = shared("nccl-tests/xxrjun_h100_2node-8rank_alltoall_FAILED-truncated.txt");
     assert_eq!(r.tests.len(), 1);
     let t = &r.tests[0];
-    assert_eq!(t.collective, Some(Collective::AllToAll));
+    assert_eq!(t.collective, Some(CollKind::AllToAll));
     assert!(t.rows.is_empty() && t.analysis.is_none());
     assert_eq!(
         (t.n_ranks, t.hosts.as_slice()),
@@ -274,10 +272,7 @@ fn nccl_logs_with_perf_tables() {
     let r = shared("nccl-logs/aws-efa-eks_2node-16rank-p4d_EFA-OFI_nccl2.9.9.log");
     assert_eq!(r.tests.len(), 1);
     let t = &r.tests[0];
-    assert_eq!(
-        (t.collective, t.collective_source),
-        (Some(Collective::AllReduce), CollectiveSource::Inferred)
-    );
+    assert_eq!((t.collective, t.collective_source), (Some(CollKind::AllReduce), CollectiveSource::Inferred));
     assert_eq!((t.n_ranks, t.hosts.len()), (Some(16), 2));
     assert_doubling(t, 8, 30);
     assert_row(t, 4294967296, 1073741824, (183834.0, 23.36, 43.81), (184216.0, 23.31, 43.72));
@@ -288,7 +283,7 @@ fn nccl_logs_with_perf_tables() {
     let t = &r.tests[0];
     assert_eq!(
         (t.collective, t.collective_source),
-        (Some(Collective::AllReduce), CollectiveSource::CommandLine)
+        (Some(CollKind::AllReduce), CollectiveSource::CommandLine)
     );
     assert_eq!((t.n_ranks, t.rows.len(), t.avg_busbw_gbps), (Some(2), 25, Some(0.300212)));
     assert_row(t, 134217728, 33554432, (183560.0, 0.73, 0.73), (174589.0, 0.77, 0.77));
@@ -298,7 +293,7 @@ fn nccl_logs_with_perf_tables() {
     // NCCL 2.5.7 all_gather: no redop and no root column.
     let r = shared("nccl-logs/ssbandjl_2node-v100-RoCE_NET-IB_nccl2.5.7_allgather.log");
     let t = &r.tests[0];
-    assert_eq!(t.collective, Some(Collective::AllGather));
+    assert_eq!(t.collective, Some(CollKind::AllGather));
     let l = t.layout.unwrap();
     assert!(!l.has_redop && !l.has_root && l.legacy_error_column);
     assert_doubling(t, 8, 28);
@@ -310,7 +305,7 @@ fn nccl_logs_with_perf_tables() {
     // Patched build: `run(), common.cu:NNN,` prefixes and `BenchTime(), ...` inside rows.
     let r = shared("nccl-logs/ssbandjl_2node-4rank-v100-RoCE_nccl2.26.6-PATCHED-mixed-format.log");
     let t = &r.tests[0];
-    assert_eq!((t.collective, t.n_ranks, t.hosts.len()), (Some(Collective::AllGather), Some(4), 2));
+    assert_eq!((t.collective, t.n_ranks, t.hosts.len()), (Some(CollKind::AllGather), Some(4), 2));
     assert_eq!(t.rows.len(), 28);
     assert_eq!(t.rows.iter().take(3).map(|r| r.size_bytes).collect::<Vec<_>>(), [0, 0, 0]);
     assert_row(t, 1073741824, 67108864, (614810.0, 1.75, 1.31), (579261.0, 1.85, 1.39));
@@ -354,7 +349,7 @@ fn nccl_logs_with_perf_tables() {
 fn fixture_exact_model_is_recovered() {
     let r = fixture("tests_2.17_exact-alpha-beta-model.txt");
     let t = &r.tests[0];
-    assert_eq!((t.collective, t.n_ranks, t.rows.len()), (Some(Collective::AllReduce), Some(4), 28));
+    assert_eq!((t.collective, t.n_ranks, t.rows.len()), (Some(CollKind::AllReduce), Some(4), 28));
     let f = t.analysis.as_ref().unwrap().fit.unwrap();
     // Times were printed with two decimals: α and B come back within rounding.
     assert!((f.alpha_us - 10.0).abs() < 0.01, "{f:?}");
@@ -365,8 +360,8 @@ fn fixture_exact_model_is_recovered() {
     assert!((f.busbw_at(1e9).unwrap() - 1.5 * 1e9 / ((10.0 + 1e4) * 1e3)).abs() < 0.05);
     assert!(r.findings.is_empty());
     // The model usable for the join with trace collectives.
-    assert_eq!(r.model(Collective::AllReduce).map(|m| m.points), Some(28));
-    assert!(r.model(Collective::AllGather).is_none());
+    assert_eq!(r.model(CollKind::AllReduce).map(|m| m.points), Some(28));
+    assert!(r.model(CollKind::AllGather).is_none());
     let m = t.measured_busbw_at(3.0 * 1024.0 * 1024.0).unwrap();
     let (lo, hi) = (row(t, 2097152).out_of_place.busbw_gbps, row(t, 4194304).out_of_place.busbw_gbps);
     assert!(m > lo && m < hi);
@@ -378,7 +373,7 @@ fn fixture_broadcast_with_wrong_results() {
     let t = &r.tests[0];
     assert_eq!(
         (t.collective, t.collective_source),
-        (Some(Collective::Broadcast), CollectiveSource::CommandLine)
+        (Some(CollKind::Broadcast), CollectiveSource::CommandLine)
     );
     assert_eq!(row(t, 1024).root, Some(0));
     assert_eq!(row(t, 2048).out_of_place.check, Check::Wrong(3));
@@ -395,7 +390,7 @@ fn fixture_rows_without_header() {
     let t = &r.tests[0];
     assert_eq!(
         (t.collective, t.collective_source),
-        (Some(Collective::ReduceScatter), CollectiveSource::Inferred)
+        (Some(CollKind::ReduceScatter), CollectiveSource::Inferred)
     );
     assert_eq!((t.n_ranks, t.rows.len(), t.header_line), (Some(8), 3, None));
     assert!(!t.layout.unwrap().from_header);
@@ -414,7 +409,7 @@ fn fixture_interleaved_processes() {
 
 #[test]
 fn busbw_factors_match_nccl_tests() {
-    use Collective::*;
+    use CollKind::*;
     assert_eq!(AllReduce.busbw_factor(8), 1.75);
     assert_eq!(AllReduce.busbw_factor(1), 0.0);
     assert_eq!(AllGather.busbw_factor(80), 79.0 / 80.0);
@@ -423,9 +418,9 @@ fn busbw_factors_match_nccl_tests() {
     for c in [Broadcast, Reduce, SendRecv] {
         assert_eq!(c.busbw_factor(64), 1.0);
     }
-    assert_eq!(Collective::from_name("./build/all_reduce_perf"), Some(AllReduce));
-    assert_eq!(Collective::from_name("alltoall_perf_mpi"), Some(AllToAll));
-    assert_eq!(Collective::from_name("foo_perf"), None);
+    assert_eq!(CollKind::from_nccl_tests("./build/all_reduce_perf"), Some(AllReduce));
+    assert_eq!(CollKind::from_nccl_tests("alltoall_perf_mpi"), Some(AllToAll));
+    assert_eq!(CollKind::from_nccl_tests("foo_perf"), None);
 }
 
 #[test]
@@ -488,10 +483,7 @@ fn fixture_failure_before_any_row() {
     assert_eq!(r.tests.len(), 1);
     let t = &r.tests[0];
     // The collective is read from the failing source file `all_reduce.cu`.
-    assert_eq!(
-        (t.collective, t.collective_source),
-        (Some(Collective::AllReduce), CollectiveSource::Inferred)
-    );
+    assert_eq!((t.collective, t.collective_source), (Some(CollKind::AllReduce), CollectiveSource::Inferred));
     assert_eq!((t.rows.len(), t.n_ranks, t.failures.len()), (0, Some(2), 3));
     let f = &r.findings[0];
     assert_eq!((f.id.as_str(), f.severity), ("tests.no-results", Severity::ERROR));

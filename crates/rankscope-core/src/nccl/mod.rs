@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 pub use fit::{fit_latency_bandwidth, LatencyBandwidthFit};
 pub use log::{analyze_logs, LogReport};
-pub use perf::{analyze_tests, Collective, TestsReport};
+pub use perf::{analyze_tests, TestsReport};
 
 /// Version of the JSON shape of [`LogReport`] and [`TestsReport`]; bump on incompatible changes.
 pub const REPORT_VERSION: u32 = 1;

@@ -33,7 +33,7 @@ pub(super) const MAX_OPEN_TABLES: usize = 16;
 pub(super) struct Ctx {
     version: Option<String>,
     library: Option<String>,
-    collective: Option<(Collective, CollectiveSource)>,
+    collective: Option<(CollKind, CollectiveSource)>,
     settings: Option<String>,
     devices: Vec<TestDevice>,
     first_line: u32,
@@ -81,7 +81,7 @@ pub fn parse_tests_file(file: &str, bytes: &[u8]) -> (Vec<PerfTest>, Vec<Diagnos
                 message: format!(
                     "test {} ({}): its rows alternate with another table's; rows were assigned by increasing size",
                     t.index,
-                    t.collective.map_or("unknown collective", |c| c.name())
+                    t.collective.and_then(CollKind::nccl_tests_name).unwrap_or("unknown collective")
                 ),
                 file: file.to_string(),
                 line: t.rows.first().map(|r| r.line),
@@ -130,7 +130,7 @@ impl Parser<'_> {
         if let Some(c) = line
             .split(|c: char| c.is_whitespace() || c == '\'' || c == '"')
             .filter(|w| w.contains("_perf"))
-            .find_map(Collective::from_name)
+            .find_map(CollKind::from_nccl_tests)
         {
             if self.ctx.has_table {
                 self.new_ctx(n);
@@ -163,7 +163,7 @@ impl Parser<'_> {
                 self.new_ctx(n);
             }
             self.touch(n);
-            if let Some(c) = Collective::from_name(rest.trim()) {
+            if let Some(c) = CollKind::from_nccl_tests(rest.trim()) {
                 self.ctx.collective = Some((c, CollectiveSource::Banner));
             }
             return true;
