@@ -124,11 +124,11 @@ fn render_findings(out: &mut String, findings: &[Finding]) {
             _ => "INFO ",
         };
         let _ = writeln!(out, "  [{sev}] {}: {}", f.id, f.message);
-        for e in &f.evidence {
+        for e in &f.quotes {
             let _ = writeln!(out, "      {}:{}: {}", e.file, e.line, e.text);
         }
-        if f.evidence_total as usize > f.evidence.len() {
-            let _ = writeln!(out, "      ... {} more line(s)", f.evidence_total as usize - f.evidence.len());
+        if f.quotes_total as usize > f.quotes.len() {
+            let _ = writeln!(out, "      ... {} more line(s)", f.quotes_total as usize - f.quotes.len());
         }
         let _ = writeln!(out, "      fix: {}", f.fix);
     }

@@ -381,7 +381,7 @@ fn fixture_broadcast_with_wrong_results() {
     assert_eq!(t.analysis.as_ref().unwrap().fit.unwrap().busbw_factor, Some(1.0));
     let f = r.findings.iter().find(|f| f.id == "tests.wrong-results").expect("finding");
     assert_eq!(f.severity, Severity::ERROR);
-    assert_eq!(f.evidence.iter().map(|e| e.line).collect::<Vec<_>>(), [14, 16]);
+    assert_eq!(f.quotes.iter().map(|e| e.line).collect::<Vec<_>>(), [14, 16]);
 }
 
 #[test]

@@ -12,6 +12,8 @@ fn finding(id: FindingId, impact_ns: i64) -> Finding {
         ranks: vec![1],
         steps: vec![0, 1],
         evidence: Evidence::default(),
+        quotes: Vec::new(),
+        quotes_total: 0,
         symptoms: Vec::new(),
         location: None,
         impact_ns,

@@ -1,19 +1,23 @@
 //! What a finding is: its id ([`FindingId`]), its severity ([`Severity`], the one ladder), the
-//! figures behind it ([`Evidence`], by typed [`EvidenceKey`]), where a late rank's excess is
-//! ([`Location`]), and the thresholds that decide it ([`Thresholds`]). The judging layer
-//! ([`crate::diagnose`]) makes findings; the analysis carries them (`Analysis::findings`); the
-//! shells show them. This module sits below both: it knows the model's words (phases,
+//! figures behind it ([`Evidence`], by typed [`EvidenceKey`]) or the lines of text that show it
+//! ([`EvidenceLine`]), where a late rank's excess is ([`Location`]), and the thresholds that
+//! decide it ([`Thresholds`]). The judging layer ([`crate::diagnose`]) and the NCCL readers
+//! ([`crate::nccl`]) make findings; the analysis and the NCCL reports carry them; the shells
+//! show them. This module sits below all of them: it knows the model's words (phases,
 //! severities) and nothing of how a finding is reasoned.
 
 mod evidence;
 mod id;
+mod quote;
 mod thresholds;
+mod wire;
 
 use serde::{Deserialize, Serialize};
 
 pub use crate::model::{Phase, Severity};
 pub use evidence::{Evidence, EvidenceKey};
 pub use id::{FindingId, IdKind};
+pub use quote::{EvidenceLine, EVIDENCE_MAX, EVIDENCE_TEXT_MAX};
 pub use thresholds::Thresholds;
 
 /// Where a late rank's excess time is.
@@ -48,10 +52,14 @@ impl Location {
     }
 }
 
-/// A cause found in a job: what is wrong, where, why, what to do, and what it would save.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// A finding: what is wrong, where, why, what to do, and what fixing it would save. One type for
+/// the trace analysis and the NCCL reports, which write it in two JSON shapes (module `wire`,
+/// chosen by the id's [`IdKind`]): a finding about a trace cites figures (`evidence{}`, `ranks`,
+/// `steps`, `symptoms`, `location`, `impact_ns`: `rankscope.analysis`), a finding about text
+/// quotes lines (`evidence[]`, `evidence_total`: the NCCL reports, with their severity words).
+#[derive(Debug, Clone, PartialEq)]
 pub struct Finding {
-    /// Stable identifier of the cause (`host_stall`, `exposed_comm`, ...).
+    /// Stable identifier of the cause (`host_stall`, `exposed_comm`, `log.gdr-disabled`, ...).
     pub id: FindingId,
     pub severity: Severity,
     /// What is wrong, on which rank, why, with the figures.
@@ -62,12 +70,50 @@ pub struct Finding {
     pub steps: Vec<u32>,
     /// The figures behind the message (per-rank, per-step values unless named otherwise).
     pub evidence: Evidence,
+    /// The lines of text that show it, at most [`EVIDENCE_MAX`], in file and line order.
+    pub quotes: Vec<EvidenceLine>,
+    /// How many lines showed it in all.
+    pub quotes_total: u32,
     /// Symptoms this cause explains (rule ids that would otherwise have been findings).
-    #[serde(default)]
     pub symptoms: Vec<FindingId>,
     /// For a late rank: where its excess time is.
-    #[serde(default)]
     pub location: Option<Location>,
     /// Estimated time saved per step on one rank if fixed (ns, ≤ the step), used for ranking.
     pub impact_ns: i64,
+}
+
+impl Finding {
+    /// A finding about text: the lines that show it, sorted and deduplicated, the first
+    /// [`EVIDENCE_MAX`] kept and all of them counted.
+    pub fn quoting(
+        id: FindingId,
+        severity: Severity,
+        message: String,
+        fix: &str,
+        mut lines: Vec<EvidenceLine>,
+    ) -> Self {
+        lines.sort();
+        lines.dedup();
+        let quotes_total = u32::try_from(lines.len()).unwrap_or(u32::MAX);
+        lines.truncate(EVIDENCE_MAX);
+        Finding {
+            id,
+            severity,
+            message,
+            fix: fix.to_string(),
+            ranks: Vec::new(),
+            steps: Vec::new(),
+            evidence: Evidence::default(),
+            quotes: lines,
+            quotes_total,
+            symptoms: Vec::new(),
+            location: None,
+            impact_ns: 0,
+        }
+    }
+
+    /// Whether it is written as a finding about text (its id is the NCCL reports').
+    pub fn quotes_text(&self) -> bool {
+        matches!(self.id.kind(), IdKind::NcclLog | IdKind::NcclTests)
+    }
 }

@@ -51,6 +51,8 @@ fn churn(cx: &Ctx<'_>) -> Option<Finding> {
         ranks: per_rank.keys().copied().collect(),
         steps,
         evidence: Evidence::from([(K::CallsPerStep, worst)]),
+        quotes: Vec::new(),
+        quotes_total: 0,
         symptoms: Vec::new(),
         location: None,
         impact_ns: saving as i64,

@@ -88,6 +88,8 @@ fn jitter(cx: &Ctx<'_>) -> Option<Finding> {
         ranks: cx.ranks.clone(),
         steps: waits.iter().map(|w| w.step).collect(),
         evidence: Evidence::from([(K::CostNsPerStep, saving)]),
+        quotes: Vec::new(),
+        quotes_total: 0,
         symptoms: vec![FindingId::ExposedWait],
         location: None,
         impact_ns: saving as i64,

@@ -47,6 +47,8 @@ fn find(cx: &Ctx<'_>, _: &Found) -> Vec<Finding> {
                 (K::FabricBusbwGbps, c.fabric_busbw_gbps),
                 (K::Bytes, c.bytes as f64),
             ]),
+            quotes: Vec::new(),
+            quotes_total: 0,
             symptoms: Vec::new(),
             location: None,
             impact_ns: saving as i64,

@@ -158,6 +158,8 @@ fn blocking(cx: &Ctx<'_>, region: &str, kind: CollKind, rows: &[&attribution::Or
             (K::TransferNs, transfer),
             (K::RegionActiveNs, saving),
         ]),
+        quotes: Vec::new(),
+        quotes_total: 0,
         symptoms: vec![FindingId::ExposedComm],
         location: Some(Location {
             regions: path.split(" > ").map(str::to_string).collect(),

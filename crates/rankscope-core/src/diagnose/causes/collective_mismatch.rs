@@ -77,6 +77,8 @@ fn find(cx: &Ctx<'_>, _: &Found) -> Vec<Finding> {
             ranks: d.ranks.clone(),
             steps,
             evidence,
+            quotes: Vec::new(),
+            quotes_total: 0,
             symptoms: vec![FindingId::Hang],
             location: None,
             // The job stops: every step it does not run is lost.

@@ -49,6 +49,8 @@ fn cpu_bound(cx: &Ctx<'_>, exclude: &[u32]) -> Option<Finding> {
         ranks: bad.iter().map(|x| x.0).collect(),
         steps: cx.all_steps.clone(),
         evidence: Evidence::from([(K::MaxCpuBoundRatio, worst), (K::Threshold, cx.th.cpu_bound_ratio)]),
+        quotes: Vec::new(),
+        quotes_total: 0,
         symptoms: Vec::new(),
         location: None,
         impact_ns: saving as i64,

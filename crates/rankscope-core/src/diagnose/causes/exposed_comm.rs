@@ -186,6 +186,8 @@ fn exposed_comm(cx: &Ctx<'_>, small_calls: SmallCalls) -> Option<Finding> {
             (K::HiddenTransferShare, median_f(hidden)),
             (K::Threshold, cx.th.exposed_comm_ratio),
         ]),
+        quotes: Vec::new(),
+        quotes_total: 0,
         symptoms: vec![FindingId::LowOverlap, FindingId::CommHeavy],
         location: None,
         impact_ns: saving as i64,

@@ -64,6 +64,8 @@ fn host_sync(cx: &Ctx<'_>, exclude: &[u32]) -> Option<Finding> {
         ranks: bad.iter().map(|x| x.0).collect(),
         steps: cx.all_steps.clone(),
         evidence: Evidence::from([(K::MaxHostSyncRatio, worst), (K::Threshold, cx.th.host_sync_ratio)]),
+        quotes: Vec::new(),
+        quotes_total: 0,
         symptoms: vec![FindingId::CpuBound],
         location: None,
         impact_ns: saving as i64,

@@ -96,6 +96,8 @@ fn every_rank(cx: &Ctx<'_>) -> Option<Finding> {
         ranks: flagged,
         steps: cx.all_steps.clone(),
         evidence: Evidence::from([(K::MaxInputRatio, worst), (K::Threshold, cx.th.input_ratio)]),
+        quotes: Vec::new(),
+        quotes_total: 0,
         symptoms: Vec::new(),
         location: None,
         impact_ns: saving as i64,

@@ -133,6 +133,8 @@ fn bubble(cx: &Ctx<'_>) -> Option<Finding> {
         ranks,
         steps,
         evidence,
+        quotes: Vec::new(),
+        quotes_total: 0,
         symptoms: vec![FindingId::ExposedComm, FindingId::Straggler],
         location: None,
         impact_ns: impact as i64,

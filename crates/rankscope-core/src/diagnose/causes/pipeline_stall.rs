@@ -73,6 +73,8 @@ fn stall(cx: &Ctx<'_>) -> Option<Finding> {
             (K::OthersStallNs, others_med),
             (K::Stage, f64::from(top.stage)),
         ]),
+        quotes: Vec::new(),
+        quotes_total: 0,
         symptoms: vec![FindingId::PipelineBubble, FindingId::Straggler],
         location: None,
         impact_ns: excess as i64,

@@ -50,6 +50,8 @@ fn jitter(cx: &Ctx<'_>) -> Option<Finding> {
         ranks: jittery.iter().map(|x| x.0).collect(),
         steps: cx.all_steps.clone(),
         evidence: Evidence::from([(K::MaxJitter, worst), (K::Threshold, cx.th.step_jitter)]),
+        quotes: Vec::new(),
+        quotes_total: 0,
         symptoms: Vec::new(),
         location: None,
         impact_ns: saving as i64,

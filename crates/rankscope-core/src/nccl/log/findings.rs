@@ -44,12 +44,12 @@ pub(super) fn log_findings(
         .chain(socket_conns.iter().map(|c| c.host.as_str()))
         .collect();
     if n_nodes > 1 && !socket_hosts.is_empty() {
-        let mut ev: Vec<Evidence> = socket_net.cloned().collect();
+        let mut ev: Vec<EvidenceLine> = socket_net.cloned().collect();
         ev.extend(st.ev_no_ibverbs.iter().cloned());
         ev.extend(st.ev_env_net.iter().cloned());
-        ev.extend(socket_conns.iter().take(2).map(|c| Evidence::new(&c.file, c.line, &c.text)));
-        out.push(Finding::new(
-            "log.net-socket-multinode",
+        ev.extend(socket_conns.iter().take(2).map(|c| EvidenceLine::new(&c.file, c.line, &c.text)));
+        out.push(Finding::quoting(
+            FindingId::LogNetSocketMultinode,
             Severity::ERROR,
             format!(
                 "multi-node job ({n_nodes} nodes) communicates over NET/Socket (TCP) on {}: the RDMA NIC is not used{}",
@@ -71,8 +71,8 @@ pub(super) fn log_findings(
         });
     if nets.len() > 1 {
         let ev = st.ev_network.values().filter_map(|v| v.first().cloned()).collect();
-        out.push(Finding::new(
-            "log.mixed-networks",
+        out.push(Finding::quoting(
+            FindingId::LogMixedNetworks,
             Severity::WARNING,
             format!(
                 "processes chose different networks: {}",
@@ -91,7 +91,7 @@ pub(super) fn log_findings(
     if !bad.is_empty() {
         let pairs: BTreeSet<(u32, u32)> =
             bad.iter().map(|p| (p.from_rank.min(p.to_rank), p.from_rank.max(p.to_rank))).collect();
-        let ev: Vec<Evidence> = st
+        let ev: Vec<EvidenceLine> = st
             .conns
             .iter()
             .filter(|c| {
@@ -99,7 +99,7 @@ pub(super) fn log_findings(
                 (t == "SHM" || t == "NET")
                     && bad.iter().any(|p| p.comm == c.comm && p.from_rank == c.from && p.to_rank == c.to)
             })
-            .map(|c| Evidence::new(&c.file, c.line, &c.text))
+            .map(|c| EvidenceLine::new(&c.file, c.line, &c.text))
             .collect();
         let via: BTreeSet<&str> = bad
             .iter()
@@ -115,8 +115,8 @@ pub(super) fn log_findings(
             .collect();
         let mut ev = ev;
         ev.extend(st.ev_env_p2p.iter().cloned());
-        out.push(Finding::new(
-            "log.intra-node-shm-or-net",
+        out.push(Finding::quoting(
+            FindingId::LogIntraNodeShmOrNet,
             Severity::WARNING,
             format!(
                 "{} pair(s) of GPUs on the same node talk through {} instead of P2P (NVLink/PCIe): intra-node traffic goes through host memory or the NIC{}",
@@ -138,8 +138,8 @@ pub(super) fn log_findings(
     let gdr_off_hosts: BTreeSet<&str> =
         procs.iter().filter(|p| p.gdr == Some(false)).map(|p| p.host.as_str()).collect();
     if !gdr_off_hosts.is_empty() && (n_nodes > 1 || !no_gdr_conns.is_empty()) {
-        let mut ev: Vec<Evidence> = st.ev_gdr_off.clone();
-        ev.extend(no_gdr_conns.iter().take(2).map(|c| Evidence::new(&c.file, c.line, &c.text)));
+        let mut ev: Vec<EvidenceLine> = st.ev_gdr_off.clone();
+        ev.extend(no_gdr_conns.iter().take(2).map(|c| EvidenceLine::new(&c.file, c.line, &c.text)));
         let mut reasons = Vec::new();
         if st.ev_gdr_off.iter().any(|e| e.text.contains("no module")) {
             reasons.push("the peer-memory kernel module is not loaded");
@@ -148,8 +148,8 @@ pub(super) fn log_findings(
             reasons.push("GPU and NIC are too far apart in PCIe");
         }
         let why = if reasons.is_empty() { String::new() } else { format!(" ({})", reasons.join("; ")) };
-        out.push(Finding::new(
-            "log.gdr-disabled",
+        out.push(Finding::quoting(
+            FindingId::LogGdrDisabled,
             Severity::WARNING,
             format!(
                 "GPUDirect RDMA is off on {}{why}: network transfers are staged through host memory, costing bandwidth and CPU",
@@ -162,9 +162,9 @@ pub(super) fn log_findings(
 
     // 5. NCCL versions differ.
     if st.versions.len() > 1 {
-        let ev: Vec<Evidence> = st.ev_version.values().cloned().collect();
-        out.push(Finding::new(
-            "log.nccl-version-mismatch",
+        let ev: Vec<EvidenceLine> = st.ev_version.values().cloned().collect();
+        out.push(Finding::quoting(
+            FindingId::LogNcclVersionMismatch,
             Severity::ERROR,
             format!(
                 "different NCCL versions in one job: {}",
@@ -180,8 +180,8 @@ pub(super) fn log_findings(
     }
     let drivers: BTreeSet<&String> = st.ev_driver.keys().map(|k| &k.1).collect();
     if drivers.len() > 1 {
-        out.push(Finding::new(
-            "log.cuda-driver-mismatch",
+        out.push(Finding::quoting(
+            FindingId::LogCudaDriverMismatch,
             Severity::WARNING,
             format!(
                 "different CUDA driver versions across hosts: {}",
@@ -198,8 +198,8 @@ pub(super) fn log_findings(
         builds.entry(v.as_str()).or_default().insert(c.as_str());
     }
     if builds.values().any(|c| c.len() > 1) && st.versions.len() == 1 {
-        out.push(Finding::new(
-            "log.nccl-build-mismatch",
+        out.push(Finding::quoting(
+            FindingId::LogNcclBuildMismatch,
             Severity::WARNING,
             format!(
                 "the same NCCL version is built for different CUDA versions: {}",
@@ -211,7 +211,7 @@ pub(super) fn log_findings(
     }
 
     // 5c. Bootstrap over loopback or a container bridge in a multi-node job.
-    let bad_boot: Vec<(&String, &Evidence)> = st
+    let bad_boot: Vec<(&String, &EvidenceLine)> = st
         .ev_bootstrap
         .iter()
         .filter(|((_, i), _)| i == "lo" || i.starts_with("docker") || i.starts_with("virbr"))
@@ -219,8 +219,8 @@ pub(super) fn log_findings(
         .collect();
     if n_nodes > 1 && !bad_boot.is_empty() {
         let hs: BTreeSet<&str> = bad_boot.iter().map(|(h, _)| h.as_str()).collect();
-        out.push(Finding::new(
-            "log.bootstrap-interface",
+        out.push(Finding::quoting(
+            FindingId::LogBootstrapInterface,
             Severity::ERROR,
             format!(
                 "multi-node job bootstraps over a host-local interface (loopback or container bridge) on {}: other nodes cannot reach it",
@@ -236,10 +236,10 @@ pub(super) fn log_findings(
         let patched: Vec<&String> = st.ev_patched.keys().collect();
         let stock: Vec<&String> = st.ev_stock.keys().filter(|h| !st.ev_patched.contains_key(*h)).collect();
         let mixed = !stock.is_empty();
-        let mut ev: Vec<Evidence> = st.ev_patched.values().cloned().collect();
+        let mut ev: Vec<EvidenceLine> = st.ev_patched.values().cloned().collect();
         ev.extend(stock.iter().filter_map(|h| st.ev_stock.get(*h).cloned()));
-        out.push(Finding::new(
-            "log.patched-nccl",
+        out.push(Finding::quoting(
+            FindingId::LogPatchedNccl,
             if mixed { Severity::WARNING } else { Severity::Info },
             if mixed {
                 format!(
@@ -263,8 +263,8 @@ pub(super) fn log_findings(
     let single_procs: BTreeSet<(&str, u64)> = single.iter().map(|r| (r.host.as_str(), r.pid)).collect();
     let multi_exists = st.ranks.values().any(|r| r.nranks.is_some_and(|n| n > 1));
     if single_procs.len() > 1 && !multi_exists {
-        out.push(Finding::new(
-            "log.single-rank-communicators",
+        out.push(Finding::quoting(
+            FindingId::LogSingleRankCommunicators,
             Severity::ERROR,
             format!(
                 "{} processes on {} host(s) each formed their own 1-rank communicator: they never joined one job",
@@ -272,7 +272,7 @@ pub(super) fn log_findings(
                 single_procs.iter().map(|x| x.0).collect::<BTreeSet<_>>().len()
             ),
             "A launch misconfiguration: build nccl-tests (or the application) with MPI support (MPI=1) and start it with mpirun/srun/torchrun so every process learns its rank and the world size; check that every host runs the same MPI-enabled binary",
-            single.iter().map(|r| Evidence::new(&r.file, r.line, &format!("{}:{} comm {} rank {} nranks 1", r.host, r.pid, r.comm_ptr.as_deref().unwrap_or("?"), r.rank))).collect(),
+            single.iter().map(|r| EvidenceLine::new(&r.file, r.line, &format!("{}:{} comm {} rank {} nranks 1", r.host, r.pid, r.comm_ptr.as_deref().unwrap_or("?"), r.rank))).collect(),
         ));
     }
 
@@ -282,8 +282,8 @@ pub(super) fn log_findings(
         .filter(|r| matches!((r.host_crossings, r.hosts), (Some(c), Some(h)) if h > 1 && c > h))
         .collect();
     if !bad_rings.is_empty() {
-        out.push(Finding::new(
-            "log.ring-crosses-nodes",
+        out.push(Finding::quoting(
+            FindingId::LogRingCrossesNodes,
             Severity::WARNING,
             format!(
                 "{} ring(s) leave and re-enter a node more often than needed (e.g. channel {}: {} node crossings for {} nodes): each extra crossing puts inter-node traffic on the ring",
@@ -293,20 +293,20 @@ pub(super) fn log_findings(
                 bad_rings.first().and_then(|r| r.hosts).unwrap_or(0)
             ),
             "NCCL did not see the node topology correctly: provide NCCL_TOPO_FILE (or fix the virtualised PCI topology), and check that ranks are numbered node by node (rank = node × GPUs per node + local rank)",
-            bad_rings.iter().map(|r| Evidence::new(&r.file, r.line, &format!("Channel {:02} : {}", r.channel, r.ranks.iter().map(u32::to_string).collect::<Vec<_>>().join(" ")))).collect(),
+            bad_rings.iter().map(|r| EvidenceLine::new(&r.file, r.line, &format!("Channel {:02} : {}", r.channel, r.ranks.iter().map(u32::to_string).collect::<Vec<_>>().join(" ")))).collect(),
         ));
     }
 
     // 9. Init started but never completed.
-    let stuck: Vec<&Evidence> = st
+    let stuck: Vec<&EvidenceLine> = st
         .ranks
         .values()
         .filter(|r| r.init_started && !r.init_complete)
         .filter_map(|r| st.ev_init_start.get(&(r.host.clone(), r.pid, format!("{}#{}", r.comm, r.rank))))
         .collect();
     if !stuck.is_empty() {
-        out.push(Finding::new(
-            "log.init-incomplete",
+        out.push(Finding::quoting(
+            FindingId::LogInitIncomplete,
             Severity::WARNING,
             format!("{} rank(s) started communicator init but the log shows no `Init COMPLETE`: init hung, failed, or the log was cut", stuck.len()),
             "Look for WARN lines and for ranks that never started; a hang at init usually means a rank is missing or the network between two hosts is blocked",
@@ -329,9 +329,9 @@ pub(super) fn log_findings(
             } else {
                 format!("NCCL WARN {}", w.message)
             };
-            ev.push(Evidence::new(&w.file, w.line, &text));
+            ev.push(EvidenceLine::new(&w.file, w.line, &text));
             for t in w.trace.iter().take(3) {
-                ev.push(Evidence::new(
+                ev.push(EvidenceLine::new(
                     &w.file,
                     t.line,
                     &format!("{} -> {} ({}) {}", t.location, t.code, nccl_result_name(t.code), t.note),
@@ -359,7 +359,13 @@ pub(super) fn log_findings(
         if ws.len() > 1 {
             message.push_str(&format!(" (and {} more like it)", ws.len() - 1));
         }
-        out.push(Finding::new("log.nccl-warn", Severity::ERROR, message, warn_fix(&first.message), ev));
+        out.push(Finding::quoting(
+            FindingId::LogNcclWarn,
+            Severity::ERROR,
+            message,
+            warn_fix(&first.message),
+            ev,
+        ));
     }
     let _ = hosts;
     out

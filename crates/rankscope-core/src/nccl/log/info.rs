@@ -6,7 +6,7 @@ use super::*;
 pub(super) fn info_line(st: &mut State, h: &Head<'_>, file: &str, n: u32, raw: &str) {
     let msg = h.msg;
     let key = (h.host.to_string(), h.pid);
-    let ev = || Evidence::new(file, n, raw);
+    let ev = || EvidenceLine::new(file, n, raw);
     if let Some(v) = msg.strip_prefix("NCCL version ") {
         let (ver, cuda) = split_version(v);
         if let Some(c) = &cuda {

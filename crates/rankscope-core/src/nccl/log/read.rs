@@ -42,7 +42,7 @@ pub(super) fn parse_file(st: &mut State, file: &str, bytes: &[u8]) {
                 let (ver, cuda) = split_version(v);
                 if !ver.is_empty() {
                     lf.nccl_lines += 1;
-                    let ev = Evidence::new(file, n, &raw);
+                    let ev = EvidenceLine::new(file, n, &raw);
                     st.loose_versions.push((launcher_rank(&line), ver, cuda, ev));
                 }
                 continue;
@@ -107,12 +107,12 @@ pub(super) fn parse_file(st: &mut State, file: &str, bytes: &[u8]) {
         }
         // Patched builds insert fields between `[dev]` and `NCCL INFO`.
         if h.extra.is_empty() {
-            st.ev_stock.entry(h.host.to_string()).or_insert_with(|| Evidence::new(file, n, &raw));
+            st.ev_stock.entry(h.host.to_string()).or_insert_with(|| EvidenceLine::new(file, n, &raw));
         } else {
             if let Some(p) = st.procs.get_mut(&key) {
                 p.patched_format = true;
             }
-            st.ev_patched.entry(h.host.to_string()).or_insert_with(|| Evidence::new(file, n, &raw));
+            st.ev_patched.entry(h.host.to_string()).or_insert_with(|| EvidenceLine::new(file, n, &raw));
         }
         // Error-return trace: `file.cc:123 -> 6 [note]`.
         if let Some(step) = parse_trace_step(h.msg, n) {

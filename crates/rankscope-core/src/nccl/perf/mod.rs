@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use super::fit::{fit_latency_bandwidth, FitError, LatencyBandwidthFit};
 use super::text::{after_glued_prefix, finite, lines, strip_call_fragments};
-use super::{sort_findings, Diagnostic, Evidence, Finding, Input, Severity, REPORT_VERSION};
+use super::{sort_findings, Diagnostic, EvidenceLine, Finding, FindingId, Input, Severity, REPORT_VERSION};
 
 mod curve;
 mod findings;
@@ -234,7 +234,7 @@ pub struct PerfTest {
     pub interleaved: bool,
     /// nccl-tests' own failure lines (`Test NCCL failure all_reduce.cu:44 'unhandled cuda
     /// error'`, `Test failure common.cu:377`), at most 8.
-    pub failures: Vec<Evidence>,
+    pub failures: Vec<EvidenceLine>,
     pub analysis: Option<CurveAnalysis>,
 }
 

@@ -42,7 +42,7 @@ pub(super) struct Ctx {
     /// Something worth reporting was seen (banner, settings, devices).
     has_banner: bool,
     /// Failure lines seen before any table of this context.
-    failures: Vec<Evidence>,
+    failures: Vec<EvidenceLine>,
 }
 
 pub(super) struct Parser<'a> {
@@ -113,7 +113,7 @@ impl Parser<'_> {
             return;
         }
         if t.contains("Test NCCL failure") || t.contains("Test CUDA failure") || t.contains("Test failure") {
-            let ev = Evidence::new(self.file, n, t);
+            let ev = EvidenceLine::new(self.file, n, t);
             let target = self.last_table.filter(|_| self.ctx.has_table).and_then(|i| self.tables.get_mut(i));
             match target {
                 Some(tb) if tb.failures.len() < 8 => tb.failures.push(ev),

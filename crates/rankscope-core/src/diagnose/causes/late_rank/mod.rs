@@ -215,6 +215,8 @@ fn finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
         ranks: late.ranks.clone(),
         steps: late.steps.clone(),
         evidence,
+        quotes: Vec::new(),
+        quotes_total: 0,
         symptoms,
         location: loc,
         impact_ns: saving as i64,
