@@ -59,18 +59,9 @@ pub(crate) fn sort_findings(f: &mut [Finding]) {
     });
 }
 
-/// A parse problem that did not stop the parse (partial failure is data).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Diagnostic {
-    #[serde(with = "crate::model::severity::nccl")]
-    pub severity: Severity,
-    /// Stable kind, e.g. `tests.no-results`, `tests.interleaved-tables`.
-    pub kind: String,
-    pub message: String,
-    pub file: String,
-    /// First line concerned, if any.
-    pub line: Option<u32>,
-}
+/// A parse problem that did not stop the parse (partial failure is data): the one
+/// [`crate::model::Diagnostic`], placed by file and line ([`Diagnostic::in_text`]).
+pub use crate::model::{DiagKind, Diagnostic};
 
 /// What a file is, judged from its first bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

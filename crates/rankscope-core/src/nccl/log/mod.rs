@@ -31,7 +31,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::text::{lines, strip_call_fragments};
-use super::{sort_findings, Diagnostic, EvidenceLine, Finding, FindingId, Input, Severity, REPORT_VERSION};
+use super::{
+    sort_findings, DiagKind, Diagnostic, EvidenceLine, Finding, FindingId, Input, Severity, REPORT_VERSION,
+};
 
 mod findings;
 mod finish;

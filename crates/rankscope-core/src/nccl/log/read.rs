@@ -166,16 +166,15 @@ pub(super) fn parse_file(st: &mut State, file: &str, bytes: &[u8]) {
         }
     }
     if headless.0 > 0 {
-        st.diagnostics.push(Diagnostic {
-            severity: Severity::Info,
-            kind: "log.headless-lines".into(),
-            message: format!(
+        st.diagnostics.push(Diagnostic::in_text(
+            DiagKind::LogHeadlessLines,
+            format!(
                 "{} NCCL line(s) without a `HOST:PID:TID [DEV]` header were skipped (cannot tell which process wrote them)",
                 headless.0
             ),
-            file: file.to_string(),
-            line: Some(headless.1),
-        });
+            file,
+            Some(headless.1),
+        ));
     }
     st.files.push(lf);
 }

@@ -30,7 +30,9 @@ use serde::{Deserialize, Serialize};
 
 use super::fit::{fit_latency_bandwidth, FitError, LatencyBandwidthFit};
 use super::text::{after_glued_prefix, finite, lines, strip_call_fragments};
-use super::{sort_findings, Diagnostic, EvidenceLine, Finding, FindingId, Input, Severity, REPORT_VERSION};
+use super::{
+    sort_findings, DiagKind, Diagnostic, EvidenceLine, Finding, FindingId, Input, Severity, REPORT_VERSION,
+};
 
 mod curve;
 mod findings;

@@ -75,17 +75,16 @@ pub fn parse_tests_file(file: &str, bytes: &[u8]) -> (Vec<PerfTest>, Vec<Diagnos
         t.index = u32::try_from(i).unwrap_or(u32::MAX);
         finalize(t);
         if t.interleaved {
-            diagnostics.push(Diagnostic {
-                severity: Severity::WARNING,
-                kind: "tests.interleaved-tables".into(),
-                message: format!(
+            diagnostics.push(Diagnostic::in_text(
+                DiagKind::TestsInterleavedTables,
+                format!(
                     "test {} ({}): its rows alternate with another table's; rows were assigned by increasing size",
                     t.index,
                     t.collective.and_then(CollKind::nccl_tests_name).unwrap_or("unknown collective")
                 ),
-                file: file.to_string(),
-                line: t.rows.first().map(|r| r.line),
-            });
+                file,
+                t.rows.first().map(|r| r.line),
+            ));
         }
     }
     (tables, diagnostics)
@@ -219,13 +218,12 @@ impl Parser<'_> {
                 }
                 self.open.retain(|&j| j != i);
             } else {
-                self.diagnostics.push(Diagnostic {
-                    severity: Severity::Info,
-                    kind: "tests.orphan-average".into(),
-                    message: "an `Avg bus bandwidth` line with no table before it".into(),
-                    file: self.file.to_string(),
-                    line: Some(n),
-                });
+                self.diagnostics.push(Diagnostic::in_text(
+                    DiagKind::TestsOrphanAverage,
+                    "an `Avg bus bandwidth` line with no table before it".into(),
+                    self.file,
+                    Some(n),
+                ));
             }
             return true;
         }
@@ -322,13 +320,13 @@ impl Parser<'_> {
             None => {
                 // No header opened a table (or sizes restarted): an implicit table.
                 if !self.open.is_empty() {
-                    self.diagnostics.push(Diagnostic {
-                        severity: Severity::Info,
-                        kind: "tests.rows-restarted".into(),
-                        message: "result rows restarted at a smaller size without a header: a new table was started".into(),
-                        file: self.file.to_string(),
-                        line: Some(row.line),
-                    });
+                    self.diagnostics.push(Diagnostic::in_text(
+                        DiagKind::TestsRowsRestarted,
+                        "result rows restarted at a smaller size without a header: a new table was started"
+                            .into(),
+                        self.file,
+                        Some(row.line),
+                    ));
                 }
                 let layout = self.current_layout().map(|mut l| {
                     l.from_header = false;
