@@ -19,17 +19,51 @@ pub(super) fn warn_fix(msg: &str) -> &'static str {
     }
 }
 
+/// What a log's facts say, for the rules below.
+struct Log<'a> {
+    st: &'a State,
+    peers: &'a [PeerLink],
+    rings: &'a [NcclRing],
+    n_nodes: u32,
+    procs: Vec<&'a NcclProcess>,
+}
+
+/// The rules, in the order their findings are made (then sorted by severity and id).
+const RULES: [fn(&Log<'_>, &mut Vec<Finding>); 12] = [
+    net_socket_multinode,
+    mixed_networks,
+    intra_node_shm_or_net,
+    gdr_disabled,
+    versions_differ,
+    build_mismatch,
+    bootstrap_interface,
+    patched_nccl,
+    single_rank_communicators,
+    ring_crosses_nodes,
+    init_incomplete,
+    warnings,
+];
+
 pub(super) fn log_findings(
     st: &State,
     peers: &[PeerLink],
     rings: &[NcclRing],
-    hosts: &BTreeSet<String>,
+    _hosts: &BTreeSet<String>,
     n_nodes: u32,
 ) -> Vec<Finding> {
+    let x = Log { st, peers, rings, n_nodes, procs: st.procs.values().collect() };
     let mut out = Vec::new();
-    let procs: Vec<&NcclProcess> = st.procs.values().collect();
+    for rule in RULES {
+        rule(&x, &mut out);
+    }
+    out
+}
 
-    // 1. Multi-node job on NET/Socket.
+/// Multi-node job on NET/Socket.
+fn net_socket_multinode(x: &Log<'_>, out: &mut Vec<Finding>) {
+    let st = x.st;
+    let procs = &x.procs;
+    let n_nodes = x.n_nodes;
     let socket_conns: Vec<&Conn> = st
         .conns
         .iter()
@@ -60,8 +94,12 @@ pub(super) fn log_findings(
             ev,
         ));
     }
+}
 
-    // 2. Different networks across processes.
+/// Different networks across processes.
+fn mixed_networks(x: &Log<'_>, out: &mut Vec<Finding>) {
+    let st = x.st;
+    let procs = &x.procs;
     let nets: BTreeMap<&str, BTreeSet<&str>> = procs
         .iter()
         .filter_map(|p| p.network.as_deref().map(|n| (n, p.host.as_str())))
@@ -82,8 +120,12 @@ pub(super) fn log_findings(
             ev,
         ));
     }
+}
 
-    // 3. SHM or NET between GPUs of one node.
+/// SHM or NET between GPUs of one node.
+fn intra_node_shm_or_net(x: &Log<'_>, out: &mut Vec<Finding>) {
+    let st = x.st;
+    let peers = x.peers;
     let bad: Vec<&PeerLink> = peers
         .iter()
         .filter(|p| p.same_host == Some(true) && p.transports.iter().any(|t| t == "SHM" || t == "NET"))
@@ -128,8 +170,13 @@ pub(super) fn log_findings(
             ev,
         ));
     }
+}
 
-    // 4. GDRDMA disabled on an RDMA network.
+/// GDRDMA disabled on an RDMA network.
+fn gdr_disabled(x: &Log<'_>, out: &mut Vec<Finding>) {
+    let st = x.st;
+    let procs = &x.procs;
+    let n_nodes = x.n_nodes;
     let no_gdr_conns: Vec<&Conn> = st
         .conns
         .iter()
@@ -159,8 +206,11 @@ pub(super) fn log_findings(
             ev,
         ));
     }
+}
 
-    // 5. NCCL versions differ.
+/// NCCL versions differ, or CUDA drivers do.
+fn versions_differ(x: &Log<'_>, out: &mut Vec<Finding>) {
+    let st = x.st;
     if st.versions.len() > 1 {
         let ev: Vec<EvidenceLine> = st.ev_version.values().cloned().collect();
         out.push(Finding::quoting(
@@ -191,8 +241,11 @@ pub(super) fn log_findings(
             st.ev_driver.values().cloned().collect(),
         ));
     }
+}
 
-    // 5b. Same NCCL version built for different CUDA versions.
+/// Same NCCL version built for different CUDA versions.
+fn build_mismatch(x: &Log<'_>, out: &mut Vec<Finding>) {
+    let st = x.st;
     let mut builds: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for (_, v, c) in st.ev_build.keys() {
         builds.entry(v.as_str()).or_default().insert(c.as_str());
@@ -209,8 +262,12 @@ pub(super) fn log_findings(
             st.ev_build.values().cloned().collect(),
         ));
     }
+}
 
-    // 5c. Bootstrap over loopback or a container bridge in a multi-node job.
+/// Bootstrap over loopback or a container bridge in a multi-node job.
+fn bootstrap_interface(x: &Log<'_>, out: &mut Vec<Finding>) {
+    let st = x.st;
+    let n_nodes = x.n_nodes;
     let bad_boot: Vec<(&String, &EvidenceLine)> = st
         .ev_bootstrap
         .iter()
@@ -230,8 +287,11 @@ pub(super) fn log_findings(
             bad_boot.into_iter().map(|(_, e)| e.clone()).collect(),
         ));
     }
+}
 
-    // 6. Patched / differently built NCCL.
+/// Patched / differently built NCCL.
+fn patched_nccl(x: &Log<'_>, out: &mut Vec<Finding>) {
+    let st = x.st;
     if !st.ev_patched.is_empty() {
         let patched: Vec<&String> = st.ev_patched.keys().collect();
         let stock: Vec<&String> = st.ev_stock.keys().filter(|h| !st.ev_patched.contains_key(*h)).collect();
@@ -257,8 +317,11 @@ pub(super) fn log_findings(
             ev,
         ));
     }
+}
 
-    // 7. Processes that each formed a 1-rank communicator.
+/// Processes that each formed a 1-rank communicator.
+fn single_rank_communicators(x: &Log<'_>, out: &mut Vec<Finding>) {
+    let st = x.st;
     let single: Vec<&NcclRank> = st.ranks.values().filter(|r| r.nranks == Some(1)).collect();
     let single_procs: BTreeSet<(&str, u64)> = single.iter().map(|r| (r.host.as_str(), r.pid)).collect();
     let multi_exists = st.ranks.values().any(|r| r.nranks.is_some_and(|n| n > 1));
@@ -275,8 +338,11 @@ pub(super) fn log_findings(
             single.iter().map(|r| EvidenceLine::new(&r.file, r.line, &format!("{}:{} comm {} rank {} nranks 1", r.host, r.pid, r.comm_ptr.as_deref().unwrap_or("?"), r.rank))).collect(),
         ));
     }
+}
 
-    // 8. Rings that leave and re-enter nodes.
+/// Rings that leave and re-enter nodes.
+fn ring_crosses_nodes(x: &Log<'_>, out: &mut Vec<Finding>) {
+    let rings = x.rings;
     let bad_rings: Vec<&NcclRing> = rings
         .iter()
         .filter(|r| matches!((r.host_crossings, r.hosts), (Some(c), Some(h)) if h > 1 && c > h))
@@ -296,8 +362,11 @@ pub(super) fn log_findings(
             bad_rings.iter().map(|r| EvidenceLine::new(&r.file, r.line, &format!("Channel {:02} : {}", r.channel, r.ranks.iter().map(u32::to_string).collect::<Vec<_>>().join(" ")))).collect(),
         ));
     }
+}
 
-    // 9. Init started but never completed.
+/// Init started but never completed.
+fn init_incomplete(x: &Log<'_>, out: &mut Vec<Finding>) {
+    let st = x.st;
     let stuck: Vec<&EvidenceLine> = st
         .ranks
         .values()
@@ -313,8 +382,11 @@ pub(super) fn log_findings(
             stuck.into_iter().cloned().collect(),
         ));
     }
+}
 
-    // 10. Warnings and error traces.
+/// Warnings and error traces.
+fn warnings(x: &Log<'_>, out: &mut Vec<Finding>) {
+    let st = x.st;
     let mut groups: BTreeMap<String, Vec<&NcclWarning>> = BTreeMap::new();
     for w in &st.warnings {
         let key: String = w.message.chars().map(|c| if c.is_ascii_digit() { '#' } else { c }).collect();
@@ -367,6 +439,4 @@ pub(super) fn log_findings(
             ev,
         ));
     }
-    let _ = hosts;
-    out
 }

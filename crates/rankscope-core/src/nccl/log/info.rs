@@ -3,6 +3,10 @@
 
 use super::*;
 
+/// One `NCCL INFO` message into the log's facts. One long function on purpose: it is one
+/// dispatch over the message formats NCCL prints (version, network, GDRDMA, rings, trees,
+/// channels, peer connections, environment, init timings), each arm a few lines reading its
+/// own fields, in the order a reader checks them against a log.
 pub(super) fn info_line(st: &mut State, h: &Head<'_>, file: &str, n: u32, raw: &str) {
     let msg = h.msg;
     let key = (h.host.to_string(), h.pid);

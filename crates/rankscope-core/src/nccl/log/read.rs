@@ -13,6 +13,10 @@ pub(super) fn proc_entry<'a>(st: &'a mut State, h: &Head<'_>, file: &str, n: u32
     })
 }
 
+/// One log file into the log's facts, a line at a time: each line's header (process, rank,
+/// device), then its kind (INFO, WARN and the trace lines continuing a warning, banners, a perf
+/// table). One function because the lines share the state of the warning a continuation
+/// belongs to.
 pub(super) fn parse_file(st: &mut State, file: &str, bytes: &[u8]) {
     let mut lf =
         LogFile { name: file.to_string(), lines: 0, nccl_lines: 0, elided_lines: 0, has_perf_table: false };
