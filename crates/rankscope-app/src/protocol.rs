@@ -251,8 +251,9 @@ mod tests {
 
     #[test]
     fn files_are_told_apart_by_content() {
-        assert_eq!(sniff(b"  {\"traceEvents\": []}"), []);
-        assert_eq!(sniff(&[0x1f, 0x8b, 8, 0]), []);
+        let none: [TextKind; 0] = [];
+        assert_eq!(sniff(b"  {\"traceEvents\": []}"), none);
+        assert_eq!(sniff(&[0x1f, 0x8b, 8, 0]), none);
         assert_eq!(
             sniff(b"host:1:2 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"),
             [TextKind::NcclLog]
@@ -260,6 +261,6 @@ mod tests {
         let tests = b"# nThread 1 nGpus 1 minBytes 8 maxBytes 128 step: 2(factor) warmup iters: 5 iters: 20\n\
 #       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n";
         assert_eq!(sniff(tests), [TextKind::NcclTests]);
-        assert_eq!(sniff(b"hello"), []);
+        assert_eq!(sniff(b"hello"), none);
     }
 }

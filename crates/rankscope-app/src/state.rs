@@ -550,9 +550,8 @@ fn own_decision(s: &RankSummary) -> RankDecision {
     let claim = RankClaim { file: s.file.clone(), claimed_rank: s.claimed_rank };
     decide_job(&[claim]).0.into_iter().next().unwrap_or(RankDecision {
         rank: 0,
-        rank_source: String::new(),
+        rank_source: rankscope_core::normalize::RankSource::LoadOrder,
         diagnostics: Vec::new(),
-        raw: Vec::new(),
     })
 }
 

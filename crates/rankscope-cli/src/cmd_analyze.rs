@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use rankscope_core::analyze::{self, report, Options};
+use rankscope_core::analyze::{self, Options};
+use rankscope_core::diagnose::gates;
 
 use crate::load;
 
@@ -84,11 +85,11 @@ impl JobFlags {
 /// error; 3 a `--fail-on` gate failed.
 pub fn run(a: Args) -> Result<u8> {
     let opts = a.job.options()?;
-    let gates: Vec<report::Gate> = a
+    let gates: Vec<gates::Gate> = a
         .fail_on
         .iter()
         .map(|g| {
-            let gate = g.parse::<report::Gate>().map_err(|e| anyhow::anyhow!("--fail-on {e}"))?;
+            let gate = g.parse::<gates::Gate>().map_err(|e| anyhow::anyhow!("--fail-on {e}"))?;
             // `x>NaN` would parse and never fail: a gate that cannot fire is a mistake.
             anyhow::ensure!(gate.value.is_finite(), "--fail-on `{g}`: the bound must be a finite number");
             Ok(gate)
@@ -132,7 +133,7 @@ pub fn run(a: Args) -> Result<u8> {
         }
     }
     a.job.emit(&out)?;
-    let bad = if out.has_traces() { report::failed_gates(analysis, &gates) } else { Vec::new() };
+    let bad = if out.has_traces() { gates::failed_gates(analysis, &gates) } else { Vec::new() };
     for (g, v) in &bad {
         eprintln!("rankscope: gate failed: {} {} {} (measured {v:.4})", g.metric, g.op, g.value);
     }

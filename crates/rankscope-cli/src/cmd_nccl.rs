@@ -53,7 +53,7 @@ fn emit(text: &str) -> anyhow::Result<()> {
 }
 
 fn exit_code(findings: &[Finding]) -> u8 {
-    u8::from(findings.iter().any(|f| f.severity == Severity::Error))
+    u8::from(findings.iter().any(|f| f.severity == Severity::ERROR))
 }
 
 pub fn run_log(a: LogArgs) -> anyhow::Result<u8> {
@@ -118,17 +118,17 @@ fn render_findings(out: &mut String, findings: &[Finding]) {
     }
     let _ = writeln!(out, "\nFindings ({}):", findings.len());
     for f in findings {
-        let sev = match f.severity {
-            Severity::Error => "ERROR",
-            Severity::Warning => "WARN ",
-            Severity::Info => "INFO ",
+        let sev = match f.severity.nccl_name() {
+            "error" => "ERROR",
+            "warning" => "WARN ",
+            _ => "INFO ",
         };
         let _ = writeln!(out, "  [{sev}] {}: {}", f.id, f.message);
-        for e in &f.evidence {
+        for e in &f.quotes {
             let _ = writeln!(out, "      {}:{}: {}", e.file, e.line, e.text);
         }
-        if f.evidence_total as usize > f.evidence.len() {
-            let _ = writeln!(out, "      ... {} more line(s)", f.evidence_total as usize - f.evidence.len());
+        if f.quotes_total as usize > f.quotes.len() {
+            let _ = writeln!(out, "      ... {} more line(s)", f.quotes_total as usize - f.quotes.len());
         }
         let _ = writeln!(out, "      fix: {}", f.fix);
     }

@@ -448,7 +448,8 @@ pub fn render_text(r: &InspectReport) -> String {
         }
         for d in &f.diagnostics {
             let at = d.first_offset.map(|o| format!(" (first at byte {o})")).unwrap_or_default();
-            let _ = writeln!(s, "  {:?} {:?} ×{}{}: {}", d.severity, d.kind, d.count, at, d.message);
+            let _ =
+                writeln!(s, "  {} {:?} ×{}{}: {}", severity_word(d.severity), d.kind, d.count, at, d.message);
         }
     }
     for f in &r.failed {
@@ -473,6 +474,16 @@ pub fn render_text(r: &InspectReport) -> String {
         let _ = writeln!(s, "  ERROR: {e}");
     }
     s
+}
+
+/// A diagnostic's severity as the text report writes it (`DataLoss`, the JSON's `data_loss`).
+fn severity_word(s: Severity) -> &'static str {
+    match s {
+        Severity::Info => "Info",
+        Severity::Low => "Repaired",
+        Severity::Medium => "DataLoss",
+        Severity::High => "Error",
+    }
 }
 
 #[cfg(test)]

@@ -13,9 +13,11 @@
 //! and for `wasm32-unknown-unknown`.
 
 pub mod analyze;
+pub mod diagnose;
 pub mod digest;
 pub mod escape;
 pub mod export;
+pub mod finding;
 pub mod fr;
 pub mod inspect;
 pub mod job;
@@ -29,3 +31,4 @@ pub mod sequence;
 pub mod session;
 pub mod synth;
 pub mod view;
+pub mod words;

@@ -4,7 +4,8 @@
 mod common;
 
 use common::*;
-use rankscope_core::analyze::{analyze, Analysis, Options};
+use rankscope_core::analyze::{Analysis, Options};
+use rankscope_core::diagnose::analyze;
 use rankscope_core::model::RankTrace;
 use rankscope_core::normalize::{assemble, Job, Rules};
 use rankscope_core::synth::{self, SynthConfig};
@@ -424,7 +425,7 @@ fn rank_parts_survive_serialization_and_combine_to_the_same_analysis() {
     let opts = Options::default();
     let direct = analyze(&job, &opts);
     let posted = common::posted_parts(&job, &opts);
-    let combined = rankscope_core::analyze::combine(posted, job.errors.clone(), &opts);
+    let combined = rankscope_core::diagnose::combine(posted, job.errors.clone(), &opts);
     assert_eq!(combined, direct);
 }
 
@@ -474,7 +475,7 @@ fn merged_trace_puts_every_rank_on_the_aligned_clock() {
     let back = ingest_chunked("merged.json", &out, 1 << 16).unwrap_or_else(|e| panic!("{e}"));
     let total: usize = job.ranks.iter().map(|r| r.trace.events.len()).sum();
     assert_eq!(back.events.len(), total);
-    assert!(back.diagnostics.iter().all(|d| d.severity < rankscope_core::model::Severity::DataLoss));
+    assert!(back.diagnostics.iter().all(|d| d.severity < rankscope_core::model::Severity::DATA_LOSS));
 }
 
 #[test]
@@ -528,7 +529,7 @@ fn ranks_late_from_before_the_step_are_said_to_be() {
     assert!(f.is_some(), "{:?}", a.findings.iter().map(|f| &f.id).collect::<Vec<_>>());
     let Some(f) = f else { return };
     assert_eq!(f.ranks, vec![2, 6, 7]);
-    let skew = f.evidence.get("start_skew_ns").copied().unwrap_or(0.0);
+    let skew = f.evidence.or_zero(rankscope_core::finding::EvidenceKey::StartSkewNs);
     assert!(skew >= 3e6, "start skew {skew} ns");
     assert!(f.message.contains("the delay comes before the step"), "{}", f.message);
     assert!(f.message.contains("first profiled one"), "{}", f.message);

@@ -4,6 +4,8 @@
 
 mod common;
 
+use rankscope_core::finding::EvidenceKey;
+
 use common::gloo_job::*;
 use rankscope_core::analyze::Analysis;
 
@@ -176,8 +178,8 @@ fn more_work_is_told_from_a_slow_host_by_typical_operator_durations() {
     let a = compute_job(true);
     let f = a.findings.first().unwrap_or_else(|| panic!("no finding"));
     assert_eq!((f.id.as_str(), f.ranks.as_slice()), ("compute_imbalance", &[2][..]), "{}", f.message);
-    assert!((f.evidence["typical_op_ratio"] - 2.0).abs() < 0.05, "{:?}", f.evidence);
-    assert!((f.evidence["typical_optimizer_op_ratio"] - 1.0).abs() < 0.05, "{:?}", f.evidence);
+    assert!((f.evidence[EvidenceKey::TypicalOpRatio] - 2.0).abs() < 0.05, "{:?}", f.evidence);
+    assert!((f.evidence[EvidenceKey::TypicalOptimizerOpRatio] - 1.0).abs() < 0.05, "{:?}", f.evidence);
     assert!(f.message.contains("larger inputs"), "{}", f.message);
     // The per-operator comparison is in the report, per rank.
     let w = a
@@ -189,7 +191,7 @@ fn more_work_is_told_from_a_slow_host_by_typical_operator_durations() {
     let b = compute_job(false);
     let g = b.findings.first().unwrap_or_else(|| panic!("no finding"));
     assert_eq!((g.id.as_str(), g.ranks.as_slice()), ("slow_device", &[2][..]), "{}", g.message);
-    assert!((g.evidence["typical_op_ratio"] - 1.0).abs() < 0.05, "{:?}", g.evidence);
+    assert!((g.evidence[EvidenceKey::TypicalOpRatio] - 1.0).abs() < 0.05, "{:?}", g.evidence);
     assert!(g.message.contains("lost in bursts"), "{}", g.message);
     assert!(!g.fix.to_lowercase().contains("gpu"), "{}", g.fix);
 }
@@ -248,7 +250,7 @@ fn a_sleep_inside_an_autograd_node_is_a_host_stall_in_that_node() {
         "{}",
         f.message
     );
-    assert!((f.evidence["stall_ns"] - 200e6).abs() < 1e6, "{:?}", f.evidence);
+    assert!((f.evidence[EvidenceKey::StallNs] - 200e6).abs() < 1e6, "{:?}", f.evidence);
     let loc = f.location.clone().unwrap_or_else(|| panic!("no location"));
     assert_eq!(
         loc.regions.last().map(String::as_str),

@@ -45,7 +45,7 @@ fn truncated_mid_event() {
     let job = check("truncated_mid_event.json");
     assert_eq!(names(&job), ["aten::mm", "aten::add"]);
     let d = diag(&job, DiagKind::Truncated).unwrap_or_else(|| panic!("no truncation diagnostic"));
-    assert_eq!(d.severity, Severity::DataLoss);
+    assert_eq!(d.severity, Severity::DATA_LOSS);
     // The cut event starts line 5.
     let text = std::fs::read(fixture("edge/truncated_mid_event.json")).unwrap_or_default();
     let line5 = text.iter().enumerate().filter(|(_, &b)| b == b'\n').nth(3).map(|(i, _)| i as u64 + 1);
@@ -105,7 +105,7 @@ fn negative_duration() {
     let t = &job.ranks[0].trace;
     assert_eq!(t.events.dur_ns, [0, 1000]);
     assert_eq!(t.events.ts_ns, [100_250, 101_000]);
-    assert_eq!(diag(&job, DiagKind::NegativeDuration).map(|d| d.severity), Some(Severity::Repaired));
+    assert_eq!(diag(&job, DiagKind::NegativeDuration).map(|d| d.severity), Some(Severity::REPAIRED));
 }
 
 #[test]

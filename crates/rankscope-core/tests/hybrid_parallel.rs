@@ -11,7 +11,8 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use rankscope_core::analyze::layout::Role;
-use rankscope_core::analyze::{analyze, Analysis, Options};
+use rankscope_core::analyze::{Analysis, Options};
+use rankscope_core::diagnose::analyze;
 use rankscope_core::normalize::{assemble, Rules};
 use serde_json::Value;
 

@@ -112,8 +112,8 @@ fn restamped_ranks_equal_recomputed_ones() {
         .map(|v| v.iter().filter_map(|x| x.as_u64()).map(|x| x as u32).collect())
         .unwrap_or_default();
     assert!(!injected.is_empty());
-    let first = combined.analysis.findings.first().map(|f| (f.id.clone(), f.ranks.clone()));
-    assert_eq!(first, Some(("host_stall".to_string(), injected)));
+    let first = combined.analysis.findings.first().map(|f| (f.id, f.ranks.clone()));
+    assert_eq!(first, Some((rankscope_core::finding::FindingId::HostStall, injected)));
 
     // Explicit ranks win, as `--rank FILE=N` does.
     let explicit = vec![("worker-a.json".to_string(), 3), ("worker-d.json".to_string(), 0)];

@@ -131,7 +131,7 @@ fn campaign(seed: u64, per_file: usize, slice_bytes: usize) -> (Campaign, Vec<St
                     shows += 1;
                 }
                 let explained = t.diagnostics.iter().any(|d| {
-                    d.severity == Severity::DataLoss && d.first_offset.is_some_and(|o| o <= shows as u64)
+                    d.severity == Severity::DATA_LOSS && d.first_offset.is_some_and(|o| o <= shows as u64)
                 });
                 if !explained {
                     c.unexplained += 1;

@@ -99,9 +99,9 @@ fn socket_fallback_on_two_nodes() {
         r.ranks.iter().map(|k| (k.rank, k.bus_id.as_deref().unwrap())).collect::<Vec<_>>(),
         [(0, "1e0"), (1, "1e0")]
     );
-    assert_eq!(ids(&r), [("log.net-socket-multinode", Severity::Error)]);
+    assert_eq!(ids(&r), [("log.net-socket-multinode", Severity::ERROR)]);
     let f = finding(&r, "log.net-socket-multinode");
-    let lines: Vec<u32> = f.evidence.iter().map(|e| e.line).collect();
+    let lines: Vec<u32> = f.quotes.iter().map(|e| e.line).collect();
     assert!(lines.contains(&10) && lines.contains(&12), "{lines:?}"); // libibverbs missing; Using network Socket
     assert!(f.message.contains("libibverbs"));
 }
@@ -137,9 +137,9 @@ fn ib_completion_error_with_trace() {
     assert_eq!(steps, [("transport/net.cc:1134", 6, 3), ("proxy.cc:679", 6, 4), ("proxy.cc:858", 6, 5)]);
     assert_eq!(w.trace[2].note, "[Proxy Thread]");
     let f = finding(&r, "log.nccl-warn");
-    assert_eq!(f.severity, Severity::Error);
+    assert_eq!(f.severity, Severity::ERROR);
     assert!(f.message.contains("ncclRemoteError") && f.fix.contains("IBV_WC_RETRY_EXC_ERR"));
-    assert_eq!(f.evidence_total, 4);
+    assert_eq!(f.quotes_total, 4);
 }
 
 #[test]
@@ -168,7 +168,7 @@ fn patched_build_on_one_host() {
         r.peers.iter().map(|p| (p.from_rank, p.to_rank, p.same_host)).collect::<Vec<_>>(),
         [(1, 2, Some(false)), (3, 0, Some(false))]
     );
-    assert_eq!(ids(&r), [("log.gdr-disabled", Severity::Warning), ("log.patched-nccl", Severity::Warning)]);
+    assert_eq!(ids(&r), [("log.gdr-disabled", Severity::WARNING), ("log.patched-nccl", Severity::WARNING)]);
     assert!(finding(&r, "log.patched-nccl").message.starts_with("gdr114 print(s) extra fields"));
 }
 
@@ -183,8 +183,8 @@ fn nccl_2_5_ring_lines_gdr_disabled() {
     assert_eq!(r.transports, BTreeMap::from([("NET/IB/0".to_string(), 8)]));
     let f = finding(&r, "log.gdr-disabled");
     assert!(f.message.contains("peer-memory kernel module") && f.message.contains("PCIe"), "{}", f.message);
-    assert_eq!(f.evidence[0].line, 43);
-    assert_eq!(ids(&r), [("log.gdr-disabled", Severity::Warning)]);
+    assert_eq!(f.quotes[0].line, 43);
+    assert_eq!(ids(&r), [("log.gdr-disabled", Severity::WARNING)]);
 }
 
 #[test]
@@ -219,13 +219,13 @@ fn misconfigured_single_rank_communicators_and_versions() {
     assert_eq!(
         ids(&r),
         [
-            ("log.nccl-version-mismatch", Severity::Error),
-            ("log.single-rank-communicators", Severity::Error),
-            ("log.cuda-driver-mismatch", Severity::Warning)
+            ("log.nccl-version-mismatch", Severity::ERROR),
+            ("log.single-rank-communicators", Severity::ERROR),
+            ("log.cuda-driver-mismatch", Severity::WARNING)
         ]
     );
     let f = finding(&r, "log.nccl-version-mismatch");
-    assert_eq!(f.evidence.iter().map(|e| e.line).collect::<Vec<_>>(), [22, 180]);
+    assert_eq!(f.quotes.iter().map(|e| e.line).collect::<Vec<_>>(), [22, 180]);
 }
 
 #[test]
@@ -245,9 +245,9 @@ fn fixture_channel_slash_format_with_shm_inside_a_node() {
         (shm.same_host, shm.via.as_slice(), shm.channels.as_slice()),
         (Some(true), ["SHM/direct/direct".to_string()].as_slice(), [0, 1].as_slice())
     );
-    assert_eq!(ids(&r), [("log.intra-node-shm-or-net", Severity::Warning)]);
+    assert_eq!(ids(&r), [("log.intra-node-shm-or-net", Severity::WARNING)]);
     assert_eq!(
-        finding(&r, "log.intra-node-shm-or-net").evidence.iter().map(|e| e.line).collect::<Vec<_>>(),
+        finding(&r, "log.intra-node-shm-or-net").quotes.iter().map(|e| e.line).collect::<Vec<_>>(),
         [18, 19]
     );
 }
@@ -260,7 +260,7 @@ fn fixture_old_ring_format_crossing_nodes() {
     let t = &r.trees[0];
     assert_eq!((t.rank, t.up, t.down.as_slice()), (0, -1, [2].as_slice()));
     assert_eq!(r.nccl_versions.get("2.5.7"), Some(&vec!["?".to_string()]));
-    assert_eq!(ids(&r), [("log.ring-crosses-nodes", Severity::Warning)]);
+    assert_eq!(ids(&r), [("log.ring-crosses-nodes", Severity::WARNING)]);
 }
 
 #[test]
@@ -294,18 +294,18 @@ fn fixture_mixed_networks_init_incomplete_warn() {
     assert_eq!(
         ids(&r),
         [
-            ("log.nccl-warn", Severity::Error),
-            ("log.nccl-warn", Severity::Error),
-            ("log.net-socket-multinode", Severity::Error),
-            ("log.init-incomplete", Severity::Warning),
-            ("log.mixed-networks", Severity::Warning)
+            ("log.nccl-warn", Severity::ERROR),
+            ("log.nccl-warn", Severity::ERROR),
+            ("log.net-socket-multinode", Severity::ERROR),
+            ("log.init-incomplete", Severity::WARNING),
+            ("log.mixed-networks", Severity::WARNING)
         ]
     );
     assert_eq!(r.warnings.len(), 2);
     assert_eq!(r.warnings[0].trace.iter().map(|t| t.code).collect::<Vec<_>>(), [2, 2]);
     assert!(r.warnings[1].message.is_empty() && r.warnings[1].trace[0].code == 3);
     let socket = finding(&r, "log.net-socket-multinode");
-    assert!(socket.evidence.iter().any(|e| e.text.contains("NCCL_IB_DISABLE set by environment to 1")));
+    assert!(socket.quotes.iter().any(|e| e.text.contains("NCCL_IB_DISABLE set by environment to 1")));
     assert_eq!(proc(&r, "a2", 2).env.get("NCCL_IB_DISABLE").map(String::as_str), Some("1"));
 }
 
@@ -315,16 +315,16 @@ fn fixture_p2p_disabled_loopback_bootstrap_cuda_builds() {
     assert_eq!(
         ids(&r),
         [
-            ("log.bootstrap-interface", Severity::Error),
-            ("log.gdr-disabled", Severity::Warning),
-            ("log.intra-node-shm-or-net", Severity::Warning),
-            ("log.nccl-build-mismatch", Severity::Warning)
+            ("log.bootstrap-interface", Severity::ERROR),
+            ("log.gdr-disabled", Severity::WARNING),
+            ("log.intra-node-shm-or-net", Severity::WARNING),
+            ("log.nccl-build-mismatch", Severity::WARNING)
         ]
     );
     assert!(finding(&r, "log.bootstrap-interface").message.contains("on n1:"));
     let f = finding(&r, "log.intra-node-shm-or-net");
     assert!(f.message.contains("NCCL_P2P_DISABLE set by environment to 1"));
-    assert_eq!(f.evidence.iter().map(|e| e.line).collect::<Vec<_>>(), [6, 12]);
+    assert_eq!(f.quotes.iter().map(|e| e.line).collect::<Vec<_>>(), [6, 12]);
     // `Connected all rings, use ring PXN 0 GDR 1` says GDR is used on n2.
     assert_eq!(proc(&r, "n2", 20).gdr, Some(true));
     assert_eq!(proc(&r, "n1", 10).gdr, Some(false));
@@ -368,7 +368,7 @@ fn several_files_of_one_job_merge() {
     // Three NCCL versions now: the mismatch finding names all of them, with file names.
     let f = finding(&r, "log.nccl-version-mismatch");
     assert!(f.message.contains("2.11.4") && f.message.contains("2.26.2") && f.message.contains("2.26.5"));
-    assert!(f.evidence.iter().any(|e| e.file == "b.log"));
+    assert!(f.quotes.iter().any(|e| e.file == "b.log"));
 }
 
 #[test]
@@ -536,11 +536,8 @@ fn fuzz_both_parsers() {
         serde_json::to_string(&log).unwrap();
         serde_json::to_string(&tests).unwrap();
         for f in log.findings.iter().chain(tests.findings.iter()) {
-            assert!(f.evidence.len() <= nccl::EVIDENCE_MAX && f.evidence_total as usize >= f.evidence.len());
-            assert!(
-                f.evidence.iter().all(|e| e.line >= 1 && e.line <= n_lines),
-                "evidence outside the input"
-            );
+            assert!(f.quotes.len() <= nccl::EVIDENCE_MAX && f.quotes_total as usize >= f.quotes.len());
+            assert!(f.quotes.iter().all(|e| e.line >= 1 && e.line <= n_lines), "evidence outside the input");
         }
         for t in &tests.tests {
             assert!(t.rows.iter().all(|r| r.line >= 1 && r.line <= n_lines));

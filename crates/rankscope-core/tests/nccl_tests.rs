@@ -3,8 +3,9 @@
 //! variant; the fit reproduces measured times.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::float_cmp)]
 
+use rankscope_core::model::CollKind;
 use rankscope_core::nccl::perf::{Check, CollectiveSource, PerfRow, PerfTest, TestsReport};
-use rankscope_core::nccl::{self, Collective, Input, Severity};
+use rankscope_core::nccl::{self, Input, Severity};
 
 const SHARED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/");
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/nccl/");
@@ -81,7 +82,7 @@ fn legacy_error_column_single_rank() {
     let t = &r.tests[0];
     assert_eq!(
         (t.collective, t.collective_source),
-        (Some(Collective::AllReduce), CollectiveSource::CommandLine)
+        (Some(CollKind::AllReduce), CollectiveSource::CommandLine)
     );
     assert_eq!(t.n_ranks, Some(1));
     assert_eq!(t.hosts, ["ip-10-0-139-244"]);
@@ -106,10 +107,7 @@ fn srun_label_p4de_no_header_banner() {
     let r = shared("nccl-tests/awsome-dt_p4de-2node_allreduce_srun-label.txt");
     assert_eq!(r.tests.len(), 1);
     let t = &r.tests[0];
-    assert_eq!(
-        (t.collective, t.collective_source),
-        (Some(Collective::AllReduce), CollectiveSource::Inferred)
-    );
+    assert_eq!((t.collective, t.collective_source), (Some(CollKind::AllReduce), CollectiveSource::Inferred));
     // busbw/algbw = 78.33/41.78 = 1.875 = 2(n-1)/n → n = 16 (2 nodes × 8 A100).
     assert_eq!((t.n_ranks, t.n_ranks_source.as_deref()), (Some(16), Some("busbw/algbw ratio")));
     assert_doubling(t, 8, 29);
@@ -125,7 +123,7 @@ fn srun_label_p4de_no_header_banner() {
     // With a 400 Gb/s × 4 NIC peak (200 GB/s) the plateau is far below 80%.
     let r =
         report_at(&format!("{SHARED}nccl-tests/awsome-dt_p4de-2node_allreduce_srun-label.txt"), Some(200.0));
-    assert_eq!(ids(&r), [("tests.below-peak", Severity::Warning)]);
+    assert_eq!(ids(&r), [("tests.below-peak", Severity::WARNING)]);
     assert!((r.tests[0].analysis.as_ref().unwrap().plateau_pct_of_peak.unwrap() - 38.395).abs() < 1e-9);
 }
 
@@ -181,7 +179,7 @@ fn elided_first_and_last_rows() {
 fn h100_ten_nodes_five_collectives() {
     let r = shared("nccl-tests/xxrjun_h100_10node-80rank_multi-collective.txt");
     let colls: Vec<_> = r.tests.iter().map(|t| t.collective.unwrap()).collect();
-    use Collective::*;
+    use CollKind::*;
     assert_eq!(colls, [AllReduce, AllGather, ReduceScatter, AllToAll, SendRecv]);
     let avgs: Vec<_> = r.tests.iter().map(|t| t.avg_busbw_gbps.unwrap()).collect();
     assert_eq!(avgs, [265.631, 218.677, 216.683, 47.1472, 15.1671]);
@@ -238,7 +236,7 @@ fn two_node_smoke_test() {
     let r = shared("nccl-tests/xxrjun_h100_2node-2rank_smoke_allreduce-sendrecv.txt");
     assert_eq!(
         r.tests.iter().map(|t| t.collective.unwrap()).collect::<Vec<_>>(),
-        [Collective::AllReduce, Collective::SendRecv]
+        [CollKind::AllReduce, CollKind::SendRecv]
     );
     for t in &r.tests {
         assert_eq!((t.n_ranks, t.hosts.len(), t.rows.len()), (Some(2), 2, 5));
@@ -258,14 +256,14 @@ fn failed_run_without_table() {
     let r = shared("nccl-tests/xxrjun_h100_2node-8rank_alltoall_FAILED-truncated.txt");
     assert_eq!(r.tests.len(), 1);
     let t = &r.tests[0];
-    assert_eq!(t.collective, Some(Collective::AllToAll));
+    assert_eq!(t.collective, Some(CollKind::AllToAll));
     assert!(t.rows.is_empty() && t.analysis.is_none());
     assert_eq!(
         (t.n_ranks, t.hosts.as_slice()),
         (Some(8), ["cnode2-003".to_string(), "cnode2-008".to_string()].as_slice())
     );
     assert_eq!(t.nccl_tests_version.as_deref(), Some("2.17.6"));
-    assert_eq!(ids(&r), [("tests.no-results", Severity::Error)]);
+    assert_eq!(ids(&r), [("tests.no-results", Severity::ERROR)]);
 }
 
 #[test]
@@ -274,10 +272,7 @@ fn nccl_logs_with_perf_tables() {
     let r = shared("nccl-logs/aws-efa-eks_2node-16rank-p4d_EFA-OFI_nccl2.9.9.log");
     assert_eq!(r.tests.len(), 1);
     let t = &r.tests[0];
-    assert_eq!(
-        (t.collective, t.collective_source),
-        (Some(Collective::AllReduce), CollectiveSource::Inferred)
-    );
+    assert_eq!((t.collective, t.collective_source), (Some(CollKind::AllReduce), CollectiveSource::Inferred));
     assert_eq!((t.n_ranks, t.hosts.len()), (Some(16), 2));
     assert_doubling(t, 8, 30);
     assert_row(t, 4294967296, 1073741824, (183834.0, 23.36, 43.81), (184216.0, 23.31, 43.72));
@@ -288,41 +283,41 @@ fn nccl_logs_with_perf_tables() {
     let t = &r.tests[0];
     assert_eq!(
         (t.collective, t.collective_source),
-        (Some(Collective::AllReduce), CollectiveSource::CommandLine)
+        (Some(CollKind::AllReduce), CollectiveSource::CommandLine)
     );
     assert_eq!((t.n_ranks, t.rows.len(), t.avg_busbw_gbps), (Some(2), 25, Some(0.300212)));
     assert_row(t, 134217728, 33554432, (183560.0, 0.73, 0.73), (174589.0, 0.77, 0.77));
     assert_eq!(t.analysis.as_ref().unwrap().plateau_busbw_gbps, 0.77);
-    assert_eq!(ids(&r), [("tests.low-multinode-busbw", Severity::Warning)]);
+    assert_eq!(ids(&r), [("tests.low-multinode-busbw", Severity::WARNING)]);
 
     // NCCL 2.5.7 all_gather: no redop and no root column.
     let r = shared("nccl-logs/ssbandjl_2node-v100-RoCE_NET-IB_nccl2.5.7_allgather.log");
     let t = &r.tests[0];
-    assert_eq!(t.collective, Some(Collective::AllGather));
+    assert_eq!(t.collective, Some(CollKind::AllGather));
     let l = t.layout.unwrap();
     assert!(!l.has_redop && !l.has_root && l.legacy_error_column);
     assert_doubling(t, 8, 28);
     assert_row(t, 1073741824, 134217728, (682771.0, 1.57, 0.79), (566460.0, 1.90, 0.95));
     assert_eq!(row(t, 8).redop, None);
     assert_eq!(t.avg_busbw_gbps, Some(0.372466));
-    assert_eq!(ids(&r), [("tests.low-multinode-busbw", Severity::Warning)]);
+    assert_eq!(ids(&r), [("tests.low-multinode-busbw", Severity::WARNING)]);
 
     // Patched build: `run(), common.cu:NNN,` prefixes and `BenchTime(), ...` inside rows.
     let r = shared("nccl-logs/ssbandjl_2node-4rank-v100-RoCE_nccl2.26.6-PATCHED-mixed-format.log");
     let t = &r.tests[0];
-    assert_eq!((t.collective, t.n_ranks, t.hosts.len()), (Some(Collective::AllGather), Some(4), 2));
+    assert_eq!((t.collective, t.n_ranks, t.hosts.len()), (Some(CollKind::AllGather), Some(4), 2));
     assert_eq!(t.rows.len(), 28);
     assert_eq!(t.rows.iter().take(3).map(|r| r.size_bytes).collect::<Vec<_>>(), [0, 0, 0]);
     assert_row(t, 1073741824, 67108864, (614810.0, 1.75, 1.31), (579261.0, 1.85, 1.39));
     assert_eq!(row(t, 64).root, Some(-1));
     assert_eq!(t.avg_busbw_gbps, Some(0.493556));
-    assert_eq!(ids(&r), [("tests.low-multinode-busbw", Severity::Warning)]);
+    assert_eq!(ids(&r), [("tests.low-multinode-busbw", Severity::WARNING)]);
     // With the link's peak given (25 Gb/s RoCE ≈ 3.1 GB/s) the comparison is against it.
     let r = report_at(
         &format!("{SHARED}nccl-logs/ssbandjl_2node-4rank-v100-RoCE_nccl2.26.6-PATCHED-mixed-format.log"),
         Some(3.125),
     );
-    assert_eq!(ids(&r), [("tests.below-peak", Severity::Warning)]);
+    assert_eq!(ids(&r), [("tests.below-peak", Severity::WARNING)]);
 
     // Misconfigured: two processes print their own 1-rank tables into one stream.
     let r = shared("nccl-logs/ssbandjl_2node-v100-RoCE_nccl2.26.5_MISCONFIG-nranks1.log");
@@ -354,7 +349,7 @@ fn nccl_logs_with_perf_tables() {
 fn fixture_exact_model_is_recovered() {
     let r = fixture("tests_2.17_exact-alpha-beta-model.txt");
     let t = &r.tests[0];
-    assert_eq!((t.collective, t.n_ranks, t.rows.len()), (Some(Collective::AllReduce), Some(4), 28));
+    assert_eq!((t.collective, t.n_ranks, t.rows.len()), (Some(CollKind::AllReduce), Some(4), 28));
     let f = t.analysis.as_ref().unwrap().fit.unwrap();
     // Times were printed with two decimals: α and B come back within rounding.
     assert!((f.alpha_us - 10.0).abs() < 0.01, "{f:?}");
@@ -365,8 +360,8 @@ fn fixture_exact_model_is_recovered() {
     assert!((f.busbw_at(1e9).unwrap() - 1.5 * 1e9 / ((10.0 + 1e4) * 1e3)).abs() < 0.05);
     assert!(r.findings.is_empty());
     // The model usable for the join with trace collectives.
-    assert_eq!(r.model(Collective::AllReduce).map(|m| m.points), Some(28));
-    assert!(r.model(Collective::AllGather).is_none());
+    assert_eq!(r.model(CollKind::AllReduce).map(|m| m.points), Some(28));
+    assert!(r.model(CollKind::AllGather).is_none());
     let m = t.measured_busbw_at(3.0 * 1024.0 * 1024.0).unwrap();
     let (lo, hi) = (row(t, 2097152).out_of_place.busbw_gbps, row(t, 4194304).out_of_place.busbw_gbps);
     assert!(m > lo && m < hi);
@@ -378,15 +373,15 @@ fn fixture_broadcast_with_wrong_results() {
     let t = &r.tests[0];
     assert_eq!(
         (t.collective, t.collective_source),
-        (Some(Collective::Broadcast), CollectiveSource::CommandLine)
+        (Some(CollKind::Broadcast), CollectiveSource::CommandLine)
     );
     assert_eq!(row(t, 1024).root, Some(0));
     assert_eq!(row(t, 2048).out_of_place.check, Check::Wrong(3));
     assert_eq!((t.out_of_bounds, t.out_of_bounds_ok), (Some(3), Some(false)));
     assert_eq!(t.analysis.as_ref().unwrap().fit.unwrap().busbw_factor, Some(1.0));
     let f = r.findings.iter().find(|f| f.id == "tests.wrong-results").expect("finding");
-    assert_eq!(f.severity, Severity::Error);
-    assert_eq!(f.evidence.iter().map(|e| e.line).collect::<Vec<_>>(), [14, 16]);
+    assert_eq!(f.severity, Severity::ERROR);
+    assert_eq!(f.quotes.iter().map(|e| e.line).collect::<Vec<_>>(), [14, 16]);
 }
 
 #[test]
@@ -395,7 +390,7 @@ fn fixture_rows_without_header() {
     let t = &r.tests[0];
     assert_eq!(
         (t.collective, t.collective_source),
-        (Some(Collective::ReduceScatter), CollectiveSource::Inferred)
+        (Some(CollKind::ReduceScatter), CollectiveSource::Inferred)
     );
     assert_eq!((t.n_ranks, t.rows.len(), t.header_line), (Some(8), 3, None));
     assert!(!t.layout.unwrap().from_header);
@@ -414,7 +409,7 @@ fn fixture_interleaved_processes() {
 
 #[test]
 fn busbw_factors_match_nccl_tests() {
-    use Collective::*;
+    use CollKind::*;
     assert_eq!(AllReduce.busbw_factor(8), 1.75);
     assert_eq!(AllReduce.busbw_factor(1), 0.0);
     assert_eq!(AllGather.busbw_factor(80), 79.0 / 80.0);
@@ -423,9 +418,9 @@ fn busbw_factors_match_nccl_tests() {
     for c in [Broadcast, Reduce, SendRecv] {
         assert_eq!(c.busbw_factor(64), 1.0);
     }
-    assert_eq!(Collective::from_name("./build/all_reduce_perf"), Some(AllReduce));
-    assert_eq!(Collective::from_name("alltoall_perf_mpi"), Some(AllToAll));
-    assert_eq!(Collective::from_name("foo_perf"), None);
+    assert_eq!(CollKind::from_nccl_tests("./build/all_reduce_perf"), Some(AllReduce));
+    assert_eq!(CollKind::from_nccl_tests("alltoall_perf_mpi"), Some(AllToAll));
+    assert_eq!(CollKind::from_nccl_tests("foo_perf"), None);
 }
 
 #[test]
@@ -479,7 +474,7 @@ fn fixture_oldest_layout_with_failure() {
     assert_row(t, 2097152, 524288, (80.0, 26.21, 26.21), (79.0, 26.55, 26.55));
     assert_eq!(t.devices.iter().map(|d| (d.rank, d.pid)).collect::<Vec<_>>(), [(0, None), (1, None)]);
     assert_eq!(t.failures.iter().map(|f| f.line).collect::<Vec<_>>(), [8, 9]);
-    assert_eq!(ids(&r), [("tests.failure", Severity::Error)]);
+    assert_eq!(ids(&r), [("tests.failure", Severity::ERROR)]);
 }
 
 #[test]
@@ -488,13 +483,10 @@ fn fixture_failure_before_any_row() {
     assert_eq!(r.tests.len(), 1);
     let t = &r.tests[0];
     // The collective is read from the failing source file `all_reduce.cu`.
-    assert_eq!(
-        (t.collective, t.collective_source),
-        (Some(Collective::AllReduce), CollectiveSource::Inferred)
-    );
+    assert_eq!((t.collective, t.collective_source), (Some(CollKind::AllReduce), CollectiveSource::Inferred));
     assert_eq!((t.rows.len(), t.n_ranks, t.failures.len()), (0, Some(2), 3));
     let f = &r.findings[0];
-    assert_eq!((f.id.as_str(), f.severity), ("tests.no-results", Severity::Error));
+    assert_eq!((f.id.as_str(), f.severity), ("tests.no-results", Severity::ERROR));
     assert!(f.message.contains("unhandled cuda error"));
 }
 

@@ -7,7 +7,8 @@
 mod common;
 
 use common::*;
-use rankscope_core::analyze::{analyze, Analysis, Options};
+use rankscope_core::analyze::{Analysis, Options};
+use rankscope_core::diagnose::analyze;
 use rankscope_core::normalize::{assemble, Rules};
 use serde_json::Value;
 

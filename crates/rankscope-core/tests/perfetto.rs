@@ -5,7 +5,8 @@
 mod common;
 
 use common::*;
-use rankscope_core::analyze::{analyze, Analysis, Options};
+use rankscope_core::analyze::{Analysis, Options};
+use rankscope_core::diagnose::analyze;
 use rankscope_core::export::{self, perfetto};
 use rankscope_core::model::RankTrace;
 use rankscope_core::normalize::{assemble, Job, Rules};

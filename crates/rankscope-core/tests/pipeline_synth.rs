@@ -5,7 +5,8 @@
 
 mod common;
 
-use rankscope_core::analyze::{analyze, Analysis, Options};
+use rankscope_core::analyze::{Analysis, Options};
+use rankscope_core::diagnose::analyze;
 use rankscope_core::normalize::{assemble, Rules};
 use rankscope_core::synth::{self, Manifest, Scenario, SynthConfig};
 

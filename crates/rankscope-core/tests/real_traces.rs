@@ -130,7 +130,7 @@ fn check(x: &Expect, chunk: usize) -> Vec<String> {
     );
     // Real files are well formed: nothing may be lost.
     for d in t.diagnostics.iter() {
-        if d.severity >= Severity::DataLoss {
+        if d.severity >= Severity::DATA_LOSS {
             bad.push(format!("{}: unexpected {:?}: {}", x.file, d.kind, d.message));
         }
     }

@@ -171,8 +171,8 @@ fn outlier_at_ts0() {
 #[test]
 fn hostile_names_stay_text_in_markdown_and_csv() {
     let j = job(check("hostile_names.json"));
-    let a = rankscope_core::analyze::analyze(&j, &Default::default());
-    let md = rankscope_core::analyze::report::markdown(&a);
+    let a = rankscope_core::diagnose::analyze(&j, &Default::default());
+    let md = rankscope_core::diagnose::markdown::markdown(&a);
     // Every `<` and `|` that came from the trace is escaped.
     assert!(md.contains("backend \\<img src=x onerror=alert(1)\\>"), "{md}");
     assert!(md.contains("| pg\\|\\`x\\` \\# y |"), "{md}");

@@ -9,7 +9,9 @@
 mod common;
 
 use common::ingest_chunked;
-use rankscope_core::analyze::{analyze, findings::Severity, Analysis, Options};
+use rankscope_core::analyze::{Analysis, Options};
+use rankscope_core::diagnose::analyze;
+use rankscope_core::finding::Severity;
 use rankscope_core::normalize::{assemble, Rules};
 use rankscope_core::synth::{self, Cause, Injected, Scenario, SynthConfig};
 

@@ -318,14 +318,7 @@ fn part_info(py: Python<'_>, data: &[u8]) -> PyResult<(String, String)> {
     Ok(match piece {
         Piece::Trace { claim, .. } => ("trace".to_string(), claim.file),
         Piece::Text(t) => {
-            let kinds: Vec<String> = t
-                .kinds
-                .iter()
-                .map(|k| match serde_json::to_value(k) {
-                    Ok(serde_json::Value::String(s)) => s,
-                    _ => format!("{k:?}"),
-                })
-                .collect();
+            let kinds: Vec<&str> = t.kinds.iter().map(|k| k.as_str()).collect();
             (kinds.join("+"), t.name)
         }
     })

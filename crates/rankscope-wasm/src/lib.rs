@@ -53,9 +53,10 @@ const TS_TYPES: &'static str = r#"
 /** How far ingest of one file has come. */
 export interface Progress { input_bytes: bigint; text_bytes: bigint; events: bigint; }
 
-export interface DiagSummary {
+/** A problem of a file that did not stop its reading (the inspect report's diagnostics). */
+export interface Diagnostic {
   kind: string; severity: "info" | "repaired" | "data_loss" | "error"; count: bigint;
-  first_offset: bigint | null; message: string; order: number;
+  first_offset: bigint | null; message: string;
 }
 export interface LaneSummary { lane: number; gpu: boolean; label: string; events: number; depth: number; }
 export interface StepSpan { step: number; start_ns: bigint; end_ns: bigint; }
@@ -67,7 +68,7 @@ export interface RankSummary {
   nccl_version: string | null; host_name: string | null; devices: DeviceSummary[]; gzip: boolean;
   input_bytes: bigint; text_bytes: bigint; span_start_ns: bigint; span_end_ns: bigint;
   events: bigint; rows: bigint; gpu_ops: bigint; comm_kernels: bigint; steps: StepSpan[];
-  steps_synthetic: boolean; lanes: LaneSummary[]; diagnostics: DiagSummary[]; hidden_events: bigint;
+  steps_synthetic: boolean; lanes: LaneSummary[]; diagnostics: Diagnostic[]; hidden_events: bigint;
 }
 export interface JobFacts {
   ranks: bigint; world_sizes: bigint[]; missing_ranks: number[]; duplicate_ranks: number[];
@@ -76,7 +77,7 @@ export interface JobFacts {
 }
 export interface RankClaim { file: string; claimed_rank: bigint | number | null; }
 export interface RankDecision {
-  rank: number; rank_source: string; diagnostics: DiagSummary[]; raw: Record<string, unknown>[];
+  rank: number; rank_source: "user" | "distributed_info" | "file_name" | "load_order"; diagnostics: Diagnostic[];
 }
 export interface TileKey { lane: number; level: number; index: bigint; }
 /** Level-of-detail boxes of one lane over one tile of time (columns; times absolute ns). */
@@ -278,7 +279,7 @@ impl JobAnalysis {
 
     /// `rankscope analyze --md`: the report a person reads.
     pub fn markdown(&self) -> String {
-        report::markdown(&self.analysis)
+        rankscope_core::diagnose::markdown::markdown(&self.analysis)
     }
 }
 
@@ -289,7 +290,9 @@ pub fn analyze_parts(
     #[wasm_bindgen(unchecked_param_type = "RankPart[]")] parts: JsValue,
 ) -> Result<JobAnalysis, JsError> {
     let parts: Vec<RankPart> = serde_wasm_bindgen::from_value(parts)?;
-    Ok(JobAnalysis { analysis: analyze::combine(parts, Vec::new(), &analyze::Options::default()) })
+    Ok(JobAnalysis {
+        analysis: rankscope_core::diagnose::combine(parts, Vec::new(), &analyze::Options::default()),
+    })
 }
 
 /// Decides every file's rank from the claims of all files, in load order, as the CLI does.

@@ -42,8 +42,8 @@ pub fn diagnostics(p: &Props) -> Html {
                             <tbody>
                             { for r.diagnostics.iter().map(|d| html! {
                                 <tr>
-                                    <td><span class={classes!("sev", format!("sev-{}", d.severity))}>{d.severity.replace('_', " ")}</span></td>
-                                    <td><code>{d.kind.clone()}</code></td>
+                                    <td><span class={classes!("sev", format!("sev-{}", d.severity.diagnostic_name()))}>{d.severity.diagnostic_name().replace('_', " ")}</span></td>
+                                    <td><code>{d.kind.name()}</code></td>
                                     <td class="num">{format::thousands(d.count)}</td>
                                     <td class="num">{d.first_offset.map(format::thousands).unwrap_or_default()}</td>
                                     <td>{d.message.clone()}</td>

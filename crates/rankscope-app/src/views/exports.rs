@@ -218,8 +218,10 @@ pub fn exports(p: &Props) -> Html {
     let on_md = {
         let (a, status, fr) = (a.clone(), status.clone(), fr.clone());
         Callback::from(move |_| {
-            let text =
-                report::markdown_with_dumps(&a, fr.as_deref().map(crate::state::FlightRecorder::as_input));
+            let text = rankscope_core::diagnose::markdown::with_dumps(
+                &a,
+                fr.as_deref().map(crate::state::FlightRecorder::as_input),
+            );
             status.set(save(&text, "text/markdown", "rankscope-report.md"))
         })
     };

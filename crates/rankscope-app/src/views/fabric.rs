@@ -21,11 +21,7 @@ pub struct Props {
 }
 
 fn sev(s: Severity) -> &'static str {
-    match s {
-        Severity::Info => "info",
-        Severity::Warning => "warning",
-        Severity::Error => "error",
-    }
+    s.nccl_name()
 }
 
 fn process<'a>(logs: &'a LogReport, host: &str, pid: u64) -> Option<&'a NcclProcess> {
@@ -164,18 +160,18 @@ fn finding(f: &Finding) -> Html {
     let s = sev(f.severity);
     html! {
         <li class={classes!("finding", format!("finding-{}", if s == "error" { "high" } else if s == "warning" { "medium" } else { "low" }))}
-            data-testid="fabric-finding" data-id={f.id.clone()}>
+            data-testid="fabric-finding" data-id={f.id.as_str()}>
             <div class="finding-head">
                 <span class={classes!("sev", format!("sev-{s}"))}>{s}</span>
                 <span class="finding-message">{f.message.clone()}</span>
             </div>
             <div class="finding-fix"><strong>{"Fix: "}</strong>{f.fix.clone()}</div>
             <ul class="evidence">
-                { for f.evidence.iter().take(3).map(|e| html! {
+                { for f.quotes.iter().take(3).map(|e| html! {
                     <li><code>{format!("{}:{}", e.file.rsplit('/').next().unwrap_or(&e.file), e.line)}</code>{" "}<code class="line">{e.text.clone()}</code></li>
                 }) }
-                if f.evidence_total as usize > f.evidence.len().min(3) {
-                    <li class="muted">{format!("… {} evidence lines in all", f.evidence_total)}</li>
+                if f.quotes_total as usize > f.quotes.len().min(3) {
+                    <li class="muted">{format!("… {} evidence lines in all", f.quotes_total)}</li>
                 }
             </ul>
         </li>

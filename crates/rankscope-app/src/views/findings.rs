@@ -3,7 +3,7 @@
 
 use std::rc::Rc;
 
-use rankscope_core::analyze::findings::Severity;
+use rankscope_core::finding::{EvidenceKey, FindingId};
 use yew::prelude::*;
 
 use crate::format;
@@ -11,15 +11,6 @@ use crate::format;
 #[derive(Properties, PartialEq, Debug)]
 pub struct Props {
     pub job: Rc<crate::state::JobView>,
-}
-
-fn severity_name(s: Severity) -> &'static str {
-    match s {
-        Severity::Info => "info",
-        Severity::Low => "low",
-        Severity::Medium => "medium",
-        Severity::High => "high",
-    }
 }
 
 /// `[0, 1, 2, 3, 7]` → `0–3, 7`.
@@ -60,7 +51,7 @@ fn typical_step_ns(a: &rankscope_core::analyze::Analysis) -> f64 {
 
 /// "Where: ProfilerStep › forward › straggler_sleep (forward): 402 ms per step on rank 2
 /// against 0 µs on the others; no operator running 402 ms".
-fn location(l: &rankscope_core::analyze::findings::Location, ranks: &[u32], world: usize) -> String {
+fn location(l: &rankscope_core::finding::Location, ranks: &[u32], world: usize) -> String {
     let split: Vec<String> = l
         .excess_parts()
         .into_iter()
@@ -143,16 +134,16 @@ pub fn findings(p: &Props) -> Html {
             <h2>{"What is wrong"}</h2>
             <ol class="findings" data-testid="findings">
             { for findings.iter().enumerate().map(|(i, f)| {
-                let sev = severity_name(f.severity);
+                let sev = f.severity.name();
                 // A hang's figure is how long the ranks waited, not a saving per step.
-                let gain = if f.id == "collective_mismatch" {
-                    f.evidence.get("waited_ns").map(|w| format!(" · the waiting ranks were stuck {}", format::duration(*w)))
+                let gain = if f.id == FindingId::CollectiveMismatch {
+                    f.evidence.get(EvidenceKey::WaitedNs).map(|w| format!(" · the waiting ranks were stuck {}", format::duration(w)))
                 } else { (f.impact_ns > 0).then(|| {
                     let share = if step > 0.0 { format!(" ({:.0}% of a step)", 100.0 * f.impact_ns as f64 / step) } else { String::new() };
                     format!(" · about {} per step to gain{share}", format::duration(f.impact_ns as f64))
                 }) };
                 html! {
-                    <li class={classes!("finding", format!("finding-{sev}"), (i == 0).then_some("finding-lead"))} data-testid="finding" data-id={f.id.clone()}
+                    <li class={classes!("finding", format!("finding-{sev}"), (i == 0).then_some("finding-lead"))} data-testid="finding" data-id={f.id.as_str()}
                         data-severity={sev} data-ranks={f.ranks.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(",")}
                         data-impact-ns={f.impact_ns.to_string()}>
                         <div class="finding-head">
@@ -164,16 +155,16 @@ pub fn findings(p: &Props) -> Html {
                             <div class="finding-where" data-testid="finding-where">{location(l, &f.ranks, p.job.analysis.ranks.len())}</div>
                         }
                         if !f.symptoms.is_empty() {
-                            <div class="finding-explains muted">{format!("Explains: {}", f.symptoms.iter().map(|x| x.replace('_', " ")).collect::<Vec<_>>().join(", "))}</div>
+                            <div class="finding-explains muted">{format!("Explains: {}", f.symptoms.iter().map(|x| x.as_str().replace('_', " ")).collect::<Vec<_>>().join(", "))}</div>
                         }
                         <div class="finding-evidence muted">
-                            <code>{f.id.clone()}</code>
+                            <code>{f.id.as_str()}</code>
                             if !f.ranks.is_empty() { <span>{format!(" · rank{} {}", if f.ranks.len() == 1 { "" } else { "s" }, ranges(&f.ranks))}</span> }
                             if !f.steps.is_empty() { <span>{format!(" · step{} {}", if f.steps.len() == 1 { "" } else { "s" }, ranges(&f.steps))}</span> }
-                            { for f.evidence.iter().map(|(k, v)| html! { <span>{format!(" · {}: {}", k.replace("_ns", "").replace('_', " "), evidence_value(k, *v))}</span> }) }
+                            { for f.evidence.iter().map(|(k, v)| html! { <span>{format!(" · {}: {}", k.name().replace("_ns", "").replace('_', " "), evidence_value(&k.name(), v))}</span> }) }
                         </div>
                         <div class="finding-fix"><strong>{"Fix: "}</strong>{f.fix.clone()}</div>
-                        if f.id == "collective_mismatch" {
+                        if f.id == FindingId::CollectiveMismatch {
                             if let Some(seq) = &p.job.analysis.sequence { { stopped(seq) } }
                             if let Some(open) = open.clone() {
                                 <button class="small finding-open" data-testid="finding-open-timeline" onclick={open}

@@ -8,7 +8,7 @@
 //!    late group, in exposed (not under compute) wait: that much would come off the step if the
 //!    late ranks arrived with the others. It is a per-rank figure, bounded by the step.
 //! 2. **A consistent straggler** is a rank in the late group of at least
-//!    [`super::findings::Thresholds::straggler_consistency`] of the steps that had a measurable
+//!    [`crate::finding::Thresholds::straggler_consistency`] of the steps that had a measurable
 //!    spread. A late group that changes from step to step is arrival jitter, not a straggler.
 //! 3. **Where the straggler's time went**: the same step on the straggler and on the others
 //!    (the median over them), compared region by region ([`super::regions`]): annotations by

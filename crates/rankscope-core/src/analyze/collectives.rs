@@ -273,10 +273,5 @@ mod tests {
         // Gather and scatter as nccl-tests counts them, as the nccl-tests reader does.
         assert!((busbw_factor(CollKind::Gather, 8) - 0.875).abs() < 1e-12);
         assert!((busbw_factor(CollKind::Scatter, 4) - 0.75).abs() < 1e-12);
-        for c in crate::nccl::perf::Collective::ALL {
-            if let Some(k) = c.kind() {
-                assert_eq!(k.busbw_factor(8), c.busbw_factor(8), "{c:?}");
-            }
-        }
     }
 }

@@ -19,7 +19,7 @@ use serde::Serialize;
 use super::collectives::CollectiveStats;
 use crate::model::CollKind;
 use crate::nccl::perf::PerfTest;
-use crate::nccl::{Collective, TestsReport};
+use crate::nccl::TestsReport;
 
 #[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
 pub struct FabricComparison {
@@ -46,24 +46,9 @@ pub struct FabricComparison {
     pub message: String,
 }
 
-fn to_tests(kind: CollKind) -> Option<Collective> {
-    Some(match kind {
-        CollKind::AllReduce => Collective::AllReduce,
-        CollKind::AllGather => Collective::AllGather,
-        CollKind::ReduceScatter => Collective::ReduceScatter,
-        CollKind::AllToAll => Collective::AllToAll,
-        CollKind::SendRecv | CollKind::Send | CollKind::Recv => Collective::SendRecv,
-        CollKind::Broadcast => Collective::Broadcast,
-        CollKind::Reduce => Collective::Reduce,
-        CollKind::Gather => Collective::Gather,
-        CollKind::Scatter => Collective::Scatter,
-        CollKind::Unknown | CollKind::Barrier => return None,
-    })
-}
-
 /// The test to compare with: same collective, preferring the same number of ranks, then the
 /// most rows.
-fn pick(tests: &TestsReport, c: Collective, n: i64) -> Option<&PerfTest> {
+fn pick(tests: &TestsReport, c: CollKind, n: i64) -> Option<&PerfTest> {
     tests
         .tests
         .iter()
@@ -150,7 +135,7 @@ pub fn compare(colls: &[CollectiveStats], tests: &TestsReport, facts: &TraceFact
     let mut out = Vec::new();
     for c in colls {
         let (Some(bytes), Some(achieved)) = (c.bytes_p50, c.busbw_gbps) else { continue };
-        let Some(kind) = to_tests(c.kind) else { continue };
+        let Some(kind) = CollKind::nccl_test(c.kind) else { continue };
         let Some(test) = pick(tests, kind, c.group_size) else { continue };
         // Only inside the sizes nccl-tests measured (with a factor-2 margin): the curve is not
         // extrapolated, since bandwidth at 4 B says nothing about bandwidth at 32 MiB.

@@ -1,11 +1,12 @@
 //! The analysis engine: per-rank, per-step truth across the whole job.
 //!
-//! `analyze(job, options)` runs, in order: collective instances per rank ([`instances`]),
-//! matching across ranks, clock alignment ([`align`]), per rank × step breakdown
-//! ([`breakdown`]), GPU idle and launch analysis ([`idle`]), collective statistics
-//! ([`collectives`]), stragglers and balance ([`balance`]), the critical path
-//! ([`critical_path`]) and findings ([`findings`]). Every metric's definition is in the doc
-//! comment of the module that computes it and in docs/metrics.md.
+//! `rank_part` per rank and `combine` per job run, in order: collective instances per rank
+//! ([`instances`]), matching across ranks, clock alignment ([`align`]), per rank × step
+//! breakdown ([`breakdown`]), GPU idle and launch analysis ([`idle`]), collective statistics
+//! ([`collectives`]), stragglers and balance ([`balance`]) and the critical path
+//! ([`critical_path`]). Every metric's definition is in the doc comment of the module that
+//! computes it and in docs/metrics.md. This layer measures; the findings are judged from its
+//! figures by [`crate::diagnose`], which it never imports.
 
 pub mod align;
 pub mod attribution;
@@ -15,14 +16,12 @@ pub mod chain;
 pub mod collectives;
 pub mod critical_path;
 pub mod fabric;
-pub mod findings;
 pub mod gaps;
 pub mod idle;
 pub mod instances;
 pub mod intervals;
 pub mod issued;
 pub mod layout;
-pub mod markdown;
 pub mod pipeline;
 pub mod regions;
 pub mod report;
@@ -46,7 +45,7 @@ pub const WAIT_NOISE_NS: i64 = 50_000;
 pub struct Options {
     /// `(rank, offset_ns)` given by the user; they win over estimates.
     pub offsets: Vec<(u32, i64)>,
-    pub thresholds: findings::Thresholds,
+    pub thresholds: crate::finding::Thresholds,
     pub kernel_wait_threshold_ns: i64,
     /// nccl-tests results of the same fabric, to place the trace's collectives against.
     pub fabric: Option<crate::nccl::TestsReport>,
@@ -58,7 +57,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             offsets: Vec::new(),
-            thresholds: findings::Thresholds::default(),
+            thresholds: crate::finding::Thresholds::default(),
             kernel_wait_threshold_ns: idle::DEFAULT_KERNEL_WAIT_THRESHOLD_NS,
             fabric: None,
             layout: None,
@@ -198,7 +197,8 @@ pub struct Analysis {
     pub pipeline: Option<pipeline::PipelineReport>,
     /// The collectives against nccl-tests (empty without nccl-tests input).
     pub fabric: Vec<fabric::FabricComparison>,
-    pub findings: Vec<findings::Finding>,
+    /// Filled by the judging layer ([`crate::diagnose::findings`]).
+    pub findings: Vec<crate::finding::Finding>,
     pub diagnostics: Vec<FileDiagnostic>,
     pub errors: Vec<JobError>,
 }
@@ -386,9 +386,18 @@ pub fn rank_part_with(
     }
 }
 
-/// The job half: matching, alignment, collectives, stragglers, balance, critical path,
-/// fabric join and findings, from every rank's part (sorted by rank).
-pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) -> Analysis {
+/// What the job half measured: the analysis (its `findings` empty) and the collectives
+/// matched across ranks, which the judging layer reads beside it.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    pub analysis: Analysis,
+    pub ops: Vec<collectives::Op>,
+}
+
+/// The job half: matching, alignment, collectives, stragglers, balance, critical path and
+/// fabric join, from every rank's part (sorted by rank). [`crate::diagnose::combine`] adds the
+/// findings.
+pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) -> Measured {
     parts.sort_by_key(|p| p.info.rank);
     let world = parts.iter().filter_map(|p| p.world_size).max().unwrap_or(parts.len() as i64);
     let ranks: Vec<u32> = parts.iter().map(|p| p.info.rank).collect();
@@ -643,8 +652,7 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
         facts.devices.dedup();
         a.fabric = fabric::compare(&a.collectives, t, &facts);
     }
-    a.findings = findings::findings(&a, &ops, &opts.thresholds);
-    a
+    Measured { analysis: a, ops }
 }
 
 /// Every rank's collectives as sequences for the mismatch engine, each labelled with the
@@ -878,8 +886,8 @@ fn stuck_in_another_group(
     let step_words = steps.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
     let head = format!(
         "{} all waited {} (ended alike, as by a timeout) in the {kind} each issued last (step {step_words}, `{place}`), and none completed it: they were not in the same collective.",
-        findings::ranks_word(&all),
-        findings::dur(min as f64)
+        crate::words::ranks_word(&all),
+        crate::words::dur(min as f64)
     );
     let (ranks, sentence) = if !odd.is_empty() && !usual.is_empty() && odd.len() < all.len() {
         let odd_last = lasts.iter().find(|l| odd.contains(&l.rank));
@@ -889,10 +897,10 @@ fn stuck_in_another_group(
             odd.clone(),
             format!(
                 "{head} {}'s ran on the backend thread that had run only its {} collectives before (a backend runs each process group on threads of its own), {}'s on the thread of their earlier `{place}` ones: {} issued it on another process group.",
-                findings::ranks_word(&odd),
+                crate::words::ranks_word(&odd),
                 others.join(", "),
-                findings::ranks_word(&usual).to_lowercase(),
-                findings::ranks_word(&odd).to_lowercase()
+                crate::words::ranks_word(&usual).to_lowercase(),
+                crate::words::ranks_word(&odd).to_lowercase()
             ),
         )
     } else {
@@ -931,8 +939,9 @@ fn fill_waits(p: &mut RankPart, w: &waits::RankWait) {
     }
 }
 
-/// Analyzes a job: every rank's part, then the job level.
-pub fn analyze(job: &Job, opts: &Options) -> Analysis {
+/// Measures a job held in memory: every rank's part, then the job level (no findings:
+/// [`crate::diagnose::analyze`] judges too).
+pub fn measure(job: &Job, opts: &Options) -> Measured {
     let parts = job.ranks.iter().map(|r| rank_part(r, &job.strings, opts.kernel_wait_threshold_ns)).collect();
     combine(parts, job.errors.clone(), opts)
 }

@@ -43,42 +43,8 @@ pub const MIN_BLOCKED_GAP_NS: i64 = 200_000;
 /// At most this many region occurrences are kept per rank (the rest is counted).
 pub const MAX_OCCURRENCES: usize = 50_000;
 
-/// A training phase.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Phase {
-    DataLoading,
-    Forward,
-    Backward,
-    Optimizer,
-    Other,
-}
-
-impl Phase {
-    pub const ALL: [Phase; 5] =
-        [Phase::DataLoading, Phase::Forward, Phase::Backward, Phase::Optimizer, Phase::Other];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Phase::DataLoading => "data_loading",
-            Phase::Forward => "forward",
-            Phase::Backward => "backward",
-            Phase::Optimizer => "optimizer",
-            Phase::Other => "other",
-        }
-    }
-
-    /// Words for a sentence ("in the data loading", "in backward").
-    pub fn words(self) -> &'static str {
-        match self {
-            Phase::DataLoading => "data loading",
-            Phase::Forward => "forward",
-            Phase::Backward => "backward",
-            Phase::Optimizer => "the optimizer",
-            Phase::Other => "outside forward, backward, optimizer and data loading",
-        }
-    }
-}
+/// A training phase (defined with the model: findings name it too).
+pub use crate::model::Phase;
 
 /// The phase a region's own name (and class) names, if any.
 pub fn phase_of(name: &str, class: Class) -> Option<Phase> {

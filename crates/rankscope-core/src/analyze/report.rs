@@ -1,5 +1,6 @@
-//! Renderings of an [`Analysis`]: CSV (the rank × step table), Markdown (a report a person
-//! reads, in [`super::markdown`]), and `--fail-on` expressions for CI gating.
+//! Renderings of an [`Analysis`] as data: the JSON (`--json`) and the rank × step table as CSV
+//! (`--csv`). The renderings that judge (the Markdown note, the `--fail-on` gates) are the
+//! judging layer's (`crate::diagnose`).
 
 use std::fmt::Write;
 
@@ -45,8 +46,6 @@ pub fn csv(a: &Analysis) -> String {
     s
 }
 
-pub use super::markdown::markdown;
-
 /// `rankscope analyze --json`: the analysis's fields in their declared order, then, with Flight
 /// Recorder dumps among the inputs, their report under `flight_recorder`. The CLI and the app
 /// both write it with this function, so their bytes are the same.
@@ -64,104 +63,4 @@ pub fn json(
     let out = WithDumps { analysis: a, flight_recorder: dumps.map(|(d, r)| crate::fr::output::member(d, r)) };
     // Serializing plain values into a string cannot fail (no I/O, string keys only).
     serde_json::to_string_pretty(&out).unwrap_or_default() + "\n"
-}
-
-/// `rankscope analyze --md`: the note, then the dumps' section when there are dumps.
-pub fn markdown_with_dumps(
-    a: &Analysis,
-    dumps: Option<(&[crate::fr::RankedDump], &crate::sequence::SequenceReport)>,
-) -> String {
-    let mut s = markdown(a);
-    if let Some((d, r)) = dumps {
-        s.push_str(&crate::fr::output::markdown_section(d, r));
-    }
-    s
-}
-
-/// A CI gate: `metric>value` or `metric<value` (also `>=`, `<=`), on the job-level metrics
-/// listed in [`metric`].
-#[derive(Debug, Clone, PartialEq)]
-pub struct Gate {
-    pub metric: String,
-    pub op: &'static str,
-    pub value: f64,
-}
-
-impl std::str::FromStr for Gate {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        for op in [">=", "<=", ">", "<"] {
-            if let Some((m, v)) = s.split_once(op) {
-                let value: f64 = v.trim().parse().map_err(|_| format!("`{s}`: `{v}` is not a number"))?;
-                let metric = m.trim().to_string();
-                if !METRICS.contains(&metric.as_str()) {
-                    return Err(format!("`{s}`: unknown metric `{metric}` (known: {})", METRICS.join(", ")));
-                }
-                return Ok(Gate { metric, op, value });
-            }
-        }
-        Err(format!("`{s}`: expected METRIC>VALUE or METRIC<VALUE"))
-    }
-}
-
-/// Metrics a gate can test (worst over ranks where per rank).
-pub const METRICS: &[&str] = &[
-    "exposed_comm_ratio",
-    "comm_ratio",
-    "overlap_coverage",
-    "idle_ratio",
-    "compute_imbalance",
-    "step_time_p50_ms",
-    "step_time_max_ms",
-    "step_jitter",
-    "findings_high",
-    "findings",
-];
-
-/// The job-level value of a metric.
-pub fn metric(a: &Analysis, name: &str) -> Option<f64> {
-    let t = &a.rank_totals;
-    let max = |f: &dyn Fn(&super::RankTotals) -> f64| {
-        t.iter().map(f).fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
-    };
-    let min = |f: &dyn Fn(&super::RankTotals) -> f64| {
-        t.iter().map(f).fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.min(v))))
-    };
-    match name {
-        "exposed_comm_ratio" => max(&|x| x.exposed_comm_ratio),
-        "comm_ratio" => max(&|x| x.comm_ratio),
-        "overlap_coverage" => min(&|x| x.overlap_coverage),
-        "idle_ratio" => max(&|x| if x.wall_ns > 0 { x.idle_ns as f64 / x.wall_ns as f64 } else { 0.0 }),
-        "compute_imbalance" => a
-            .imbalance
-            .iter()
-            .map(|i| i.compute_imbalance)
-            .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
-            .or(Some(0.0)),
-        "step_time_p50_ms" => max(&|x| x.step_time.as_ref().map_or(0.0, |s| s.p50_ns as f64 / 1e6)),
-        "step_time_max_ms" => max(&|x| x.step_time.as_ref().map_or(0.0, |s| s.max_ns as f64 / 1e6)),
-        "step_jitter" => max(&|x| x.step_time.as_ref().map_or(0.0, |s| s.jitter)),
-        "findings_high" => {
-            Some(a.findings.iter().filter(|f| f.severity == super::findings::Severity::High).count() as f64)
-        }
-        "findings" => Some(a.findings.len() as f64),
-        _ => None,
-    }
-}
-
-/// The gates that fail, each with the measured value.
-pub fn failed_gates(a: &Analysis, gates: &[Gate]) -> Vec<(Gate, f64)> {
-    gates
-        .iter()
-        .filter_map(|g| {
-            let v = metric(a, &g.metric)?;
-            let bad = match g.op {
-                ">" => v > g.value,
-                "<" => v < g.value,
-                ">=" => v >= g.value,
-                _ => v <= g.value,
-            };
-            bad.then(|| (g.clone(), v))
-        })
-        .collect()
 }

@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use super::{Text, TextKind, TextRef};
 use crate::analyze::{Analysis, RankPart};
 use crate::digest::Unframed;
-use crate::view::summary::{sort_diagnostics, DeviceSummary, DiagSummary, StepSpan};
+use crate::view::summary::{sort_diagnostics, DeviceSummary, StepSpan};
 use crate::view::{RankClaim, RankDecision, RankSummary};
 
 /// The first bytes of every job digest.
@@ -357,22 +357,14 @@ impl JobDigest {
                 if !taken.insert(index) {
                     return None;
                 }
-                let raw: Vec<crate::model::Diagnostic> = part
+                let diagnostics: Vec<crate::model::Diagnostic> = part
                     .diagnostics
                     .iter()
                     .filter(|d| crate::view::ranks::RANK_KINDS.contains(&d.diagnostic.kind))
                     .map(|d| d.diagnostic.clone())
                     .collect();
-                let rank_source = serde_json::to_value(part.info.rank_source)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default();
-                let decision = RankDecision {
-                    rank: part.info.rank,
-                    rank_source,
-                    diagnostics: raw.iter().map(DiagSummary::from_diagnostic).collect(),
-                    raw,
-                };
+                let decision =
+                    RankDecision { rank: part.info.rank, rank_source: part.info.rank_source, diagnostics };
                 Some(Placed { index, decision })
             })
             .collect()
@@ -393,13 +385,10 @@ impl JobDigest {
             .chain(p.instances.iter().map(|i| (i.start_ns, i.end_ns)));
         let (start, end) = ends.fold((i64::MAX, i64::MIN), |(a, b), (s, e)| (a.min(s), b.max(e)));
         let (span_start_ns, span_end_ns) = if start <= end { (start, end) } else { (0, 0) };
-        let mut diagnostics: Vec<DiagSummary> =
-            p.diagnostics.iter().map(|d| DiagSummary::from_diagnostic(&d.diagnostic)).collect();
+        let mut diagnostics: Vec<crate::model::Diagnostic> =
+            p.diagnostics.iter().map(|d| d.diagnostic.clone()).collect();
         sort_diagnostics(&mut diagnostics);
-        let rank_source = serde_json::to_value(p.info.rank_source)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
+        let rank_source = p.info.rank_source;
         Some(RankSummary {
             file: claim.file.clone(),
             rank: p.info.rank,

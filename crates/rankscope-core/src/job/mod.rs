@@ -23,11 +23,12 @@ pub use digest::{JobDigest, JobDigestError};
 pub use read::{detect, text_kinds, InputKind, Loaded, Reader, Text, TextKind, TextRef, SNIFF_BYTES};
 
 use crate::analyze::{self, report, Analysis, Options, RankPart};
+use crate::diagnose;
 use crate::fr::{self, RankedDump, SkippedDump};
 use crate::inspect::FailedFile;
 use crate::model::{DiagKind, RankTrace};
 use crate::nccl::{self, LogReport, TestsReport};
-use crate::normalize::{self, JobError, RankSource, Rules};
+use crate::normalize::{self, JobError, Rules};
 use crate::sequence::SequenceReport;
 use crate::view::{RankClaim, RankDecision};
 
@@ -189,7 +190,9 @@ impl JobOutput {
     pub fn markdown(&self) -> String {
         match (&self.flight_recorder, self.has_traces()) {
             (Some(f), false) => fr::output::render(&f.dumps, &f.report),
-            (f, _) => report::markdown_with_dumps(&self.analysis, f.as_ref().map(FlightRecorder::as_input)),
+            (f, _) => {
+                diagnose::markdown::with_dumps(&self.analysis, f.as_ref().map(FlightRecorder::as_input))
+            }
         }
     }
 
@@ -276,7 +279,7 @@ pub fn combine_decided(
     if opts.fabric.is_none() {
         opts.fabric = fabric.as_ref().and_then(|f| f.tests.clone());
     }
-    let analysis = analyze::combine(parts, errors, &opts);
+    let analysis = diagnose::combine(parts, errors, &opts);
     JobOutput { analysis, fabric, flight_recorder, failed: Vec::new() }
 }
 
@@ -318,9 +321,7 @@ impl RankPart {
     pub fn restamp(&mut self, d: &RankDecision) {
         let rank = d.rank;
         self.info.rank = rank;
-        if let Some(s) = rank_source_of(&d.rank_source) {
-            self.info.rank_source = s;
-        }
+        self.info.rank_source = d.rank_source;
         self.totals.rank = rank;
         for (_, s) in &mut self.steps {
             s.rank = rank;
@@ -340,7 +341,7 @@ impl RankPart {
         let rank_kinds = crate::view::ranks::RANK_KINDS;
         self.diagnostics.retain(|x| !rank_kinds.contains(&x.diagnostic.kind));
         let file = self.info.source.clone();
-        self.diagnostics.extend(d.raw.iter().map(|x| analyze::FileDiagnostic {
+        self.diagnostics.extend(d.diagnostics.iter().map(|x| analyze::FileDiagnostic {
             file: file.clone(),
             rank,
             diagnostic: x.clone(),
@@ -353,10 +354,6 @@ impl RankPart {
             b.diagnostic.severity.cmp(&a.diagnostic.severity).then(a.diagnostic.kind.cmp(&b.diagnostic.kind))
         });
     }
-}
-
-fn rank_source_of(s: &str) -> Option<RankSource> {
-    serde_json::from_value(serde_json::Value::String(s.to_string())).ok()
 }
 
 /// Rank diagnostics are the ones [`RankPart::restamp`] replaces.

@@ -12,17 +12,17 @@ use crate::parse::{FileIngest, IngestError, Progress};
 /// Bytes of a file's start that decide what it is.
 pub const SNIFF_BYTES: usize = 64 << 10;
 
-/// The kinds of text a job reads beside traces (kept whole: kB to a few MB).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TextKind {
-    NcclLog,
-    NcclTests,
-    /// A PyTorch Flight Recorder dump (pickle or JSON, gzipped or not).
-    FlightRecorder,
-    /// A rankscope job digest (`RSDIGEST`, [`super::digest`]): a whole job's parts and
-    /// analysis, written by `rankscope combine --digest`.
-    Digest,
+crate::named_enum! {
+    /// The kinds of text a job reads beside traces (kept whole: kB to a few MB).
+    pub enum TextKind {
+        NcclLog => "nccl_log",
+        NcclTests => "nccl_tests",
+        /// A PyTorch Flight Recorder dump (pickle or JSON, gzipped or not).
+        FlightRecorder => "flight_recorder",
+        /// A rankscope job digest (`RSDIGEST`, [`super::digest`]): a whole job's parts and
+        /// analysis, written by `rankscope combine --digest`.
+        Digest => "digest",
+    }
 }
 
 /// What an input is, for a shell that routes it.

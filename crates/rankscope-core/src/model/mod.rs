@@ -6,11 +6,14 @@
 //! [`StringTable`]; indices are typed `u32`s so native and wasm32 tables have the same size.
 
 pub mod diag;
+mod phase;
+pub mod severity;
 pub mod strings;
 
 use serde::Serialize;
 
 pub use diag::{DiagKind, Diagnostic, Diagnostics, Severity};
+pub use phase::Phase;
 pub use strings::{FxHashMap, StrId, StringTable};
 
 /// Marker for "no value" in `u32` index columns.
@@ -113,7 +116,9 @@ pub fn dtype_bytes(dtype: &str) -> Option<i64> {
     })
 }
 
-/// The kind of a collective (or point-to-point) operation.
+/// The kind of a collective (or point-to-point) operation: one enum for the traces and for
+/// nccl-tests, which names some kinds its own way ([`CollKind::nccl_tests_name`]; its JSON
+/// keeps them through [`nccl_tests_kind`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[repr(u8)]
@@ -131,6 +136,8 @@ pub enum CollKind {
     Barrier = 10,
     Gather = 11,
     Scatter = 12,
+    /// nccl-tests' `hypercube_perf`, an all_gather pattern of its own; never in a trace.
+    Hypercube = 13,
 }
 
 impl CollKind {
@@ -146,7 +153,8 @@ impl CollKind {
             | CollKind::ReduceScatter
             | CollKind::AllToAll
             | CollKind::Gather
-            | CollKind::Scatter => (n - 1.0) / n,
+            | CollKind::Scatter
+            | CollKind::Hypercube => (n - 1.0) / n,
             _ => 1.0,
         }
     }
@@ -171,6 +179,50 @@ impl CollKind {
             CollKind::Barrier => "barrier",
             CollKind::Gather => "gather",
             CollKind::Scatter => "scatter",
+            CollKind::Hypercube => "hypercube",
+        }
+    }
+
+    /// The kinds nccl-tests measures, in a fixed order.
+    pub const NCCL_TESTS: [CollKind; 10] = [
+        CollKind::AllReduce,
+        CollKind::AllGather,
+        CollKind::ReduceScatter,
+        CollKind::AllToAll,
+        CollKind::SendRecv,
+        CollKind::Broadcast,
+        CollKind::Reduce,
+        CollKind::Gather,
+        CollKind::Scatter,
+        CollKind::Hypercube,
+    ];
+
+    /// The nccl-tests name without `_perf` (`all_reduce`, `alltoall`, `sendrecv`, ...); none
+    /// for a kind no test measures.
+    pub fn nccl_tests_name(self) -> Option<&'static str> {
+        Some(match self {
+            CollKind::AllToAll => "alltoall",
+            CollKind::SendRecv => "sendrecv",
+            CollKind::Unknown | CollKind::Send | CollKind::Recv | CollKind::Barrier => return None,
+            k => k.name(),
+        })
+    }
+
+    /// From an nccl-tests binary or test name: `all_reduce_perf`, `./build/all_gather_perf`,
+    /// `alltoall`, `sendrecv_perf_mpi`.
+    pub fn from_nccl_tests(s: &str) -> Option<CollKind> {
+        let base = s.rsplit('/').next().unwrap_or(s);
+        let base = base.strip_suffix("_mpi").unwrap_or(base);
+        let base = base.strip_suffix("_perf").unwrap_or(base);
+        CollKind::NCCL_TESTS.into_iter().find(|c| c.nccl_tests_name() == Some(base))
+    }
+
+    /// The nccl-tests test that measures a trace's collective of this kind (a send or a recv:
+    /// `sendrecv`); none for a barrier or an unknown kind.
+    pub fn nccl_test(self) -> Option<CollKind> {
+        match self {
+            CollKind::Send | CollKind::Recv => Some(CollKind::SendRecv),
+            k => k.nccl_tests_name().map(|_| k),
         }
     }
 
@@ -190,10 +242,32 @@ impl CollKind {
             Barrier,
             Gather,
             Scatter,
+            Hypercube,
         ]
         .get(v as usize)
         .copied()
         .unwrap_or(Unknown)
+    }
+}
+
+/// `#[serde(with = "crate::model::nccl_tests_kind")]`: an `Option<CollKind>` spelled as
+/// nccl-tests names it (`alltoall`, `sendrecv`), as the nccl-tests report has always written it.
+pub mod nccl_tests_kind {
+    use super::CollKind;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<CollKind>, s: S) -> Result<S::Ok, S::Error> {
+        match v.and_then(CollKind::nccl_tests_name) {
+            Some(n) => s.serialize_some(n),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<CollKind>, D::Error> {
+        let Some(n) = Option::<std::borrow::Cow<'de, str>>::deserialize(d)? else { return Ok(None) };
+        CollKind::from_nccl_tests(&n)
+            .map(Some)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown nccl-tests collective `{n}`")))
     }
 }
 
@@ -597,6 +671,30 @@ impl RankTrace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_collective_kind_for_traces_and_nccl_tests() {
+        for k in CollKind::NCCL_TESTS {
+            let name = k.nccl_tests_name().unwrap_or_default();
+            assert_eq!(CollKind::from_nccl_tests(&format!("./build/{name}_perf_mpi")), Some(k));
+            assert_eq!(CollKind::from_u8(k as u8), k);
+        }
+        assert_eq!(
+            (CollKind::AllToAll.name(), CollKind::AllToAll.nccl_tests_name()),
+            ("all_to_all", Some("alltoall"))
+        );
+        assert_eq!(CollKind::Send.nccl_test(), Some(CollKind::SendRecv));
+        assert_eq!(CollKind::Barrier.nccl_test(), None);
+        // Hypercube is an all_gather pattern: (n − 1) / n.
+        assert!((CollKind::Hypercube.busbw_factor(8) - 0.875).abs() < 1e-12);
+        #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+        struct T(#[serde(with = "nccl_tests_kind")] Option<CollKind>);
+        for v in [T(Some(CollKind::SendRecv)), T(None)] {
+            let json = serde_json::to_string(&v).unwrap_or_default();
+            assert!(json == "\"sendrecv\"" || json == "null", "{json}");
+            assert_eq!(serde_json::from_str::<T>(&json).ok(), Some(v));
+        }
+    }
 
     #[test]
     fn one_dtype_table_for_traces_and_nccl_tests() {

@@ -10,7 +10,7 @@
 //!
 //! **Which bandwidth.** `B` is an *algorithm* bandwidth (bytes of the user buffer per second,
 //! what nccl-tests calls algbw); the matching *bus* bandwidth is `B × factor` with the
-//! collective's busbw factor (see [`crate::nccl::perf::Collective::busbw_factor`]).
+//! collective's busbw factor (see [`crate::model::CollKind::busbw_factor`]).
 //!
 //! **Fit.** Weighted linear least squares on the unknowns `α` and `β = 1/B`, minimising the sum
 //! of squared *relative* errors `Σ ((α + β·Sᵢ − Tᵢ) / Tᵢ)²` (weights `1/Tᵢ²`). A plain

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 pub use fit::{fit_latency_bandwidth, LatencyBandwidthFit};
 pub use log::{analyze_logs, LogReport};
-pub use perf::{analyze_tests, Collective, TestsReport};
+pub use perf::{analyze_tests, TestsReport};
 
 /// Version of the JSON shape of [`LogReport`] and [`TestsReport`]; bump on incompatible changes.
 pub const REPORT_VERSION: u32 = 1;
@@ -40,96 +40,28 @@ pub struct Input<'a> {
     pub bytes: &'a [u8],
 }
 
-/// How serious a finding or diagnostic is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    Info,
-    Warning,
-    Error,
-}
+/// How serious a finding or diagnostic is: the one ladder, spelled `info`, `warning`, `error`
+/// in these reports ([`crate::model::Severity`]).
+pub use crate::model::Severity;
 
-/// One line of an input that supports a finding.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Evidence {
-    pub file: String,
-    /// 1-based line number in `file`.
-    pub line: u32,
-    /// The line as written (trimmed, cut to [`EVIDENCE_TEXT_MAX`] characters).
-    pub text: String,
-}
-
-/// Longest evidence text kept, in characters.
-pub const EVIDENCE_TEXT_MAX: usize = 240;
-/// Most evidence lines kept per finding; `evidence_total` says how many there were.
-pub const EVIDENCE_MAX: usize = 6;
-
-impl Evidence {
-    pub(crate) fn new(file: &str, line: u32, text: &str) -> Self {
-        let t = text.trim();
-        let text = if t.chars().count() > EVIDENCE_TEXT_MAX {
-            let mut s: String = t.chars().take(EVIDENCE_TEXT_MAX).collect();
-            s.push('…');
-            s
-        } else {
-            t.to_string()
-        };
-        Evidence { file: file.to_string(), line, text }
-    }
-}
-
-/// A diagnosis in plain language, with the lines that show it and the fix the field recommends.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Finding {
-    /// Stable identifier, e.g. `log.net-socket-multinode` (documented in `docs/nccl.md`).
-    pub id: String,
-    pub severity: Severity,
-    pub message: String,
-    pub fix: String,
-    /// At most [`EVIDENCE_MAX`] lines, in file/line order.
-    pub evidence: Vec<Evidence>,
-    /// How many lines supported the finding in total.
-    pub evidence_total: u32,
-}
-
-impl Finding {
-    pub(crate) fn new(
-        id: &str,
-        severity: Severity,
-        message: String,
-        fix: &str,
-        mut evidence: Vec<Evidence>,
-    ) -> Self {
-        evidence.sort();
-        evidence.dedup();
-        let evidence_total = u32::try_from(evidence.len()).unwrap_or(u32::MAX);
-        evidence.truncate(EVIDENCE_MAX);
-        Finding { id: id.to_string(), severity, message, fix: fix.to_string(), evidence, evidence_total }
-    }
-}
+/// A finding of these reports: the one [`crate::finding::Finding`], quoting the lines that
+/// show it (`evidence[]` in the JSON, [`EvidenceLine`]s).
+pub use crate::finding::{EvidenceLine, Finding, FindingId, EVIDENCE_MAX, EVIDENCE_TEXT_MAX};
 
 /// Sort findings: most severe first, then by id, then by first evidence.
 pub(crate) fn sort_findings(f: &mut [Finding]) {
     f.sort_by(|a, b| {
         b.severity
             .cmp(&a.severity)
-            .then_with(|| a.id.cmp(&b.id))
-            .then_with(|| a.evidence.first().cmp(&b.evidence.first()))
+            .then_with(|| a.id.as_str().cmp(b.id.as_str()))
+            .then_with(|| a.quotes.first().cmp(&b.quotes.first()))
             .then_with(|| a.message.cmp(&b.message))
     });
 }
 
-/// A parse problem that did not stop the parse (partial failure is data).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Diagnostic {
-    pub severity: Severity,
-    /// Stable kind, e.g. `tests.no-results`, `tests.interleaved-tables`.
-    pub kind: String,
-    pub message: String,
-    pub file: String,
-    /// First line concerned, if any.
-    pub line: Option<u32>,
-}
+/// A parse problem that did not stop the parse (partial failure is data): the one
+/// [`crate::model::Diagnostic`], placed by file and line ([`Diagnostic::in_text`]).
+pub use crate::model::{DiagKind, Diagnostic};
 
 /// What a file is, judged from its first bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -11,14 +11,19 @@ use serde::Serialize;
 use super::{normalize_rank_with, Normalized, Rules};
 use crate::model::*;
 
-/// Where a rank number came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RankSource {
-    User,
-    DistributedInfo,
-    FileName,
-    LoadOrder,
+crate::named_enum! {
+    /// Where a rank number came from (the one type of it: the analysis, the inspect report, the
+    /// app's summaries and the job's rank decision all carry it).
+    pub enum RankSource {
+        /// `--rank FILE=N`.
+        User => "user",
+        /// `distributedInfo.rank`.
+        DistributedInfo => "distributed_info",
+        /// A number in the file name.
+        FileName => "file_name",
+        /// The smallest rank nobody claimed, in load order.
+        LoadOrder => "load_order",
+    }
 }
 
 /// A job-level error.

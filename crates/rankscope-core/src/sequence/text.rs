@@ -263,10 +263,14 @@ fn missing_clause(d: &Divergence, rep: &SequenceReport) -> Vec<String> {
                     };
                     // The same call (kind, size, place) as the one the others wait in here:
                     // issued on the wrong group.
-                    let same = d.sides.first().is_some_and(|s| {
-                        let x = &s.record;
-                        x.kind == r.kind && x.bytes == r.bytes && x.label == r.label && x.label.is_some()
-                    });
+                    // Said of the fewer side only: the ranks that issued it where the others did
+                    // not are the odd ones, not those that kept to the group.
+                    let issued: usize = d.sides.iter().map(|s| s.ranks.len()).sum();
+                    let same = who.len() < issued
+                        && d.sides.first().is_some_and(|s| {
+                            let x = &s.record;
+                            x.kind == r.kind && x.bytes == r.bytes && x.label == r.label && x.label.is_some()
+                        });
                     let wrong = if same {
                         format!(
                             ": the call the others made here, issued on another process group (`{}`, not `{}`)",

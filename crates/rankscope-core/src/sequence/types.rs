@@ -522,6 +522,11 @@ pub enum DiagnosisKind {
     NearTimeout,
 }
 
+/// What the sequence engine concluded about one group: a measurement of the sequences (which
+/// ranks, which position, how long they waited), not a finding. The analysis presents a hang or
+/// mismatch as the one [`crate::finding::Finding`] (`collective_mismatch`,
+/// `diagnose/causes/collective_mismatch.rs`); the Flight Recorder report lists the diagnoses as
+/// they are.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Diagnosis {
     pub kind: DiagnosisKind,

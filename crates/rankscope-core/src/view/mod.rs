@@ -15,7 +15,6 @@ use serde::{Deserialize, Serialize};
 use crate::analyze::{self, RankPart};
 use crate::inspect::{self, FileReport};
 use crate::model::{Diagnostics, EventKind, LaneKind, RankTrace, NONE_U32};
-use crate::normalize::RankSource;
 use crate::normalize::{assemble, job::RankEntry, Job, Rules};
 pub use ranks::{apply_decision, decide_job, decide_ranks, RankClaim, RankDecision};
 pub use summary::{JobFacts, RankSummary};
@@ -58,12 +57,11 @@ impl RankView {
     pub fn apply_decision(&mut self, d: &RankDecision) {
         let Some(e) = self.job.ranks.first_mut() else { return };
         e.rank = d.rank;
-        if let Ok(s) = serde_json::from_value::<RankSource>(serde_json::Value::String(d.rank_source.clone()))
-        {
-            e.source = s;
-        }
+        e.source = d.rank_source;
         let mut diags = Diagnostics::default();
-        for x in e.trace.diagnostics.iter().filter(|x| !ranks::RANK_KINDS.contains(&x.kind)).chain(&d.raw) {
+        for x in
+            e.trace.diagnostics.iter().filter(|x| !ranks::RANK_KINDS.contains(&x.kind)).chain(&d.diagnostics)
+        {
             diags.add_n(x.kind, x.count, x.first_offset, || x.message.clone());
         }
         e.trace.diagnostics = diags;

@@ -8,9 +8,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::summary::{sort_diagnostics, DiagSummary, RankSummary};
+use super::summary::{sort_diagnostics, RankSummary};
 use crate::model::{DiagKind, Diagnostic, DistributedInfo, RankTrace};
-use crate::normalize::{assemble, JobError, Rules};
+use crate::normalize::{assemble, JobError, RankSource, Rules};
 
 /// What one file says about its rank.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -24,12 +24,10 @@ pub struct RankClaim {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RankDecision {
     pub rank: u32,
-    pub rank_source: String,
-    pub diagnostics: Vec<DiagSummary>,
-    /// The same diagnostics as the core records them (what a worker puts into its rank's table
-    /// so that the analysis it computes lists them as the CLI's does).
-    #[serde(default)]
-    pub raw: Vec<Diagnostic>,
+    pub rank_source: RankSource,
+    /// The rank diagnostics the decision adds (what a worker puts into its rank's table so
+    /// that the analysis it computes lists them as the CLI's does).
+    pub diagnostics: Vec<Diagnostic>,
 }
 
 pub const RANK_KINDS: [DiagKind; 4] = [
@@ -71,26 +69,16 @@ pub fn decide_job_with(
     let job = assemble(stand_ins, explicit, &Rules::default());
     let mut out: Vec<Option<RankDecision>> = vec![None; claims.len()];
     for e in &job.ranks {
-        let raw: Vec<Diagnostic> =
+        let diagnostics: Vec<Diagnostic> =
             RANK_KINDS.iter().filter_map(|&k| e.trace.diagnostics.get(k)).cloned().collect();
-        let diagnostics = raw.iter().map(DiagSummary::from_diagnostic).collect();
-        let source = serde_json::to_value(e.source)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
         if let Some(slot) = out.get_mut(e.trace.input_bytes as usize) {
-            *slot = Some(RankDecision { rank: e.rank, rank_source: source, diagnostics, raw });
+            *slot = Some(RankDecision { rank: e.rank, rank_source: e.source, diagnostics });
         }
     }
     let decisions = out
         .into_iter()
         .map(|d| {
-            d.unwrap_or(RankDecision {
-                rank: 0,
-                rank_source: "load_order".into(),
-                diagnostics: Vec::new(),
-                raw: Vec::new(),
-            })
+            d.unwrap_or(RankDecision { rank: 0, rank_source: RankSource::LoadOrder, diagnostics: Vec::new() })
         })
         .collect();
     (decisions, job.errors)
@@ -99,9 +87,8 @@ pub fn decide_job_with(
 /// Puts a decision into a summary made by a worker that saw only its own file.
 pub fn apply_decision(s: &mut RankSummary, d: &RankDecision) {
     s.rank = d.rank;
-    s.rank_source = d.rank_source.clone();
-    let rank_kinds: Vec<u32> = RANK_KINDS.iter().map(|&k| k as u32).collect();
-    s.diagnostics.retain(|x| !rank_kinds.contains(&x.order));
+    s.rank_source = d.rank_source;
+    s.diagnostics.retain(|x| !RANK_KINDS.contains(&x.kind));
     s.diagnostics.extend(d.diagnostics.iter().cloned());
     sort_diagnostics(&mut s.diagnostics);
 }

@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 
 use super::timeline::TimelineIndex;
 use crate::inspect::FileReport;
-use crate::model::{Diagnostic, LaneKind};
+use crate::model::{Diagnostic, LaneKind, Severity};
 use crate::normalize::job::RankEntry;
+use crate::normalize::RankSource;
 
 /// One rank as the app's Summary and Diagnostics views see it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -20,7 +21,7 @@ pub struct RankSummary {
     pub file: String,
     pub rank: u32,
     /// How the rank was decided: `user`, `distributed_info`, `file_name` or `load_order`.
-    pub rank_source: String,
+    pub rank_source: RankSource,
     /// `distributedInfo.rank` as written (the input of the job-level rank decision).
     pub claimed_rank: Option<i64>,
     pub world_size: Option<i64>,
@@ -47,7 +48,8 @@ pub struct RankSummary {
     /// Lanes in display order: CPU threads (by sort index, then id), then GPU streams (by
     /// device, then stream).
     pub lanes: Vec<LaneSummary>,
-    pub diagnostics: Vec<DiagSummary>,
+    /// Most severe first, then by kind ([`sort_diagnostics`]).
+    pub diagnostics: Vec<Diagnostic>,
     /// Events too deeply nested to be drawn.
     pub hidden_events: u64,
 }
@@ -77,52 +79,9 @@ pub struct LaneSummary {
     pub depth: u32,
 }
 
-/// A diagnostic as the app shows it. `kind` and `severity` are the `snake_case` names of the
-/// inspect schema; `order` is the kind's position in the core's enum (for stable sorting).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DiagSummary {
-    pub kind: String,
-    pub severity: String,
-    pub count: u64,
-    pub first_offset: Option<u64>,
-    pub message: String,
-    pub order: u32,
-}
-
-impl DiagSummary {
-    pub fn from_diagnostic(d: &Diagnostic) -> DiagSummary {
-        DiagSummary {
-            kind: snake(&d.kind),
-            severity: snake(&d.severity),
-            count: d.count,
-            first_offset: d.first_offset,
-            message: d.message.clone(),
-            order: d.kind as u32,
-        }
-    }
-
-    /// Severity rank: error 3, data_loss 2, repaired 1, info 0.
-    pub fn severity_rank(&self) -> u8 {
-        match self.severity.as_str() {
-            "error" => 3,
-            "data_loss" => 2,
-            "repaired" => 1,
-            _ => 0,
-        }
-    }
-}
-
-/// The `snake_case` serde name of a unit enum value.
-fn snake<T: Serialize>(v: &T) -> String {
-    match serde_json::to_value(v) {
-        Ok(serde_json::Value::String(s)) => s,
-        _ => String::new(),
-    }
-}
-
 /// Sorts diagnostics as the core does: most severe first, then by kind.
-pub fn sort_diagnostics(d: &mut [DiagSummary]) {
-    d.sort_by(|a, b| b.severity_rank().cmp(&a.severity_rank()).then(a.order.cmp(&b.order)));
+pub fn sort_diagnostics(d: &mut [Diagnostic]) {
+    d.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.kind.cmp(&b.kind)));
 }
 
 impl RankSummary {
@@ -150,7 +109,7 @@ impl RankSummary {
         RankSummary {
             file: report.file.clone(),
             rank: report.rank,
-            rank_source: snake(&report.rank_source),
+            rank_source: report.rank_source,
             claimed_rank: t.meta.distributed.as_ref().and_then(|d| d.rank),
             world_size: report.world_size,
             backend: report.backend.clone(),
@@ -177,14 +136,14 @@ impl RankSummary {
                 .collect(),
             steps_synthetic: report.steps_synthetic,
             lanes,
-            diagnostics: report.diagnostics.iter().map(DiagSummary::from_diagnostic).collect(),
+            diagnostics: report.diagnostics.clone(),
             hidden_events: index.hidden,
         }
     }
 
     /// Diagnostics that say something is wrong (anything above `info`).
     pub fn problems(&self) -> usize {
-        self.diagnostics.iter().filter(|d| d.severity_rank() > 0).count()
+        self.diagnostics.iter().filter(|d| d.severity > Severity::Info).count()
     }
 }
 

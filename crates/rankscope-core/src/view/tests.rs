@@ -204,7 +204,7 @@ fn ranks_are_decided_as_the_cli_decides_them() {
     assert!(d[3].diagnostics[0].message.contains("rank 2"));
     let dup = decide_ranks(&[c("x.json", Some(1)), c("y.json", Some(1))]);
     assert_eq!(dup[1].diagnostics[0].kind, "duplicate_rank");
-    assert_eq!(dup[1].diagnostics[0].severity, "error");
+    assert_eq!(dup[1].diagnostics[0].severity.diagnostic_name(), "error");
 
     // A worker that saw only `bar.json` said rank 0; the decision makes it 2.
     let mut s = view_of("bar.json", NESTED).summary().unwrap_or_else(|| panic!("summary"));

@@ -1,7 +1,8 @@
 //! Small hand-built CPU (gloo) jobs for the attribution tests: each rank's trace made from a
 //! list of complete events per step, as the profiler writes them, then ingested.
 
-use rankscope_core::analyze::{analyze, Analysis, Options};
+use rankscope_core::analyze::{Analysis, Options};
+use rankscope_core::diagnose::analyze;
 use rankscope_core::model::RankTrace;
 use rankscope_core::normalize::{assemble, Rules};
 

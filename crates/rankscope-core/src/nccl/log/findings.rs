@@ -19,17 +19,51 @@ pub(super) fn warn_fix(msg: &str) -> &'static str {
     }
 }
 
+/// What a log's facts say, for the rules below.
+struct Log<'a> {
+    st: &'a State,
+    peers: &'a [PeerLink],
+    rings: &'a [NcclRing],
+    n_nodes: u32,
+    procs: Vec<&'a NcclProcess>,
+}
+
+/// The rules, in the order their findings are made (then sorted by severity and id).
+const RULES: [fn(&Log<'_>, &mut Vec<Finding>); 12] = [
+    net_socket_multinode,
+    mixed_networks,
+    intra_node_shm_or_net,
+    gdr_disabled,
+    versions_differ,
+    build_mismatch,
+    bootstrap_interface,
+    patched_nccl,
+    single_rank_communicators,
+    ring_crosses_nodes,
+    init_incomplete,
+    warnings,
+];
+
 pub(super) fn log_findings(
     st: &State,
     peers: &[PeerLink],
     rings: &[NcclRing],
-    hosts: &BTreeSet<String>,
+    _hosts: &BTreeSet<String>,
     n_nodes: u32,
 ) -> Vec<Finding> {
+    let x = Log { st, peers, rings, n_nodes, procs: st.procs.values().collect() };
     let mut out = Vec::new();
-    let procs: Vec<&NcclProcess> = st.procs.values().collect();
+    for rule in RULES {
+        rule(&x, &mut out);
+    }
+    out
+}
 
-    // 1. Multi-node job on NET/Socket.
+/// Multi-node job on NET/Socket.
+fn net_socket_multinode(x: &Log<'_>, out: &mut Vec<Finding>) {
+    let st = x.st;
+    let procs = &x.procs;
+    let n_nodes = x.n_nodes;
     let socket_conns: Vec<&Conn> = st
         .conns
         .iter()
@@ -44,13 +78,13 @@ pub(super) fn log_findings(
         .chain(socket_conns.iter().map(|c| c.host.as_str()))
         .collect();
     if n_nodes > 1 && !socket_hosts.is_empty() {
-        let mut ev: Vec<Evidence> = socket_net.cloned().collect();
+        let mut ev: Vec<EvidenceLine> = socket_net.cloned().collect();
         ev.extend(st.ev_no_ibverbs.iter().cloned());
         ev.extend(st.ev_env_net.iter().cloned());
-        ev.extend(socket_conns.iter().take(2).map(|c| Evidence::new(&c.file, c.line, &c.text)));
-        out.push(Finding::new(
-            "log.net-socket-multinode",
-            Severity::Error,
+        ev.extend(socket_conns.iter().take(2).map(|c| EvidenceLine::new(&c.file, c.line, &c.text)));
+        out.push(Finding::quoting(
+            FindingId::LogNetSocketMultinode,
+            Severity::ERROR,
             format!(
                 "multi-node job ({n_nodes} nodes) communicates over NET/Socket (TCP) on {}: the RDMA NIC is not used{}",
                 socket_hosts.iter().copied().collect::<Vec<_>>().join(", "),
@@ -60,8 +94,12 @@ pub(super) fn log_findings(
             ev,
         ));
     }
+}
 
-    // 2. Different networks across processes.
+/// Different networks across processes.
+fn mixed_networks(x: &Log<'_>, out: &mut Vec<Finding>) {
+    let st = x.st;
+    let procs = &x.procs;
     let nets: BTreeMap<&str, BTreeSet<&str>> = procs
         .iter()
         .filter_map(|p| p.network.as_deref().map(|n| (n, p.host.as_str())))
@@ -71,9 +109,9 @@ pub(super) fn log_findings(
         });
     if nets.len() > 1 {
         let ev = st.ev_network.values().filter_map(|v| v.first().cloned()).collect();
-        out.push(Finding::new(
-            "log.mixed-networks",
-            Severity::Warning,
+        out.push(Finding::quoting(
+            FindingId::LogMixedNetworks,
+            Severity::WARNING,
             format!(
                 "processes chose different networks: {}",
                 nets.iter().map(|(n, hs)| format!("{n} on {}", hs.iter().copied().collect::<Vec<_>>().join(", "))).collect::<Vec<_>>().join("; ")
@@ -82,8 +120,12 @@ pub(super) fn log_findings(
             ev,
         ));
     }
+}
 
-    // 3. SHM or NET between GPUs of one node.
+/// SHM or NET between GPUs of one node.
+fn intra_node_shm_or_net(x: &Log<'_>, out: &mut Vec<Finding>) {
+    let st = x.st;
+    let peers = x.peers;
     let bad: Vec<&PeerLink> = peers
         .iter()
         .filter(|p| p.same_host == Some(true) && p.transports.iter().any(|t| t == "SHM" || t == "NET"))
@@ -91,7 +133,7 @@ pub(super) fn log_findings(
     if !bad.is_empty() {
         let pairs: BTreeSet<(u32, u32)> =
             bad.iter().map(|p| (p.from_rank.min(p.to_rank), p.from_rank.max(p.to_rank))).collect();
-        let ev: Vec<Evidence> = st
+        let ev: Vec<EvidenceLine> = st
             .conns
             .iter()
             .filter(|c| {
@@ -99,7 +141,7 @@ pub(super) fn log_findings(
                 (t == "SHM" || t == "NET")
                     && bad.iter().any(|p| p.comm == c.comm && p.from_rank == c.from && p.to_rank == c.to)
             })
-            .map(|c| Evidence::new(&c.file, c.line, &c.text))
+            .map(|c| EvidenceLine::new(&c.file, c.line, &c.text))
             .collect();
         let via: BTreeSet<&str> = bad
             .iter()
@@ -115,9 +157,9 @@ pub(super) fn log_findings(
             .collect();
         let mut ev = ev;
         ev.extend(st.ev_env_p2p.iter().cloned());
-        out.push(Finding::new(
-            "log.intra-node-shm-or-net",
-            Severity::Warning,
+        out.push(Finding::quoting(
+            FindingId::LogIntraNodeShmOrNet,
+            Severity::WARNING,
             format!(
                 "{} pair(s) of GPUs on the same node talk through {} instead of P2P (NVLink/PCIe): intra-node traffic goes through host memory or the NIC{}",
                 pairs.len(),
@@ -128,8 +170,13 @@ pub(super) fn log_findings(
             ev,
         ));
     }
+}
 
-    // 4. GDRDMA disabled on an RDMA network.
+/// GDRDMA disabled on an RDMA network.
+fn gdr_disabled(x: &Log<'_>, out: &mut Vec<Finding>) {
+    let st = x.st;
+    let procs = &x.procs;
+    let n_nodes = x.n_nodes;
     let no_gdr_conns: Vec<&Conn> = st
         .conns
         .iter()
@@ -138,8 +185,8 @@ pub(super) fn log_findings(
     let gdr_off_hosts: BTreeSet<&str> =
         procs.iter().filter(|p| p.gdr == Some(false)).map(|p| p.host.as_str()).collect();
     if !gdr_off_hosts.is_empty() && (n_nodes > 1 || !no_gdr_conns.is_empty()) {
-        let mut ev: Vec<Evidence> = st.ev_gdr_off.clone();
-        ev.extend(no_gdr_conns.iter().take(2).map(|c| Evidence::new(&c.file, c.line, &c.text)));
+        let mut ev: Vec<EvidenceLine> = st.ev_gdr_off.clone();
+        ev.extend(no_gdr_conns.iter().take(2).map(|c| EvidenceLine::new(&c.file, c.line, &c.text)));
         let mut reasons = Vec::new();
         if st.ev_gdr_off.iter().any(|e| e.text.contains("no module")) {
             reasons.push("the peer-memory kernel module is not loaded");
@@ -148,9 +195,9 @@ pub(super) fn log_findings(
             reasons.push("GPU and NIC are too far apart in PCIe");
         }
         let why = if reasons.is_empty() { String::new() } else { format!(" ({})", reasons.join("; ")) };
-        out.push(Finding::new(
-            "log.gdr-disabled",
-            Severity::Warning,
+        out.push(Finding::quoting(
+            FindingId::LogGdrDisabled,
+            Severity::WARNING,
             format!(
                 "GPUDirect RDMA is off on {}{why}: network transfers are staged through host memory, costing bandwidth and CPU",
                 gdr_off_hosts.iter().copied().collect::<Vec<_>>().join(", ")
@@ -159,13 +206,16 @@ pub(super) fn log_findings(
             ev,
         ));
     }
+}
 
-    // 5. NCCL versions differ.
+/// NCCL versions differ, or CUDA drivers do.
+fn versions_differ(x: &Log<'_>, out: &mut Vec<Finding>) {
+    let st = x.st;
     if st.versions.len() > 1 {
-        let ev: Vec<Evidence> = st.ev_version.values().cloned().collect();
-        out.push(Finding::new(
-            "log.nccl-version-mismatch",
-            Severity::Error,
+        let ev: Vec<EvidenceLine> = st.ev_version.values().cloned().collect();
+        out.push(Finding::quoting(
+            FindingId::LogNcclVersionMismatch,
+            Severity::ERROR,
             format!(
                 "different NCCL versions in one job: {}",
                 st.versions
@@ -180,9 +230,9 @@ pub(super) fn log_findings(
     }
     let drivers: BTreeSet<&String> = st.ev_driver.keys().map(|k| &k.1).collect();
     if drivers.len() > 1 {
-        out.push(Finding::new(
-            "log.cuda-driver-mismatch",
-            Severity::Warning,
+        out.push(Finding::quoting(
+            FindingId::LogCudaDriverMismatch,
+            Severity::WARNING,
             format!(
                 "different CUDA driver versions across hosts: {}",
                 st.ev_driver.keys().map(|(h, v)| format!("{v} on {h}")).collect::<Vec<_>>().join(", ")
@@ -191,16 +241,19 @@ pub(super) fn log_findings(
             st.ev_driver.values().cloned().collect(),
         ));
     }
+}
 
-    // 5b. Same NCCL version built for different CUDA versions.
+/// Same NCCL version built for different CUDA versions.
+fn build_mismatch(x: &Log<'_>, out: &mut Vec<Finding>) {
+    let st = x.st;
     let mut builds: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for (_, v, c) in st.ev_build.keys() {
         builds.entry(v.as_str()).or_default().insert(c.as_str());
     }
     if builds.values().any(|c| c.len() > 1) && st.versions.len() == 1 {
-        out.push(Finding::new(
-            "log.nccl-build-mismatch",
-            Severity::Warning,
+        out.push(Finding::quoting(
+            FindingId::LogNcclBuildMismatch,
+            Severity::WARNING,
             format!(
                 "the same NCCL version is built for different CUDA versions: {}",
                 st.ev_build.keys().map(|(h, v, c)| format!("{v}+cuda{c} on {h}")).collect::<Vec<_>>().join(", ")
@@ -209,9 +262,13 @@ pub(super) fn log_findings(
             st.ev_build.values().cloned().collect(),
         ));
     }
+}
 
-    // 5c. Bootstrap over loopback or a container bridge in a multi-node job.
-    let bad_boot: Vec<(&String, &Evidence)> = st
+/// Bootstrap over loopback or a container bridge in a multi-node job.
+fn bootstrap_interface(x: &Log<'_>, out: &mut Vec<Finding>) {
+    let st = x.st;
+    let n_nodes = x.n_nodes;
+    let bad_boot: Vec<(&String, &EvidenceLine)> = st
         .ev_bootstrap
         .iter()
         .filter(|((_, i), _)| i == "lo" || i.starts_with("docker") || i.starts_with("virbr"))
@@ -219,9 +276,9 @@ pub(super) fn log_findings(
         .collect();
     if n_nodes > 1 && !bad_boot.is_empty() {
         let hs: BTreeSet<&str> = bad_boot.iter().map(|(h, _)| h.as_str()).collect();
-        out.push(Finding::new(
-            "log.bootstrap-interface",
-            Severity::Error,
+        out.push(Finding::quoting(
+            FindingId::LogBootstrapInterface,
+            Severity::ERROR,
             format!(
                 "multi-node job bootstraps over a host-local interface (loopback or container bridge) on {}: other nodes cannot reach it",
                 hs.into_iter().collect::<Vec<_>>().join(", ")
@@ -230,17 +287,20 @@ pub(super) fn log_findings(
             bad_boot.into_iter().map(|(_, e)| e.clone()).collect(),
         ));
     }
+}
 
-    // 6. Patched / differently built NCCL.
+/// Patched / differently built NCCL.
+fn patched_nccl(x: &Log<'_>, out: &mut Vec<Finding>) {
+    let st = x.st;
     if !st.ev_patched.is_empty() {
         let patched: Vec<&String> = st.ev_patched.keys().collect();
         let stock: Vec<&String> = st.ev_stock.keys().filter(|h| !st.ev_patched.contains_key(*h)).collect();
         let mixed = !stock.is_empty();
-        let mut ev: Vec<Evidence> = st.ev_patched.values().cloned().collect();
+        let mut ev: Vec<EvidenceLine> = st.ev_patched.values().cloned().collect();
         ev.extend(stock.iter().filter_map(|h| st.ev_stock.get(*h).cloned()));
-        out.push(Finding::new(
-            "log.patched-nccl",
-            if mixed { Severity::Warning } else { Severity::Info },
+        out.push(Finding::quoting(
+            FindingId::LogPatchedNccl,
+            if mixed { Severity::WARNING } else { Severity::Info },
             if mixed {
                 format!(
                     "{} print(s) extra fields in NCCL lines (a patched or debug build) while {} print(s) the stock format: the hosts run different NCCL builds even if the version strings match",
@@ -257,34 +317,40 @@ pub(super) fn log_findings(
             ev,
         ));
     }
+}
 
-    // 7. Processes that each formed a 1-rank communicator.
+/// Processes that each formed a 1-rank communicator.
+fn single_rank_communicators(x: &Log<'_>, out: &mut Vec<Finding>) {
+    let st = x.st;
     let single: Vec<&NcclRank> = st.ranks.values().filter(|r| r.nranks == Some(1)).collect();
     let single_procs: BTreeSet<(&str, u64)> = single.iter().map(|r| (r.host.as_str(), r.pid)).collect();
     let multi_exists = st.ranks.values().any(|r| r.nranks.is_some_and(|n| n > 1));
     if single_procs.len() > 1 && !multi_exists {
-        out.push(Finding::new(
-            "log.single-rank-communicators",
-            Severity::Error,
+        out.push(Finding::quoting(
+            FindingId::LogSingleRankCommunicators,
+            Severity::ERROR,
             format!(
                 "{} processes on {} host(s) each formed their own 1-rank communicator: they never joined one job",
                 single_procs.len(),
                 single_procs.iter().map(|x| x.0).collect::<BTreeSet<_>>().len()
             ),
             "A launch misconfiguration: build nccl-tests (or the application) with MPI support (MPI=1) and start it with mpirun/srun/torchrun so every process learns its rank and the world size; check that every host runs the same MPI-enabled binary",
-            single.iter().map(|r| Evidence::new(&r.file, r.line, &format!("{}:{} comm {} rank {} nranks 1", r.host, r.pid, r.comm_ptr.as_deref().unwrap_or("?"), r.rank))).collect(),
+            single.iter().map(|r| EvidenceLine::new(&r.file, r.line, &format!("{}:{} comm {} rank {} nranks 1", r.host, r.pid, r.comm_ptr.as_deref().unwrap_or("?"), r.rank))).collect(),
         ));
     }
+}
 
-    // 8. Rings that leave and re-enter nodes.
+/// Rings that leave and re-enter nodes.
+fn ring_crosses_nodes(x: &Log<'_>, out: &mut Vec<Finding>) {
+    let rings = x.rings;
     let bad_rings: Vec<&NcclRing> = rings
         .iter()
         .filter(|r| matches!((r.host_crossings, r.hosts), (Some(c), Some(h)) if h > 1 && c > h))
         .collect();
     if !bad_rings.is_empty() {
-        out.push(Finding::new(
-            "log.ring-crosses-nodes",
-            Severity::Warning,
+        out.push(Finding::quoting(
+            FindingId::LogRingCrossesNodes,
+            Severity::WARNING,
             format!(
                 "{} ring(s) leave and re-enter a node more often than needed (e.g. channel {}: {} node crossings for {} nodes): each extra crossing puts inter-node traffic on the ring",
                 bad_rings.len(),
@@ -293,28 +359,34 @@ pub(super) fn log_findings(
                 bad_rings.first().and_then(|r| r.hosts).unwrap_or(0)
             ),
             "NCCL did not see the node topology correctly: provide NCCL_TOPO_FILE (or fix the virtualised PCI topology), and check that ranks are numbered node by node (rank = node × GPUs per node + local rank)",
-            bad_rings.iter().map(|r| Evidence::new(&r.file, r.line, &format!("Channel {:02} : {}", r.channel, r.ranks.iter().map(u32::to_string).collect::<Vec<_>>().join(" ")))).collect(),
+            bad_rings.iter().map(|r| EvidenceLine::new(&r.file, r.line, &format!("Channel {:02} : {}", r.channel, r.ranks.iter().map(u32::to_string).collect::<Vec<_>>().join(" ")))).collect(),
         ));
     }
+}
 
-    // 9. Init started but never completed.
-    let stuck: Vec<&Evidence> = st
+/// Init started but never completed.
+fn init_incomplete(x: &Log<'_>, out: &mut Vec<Finding>) {
+    let st = x.st;
+    let stuck: Vec<&EvidenceLine> = st
         .ranks
         .values()
         .filter(|r| r.init_started && !r.init_complete)
         .filter_map(|r| st.ev_init_start.get(&(r.host.clone(), r.pid, format!("{}#{}", r.comm, r.rank))))
         .collect();
     if !stuck.is_empty() {
-        out.push(Finding::new(
-            "log.init-incomplete",
-            Severity::Warning,
+        out.push(Finding::quoting(
+            FindingId::LogInitIncomplete,
+            Severity::WARNING,
             format!("{} rank(s) started communicator init but the log shows no `Init COMPLETE`: init hung, failed, or the log was cut", stuck.len()),
             "Look for WARN lines and for ranks that never started; a hang at init usually means a rank is missing or the network between two hosts is blocked",
             stuck.into_iter().cloned().collect(),
         ));
     }
+}
 
-    // 10. Warnings and error traces.
+/// Warnings and error traces.
+fn warnings(x: &Log<'_>, out: &mut Vec<Finding>) {
+    let st = x.st;
     let mut groups: BTreeMap<String, Vec<&NcclWarning>> = BTreeMap::new();
     for w in &st.warnings {
         let key: String = w.message.chars().map(|c| if c.is_ascii_digit() { '#' } else { c }).collect();
@@ -329,9 +401,9 @@ pub(super) fn log_findings(
             } else {
                 format!("NCCL WARN {}", w.message)
             };
-            ev.push(Evidence::new(&w.file, w.line, &text));
+            ev.push(EvidenceLine::new(&w.file, w.line, &text));
             for t in w.trace.iter().take(3) {
-                ev.push(Evidence::new(
+                ev.push(EvidenceLine::new(
                     &w.file,
                     t.line,
                     &format!("{} -> {} ({}) {}", t.location, t.code, nccl_result_name(t.code), t.note),
@@ -359,8 +431,12 @@ pub(super) fn log_findings(
         if ws.len() > 1 {
             message.push_str(&format!(" (and {} more like it)", ws.len() - 1));
         }
-        out.push(Finding::new("log.nccl-warn", Severity::Error, message, warn_fix(&first.message), ev));
+        out.push(Finding::quoting(
+            FindingId::LogNcclWarn,
+            Severity::ERROR,
+            message,
+            warn_fix(&first.message),
+            ev,
+        ));
     }
-    let _ = hosts;
-    out
 }

@@ -3,10 +3,14 @@
 
 use super::*;
 
+/// One `NCCL INFO` message into the log's facts. One long function on purpose: it is one
+/// dispatch over the message formats NCCL prints (version, network, GDRDMA, rings, trees,
+/// channels, peer connections, environment, init timings), each arm a few lines reading its
+/// own fields, in the order a reader checks them against a log.
 pub(super) fn info_line(st: &mut State, h: &Head<'_>, file: &str, n: u32, raw: &str) {
     let msg = h.msg;
     let key = (h.host.to_string(), h.pid);
-    let ev = || Evidence::new(file, n, raw);
+    let ev = || EvidenceLine::new(file, n, raw);
     if let Some(v) = msg.strip_prefix("NCCL version ") {
         let (ver, cuda) = split_version(v);
         if let Some(c) = &cuda {

@@ -31,7 +31,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::text::{lines, strip_call_fragments};
-use super::{sort_findings, Diagnostic, Evidence, Finding, Input, Severity, REPORT_VERSION};
+use super::{
+    sort_findings, DiagKind, Diagnostic, EvidenceLine, Finding, FindingId, Input, Severity, REPORT_VERSION,
+};
 
 mod findings;
 mod finish;
@@ -314,25 +316,25 @@ struct State {
     warnings: Vec<NcclWarning>,
     versions: BTreeMap<String, BTreeSet<String>>,
     // Evidence collections.
-    ev_version: BTreeMap<(String, String), Evidence>,
-    ev_driver: BTreeMap<(String, String), Evidence>,
-    ev_network: BTreeMap<String, Vec<Evidence>>,
-    ev_no_ibverbs: Vec<Evidence>,
-    ev_gdr_off: Vec<Evidence>,
-    ev_patched: BTreeMap<String, Evidence>,
-    ev_stock: BTreeMap<String, Evidence>,
-    ev_env_net: Vec<Evidence>,
+    ev_version: BTreeMap<(String, String), EvidenceLine>,
+    ev_driver: BTreeMap<(String, String), EvidenceLine>,
+    ev_network: BTreeMap<String, Vec<EvidenceLine>>,
+    ev_no_ibverbs: Vec<EvidenceLine>,
+    ev_gdr_off: Vec<EvidenceLine>,
+    ev_patched: BTreeMap<String, EvidenceLine>,
+    ev_stock: BTreeMap<String, EvidenceLine>,
+    ev_env_net: Vec<EvidenceLine>,
     /// `NCCL_P2P_DISABLE=1`, `NCCL_P2P_LEVEL=..`, `NCCL_SHM_DISABLE=1` as reported by NCCL.
-    ev_env_p2p: Vec<Evidence>,
+    ev_env_p2p: Vec<EvidenceLine>,
     /// Bootstrap interfaces per host: (host, interface) → first line.
-    ev_bootstrap: BTreeMap<(String, String), Evidence>,
+    ev_bootstrap: BTreeMap<(String, String), EvidenceLine>,
     /// NCCL builds per version: (host, version, cuda build) → first line.
-    ev_build: BTreeMap<(String, String, String), Evidence>,
-    ev_init_start: BTreeMap<(String, u64, String), Evidence>,
+    ev_build: BTreeMap<(String, String, String), EvidenceLine>,
+    ev_init_start: BTreeMap<(String, u64, String), EvidenceLine>,
     diagnostics: Vec<Diagnostic>,
     max_nodes: u32,
     /// `NCCL version` lines without a header: (launcher rank tag, version, evidence).
-    loose_versions: Vec<(Option<u32>, String, Option<String>, Evidence)>,
+    loose_versions: Vec<(Option<u32>, String, Option<String>, EvidenceLine)>,
 }
 
 /// Parse NCCL logs (one or several files of one job) and derive findings.

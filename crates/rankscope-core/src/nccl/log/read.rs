@@ -13,6 +13,10 @@ pub(super) fn proc_entry<'a>(st: &'a mut State, h: &Head<'_>, file: &str, n: u32
     })
 }
 
+/// One log file into the log's facts, a line at a time: each line's header (process, rank,
+/// device), then its kind (INFO, WARN and the trace lines continuing a warning, banners, a perf
+/// table). One function because the lines share the state of the warning a continuation
+/// belongs to.
 pub(super) fn parse_file(st: &mut State, file: &str, bytes: &[u8]) {
     let mut lf =
         LogFile { name: file.to_string(), lines: 0, nccl_lines: 0, elided_lines: 0, has_perf_table: false };
@@ -42,7 +46,7 @@ pub(super) fn parse_file(st: &mut State, file: &str, bytes: &[u8]) {
                 let (ver, cuda) = split_version(v);
                 if !ver.is_empty() {
                     lf.nccl_lines += 1;
-                    let ev = Evidence::new(file, n, &raw);
+                    let ev = EvidenceLine::new(file, n, &raw);
                     st.loose_versions.push((launcher_rank(&line), ver, cuda, ev));
                 }
                 continue;
@@ -107,12 +111,12 @@ pub(super) fn parse_file(st: &mut State, file: &str, bytes: &[u8]) {
         }
         // Patched builds insert fields between `[dev]` and `NCCL INFO`.
         if h.extra.is_empty() {
-            st.ev_stock.entry(h.host.to_string()).or_insert_with(|| Evidence::new(file, n, &raw));
+            st.ev_stock.entry(h.host.to_string()).or_insert_with(|| EvidenceLine::new(file, n, &raw));
         } else {
             if let Some(p) = st.procs.get_mut(&key) {
                 p.patched_format = true;
             }
-            st.ev_patched.entry(h.host.to_string()).or_insert_with(|| Evidence::new(file, n, &raw));
+            st.ev_patched.entry(h.host.to_string()).or_insert_with(|| EvidenceLine::new(file, n, &raw));
         }
         // Error-return trace: `file.cc:123 -> 6 [note]`.
         if let Some(step) = parse_trace_step(h.msg, n) {
@@ -166,16 +170,15 @@ pub(super) fn parse_file(st: &mut State, file: &str, bytes: &[u8]) {
         }
     }
     if headless.0 > 0 {
-        st.diagnostics.push(Diagnostic {
-            severity: Severity::Info,
-            kind: "log.headless-lines".into(),
-            message: format!(
+        st.diagnostics.push(Diagnostic::in_text(
+            DiagKind::LogHeadlessLines,
+            format!(
                 "{} NCCL line(s) without a `HOST:PID:TID [DEV]` header were skipped (cannot tell which process wrote them)",
                 headless.0
             ),
-            file: file.to_string(),
-            line: Some(headless.1),
-        });
+            file,
+            Some(headless.1),
+        ));
     }
     st.files.push(lf);
 }

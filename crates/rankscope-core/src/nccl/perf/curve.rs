@@ -12,31 +12,31 @@ use super::*;
 /// ratio of 1 with a `sum` redop and size = count × typesize is SendRecv when the in-place
 /// check is `N/A`, else AllReduce. Layouts without a redop column (nccl-tests 2.5) with
 /// size > count × typesize are AllGather.
-pub fn infer_collective(rows: &[PerfRow]) -> Option<Collective> {
+pub fn infer_collective(rows: &[PerfRow]) -> Option<CollKind> {
     let r = rows.iter().rev().find(|r| r.count > 0)?;
     let ts = u64::try_from(crate::model::dtype_bytes(&r.dtype)?).ok()?;
     let ratio = r.size_bytes as f64 / (r.count as f64 * ts as f64);
     let in_place_na = rows.iter().all(|r| r.in_place.check == Check::NotAvailable);
     let none = r.redop.as_deref().is_none_or(|o| o == "none");
     if r.root.is_some_and(|x| x >= 0) {
-        return Some(if none { Collective::Broadcast } else { Collective::Reduce });
+        return Some(if none { CollKind::Broadcast } else { CollKind::Reduce });
     }
     let per_rank = ratio > 1.5;
     Some(match (r.redop.is_some(), none, per_rank) {
-        (false, _, true) => Collective::AllGather,
+        (false, _, true) => CollKind::AllGather,
         (_, true, true) => {
             if in_place_na {
-                Collective::AllToAll
+                CollKind::AllToAll
             } else {
-                Collective::AllGather
+                CollKind::AllGather
             }
         }
-        (_, false, true) => Collective::ReduceScatter,
+        (_, false, true) => CollKind::ReduceScatter,
         (_, _, false) => {
             if in_place_na {
-                Collective::SendRecv
+                CollKind::SendRecv
             } else {
-                Collective::AllReduce
+                CollKind::AllReduce
             }
         }
     })
@@ -44,7 +44,7 @@ pub fn infer_collective(rows: &[PerfRow]) -> Option<Collective> {
 
 /// Rank count from busbw/algbw: invert the collective's factor on the row with the largest
 /// algbw (small rows print 0.00 and say nothing).
-pub(super) fn infer_ranks(c: Collective, rows: &[PerfRow]) -> Option<u32> {
+pub(super) fn infer_ranks(c: CollKind, rows: &[PerfRow]) -> Option<u32> {
     let r = rows.iter().max_by(|a, b| a.out_of_place.algbw_gbps.total_cmp(&b.out_of_place.algbw_gbps))?;
     let (a, b) = (r.out_of_place.algbw_gbps, r.out_of_place.busbw_gbps);
     if a < 0.5 {
@@ -55,13 +55,13 @@ pub(super) fn infer_ranks(c: Collective, rows: &[PerfRow]) -> Option<u32> {
     // the inference only while n is known to better than ±1.
     let f_err = f * (0.005 / a + 0.005 / b.max(0.005));
     let (n, dn_df) = match c {
-        Collective::AllReduce => (2.0 / (2.0 - f), 2.0 / ((2.0 - f) * (2.0 - f))),
-        Collective::AllGather
-        | Collective::ReduceScatter
-        | Collective::AllToAll
-        | Collective::Gather
-        | Collective::Scatter
-        | Collective::Hypercube => (1.0 / (1.0 - f), 1.0 / ((1.0 - f) * (1.0 - f))),
+        CollKind::AllReduce => (2.0 / (2.0 - f), 2.0 / ((2.0 - f) * (2.0 - f))),
+        CollKind::AllGather
+        | CollKind::ReduceScatter
+        | CollKind::AllToAll
+        | CollKind::Gather
+        | CollKind::Scatter
+        | CollKind::Hypercube => (1.0 / (1.0 - f), 1.0 / ((1.0 - f) * (1.0 - f))),
         _ => return None,
     };
     let ok = n.is_finite() && (0.5..100_000.0).contains(&n) && (f_err * dn_df) < 1.0;
@@ -74,7 +74,7 @@ pub(super) fn finalize(t: &mut PerfTest) {
         let from_failure = t.failures.iter().find_map(|f| {
             f.text
                 .split_whitespace()
-                .find_map(|w| w.split_once(".cu:").and_then(|(name, _)| Collective::from_name(name)))
+                .find_map(|w| w.split_once(".cu:").and_then(|(name, _)| CollKind::from_nccl_tests(name)))
         });
         if let Some(c) = infer_collective(&t.rows).or(from_failure) {
             t.collective = Some(c);
@@ -159,8 +159,8 @@ pub fn analyze_curve(t: &PerfTest, peak: Option<Peak>) -> CurveAnalysis {
             .flatten()
     };
     let factor = match (t.collective, t.n_ranks) {
-        (Some(c), Some(n)) => Some(c.busbw_factor(n)),
-        (Some(c @ (Collective::Broadcast | Collective::Reduce | Collective::SendRecv)), None) => {
+        (Some(c), Some(n)) => Some(c.busbw_factor(i64::from(n))),
+        (Some(c @ (CollKind::Broadcast | CollKind::Reduce | CollKind::SendRecv)), None) => {
             Some(c.busbw_factor(1))
         }
         _ => None,

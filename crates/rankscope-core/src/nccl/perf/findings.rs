@@ -12,14 +12,14 @@ pub const PEAK_SHARE_THRESHOLD: f64 = 0.8;
 pub const LOW_MULTINODE_BUSBW_GBPS: f64 = 5.0;
 
 pub(super) fn test_label(t: &PerfTest) -> String {
-    let c = t.collective.map_or("unknown collective", |c| c.name());
+    let c = t.collective.and_then(CollKind::nccl_tests_name).unwrap_or("unknown collective");
     let ranks = t.n_ranks.map(|n| format!(", {n} ranks")).unwrap_or_default();
     let hosts = if t.hosts.is_empty() { String::new() } else { format!(", {} host(s)", t.hosts.len()) };
     format!("{c} (test {} of {}{ranks}{hosts})", t.index, t.file)
 }
 
-pub(super) fn row_evidence(t: &PerfTest, r: &PerfRow) -> Evidence {
-    Evidence::new(
+pub(super) fn row_evidence(t: &PerfTest, r: &PerfRow) -> EvidenceLine {
+    EvidenceLine::new(
         &t.file,
         r.line,
         &format!(
@@ -39,23 +39,23 @@ pub(super) fn tests_findings(tests: &[PerfTest]) -> Vec<Finding> {
     for t in tests {
         let label = test_label(t);
         if t.rows.is_empty() {
-            let mut ev: Vec<Evidence> = t
+            let mut ev: Vec<EvidenceLine> = t
                 .devices
                 .iter()
                 .map(|d| {
-                    Evidence::new(
+                    EvidenceLine::new(
                         &t.file,
                         d.line,
                         &format!("Rank {} on {} device {} {}", d.rank, d.host, d.device, d.name),
                     )
                 })
-                .chain(std::iter::once(Evidence::new(&t.file, t.first_line, "start of the test")))
+                .chain(std::iter::once(EvidenceLine::new(&t.file, t.first_line, "start of the test")))
                 .collect();
             ev.extend(t.failures.iter().cloned());
             let why = t.failures.first().map(|f| format!(": {}", f.text)).unwrap_or_default();
-            out.push(Finding::new(
-                "tests.no-results",
-                Severity::Error,
+            out.push(Finding::quoting(
+                FindingId::TestsNoResults,
+                Severity::ERROR,
                 format!("{label}: the run printed its banner and devices but no result rows: it failed or was cut off{why}"),
                 "Look at the launcher's stderr and rerun with NCCL_DEBUG=INFO: a failed NCCL init (network, version mismatch) or a killed job ends the output here",
                 ev,
@@ -68,20 +68,20 @@ pub(super) fn tests_findings(tests: &[PerfTest]) -> Vec<Finding> {
         }
         let dup: Vec<&TestDevice> = ranks_seen.values().filter(|v| v.len() > 1).flatten().copied().collect();
         if !dup.is_empty() {
-            out.push(Finding::new(
-                "tests.duplicate-ranks",
-                Severity::Error,
+            out.push(Finding::quoting(
+                FindingId::TestsDuplicateRanks,
+                Severity::ERROR,
                 format!("{label}: the same rank number is listed by several processes: each process ran its own communicator instead of joining one job"),
                 "Build nccl-tests with MPI=1 and launch with mpirun/srun so that every process gets its own rank; check that every host runs the same MPI-enabled binary",
-                dup.iter().map(|d| Evidence::new(&t.file, d.line, &format!("Rank {} Pid {} on {}", d.rank, d.pid.map_or("?".to_string(), |p| p.to_string()), d.host))).collect(),
+                dup.iter().map(|d| EvidenceLine::new(&t.file, d.line, &format!("Rank {} Pid {} on {}", d.rank, d.pid.map_or("?".to_string(), |p| p.to_string()), d.host))).collect(),
             ));
         } else if t.n_ranks == Some(1) {
-            out.push(Finding::new(
-                "tests.single-rank",
+            out.push(Finding::quoting(
+                FindingId::TestsSingleRank,
                 Severity::Info,
                 format!("{label}: one rank only: busbw is 0 by definition and nothing crossed a link; this measures local copies, not the fabric"),
                 "Run with one rank per GPU across the GPUs/nodes you want to measure (mpirun -np N, or -g N for GPUs in one process)",
-                t.devices.iter().map(|d| Evidence::new(&t.file, d.line, &format!("Rank {} on {}", d.rank, d.host))).collect(),
+                t.devices.iter().map(|d| EvidenceLine::new(&t.file, d.line, &format!("Rank {} on {}", d.rank, d.host))).collect(),
             ));
         }
         let wrong: Vec<&PerfRow> = t
@@ -94,26 +94,26 @@ pub(super) fn tests_findings(tests: &[PerfTest]) -> Vec<Finding> {
             })
             .collect();
         if !wrong.is_empty() || t.out_of_bounds_ok == Some(false) {
-            let mut ev: Vec<Evidence> = wrong.iter().map(|r| row_evidence(t, r)).collect();
+            let mut ev: Vec<EvidenceLine> = wrong.iter().map(|r| row_evidence(t, r)).collect();
             if let Some(l) = t.out_of_bounds_line.filter(|_| t.out_of_bounds_ok == Some(false)) {
-                ev.push(Evidence::new(
+                ev.push(EvidenceLine::new(
                     &t.file,
                     l,
                     &format!("Out of bounds values : {}", t.out_of_bounds.unwrap_or(0)),
                 ));
             }
-            out.push(Finding::new(
-                "tests.wrong-results",
-                Severity::Error,
+            out.push(Finding::quoting(
+                FindingId::TestsWrongResults,
+                Severity::ERROR,
                 format!("{label}: {} row(s) report wrong elements: data was corrupted in transit", wrong.len()),
                 "Treat the hardware path as faulty until shown otherwise: rerun on subsets of nodes to isolate the bad GPU/NIC/link, check dmesg/Xid errors and NIC counters",
                 ev,
             ));
         }
         if let Some(first) = t.failures.first() {
-            out.push(Finding::new(
-                "tests.failure",
-                Severity::Error,
+            out.push(Finding::quoting(
+                FindingId::TestsFailure,
+                Severity::ERROR,
                 format!("{label}: nccl-tests reported a failure after {} row(s): {}", t.rows.len(), first.text),
                 "The run stopped early: read the failure (file:line of nccl-tests, and NCCL's message), rerun with NCCL_DEBUG=INFO to see which rank and transport failed",
                 t.failures.clone(),
@@ -127,16 +127,16 @@ pub(super) fn tests_findings(tests: &[PerfTest]) -> Vec<Finding> {
                 && a.plateau_busbw_gbps > 0.0
                 && a.plateau_busbw_gbps < LOW_MULTINODE_BUSBW_GBPS
             {
-                let last: Vec<Evidence> = t
+                let last: Vec<EvidenceLine> = t
                     .rows
                     .iter()
                     .max_by_key(|r| r.size_bytes)
                     .map(|r| row_evidence(t, r))
                     .into_iter()
                     .collect();
-                out.push(Finding::new(
-                    "tests.low-multinode-busbw",
-                    Severity::Warning,
+                out.push(Finding::quoting(
+                    FindingId::TestsLowMultinodeBusbw,
+                    Severity::WARNING,
                     format!(
                         "{label}: across {} hosts the busbw plateau is only {:.2} GB/s, below {LOW_MULTINODE_BUSBW_GBPS} GB/s: slower than a 40 Gb/s link and far below any RDMA fabric; typical of NCCL falling back to TCP sockets or of a broken RDMA path",
                         t.hosts.len(),
@@ -153,9 +153,9 @@ pub(super) fn tests_findings(tests: &[PerfTest]) -> Vec<Finding> {
                         v.sort_by_key(|r| std::cmp::Reverse(r.size_bytes));
                         v.into_iter().take(3).collect()
                     };
-                    out.push(Finding::new(
-                        "tests.below-peak",
-                        if p.user_given { Severity::Warning } else { Severity::Info },
+                    out.push(Finding::quoting(
+                        FindingId::TestsBelowPeak,
+                        if p.user_given { Severity::WARNING } else { Severity::Info },
                         format!(
                             "{label}: large-message busbw plateau {:.1} GB/s is {:.1}% of the {} peak {:.0} GB/s (below {:.0}%)",
                             a.plateau_busbw_gbps,

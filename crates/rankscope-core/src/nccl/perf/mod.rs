@@ -30,7 +30,9 @@ use serde::{Deserialize, Serialize};
 
 use super::fit::{fit_latency_bandwidth, FitError, LatencyBandwidthFit};
 use super::text::{after_glued_prefix, finite, lines, strip_call_fragments};
-use super::{sort_findings, Diagnostic, Evidence, Finding, Input, Severity, REPORT_VERSION};
+use super::{
+    sort_findings, DiagKind, Diagnostic, EvidenceLine, Finding, FindingId, Input, Severity, REPORT_VERSION,
+};
 
 mod curve;
 mod findings;
@@ -43,97 +45,9 @@ pub use findings::{LOW_MULTINODE_BUSBW_GBPS, PEAK_SHARE_THRESHOLD};
 pub(crate) use table::is_tests_marker;
 pub use table::parse_tests_file;
 
-/// A collective measured by nccl-tests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Collective {
-    AllReduce,
-    AllGather,
-    ReduceScatter,
-    #[serde(rename = "alltoall")]
-    AllToAll,
-    #[serde(rename = "sendrecv")]
-    SendRecv,
-    Broadcast,
-    Reduce,
-    Gather,
-    Scatter,
-    Hypercube,
-}
-
-impl Collective {
-    /// All collectives, in a fixed order.
-    pub const ALL: [Collective; 10] = [
-        Collective::AllReduce,
-        Collective::AllGather,
-        Collective::ReduceScatter,
-        Collective::AllToAll,
-        Collective::SendRecv,
-        Collective::Broadcast,
-        Collective::Reduce,
-        Collective::Gather,
-        Collective::Scatter,
-        Collective::Hypercube,
-    ];
-
-    /// The nccl-tests name without `_perf` (`all_reduce`, `alltoall`, ...).
-    pub fn name(self) -> &'static str {
-        match self {
-            Collective::AllReduce => "all_reduce",
-            Collective::AllGather => "all_gather",
-            Collective::ReduceScatter => "reduce_scatter",
-            Collective::AllToAll => "alltoall",
-            Collective::SendRecv => "sendrecv",
-            Collective::Broadcast => "broadcast",
-            Collective::Reduce => "reduce",
-            Collective::Gather => "gather",
-            Collective::Scatter => "scatter",
-            Collective::Hypercube => "hypercube",
-        }
-    }
-
-    /// From a binary or test name: `all_reduce_perf`, `./build/all_gather_perf`, `alltoall`,
-    /// `sendrecv_perf_mpi`.
-    pub fn from_name(s: &str) -> Option<Collective> {
-        let base = s.rsplit('/').next().unwrap_or(s);
-        let base = base.strip_suffix("_mpi").unwrap_or(base);
-        let base = base.strip_suffix("_perf").unwrap_or(base);
-        Collective::ALL.into_iter().find(|c| c.name() == base)
-    }
-
-    /// nccl-tests' bus bandwidth factor for `n` ranks: busbw = algbw × factor.
-    ///
-    /// As nccl-tests defines it (its `doc/PERFORMANCE.md` and the `getBw` function of each test):
-    /// AllReduce `2(n−1)/n` (a ring moves each byte twice, minus the local share);
-    /// AllGather, ReduceScatter, AllToAll, Gather, Scatter, Hypercube `(n−1)/n`;
-    /// Broadcast, Reduce, SendRecv `1`. busbw is the figure comparable to a link's peak
-    /// bandwidth, whatever the rank count. With `n = 1`, factors `(n−1)/n` are 0: a 1-rank
-    /// run reports busbw 0 because nothing crosses a link.
-    pub fn busbw_factor(self, n: u32) -> f64 {
-        match self.kind() {
-            Some(k) => k.busbw_factor(i64::from(n)),
-            // Hypercube (nccl-tests only): an all_gather pattern.
-            None => crate::model::CollKind::AllGather.busbw_factor(i64::from(n)),
-        }
-    }
-
-    /// The trace-side kind of this test's collective (none for `hypercube`, a test pattern).
-    pub fn kind(self) -> Option<crate::model::CollKind> {
-        use crate::model::CollKind as K;
-        Some(match self {
-            Collective::AllReduce => K::AllReduce,
-            Collective::AllGather => K::AllGather,
-            Collective::ReduceScatter => K::ReduceScatter,
-            Collective::AllToAll => K::AllToAll,
-            Collective::SendRecv => K::SendRecv,
-            Collective::Broadcast => K::Broadcast,
-            Collective::Reduce => K::Reduce,
-            Collective::Gather => K::Gather,
-            Collective::Scatter => K::Scatter,
-            Collective::Hypercube => return None,
-        })
-    }
-}
+/// A collective measured by nccl-tests: the one collective kind ([`CollKind`]), spelled in this
+/// report as nccl-tests names it.
+pub use crate::model::CollKind;
 
 /// Where the collective of a test was learnt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -291,7 +205,8 @@ pub struct PerfTest {
     pub file: String,
     /// Order of the test in its file, from 0.
     pub index: u32,
-    pub collective: Option<Collective>,
+    #[serde(with = "crate::model::nccl_tests_kind")]
+    pub collective: Option<CollKind>,
     pub collective_source: CollectiveSource,
     pub nccl_tests_version: Option<String>,
     /// `nccl-library=22902` from the 2.17 banner.
@@ -321,7 +236,7 @@ pub struct PerfTest {
     pub interleaved: bool,
     /// nccl-tests' own failure lines (`Test NCCL failure all_reduce.cu:44 'unhandled cuda
     /// error'`, `Test failure common.cu:377`), at most 8.
-    pub failures: Vec<Evidence>,
+    pub failures: Vec<EvidenceLine>,
     pub analysis: Option<CurveAnalysis>,
 }
 
@@ -338,7 +253,7 @@ pub struct TestsReport {
 impl TestsReport {
     /// The fitted model for a collective: from the test of that collective with the most rows
     /// that has a fit (first in file order on ties). For the join with trace collectives.
-    pub fn model(&self, c: Collective) -> Option<&LatencyBandwidthFit> {
+    pub fn model(&self, c: CollKind) -> Option<&LatencyBandwidthFit> {
         let mut best: Option<(&PerfTest, &LatencyBandwidthFit)> = None;
         for t in self.tests.iter().filter(|t| t.collective == Some(c)) {
             if let Some(f) = t.analysis.as_ref().and_then(|a| a.fit.as_ref()) {

@@ -33,7 +33,7 @@ pub(super) const MAX_OPEN_TABLES: usize = 16;
 pub(super) struct Ctx {
     version: Option<String>,
     library: Option<String>,
-    collective: Option<(Collective, CollectiveSource)>,
+    collective: Option<(CollKind, CollectiveSource)>,
     settings: Option<String>,
     devices: Vec<TestDevice>,
     first_line: u32,
@@ -42,7 +42,7 @@ pub(super) struct Ctx {
     /// Something worth reporting was seen (banner, settings, devices).
     has_banner: bool,
     /// Failure lines seen before any table of this context.
-    failures: Vec<Evidence>,
+    failures: Vec<EvidenceLine>,
 }
 
 pub(super) struct Parser<'a> {
@@ -75,17 +75,16 @@ pub fn parse_tests_file(file: &str, bytes: &[u8]) -> (Vec<PerfTest>, Vec<Diagnos
         t.index = u32::try_from(i).unwrap_or(u32::MAX);
         finalize(t);
         if t.interleaved {
-            diagnostics.push(Diagnostic {
-                severity: Severity::Warning,
-                kind: "tests.interleaved-tables".into(),
-                message: format!(
+            diagnostics.push(Diagnostic::in_text(
+                DiagKind::TestsInterleavedTables,
+                format!(
                     "test {} ({}): its rows alternate with another table's; rows were assigned by increasing size",
                     t.index,
-                    t.collective.map_or("unknown collective", |c| c.name())
+                    t.collective.and_then(CollKind::nccl_tests_name).unwrap_or("unknown collective")
                 ),
-                file: file.to_string(),
-                line: t.rows.first().map(|r| r.line),
-            });
+                file,
+                t.rows.first().map(|r| r.line),
+            ));
         }
     }
     (tables, diagnostics)
@@ -113,7 +112,7 @@ impl Parser<'_> {
             return;
         }
         if t.contains("Test NCCL failure") || t.contains("Test CUDA failure") || t.contains("Test failure") {
-            let ev = Evidence::new(self.file, n, t);
+            let ev = EvidenceLine::new(self.file, n, t);
             let target = self.last_table.filter(|_| self.ctx.has_table).and_then(|i| self.tables.get_mut(i));
             match target {
                 Some(tb) if tb.failures.len() < 8 => tb.failures.push(ev),
@@ -130,7 +129,7 @@ impl Parser<'_> {
         if let Some(c) = line
             .split(|c: char| c.is_whitespace() || c == '\'' || c == '"')
             .filter(|w| w.contains("_perf"))
-            .find_map(Collective::from_name)
+            .find_map(CollKind::from_nccl_tests)
         {
             if self.ctx.has_table {
                 self.new_ctx(n);
@@ -163,7 +162,7 @@ impl Parser<'_> {
                 self.new_ctx(n);
             }
             self.touch(n);
-            if let Some(c) = Collective::from_name(rest.trim()) {
+            if let Some(c) = CollKind::from_nccl_tests(rest.trim()) {
                 self.ctx.collective = Some((c, CollectiveSource::Banner));
             }
             return true;
@@ -219,13 +218,12 @@ impl Parser<'_> {
                 }
                 self.open.retain(|&j| j != i);
             } else {
-                self.diagnostics.push(Diagnostic {
-                    severity: Severity::Info,
-                    kind: "tests.orphan-average".into(),
-                    message: "an `Avg bus bandwidth` line with no table before it".into(),
-                    file: self.file.to_string(),
-                    line: Some(n),
-                });
+                self.diagnostics.push(Diagnostic::in_text(
+                    DiagKind::TestsOrphanAverage,
+                    "an `Avg bus bandwidth` line with no table before it".into(),
+                    self.file,
+                    Some(n),
+                ));
             }
             return true;
         }
@@ -322,13 +320,13 @@ impl Parser<'_> {
             None => {
                 // No header opened a table (or sizes restarted): an implicit table.
                 if !self.open.is_empty() {
-                    self.diagnostics.push(Diagnostic {
-                        severity: Severity::Info,
-                        kind: "tests.rows-restarted".into(),
-                        message: "result rows restarted at a smaller size without a header: a new table was started".into(),
-                        file: self.file.to_string(),
-                        line: Some(row.line),
-                    });
+                    self.diagnostics.push(Diagnostic::in_text(
+                        DiagKind::TestsRowsRestarted,
+                        "result rows restarted at a smaller size without a header: a new table was started"
+                            .into(),
+                        self.file,
+                        Some(row.line),
+                    ));
                 }
                 let layout = self.current_layout().map(|mut l| {
                     l.from_header = false;

@@ -1,0 +1,97 @@
+//! `arrival_jitter`: the ranks wait for each other at the collectives, but the last to arrive
+//! changes from step to step: no single straggler. Its gain is every step's late cost, a mean
+//! over the steps. When the late ranks spent at least 1.35× the others' median time in forward
+//! and backward in the steps that hold two thirds of the time lost, the work moves between the
+//! ranks, and the advice leads with balancing it (docs/metrics.md, "Findings", 1). A late rank
+//! ([`super::late_rank`]) excludes it; it explains the step-time spread.
+
+use super::prelude::*;
+use crate::analyze::attribution::StepWaits;
+
+pub(super) static CAUSE: Cause = Cause {
+    id: CauseId::ArrivalJitter,
+    finds: &[FindingId::ArrivalJitter],
+    stage: Stage::Waiting,
+    explains: &[FindingId::StepJitter],
+    part_of: None,
+    excludes: &[],
+    names_part: None,
+    find,
+};
+
+fn find(cx: &Ctx<'_>, _: &Found) -> Vec<Finding> {
+    jitter(cx).into_iter().collect()
+}
+
+fn jitter(cx: &Ctx<'_>) -> Option<Finding> {
+    let waits: Vec<&StepWaits> = cx.a.waits.iter().filter(|w| w.cost_ns > 0).collect();
+    if waits.len() < 2 {
+        return None;
+    }
+    let n_steps = cx.all_steps.len().max(1) as f64;
+    let saving = waits.iter().map(|w| w.cost_ns as f64).sum::<f64>() / n_steps;
+    let lates: Vec<String> = waits.iter().map(|w| rank_list(&w.late)).collect();
+    let per_rank: Vec<f64> = cx.per_rank_mean(|r| r.exposed_wait_ns).into_iter().map(|x| x.1).collect();
+    // Does the work move with the lateness? In how many of these steps the last to arrive
+    // spent clearly longer in forward and backward (their time with the collective waits
+    // inside them taken out) than the others' median in that very step. Noise on a host
+    // lengthens the late rank's phases less, and not in most of the time lost (the zoo's and
+    // the shared runs, 4 ranks on 2 cores: up to 1.45x in one step, but the steps at 1.35x or
+    // more hold at most 58% of it); a batch that is larger this step on this rank, much more
+    // (1.34-2.4x for one rank in four with 3x the samples, a different one each step: the
+    // steps at 1.35x or more hold 75-100% of the time lost).
+    const MORE_WORK: f64 = 1.35;
+    let mut work: BTreeMap<(u32, u32), i64> = BTreeMap::new();
+    for p in cx.a.phases.iter().filter(|p| matches!(p.phase, Phase::Forward | Phase::Backward)) {
+        *work.entry((p.step, p.rank)).or_default() += p.active_ns;
+    }
+    let more_work = |w: &StepWaits| {
+        let of = |r: &u32| work.get(&(w.step, *r)).map(|&x| x as f64);
+        let late = w.ranks.iter().filter(|r| w.late.contains(r)).filter_map(of).fold(f64::NAN, f64::max);
+        let others: Vec<f64> = w.ranks.iter().filter(|r| !w.late.contains(r)).filter_map(of).collect();
+        !others.is_empty() && late >= MORE_WORK * median_f(others).max(1.0)
+    };
+    // Weighted by what each step's lateness cost: a step where the late rank held the others
+    // up for 4 ms says little either way.
+    let with_work: Vec<&&StepWaits> = waits.iter().filter(|w| more_work(w)).collect();
+    let cost_all: i64 = waits.iter().map(|w| w.cost_ns).sum();
+    let cost_work: i64 = with_work.iter().map(|w| w.cost_ns).sum();
+    let work_moves = with_work.len() >= 2 && cost_work as f64 >= 2.0 / 3.0 * cost_all as f64;
+    let moves = if work_moves {
+        format!(
+            " In {} of these {} steps, which hold {:.0}% of the time lost, the last to arrive spent at least {MORE_WORK}x the others' time in forward and backward in that step: the work moves between the ranks from step to step.",
+            with_work.len(),
+            waits.len(),
+            100.0 * cost_work as f64 / cost_all.max(1) as f64
+        )
+    } else {
+        String::new()
+    };
+    let balance = if work_moves {
+        "If the batches differ in size from step to step (variable sequence lengths, dynamic batching), balance the work per step across ranks: batches of equal tokens rather than equal samples (bucket or sort samples by length, pack sequences). "
+    } else {
+        ""
+    };
+    Some(Finding {
+        id: FindingId::ArrivalJitter,
+        severity: severity_for(saving, cx.step_ns).min(Severity::Medium),
+        message: format!(
+            "The ranks wait for each other at the collectives ({} per step of exposed wait, each), but the last to arrive changes from step to step (rank {}): no single straggler.{moves}",
+            dur_range(per_rank),
+            lates.join(", then ")
+        ),
+        fix: if cx.cpu_only {
+            format!("{balance}Look for noise on the hosts rather than for a slow rank: more processes or threads than cores (set `OMP_NUM_THREADS` / `torch.set_num_threads` so ranks do not oversubscribe the CPU), background work, garbage collection pauses; pin each rank to its own cores.")
+        } else {
+            format!("{balance}Look for noise rather than for a slow rank: Python garbage collection (`gc.freeze()` after warm-up), variable batch shapes, periodic host work (logging, checkpointing), CPU oversubscription of the launching threads; pin each rank to its own cores.")
+        },
+        ranks: cx.ranks.clone(),
+        steps: waits.iter().map(|w| w.step).collect(),
+        evidence: Evidence::from([(K::CostNsPerStep, saving)]),
+        quotes: Vec::new(),
+        quotes_total: 0,
+        symptoms: vec![FindingId::ExposedWait],
+        location: None,
+        impact_ns: saving as i64,
+    })
+}

@@ -1,0 +1,205 @@
+//! `small_collectives`: many small collectives, each paying a fixed cost. Per kind, process
+//! group and issuing region, a median size below
+//! [`crate::finding::Thresholds::small_collective_bytes`] with at least
+//! [`crate::finding::Thresholds::small_collectives_per_step`] calls per step. The trace's own
+//! latency + size / bandwidth fit of those calls (pooled over every group of the kind and size
+//! when they are all one size) gives the fixed cost per call; the gain is the fixed cost of the
+//! calls that fewer, larger buckets ([`crate::finding::Thresholds::bucket_bytes`]) would save,
+//! bounded by the exposed transfer. Calls of about one size whose times do not grow with it
+//! have no fixed-cost term: a candidate with no saving (`fixed_cost_unknown`), never reported,
+//! which the exposed-transfer advice reads. The regions the blocking calls come from
+//! ([`super::blocking_collectives`]) are theirs. Their time is part of the exposed
+//! communication's.
+
+use super::prelude::*;
+use crate::analyze::attribution;
+use crate::analyze::collectives::{busbw_factor, Op};
+
+pub(super) static CAUSE: Cause = Cause {
+    id: CauseId::SmallCollectives,
+    finds: &[FindingId::SmallCollectives],
+    stage: Stage::SteadyState,
+    explains: &[],
+    part_of: Some(FindingId::ExposedComm),
+    excludes: &[],
+    names_part: None,
+    find,
+};
+
+fn find(cx: &Ctx<'_>, found: &Found) -> Vec<Finding> {
+    let blocking: Vec<String> = found
+        .of(CauseId::BlockingCollectives)
+        .filter_map(|f| f.location.as_ref().and_then(|l| l.regions.last().cloned()))
+        .collect();
+    small_collectives(cx, &blocking)
+}
+
+fn small_collectives(cx: &Ctx<'_>, exclude_origins: &[String]) -> Vec<Finding> {
+    let ops = cx.ops;
+    let n_steps = cx.all_steps.len().max(1) as f64;
+    // Per kind, group and origin: a loss all_reduce issued from the training loop is not a
+    // gradient bucket, and blocking host synchronizations have their own finding.
+    let mut groups: BTreeMap<(CollKind, String, String), Vec<&Op>> = BTreeMap::new();
+    for o in ops.iter().filter(|o| {
+        o.ranks.len() >= 2 && !matches!(o.kind, CollKind::Send | CollKind::Recv | CollKind::SendRecv)
+    }) {
+        if exclude_origins.contains(&o.origin) {
+            // Outside any annotation a blocking finding takes only the calls of a few bytes
+            // (`blocking_collectives`): the gradient buckets issued there stay.
+            let unannotated = o.origin.is_empty() || o.origin == "ProfilerStep";
+            if !unannotated || o.bytes.is_some_and(|b| b <= attribution::TINY_COLLECTIVE_BYTES) {
+                continue;
+            }
+        }
+        groups.entry((o.kind, o.pg.clone(), o.origin.clone())).or_default().push(o);
+    }
+    let mut out = Vec::new();
+    for ((kind, _pg, _origin), v) in groups {
+        let mut sizes: Vec<i64> = v.iter().filter_map(|o| o.bytes).filter(|&b| b > 0).collect();
+        if sizes.is_empty() {
+            continue;
+        }
+        sizes.sort_unstable();
+        let med = sizes[(sizes.len() - 1) / 2] as f64;
+        // Calls of unknown size are not counted: they may be anything.
+        let per_step = v.iter().filter(|o| o.bytes.is_some_and(|b| b > 0)).count() as f64 / n_steps;
+        if med >= cx.th.small_collective_bytes || per_step < cx.th.small_collectives_per_step {
+            continue;
+        }
+        let pts: Vec<(f64, f64)> =
+            v.iter().filter_map(|o| Some((o.bytes? as f64, o.transfer_ns as f64 / 1e3))).collect();
+        let group = v.iter().map(|o| o.group_size).max().unwrap_or(2);
+        // Calls of one size cannot tell the fixed cost from the bandwidth: then the fit pools
+        // every group of the same kind and size (the same fabric), e.g. a loss all_reduce of a
+        // few bytes next to 1 MiB buckets.
+        let pooled: Vec<(f64, f64)> = ops
+            .iter()
+            .filter(|o| o.kind == kind && o.group_size == group && o.ranks.len() >= 2)
+            .filter_map(|o| Some((o.bytes? as f64, o.transfer_ns as f64 / 1e3)))
+            .collect();
+        let factor = Some(busbw_factor(kind, group));
+        let fitted = match crate::nccl::fit::fit_latency_bandwidth(&pts, factor) {
+            Ok(f) => Some((f, false)),
+            Err(_) => crate::nccl::fit::fit_latency_bandwidth(&pooled, factor).ok().map(|f| (f, true)),
+        };
+        // Calls of about one size whose times do not grow with it (the fit has no bandwidth
+        // term, or none without a negative fixed cost) cannot tell the fixed cost per call from
+        // the transfer: the trace says there are many small calls, not what they cost. Kept as
+        // a finding with no claimed saving, for the advice of `exposed_comm`.
+        let Some((fit, pooled_used)) = fitted.filter(|(f, _)| !f.alpha_clamped) else {
+            let hist = size_histogram(&sizes);
+            out.push(Finding {
+                    id: FindingId::SmallCollectives,
+                    severity: Severity::Info,
+                    message: format!(
+                        "{per_step:.0} {} calls per step of {:.2}–{:.2} MiB (median {:.2} MiB; {hist}): each pays a fixed cost that fewer, larger calls would pay once, but this trace cannot say how much (the calls are about one size and their times do not grow with it: its own latency + size/bandwidth fit has no fixed-cost term).",
+                        kind.name(),
+                        sizes[0] as f64 / 1048576.0,
+                        sizes.last().copied().unwrap_or(0) as f64 / 1048576.0,
+                        med / 1048576.0
+                    ),
+                    fix: "Measure the fixed cost of one call on this fabric (nccl-tests, or a timed 1-element all_reduce) before tuning; fewer, larger collectives (DDP `bucket_cap_mb`, default 25) pay it fewer times.".into(),
+                    ranks: cx.ranks.clone(),
+                    steps: cx.all_steps.clone(),
+                    evidence: Evidence::from([(K::CallsPerStep, per_step),
+                        (K::MedianBytes, med),
+                        (K::FixedCostUnknown, 1.0),
+                    ]),
+                    quotes: Vec::new(),
+                    quotes_total: 0,
+                    symptoms: Vec::new(),
+                    location: None,
+                    impact_ns: 0,
+                });
+            continue;
+        };
+        let span = sizes.last().copied().unwrap_or(1) as f64 / sizes[0].max(1) as f64;
+        let caveat = if pooled_used {
+            " (fitted over every group's calls of this kind: these are all one size)".to_string()
+        } else if span < 2.0 {
+            format!(
+                " (sizes span only {span:.1}×, so the split between fixed cost and bandwidth is uncertain)"
+            )
+        } else {
+            String::new()
+        };
+        let bytes_per_step = sizes.iter().sum::<i64>() as f64 / n_steps;
+        let fewer = (bytes_per_step / cx.th.bucket_bytes.max(1.0)).ceil().max(1.0);
+        let alpha_ns = fit.alpha_us * 1e3;
+        let projected = (per_step - fewer).max(0.0) * alpha_ns;
+        // Only what is exposed costs step time: bounded by the ranks' exposed transfer.
+        let exposed =
+            median_f(cx.per_rank_mean(|r| r.exposed_transfer_ns).into_iter().map(|x| x.1).collect());
+        let saving = projected.min(exposed);
+        let mib = |b: f64| b / 1048576.0;
+        let hist = size_histogram(&sizes);
+        out.push(Finding {
+                id: FindingId::SmallCollectives,
+                severity: severity_for(saving, cx.step_ns),
+                message: format!(
+                    "{per_step:.0} {} calls per step of {:.2}–{:.2} MiB (median {:.2} MiB; {hist}): by this trace's own cost model (T ≈ {} + S / {:.2} GB/s over {} calls, rms error {:.0}%{caveat}), each pays {} of fixed cost, {} per step; {:.0} calls of {:.0} MiB would pay {}.",
+                    kind.name(),
+                    mib(sizes[0] as f64),
+                    mib(*sizes.last().unwrap_or(&0) as f64),
+                    mib(med),
+                    dur(alpha_ns),
+                    fit.bw_alg_gbps,
+                    fit.points,
+                    100.0 * fit.rms_rel_err,
+                    dur(alpha_ns),
+                    dur(per_step * alpha_ns),
+                    fewer,
+                    mib(cx.th.bucket_bytes),
+                    dur(fewer * alpha_ns)
+                ),
+                fix: "Use fewer, larger collectives: raise DDP `bucket_cap_mb` (default 25; the first bucket stays small so communication still starts early in backward), DeepSpeed `reduce_bucket_size` / `allgather_bucket_size`, coarser FSDP wrapping, or coalesce small tensors (`torch.distributed` coalescing, flattening before all_reduce).".into(),
+                ranks: cx.ranks.clone(),
+                steps: cx.all_steps.clone(),
+                evidence: Evidence::from([(K::CallsPerStep, per_step),
+                    (K::MedianBytes, med),
+                    (K::AlphaNs, alpha_ns),
+                    (K::BwAlgGbps, fit.bw_alg_gbps),
+                    (K::ProjectedCallsPerStep, fewer),
+                    (K::FixedCostNsPerStep, per_step * alpha_ns),
+                ]),
+                quotes: Vec::new(),
+                quotes_total: 0,
+                symptoms: Vec::new(),
+                location: None,
+                impact_ns: saving as i64,
+            });
+    }
+    out
+}
+
+/// "6 × 1–2 MiB, 12 × 2–4 MiB": counts per power-of-two size band.
+fn size_histogram(sorted: &[i64]) -> String {
+    let mut bands: BTreeMap<u32, usize> = BTreeMap::new();
+    for &b in sorted {
+        let band = 63 - (b.max(1) as u64).leading_zeros();
+        *bands.entry(band).or_default() += 1;
+    }
+    let human = |p: u32| {
+        let b = 1u64 << p;
+        if b >= 1 << 30 {
+            format!("{} GiB", b >> 30)
+        } else if b >= 1 << 20 {
+            format!("{} MiB", b >> 20)
+        } else if b >= 1 << 10 {
+            format!("{} KiB", b >> 10)
+        } else {
+            format!("{b} B")
+        }
+    };
+    bands.iter().map(|(&p, &n)| format!("{n} × {}–{}", human(p), human(p + 1))).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn size_bands() {
+        assert_eq!(size_histogram(&[1 << 20, 3 << 20, 3 << 20]), "1 × 1 MiB–2 MiB, 2 × 2 MiB–4 MiB");
+    }
+}

@@ -1,0 +1,704 @@
+//! The Markdown report (`rankscope analyze --md`, the app's Markdown export): written the way a
+//! performance engineer writes a note on a slow job. The causes come first, most costly first,
+//! each with where its time is and what to change; then where each rank's step goes (compute,
+//! transfer, waiting for the others, input, host synchronization, idle), who waited for whom,
+//! the late rank's regions against the others', the collectives with their transfer and wait,
+//! where the communication is issued from, and the reference tables (totals, clocks, fabric,
+//! critical path, input problems).
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use crate::analyze::attribution::{OriginRow, RegionRow};
+use crate::analyze::Analysis;
+use crate::escape::{md_code, md_prose, md_text};
+use crate::finding::{EvidenceKey, Finding, FindingId};
+use crate::sequence::DiagnosisKind;
+
+fn ms(ns: i64) -> String {
+    format!("{:.3}", ns as f64 / 1e6)
+}
+
+fn ms_f(ns: f64) -> String {
+    format!("{:.3}", ns / 1e6)
+}
+
+use crate::analyze::stats::median_f as median;
+
+/// "2" / "2–5" / "2, 4, 7" for a sorted list of steps or ranks.
+fn list(v: &[u32]) -> String {
+    if v.is_empty() {
+        return "-".into();
+    }
+    let contiguous = v.windows(2).all(|w| w[1] == w[0] + 1);
+    if v.len() > 2 && contiguous {
+        return format!("{}–{}", v[0], v[v.len() - 1]);
+    }
+    v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// The mean over a rank's steps of each figure the report shows.
+#[derive(Default)]
+struct Means {
+    steps: usize,
+    wall: f64,
+    compute: f64,
+    comm: f64,
+    transfer: f64,
+    wait: f64,
+    exposed_transfer: f64,
+    exposed_wait: f64,
+    input: f64,
+    host_sync: f64,
+    idle: f64,
+}
+
+fn means(a: &Analysis) -> BTreeMap<u32, Means> {
+    let mut m: BTreeMap<u32, Means> = BTreeMap::new();
+    for st in &a.steps {
+        for r in &st.per_rank {
+            let e = m.entry(r.rank).or_default();
+            e.steps += 1;
+            e.wall += r.wall_ns as f64;
+            e.compute += r.compute_ns as f64;
+            e.comm += r.comm_ns as f64;
+            e.transfer += r.comm_transfer_ns as f64;
+            e.wait += r.comm_wait_ns as f64;
+            e.exposed_transfer += r.exposed_transfer_ns as f64;
+            e.exposed_wait += r.exposed_wait_ns as f64;
+            e.input += r.input_ns as f64;
+            e.host_sync += r.host_sync_ns as f64;
+            // Input time is the host loading data, not the device idling for no reason.
+            e.idle += (r.idle_ns - r.input_ns).max(0) as f64;
+        }
+    }
+    for e in m.values_mut() {
+        let n = e.steps.max(1) as f64;
+        for v in [
+            &mut e.wall,
+            &mut e.compute,
+            &mut e.comm,
+            &mut e.transfer,
+            &mut e.wait,
+            &mut e.exposed_transfer,
+            &mut e.exposed_wait,
+            &mut e.input,
+            &mut e.host_sync,
+            &mut e.idle,
+        ] {
+            *v /= n;
+        }
+    }
+    m
+}
+
+fn typical_step_ns(a: &Analysis) -> f64 {
+    median(a.steps.iter().flat_map(|s| s.per_rank.iter().map(|r| r.wall_ns as f64)).collect())
+}
+
+/// A Markdown report.
+pub fn markdown(a: &Analysis) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# rankscope analysis\n");
+    header(&mut s, a);
+    findings(&mut s, a);
+    sequences(&mut s, a);
+    time_split(&mut s, a);
+    who_waits(&mut s, a);
+    late_regions(&mut s, a);
+    totals(&mut s, a);
+    alignment(&mut s, a);
+    collectives(&mut s, a);
+    pipeline(&mut s, a);
+    origins(&mut s, a);
+    if !a.fabric.is_empty() {
+        let _ = writeln!(s, "\n## Against the fabric (nccl-tests)\n");
+        for c in &a.fabric {
+            let _ = writeln!(s, "- {}", md_text(&c.message));
+        }
+    }
+    stragglers(&mut s, a);
+    critical_path(&mut s, a);
+    input_problems(&mut s, a);
+    s
+}
+
+/// `rankscope analyze --md`: the note, then the dumps' section when there are dumps.
+pub fn with_dumps(
+    a: &Analysis,
+    dumps: Option<(&[crate::fr::RankedDump], &crate::sequence::SequenceReport)>,
+) -> String {
+    let mut s = markdown(a);
+    if let Some((d, r)) = dumps {
+        s.push_str(&crate::fr::output::markdown_section(d, r));
+    }
+    s
+}
+
+fn header(s: &mut String, a: &Analysis) {
+    let world = a.ranks.iter().filter_map(|r| r.world_size).max();
+    let backend =
+        a.ranks.iter().find_map(|r| r.backend.as_deref().map(md_text)).unwrap_or_else(|| "?".into());
+    let steps: Vec<u32> = a.steps.iter().map(|x| x.step).collect();
+    let step = typical_step_ns(a);
+    let _ = writeln!(
+        s,
+        "{} rank(s){}, backend {backend}, {} step(s){}{}; time figures from {} lanes.\n",
+        a.ranks.len(),
+        world.map(|w| format!(" of world size {w}")).unwrap_or_default(),
+        a.steps.len(),
+        if steps.is_empty() { String::new() } else { format!(" ({})", list(&steps)) },
+        if step > 0.0 {
+            format!(", a step takes {} ms (median over ranks and steps)", ms_f(step))
+        } else {
+            String::new()
+        },
+        a.ranks.first().map_or("?", |r| r.metrics_from.as_str())
+    );
+}
+
+fn findings(s: &mut String, a: &Analysis) {
+    let _ = writeln!(s, "## Findings (the cause first, then by time saved per step)\n");
+    if a.findings.is_empty() {
+        let _ = writeln!(
+            s,
+            "No finding crossed its threshold: no rank is late beyond the noise, and neither communication, input, the host nor the fabric costs a measurable share of the step.\n"
+        );
+        return;
+    }
+    let step = typical_step_ns(a);
+    for (i, f) in a.findings.iter().enumerate() {
+        finding(s, i + 1, f, step, a.ranks.len());
+    }
+}
+
+fn finding(s: &mut String, n: usize, f: &Finding, step: f64, world: usize) {
+    let saving = if f.id == FindingId::CollectiveMismatch {
+        // A hang's figure is how long the ranks waited, not a saving per step.
+        f.evidence
+            .get(EvidenceKey::WaitedNs)
+            .map(|w| format!(" — the waiting ranks were stuck {} ms", ms_f(w)))
+            .unwrap_or_default()
+    } else if f.impact_ns > 0 {
+        let share = if step > 0.0 {
+            format!(", {:.0}% of the step", 100.0 * f.impact_ns as f64 / step)
+        } else {
+            String::new()
+        };
+        format!(" — about {} ms per step to gain{share}", ms(f.impact_ns))
+    } else {
+        String::new()
+    };
+    let _ = writeln!(s, "{n}. **{}** `{}`{saving}  ", f.severity.name(), f.id);
+    let _ = writeln!(s, "   {}  ", md_prose(&f.message));
+    if let Some(l) = &f.location {
+        let path = l.regions.iter().map(|r| md_code(r)).collect::<Vec<_>>().join(" > ");
+        let split: Vec<String> =
+            l.excess_parts().into_iter().map(|(what, v)| format!("{what} {} ms", ms(v))).collect();
+        // Against the others unless the finding is on every rank (then there are none).
+        if f.ranks.len() < world {
+            let _ = writeln!(
+                s,
+                "   Where: {path} ({}), {} ms per step on rank{} {} against {} ms on the others{}.  ",
+                l.phase.name(),
+                ms(l.rank_ns),
+                if f.ranks.len() == 1 { "" } else { "s" },
+                list(&f.ranks),
+                ms(l.others_ns),
+                if split.is_empty() {
+                    String::new()
+                } else {
+                    format!("; the excess is {}", split.join(", "))
+                }
+            );
+        } else {
+            // A finding on every rank compares them with no one: what each spends there.
+            let _ = writeln!(
+                s,
+                "   Where: {path} ({}), {} ms per step on ranks {}.  ",
+                l.phase.name(),
+                ms(l.rank_ns),
+                list(&f.ranks)
+            );
+        }
+    }
+    if !f.ranks.is_empty() || !f.steps.is_empty() {
+        let _ = writeln!(s, "   Ranks {}; steps {}.  ", list(&f.ranks), list(&f.steps));
+    }
+    if !f.symptoms.is_empty() {
+        let sym: Vec<String> = f.symptoms.iter().map(|x| md_code(x.as_str())).collect();
+        let _ = writeln!(s, "   Explains: {}.  ", sym.join(", "));
+    }
+    let _ = writeln!(s, "   Fix: {}", md_prose(&f.fix));
+}
+
+/// The collective sequences when they diverge (a hang, a mismatch, a rank that ended early):
+/// where each rank of the group got to.
+fn sequences(s: &mut String, a: &Analysis) {
+    let Some(seq) = &a.sequence else { return };
+    if seq.diagnoses.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\n## Collective sequences\n");
+    for d in &seq.diagnoses {
+        let _ = writeln!(s, "- {}", md_prose(&d.sentence));
+    }
+    let stuck = seq.diagnoses.iter().any(|d| matches!(d.kind, DiagnosisKind::Hang | DiagnosisKind::Mismatch));
+    for g in seq.groups.iter().filter(|g| stuck && !g.divergences.is_empty()) {
+        let _ = writeln!(
+            s,
+            "\nGroup {} ({} member(s), {} position(s)): where each rank got to.\n",
+            if g.pg.is_empty() { "-".to_string() } else { md_code(&g.pg) },
+            g.members.len(),
+            g.positions
+        );
+        let _ = writeln!(s, "| rank | collectives | last completed | last entered |");
+        let _ = writeln!(s, "|---|---|---|---|");
+        for r in &g.ranks {
+            let show = |x: &Option<crate::sequence::RecordRef>| {
+                x.as_ref().map_or("-".to_string(), |x| {
+                    format!(
+                        "{} #{}{}",
+                        x.kind.name(),
+                        x.position,
+                        x.step.map(|st| format!(" (step {st})")).unwrap_or_default()
+                    )
+                })
+            };
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} |",
+                r.rank,
+                r.records,
+                show(&r.last_completed),
+                show(&r.last_entered)
+            );
+        }
+    }
+}
+
+fn time_split(s: &mut String, a: &Analysis) {
+    let m = means(a);
+    if m.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\n## Where the time goes (mean per step, ms)\n");
+    let _ = writeln!(
+        s,
+        "Communication splits into transfer (the shortest any member spent in the collective: moving data) and wait (the rest: waiting for the other ranks); the exposed part of each is not under compute. Input is the host loading data; idle is the rest of the time the device (or, on CPU runs, the main thread) had nothing to do.\n"
+    );
+    let _ = writeln!(
+        s,
+        "| rank | step | compute | comm | transfer | wait | exposed transfer | exposed wait | input | host sync | idle |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|");
+    for (r, x) in &m {
+        let _ = writeln!(
+            s,
+            "| {r} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            ms_f(x.wall),
+            ms_f(x.compute),
+            ms_f(x.comm),
+            ms_f(x.transfer),
+            ms_f(x.wait),
+            ms_f(x.exposed_transfer),
+            ms_f(x.exposed_wait),
+            ms_f(x.input),
+            ms_f(x.host_sync),
+            ms_f(x.idle)
+        );
+    }
+}
+
+fn who_waits(s: &mut String, a: &Analysis) {
+    if a.waits.is_empty() || a.ranks.len() < 2 {
+        return;
+    }
+    let _ = writeln!(s, "\n## Who waits for whom\n");
+    let late: Vec<_> = a.waits.iter().filter(|w| !w.late.is_empty()).collect();
+    if late.is_empty() {
+        let _ = writeln!(s, "In no step did a rank arrive late beyond the noise: the ranks' collective waits are within a few tens of microseconds of one another.");
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "The cost to the step is what the other ranks waited for the late group once (the minimum over the waiting ranks, not a sum over ranks or collectives).\n"
+    );
+    let _ = writeln!(s, "| step | late rank(s) | cost to the step (ms) | exposed wait of the others (ms, median) | exposed wait of the late rank(s) (ms) |");
+    let _ = writeln!(s, "|---|---|---|---|---|");
+    for w in late {
+        let mut others = Vec::new();
+        let mut mine = Vec::new();
+        for (r, v) in w.ranks.iter().zip(&w.exposed_wait_ns) {
+            if w.late.contains(r) {
+                mine.push(*v as f64);
+            } else {
+                others.push(*v as f64);
+            }
+        }
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} |",
+            w.step,
+            list(&w.late),
+            ms(w.cost_ns),
+            ms_f(median(others)),
+            ms_f(median(mine))
+        );
+    }
+}
+
+/// The late rank's regions against the others', over the steps of the first finding that
+/// names one rank and locates its excess.
+fn late_regions(s: &mut String, a: &Analysis) {
+    let Some(f) = a.findings.iter().find(|f| f.location.is_some() && f.ranks.len() == 1) else { return };
+    let rank = f.ranks[0];
+    let steps: Vec<u32> =
+        if f.steps.is_empty() { a.steps.iter().map(|x| x.step).collect() } else { f.steps.clone() };
+    let rows: Vec<&RegionRow> = a.regions.iter().filter(|r| steps.contains(&r.step)).collect();
+    // (parent, name) → rank → mean active time per step.
+    let mut by: BTreeMap<(String, String), BTreeMap<u32, f64>> = BTreeMap::new();
+    for r in &rows {
+        *by.entry((r.parent.clone(), r.name.clone())).or_default().entry(r.rank).or_default() +=
+            r.active_ns as f64 / steps.len().max(1) as f64;
+    }
+    let others: Vec<u32> = a.ranks.iter().map(|r| r.rank).filter(|&r| r != rank).collect();
+    if others.is_empty() {
+        return;
+    }
+    let mut table: Vec<(String, String, f64, f64)> = by
+        .into_iter()
+        .map(|((parent, name), v)| {
+            let mine = v.get(&rank).copied().unwrap_or(0.0);
+            let theirs = median(others.iter().map(|r| v.get(r).copied().unwrap_or(0.0)).collect());
+            (parent, name, mine, theirs)
+        })
+        .filter(|x| x.2 > 0.0 || x.3 > 0.0)
+        .collect();
+    table.sort_by(|x, y| (y.2 - y.3).abs().total_cmp(&(x.2 - x.3).abs()).then(x.1.cmp(&y.1)));
+    table.truncate(12);
+    if table.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\n## Rank {rank} against the others (active time per step, ms; steps {})\n",
+        list(&steps)
+    );
+    let _ = writeln!(s, "Active time is a region's time minus the collective wait inside it. The regions that differ most come first.\n");
+    let _ = writeln!(s, "| region | inside | rank {rank} | others (median) | difference |");
+    let _ = writeln!(s, "|---|---|---|---|---|");
+    for (parent, name, mine, theirs) in table {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {:+.3} |",
+            md_code(&name),
+            if parent.is_empty() { "-".to_string() } else { md_code(&parent) },
+            ms_f(mine),
+            ms_f(theirs),
+            (mine - theirs) / 1e6
+        );
+    }
+}
+
+fn totals(s: &mut String, a: &Analysis) {
+    let _ = writeln!(s, "\n## Per rank (sums over steps, ms)\n");
+    let _ = writeln!(s, "| rank | steps | wall | compute | comm | overlap | exposed comm | exposed transfer | exposed wait | idle | exposed % | overlap % (HTA) | step p50 | step max |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for t in &a.rank_totals {
+        let st = t.step_time.as_ref();
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {} | {} | {} |",
+            t.rank,
+            t.steps,
+            ms(t.wall_ns),
+            ms(t.compute_ns),
+            ms(t.comm_ns),
+            ms(t.overlap_ns),
+            ms(t.exposed_comm_ns),
+            ms(t.exposed_transfer_ns),
+            ms(t.exposed_wait_ns),
+            ms(t.idle_ns),
+            100.0 * t.exposed_comm_ratio,
+            t.overlap_pct_hta.map_or("-".into(), |v| format!("{v:.1}")),
+            st.map_or("-".into(), |x| ms(x.p50_ns)),
+            st.map_or("-".into(), |x| ms(x.max_ns)),
+        );
+    }
+}
+
+fn alignment(s: &mut String, a: &Analysis) {
+    let _ = writeln!(s, "\n## Clock alignment\n");
+    let _ = writeln!(s, "{}\n", clocks_sentence(a));
+    let _ = writeln!(s, "| rank | clock | method | offset (µs) | estimate (µs) | residual (µs) | anchors |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+    for x in &a.alignment {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {:.1} | {:.1} | {:.1} | {} |",
+            x.rank,
+            x.clock_group,
+            x.method,
+            x.offset_ns as f64 / 1e3,
+            x.estimate_ns as f64 / 1e3,
+            x.residual_ns as f64 / 1e3,
+            x.anchors
+        );
+    }
+}
+
+/// Which ranks share a clock (one host), and so one offset: the first thing a reader of the
+/// alignment needs, and the reason an offset was not applied.
+fn clocks_sentence(a: &Analysis) -> String {
+    let host = |rank: u32| a.ranks.iter().find(|r| r.rank == rank).and_then(|r| r.host.clone());
+    let mut clocks: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    for x in &a.alignment {
+        clocks.entry(x.clock_group).or_default().push(x.rank);
+    }
+    let shared: Vec<(&u32, &Vec<u32>)> = clocks.iter().filter(|(_, v)| v.len() > 1).collect();
+    if shared.is_empty() {
+        return if a.ranks.iter().any(|r| r.host.is_some()) {
+            "No two ranks are known to share a host: each rank's clock is aligned on its own.".into()
+        } else {
+            "The traces do not name their hosts: each rank's clock is aligned on its own.".into()
+        };
+    }
+    if clocks.len() == 1 {
+        let name = host(*clocks.keys().next().unwrap_or(&0)).unwrap_or_default();
+        return format!(
+            "All {} ranks report host {}: one clock, so no offset is applied (differences between their collective end times are the collectives' end skew, not clock offsets).",
+            a.alignment.len(),
+            md_code(&name)
+        );
+    }
+    let parts: Vec<String> = clocks
+        .iter()
+        .map(|(g, v)| {
+            let who = crate::analyze::align::rank_list(v);
+            match host(*g).filter(|_| v.len() > 1) {
+                Some(h) => format!("host {} ({who})", md_code(&h)),
+                None => who,
+            }
+        })
+        .collect();
+    format!("{} clocks, one offset each: {}.", clocks.len(), parts.join("; "))
+}
+
+fn collectives(s: &mut String, a: &Analysis) {
+    let _ = writeln!(s, "\n## Collectives\n");
+    let _ = writeln!(s, "| kind | group | count | size p50 (MiB) | p50 (ms) | p99 (ms) | transfer mean (ms) | wait mean (ms) | skew max (ms) | busbw (GB/s) |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|");
+    for c in &a.collectives {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            c.kind.name(),
+            if c.pg.is_empty() { "-".to_string() } else { md_text(&c.pg) },
+            c.count,
+            c.bytes_p50.map_or("-".into(), |b| format!("{:.2}", b as f64 / 1048576.0)),
+            ms(c.dur_p50_ns),
+            ms(c.dur_p99_ns),
+            c.transfer_mean_ns.map_or("-".into(), ms),
+            c.sync_wait_mean_ns.map_or("-".into(), ms),
+            c.skew_max_ns.map_or("-".into(), ms),
+            c.busbw_gbps.map_or("-".into(), |b| format!("{b:.1}")),
+        );
+    }
+}
+
+/// Where the communication is issued from: per region and kind, over ranks and steps.
+fn origins(s: &mut String, a: &Analysis) {
+    if a.comm_origins.is_empty() {
+        return;
+    }
+    #[derive(Default)]
+    struct Agg {
+        ranks: std::collections::BTreeSet<u32>,
+        rank_steps: std::collections::BTreeSet<(u32, u32)>,
+        count: u64,
+        bytes_max: i64,
+        exposed_transfer: i64,
+        exposed_wait: i64,
+        blocked: i64,
+    }
+    let mut by: BTreeMap<(String, &'static str), Agg> = BTreeMap::new();
+    for o in &a.comm_origins {
+        let OriginRow { rank, step, .. } = *o;
+        let e = by.entry((o.path.clone(), o.kind.name())).or_default();
+        e.ranks.insert(rank);
+        e.rank_steps.insert((rank, step));
+        e.count += o.count as u64;
+        e.bytes_max = e.bytes_max.max(o.bytes_max);
+        e.exposed_transfer += o.exposed_transfer_ns;
+        e.exposed_wait += o.exposed_wait_ns;
+        e.blocked += o.blocked_ns;
+    }
+    let mut rows: Vec<_> = by.into_iter().collect();
+    rows.sort_by(|x, y| {
+        (y.1.exposed_transfer + y.1.exposed_wait)
+            .cmp(&(x.1.exposed_transfer + x.1.exposed_wait))
+            .then(x.0.cmp(&y.0))
+    });
+    let listed = rows.len().min(12);
+    let _ = writeln!(s, "\n## Where the communication is issued from (per rank and step, ms)\n");
+    let _ = writeln!(s, "| issued inside | kind | ranks | calls | largest (KiB) | exposed transfer | exposed wait | host blocked |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
+    for ((path, kind), e) in rows.iter().take(listed) {
+        let n = e.rank_steps.len().max(1) as f64;
+        let ranks: Vec<u32> = e.ranks.iter().copied().collect();
+        let _ = writeln!(
+            s,
+            "| {} | {kind} | {} | {:.1} | {:.1} | {} | {} | {} |",
+            if path.is_empty() { "-".to_string() } else { md_text(path) },
+            list(&ranks),
+            e.count as f64 / n,
+            e.bytes_max as f64 / 1024.0,
+            ms_f(e.exposed_transfer as f64 / n),
+            ms_f(e.exposed_wait as f64 / n),
+            ms_f(e.blocked as f64 / n)
+        );
+    }
+    if rows.len() > listed {
+        let _ = writeln!(s, "\n({} more origin(s) in the JSON's `comm_origins`.)", rows.len() - listed);
+    }
+}
+
+/// The pipeline table (nothing without a pipeline): per stage, the means over steps.
+fn pipeline(s: &mut String, a: &Analysis) {
+    let Some(p) = &a.pipeline else { return };
+    let _ = writeln!(
+        s,
+        "\n## Pipeline\n\n{} stages (ranks {}), schedule {}, {} micro-batches; theory (p − 1)/(m + p − 1) = {}.\n",
+        p.stages.len(),
+        p.stages.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(" → "),
+        p.schedule.name(),
+        p.micro_batches.map_or("?".into(), |m| m.to_string()),
+        p.theory_bubble_share.map_or("-".into(), |t| format!("{:.1}%", 100.0 * t)),
+    );
+    let _ =
+        writeln!(s, "| stage | rank | span (ms) | compute (ms) | bubble (ms) | bubble % | recv wait (ms) |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+    for x in &p.per_stage {
+        let slowest = if p.slowest_stage == Some(x.stage) { " (slowest)" } else { "" };
+        let _ = writeln!(
+            s,
+            "| {}{slowest} | {} | {} | {} | {} | {:.1} | {} |",
+            x.stage,
+            x.rank,
+            ms(x.span_ns),
+            ms(x.compute_ns),
+            ms(x.bubble_ns),
+            100.0 * x.bubble_share,
+            ms(x.recv_wait_ns),
+        );
+    }
+    if !p.critical_path.is_empty() {
+        let _ = writeln!(s);
+    }
+    for c in &p.critical_path {
+        let stages: Vec<String> =
+            c.hops.iter().rev().filter(|h| h.what == "work").map(|h| h.stage.to_string()).collect();
+        let _ = writeln!(
+            s,
+            "- step {} critical path ({} ms): stages {}",
+            c.step,
+            ms(c.end_ns - c.start_ns),
+            stages.join(" → ")
+        );
+    }
+}
+
+fn stragglers(s: &mut String, a: &Analysis) {
+    if a.stragglers.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\n## Last to arrive, per step\n");
+    for x in &a.stragglers {
+        let _ = writeln!(
+            s,
+            "- step {}: rank {} (last to arrive at {} collective(s), by {} ms at the latest; the sum of the others' waits is {} ms)",
+            x.step,
+            x.rank,
+            x.collectives,
+            ms(x.lateness_ns),
+            ms(x.others_wait_ns)
+        );
+    }
+}
+
+fn critical_path(s: &mut String, a: &Analysis) {
+    if a.critical_path.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\n## Critical path\n");
+    for p in &a.critical_path {
+        let _ = writeln!(
+            s,
+            "- step {} ({}): rank {} ({}), {} ms = compute {} + exposed comm {} + memory {} + CPU-bound {} + launch overhead {} + idle {}",
+            p.step,
+            p.level,
+            p.rank,
+            p.chosen_as,
+            ms(p.length_ns),
+            ms(p.split.compute_ns),
+            ms(p.split.communication_ns),
+            ms(p.split.memory_ns),
+            ms(p.split.cpu_bound_ns),
+            ms(p.split.launch_overhead_ns),
+            ms(p.split.idle_ns)
+        );
+        if !p.hops.is_empty() {
+            let ranks: Vec<String> = p
+                .hops
+                .iter()
+                .map(|h| match h.collective {
+                    Some(k) => format!("{}@{}", k.name(), h.rank),
+                    None => format!("r{}", h.rank),
+                })
+                .collect();
+            let _ = writeln!(s, "  path: {}", ranks.join(" → "));
+        }
+    }
+}
+
+fn input_problems(s: &mut String, a: &Analysis) {
+    let diags: Vec<_> =
+        a.diagnostics.iter().filter(|d| d.diagnostic.severity >= crate::model::Severity::REPAIRED).collect();
+    if diags.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\n## Input problems\n");
+    for d in diags {
+        let _ = writeln!(
+            s,
+            "- rank {} {}: {:?} ×{}: {}",
+            d.rank,
+            md_code(&d.file),
+            d.diagnostic.kind,
+            d.diagnostic.count,
+            md_text(&d.diagnostic.message)
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_read_as_ranges() {
+        assert_eq!(list(&[]), "-");
+        assert_eq!(list(&[3]), "3");
+        assert_eq!(list(&[2, 3]), "2, 3");
+        assert_eq!(list(&[2, 3, 4, 5]), "2–5");
+        assert_eq!(list(&[1, 4, 7]), "1, 4, 7");
+    }
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(vec![]), 0.0);
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+}

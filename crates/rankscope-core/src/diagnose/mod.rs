@@ -1,0 +1,161 @@
+//! The layer that judges: findings from the figures the analysis measured ([`crate::analyze`]),
+//! worded as an expert would (DOMAIN.md, last section; docs/metrics.md, "Findings"), and the
+//! outputs that carry judgement: the Markdown note ([`markdown`]) and the `--fail-on` gates
+//! ([`gates`]).
+//!
+//! **A cause is a file** under [`causes`]: it measures one thing from the analysis and declares,
+//! as data ([`Cause`]), its finding ids, its stage in the order of reasoning, the findings it
+//! explains, the finding whose time its own is part of, and the causes it excludes. Adding a
+//! cause is adding a file and one line in the registry ([`causes::CAUSES`]).
+//!
+//! **One arbitration** ([`arbitrate`]) reads those declarations; no cause knows another's
+//! rules. In order:
+//! 1. **A job that stopped** first: the stopped stage's causes run on every step; if one finds
+//!    a divergence, the steps it stopped (and every step of a partial collective) leave the
+//!    steady state, and the causes it excludes are not run.
+//! 2. **The others**, in the registry's order, each seeing what the causes before it found; a
+//!    cause excluded by one already found is not run.
+//! 3. **Explained findings** are dropped (a candidate whose id another cause's candidate
+//!    explains).
+//! 4. **Parts of a whole**: every part found takes its gain off the whole's (the parts' gains
+//!    add up; a part too small to report still is not the whole's to claim: the whole's fix
+//!    does not remove it), and a part names its whole among its symptoms; the whole may say so.
+//! 5. **Worth acting on**: below the floor ([`Ctx::floor_ns`]: 1% of the step, at least
+//!    20 µs) a finding is dropped; a gain is capped at the step; the rest are ranked by gain,
+//!    then severity, then id. A stopped job's first divergence comes before them all (the
+//!    later ones are usually its consequences).
+//!
+//! Symptom rules of thumb (DOMAIN.md): data-parallel communication above ~10% of the step is not
+//! hidden; well-tuned data parallel hides > 90% of it; per-rank spread above ~5% deserves a look;
+//! eager kernel launch costs ~3–10 µs per kernel.
+//!
+//! **Layering**: `analyze` measures and never imports this module; findings read figures,
+//! never recompute what the analysis measured. The shells reach it through one call
+//! ([`combine`], which [`crate::job`] makes for them).
+
+mod cause;
+pub mod causes;
+mod context;
+pub mod gates;
+pub mod markdown;
+
+use std::collections::BTreeSet;
+
+pub use cause::{Candidate, Cause, Found, Stage};
+pub use causes::{CauseId, CAUSES};
+pub use context::{severity_for, Ctx};
+
+use crate::analyze::collectives::Op;
+use crate::analyze::{self, Analysis, Options, RankPart};
+use crate::finding::{Finding, Thresholds};
+use crate::normalize::{Job, JobError};
+
+/// The job half with its findings: [`analyze::combine`] measures, [`findings`] judges. Every
+/// shell's analysis is this call (through [`crate::job::combine`]).
+pub fn combine(parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) -> Analysis {
+    let m = analyze::combine(parts, errors, opts);
+    let mut a = m.analysis;
+    a.findings = findings(&a, &m.ops, &opts.thresholds);
+    a
+}
+
+/// A whole job held in memory, measured and judged: every rank's part, then [`combine`].
+pub fn analyze(job: &Job, opts: &Options) -> Analysis {
+    let parts = job
+        .ranks
+        .iter()
+        .map(|r| analyze::rank_part(r, &job.strings, opts.kernel_wait_threshold_ns))
+        .collect();
+    combine(parts, job.errors.clone(), opts)
+}
+
+/// Every finding of the analysis, ranked: the causes of the registry run in the order of
+/// reasoning, and the arbitration settles what they found.
+pub fn findings(a: &Analysis, ops: &[Op], th: &Thresholds) -> Vec<Finding> {
+    let mut found = Found::default();
+    let every_step = Ctx::new(a, ops, th, &BTreeSet::new());
+    for c in CAUSES.iter().filter(|c| c.stage == Stage::Stopped) {
+        run(c, &every_step, &mut found);
+    }
+    // A hang or a mismatch: the steps it stopped are no steady state, and neither are the
+    // steps of a collective some rank never joined.
+    let stopped: BTreeSet<u32> = if found.list.is_empty() {
+        BTreeSet::new()
+    } else {
+        let partial = ops.iter().filter(|o| o.partial).map(|o| o.step);
+        partial.chain(found.list.iter().flat_map(|c| c.finding.steps.iter().copied())).collect()
+    };
+    let cx = Ctx::new(a, ops, th, &stopped);
+    for c in CAUSES.iter().filter(|c| c.stage != Stage::Stopped) {
+        run(c, &cx, &mut found);
+    }
+    arbitrate(found, cx.floor_ns(), cx.step_ns)
+}
+
+/// Runs a cause unless one already found excludes it.
+fn run(c: &Cause, cx: &Ctx<'_>, found: &mut Found) {
+    let excluded = found.list.iter().any(|x| cause(x.cause).excludes.contains(&c.id));
+    if excluded {
+        return;
+    }
+    let new = (c.find)(cx, found);
+    found.list.extend(new.into_iter().map(|finding| Candidate { cause: c.id, finding }));
+}
+
+/// The declaration of a cause of the registry.
+fn cause(id: CauseId) -> &'static Cause {
+    // The registry lists every id once (its test says so), in the enum's order.
+    CAUSES[id as usize]
+}
+
+/// Explained findings dropped, parts taken off their wholes, the floor (`floor_ns`), the cap
+/// at the step (`step_ns`), the ranking (module doc, steps 3 to 5).
+pub fn arbitrate(found: Found, floor_ns: f64, step_ns: f64) -> Vec<Finding> {
+    let (stopped, mut rest): (Vec<Candidate>, Vec<Candidate>) =
+        found.list.into_iter().partition(|c| cause(c.cause).stage == Stage::Stopped);
+    // Explained: another cause's candidate explains this one's id.
+    let explained: Vec<bool> = rest
+        .iter()
+        .map(|c| rest.iter().any(|x| x.cause != c.cause && cause(x.cause).explains.contains(&c.finding.id)))
+        .collect();
+    let mut k = 0;
+    rest.retain(|_| {
+        k += 1;
+        !explained[k - 1]
+    });
+    // Parts of a whole: every part found takes its gain off the whole's.
+    for w in 0..rest.len() {
+        let (whole_id, names_part) = (rest[w].finding.id, cause(rest[w].cause).names_part);
+        let parts: Vec<usize> =
+            (0..rest.len()).filter(|&p| p != w && cause(rest[p].cause).part_of == Some(whole_id)).collect();
+        for p in parts {
+            let (gain, part) = (rest[p].finding.impact_ns, rest[p].finding.clone());
+            let whole = &mut rest[w].finding;
+            whole.impact_ns = (whole.impact_ns - gain).max(0);
+            if let Some(say) = names_part {
+                whole.message.push_str(&say(&part));
+            }
+            let part = &mut rest[p].finding;
+            if !part.symptoms.contains(&whole_id) {
+                part.symptoms.push(whole_id);
+            }
+        }
+    }
+    // Worth acting on, capped at the step, ranked.
+    let cap = step_ns.max(0.0) as i64;
+    let mut out: Vec<Finding> =
+        rest.into_iter().map(|c| c.finding).filter(|f| f.impact_ns as f64 >= floor_ns).collect();
+    for f in &mut out {
+        f.impact_ns = f.impact_ns.min(cap);
+    }
+    out.sort_by(|x, y| {
+        y.impact_ns.cmp(&x.impact_ns).then(y.severity.cmp(&x.severity)).then(x.id.as_str().cmp(y.id.as_str()))
+    });
+    // The job stopped: nothing else matters until it runs. One divergence is the cause; the
+    // later ones are usually its consequences.
+    stopped.into_iter().take(1).map(|c| c.finding).chain(out).collect()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests;

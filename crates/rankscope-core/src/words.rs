@@ -1,0 +1,74 @@
+//! Figures as sentences say them: durations, shares and rank lists. The findings
+//! ([`crate::diagnose`]) and the sequence engine's hang sentences use the same words.
+
+/// A share as a percentage with one decimal: `0.123` → `12.3%`.
+pub fn pct(x: f64) -> String {
+    format!("{:.1}%", 100.0 * x)
+}
+
+/// A duration for a sentence: µs below 1 ms, ms below 1 s, s above.
+pub fn dur(ns: f64) -> String {
+    let a = ns.abs();
+    if a < 1e6 {
+        format!("{:.0} µs", ns / 1e3)
+    } else if a < 1e7 {
+        format!("{:.1} ms", ns / 1e6)
+    } else if a < 1e9 {
+        format!("{:.0} ms", ns / 1e6)
+    } else {
+        format!("{:.2} s", ns / 1e9)
+    }
+}
+
+/// The range of durations: `365–561 ms`, or one duration when they agree within 5%.
+pub fn dur_range(mut v: Vec<f64>) -> String {
+    v.sort_by(|a, b| a.total_cmp(b));
+    match (v.first(), v.last()) {
+        (Some(&a), Some(&b)) if (b - a).abs() >= 0.05 * b.abs().max(1.0) => {
+            let (x, y) = (dur(a), dur(b));
+            // "365–561 ms" rather than "365 ms–561 ms" when the units agree.
+            match (x.rsplit_once(' '), y.rsplit_once(' ')) {
+                (Some((xa, ux)), Some((yb, uy))) if ux == uy => format!("{xa}–{yb} {uy}"),
+                _ => format!("{x}–{y}"),
+            }
+        }
+        (Some(&a), _) => dur(a),
+        _ => "0 ms".into(),
+    }
+}
+
+/// "0", "0 and 3", "0, 1 and 3".
+pub fn rank_list(r: &[u32]) -> String {
+    let s: Vec<String> = r.iter().map(|x| x.to_string()).collect();
+    match s.len() {
+        0 => String::new(),
+        1 => s[0].clone(),
+        n => format!("{} and {}", s[..n - 1].join(", "), s[n - 1]),
+    }
+}
+
+/// "Rank 2", "Ranks 0 and 3".
+pub fn ranks_word(r: &[u32]) -> String {
+    if r.len() == 1 {
+        format!("Rank {}", r[0])
+    } else {
+        format!("Ranks {}", rank_list(r))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_well() {
+        assert_eq!(dur(401_000_000.0), "401 ms");
+        assert_eq!(dur(2_500_000.0), "2.5 ms");
+        assert_eq!(dur(45_000.0), "45 µs");
+        assert_eq!(dur(8_020_000_000.0), "8.02 s");
+        assert_eq!(dur_range(vec![365e6, 561e6]), "365–561 ms");
+        assert_eq!(dur_range(vec![400e6, 401e6]), "400 ms");
+        assert_eq!(rank_list(&[0, 1, 3]), "0, 1 and 3");
+        assert_eq!(ranks_word(&[2]), "Rank 2");
+    }
+}
