@@ -57,12 +57,24 @@ pub struct JobFlags {
     /// Change a finding threshold: `--threshold exposed_comm_ratio=0.15` (repeatable).
     #[arg(long = "threshold", value_name = "NAME=VALUE")]
     pub threshold: Vec<String>,
+    /// The job's parallel layout, when the traces do not say it (or to name the groups' roles):
+    /// `tp=2,pp=4,dp=8` in Megatron-LM's rank order (tensor fastest, then cp, ep, dp, pp), or a
+    /// DeviceMesh as written, last dimension fastest: `mesh:pp=2,dp_replicate=2,dp_shard=4,tp=2`.
+    #[arg(long, value_name = "LAYOUT")]
+    pub layout: Option<String>,
 }
 
 impl JobFlags {
     /// The analysis options these flags give.
     pub fn options(&self) -> Result<Options> {
-        options(&self.offset, &self.threshold)
+        let mut opts = options(&self.offset, &self.threshold)?;
+        if let Some(l) = &self.layout {
+            opts.layout = Some(
+                rankscope_core::analyze::layout::UserLayout::parse(l)
+                    .map_err(|e| anyhow::anyhow!("--layout {l}: {e}"))?,
+            );
+        }
+        Ok(opts)
     }
 
     /// Prints the job's output in the form asked for (Markdown unless `--json` or `--csv`).

@@ -179,6 +179,8 @@ fn option_errors_name_the_option() {
         (&["--fail-on", "nonsense>1"], "--fail-on"),
         (&["--rank", "nosuchfile.json=1"], "--rank nosuchfile.json=1"),
         (&["--rules", "/nonexistent/rules.json"], "/nonexistent/rules.json"),
+        (&["--layout", "tp=x"], "--layout tp=x"),
+        (&["--layout", "zz=2"], "--layout zz=2"),
     ];
     for (extra, want) in cases {
         let out = bin().args(["analyze", &dir]).args(*extra).output().unwrap_or_else(|e| panic!("{e}"));
@@ -240,4 +242,22 @@ fn a_folder_means_what_it_means_in_the_app() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("config.json"));
     // The key order is the analysis's own, as the app writes it.
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("{\n  \"schema\": \"rankscope.analysis\""));
+}
+
+/// `--layout` names the groups' roles of a job whose traces list the groups, and the JSON
+/// carries the layout and the chain of waits.
+#[test]
+fn analyze_takes_a_layout() {
+    let dir = format!("{}/../../tests/zoo/layout/tp2_dp2_stall", env!("CARGO_MANIFEST_DIR"));
+    let out = bin()
+        .args(["analyze", "--json", "--layout", "tp=2,dp=2", &dir])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let groups = v["layout"]["groups"].as_array().cloned().unwrap_or_default();
+    let tensor = groups.iter().find(|g| g["ranks"] == serde_json::json!([2, 3])).cloned().unwrap_or_default();
+    assert_eq!((tensor["role"].as_str(), tensor["role_from"].as_str()), (Some("tensor"), Some("user")));
+    assert_eq!(v["wait_chain"]["origins"], serde_json::json!([3]));
+    assert_eq!(v["findings"][0]["id"], "host_stall");
 }

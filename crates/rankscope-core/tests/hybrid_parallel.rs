@@ -220,3 +220,67 @@ fn waits_are_traced_through_the_groups_to_their_origin() {
         }
     }
 }
+
+/// Traces that list no groups (an older profiler, or `distributedInfo` stripped) and a layout
+/// the user states: the groups are the layout's, placed by the backend's lanes, and the answer
+/// is the one the traces' own groups give.
+#[test]
+fn a_stated_layout_stands_for_groups_the_traces_do_not_list() {
+    use rankscope_core::analyze::layout::UserLayout;
+    let name = "tp2_dp2_stall";
+    let d = dir(name);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&d)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with(".pt.trace.json.gz"))
+        .collect();
+    files.sort();
+    let stripped = || -> Vec<rankscope_core::model::RankTrace> {
+        files
+            .iter()
+            .map(|p| {
+                use std::io::Read;
+                let mut text = String::new();
+                flate2::read::GzDecoder::new(&common::read(p)[..])
+                    .read_to_string(&mut text)
+                    .unwrap_or_default();
+                let mut v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+                if let Some(di) = v.get_mut("distributedInfo").and_then(Value::as_object_mut) {
+                    di.remove("pg_config");
+                    di.remove("pg_count");
+                }
+                let bytes = serde_json::to_vec(&v).unwrap_or_default();
+                common::ingest_chunked(&p.display().to_string(), &bytes, 1 << 20)
+                    .unwrap_or_else(|e| panic!("{e}"))
+            })
+            .collect()
+    };
+    // Without groups nothing can place the collectives: none is.
+    let bare = analyze(&assemble(stripped(), &[], &Rules::default()), &Options::default());
+    assert!(bare.layout.is_none(), "{:?}", bare.layout);
+    let layout = UserLayout::parse("tp=2,dp=2").unwrap_or_else(|e| panic!("{e}"));
+    let opts = Options { layout: Some(layout), ..Options::default() };
+    let a = analyze(&assemble(stripped(), &[], &Rules::default()), &opts);
+    let l = a.layout.as_ref().unwrap_or_else(|| panic!("no layout"));
+    assert_eq!(l.mesh_words(), "tensor 2 × data 2");
+    assert!(l.placement.iter().all(|p| p.unplaced == 0), "{:?}", l.placement);
+    let roles: Vec<(Vec<u32>, Role)> = l.groups.iter().map(|g| (g.ranks.clone(), g.role)).collect();
+    for want in [
+        (vec![0, 1], Role::Tensor),
+        (vec![2, 3], Role::Tensor),
+        (vec![0, 2], Role::Data),
+        (vec![1, 3], Role::Data),
+    ] {
+        assert!(roles.contains(&want), "{roles:?}");
+    }
+    let first = a.findings.first().unwrap_or_else(|| panic!("no finding"));
+    assert_eq!((first.id.as_str(), first.ranks.as_slice()), ("host_stall", &[3u32][..]), "{}", first.message);
+    // A layout of another world size is said not to fit, and not used.
+    let opts = Options { layout: UserLayout::parse("tp=2,dp=4").ok(), ..Options::default() };
+    let a = analyze(&assemble(stripped(), &[], &Rules::default()), &opts);
+    assert!(
+        a.layout.is_none()
+            || a.layout.as_ref().is_some_and(|l| l.notes.iter().any(|n| n.contains("not used")))
+    );
+}

@@ -57,11 +57,21 @@ fn part_error(py: Python<'_>, e: digest::DigestError) -> PyErr {
     error(py, "PartError", e.to_string(), Some(name), offset)
 }
 
-/// The analysis options of `rankscope analyze --offset / --threshold`.
-fn options(offsets: Vec<(u32, i64)>, thresholds: Vec<(String, f64)>) -> PyResult<Options> {
+/// The analysis options of `rankscope analyze --offset / --threshold / --layout`.
+fn options(
+    offsets: Vec<(u32, i64)>,
+    thresholds: Vec<(String, f64)>,
+    layout: Option<&str>,
+) -> PyResult<Options> {
     let mut opts = Options { offsets, ..Options::default() };
     for (name, value) in thresholds {
         opts.thresholds.set(&name, value).map_err(PyValueError::new_err)?;
+    }
+    if let Some(l) = layout {
+        opts.layout = Some(
+            rankscope_core::analyze::layout::UserLayout::parse(l)
+                .map_err(|e| PyValueError::new_err(format!("layout {l}: {e}")))?,
+        );
     }
     Ok(opts)
 }
@@ -170,7 +180,7 @@ impl Progress {
 
 /// The whole job from files and folders (`rankscope analyze`): `rankscope_host::analyze_paths`.
 #[pyfunction]
-#[pyo3(signature = (paths, ranks, offsets, thresholds, rules=None, progress=None, chunk=None))]
+#[pyo3(signature = (paths, ranks, offsets, thresholds, rules=None, progress=None, chunk=None, layout=None))]
 #[allow(clippy::too_many_arguments)]
 fn analyze(
     py: Python<'_>,
@@ -181,12 +191,13 @@ fn analyze(
     rules: Option<PathBuf>,
     progress: Option<Py<PyAny>>,
     chunk: Option<usize>,
+    layout: Option<String>,
 ) -> PyResult<Output> {
     let req = rankscope_host::Request {
         paths,
         ranks,
         rules,
-        options: options(offsets, thresholds)?,
+        options: options(offsets, thresholds, layout.as_deref())?,
         chunk: chunk.map(|c| c.max(1)),
         keep_job: false,
     };
@@ -328,7 +339,7 @@ fn part_info(py: Python<'_>, data: &[u8]) -> PyResult<(String, String)> {
 /// claim, in the order given (it decides load-order ranks), texts read once. With `digest`, the
 /// job digest is written there too (`rankscope combine --digest`).
 #[pyfunction]
-#[pyo3(signature = (parts, names, ranks, offsets, thresholds, digest=None))]
+#[pyo3(signature = (parts, names, ranks, offsets, thresholds, digest=None, layout=None))]
 #[allow(clippy::too_many_arguments)]
 fn combine(
     py: Python<'_>,
@@ -338,8 +349,9 @@ fn combine(
     offsets: Vec<(u32, i64)>,
     thresholds: Vec<(String, f64)>,
     digest: Option<std::path::PathBuf>,
+    layout: Option<String>,
 ) -> PyResult<Output> {
-    let opts = options(offsets, thresholds)?;
+    let opts = options(offsets, thresholds, layout.as_deref())?;
     let explicit =
         rankscope_host::parse_rank_map(&ranks).map_err(|e| PyValueError::new_err(format!("{e:#}")))?;
     let decoded = py.detach(|| -> Result<Vec<Piece>, digest::DigestError> {

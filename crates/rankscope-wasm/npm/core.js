@@ -183,6 +183,10 @@ function configure(w, opts) {
   }
   for (const [file, rank] of pairs(opts.ranks)) w.setRank(String(file), u32(`ranks.${file}`, rank));
   if (opts.rules != null) w.setRules(typeof opts.rules === 'string' ? opts.rules : JSON.stringify(opts.rules));
+  if (opts.layout != null) {
+    if (typeof opts.layout !== 'string') throw new TypeError(`layout: expected a string, got ${describe(opts.layout)}`);
+    w.setLayout(opts.layout);
+  }
 }
 
 const now = () => (typeof performance !== 'undefined' ? performance.now() : Date.now());

@@ -73,6 +73,9 @@ export interface Options {
   ranks?: Record<string, number> | Map<string, number> | [string, number][];
   /** `--rules`: classification rules (JSON text or object) tried before the defaults. */
   rules?: string | object;
+  /** `--layout`: the parallel layout when the traces do not say it: `tp=2,pp=4,dp=8`
+   * (Megatron-LM's rank order) or a DeviceMesh `mesh:pp=2,dp=4,tp=2` (last dimension fastest). */
+  layout?: string;
   /** The .wasm to load instead of the one beside the module (bytes, URL, Module). */
   wasm?: BufferSource | URL | string | WebAssembly.Module;
 }

@@ -106,6 +106,16 @@ impl Job {
         self.session()?.options_mut().thresholds.set(name, value).map_err(|e| JsError::new(&e))
     }
 
+    /// `--layout LAYOUT` (`tp=2,pp=4,dp=8`, or `mesh:pp=2,dp=4,tp=2`); throws when it does not
+    /// parse.
+    #[wasm_bindgen(js_name = setLayout)]
+    pub fn set_layout(&mut self, layout: &str) -> Result<(), JsError> {
+        let l = rankscope_core::analyze::layout::UserLayout::parse(layout)
+            .map_err(|e| JsError::new(&format!("layout {layout}: {e}")))?;
+        self.session()?.options_mut().layout = Some(l);
+        Ok(())
+    }
+
     /// `--offset RANK=NS`: aligned time = rank time − `ns`.
     #[wasm_bindgen(js_name = setOffset)]
     pub fn set_offset(&mut self, rank: u32, ns: i64) -> Result<(), JsError> {

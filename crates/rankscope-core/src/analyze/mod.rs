@@ -617,7 +617,7 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
         rank_totals: parts.iter().map(|p| p.totals.clone()).collect(),
         alignment,
         matching,
-        layout: (!layout.groups.is_empty()).then_some(layout),
+        layout: (!layout.groups.is_empty() || !layout.notes.is_empty()).then_some(layout),
         collectives: colls,
         stragglers,
         straggler,

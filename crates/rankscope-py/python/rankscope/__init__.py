@@ -132,6 +132,7 @@ def analyze(
     rules: Optional[PathLike] = None,
     progress=None,
     strict: bool = True,
+    layout: Optional[str] = None,
 ) -> Analysis:
     """Analyses one job: trace files (one per rank, ``.json`` / ``.json.gz``), folders of them
     (walked as the CLI walks them), NCCL logs, nccl-tests output and Flight Recorder dumps (each
@@ -141,6 +142,8 @@ def analyze(
     - ``offsets``: ``{rank: ns}`` known clock offsets (``--offset``).
     - ``thresholds``: ``{name: value}`` finding thresholds (``--threshold``).
     - ``rules``: a JSON file of classification rules, tried before the defaults (``--rules``).
+    - ``layout``: the parallel layout when the traces do not say it (``--layout``):
+      ``"tp=2,pp=4,dp=8"`` in Megatron-LM's rank order, or a DeviceMesh ``"mesh:pp=2,dp=4,tp=2"``.
     - ``progress``: a callable ``(done_bytes, total_bytes)``; ``True`` draws a line on stderr;
       ``None`` (default) draws it only on a terminal for large inputs; ``False`` is quiet.
     - ``strict``: raise :class:`TraceError` when a named file is not a trace (default), else
@@ -155,6 +158,8 @@ def analyze(
             _thresholds(thresholds),
             _rules_path(rules),
             callback,
+            None,
+            layout,
         )
     finally:
         if line is not None:
@@ -186,18 +191,25 @@ def combine(
     offsets: Optional[Mapping[int, int]] = None,
     thresholds: Optional[Mapping[str, float]] = None,
     digest: Union[None, str, "os.PathLike[str]"] = None,
+    layout: Optional[str] = None,
 ) -> Analysis:
     """The job from parts made by :func:`part` (anywhere, in any process): ranks decided across
     every part's claim, in the order given (as the CLI orders files: sorted paths), then the
     same analysis as :func:`analyze`. ``names`` name the parts in errors (default
-    ``parts[i]``). With ``digest``, the job digest is written to that path too (as
+    ``parts[i]``); ``layout`` as for :func:`analyze`. With ``digest``, the job digest is written to that path too (as
     ``rankscope combine --digest``: :func:`analyze` and the app open it like the traces)."""
     blobs = [bytes(p) if not isinstance(p, bytes) else p for p in parts]
     names_l = [str(n) for n in names] if names is not None else [f"parts[{i}]" for i in range(len(blobs))]
     if len(names_l) != len(blobs):
         raise ValueError(f"combine: {len(names_l)} names for {len(blobs)} parts")
     out = _native.combine(
-        blobs, names_l, _ranks(ranks), _offsets(offsets), _thresholds(thresholds), None if digest is None else str(digest)
+        blobs,
+        names_l,
+        _ranks(ranks),
+        _offsets(offsets),
+        _thresholds(thresholds),
+        None if digest is None else str(digest),
+        layout,
     )
     _check(out, strict=False)
     return Analysis(out)
