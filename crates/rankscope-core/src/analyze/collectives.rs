@@ -60,6 +60,10 @@ pub struct Op {
     /// Per rank (same order as `ranks`): the instance's event on that rank.
     #[serde(skip)]
     pub events: Vec<crate::model::EventIdx>,
+    /// Per rank (same order as `ranks`): its own size of the call (an all_to_all's members
+    /// move different amounts).
+    #[serde(skip)]
+    pub per_rank_bytes: Vec<Option<i64>>,
 }
 
 /// Every rank's clock offset, by rank: one lookup per (collective, rank) must not scan the
@@ -116,6 +120,7 @@ pub fn ops(matched: &[Matched], al: &[RankAlignment], world: i64) -> Vec<Op> {
                 origin: String::new(),
                 partial: false,
                 events: m.per_rank.iter().map(|x| x.event).collect(),
+                per_rank_bytes: m.per_rank.iter().map(|x| x.bytes).collect(),
             }
         })
         .collect()

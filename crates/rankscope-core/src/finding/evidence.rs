@@ -66,6 +66,9 @@ evidence_keys! {
     CostNsPerLateStep => "cost_ns_per_late_step",
     CostNsPerStep => "cost_ns_per_step",
     DataLoadingNs => "data_loading_ns",
+    /// The hot expert rank's all_to_all volume per step against the median of its group's
+    /// other members.
+    ExpertVolumeRatio => "expert_volume_ratio",
     FabricBusbwGbps => "fabric_busbw_gbps",
     FixedCostNsPerStep => "fixed_cost_ns_per_step",
     /// 1 when the trace cannot tell the calls' fixed cost (no saving is claimed).

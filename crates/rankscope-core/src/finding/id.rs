@@ -37,6 +37,9 @@ crate::named_enum! {
         StepJitter => "step_jitter",
         /// A pipeline's stages idle beyond what its schedule leaves.
         PipelineBubble => "pipeline_bubble",
+        /// An expert-parallel rank gets more tokens than the others, and its expert group waits
+        /// for it at the all_to_all.
+        ExpertImbalance => "expert_imbalance",
         // Symptoms: never reported alone, listed in a cause's `symptoms` (the rules that would
         // have fired on the symptom alone).
         /// The other ranks' exposed wait at collectives.

@@ -29,6 +29,11 @@ pub(super) fn usage(parts: &[RankPart], insts: &[Vec<Instance>]) -> BTreeMap<Str
         let main = p.regions.main_occurrences();
         for x in v.iter().filter(|x| !x.pg.is_empty()) {
             let u = out.entry(x.pg.clone()).or_default();
+            // A send or receive nested in a collective (TORCH_DISTRIBUTED_DEBUG=DETAIL's checks)
+            // is part of that collective, no exchange of the group's.
+            if x.kind.is_p2p() && !x.p2p {
+                continue;
+            }
             u.calls += 1;
             *u.kinds.entry(x.kind).or_default() += 1;
             u.steps.insert(x.step);
@@ -149,15 +154,18 @@ pub(super) fn role_from_use(u: &Usage, g: &Group) -> Option<(Role, String)> {
     let backward = u.phases.get(&Phase::Backward).copied().unwrap_or(0);
     let mut sizes = u.bytes.clone();
     sizes.sort_unstable();
-    let gradient_sized = sizes.get(sizes.len().saturating_sub(1) / 2).is_some_and(|&b| b >= GRADIENT_BYTES);
+    // The largest calls say what the group carries (a metric's few bytes beside the gradients
+    // do not make it a metrics group).
+    let gradient_sized = sizes.last().is_some_and(|&b| b >= GRADIENT_BYTES);
     if ar > 0 && (u.from_autograd > 0 || backward > 0 || gradient_sized) {
         let when = if u.from_autograd > 0 { "from gradient hooks" } else { "from backward or after it" };
-        return Some((Role::Data, format!("all_reduce{} issued {when}: gradients", size())));
+        let largest = sizes.last().map(|&b| format!(" of up to {}", bytes_words(b))).unwrap_or_default();
+        return Some((Role::Data, format!("all_reduce{largest} issued {when}: gradients")));
     }
     None
 }
 
-/// An all_reduce issued outside backward carries gradients when its median size is at least
+/// A group's all_reduces issued outside backward carry gradients when its largest is at least
 /// this (a loss or a metric is a few bytes; a flat gradient buffer or a DDP bucket is MBs).
 pub const GRADIENT_BYTES: i64 = 64 * 1024;
 

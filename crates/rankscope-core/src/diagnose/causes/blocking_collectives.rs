@@ -4,7 +4,8 @@
 //! [`attribution::TINY_COLLECTIVE_BYTES`] (or unsized all_reduces the loop issues itself) the
 //! host is blocked in for at least half their time. Gradient communication issued from inside
 //! autograd is never one (its time is overlap or waiting), nor is a point-to-point exchange (a
-//! pipeline's bubble). Taking them out saves what the region costs the rank that reaches it
+//! pipeline's bubble), nor a collective of a group of the parallel layout (a tensor-parallel
+//! layer's all_reduce in forward, FSDP's gathers: the parallelism's own traffic). Taking them out saves what the region costs the rank that reaches it
 //! last, for a region that is there for the synchronization (a `log_metrics`); for a region of
 //! real work around them, the least-blocked rank's blocked time. Their time is part of the
 //! exposed communication's.
@@ -30,10 +31,33 @@ fn find(cx: &Ctx<'_>, _: &Found) -> Vec<Finding> {
     groups(cx).into_iter().filter_map(|((region, kind), rows)| blocking(cx, &region, kind, &rows)).collect()
 }
 
+/// Issuing regions and kinds whose collectives all ran on a group whose traffic is the model's
+/// own (tensor, context, expert, pipeline, shard: activations and parameters), which the model
+/// needs where it is (a tensor-parallel layer's all_reduce in forward), never a synchronization
+/// the loop could take out. Its cost is the exposed communication's. (A data-parallel or world
+/// group's small blocking calls are the loop's: a metric, a loss read back.)
+fn framework_traffic(cx: &Ctx<'_>) -> BTreeSet<(String, CollKind)> {
+    use crate::analyze::layout::Role;
+    let Some(layout) = cx.a.layout.as_ref() else { return BTreeSet::new() };
+    let mut by: BTreeMap<(String, CollKind), (usize, usize)> = BTreeMap::new();
+    for o in cx.ops {
+        let e = by.entry((o.origin.clone(), o.kind)).or_default();
+        e.0 += 1;
+        if matches!(layout.role_of(&o.pg), Role::Tensor | Role::Context | Role::Expert | Role::Shard | Role::Pipeline) {
+            e.1 += 1;
+        }
+    }
+    by.into_iter().filter(|(_, (n, framework))| *n > 0 && framework == n).map(|(k, _)| k).collect()
+}
+
 /// The calls that may block the host mid-step, by issuing region and kind.
 fn groups<'a>(cx: &Ctx<'a>) -> BTreeMap<(String, CollKind), Vec<&'a attribution::OriginRow>> {
     let mut groups: BTreeMap<(String, CollKind), Vec<&attribution::OriginRow>> = BTreeMap::new();
+    let framework = framework_traffic(cx);
     for o in cx.a.comm_origins.iter().filter(|o| cx.per_step.contains_key(&o.step)) {
+        if framework.contains(&(o.region.clone(), o.kind)) {
+            continue;
+        }
         // A stage blocked in a receive waits for its neighbour: that is the pipeline's
         // bubble (`pipeline_bubble`), not a host synchronization to move.
         if o.kind.is_p2p() {

@@ -41,6 +41,8 @@ registry! {
     PipelineBubble => pipeline_bubble,
     /// The ranks the others wait for, named for why they are late.
     LateRank => late_rank,
+    /// An expert-parallel rank that gets more tokens than its group's others.
+    ExpertImbalance => expert_imbalance,
     /// Ranks that take turns being late.
     ArrivalJitter => arrival_jitter,
     /// Blocking collectives the host waits in mid-step.
