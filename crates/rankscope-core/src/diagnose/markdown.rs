@@ -105,9 +105,11 @@ pub fn markdown(a: &Analysis) -> String {
     sequences(&mut s, a);
     time_split(&mut s, a);
     who_waits(&mut s, a);
+    wait_chain(&mut s, a);
     late_regions(&mut s, a);
     totals(&mut s, a);
     alignment(&mut s, a);
+    layout(&mut s, a);
     collectives(&mut s, a);
     pipeline(&mut s, a);
     origins(&mut s, a);
@@ -155,6 +157,79 @@ fn header(s: &mut String, a: &Analysis) {
         },
         a.ranks.first().map_or("?", |r| r.metrics_from.as_str())
     );
+    if let Some(l) = a.layout.as_ref().filter(|l| !l.mesh.is_empty()) {
+        let _ = writeln!(s, "Parallel layout: {} (see \"Parallel layout\").\n", l.mesh_words());
+    }
+}
+
+/// The groups by role: how many, their size, one of them, and why the role.
+fn layout(s: &mut String, a: &Analysis) {
+    let Some(l) = a.layout.as_ref() else { return };
+    let _ = writeln!(s, "\n## Parallel layout\n");
+    if !l.mesh.is_empty() {
+        let _ =
+            writeln!(s, "The groups form a mesh of {} (fastest-varying dimension first).\n", l.mesh_words());
+    }
+    for n in &l.notes {
+        let _ = writeln!(s, "- {}", md_text(n));
+    }
+    let _ = writeln!(s, "| role | groups | ranks per group | for example | collectives | why |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|");
+    let mut by_role: BTreeMap<String, Vec<&crate::analyze::layout::Group>> = BTreeMap::new();
+    for g in &l.groups {
+        by_role.entry(g.role.as_str().to_string()).or_default().push(g);
+    }
+    for (role, gs) in by_role {
+        let mut sizes: Vec<usize> = gs.iter().map(|g| g.ranks.len()).collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        let g = gs[0];
+        let _ = writeln!(
+            s,
+            "| {role} | {} | {} | `{}`: {} | {} | {} |",
+            gs.len(),
+            sizes.iter().map(usize::to_string).collect::<Vec<_>>().join(", "),
+            md_text(&g.name),
+            list(&g.ranks),
+            gs.iter().map(|g| g.instances).sum::<u64>(),
+            md_text(&g.role_evidence)
+        );
+    }
+    let unplaced: Vec<u32> = l.placement.iter().filter(|p| p.unplaced > 0).map(|p| p.rank).collect();
+    if !unplaced.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nRanks {} have collectives no group fits: matched as one group of their own.",
+            list(&unplaced)
+        );
+    }
+}
+
+/// Where the delay starts and the way it travelled.
+fn wait_chain(s: &mut String, a: &Analysis) {
+    let Some(c) = a.wait_chain.as_ref() else { return };
+    let _ = writeln!(
+        s,
+        "\nThe delay starts on {} {}; {} {} only inherited it. Who waited for whom, through which group (mean per step over every step):\n",
+        if c.origins.len() == 1 { "rank" } else { "ranks" },
+        list(&c.origins),
+        if c.inherited.len() == 1 { "rank" } else { "ranks" },
+        list(&c.inherited)
+    );
+    let _ = writeln!(s, "| waited for | waiter | group | role | wait (ms) | steps |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|");
+    for e in &c.edges {
+        let _ = writeln!(
+            s,
+            "| {} | {} | `{}` | {} | {} | {} |",
+            e.from,
+            e.to,
+            md_text(&e.group),
+            e.role,
+            ms(e.wait_ns),
+            e.steps
+        );
+    }
 }
 
 fn findings(s: &mut String, a: &Analysis) {

@@ -203,6 +203,10 @@ fn finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
         Why::LateStart { start, wall, first } => words::late_start(&say, &mut evidence, start, wall, first),
         Why::Unknown { loc } => words::unknown(&say, loc),
     };
+    let message = match chain_sentence(cx, &late.ranks) {
+        Some(c) => format!("{message} {c}"),
+        None => message,
+    };
     let mut symptoms = vec![FindingId::Straggler];
     if other_waits.iter().any(|&w| w > cx.th.exposed_comm_ratio * cx.step_ns) {
         symptoms.push(FindingId::ExposedWait);
@@ -221,4 +225,38 @@ fn finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
         location: loc,
         impact_ns: saving as i64,
     })
+}
+
+/// At most this many edges of the chain are said; the rest are counted.
+const CHAIN_SAID: usize = 6;
+
+/// "The delay travels through the groups: 3 → 2 (tensor-parallel group `2`, 150 ms per step),
+/// 2 → 0 (data-parallel group `3`, 145 ms) …; ranks 0, 1 and 2 only inherit it." — when the
+/// chain of waits ([`crate::analyze::chain`]) starts at these ranks and goes through more than
+/// one group (with one group, "the others wait for it" says it all).
+fn chain_sentence(cx: &Ctx<'_>, ranks: &[u32]) -> Option<String> {
+    let c = cx.a.wait_chain.as_ref()?;
+    if c.origins != ranks {
+        return None;
+    }
+    let groups: BTreeSet<&str> = c.edges.iter().map(|e| e.group.as_str()).collect();
+    if groups.len() < 2 {
+        return None;
+    }
+    let floor = 0.05 * cx.step_ns;
+    let shown: Vec<String> = c
+        .edges
+        .iter()
+        .filter(|e| e.wait_ns as f64 >= floor)
+        .take(CHAIN_SAID)
+        .map(|e| format!("{} → {} ({} group `{}`, {} per step)", e.from, e.to, e.role.adjective(), e.group, dur(e.wait_ns as f64)))
+        .collect();
+    if shown.is_empty() {
+        return None;
+    }
+    let more = c.edges.iter().filter(|e| e.wait_ns as f64 >= floor).count().saturating_sub(CHAIN_SAID);
+    let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+    let who = rank_list(&c.inherited);
+    let (they, verb) = if c.inherited.len() == 1 { ("rank", "inherits") } else { ("ranks", "inherit") };
+    Some(format!("The delay travels through the groups: {}{more}; {they} {who} only {verb} it.", shown.join(", ")))
 }
