@@ -77,10 +77,11 @@ fn collective_edges(ops: &[Op], out: &mut StepEdges) {
 
 /// Point-to-point: a send and the peer's receive of the same group, paired in order per
 /// (group, sender, receiver); the one that posted first waited for the other.
-fn p2p_edges(ranks: &[u32], insts: &[Vec<Instance>], offsets: &Offsets, out: &mut StepEdges) {
+fn p2p_edges(insts: &[(u32, Vec<Instance>)], offsets: &Offsets, out: &mut StepEdges) {
     let mut sends: BTreeMap<(String, u32, u32), Vec<&Instance>> = BTreeMap::new();
     let mut recvs: BTreeMap<(String, u32, u32), Vec<&Instance>> = BTreeMap::new();
-    for (&r, v) in ranks.iter().zip(insts) {
+    for (r, v) in insts {
+        let r = *r;
         for x in v.iter().filter(|x| x.p2p && !x.peer_in_group) {
             let Some(peer) = x.peer else { continue };
             match x.kind {
@@ -161,13 +162,12 @@ fn drop_bubbles(per_step: &mut StepEdges, stage_of: &BTreeMap<u32, usize>, layou
     }
 }
 
-/// The chain of the job: `ops` its matched collectives (aligned), `insts[k]` rank `ranks[k]`'s
-/// instances (rank clock), `waits` who was late per step, `stage_of` each rank's pipeline stage
+/// The chain of the job: `ops` its matched collectives (aligned), `insts` each rank's instances
+/// (rank clock), `waits` who was late per step, `stage_of` each rank's pipeline stage
 /// (when several pipelines run side by side: [`drop_bubbles`]) and `step_ns` the mean step.
 #[allow(clippy::too_many_arguments)] // the job's figures it reads, each once
 pub fn wait_chain(
-    ranks: &[u32],
-    insts: &[Vec<Instance>],
+    insts: &[(u32, Vec<Instance>)],
     ops: &[Op],
     offsets: &Offsets,
     waits: &[StepWaits],
@@ -177,7 +177,7 @@ pub fn wait_chain(
 ) -> Option<WaitChain> {
     let mut per_step: StepEdges = BTreeMap::new();
     collective_edges(ops, &mut per_step);
-    p2p_edges(ranks, insts, offsets, &mut per_step);
+    p2p_edges(insts, offsets, &mut per_step);
     drop_bubbles(&mut per_step, stage_of, layout);
     let n_steps = waits.len().max(1);
     let floor = (MIN_EDGE_SHARE * step_ns).max(super::WAIT_NOISE_NS as f64);
@@ -191,7 +191,7 @@ pub fn wait_chain(
     }
     let need = (ORIGIN_CONSISTENCY * n_steps as f64).ceil().max(1.0) as usize;
     let origins: Vec<u32> = late_count.iter().filter(|(_, &n)| n >= need).map(|(&r, _)| r).collect();
-    if origins.is_empty() || origins.len() * 2 > ranks.len() {
+    if origins.is_empty() || origins.len() * 2 > insts.len() {
         return None;
     }
     // Per step, the edges reachable from the origins.

@@ -529,6 +529,11 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
     for (p, w) in parts.iter_mut().zip(&waits) {
         fill_waits(p, w);
     }
+    let mut layout = layout;
+    {
+        let n_steps = parts.iter().map(|p| p.steps.len()).max().unwrap_or(0);
+        layout::fill_costs(&mut layout, &insts_ranked, &waits, n_steps);
+    }
     let mut per_step: std::collections::BTreeMap<u32, Vec<breakdown::StepRank>> = Default::default();
     // Who waited for whom at collectives: a pipeline stage's usual wait for its neighbour is the
     // pipeline's (the bubble), not a late rank's; what it waits beyond its replicas, a late
@@ -575,10 +580,8 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
     let wait_chain = {
         let walls: Vec<i64> = per_step.values().flatten().map(|r| r.wall_ns).collect();
         let step_ns = walls.iter().sum::<i64>() as f64 / walls.len().max(1) as f64;
-        let insts: Vec<Vec<instances::Instance>> = insts_ranked.iter().map(|x| x.1.clone()).collect();
         chain::wait_chain(
-            &ranks,
-            &insts,
+            &insts_ranked,
             &ops,
             &collectives::Offsets::new(&alignment),
             &step_waits,

@@ -152,6 +152,13 @@ pub struct Group {
     pub instances: u64,
     /// Distinct hosts of its members, when the traces name them (0 when none does).
     pub hosts: u32,
+    /// Per member and profiled step (mean): its time in the group's collectives and exchanges
+    /// that is exposed transfer (nothing computes and every member is in it), and waiting for
+    /// the group's other members ([`crate::analyze::waits`]).
+    #[serde(default)]
+    pub exposed_transfer_ns: i64,
+    #[serde(default)]
+    pub wait_ns: i64,
 }
 
 /// One dimension of the mesh: groups of one role that partition the world.
@@ -324,6 +331,8 @@ fn collect_groups(
         role_evidence: String::new(),
         instances: 0,
         hosts: 0,
+        exposed_transfer_ns: 0,
+        wait_ns: 0,
     };
     for p in parts {
         for c in &p.groups {
@@ -431,3 +440,37 @@ pub use user::UserLayout;
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests;
+
+/// Fills each group's exposed transfer and wait (per member and step, [`Group::exposed_transfer_ns`]):
+/// per rank, the union of its instances in the group, against its transfer / wait split.
+/// `insts[k]` (rank, instances) and `waits[k]` belong together; `steps` the profiled steps.
+pub fn fill_costs(
+    layout: &mut Layout,
+    insts: &[(u32, Vec<Instance>)],
+    waits: &[super::waits::RankWait],
+    steps: usize,
+) {
+    use super::intervals::Set;
+    let mut acc: BTreeMap<&str, (i64, i64, usize)> = BTreeMap::new();
+    for ((_, v), w) in insts.iter().zip(waits) {
+        let mut by_group: BTreeMap<&str, Vec<super::intervals::Iv>> = BTreeMap::new();
+        for x in v.iter().filter(|x| !x.pg.is_empty()) {
+            by_group.entry(x.pg.as_str()).or_default().push((x.start_ns, x.end_ns));
+        }
+        for (g, ivs) in by_group {
+            let set = Set::from_unsorted(ivs);
+            let e = acc.entry(g).or_default();
+            e.0 += w.exposed_transfer.intersect(&set).len_ns();
+            e.1 += w.wait.intersect(&set).len_ns();
+            e.2 += 1;
+        }
+    }
+    let steps = steps.max(1) as i64;
+    for g in &mut layout.groups {
+        if let Some(&(t, wait, members)) = acc.get(g.name.as_str()) {
+            let n = members.max(1) as i64 * steps;
+            g.exposed_transfer_ns = t / n;
+            g.wait_ns = wait / n;
+        }
+    }
+}

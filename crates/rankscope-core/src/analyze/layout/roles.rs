@@ -15,7 +15,7 @@ pub(super) struct Usage {
     pub(super) calls: u64,
     kinds: BTreeMap<CollKind, u64>,
     /// Calls issued in each phase.
-    phases: BTreeMap<Phase, u64>,
+    phases: BTreeMap<(CollKind, Phase), u64>,
     from_autograd: u64,
     /// Point-to-point edges (from, to).
     edges: BTreeSet<(u32, u32)>,
@@ -42,7 +42,7 @@ pub(super) fn usage(parts: &[RankPart], insts: &[Vec<Instance>]) -> BTreeMap<Str
                 .region_at(&main, x.issued_ns)
                 .and_then(|k| p.regions.occurrences.get(k))
                 .map_or(Phase::Other, |o| o.phase);
-            *u.phases.entry(phase).or_default() += 1;
+            *u.phases.entry((x.kind, phase)).or_default() += 1;
             u.from_autograd += u64::from(x.from_autograd);
             if let Some(b) = x.bytes {
                 u.bytes.push(b);
@@ -129,18 +129,20 @@ pub(super) fn role_from_use(u: &Usage, g: &Group) -> Option<(Role, String)> {
             format!("all_to_all{} ({:.1} per rank and step)", size(), per_step(a2a)),
         ));
     }
+    let phase = |k: CollKind, p: Phase| u.phases.get(&(k, p)).copied().unwrap_or(0);
+    let ar = count(CollKind::AllReduce);
     let (ag, rs) = (count(CollKind::AllGather), count(CollKind::ReduceScatter));
-    if ag > 0 && rs > 0 {
+    // Parameters gathered for the units, gradients reduced after them: reduce-scattered, or
+    // (gloo, which has no reduce-scatter of its own) all-reduced from backward.
+    let ar_backward = phase(CollKind::AllReduce, Phase::Backward);
+    if ag * 4 >= u.calls && (rs > 0 || ar_backward > 0) {
+        let how = if rs > 0 { "reduce-scattered" } else { "reduced from backward" };
         return Some((
             Role::Shard,
-            format!(
-                "parameters all-gathered ({:.1} per rank and step) and gradients reduce-scattered",
-                per_step(ag)
-            ),
+            format!("parameters all-gathered ({:.1} per rank and step) and gradients {how}", per_step(ag)),
         ));
     }
-    let forward = u.phases.get(&Phase::Forward).copied().unwrap_or(0);
-    let ar = count(CollKind::AllReduce);
+    let forward = phase(CollKind::AllReduce, Phase::Forward);
     if ar > 0 && forward > 0 {
         return Some((
             Role::Tensor,
@@ -151,7 +153,7 @@ pub(super) fn role_from_use(u: &Usage, g: &Group) -> Option<(Role, String)> {
             ),
         ));
     }
-    let backward = u.phases.get(&Phase::Backward).copied().unwrap_or(0);
+    let backward = ar_backward;
     let mut sizes = u.bytes.clone();
     sizes.sort_unstable();
     // The largest calls say what the group carries (a metric's few bytes beside the gradients

@@ -38,6 +38,8 @@ fn names_say_roles() {
         role_evidence: String::new(),
         instances: 0,
         hosts: 0,
+        exposed_transfer_ns: 0,
+        wait_ns: 0,
     };
     let role = |name: &str, desc: Option<&str>| role_from_name(&g(name, desc)).map(|x| x.0);
     assert_eq!(role("3", Some("TENSOR_MODEL_PARALLEL_GROUP")), Some(Role::Tensor));

@@ -146,6 +146,10 @@ fn exposed_comm(cx: &Ctx<'_>, small_calls: SmallCalls) -> Option<Finding> {
             one_bucket = Some((calls, mib));
         }
     }
+    // FSDP's gradients are reduce-scattered per unit, not DDP's buckets.
+    if cx.a.regions.iter().any(|r| r.name.starts_with("FSDP::")) {
+        one_bucket = None;
+    }
     if let Some((calls, _)) = one_bucket {
         origin_words.push_str(&format!(
             " The gradients travel in {calls:.0} bucket(s) that are all_reduced only once backward is nearly done, so there is no compute left to hide them behind."
@@ -164,6 +168,15 @@ fn exposed_comm(cx: &Ctx<'_>, small_calls: SmallCalls) -> Option<Finding> {
         ""
     } else {
         " Keep NCCL on its own high-priority stream so compute kernels do not starve it."
+    };
+    // Whose traffic it is: the layout's role with the most exposed transfer says what to turn.
+    let (role, role_words) = dominant_role(cx);
+    if !role_words.is_empty() {
+        origin_words.push_str(&role_words);
+    }
+    let bucket_advice = match role_advice(cx, role) {
+        Some(a) => a,
+        None => bucket_advice,
     };
     Some(Finding {
         id: FindingId::ExposedComm,
@@ -192,4 +205,60 @@ fn exposed_comm(cx: &Ctx<'_>, small_calls: SmallCalls) -> Option<Finding> {
         location: None,
         impact_ns: saving as i64,
     })
+}
+
+/// The role of the layout's groups that holds the most exposed transfer (summed over the groups'
+/// members), and a sentence saying it when the job has more than one kind of group.
+fn dominant_role(cx: &Ctx<'_>) -> (Option<crate::analyze::layout::Role>, String) {
+    use crate::analyze::layout::Role;
+    let Some(l) = cx.a.layout.as_ref() else { return (None, String::new()) };
+    let mut by: BTreeMap<Role, (f64, Vec<&str>)> = BTreeMap::new();
+    for g in l.groups.iter().filter(|g| g.exposed_transfer_ns > 0) {
+        let e = by.entry(g.role).or_default();
+        e.0 += g.exposed_transfer_ns as f64 * g.ranks.len() as f64;
+        e.1.push(g.name.as_str());
+    }
+    let total: f64 = by.values().map(|x| x.0).sum();
+    let Some((&role, (t, names))) = by.iter().max_by(|a, b| a.1 .0.total_cmp(&b.1 .0)) else { return (None, String::new()) };
+    if total <= 0.0 {
+        return (None, String::new());
+    }
+    let kinds = l.groups.iter().map(|g| g.role).collect::<BTreeSet<Role>>().len();
+    let words = if kinds > 1 && !matches!(role, Role::World | Role::Unknown) {
+        let shown: Vec<String> = names.iter().take(4).map(|n| format!("`{n}`")).collect();
+        let more = if names.len() > 4 { format!(" and {} more", names.len() - 4) } else { String::new() };
+        format!(
+            " {} of it is {} communication (group{} {}{more}).",
+            pct(t / total),
+            role.adjective(),
+            if names.len() == 1 { "" } else { "s" },
+            shown.join(", ")
+        )
+    } else {
+        String::new()
+    };
+    (Some(role), words)
+}
+
+/// Advice in the terms of the traffic's kind, when it is not gradient buckets (or is FSDP's).
+fn role_advice(cx: &Ctx<'_>, role: Option<crate::analyze::layout::Role>) -> Option<String> {
+    use crate::analyze::layout::Role;
+    let fsdp = cx.a.regions.iter().any(|r| r.name.starts_with("FSDP::"));
+    let gpu = !cx.cpu_only;
+    match role? {
+        Role::Tensor | Role::Context => Some(format!(
+            "this is tensor-parallel traffic (activations all-reduced in every layer, forward and backward), which overlaps only with the framework's help: Megatron-LM `--sequence-parallel` with `--tp-comm-overlap` (Transformer Engine's userbuffers), torchtitan's async tensor parallelism; {}if it stays above ~30% of the step, a smaller tensor-parallel size (more pipeline or data parallelism) costs less",
+            if gpu { "keep every tensor group inside one NVLink domain (tensor-parallel size ≤ the GPUs of a node); " } else { "" }
+        )),
+        Role::Expert => Some(
+            "this is expert-parallel all_to_all (token dispatch and combine): overlap it with the dense or shared-expert compute (Megatron-LM `--moe-shared-expert-overlap`, DeepEP's communication-computation overlap), keep expert groups within a node where the all_to_all is intra-node, and cap the tokens per expert (capacity factor) so no rank's share dominates".to_string(),
+        ),
+        Role::Shard => Some(fsdp_advice()),
+        Role::Replicate | Role::Data | Role::World if fsdp => Some(fsdp_advice()),
+        _ => None,
+    }
+}
+
+fn fsdp_advice() -> String {
+    "this is sharded data-parallel traffic (FSDP / ZeRO-3: parameters all-gathered before each unit, gradients reduce-scattered after it): prefetch the next unit's all-gather while this one computes (FSDP2 `set_modules_to_forward_prefetch` / `set_modules_to_backward_prefetch`; FSDP1 `forward_prefetch=True`, `backward_prefetch=BACKWARD_PRE`), keep the last blocks unsharded after forward (`reshard_after_forward=False`), wrap fewer, larger units, or shard within a node and replicate across nodes (HSDP)".to_string()
 }
