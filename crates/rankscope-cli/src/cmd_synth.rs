@@ -9,7 +9,7 @@ use std::time::Instant;
 use anyhow::Context;
 use flate2::write::GzEncoder;
 use flate2::Compression;
-use rankscope_core::synth::{self, Scenario, Schedule, SynthConfig};
+use rankscope_synth::{self as synth, Scenario, Schedule, SynthConfig};
 
 /// The scenario list of `rankscope synth --help`.
 pub const SCENARIOS_HELP: &str = "\

@@ -3,7 +3,8 @@
 //! bytes → [`parse`] (gzip sniffing, streaming inflate, tolerant streaming JSON, Chrome Trace
 //! Event Format / Kineto) → [`model`] (columnar tables, one shared string table) →
 //! [`normalize`] (ranks, steps, lanes, categories, launch → kernel links) → [`inspect`] reports.
-//! [`nccl`] reads NCCL_DEBUG logs and nccl-tests output; [`synth`] generates traces.
+//! [`nccl`] reads NCCL_DEBUG logs and nccl-tests output (the trace generator is the crate
+//! `rankscope-synth`, outside the core: the core uses it only in its tests).
 //! [`fr`] reads PyTorch Flight Recorder dumps; [`sequence`] compares the ranks' collective
 //! sequences (hangs and mismatches) from dumps or traces. [`job`] is the API every shell calls;
 //! [`digest`] encodes one file's part as bytes, to be combined on another machine.
@@ -27,5 +28,13 @@ pub mod normalize;
 pub mod parse;
 pub mod sequence;
 pub mod session;
-pub mod synth;
 pub mod view;
+
+/// The seeded generator of `analyze/instances.rs`' and `analyze/attribution.rs`' property tests,
+/// under the path they import it from (`crate::synth::Rng`) while those files are being edited
+/// elsewhere; the generator itself is the dev-dependency `rankscope-synth` (only its bytes and
+/// numbers reach the core's unit tests: its own `rankscope_core` is another copy of this crate).
+#[cfg(test)]
+pub(crate) mod synth {
+    pub(crate) use rankscope_synth::Rng;
+}

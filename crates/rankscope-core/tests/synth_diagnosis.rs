@@ -11,7 +11,7 @@ mod common;
 use common::ingest_chunked;
 use rankscope_core::analyze::{analyze, findings::Severity, Analysis, Options};
 use rankscope_core::normalize::{assemble, Rules};
-use rankscope_core::synth::{self, Cause, Injected, Scenario, SynthConfig};
+use rankscope_synth::{self as synth, Cause, Injected, Scenario, SynthConfig};
 
 fn run(s: Scenario) -> (Analysis, Injected) {
     let cfg = SynthConfig { steps: 5, ..s.config() };

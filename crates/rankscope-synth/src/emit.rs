@@ -5,7 +5,7 @@
 
 use std::io::{self, Write};
 
-use super::model::{occupancy_text, KERNELS, K_NCCL_ALLREDUCE, K_NCCL_SENDRECV};
+use super::model::{occupancy_text, KernelId, KERNELS, K_NCCL_ALLREDUCE, K_NCCL_SENDRECV};
 use super::shapes;
 use super::sim::pipe::{CommRec, PgInfo, PipeOp};
 use super::sim::{Class, Ev, Kind, RankSim, Th, NCCL_STREAMS, STREAM_COMPUTE};
@@ -323,189 +323,226 @@ pub(crate) fn step<W: Write>(
 ) {
     for e in rs.ev.iter().filter(|e| e.class() == class) {
         match e.kind {
-            Kind::CpuOp | Kind::Annot { .. } => {
-                let (cat, step) = match e.kind {
-                    Kind::Annot { step } => ("user_annotation", step),
-                    _ => ("cpu_op", false),
-                };
-                cpu_x_head(o, f, e, rs.name_of(e), cat, step_no, step);
-                o.s(",\"Record function id\": ");
-                o.u(e.ext);
-                if e.seq > 0 {
-                    o.s(", \"Sequence number\": ");
-                    o.u(u64::from(e.seq));
-                    o.s(if e.th == Th::Main { ", \"Fwd thread id\": 0" } else { ", \"Fwd thread id\": 1" });
-                }
-                o.s(", \"Ev Idx\": ");
-                o.u(e.corr);
-                if plan.cfg.record_shapes && cat == "cpu_op" {
-                    shapes::render(&mut o.buf, e.name, e.site, f.batch);
-                }
-                o.s("\n    }\n  }");
-                if e.flow > 0 {
-                    let tid = f.tids[e.th as usize];
-                    flow(
-                        o,
-                        if e.th == Th::Main { "s" } else { "f" },
-                        u64::from(e.flow),
-                        (f.pid, tid, e.ts + f.offset),
-                        "fwdbwd",
-                        e.th != Th::Main,
-                    );
-                }
-            }
-            Kind::Comms { coll } => {
-                let Some(c) = rs.colls.get(coll as usize) else {
-                    continue;
-                };
-                let (pg_name, pg_desc) = PG_NAMES.get(c.pg).copied().unwrap_or(PG_NAMES[0]);
-                let (elem, dtype) = c.kind.dtype();
-                let nelems = c.bytes / elem;
-                cpu_x_head(o, f, e, e.name, "cpu_op", step_no, false);
-                o.s(",\"Record function id\": ");
-                o.u(e.ext);
-                o.s(", \"Process Group Name\": \"");
-                o.s(pg_name);
-                o.s("\", \"Global rank stride\": 1, \"Out msg nelems\": ");
-                o.u(nelems);
-                o.s(", \"Process Group Ranks\": \"");
-                o.s(plan.pg_ranks_text());
-                o.s("\", \"Group size\": ");
-                o.u(u64::from(plan.cfg.ranks));
-                o.s(", \"Global rank start\": 0, \"Ev Idx\": ");
-                o.u(e.corr);
-                o.s(", \"In msg nelems\": ");
-                o.u(nelems);
-                o.s(", \"In split size\": \"[]\", \"Out split size\": \"[]\", \"dtype\": \"");
-                o.s(dtype);
-                o.s("\", \"Process Group Description\": \"");
-                o.s(pg_desc);
-                o.s("\", \"Collective name\": \"");
-                o.s(c.kind.collective_name());
-                o.s("\", \"Rank\": ");
-                o.u(u64::from(f.rank));
-                o.s(", \"Seq\": ");
-                o.u(c.seq);
-                if plan.cfg.record_shapes {
-                    shapes::render(&mut o.buf, e.name, e.site, f.batch);
-                }
-                o.s("\n    }\n  }");
-            }
-            Kind::Runtime { cbid, flow: launched } => {
-                let tid = f.tids[e.th as usize];
-                o.sep();
-                o.s("  {\n    \"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"");
-                o.s(e.name);
-                o.s("\", \"pid\": ");
-                o.u(f.pid);
-                o.s(", \"tid\": ");
-                o.u(tid);
-                o.s(",\n    \"ts\": ");
-                o.us(e.ts + f.offset);
-                o.s(", \"dur\": ");
-                o.us(e.dur);
-                o.s(",\n    \"args\": {\n      \"External id\": ");
-                o.u(e.ext);
-                o.s(",      \"cbid\": ");
-                o.u(u64::from(cbid));
-                o.s(", \"correlation\": ");
-                o.u(e.corr);
-                o.s("\n    }\n  }");
-                if launched {
-                    flow(o, "s", e.corr, (f.pid, tid, e.ts + f.offset), "ac2g", false);
-                }
-            }
-            Kind::Kernel { k } => {
-                let k = usize::from(k);
-                let (Some(pre), Some(post)) = (f.kernel_pre.get(k), f.kernel_post.get(k)) else {
-                    continue;
-                };
-                o.sep();
-                o.b(pre);
-                o.us(e.ts + f.offset);
-                o.s(", \"dur\": ");
-                o.us(e.dur);
-                o.s(",\n    \"args\": {\n      \"External id\": ");
-                o.u(e.ext);
-                o.b(&f.mid[0]);
-                o.u(e.corr);
-                o.b(post);
-                o.s("\n    }\n  }");
-                flow(o, "f", e.corr, (f.device, u64::from(STREAM_COMPUTE), e.ts + f.offset), "ac2g", true);
-            }
-            Kind::Nccl { coll } => {
-                let Some(c) = rs.colls.get(coll as usize) else {
-                    continue;
-                };
-                let stream = NCCL_STREAMS.get(c.pg).copied().unwrap_or(NCCL_STREAMS[0]);
-                let k = usize::from(c.kind.kernel());
-                let Some(post) = f.kernel_post.get(k) else {
-                    continue;
-                };
-                let (elem, dtype) = c.kind.dtype();
-                let nelems = c.bytes / elem;
-                gpu_x_head(o, f, e, "kernel", stream);
-                o.b(&f.mid[1 + c.pg.min(1)]);
-                o.u(e.corr);
-                o.b(post);
-                o.s(", \"Collective name\": \"");
-                o.s(c.kind.collective_name());
-                o.s("\", \"In msg nelems\": ");
-                o.u(nelems);
-                o.s(", \"Out msg nelems\": ");
-                o.u(nelems);
-                let args = f.pg_args.get(c.pg.min(1)).map_or("", String::as_str);
-                if dtype == "Float" {
-                    o.s(args);
-                } else {
-                    o.s(&args.replacen("\"dtype\": \"Float\"", &format!("\"dtype\": \"{dtype}\""), 1));
-                }
-                o.s(", \"Seq\": ");
-                o.u(c.seq);
-                o.s("\n    }\n  }");
-                flow(o, "f", e.corr, (f.device, u64::from(stream), e.ts + f.offset), "ac2g", true);
-            }
-            Kind::Memcpy { bytes, .. } | Kind::Memset { bytes } => {
-                let cat = if matches!(e.kind, Kind::Memset { .. }) { "gpu_memset" } else { "gpu_memcpy" };
-                gpu_x_head(o, f, e, cat, STREAM_COMPUTE);
-                o.s(",      \"device\": ");
-                o.u(f.device);
-                o.s(", \"context\": 1,      \"stream\": ");
-                o.u(u64::from(STREAM_COMPUTE));
-                o.s(", \"correlation\": ");
-                o.u(e.corr);
-                o.s(",      \"bytes\": ");
-                o.u(bytes);
-                // bytes per ns = GB/s; Rust's float formatting is the same on every platform.
-                let gbps = bytes as f64 / e.dur.max(1) as f64;
-                o.s(", \"memory bandwidth (GB/s)\": ");
-                o.s(&format!("{gbps:?}"));
-                o.s("\n    }\n  }");
-                flow(o, "f", e.corr, (f.device, u64::from(STREAM_COMPUTE), e.ts + f.offset), "ac2g", true);
-            }
+            Kind::CpuOp | Kind::Annot { .. } => cpu_event(o, plan, f, rs, e, step_no),
+            Kind::Comms { coll } => comms_event(o, plan, f, rs, e, coll, step_no),
+            Kind::Runtime { cbid, flow } => runtime_event(o, f, e, cbid, flow),
+            Kind::Kernel { k } => kernel_event(o, f, e, k),
+            Kind::Nccl { coll } => nccl_event(o, f, rs, e, coll),
+            Kind::Memcpy { bytes, .. } | Kind::Memset { bytes } => memory_event(o, f, e, bytes),
             Kind::PipeComm { comm } => pipe_comm(o, plan, f, rs, e, comm, step_no),
             Kind::PipeKernel { comm } => pipe_kernel(o, plan, f, rs, e, comm),
-            Kind::GpuAnnot { stream, step } => {
-                o.sep();
-                o.s("  {\n    \"ph\": \"X\", \"cat\": \"gpu_user_annotation\", \"name\": \"");
-                o.s(rs.name_of(e));
-                if step {
-                    o.u(u64::from(step_no));
-                }
-                o.s("\", \"pid\": ");
-                o.u(f.device);
-                o.s(", \"tid\": ");
-                o.u(u64::from(stream));
-                o.s(",\n    \"ts\": ");
-                o.us(e.ts + f.offset);
-                o.s(", \"dur\": ");
-                o.us(e.dur);
-                o.s(",\n    \"args\": {\n      \"External id\": ");
-                o.u(e.ext);
-                o.s("\n    }\n  }");
-            }
+            Kind::GpuAnnot { stream, step } => gpu_annotation(o, f, rs, e, stream, step, step_no),
         }
     }
+}
+
+/// A CPU op or annotation (`cpu_op`, `user_annotation`), with its `fwdbwd` flow end.
+fn cpu_event<W: Write>(o: &mut Out<W>, plan: &Plan, f: &RankFmt, rs: &RankSim, e: &Ev, step_no: u32) {
+    let (cat, step) = match e.kind {
+        Kind::Annot { step } => ("user_annotation", step),
+        _ => ("cpu_op", false),
+    };
+    cpu_x_head(o, f, e, rs.name_of(e), cat, step_no, step);
+    o.s(",\"Record function id\": ");
+    o.u(e.ext);
+    if e.seq > 0 {
+        o.s(", \"Sequence number\": ");
+        o.u(u64::from(e.seq));
+        o.s(if e.th == Th::Main { ", \"Fwd thread id\": 0" } else { ", \"Fwd thread id\": 1" });
+    }
+    o.s(", \"Ev Idx\": ");
+    o.u(e.corr);
+    if plan.cfg.record_shapes && cat == "cpu_op" {
+        shapes::render(&mut o.buf, e.name, e.site, f.batch);
+    }
+    o.s("\n    }\n  }");
+    if e.flow > 0 {
+        let tid = f.tids[e.th as usize];
+        flow(
+            o,
+            if e.th == Th::Main { "s" } else { "f" },
+            u64::from(e.flow),
+            (f.pid, tid, e.ts + f.offset),
+            "fwdbwd",
+            e.th != Th::Main,
+        );
+    }
+}
+
+/// `record_param_comms` of a DDP collective.
+fn comms_event<W: Write>(
+    o: &mut Out<W>,
+    plan: &Plan,
+    f: &RankFmt,
+    rs: &RankSim,
+    e: &Ev,
+    coll: u32,
+    step_no: u32,
+) {
+    let Some(c) = rs.colls.get(coll as usize) else {
+        return;
+    };
+    let (pg_name, pg_desc) = PG_NAMES.get(c.pg).copied().unwrap_or(PG_NAMES[0]);
+    let (elem, dtype) = c.kind.dtype();
+    let nelems = c.bytes / elem;
+    cpu_x_head(o, f, e, e.name, "cpu_op", step_no, false);
+    o.s(",\"Record function id\": ");
+    o.u(e.ext);
+    o.s(", \"Process Group Name\": \"");
+    o.s(pg_name);
+    o.s("\", \"Global rank stride\": 1, \"Out msg nelems\": ");
+    o.u(nelems);
+    o.s(", \"Process Group Ranks\": \"");
+    o.s(plan.pg_ranks_text());
+    o.s("\", \"Group size\": ");
+    o.u(u64::from(plan.cfg.ranks));
+    o.s(", \"Global rank start\": 0, \"Ev Idx\": ");
+    o.u(e.corr);
+    o.s(", \"In msg nelems\": ");
+    o.u(nelems);
+    o.s(", \"In split size\": \"[]\", \"Out split size\": \"[]\", \"dtype\": \"");
+    o.s(dtype);
+    o.s("\", \"Process Group Description\": \"");
+    o.s(pg_desc);
+    o.s("\", \"Collective name\": \"");
+    o.s(c.kind.collective_name());
+    o.s("\", \"Rank\": ");
+    o.u(u64::from(f.rank));
+    o.s(", \"Seq\": ");
+    o.u(c.seq);
+    if plan.cfg.record_shapes {
+        shapes::render(&mut o.buf, e.name, e.site, f.batch);
+    }
+    o.s("\n    }\n  }");
+}
+
+/// A CUDA runtime call, with the `s` end of its `ac2g` flow when it launched GPU work.
+fn runtime_event<W: Write>(o: &mut Out<W>, f: &RankFmt, e: &Ev, cbid: u16, launched: bool) {
+    let tid = f.tids[e.th as usize];
+    o.sep();
+    o.s("  {\n    \"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"");
+    o.s(e.name);
+    o.s("\", \"pid\": ");
+    o.u(f.pid);
+    o.s(", \"tid\": ");
+    o.u(tid);
+    o.s(",\n    \"ts\": ");
+    o.us(e.ts + f.offset);
+    o.s(", \"dur\": ");
+    o.us(e.dur);
+    o.s(",\n    \"args\": {\n      \"External id\": ");
+    o.u(e.ext);
+    o.s(",      \"cbid\": ");
+    o.u(u64::from(cbid));
+    o.s(", \"correlation\": ");
+    o.u(e.corr);
+    o.s("\n    }\n  }");
+    if launched {
+        flow(o, "s", e.corr, (f.pid, tid, e.ts + f.offset), "ac2g", false);
+    }
+}
+
+/// A compute kernel on the compute stream.
+fn kernel_event<W: Write>(o: &mut Out<W>, f: &RankFmt, e: &Ev, k: KernelId) {
+    let k = usize::from(k);
+    let (Some(pre), Some(post)) = (f.kernel_pre.get(k), f.kernel_post.get(k)) else {
+        return;
+    };
+    o.sep();
+    o.b(pre);
+    o.us(e.ts + f.offset);
+    o.s(", \"dur\": ");
+    o.us(e.dur);
+    o.s(",\n    \"args\": {\n      \"External id\": ");
+    o.u(e.ext);
+    o.b(&f.mid[0]);
+    o.u(e.corr);
+    o.b(post);
+    o.s("\n    }\n  }");
+    flow(o, "f", e.corr, (f.device, u64::from(STREAM_COMPUTE), e.ts + f.offset), "ac2g", true);
+}
+
+/// The NCCL kernel of a DDP collective, with its collective args.
+fn nccl_event<W: Write>(o: &mut Out<W>, f: &RankFmt, rs: &RankSim, e: &Ev, coll: u32) {
+    let Some(c) = rs.colls.get(coll as usize) else {
+        return;
+    };
+    let stream = NCCL_STREAMS.get(c.pg).copied().unwrap_or(NCCL_STREAMS[0]);
+    let k = usize::from(c.kind.kernel());
+    let Some(post) = f.kernel_post.get(k) else {
+        return;
+    };
+    let (elem, dtype) = c.kind.dtype();
+    let nelems = c.bytes / elem;
+    gpu_x_head(o, f, e, "kernel", stream);
+    o.b(&f.mid[1 + c.pg.min(1)]);
+    o.u(e.corr);
+    o.b(post);
+    o.s(", \"Collective name\": \"");
+    o.s(c.kind.collective_name());
+    o.s("\", \"In msg nelems\": ");
+    o.u(nelems);
+    o.s(", \"Out msg nelems\": ");
+    o.u(nelems);
+    let args = f.pg_args.get(c.pg.min(1)).map_or("", String::as_str);
+    if dtype == "Float" {
+        o.s(args);
+    } else {
+        o.s(&args.replacen("\"dtype\": \"Float\"", &format!("\"dtype\": \"{dtype}\""), 1));
+    }
+    o.s(", \"Seq\": ");
+    o.u(c.seq);
+    o.s("\n    }\n  }");
+    flow(o, "f", e.corr, (f.device, u64::from(stream), e.ts + f.offset), "ac2g", true);
+}
+
+/// A memcpy or memset on the compute stream.
+fn memory_event<W: Write>(o: &mut Out<W>, f: &RankFmt, e: &Ev, bytes: u64) {
+    let cat = if matches!(e.kind, Kind::Memset { .. }) { "gpu_memset" } else { "gpu_memcpy" };
+    gpu_x_head(o, f, e, cat, STREAM_COMPUTE);
+    o.s(",      \"device\": ");
+    o.u(f.device);
+    o.s(", \"context\": 1,      \"stream\": ");
+    o.u(u64::from(STREAM_COMPUTE));
+    o.s(", \"correlation\": ");
+    o.u(e.corr);
+    o.s(",      \"bytes\": ");
+    o.u(bytes);
+    // bytes per ns = GB/s; Rust's float formatting is the same on every platform.
+    let gbps = bytes as f64 / e.dur.max(1) as f64;
+    o.s(", \"memory bandwidth (GB/s)\": ");
+    o.s(&format!("{gbps:?}"));
+    o.s("\n    }\n  }");
+    flow(o, "f", e.corr, (f.device, u64::from(STREAM_COMPUTE), e.ts + f.offset), "ac2g", true);
+}
+
+/// A `gpu_user_annotation` (the step's, or a collective's twin on its NCCL stream).
+fn gpu_annotation<W: Write>(
+    o: &mut Out<W>,
+    f: &RankFmt,
+    rs: &RankSim,
+    e: &Ev,
+    stream: u32,
+    step: bool,
+    step_no: u32,
+) {
+    o.sep();
+    o.s("  {\n    \"ph\": \"X\", \"cat\": \"gpu_user_annotation\", \"name\": \"");
+    o.s(rs.name_of(e));
+    if step {
+        o.u(u64::from(step_no));
+    }
+    o.s("\", \"pid\": ");
+    o.u(f.device);
+    o.s(", \"tid\": ");
+    o.u(u64::from(stream));
+    o.s(",\n    \"ts\": ");
+    o.us(e.ts + f.offset);
+    o.s(", \"dur\": ");
+    o.us(e.dur);
+    o.s(",\n    \"args\": {\n      \"External id\": ");
+    o.u(e.ext);
+    o.s("\n    }\n  }");
 }
 
 /// The group of pipeline op `c`, its rank list's start and stride, and the element size and
