@@ -4,6 +4,7 @@ use std::io;
 
 use serde::{Deserialize, Serialize};
 
+use crate::hybrid::Hybrid;
 use crate::Scenario;
 
 /// Knobs of the synthetic job. [`Default`] is the app's demo: 8 ranks, a straggler, partly
@@ -95,6 +96,11 @@ pub struct SynthConfig {
     pub hang: Option<Hang>,
     /// Pipeline parallelism instead of DDP (see [`Pipeline`]); `ranks` becomes `stages × dp`.
     pub pipeline: Option<Pipeline>,
+    /// A hybrid-parallel job instead of DDP (see [`Hybrid`]): tensor × context × expert × data ×
+    /// pipeline parallel, one cause; `ranks` becomes the world size. Written only when set, so
+    /// the manifests of other jobs do not change.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hybrid: Option<Hybrid>,
 }
 
 /// A rank and a multiplier.
@@ -188,6 +194,7 @@ impl Default for SynthConfig {
             all_to_all: None,
             hang: None,
             pipeline: None,
+            hybrid: None,
         }
     }
 }

@@ -18,16 +18,24 @@ pub(crate) struct Out<W: Write> {
     buf: Vec<u8>,
     written: u64,
     first: bool,
+    /// Buffered bytes that make a flush (the bytes written never depend on it).
+    flush_at: usize,
 }
 
 const FLUSH_AT: usize = 1 << 20;
 
 impl<W: Write> Out<W> {
     pub(crate) fn new(w: W) -> Self {
-        Out { w, buf: Vec::with_capacity(FLUSH_AT + (64 << 10)), written: 0, first: true }
+        Self::with_flush_at(w, FLUSH_AT)
     }
 
-    fn sep(&mut self) {
+    /// A writer that flushes every `flush_at` bytes: jobs of many ranks write them all at once,
+    /// so each buffer is kept small.
+    pub(crate) fn with_flush_at(w: W, flush_at: usize) -> Self {
+        Out { w, buf: Vec::with_capacity(flush_at + (64 << 10)), written: 0, first: true, flush_at }
+    }
+
+    pub(crate) fn sep(&mut self) {
         if self.first {
             self.first = false;
         } else {
@@ -36,7 +44,7 @@ impl<W: Write> Out<W> {
     }
 
     pub(crate) fn flush_if_big(&mut self) -> io::Result<()> {
-        if self.buf.len() >= FLUSH_AT {
+        if self.buf.len() >= self.flush_at {
             self.flush_buf()?;
         }
         Ok(())
@@ -55,19 +63,19 @@ impl<W: Write> Out<W> {
         Ok((self.w, self.written))
     }
 
-    fn s(&mut self, s: &str) {
+    pub(crate) fn s(&mut self, s: &str) {
         self.buf.extend_from_slice(s.as_bytes());
     }
 
-    fn b(&mut self, b: &[u8]) {
+    pub(crate) fn b(&mut self, b: &[u8]) {
         self.buf.extend_from_slice(b);
     }
 
-    fn u(&mut self, v: u64) {
+    pub(crate) fn u(&mut self, v: u64) {
         push_u64(&mut self.buf, v);
     }
 
-    fn i(&mut self, v: i64) {
+    pub(crate) fn i(&mut self, v: i64) {
         if v < 0 {
             self.buf.push(b'-');
         }
@@ -75,7 +83,7 @@ impl<W: Write> Out<W> {
     }
 
     /// ns → µs with exactly three decimals (`4458676524648.797`), as Kineto prints.
-    fn us(&mut self, ns: i64) {
+    pub(crate) fn us(&mut self, ns: i64) {
         if ns < 0 {
             self.buf.push(b'-');
         }
@@ -182,7 +190,7 @@ impl RankFmt {
 pub(crate) const PG_NAMES: [(&str, &str); 2] = [("0", "default_pg"), ("1", "undefined")];
 
 /// H100 SXM device properties as Kineto lists them (every GPU of the host, not only this rank's).
-fn device_props<W: Write>(o: &mut Out<W>, id: u32) {
+pub(crate) fn device_props<W: Write>(o: &mut Out<W>, id: u32) {
     o.s("    {\n      \"id\": ");
     o.u(u64::from(id));
     o.s(", \"name\": \"NVIDIA H100 80GB HBM3\", \"totalGlobalMem\": 84929347584,\n      \"computeMajor\": 9, \"computeMinor\": 0,\n      \"maxThreadsPerBlock\": 1024, \"maxThreadsPerMultiprocessor\": 2048,\n      \"regsPerBlock\": 65536, \"warpSize\": 32,\n      \"sharedMemPerBlock\": 49152, \"numSms\": 132\n    , \"regsPerMultiprocessor\": 65536, \"sharedMemPerBlockOptin\": 232448, \"sharedMemPerMultiprocessor\": 233472\n    }");
@@ -244,6 +252,40 @@ pub(crate) fn header<W: Write>(o: &mut Out<W>, plan: &Plan, f: &RankFmt) {
     o.s("], \"nccl_version\": \"2.21.5\"},\n  \"traceEvents\": [\n");
 }
 
+/// The head of an `X` event, up to its first arg: `"External id": ext` (Kineto's layout). A
+/// step marker's name is followed by its number.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn x_head<W: Write>(
+    o: &mut Out<W>,
+    cat: &str,
+    name: &str,
+    step_no: Option<u32>,
+    pid: u64,
+    tid: u64,
+    ts: i64,
+    dur: i64,
+    ext: u64,
+) {
+    o.sep();
+    o.s("  {\n    \"ph\": \"X\", \"cat\": \"");
+    o.s(cat);
+    o.s("\", \"name\": \"");
+    o.s(name);
+    if let Some(n) = step_no {
+        o.u(u64::from(n));
+    }
+    o.s("\", \"pid\": ");
+    o.u(pid);
+    o.s(", \"tid\": ");
+    o.u(tid);
+    o.s(",\n    \"ts\": ");
+    o.us(ts);
+    o.s(", \"dur\": ");
+    o.us(dur);
+    o.s(",\n    \"args\": {\n      \"External id\": ");
+    o.u(ext);
+}
+
 fn cpu_x_head<W: Write>(
     o: &mut Out<W>,
     f: &RankFmt,
@@ -253,28 +295,12 @@ fn cpu_x_head<W: Write>(
     step_no: u32,
     step: bool,
 ) {
-    o.sep();
-    o.s("  {\n    \"ph\": \"X\", \"cat\": \"");
-    o.s(cat);
-    o.s("\", \"name\": \"");
-    o.s(name);
-    if step {
-        o.u(u64::from(step_no));
-    }
-    o.s("\", \"pid\": ");
-    o.u(f.pid);
-    o.s(", \"tid\": ");
-    o.u(f.tids[e.th as usize]);
-    o.s(",\n    \"ts\": ");
-    o.us(e.ts + f.offset);
-    o.s(", \"dur\": ");
-    o.us(e.dur);
-    o.s(",\n    \"args\": {\n      \"External id\": ");
-    o.u(e.ext);
+    let tid = f.tids[e.th as usize];
+    x_head(o, cat, name, step.then_some(step_no), f.pid, tid, e.ts + f.offset, e.dur, e.ext);
 }
 
 /// A flow event `ph` (`s`, or `f` with `bp: "e"` when `end`) of category `cat` at (pid, tid, ts).
-fn flow<W: Write>(o: &mut Out<W>, ph: &str, id: u64, at: (u64, u64, i64), cat: &str, end: bool) {
+pub(crate) fn flow<W: Write>(o: &mut Out<W>, ph: &str, id: u64, at: (u64, u64, i64), cat: &str, end: bool) {
     o.sep();
     o.s("  {\n    \"ph\": \"");
     o.s(ph);
@@ -295,21 +321,7 @@ fn flow<W: Write>(o: &mut Out<W>, ph: &str, id: u64, at: (u64, u64, i64), cat: &
 }
 
 fn gpu_x_head<W: Write>(o: &mut Out<W>, f: &RankFmt, e: &Ev, cat: &str, stream: u32) {
-    o.sep();
-    o.s("  {\n    \"ph\": \"X\", \"cat\": \"");
-    o.s(cat);
-    o.s("\", \"name\": \"");
-    o.s(e.name);
-    o.s("\", \"pid\": ");
-    o.u(f.device);
-    o.s(", \"tid\": ");
-    o.u(u64::from(stream));
-    o.s(",\n    \"ts\": ");
-    o.us(e.ts + f.offset);
-    o.s(", \"dur\": ");
-    o.us(e.dur);
-    o.s(",\n    \"args\": {\n      \"External id\": ");
-    o.u(e.ext);
+    x_head(o, cat, e.name, None, f.device, u64::from(stream), e.ts + f.offset, e.dur, e.ext);
 }
 
 /// Writes the events of `class` from rank simulation `rs`'s current step.
@@ -673,7 +685,7 @@ fn pipe_kernel<W: Write>(o: &mut Out<W>, plan: &Plan, f: &RankFmt, rs: &RankSim,
     flow(o, "f", e.corr, (f.device, u64::from(stream), e.ts + f.offset), "ac2g", true);
 }
 
-fn meta<W: Write>(
+pub(crate) fn meta<W: Write>(
     o: &mut Out<W>,
     name: &str,
     ts: i64,

@@ -61,6 +61,7 @@ use std::io::{self, Write};
 
 mod config;
 mod emit;
+mod hybrid;
 mod manifest;
 mod model;
 mod plan;
@@ -73,6 +74,11 @@ mod sim;
 pub use config::{
     AllToAll, Hang, HangKind, HostStall, HostSync, PipeAnnotations, Pipeline, RankFactor, Schedule,
     SynthConfig, SynthError,
+};
+pub use hybrid::{
+    parse_layout, DpCollective, GroupNaming, Hybrid, HybridCause, ManifestChainHop, ManifestHost,
+    ManifestHybrid, ManifestHybridCause, ManifestHybridColl, ManifestHybridGroup, ManifestHybridRank,
+    ManifestLayout, ManifestWait, Role,
 };
 pub use manifest::{
     manifest, Manifest, ManifestCollRef, ManifestCollective, ManifestP2p, ManifestPipeline, ManifestRank,
@@ -124,38 +130,81 @@ fn generate<W: Write>(plan: &Plan, outs: Vec<(u32, W)>) -> io::Result<Vec<(W, u6
     outs.into_iter().map(|(_, o)| o.finish()).collect()
 }
 
+/// A sanitized configuration made ready to simulate: a DDP or pipeline job, or a hybrid one.
+enum Prepared {
+    Ddp(Box<Plan>),
+    Hybrid(Box<hybrid::HPlan>),
+}
+
+fn prepare(cfg: &SynthConfig) -> Result<Prepared, SynthError> {
+    let (cfg, problems) = cfg.sanitized();
+    if !problems.is_empty() {
+        return Err(SynthError::InvalidConfig(problems.join("; ")));
+    }
+    // Sanitizing a valid config changes only what it derives (`bucket_count` from
+    // `bucket_sizes`, `ranks` from a layout).
+    Ok(match cfg.hybrid {
+        Some(_) => Prepared::Hybrid(Box::new(hybrid::HPlan::new(&cfg))),
+        None => Prepared::Ddp(Box::new(Plan::resolve(&cfg))),
+    })
+}
+
 /// Writes rank `rank`'s trace document to `out`, streaming (memory stays bounded by one step of
 /// every rank). Returns the bytes written. Simulates every rank (collectives need them all); to
 /// write many ranks use [`write_ranks`], which simulates once for all.
 pub fn write_rank<W: Write>(cfg: &SynthConfig, rank: u32, out: W) -> io::Result<u64> {
-    let plan = Plan::new(cfg)?;
-    if rank >= plan.cfg.ranks {
+    let prepared = prepare(cfg)?;
+    let ranks = match &prepared {
+        Prepared::Ddp(plan) => plan.cfg.ranks,
+        Prepared::Hybrid(hp) => hp.cfg.ranks,
+    };
+    if rank >= ranks {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("rank {rank} is not in the job (ranks = {})", plan.cfg.ranks),
+            format!("rank {rank} is not in the job (ranks = {ranks})"),
         ));
     }
-    let mut done = generate(&plan, vec![(rank, out)])?;
+    let mut done = match prepared {
+        Prepared::Ddp(plan) => generate(&plan, vec![(rank, out)])?,
+        Prepared::Hybrid(hp) => hybrid::write(&hp, vec![(rank, out)])?,
+    };
     Ok(done.pop().map_or(0, |(_, n)| n))
 }
 
 /// Writes every rank's document in one pass: `outs[r]` receives rank r (`outs.len()` must equal
-/// `cfg.ranks`). Returns each writer (so it can be finished, e.g. a gzip encoder) with its byte count.
+/// `cfg.ranks`, the layout's world size for a hybrid job). Returns each writer (so it can be
+/// finished, e.g. a gzip encoder) with its byte count.
 pub fn write_ranks<W: Write>(cfg: &SynthConfig, outs: Vec<W>) -> io::Result<Vec<(W, u64)>> {
-    let plan = Plan::new(cfg)?;
-    if outs.len() != plan.cfg.ranks as usize {
+    let prepared = prepare(cfg)?;
+    let ranks = match &prepared {
+        Prepared::Ddp(plan) => plan.cfg.ranks,
+        Prepared::Hybrid(hp) => hp.cfg.ranks,
+    };
+    if outs.len() != ranks as usize {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("{} writers for {} ranks", outs.len(), plan.cfg.ranks),
+            format!("{} writers for {ranks} ranks", outs.len()),
         ));
     }
-    let outs = (0..plan.cfg.ranks).zip(outs).collect();
-    generate(&plan, outs)
+    let outs = (0..ranks).zip(outs).collect();
+    match prepared {
+        Prepared::Ddp(plan) => generate(&plan, outs),
+        Prepared::Hybrid(hp) => hybrid::write(&hp, outs),
+    }
 }
 
 /// The number of steps each rank's file holds (resolves `target_bytes`).
 pub fn resolved_steps(cfg: &SynthConfig) -> u32 {
-    Plan::resolve(&cfg.sanitized().0).steps
+    let cfg = cfg.sanitized().0;
+    if cfg.hybrid.is_some() {
+        return cfg.steps;
+    }
+    Plan::resolve(&cfg).steps
+}
+
+/// The world size `cfg` describes (the layout's for a hybrid job), once sanitized.
+pub fn world_size(cfg: &SynthConfig) -> u32 {
+    cfg.sanitized().0.ranks
 }
 
 /// The conventional file name of rank `rank`'s trace.

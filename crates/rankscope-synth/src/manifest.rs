@@ -4,10 +4,12 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::hybrid::{self, HPlan};
 use crate::plan::Plan;
 use crate::sim::{self, CollKind, JobSim};
 use crate::{
-    emit, file_name, scenario, Injected, PipeAnnotations, Scenario, Schedule, SynthConfig, MANIFEST_VERSION,
+    emit, file_name, scenario, Cause, HybridCause, Injected, ManifestHybrid, PipeAnnotations, Scenario,
+    Schedule, SynthConfig, MANIFEST_VERSION,
 };
 
 /// Ground truth of a generated job: what the analyses should find.
@@ -68,6 +70,9 @@ pub struct Manifest {
     /// Per stage × step truth of a pipeline job (`pipeline` set), else absent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pipeline: Option<ManifestPipeline>,
+    /// The layout, clocks, cause, waits and chain of a hybrid job (`hybrid` set), else absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hybrid: Option<ManifestHybrid>,
     /// What was injected and where; the per rank × step numbers are in `ranks`.
     pub injected: Injected,
     pub ranks: Vec<ManifestRank>,
@@ -315,6 +320,9 @@ fn pipeline_truth(plan: &Plan, pp: &sim::pipe::PipePlan, t: sim::pipe::PipeTruth
 /// job once without writing any trace.
 pub fn manifest(cfg: &SynthConfig) -> Manifest {
     let (cfg, adjustments) = cfg.sanitized();
+    if cfg.hybrid.is_some() {
+        return hybrid_manifest(cfg, adjustments);
+    }
     let plan = Plan::resolve(&cfg);
     let mut job = JobSim::new(&plan, true);
     for s in 0..plan.steps {
@@ -439,10 +447,112 @@ pub fn manifest(cfg: &SynthConfig) -> Manifest {
         nominal_compute_ns: plan.nominal_compute_ns,
         scenario: plan.cfg.scenario,
         pipeline,
+        hybrid: None,
         injected,
         ranks,
         collectives,
         collectives_truncated: truncated,
         config: plan.cfg,
+    }
+}
+
+/// The manifest of a hybrid job: the per rank × step figures in `ranks`, the rest in `hybrid`.
+fn hybrid_manifest(cfg: SynthConfig, mut adjustments: Vec<String>) -> Manifest {
+    let hp = HPlan::new(&cfg);
+    let (hy, stats, runs) = match hybrid::manifest_parts(&hp) {
+        Ok(x) => (Some(x.0), x.1, x.2),
+        Err(e) => {
+            adjustments.push(format!("generation failed: {e}"));
+            (None, Vec::new(), Vec::new())
+        }
+    };
+    let first = cfg.first_step;
+    let steps = hp.steps;
+    let ranks: Vec<ManifestRank> = runs
+        .iter()
+        .map(|r| {
+            let st: &[hybrid::StepStats] = stats.get(r.rank as usize).map_or(&[], Vec::as_slice);
+            let host = hp.lay.places.get(r.rank as usize).map_or(0, |x| x.host);
+            let zeros = vec![0; st.len()];
+            ManifestRank {
+                rank: r.rank,
+                file: file_name(r.rank, false),
+                device: r.device,
+                pid: r.pid,
+                main_tid: r.tids[0],
+                autograd_tid: r.tids[1],
+                clock_offset_ns: hp.lay.host_offsets.get(host as usize).copied().unwrap_or(0),
+                is_straggler: false,
+                step_start_ns: st.iter().map(|s| s.start).collect(),
+                step_dur_ns: st.iter().map(|s| s.dur).collect(),
+                compute_busy_ns: st.iter().map(|s| s.compute_busy).collect(),
+                comm_busy_ns: st.iter().map(|s| s.comm_busy).collect(),
+                exposed_comm_ns: st.iter().map(|s| s.exposed_comm).collect(),
+                comm_wait_ns: st.iter().map(|s| s.comm_wait).collect(),
+                malloc_bursts: vec![0; st.len()],
+                batch: hp.h.micro_batch_size * u64::from(hp.h.micro_batches),
+                data_loading_ns: zeros.clone(),
+                host_stall_ns: st.iter().map(|s| s.host_stall).collect(),
+                host_sync_ns: zeros.clone(),
+                injected_idle_ns: zeros,
+                completed_steps: u32::try_from(st.len()).unwrap_or(0),
+                trace_end_ns: r.last_step_end + 2_314_000,
+                hung_in: None,
+                last_completed: BTreeMap::new(),
+            }
+        })
+        .collect();
+    let injected = match &hy {
+        Some(h) => Injected {
+            cause: match hp.h.cause {
+                HybridCause::None => None,
+                HybridCause::HostStall { .. } => Some(Cause::HostStall),
+                HybridCause::SlowStage { .. } => Some(Cause::PipelineStageImbalance),
+                HybridCause::TpSpansHosts { .. } => Some(Cause::TensorGroupSpansHosts),
+                HybridCause::ExpertImbalance { .. } => Some(Cause::ExpertImbalance),
+            },
+            ranks: h.cause.origin_ranks.clone(),
+            location: h.cause.location.clone(),
+            amount_ns: h.cause.amount_ns,
+            notes: vec![format!(
+                "hybrid job: expected first finding {}; the layout, clocks, waits and chain are in `hybrid`",
+                h.cause.expected_first_finding.unwrap_or("none")
+            )],
+        },
+        None => Injected {
+            cause: None,
+            ranks: Vec::new(),
+            location: String::new(),
+            amount_ns: 0,
+            notes: Vec::new(),
+        },
+    };
+    let rank0 = runs.first();
+    Manifest {
+        manifest_version: MANIFEST_VERSION,
+        generator: format!("rankscope synth {}", env!("CARGO_PKG_VERSION")),
+        adjustments,
+        base_time_ns: hp.base_time_ns,
+        steps,
+        step_numbers: (0..steps).map(|s| first.saturating_add(s)).collect(),
+        layers: (0..hp.h.pp).map(|s| hp.layers_of(s)).sum(),
+        grad_tensors: 0,
+        kernels_per_step: rank0.map_or(0, |r| u32::try_from(r.items.len()).unwrap_or(0)),
+        collectives_per_step: rank0.map_or(0, |r| u32::try_from(r.ops.len()).unwrap_or(0)),
+        bucket_bytes: Vec::new(),
+        bucket_transfer_ns: Vec::new(),
+        tail_buckets: 0,
+        designed_exposed_comm_ns: 0,
+        straggler_rank: None,
+        straggler_delay_ns: 0,
+        nominal_compute_ns: 0,
+        scenario: cfg.scenario,
+        pipeline: None,
+        hybrid: hy,
+        injected,
+        ranks,
+        collectives: Vec::new(),
+        collectives_truncated: false,
+        config: cfg,
     }
 }

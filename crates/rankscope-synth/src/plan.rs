@@ -3,7 +3,7 @@
 use std::io;
 
 use crate::sim::{CollKind, JobSim, RankSim};
-use crate::{generate, model, sim, HangKind, Rng, SynthConfig, SynthError, BASE_TIME_NS, TRACE_START_NS};
+use crate::{generate, model, sim, HangKind, Rng, SynthConfig, BASE_TIME_NS, TRACE_START_NS};
 
 /// Identity of a rank's process as its trace shows it.
 #[derive(Debug, Clone, Copy)]
@@ -127,16 +127,6 @@ impl Plan {
         plan.kernels_per_step = kernels;
         plan.straggler_extra_ppm = cfg.straggler_delay_ns.saturating_mul(1_000_000) / nominal;
         plan
-    }
-
-    pub(crate) fn new(cfg: &SynthConfig) -> Result<Plan, SynthError> {
-        let (cfg, problems) = cfg.sanitized();
-        if !problems.is_empty() {
-            return Err(SynthError::InvalidConfig(problems.join("; ")));
-        }
-        // Sanitizing a valid config changes only what it derives (`bucket_count` from
-        // `bucket_sizes`).
-        Ok(Self::resolve(&cfg))
     }
 
     /// Plan of a sanitized config, resolving `target_bytes` into a step count by writing one

@@ -106,6 +106,9 @@ impl SynthConfig {
 
     /// The scenario knobs' part of [`SynthConfig::sanitized`].
     fn sanitize_scenario_knobs(&mut self, fix: &mut impl FnMut(bool, String)) {
+        if self.sanitize_hybrid(fix) {
+            return;
+        }
         self.sanitize_pipeline(fix);
         let ranks = self.ranks;
         let rank_ok = |what: &str, r: u32, fix: &mut dyn FnMut(bool, String)| {
@@ -287,5 +290,59 @@ impl SynthConfig {
             self.malloc_churn = false;
             self.loss_allreduce = false;
         }
+    }
+
+    /// A hybrid job's knobs (`Hybrid::sanitize`); the DDP and pipeline knobs it cannot have are
+    /// reset, with a note when one was set away from its default. False without `hybrid`.
+    fn sanitize_hybrid(&mut self, fix: &mut impl FnMut(bool, String)) -> bool {
+        let Some(mut h) = self.hybrid.take() else { return false };
+        h.sanitize(self.gpus_per_node, fix);
+        let world = u32::try_from(h.world()).unwrap_or(4096);
+        let d = SynthConfig::default();
+        fix(
+            self.ranks == world || self.ranks == d.ranks,
+            format!("ranks {} is not the layout's world size tp·cp·dp·pp = {world}", self.ranks),
+        );
+        self.ranks = world;
+        // The DDP demo's straggler and loss all_reduce are on by default: off or default is fine.
+        let ignored = [
+            ("pipeline", self.pipeline.is_some()),
+            ("straggler_rank", self.straggler_rank.is_some() && self.straggler_rank != d.straggler_rank),
+            ("host_stall (use hybrid.cause)", self.host_stall.is_some()),
+            ("slow_dataloader", self.slow_dataloader.is_some()),
+            ("uneven_batch", self.uneven_batch.is_some()),
+            ("host_sync", self.host_sync.is_some()),
+            ("all_to_all", self.all_to_all.is_some()),
+            ("hang", self.hang.is_some()),
+            ("malloc_churn", self.malloc_churn),
+            ("bucket_sizes", !self.bucket_sizes.is_empty()),
+            ("dataloader_ns", self.dataloader_ns.is_some()),
+            (
+                "clock_offsets_ns (hosts have the clocks: hybrid.host_clock_max_ns)",
+                !self.clock_offsets_ns.is_empty(),
+            ),
+            ("target_bytes", self.target_bytes.is_some()),
+            ("record_shapes", self.record_shapes),
+        ];
+        for (name, set) in ignored {
+            fix(!set, format!("{name} does not apply to a hybrid job; ignored"));
+        }
+        self.pipeline = None;
+        self.straggler_rank = None;
+        self.host_stall = None;
+        self.slow_dataloader = None;
+        self.uneven_batch = None;
+        self.host_sync = None;
+        self.all_to_all = None;
+        self.hang = None;
+        self.malloc_churn = false;
+        self.loss_allreduce = false;
+        self.bucket_sizes.clear();
+        self.dataloader_ns = None;
+        self.clock_offsets_ns.clear();
+        self.target_bytes = None;
+        self.record_shapes = false;
+        self.hybrid = Some(h);
+        true
     }
 }

@@ -631,7 +631,7 @@ impl RankSim {
 }
 
 /// Union of sorted intervals.
-fn merge(iv: &[(i64, i64)]) -> Vec<(i64, i64)> {
+pub(crate) fn merge(iv: &[(i64, i64)]) -> Vec<(i64, i64)> {
     let mut out: Vec<(i64, i64)> = Vec::with_capacity(iv.len());
     for &(s, e) in iv {
         match out.last_mut() {
@@ -643,7 +643,7 @@ fn merge(iv: &[(i64, i64)]) -> Vec<(i64, i64)> {
 }
 
 /// Time in `[s, e)` covered by `iv` (sorted, non-overlapping).
-fn overlap(iv: &[(i64, i64)], s: i64, e: i64) -> i64 {
+pub(crate) fn overlap(iv: &[(i64, i64)], s: i64, e: i64) -> i64 {
     let first = iv.partition_point(|&(_, ie)| ie <= s);
     let mut total = 0;
     for &(is, ie) in iv.iter().skip(first) {
