@@ -507,8 +507,8 @@ fn mesh_groups(sizes: &[u32], along: &[usize]) -> Vec<Vec<u32>> {
 }
 
 /// Host `host`'s clock offset in ns: a magnitude uniform within a random decade from 1 µs to
-/// 100 ms (so every decade is as likely), at most `max_ns`, and a random sign; integer draws
-/// only, the same on every platform.
+/// 100 ms (so every decade is as likely; a decade above `max_ns` draws from its last tenth
+/// below it), and a random sign; integer draws only, the same on every platform.
 fn host_offset(seed: u64, host: u64, max_ns: i64) -> i64 {
     let mut rng = Rng::derive(seed, u32::try_from(host).unwrap_or(u32::MAX), RNG_CLOCK);
     let decade = rng.range(0, 4);
@@ -516,7 +516,9 @@ fn host_offset(seed: u64, host: u64, max_ns: i64) -> i64 {
     for _ in 0..decade {
         lo *= 10;
     }
-    let ns = rng.range(lo, lo * 10 - 1).min(max_ns.max(0));
+    // The top decades are cut at the bound, not piled on it.
+    let hi = (lo * 10 - 1).min(max_ns.max(0));
+    let ns = rng.range(lo.min(hi / 10 * 9), hi);
     if rng.range(0, 1) == 0 {
         -ns
     } else {

@@ -49,6 +49,17 @@ mod truth;
 
 pub use layout::Role;
 pub(crate) use rank::StepStats;
+
+/// GPU kernels, copies and memsets of rank `r`'s last step.
+pub(crate) fn gpu_events(r: &rank::RankRun) -> u32 {
+    let n = r.items.iter().filter(|it| !matches!(it.kind, rank::ItemKind::WaitOn(_))).count();
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// Collectives (not sends or receives) of rank `r`'s last step.
+pub(crate) fn collectives(r: &rank::RankRun) -> u32 {
+    u32::try_from(r.ops.iter().filter(|o| !o.kind.is_p2p()).count()).unwrap_or(u32::MAX)
+}
 pub(crate) use run::{manifest_parts, write, HPlan};
 pub use truth::{
     ManifestChainHop, ManifestHost, ManifestHybrid, ManifestHybridCause, ManifestHybridColl,

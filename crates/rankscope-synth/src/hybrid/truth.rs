@@ -98,7 +98,8 @@ pub struct ManifestHybridRank {
     pub dp: u32,
     pub pp: u32,
     pub ep: u32,
-    /// The groups it communicates in, by role (`tensor`, `pipeline`, …) → group name.
+    /// The groups its traffic goes through, by role (`tensor`, `pipeline`, `data_context`, …)
+    /// → group name. (With torchtitan's names the gradient norm uses the default group.)
     pub groups: BTreeMap<&'static str, String>,
 }
 
@@ -147,9 +148,11 @@ pub struct ManifestChainHop {
     pub wait_ns: i64,
 }
 
-/// One collective or send/receive across its members.
+/// One collective or send/receive across its members (a send/receive pair once, as `send`,
+/// members `[src, dst]`).
 #[derive(Debug, Clone, Serialize)]
 pub struct ManifestHybridColl {
+    /// `ProfilerStep#N` number.
     pub step: u32,
     pub group: String,
     pub role: Role,
@@ -232,7 +235,7 @@ impl TruthAcc {
             if self.coll_count <= MAX_COLLS {
                 let g = p.lay.group(group);
                 self.colls.push(ManifestHybridColl {
-                    step,
+                    step: p.cfg.first_step.saturating_add(step),
                     group: g.map_or_else(String::new, |g| g.name.clone()),
                     role: g.map_or(Role::World, |g| g.role),
                     collective: coll,
@@ -309,17 +312,9 @@ impl TruthAcc {
                 let place = lay.places.get(r as usize).copied();
                 let u = lay.uses.get(r as usize).copied().unwrap_or_default();
                 let mut used = BTreeMap::new();
-                for (role, g) in [
-                    ("tensor", u.tensor),
-                    ("context", u.context),
-                    ("pipeline", u.pipeline),
-                    ("data", u.grad),
-                    ("model", u.model),
-                    ("expert", u.expert),
-                    ("world", u.world),
-                ] {
-                    if lay.group(g).is_some() && (role != "expert" || h.ep > 1) {
-                        used.insert(role, group_name(g));
+                for g in [u.tensor, u.context, u.pipeline, u.grad, u.model, u.expert, u.world] {
+                    if let Some(x) = lay.group(g).filter(|x| x.role != Role::Expert || h.ep > 1) {
+                        used.insert(x.role.name(), x.name.clone());
                     }
                 }
                 ManifestHybridRank {
