@@ -150,6 +150,64 @@ fn jobs_parse_and_every_rank_lists_the_manifests_groups() {
 }
 
 #[test]
+fn cpu_events_nest_and_every_kernel_starts_after_its_launch() {
+    use rankscope_core::model::{EventKind, LaneKind};
+    let job = generate(&config(
+        Hybrid {
+            cp: 2,
+            ep: 2,
+            cause: HybridCause::HostStall { rank: 1, ns: 9_000_000, name: "x".into() },
+            ..small(2, 2, 2)
+        },
+        2,
+    ));
+    for (r, t) in job.traces.iter().enumerate() {
+        let ev = &t.events;
+        // On each CPU thread, slices either nest or are disjoint.
+        let mut by_lane: BTreeMap<u32, Vec<(i64, i64)>> = BTreeMap::new();
+        for e in 0..ev.len() {
+            let lane = ev.lane[e].0;
+            if ev.kind[e] == EventKind::Slice && t.lanes.kind.get(lane as usize) == Some(&LaneKind::Cpu) {
+                by_lane.entry(lane).or_default().push((ev.ts_ns[e], ev.ts_ns[e] + ev.dur_ns[e]));
+            }
+        }
+        for (lane, mut v) in by_lane {
+            v.sort_by_key(|&(s, e)| (s, std::cmp::Reverse(e)));
+            let mut open: Vec<i64> = Vec::new();
+            for (s, e) in v {
+                while open.last().is_some_and(|&end| end <= s) {
+                    open.pop();
+                }
+                if let Some(&end) = open.last() {
+                    assert!(e <= end, "rank {r} lane {lane}: [{s}, {e}) crosses its parent's end {end}");
+                }
+                open.push(e);
+            }
+        }
+        // Every GPU event has its launch (the same correlation) and starts after it ends.
+        let mut launch: BTreeMap<u64, i64> = BTreeMap::new();
+        for e in 0..ev.len() {
+            if t.strings.get(ev.cat[e]) == "cuda_runtime" && ev.correlation[e] != u64::MAX {
+                launch.insert(ev.correlation[e], ev.ts_ns[e] + ev.dur_ns[e]);
+            }
+        }
+        for e in 0..ev.len() {
+            let cat = t.strings.get(ev.cat[e]);
+            if matches!(cat, "kernel" | "gpu_memcpy" | "gpu_memset") {
+                let l = launch
+                    .get(&ev.correlation[e])
+                    .unwrap_or_else(|| panic!("rank {r}: a {cat} without its launch"));
+                assert!(
+                    ev.ts_ns[e] >= *l,
+                    "rank {r}: {} starts before its launch ends",
+                    t.strings.get(ev.name[e])
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn members_agree_on_every_collectives_seq() {
     let job = generate(&config(Hybrid { cp: 2, ep: 2, ..small(2, 2, 2) }, 2));
     let hy = job.hybrid();

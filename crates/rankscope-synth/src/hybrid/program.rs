@@ -98,6 +98,8 @@ impl RankRun {
     /// `torch.cuda.synchronize()`.
     pub fn tail(&mut self, p: &HPlan, reg: &mut Registry) {
         self.finish_sync();
+        self.end(MAIN);
+        self.end(MAIN);
         self.adv(20_000, 60_000);
         let params = p.params_of(self.c.pp);
         let shard = params / u64::from(p.h.dp * p.h.cp).max(1);
@@ -570,7 +572,8 @@ impl RankRun {
     }
 
     /// The gradient norm: local squares, an all_reduce of one float on the model group (all
-    /// stages of the tensor groups), and `.item()`, which blocks the CPU.
+    /// stages of the tensor groups), and `.item()`, which blocks the CPU (it returns in the
+    /// next phase).
     fn grad_norm(&mut self, p: &HPlan, reg: &mut Registry) {
         self.adv(15_000, 40_000);
         let shard = p.params_of(self.c.pp) / u64::from(p.h.dp * p.h.cp).max(1);
@@ -594,9 +597,8 @@ impl RankRun {
         self.op(MAIN, "aten::item");
         self.op(MAIN, "aten::_local_scalar_dense");
         self.memory(MAIN, 4, true, false);
+        // Both ops close in [`RankRun::tail`], once the synchronization returned.
         self.sync(MAIN, false);
-        self.end(MAIN);
-        self.end(MAIN);
     }
 }
 
