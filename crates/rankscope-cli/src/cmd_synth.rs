@@ -455,6 +455,9 @@ fn scenario_flags(a: &Args, c: &mut SynthConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Trace files written at once (see `run`).
+const FILES_AT_ONCE: usize = 512;
+
 fn mb(bytes: u64) -> f64 {
     bytes as f64 / 1e6
 }
@@ -466,26 +469,30 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
 
     let ranks = synth::world_size(&cfg);
     let paths: Vec<PathBuf> = (0..ranks).map(|r| a.out.join(synth::file_name(r, a.gzip))).collect();
-    let mut sinks = Vec::with_capacity(paths.len());
-    // Every file is open at once (the ranks are simulated together): small buffers for many.
+    // The ranks are simulated together and their files written at once; beyond FILES_AT_ONCE
+    // files, in batches (each simulates the job again, the bytes are the same), so that a
+    // 1,024-rank job stays under the usual limit of 1,024 open files.
     let buffer = if ranks > 64 { 128 << 10 } else { 1 << 20 };
-    for p in &paths {
-        let f = File::create(p).with_context(|| format!("creating {}", p.display()))?;
-        let w = BufWriter::with_capacity(buffer, f);
-        sinks.push(if a.gzip {
-            Sink::Gzip(GzEncoder::new(w, Compression::default()))
-        } else {
-            Sink::Plain(w)
-        });
-    }
-    let written = synth::write_ranks(&cfg, sinks).context("generating traces")?;
     let mut total = 0u64;
-    let mut sizes = Vec::with_capacity(written.len());
-    for ((sink, n), p) in written.into_iter().zip(&paths) {
-        sink.finish().with_context(|| format!("finishing {}", p.display()))?;
-        let on_disk = fs::metadata(p).map(|m| m.len()).unwrap_or(n);
-        total += n;
-        sizes.push((p, n, on_disk));
+    let mut sizes = Vec::with_capacity(paths.len());
+    for (b, batch) in paths.chunks(FILES_AT_ONCE).enumerate() {
+        let first = u32::try_from(b * FILES_AT_ONCE).unwrap_or(u32::MAX);
+        let mut sinks = Vec::with_capacity(batch.len());
+        for (r, p) in (first..).zip(batch) {
+            let f = File::create(p).with_context(|| format!("creating {}", p.display()))?;
+            let w = BufWriter::with_capacity(buffer, f);
+            sinks.push((
+                r,
+                if a.gzip { Sink::Gzip(GzEncoder::new(w, Compression::default())) } else { Sink::Plain(w) },
+            ));
+        }
+        let written = synth::write_some(&cfg, sinks).context("generating traces")?;
+        for ((sink, n), p) in written.into_iter().zip(batch) {
+            sink.finish().with_context(|| format!("finishing {}", p.display()))?;
+            let on_disk = fs::metadata(p).map(|m| m.len()).unwrap_or(n);
+            total += n;
+            sizes.push((p, n, on_disk));
+        }
     }
     let gen_secs = t0.elapsed().as_secs_f64();
 

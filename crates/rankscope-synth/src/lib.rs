@@ -193,6 +193,27 @@ pub fn write_ranks<W: Write>(cfg: &SynthConfig, outs: Vec<W>) -> io::Result<Vec<
     }
 }
 
+/// Writes the listed ranks' documents (`(rank, writer)`, any subset in any order): the same
+/// bytes as [`write_ranks`] gives them, so a caller can write a large job in batches of files
+/// (every rank is simulated for each call). Returns each writer with its byte count.
+pub fn write_some<W: Write>(cfg: &SynthConfig, outs: Vec<(u32, W)>) -> io::Result<Vec<(W, u64)>> {
+    let prepared = prepare(cfg)?;
+    let ranks = match &prepared {
+        Prepared::Ddp(plan) => plan.cfg.ranks,
+        Prepared::Hybrid(hp) => hp.cfg.ranks,
+    };
+    if let Some((r, _)) = outs.iter().find(|(r, _)| *r >= ranks) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("rank {r} is not in the job (ranks = {ranks})"),
+        ));
+    }
+    match prepared {
+        Prepared::Ddp(plan) => generate(&plan, outs),
+        Prepared::Hybrid(hp) => hybrid::write(&hp, outs),
+    }
+}
+
 /// The number of steps each rank's file holds (resolves `target_bytes`).
 pub fn resolved_steps(cfg: &SynthConfig) -> u32 {
     let cfg = cfg.sanitized().0;
