@@ -841,7 +841,7 @@ mod tests {
 
     /// A job digest and a trace of one of its ranks, as bytes (synthetic 4-rank job).
     fn digest_and_trace() -> (Vec<u8>, Vec<u8>, rankscope_core::job::JobOutput) {
-        use rankscope_core::synth::{self, SynthConfig};
+        use rankscope_synth::{self as synth, SynthConfig};
         let cfg = SynthConfig {
             ranks: 4,
             steps: 2,

@@ -9,7 +9,9 @@ use std::time::Instant;
 use anyhow::Context;
 use flate2::write::GzEncoder;
 use flate2::Compression;
-use rankscope_core::synth::{self, Scenario, Schedule, SynthConfig};
+use rankscope_synth::{
+    self as synth, DpCollective, GroupNaming, Hybrid, HybridCause, Scenario, Schedule, SynthConfig,
+};
 
 /// The scenario list of `rankscope synth --help`.
 pub const SCENARIOS_HELP: &str = "\
@@ -29,13 +31,47 @@ Scenarios (--scenario NAME; the manifest's `injected` block says what was inject
   pipeline_slow_stage      1F1B with stage 2's kernels 1.5x slower
   hang_skipped_collective  rank 1 skips one all_reduce of step 2; all hang until the 8 s timeout
   early_exit               rank 3 exits after step 2; the others hang in their next all_reduce
-Flags given with --scenario override the preset; --config FILE sets any knob (JSON SynthConfig).";
+Flags given with --scenario override the preset; --config FILE sets any knob (JSON SynthConfig).
+
+Hybrid-parallel GPU jobs (--layout; docs/synth.md, \"Hybrid-parallel jobs\"):
+  --layout tp=8,pp=4,dp=2[,cp=2][,ep=2]   Megatron rank order (tp fastest, then cp, ep inside dp,
+                                          dp, pp), 8 GPUs per host, one clock per host
+  --cause none                            healthy (the default)
+  --cause host_stall:rank=5,ms=120[,name=X]   rank 5 sleeps at the start of every step
+  --cause slow_stage:stage=2[,extra_layers=1] stage 2 holds more layers
+  --cause tp_spans_hosts:group=3          tensor group 3 spans two hosts (network bandwidth)
+  --cause expert_imbalance:rank=5[,share=0.6] rank 5 receives most of its expert group's tokens
+  e.g. rankscope synth --layout tp=4,pp=4,dp=4 --cause host_stall:rank=5,ms=120 --out DIR
+With --layout: --schedule 1f1b|gpipe, --micro-batches, --naming, --dp-collective, --steps (3),
+--seed, --gzip; the manifest's `hybrid` block holds the truth.";
 
 fn parse_scenario(s: &str) -> Result<Scenario, String> {
     Scenario::from_name(s).ok_or_else(|| {
         let names: Vec<&str> = Scenario::ALL.iter().map(|s| s.name()).collect();
         format!("unknown scenario {s:?}; one of: {}", names.join(", "))
     })
+}
+
+/// `--cause` is checked when parsed and read into the config later (a `HybridCause` would make
+/// every subcommand's arguments as large as this one's).
+fn check_cause(s: &str) -> Result<String, String> {
+    HybridCause::parse(s).map(|_| s.to_string())
+}
+
+fn parse_naming(s: &str) -> Result<GroupNaming, String> {
+    match s {
+        "megatron" => Ok(GroupNaming::Megatron),
+        "torchtitan" => Ok(GroupNaming::Torchtitan),
+        _ => Err(format!("unknown naming {s:?}; megatron or torchtitan")),
+    }
+}
+
+fn parse_dp_collective(s: &str) -> Result<DpCollective, String> {
+    match s {
+        "reduce_scatter" => Ok(DpCollective::ReduceScatter),
+        "all_reduce" => Ok(DpCollective::AllReduce),
+        _ => Err(format!("unknown data-parallel collective {s:?}; reduce_scatter or all_reduce")),
+    }
 }
 
 fn parse_schedule(s: &str) -> Result<Schedule, String> {
@@ -148,6 +184,21 @@ pub struct Args {
     /// Leave out the loss all_reduce on the second process group.
     #[arg(long)]
     pub no_loss_allreduce: bool,
+    /// A hybrid-parallel GPU job with this layout: tp=8,pp=4,dp=2[,cp=N][,ep=N] (world =
+    /// tp·cp·dp·pp ranks, Megatron's rank order, 8 GPUs per host).
+    #[arg(long, conflicts_with = "scenario")]
+    pub layout: Option<String>,
+    /// The hybrid job's one cause: none, host_stall:rank=R,ms=X[,name=N],
+    /// slow_stage:stage=S[,extra_layers=L], tp_spans_hosts:group=G, expert_imbalance:rank=R[,share=F].
+    #[arg(long, value_parser = check_cause)]
+    pub cause: Option<String>,
+    /// Process-group names and descriptions of a hybrid job: megatron (default) or torchtitan.
+    #[arg(long, value_parser = parse_naming)]
+    pub naming: Option<GroupNaming>,
+    /// A hybrid job's data-parallel gradient collective: reduce_scatter (default, with the
+    /// distributed optimizer's parameter all-gather) or all_reduce.
+    #[arg(long, value_parser = parse_dp_collective)]
+    pub dp_collective: Option<DpCollective>,
 }
 
 fn config_from(a: &Args) -> anyhow::Result<SynthConfig> {
@@ -158,10 +209,20 @@ fn config_from(a: &Args) -> anyhow::Result<SynthConfig> {
                 .with_context(|| format!("parsing {} as a synth config", p.display()))?
         }
         (None, Some(s)) => s.config(),
+        (None, None) if a.layout.is_some() => {
+            SynthConfig { steps: 3, straggler_rank: None, loss_allreduce: false, ..SynthConfig::default() }
+        }
         (None, None) => SynthConfig::default(),
     };
+    hybrid_flags(a, &mut c)?;
     scenario_flags(a, &mut c)?;
-    if let Some(v) = a.ranks {
+    if let (Some(v), Some(h)) = (a.ranks, &c.hybrid) {
+        anyhow::ensure!(
+            u64::from(v) == h.world(),
+            "--ranks {v} is not the layout's world size {}",
+            h.world()
+        );
+    } else if let Some(v) = a.ranks {
         c.ranks = v;
         // The demo's straggler and explicit offsets are for 8 ranks; follow the new size.
         if a.straggler.is_none() && c.straggler_rank.is_some_and(|s| s >= v) {
@@ -264,6 +325,41 @@ impl Sink {
     }
 }
 
+/// `--layout` and the flags of a hybrid job.
+fn hybrid_flags(a: &Args, c: &mut SynthConfig) -> anyhow::Result<()> {
+    if let Some(l) = &a.layout {
+        let h = c.hybrid.get_or_insert_with(Hybrid::default);
+        synth::parse_layout(l, h).map_err(|e| anyhow::anyhow!("--layout: {e}"))?;
+    }
+    let Some(h) = c.hybrid.as_mut() else {
+        anyhow::ensure!(
+            a.cause.is_none() && a.naming.is_none() && a.dp_collective.is_none(),
+            "--cause, --naming and --dp-collective need --layout (or a config with `hybrid`)"
+        );
+        return Ok(());
+    };
+    if let Some(x) = &a.cause {
+        h.cause = HybridCause::parse(x).map_err(|e| anyhow::anyhow!("--cause: {e}"))?;
+    }
+    if let Some(x) = a.naming {
+        h.naming = x;
+    }
+    if let Some(x) = a.dp_collective {
+        h.dp_collective = x;
+    }
+    if let Some(x) = a.schedule {
+        h.schedule = x;
+    }
+    if let Some(x) = a.micro_batches {
+        h.micro_batches = x;
+    }
+    anyhow::ensure!(
+        a.stages.is_none() && a.dp.is_none() && a.virtual_stages.is_none(),
+        "--stages, --dp and --virtual-stages are for pipeline scenarios; a hybrid job takes them from --layout"
+    );
+    Ok(())
+}
+
 /// The scenario knobs' flags.
 fn scenario_flags(a: &Args, c: &mut SynthConfig) -> anyhow::Result<()> {
     if let Some(r) = a.inject_rank {
@@ -319,11 +415,12 @@ fn scenario_flags(a: &Args, c: &mut SynthConfig) -> anyhow::Result<()> {
     if let Some(k) = a.hang_step {
         c.hang.as_mut().ok_or_else(|| anyhow::anyhow!("--hang-step needs a hang scenario"))?.step = k;
     }
-    let pipe_flag = a.stages.is_some()
-        || a.micro_batches.is_some()
-        || a.virtual_stages.is_some()
-        || a.schedule.is_some()
-        || a.dp.is_some();
+    let pipe_flag = c.hybrid.is_none()
+        && (a.stages.is_some()
+            || a.micro_batches.is_some()
+            || a.virtual_stages.is_some()
+            || a.schedule.is_some()
+            || a.dp.is_some());
     if pipe_flag {
         let p =
             c.pipeline.as_mut().ok_or_else(|| anyhow::anyhow!("pipeline flags need a pipeline scenario"))?;
@@ -358,6 +455,9 @@ fn scenario_flags(a: &Args, c: &mut SynthConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Trace files written at once (see `run`).
+const FILES_AT_ONCE: usize = 512;
+
 fn mb(bytes: u64) -> f64 {
     bytes as f64 / 1e6
 }
@@ -367,25 +467,32 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     let t0 = Instant::now();
 
-    let paths: Vec<PathBuf> = (0..cfg.ranks).map(|r| a.out.join(synth::file_name(r, a.gzip))).collect();
-    let mut sinks = Vec::with_capacity(paths.len());
-    for p in &paths {
-        let f = File::create(p).with_context(|| format!("creating {}", p.display()))?;
-        let w = BufWriter::with_capacity(1 << 20, f);
-        sinks.push(if a.gzip {
-            Sink::Gzip(GzEncoder::new(w, Compression::default()))
-        } else {
-            Sink::Plain(w)
-        });
-    }
-    let written = synth::write_ranks(&cfg, sinks).context("generating traces")?;
+    let ranks = synth::world_size(&cfg);
+    let paths: Vec<PathBuf> = (0..ranks).map(|r| a.out.join(synth::file_name(r, a.gzip))).collect();
+    // The ranks are simulated together and their files written at once; beyond FILES_AT_ONCE
+    // files, in batches (each simulates the job again, the bytes are the same), so that a
+    // 1,024-rank job stays under the usual limit of 1,024 open files.
+    let buffer = if ranks > 64 { 128 << 10 } else { 1 << 20 };
     let mut total = 0u64;
-    let mut sizes = Vec::with_capacity(written.len());
-    for ((sink, n), p) in written.into_iter().zip(&paths) {
-        sink.finish().with_context(|| format!("finishing {}", p.display()))?;
-        let on_disk = fs::metadata(p).map(|m| m.len()).unwrap_or(n);
-        total += n;
-        sizes.push((p, n, on_disk));
+    let mut sizes = Vec::with_capacity(paths.len());
+    for (b, batch) in paths.chunks(FILES_AT_ONCE).enumerate() {
+        let first = u32::try_from(b * FILES_AT_ONCE).unwrap_or(u32::MAX);
+        let mut sinks = Vec::with_capacity(batch.len());
+        for (r, p) in (first..).zip(batch) {
+            let f = File::create(p).with_context(|| format!("creating {}", p.display()))?;
+            let w = BufWriter::with_capacity(buffer, f);
+            sinks.push((
+                r,
+                if a.gzip { Sink::Gzip(GzEncoder::new(w, Compression::default())) } else { Sink::Plain(w) },
+            ));
+        }
+        let written = synth::write_some(&cfg, sinks).context("generating traces")?;
+        for ((sink, n), p) in written.into_iter().zip(batch) {
+            sink.finish().with_context(|| format!("finishing {}", p.display()))?;
+            let on_disk = fs::metadata(p).map(|m| m.len()).unwrap_or(n);
+            total += n;
+            sizes.push((p, n, on_disk));
+        }
     }
     let gen_secs = t0.elapsed().as_secs_f64();
 
@@ -393,6 +500,11 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     let man_path = a.out.join("manifest.json");
     write_manifest(&man_path, &man)?;
 
+    if let Some(h) = &man.hybrid {
+        let out = hybrid_summary(&man, h, &sizes, a.gzip, &man_path, gen_secs, total);
+        crate::out::emit(&out)?;
+        return Ok(0);
+    }
     let mut out = String::new();
     macro_rules! outln {
         ($o:expr, $($t:tt)*) => {{
@@ -457,6 +569,100 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     );
     crate::out::emit(&out)?;
     Ok(0)
+}
+
+/// What `rankscope synth --layout` prints: the files in one line, the layout, the cause and
+/// where its chain of waits reaches, the hosts' clocks.
+fn hybrid_summary(
+    man: &synth::Manifest,
+    h: &synth::ManifestHybrid,
+    sizes: &[(&PathBuf, u64, u64)],
+    gzip: bool,
+    man_path: &Path,
+    gen_secs: f64,
+    total: u64,
+) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let on_disk: u64 = sizes.iter().map(|x| x.2).sum();
+    let (lo, hi) = sizes.iter().fold((u64::MAX, 0), |(lo, hi), x| (lo.min(x.2), hi.max(x.2)));
+    let dir = sizes.first().and_then(|x| x.0.parent()).map_or_else(String::new, |d| d.display().to_string());
+    let _ = writeln!(
+        out,
+        "{dir}: {} trace files rank0..rank{}.pt.trace.json{}, {:.1} MB ({:.1}–{:.1} MB each)",
+        sizes.len(),
+        sizes.len().saturating_sub(1),
+        if gzip { ".gz" } else { "" },
+        mb(on_disk),
+        mb(lo.min(hi)),
+        mb(hi)
+    );
+    let _ = writeln!(out, "{}  ground truth", man_path.display());
+    let l = &h.layout;
+    let _ = writeln!(
+        out,
+        "{} ranks × {} steps (ProfilerStep#{}..#{}): tp={} pp={} dp={} cp={} ep={} on {} hosts, {} with {} micro-batches, {} layers per stage",
+        l.world,
+        man.steps,
+        man.step_numbers.first().copied().unwrap_or(0),
+        man.step_numbers.last().copied().unwrap_or(0),
+        l.tp,
+        l.pp,
+        l.dp,
+        l.cp,
+        l.ep,
+        h.hosts.len(),
+        match l.schedule {
+            Schedule::GPipe => "GPipe",
+            _ => "1F1B",
+        },
+        l.micro_batches,
+        l.layers_per_stage.iter().map(u32::to_string).collect::<Vec<_>>().join("/")
+    );
+    let c = &h.cause;
+    if c.kind == "none" {
+        let _ = writeln!(out, "injected: nothing (healthy); expected first finding: none");
+    } else {
+        let _ = writeln!(
+            out,
+            "injected: {} on ranks {:?}, {:.1} ms per step: {}; expected first finding: {}",
+            c.kind,
+            c.origin_ranks,
+            c.amount_ns as f64 / 1e6,
+            c.location,
+            c.expected_first_finding.unwrap_or("none")
+        );
+        let mut hops: Vec<(u32, usize)> = Vec::new();
+        for x in h.chain.iter().filter(|x| x.hop > 0) {
+            match hops.iter_mut().find(|y| y.0 == x.hop) {
+                Some(y) => y.1 += 1,
+                None => hops.push((x.hop, 1)),
+            }
+        }
+        let hops: Vec<String> = hops.iter().map(|(hop, n)| format!("hop {hop}: {n}")).collect();
+        let _ = writeln!(
+            out,
+            "chain of waits: {} ranks only inherit a wait ({})",
+            h.inherited_ranks.len(),
+            hops.join(", ")
+        );
+    }
+    let clocks: Vec<String> = h
+        .hosts
+        .iter()
+        .take(8)
+        .map(|x| format!("{} {:+.1}", x.name, x.clock_offset_ns as f64 / 1e3))
+        .collect();
+    let more = if h.hosts.len() > 8 { format!(" … ({} hosts)", h.hosts.len()) } else { String::new() };
+    let _ = writeln!(out, "host clock offsets (µs): {}{more}", clocks.join(", "));
+    let _ = writeln!(
+        out,
+        "{:.1} MB uncompressed in {:.2} s ({:.0} MB/s)",
+        mb(total),
+        gen_secs,
+        mb(total) / gen_secs.max(1e-9)
+    );
+    out
 }
 
 fn write_manifest(path: &Path, man: &synth::Manifest) -> anyhow::Result<()> {

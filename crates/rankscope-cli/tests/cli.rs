@@ -261,3 +261,51 @@ fn analyze_takes_a_layout() {
     assert_eq!(v["wait_chain"]["origins"], serde_json::json!([3]));
     assert_eq!(v["findings"][0]["id"], "host_stall");
 }
+
+#[test]
+fn synth_writes_a_hybrid_job_from_its_layout_and_cause() {
+    let dir = scratch("hybrid-synth").display().to_string();
+    let args = [
+        "synth",
+        "--layout",
+        "tp=2,pp=2,dp=4",
+        "--cause",
+        "host_stall:rank=5,ms=20",
+        "--steps",
+        "1",
+        "--micro-batches",
+        "2",
+        "--out",
+        &dir,
+    ];
+    let out = bin().args(args).output().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("16 trace files rank0..rank15.pt.trace.json"), "{text}");
+    assert!(text.contains("tp=2 pp=2 dp=4 cp=1 ep=1 on 2 hosts, 1F1B with 2 micro-batches"), "{text}");
+    assert!(text.contains("injected: host_stall on ranks [5], 20.0 ms per step"), "{text}");
+    assert!(text.contains("expected first finding: host_stall"), "{text}");
+    let man: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(format!("{dir}/manifest.json")).unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(man["hybrid"]["cause"]["origin_ranks"], serde_json::json!([5]));
+    assert_eq!(man["hybrid"]["layout"]["world"], 16);
+    assert!(std::path::Path::new(&format!("{dir}/rank15.pt.trace.json")).exists());
+    // The flags that do not fit a layout say why.
+    let cases: &[(&[&str], &str)] = &[
+        (&["--layout", "tp=2,pp=2"], "--layout needs dp="),
+        (&["--layout", "tp=2,pp=2,dp=2", "--ranks", "4"], "--ranks 4 is not the layout's world size 8"),
+        (&["--layout", "tp=2,pp=2,dp=2", "--stages", "4"], "a hybrid job takes them from --layout"),
+        (&["--cause", "host_stall:rank=1,ms=5"], "need --layout"),
+        (&["--layout", "tp=2,pp=2,dp=2", "--cause", "slow_stage:stage=7"], "is not a stage"),
+        (&["--layout", "tp=2,pp=2,dp=2", "--cause", "warp_drive"], "unknown cause"),
+    ];
+    for (extra, want) in cases {
+        let mut a = vec!["synth", "--out", &dir];
+        a.extend_from_slice(extra);
+        let out = bin().args(&a).output().unwrap_or_else(|e| panic!("{e}"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{a:?}");
+        assert!(err.contains(want), "{a:?}: {err}");
+    }
+}

@@ -343,7 +343,7 @@ mod tests {
     use crate::analyze::Options;
     use crate::job::{self, Loaded, Reader};
     use crate::normalize::Rules;
-    use crate::synth::{self, SynthConfig};
+    use rankscope_synth::{self as synth, SynthConfig};
 
     fn synth_piece(rank: u32) -> Piece {
         let cfg = SynthConfig {

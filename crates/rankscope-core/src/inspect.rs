@@ -492,7 +492,7 @@ mod tests {
     use super::*;
     use crate::join::{Backwards, Serial};
     use crate::normalize::{assemble, Rules};
-    use crate::synth::{self, SynthConfig};
+    use rankscope_synth::{self as synth, SynthConfig};
 
     /// A file with more rows than one count takes is counted in halves (each half its own
     /// memo of names, the linked rows walked from where the half starts): the report is the one

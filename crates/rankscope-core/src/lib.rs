@@ -3,7 +3,8 @@
 //! bytes → [`parse`] (gzip sniffing, streaming inflate, tolerant streaming JSON, Chrome Trace
 //! Event Format / Kineto) → [`model`] (columnar tables, one shared string table) →
 //! [`normalize`] (ranks, steps, lanes, categories, launch → kernel links) → [`inspect`] reports.
-//! [`nccl`] reads NCCL_DEBUG logs and nccl-tests output; [`synth`] generates traces.
+//! [`nccl`] reads NCCL_DEBUG logs and nccl-tests output (the trace generator is the crate
+//! `rankscope-synth`, outside the core: the core uses it only in its tests).
 //! [`fr`] reads PyTorch Flight Recorder dumps; [`sequence`] compares the ranks' collective
 //! sequences (hangs and mismatches) from dumps or traces. [`job`] is the API every shell calls;
 //! [`digest`] encodes one file's part as bytes, to be combined on another machine.
@@ -29,6 +30,5 @@ pub mod normalize;
 pub mod parse;
 pub mod sequence;
 pub mod session;
-pub mod synth;
 pub mod view;
 pub mod words;

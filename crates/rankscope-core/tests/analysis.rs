@@ -8,7 +8,7 @@ use rankscope_core::analyze::{Analysis, Options};
 use rankscope_core::diagnose::analyze;
 use rankscope_core::model::RankTrace;
 use rankscope_core::normalize::{assemble, Job, Rules};
-use rankscope_core::synth::{self, SynthConfig};
+use rankscope_synth::{self as synth, SynthConfig};
 
 fn synth_job(cfg: &SynthConfig) -> Job {
     let outs =

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use rankscope_core::fr::{self, pickle, DumpFormat, FrDump, RankedDump};
 use rankscope_core::model::CollKind;
 use rankscope_core::sequence::{DiagnosisKind, DivergenceClass, Field, MissingReason, SequenceReport};
-use rankscope_core::synth::Rng;
+use rankscope_synth::Rng;
 
 fn case_dir(case: &str, form: &str) -> PathBuf {
     common::fixture("fr").join(case).join(form)

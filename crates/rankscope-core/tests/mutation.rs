@@ -12,7 +12,7 @@ mod common;
 
 use common::*;
 use rankscope_core::model::{DiagKind, RankTrace, Severity};
-use rankscope_core::synth::Rng;
+use rankscope_synth::Rng;
 
 /// The decompressed text of a trace file.
 fn text_of(path: &std::path::Path) -> Vec<u8> {

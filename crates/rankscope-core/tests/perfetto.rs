@@ -10,7 +10,7 @@ use rankscope_core::diagnose::analyze;
 use rankscope_core::export::{self, perfetto};
 use rankscope_core::model::RankTrace;
 use rankscope_core::normalize::{assemble, Job, Rules};
-use rankscope_core::synth::{self, SynthConfig};
+use rankscope_synth::{self as synth, SynthConfig};
 use serde_json::Value;
 
 /// The archive as the CLI writes it.

@@ -8,7 +8,7 @@ mod common;
 use rankscope_core::analyze::{Analysis, Options};
 use rankscope_core::diagnose::analyze;
 use rankscope_core::normalize::{assemble, Rules};
-use rankscope_core::synth::{self, Manifest, Scenario, SynthConfig};
+use rankscope_synth::{self as synth, Manifest, Scenario, SynthConfig};
 
 fn run(s: Scenario) -> (Analysis, Manifest) {
     let cfg = SynthConfig { steps: 3, ..s.config() };

@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use rankscope_core::normalize::{assemble, Rules};
-use rankscope_core::synth::Rng;
+use rankscope_synth::Rng;
 
 fn mutate(rng: &mut Rng, src: &[u8]) -> Vec<u8> {
     let mut v = src.to_vec();

@@ -6,8 +6,8 @@
 
 use rankscope_core::model::{RankTrace, StrId};
 use rankscope_core::parse::{ingest_bytes, split, wire, CutSizes, Cutout, FileIngest, TraceParser};
-use rankscope_core::synth::Rng;
-use rankscope_core::synth::{self, SynthConfig};
+use rankscope_synth::Rng;
+use rankscope_synth::{self as synth, SynthConfig};
 
 /// The host's procedure (rankscope-host `read_trace_split`) over bytes in memory: seams found
 /// after each cut, the frame reads the head and the tail, the pieces between are parsed alone.

@@ -13,7 +13,7 @@ use rankscope_core::analyze::{Analysis, Options};
 use rankscope_core::diagnose::analyze;
 use rankscope_core::finding::Severity;
 use rankscope_core::normalize::{assemble, Rules};
-use rankscope_core::synth::{self, Cause, Injected, Scenario, SynthConfig};
+use rankscope_synth::{self as synth, Cause, Injected, Scenario, SynthConfig};
 
 fn run(s: Scenario) -> (Analysis, Injected) {
     let cfg = SynthConfig { steps: 5, ..s.config() };

@@ -875,7 +875,7 @@ mod tests {
     /// by `--rank`, a damaged file and a folder's non-trace JSON among the inputs.
     #[test]
     fn parts_read_where_they_are_read_are_the_whole_jobs_analysis() {
-        let cfg = rankscope_core::synth::SynthConfig {
+        let cfg = rankscope_synth::SynthConfig {
             ranks: 4,
             steps: 4,
             straggler_rank: Some(2),
@@ -886,7 +886,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         for rank in 0..4 {
             let mut text = Vec::new();
-            rankscope_core::synth::write_rank(&cfg, rank, &mut text).unwrap();
+            rankscope_synth::write_rank(&cfg, rank, &mut text).unwrap();
             std::fs::write(dir.join(format!("rank{rank}.json")), &text).unwrap();
             if rank == 1 {
                 // Rank 1 again under another name, and cut short in a third file.
@@ -921,14 +921,14 @@ mod tests {
     /// they finish, and the merged trace is the serial read's, table for table.
     #[test]
     fn a_gzip_file_cut_on_worker_threads_reads_as_the_serial_read() {
-        let cfg = rankscope_core::synth::SynthConfig {
+        let cfg = rankscope_synth::SynthConfig {
             ranks: 2,
             steps: 3,
             straggler_rank: Some(1),
             ..Default::default()
         };
         let mut text = Vec::new();
-        rankscope_core::synth::write_rank(&cfg, 1, &mut text).unwrap();
+        rankscope_synth::write_rank(&cfg, 1, &mut text).unwrap();
         let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         e.write_all(&text).unwrap();
         let dir = std::env::temp_dir().join(format!("rankscope-host-cut-{}", std::process::id()));

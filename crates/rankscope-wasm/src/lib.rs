@@ -34,8 +34,8 @@ use rankscope_core::inspect::{self, FailedFile};
 use rankscope_core::model::RankTrace;
 use rankscope_core::normalize::{assemble, Rules};
 use rankscope_core::parse::FileIngest;
-use rankscope_core::synth::{self, SynthConfig};
 use rankscope_core::view::{self, RankClaim, RankSummary, RankView, TileKey};
+use rankscope_synth::{self as synth, SynthConfig};
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 

@@ -113,8 +113,8 @@ pub fn app() -> Html {
                     (names, tasks, false)
                 }
                 Load::Demo => {
-                    let n = rankscope_core::synth::SynthConfig::default().ranks;
-                    let names = (0..n).map(|r| (rankscope_core::synth::file_name(r, false), 0)).collect();
+                    let n = rankscope_synth::SynthConfig::default().ranks;
+                    let names = (0..n).map(|r| (rankscope_synth::file_name(r, false), 0)).collect();
                     let tasks = (0..n).map(|r| Task::Demo(r, r)).collect();
                     (names, tasks, true)
                 }

@@ -831,7 +831,7 @@ mod tests {
         }
     }
 
-    use crate::synth::Rng;
+    use rankscope_synth::Rng;
 
     fn below(r: &mut Rng, n: u64) -> u64 {
         r.below(n as usize) as u64

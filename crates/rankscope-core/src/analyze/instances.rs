@@ -850,7 +850,7 @@ fn best_shift(reference: &[&Instance], v: &[&Instance]) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::synth::Rng;
+    use rankscope_synth::Rng;
 
     #[test]
     fn the_enclosing_op_is_the_linear_scans() {

@@ -192,7 +192,7 @@ impl Set {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::synth::Rng;
+    use rankscope_synth::Rng;
 
     const N: usize = 200;
 

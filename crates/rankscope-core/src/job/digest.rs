@@ -429,7 +429,7 @@ mod tests {
     use crate::analyze::Options;
     use crate::job::{self, Loaded, Reader};
     use crate::normalize::Rules;
-    use crate::synth::{self, SynthConfig};
+    use rankscope_synth::{self as synth, SynthConfig};
     use std::io::Read;
 
     fn parts(ranks: u32) -> Vec<(RankClaim, RankPart)> {

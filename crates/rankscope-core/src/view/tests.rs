@@ -153,7 +153,7 @@ fn check_lod(v: &RankView) {
 #[test]
 fn demo_rank_summary_matches_inspect_and_lod_holds() {
     let mut bytes = Vec::new();
-    crate::synth::write_rank(&crate::synth::SynthConfig::default(), 5, &mut bytes)
+    rankscope_synth::write_rank(&rankscope_synth::SynthConfig::default(), 5, &mut bytes)
         .unwrap_or_else(|e| panic!("{e}"));
     let v = view_of("rank5.pt.trace.json", std::str::from_utf8(&bytes).unwrap_or_else(|e| panic!("{e}")));
     let s = v.summary().unwrap_or_else(|| panic!("no summary"));
@@ -219,7 +219,7 @@ fn ranks_are_decided_as_the_cli_decides_them() {
 #[test]
 fn job_facts_from_summaries() {
     let mut bytes = Vec::new();
-    let cfg = crate::synth::SynthConfig {
+    let cfg = rankscope_synth::SynthConfig {
         ranks: 4,
         steps: 2,
         kernels_per_step: 40,
@@ -229,7 +229,7 @@ fn job_facts_from_summaries() {
     let mut sums = Vec::new();
     for r in [0, 1, 3] {
         bytes.clear();
-        crate::synth::write_rank(&cfg, r, &mut bytes).unwrap_or_else(|e| panic!("{e}"));
+        rankscope_synth::write_rank(&cfg, r, &mut bytes).unwrap_or_else(|e| panic!("{e}"));
         let v =
             view_of(&format!("rank{r}.json"), std::str::from_utf8(&bytes).unwrap_or_else(|e| panic!("{e}")));
         sums.push(v.summary().unwrap_or_else(|| panic!("summary")));

@@ -36,6 +36,8 @@ macro_rules! kernels {
     };
     (@ids $n:expr,) => {};
 }
+// The hybrid jobs' own kernels are declared with it too (`hybrid/model.rs`).
+pub(crate) use kernels;
 
 kernels! {
     K_FILL = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)",

@@ -183,6 +183,12 @@ pub enum Cause {
     HostSync,
     PipelineBubble,
     Hang,
+    /// A hybrid job's pipeline stage with more layers than the others.
+    PipelineStageImbalance,
+    /// A hybrid job's tensor group that spans two hosts.
+    TensorGroupSpansHosts,
+    /// A hybrid job's expert rank that receives most tokens.
+    ExpertImbalance,
 }
 
 impl Cause {
@@ -198,6 +204,9 @@ impl Cause {
             Cause::HostSync => "host_sync",
             Cause::PipelineBubble => "pipeline_bubble",
             Cause::Hang => "hang",
+            Cause::PipelineStageImbalance => "pipeline_stage_imbalance",
+            Cause::TensorGroupSpansHosts => "tensor_group_spans_hosts",
+            Cause::ExpertImbalance => "expert_imbalance",
         }
     }
 }

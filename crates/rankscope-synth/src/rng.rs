@@ -6,7 +6,7 @@
 
 /// splitmix64 (Steele, Lea and Flood 2014): one 64-bit state word, passes BigCrush, trivially
 /// seedable. Good enough for synthetic timings and for the seeded inputs of the property tests
-/// (which use it through [`crate::synth::Rng`]); not for anything cryptographic.
+/// (which use it as `rankscope_synth::Rng`); not for anything cryptographic.
 #[derive(Debug, Clone)]
 pub struct Rng(u64);
 

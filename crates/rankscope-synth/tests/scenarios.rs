@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use common::ingest_chunked;
 use rankscope_core::model::Severity;
 use rankscope_core::normalize::{assemble, Rules};
-use rankscope_core::synth::{self, Cause, Manifest, Scenario, SynthConfig};
+use rankscope_synth::{self as synth, Cause, Manifest, Scenario, SynthConfig};
 use serde_json::Value;
 
 /// A generated scenario: each rank's parsed document and the manifest.
@@ -744,7 +744,7 @@ fn pipeline_slow_stage_makes_the_others_wait() {
 
 #[test]
 fn pipeline_shapes_never_deadlock() {
-    use rankscope_core::synth::{Pipeline, Schedule};
+    use rankscope_synth::{Pipeline, Schedule};
     for schedule in [Schedule::GPipe, Schedule::OneFOneB, Schedule::Interleaved1F1B] {
         for (stages, v, m, dp) in
             [(2, 2, 2, 1), (3, 1, 3, 1), (4, 1, 16, 1), (2, 3, 4, 2), (8, 1, 8, 1), (4, 2, 4, 1)]
@@ -781,7 +781,7 @@ fn pipeline_shapes_never_deadlock() {
 
 #[test]
 fn pipeline_with_data_parallel_replicas_all_reduces_each_stage() {
-    use rankscope_core::synth::Pipeline;
+    use rankscope_synth::Pipeline;
     let base = Scenario::Pipeline1f1b.config();
     let cfg = SynthConfig {
         ranks: 8,

@@ -5,7 +5,7 @@
 
 use std::io::{self, Write};
 
-use super::model::{occupancy_text, KERNELS, K_NCCL_ALLREDUCE, K_NCCL_SENDRECV};
+use super::model::{occupancy_text, KernelId, KERNELS, K_NCCL_ALLREDUCE, K_NCCL_SENDRECV};
 use super::shapes;
 use super::sim::pipe::{CommRec, PgInfo, PipeOp};
 use super::sim::{Class, Ev, Kind, RankSim, Th, NCCL_STREAMS, STREAM_COMPUTE};
@@ -18,16 +18,24 @@ pub(crate) struct Out<W: Write> {
     buf: Vec<u8>,
     written: u64,
     first: bool,
+    /// Buffered bytes that make a flush (the bytes written never depend on it).
+    flush_at: usize,
 }
 
 const FLUSH_AT: usize = 1 << 20;
 
 impl<W: Write> Out<W> {
     pub(crate) fn new(w: W) -> Self {
-        Out { w, buf: Vec::with_capacity(FLUSH_AT + (64 << 10)), written: 0, first: true }
+        Self::with_flush_at(w, FLUSH_AT)
     }
 
-    fn sep(&mut self) {
+    /// A writer that flushes every `flush_at` bytes: jobs of many ranks write them all at once,
+    /// so each buffer is kept small.
+    pub(crate) fn with_flush_at(w: W, flush_at: usize) -> Self {
+        Out { w, buf: Vec::with_capacity(flush_at + (64 << 10)), written: 0, first: true, flush_at }
+    }
+
+    pub(crate) fn sep(&mut self) {
         if self.first {
             self.first = false;
         } else {
@@ -36,7 +44,7 @@ impl<W: Write> Out<W> {
     }
 
     pub(crate) fn flush_if_big(&mut self) -> io::Result<()> {
-        if self.buf.len() >= FLUSH_AT {
+        if self.buf.len() >= self.flush_at {
             self.flush_buf()?;
         }
         Ok(())
@@ -55,19 +63,19 @@ impl<W: Write> Out<W> {
         Ok((self.w, self.written))
     }
 
-    fn s(&mut self, s: &str) {
+    pub(crate) fn s(&mut self, s: &str) {
         self.buf.extend_from_slice(s.as_bytes());
     }
 
-    fn b(&mut self, b: &[u8]) {
+    pub(crate) fn b(&mut self, b: &[u8]) {
         self.buf.extend_from_slice(b);
     }
 
-    fn u(&mut self, v: u64) {
+    pub(crate) fn u(&mut self, v: u64) {
         push_u64(&mut self.buf, v);
     }
 
-    fn i(&mut self, v: i64) {
+    pub(crate) fn i(&mut self, v: i64) {
         if v < 0 {
             self.buf.push(b'-');
         }
@@ -75,7 +83,7 @@ impl<W: Write> Out<W> {
     }
 
     /// ns → µs with exactly three decimals (`4458676524648.797`), as Kineto prints.
-    fn us(&mut self, ns: i64) {
+    pub(crate) fn us(&mut self, ns: i64) {
         if ns < 0 {
             self.buf.push(b'-');
         }
@@ -182,7 +190,7 @@ impl RankFmt {
 pub(crate) const PG_NAMES: [(&str, &str); 2] = [("0", "default_pg"), ("1", "undefined")];
 
 /// H100 SXM device properties as Kineto lists them (every GPU of the host, not only this rank's).
-fn device_props<W: Write>(o: &mut Out<W>, id: u32) {
+pub(crate) fn device_props<W: Write>(o: &mut Out<W>, id: u32) {
     o.s("    {\n      \"id\": ");
     o.u(u64::from(id));
     o.s(", \"name\": \"NVIDIA H100 80GB HBM3\", \"totalGlobalMem\": 84929347584,\n      \"computeMajor\": 9, \"computeMinor\": 0,\n      \"maxThreadsPerBlock\": 1024, \"maxThreadsPerMultiprocessor\": 2048,\n      \"regsPerBlock\": 65536, \"warpSize\": 32,\n      \"sharedMemPerBlock\": 49152, \"numSms\": 132\n    , \"regsPerMultiprocessor\": 65536, \"sharedMemPerBlockOptin\": 232448, \"sharedMemPerMultiprocessor\": 233472\n    }");
@@ -244,6 +252,40 @@ pub(crate) fn header<W: Write>(o: &mut Out<W>, plan: &Plan, f: &RankFmt) {
     o.s("], \"nccl_version\": \"2.21.5\"},\n  \"traceEvents\": [\n");
 }
 
+/// The head of an `X` event, up to its first arg: `"External id": ext` (Kineto's layout). A
+/// step marker's name is followed by its number.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn x_head<W: Write>(
+    o: &mut Out<W>,
+    cat: &str,
+    name: &str,
+    step_no: Option<u32>,
+    pid: u64,
+    tid: u64,
+    ts: i64,
+    dur: i64,
+    ext: u64,
+) {
+    o.sep();
+    o.s("  {\n    \"ph\": \"X\", \"cat\": \"");
+    o.s(cat);
+    o.s("\", \"name\": \"");
+    o.s(name);
+    if let Some(n) = step_no {
+        o.u(u64::from(n));
+    }
+    o.s("\", \"pid\": ");
+    o.u(pid);
+    o.s(", \"tid\": ");
+    o.u(tid);
+    o.s(",\n    \"ts\": ");
+    o.us(ts);
+    o.s(", \"dur\": ");
+    o.us(dur);
+    o.s(",\n    \"args\": {\n      \"External id\": ");
+    o.u(ext);
+}
+
 fn cpu_x_head<W: Write>(
     o: &mut Out<W>,
     f: &RankFmt,
@@ -253,28 +295,12 @@ fn cpu_x_head<W: Write>(
     step_no: u32,
     step: bool,
 ) {
-    o.sep();
-    o.s("  {\n    \"ph\": \"X\", \"cat\": \"");
-    o.s(cat);
-    o.s("\", \"name\": \"");
-    o.s(name);
-    if step {
-        o.u(u64::from(step_no));
-    }
-    o.s("\", \"pid\": ");
-    o.u(f.pid);
-    o.s(", \"tid\": ");
-    o.u(f.tids[e.th as usize]);
-    o.s(",\n    \"ts\": ");
-    o.us(e.ts + f.offset);
-    o.s(", \"dur\": ");
-    o.us(e.dur);
-    o.s(",\n    \"args\": {\n      \"External id\": ");
-    o.u(e.ext);
+    let tid = f.tids[e.th as usize];
+    x_head(o, cat, name, step.then_some(step_no), f.pid, tid, e.ts + f.offset, e.dur, e.ext);
 }
 
 /// A flow event `ph` (`s`, or `f` with `bp: "e"` when `end`) of category `cat` at (pid, tid, ts).
-fn flow<W: Write>(o: &mut Out<W>, ph: &str, id: u64, at: (u64, u64, i64), cat: &str, end: bool) {
+pub(crate) fn flow<W: Write>(o: &mut Out<W>, ph: &str, id: u64, at: (u64, u64, i64), cat: &str, end: bool) {
     o.sep();
     o.s("  {\n    \"ph\": \"");
     o.s(ph);
@@ -295,21 +321,7 @@ fn flow<W: Write>(o: &mut Out<W>, ph: &str, id: u64, at: (u64, u64, i64), cat: &
 }
 
 fn gpu_x_head<W: Write>(o: &mut Out<W>, f: &RankFmt, e: &Ev, cat: &str, stream: u32) {
-    o.sep();
-    o.s("  {\n    \"ph\": \"X\", \"cat\": \"");
-    o.s(cat);
-    o.s("\", \"name\": \"");
-    o.s(e.name);
-    o.s("\", \"pid\": ");
-    o.u(f.device);
-    o.s(", \"tid\": ");
-    o.u(u64::from(stream));
-    o.s(",\n    \"ts\": ");
-    o.us(e.ts + f.offset);
-    o.s(", \"dur\": ");
-    o.us(e.dur);
-    o.s(",\n    \"args\": {\n      \"External id\": ");
-    o.u(e.ext);
+    x_head(o, cat, e.name, None, f.device, u64::from(stream), e.ts + f.offset, e.dur, e.ext);
 }
 
 /// Writes the events of `class` from rank simulation `rs`'s current step.
@@ -323,189 +335,226 @@ pub(crate) fn step<W: Write>(
 ) {
     for e in rs.ev.iter().filter(|e| e.class() == class) {
         match e.kind {
-            Kind::CpuOp | Kind::Annot { .. } => {
-                let (cat, step) = match e.kind {
-                    Kind::Annot { step } => ("user_annotation", step),
-                    _ => ("cpu_op", false),
-                };
-                cpu_x_head(o, f, e, rs.name_of(e), cat, step_no, step);
-                o.s(",\"Record function id\": ");
-                o.u(e.ext);
-                if e.seq > 0 {
-                    o.s(", \"Sequence number\": ");
-                    o.u(u64::from(e.seq));
-                    o.s(if e.th == Th::Main { ", \"Fwd thread id\": 0" } else { ", \"Fwd thread id\": 1" });
-                }
-                o.s(", \"Ev Idx\": ");
-                o.u(e.corr);
-                if plan.cfg.record_shapes && cat == "cpu_op" {
-                    shapes::render(&mut o.buf, e.name, e.site, f.batch);
-                }
-                o.s("\n    }\n  }");
-                if e.flow > 0 {
-                    let tid = f.tids[e.th as usize];
-                    flow(
-                        o,
-                        if e.th == Th::Main { "s" } else { "f" },
-                        u64::from(e.flow),
-                        (f.pid, tid, e.ts + f.offset),
-                        "fwdbwd",
-                        e.th != Th::Main,
-                    );
-                }
-            }
-            Kind::Comms { coll } => {
-                let Some(c) = rs.colls.get(coll as usize) else {
-                    continue;
-                };
-                let (pg_name, pg_desc) = PG_NAMES.get(c.pg).copied().unwrap_or(PG_NAMES[0]);
-                let (elem, dtype) = c.kind.dtype();
-                let nelems = c.bytes / elem;
-                cpu_x_head(o, f, e, e.name, "cpu_op", step_no, false);
-                o.s(",\"Record function id\": ");
-                o.u(e.ext);
-                o.s(", \"Process Group Name\": \"");
-                o.s(pg_name);
-                o.s("\", \"Global rank stride\": 1, \"Out msg nelems\": ");
-                o.u(nelems);
-                o.s(", \"Process Group Ranks\": \"");
-                o.s(plan.pg_ranks_text());
-                o.s("\", \"Group size\": ");
-                o.u(u64::from(plan.cfg.ranks));
-                o.s(", \"Global rank start\": 0, \"Ev Idx\": ");
-                o.u(e.corr);
-                o.s(", \"In msg nelems\": ");
-                o.u(nelems);
-                o.s(", \"In split size\": \"[]\", \"Out split size\": \"[]\", \"dtype\": \"");
-                o.s(dtype);
-                o.s("\", \"Process Group Description\": \"");
-                o.s(pg_desc);
-                o.s("\", \"Collective name\": \"");
-                o.s(c.kind.collective_name());
-                o.s("\", \"Rank\": ");
-                o.u(u64::from(f.rank));
-                o.s(", \"Seq\": ");
-                o.u(c.seq);
-                if plan.cfg.record_shapes {
-                    shapes::render(&mut o.buf, e.name, e.site, f.batch);
-                }
-                o.s("\n    }\n  }");
-            }
-            Kind::Runtime { cbid, flow: launched } => {
-                let tid = f.tids[e.th as usize];
-                o.sep();
-                o.s("  {\n    \"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"");
-                o.s(e.name);
-                o.s("\", \"pid\": ");
-                o.u(f.pid);
-                o.s(", \"tid\": ");
-                o.u(tid);
-                o.s(",\n    \"ts\": ");
-                o.us(e.ts + f.offset);
-                o.s(", \"dur\": ");
-                o.us(e.dur);
-                o.s(",\n    \"args\": {\n      \"External id\": ");
-                o.u(e.ext);
-                o.s(",      \"cbid\": ");
-                o.u(u64::from(cbid));
-                o.s(", \"correlation\": ");
-                o.u(e.corr);
-                o.s("\n    }\n  }");
-                if launched {
-                    flow(o, "s", e.corr, (f.pid, tid, e.ts + f.offset), "ac2g", false);
-                }
-            }
-            Kind::Kernel { k } => {
-                let k = usize::from(k);
-                let (Some(pre), Some(post)) = (f.kernel_pre.get(k), f.kernel_post.get(k)) else {
-                    continue;
-                };
-                o.sep();
-                o.b(pre);
-                o.us(e.ts + f.offset);
-                o.s(", \"dur\": ");
-                o.us(e.dur);
-                o.s(",\n    \"args\": {\n      \"External id\": ");
-                o.u(e.ext);
-                o.b(&f.mid[0]);
-                o.u(e.corr);
-                o.b(post);
-                o.s("\n    }\n  }");
-                flow(o, "f", e.corr, (f.device, u64::from(STREAM_COMPUTE), e.ts + f.offset), "ac2g", true);
-            }
-            Kind::Nccl { coll } => {
-                let Some(c) = rs.colls.get(coll as usize) else {
-                    continue;
-                };
-                let stream = NCCL_STREAMS.get(c.pg).copied().unwrap_or(NCCL_STREAMS[0]);
-                let k = usize::from(c.kind.kernel());
-                let Some(post) = f.kernel_post.get(k) else {
-                    continue;
-                };
-                let (elem, dtype) = c.kind.dtype();
-                let nelems = c.bytes / elem;
-                gpu_x_head(o, f, e, "kernel", stream);
-                o.b(&f.mid[1 + c.pg.min(1)]);
-                o.u(e.corr);
-                o.b(post);
-                o.s(", \"Collective name\": \"");
-                o.s(c.kind.collective_name());
-                o.s("\", \"In msg nelems\": ");
-                o.u(nelems);
-                o.s(", \"Out msg nelems\": ");
-                o.u(nelems);
-                let args = f.pg_args.get(c.pg.min(1)).map_or("", String::as_str);
-                if dtype == "Float" {
-                    o.s(args);
-                } else {
-                    o.s(&args.replacen("\"dtype\": \"Float\"", &format!("\"dtype\": \"{dtype}\""), 1));
-                }
-                o.s(", \"Seq\": ");
-                o.u(c.seq);
-                o.s("\n    }\n  }");
-                flow(o, "f", e.corr, (f.device, u64::from(stream), e.ts + f.offset), "ac2g", true);
-            }
-            Kind::Memcpy { bytes, .. } | Kind::Memset { bytes } => {
-                let cat = if matches!(e.kind, Kind::Memset { .. }) { "gpu_memset" } else { "gpu_memcpy" };
-                gpu_x_head(o, f, e, cat, STREAM_COMPUTE);
-                o.s(",      \"device\": ");
-                o.u(f.device);
-                o.s(", \"context\": 1,      \"stream\": ");
-                o.u(u64::from(STREAM_COMPUTE));
-                o.s(", \"correlation\": ");
-                o.u(e.corr);
-                o.s(",      \"bytes\": ");
-                o.u(bytes);
-                // bytes per ns = GB/s; Rust's float formatting is the same on every platform.
-                let gbps = bytes as f64 / e.dur.max(1) as f64;
-                o.s(", \"memory bandwidth (GB/s)\": ");
-                o.s(&format!("{gbps:?}"));
-                o.s("\n    }\n  }");
-                flow(o, "f", e.corr, (f.device, u64::from(STREAM_COMPUTE), e.ts + f.offset), "ac2g", true);
-            }
+            Kind::CpuOp | Kind::Annot { .. } => cpu_event(o, plan, f, rs, e, step_no),
+            Kind::Comms { coll } => comms_event(o, plan, f, rs, e, coll, step_no),
+            Kind::Runtime { cbid, flow } => runtime_event(o, f, e, cbid, flow),
+            Kind::Kernel { k } => kernel_event(o, f, e, k),
+            Kind::Nccl { coll } => nccl_event(o, f, rs, e, coll),
+            Kind::Memcpy { bytes, .. } | Kind::Memset { bytes } => memory_event(o, f, e, bytes),
             Kind::PipeComm { comm } => pipe_comm(o, plan, f, rs, e, comm, step_no),
             Kind::PipeKernel { comm } => pipe_kernel(o, plan, f, rs, e, comm),
-            Kind::GpuAnnot { stream, step } => {
-                o.sep();
-                o.s("  {\n    \"ph\": \"X\", \"cat\": \"gpu_user_annotation\", \"name\": \"");
-                o.s(rs.name_of(e));
-                if step {
-                    o.u(u64::from(step_no));
-                }
-                o.s("\", \"pid\": ");
-                o.u(f.device);
-                o.s(", \"tid\": ");
-                o.u(u64::from(stream));
-                o.s(",\n    \"ts\": ");
-                o.us(e.ts + f.offset);
-                o.s(", \"dur\": ");
-                o.us(e.dur);
-                o.s(",\n    \"args\": {\n      \"External id\": ");
-                o.u(e.ext);
-                o.s("\n    }\n  }");
-            }
+            Kind::GpuAnnot { stream, step } => gpu_annotation(o, f, rs, e, stream, step, step_no),
         }
     }
+}
+
+/// A CPU op or annotation (`cpu_op`, `user_annotation`), with its `fwdbwd` flow end.
+fn cpu_event<W: Write>(o: &mut Out<W>, plan: &Plan, f: &RankFmt, rs: &RankSim, e: &Ev, step_no: u32) {
+    let (cat, step) = match e.kind {
+        Kind::Annot { step } => ("user_annotation", step),
+        _ => ("cpu_op", false),
+    };
+    cpu_x_head(o, f, e, rs.name_of(e), cat, step_no, step);
+    o.s(",\"Record function id\": ");
+    o.u(e.ext);
+    if e.seq > 0 {
+        o.s(", \"Sequence number\": ");
+        o.u(u64::from(e.seq));
+        o.s(if e.th == Th::Main { ", \"Fwd thread id\": 0" } else { ", \"Fwd thread id\": 1" });
+    }
+    o.s(", \"Ev Idx\": ");
+    o.u(e.corr);
+    if plan.cfg.record_shapes && cat == "cpu_op" {
+        shapes::render(&mut o.buf, e.name, e.site, f.batch);
+    }
+    o.s("\n    }\n  }");
+    if e.flow > 0 {
+        let tid = f.tids[e.th as usize];
+        flow(
+            o,
+            if e.th == Th::Main { "s" } else { "f" },
+            u64::from(e.flow),
+            (f.pid, tid, e.ts + f.offset),
+            "fwdbwd",
+            e.th != Th::Main,
+        );
+    }
+}
+
+/// `record_param_comms` of a DDP collective.
+fn comms_event<W: Write>(
+    o: &mut Out<W>,
+    plan: &Plan,
+    f: &RankFmt,
+    rs: &RankSim,
+    e: &Ev,
+    coll: u32,
+    step_no: u32,
+) {
+    let Some(c) = rs.colls.get(coll as usize) else {
+        return;
+    };
+    let (pg_name, pg_desc) = PG_NAMES.get(c.pg).copied().unwrap_or(PG_NAMES[0]);
+    let (elem, dtype) = c.kind.dtype();
+    let nelems = c.bytes / elem;
+    cpu_x_head(o, f, e, e.name, "cpu_op", step_no, false);
+    o.s(",\"Record function id\": ");
+    o.u(e.ext);
+    o.s(", \"Process Group Name\": \"");
+    o.s(pg_name);
+    o.s("\", \"Global rank stride\": 1, \"Out msg nelems\": ");
+    o.u(nelems);
+    o.s(", \"Process Group Ranks\": \"");
+    o.s(plan.pg_ranks_text());
+    o.s("\", \"Group size\": ");
+    o.u(u64::from(plan.cfg.ranks));
+    o.s(", \"Global rank start\": 0, \"Ev Idx\": ");
+    o.u(e.corr);
+    o.s(", \"In msg nelems\": ");
+    o.u(nelems);
+    o.s(", \"In split size\": \"[]\", \"Out split size\": \"[]\", \"dtype\": \"");
+    o.s(dtype);
+    o.s("\", \"Process Group Description\": \"");
+    o.s(pg_desc);
+    o.s("\", \"Collective name\": \"");
+    o.s(c.kind.collective_name());
+    o.s("\", \"Rank\": ");
+    o.u(u64::from(f.rank));
+    o.s(", \"Seq\": ");
+    o.u(c.seq);
+    if plan.cfg.record_shapes {
+        shapes::render(&mut o.buf, e.name, e.site, f.batch);
+    }
+    o.s("\n    }\n  }");
+}
+
+/// A CUDA runtime call, with the `s` end of its `ac2g` flow when it launched GPU work.
+fn runtime_event<W: Write>(o: &mut Out<W>, f: &RankFmt, e: &Ev, cbid: u16, launched: bool) {
+    let tid = f.tids[e.th as usize];
+    o.sep();
+    o.s("  {\n    \"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"");
+    o.s(e.name);
+    o.s("\", \"pid\": ");
+    o.u(f.pid);
+    o.s(", \"tid\": ");
+    o.u(tid);
+    o.s(",\n    \"ts\": ");
+    o.us(e.ts + f.offset);
+    o.s(", \"dur\": ");
+    o.us(e.dur);
+    o.s(",\n    \"args\": {\n      \"External id\": ");
+    o.u(e.ext);
+    o.s(",      \"cbid\": ");
+    o.u(u64::from(cbid));
+    o.s(", \"correlation\": ");
+    o.u(e.corr);
+    o.s("\n    }\n  }");
+    if launched {
+        flow(o, "s", e.corr, (f.pid, tid, e.ts + f.offset), "ac2g", false);
+    }
+}
+
+/// A compute kernel on the compute stream.
+fn kernel_event<W: Write>(o: &mut Out<W>, f: &RankFmt, e: &Ev, k: KernelId) {
+    let k = usize::from(k);
+    let (Some(pre), Some(post)) = (f.kernel_pre.get(k), f.kernel_post.get(k)) else {
+        return;
+    };
+    o.sep();
+    o.b(pre);
+    o.us(e.ts + f.offset);
+    o.s(", \"dur\": ");
+    o.us(e.dur);
+    o.s(",\n    \"args\": {\n      \"External id\": ");
+    o.u(e.ext);
+    o.b(&f.mid[0]);
+    o.u(e.corr);
+    o.b(post);
+    o.s("\n    }\n  }");
+    flow(o, "f", e.corr, (f.device, u64::from(STREAM_COMPUTE), e.ts + f.offset), "ac2g", true);
+}
+
+/// The NCCL kernel of a DDP collective, with its collective args.
+fn nccl_event<W: Write>(o: &mut Out<W>, f: &RankFmt, rs: &RankSim, e: &Ev, coll: u32) {
+    let Some(c) = rs.colls.get(coll as usize) else {
+        return;
+    };
+    let stream = NCCL_STREAMS.get(c.pg).copied().unwrap_or(NCCL_STREAMS[0]);
+    let k = usize::from(c.kind.kernel());
+    let Some(post) = f.kernel_post.get(k) else {
+        return;
+    };
+    let (elem, dtype) = c.kind.dtype();
+    let nelems = c.bytes / elem;
+    gpu_x_head(o, f, e, "kernel", stream);
+    o.b(&f.mid[1 + c.pg.min(1)]);
+    o.u(e.corr);
+    o.b(post);
+    o.s(", \"Collective name\": \"");
+    o.s(c.kind.collective_name());
+    o.s("\", \"In msg nelems\": ");
+    o.u(nelems);
+    o.s(", \"Out msg nelems\": ");
+    o.u(nelems);
+    let args = f.pg_args.get(c.pg.min(1)).map_or("", String::as_str);
+    if dtype == "Float" {
+        o.s(args);
+    } else {
+        o.s(&args.replacen("\"dtype\": \"Float\"", &format!("\"dtype\": \"{dtype}\""), 1));
+    }
+    o.s(", \"Seq\": ");
+    o.u(c.seq);
+    o.s("\n    }\n  }");
+    flow(o, "f", e.corr, (f.device, u64::from(stream), e.ts + f.offset), "ac2g", true);
+}
+
+/// A memcpy or memset on the compute stream.
+fn memory_event<W: Write>(o: &mut Out<W>, f: &RankFmt, e: &Ev, bytes: u64) {
+    let cat = if matches!(e.kind, Kind::Memset { .. }) { "gpu_memset" } else { "gpu_memcpy" };
+    gpu_x_head(o, f, e, cat, STREAM_COMPUTE);
+    o.s(",      \"device\": ");
+    o.u(f.device);
+    o.s(", \"context\": 1,      \"stream\": ");
+    o.u(u64::from(STREAM_COMPUTE));
+    o.s(", \"correlation\": ");
+    o.u(e.corr);
+    o.s(",      \"bytes\": ");
+    o.u(bytes);
+    // bytes per ns = GB/s; Rust's float formatting is the same on every platform.
+    let gbps = bytes as f64 / e.dur.max(1) as f64;
+    o.s(", \"memory bandwidth (GB/s)\": ");
+    o.s(&format!("{gbps:?}"));
+    o.s("\n    }\n  }");
+    flow(o, "f", e.corr, (f.device, u64::from(STREAM_COMPUTE), e.ts + f.offset), "ac2g", true);
+}
+
+/// A `gpu_user_annotation` (the step's, or a collective's twin on its NCCL stream).
+fn gpu_annotation<W: Write>(
+    o: &mut Out<W>,
+    f: &RankFmt,
+    rs: &RankSim,
+    e: &Ev,
+    stream: u32,
+    step: bool,
+    step_no: u32,
+) {
+    o.sep();
+    o.s("  {\n    \"ph\": \"X\", \"cat\": \"gpu_user_annotation\", \"name\": \"");
+    o.s(rs.name_of(e));
+    if step {
+        o.u(u64::from(step_no));
+    }
+    o.s("\", \"pid\": ");
+    o.u(f.device);
+    o.s(", \"tid\": ");
+    o.u(u64::from(stream));
+    o.s(",\n    \"ts\": ");
+    o.us(e.ts + f.offset);
+    o.s(", \"dur\": ");
+    o.us(e.dur);
+    o.s(",\n    \"args\": {\n      \"External id\": ");
+    o.u(e.ext);
+    o.s("\n    }\n  }");
 }
 
 /// The group of pipeline op `c`, its rank list's start and stride, and the element size and
@@ -636,7 +685,7 @@ fn pipe_kernel<W: Write>(o: &mut Out<W>, plan: &Plan, f: &RankFmt, rs: &RankSim,
     flow(o, "f", e.corr, (f.device, u64::from(stream), e.ts + f.offset), "ac2g", true);
 }
 
-fn meta<W: Write>(
+pub(crate) fn meta<W: Write>(
     o: &mut Out<W>,
     name: &str,
     ts: i64,

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use rankscope_core::synth::{self, Manifest, SynthConfig};
+use rankscope_synth::{self as synth, Manifest, SynthConfig};
 use serde_json::Value;
 
 /// A small job that still has every feature: 4 ranks, 3 steps, 2 layers.
