@@ -47,7 +47,7 @@ pub use context::{severity_for, Ctx};
 
 use crate::analyze::collectives::Op;
 use crate::analyze::{self, Analysis, Options, RankPart};
-use crate::finding::{Finding, Thresholds};
+use crate::finding::{Finding, FindingId, Thresholds};
 use crate::normalize::{Job, JobError};
 
 /// The job half with its findings: [`analyze::combine`] measures, [`findings`] judges. Every
@@ -141,6 +141,18 @@ pub fn arbitrate(found: Found, floor_ns: f64, step_ns: f64) -> Vec<Finding> {
             }
         }
     }
+    // A delay ranks before the waiting it is part of: who the others wait for is the question
+    // before how the schedule waits (a stalled rank before the pipeline's bubble it deepens).
+    let mut before: Vec<(FindingId, FindingId)> = Vec::new();
+    for c in &rest {
+        let d = cause(c.cause);
+        if let Some(w) = d.part_of {
+            let waiting = |id: FindingId| rest.iter().any(|x| x.finding.id == id && cause(x.cause).stage == Stage::Waiting);
+            if d.stage == Stage::Waiting && waiting(w) && c.finding.impact_ns as f64 >= floor_ns {
+                before.push((c.finding.id, w));
+            }
+        }
+    }
     // Worth acting on, capped at the step, ranked.
     let cap = step_ns.max(0.0) as i64;
     let mut out: Vec<Finding> =
@@ -151,6 +163,18 @@ pub fn arbitrate(found: Found, floor_ns: f64, step_ns: f64) -> Vec<Finding> {
     out.sort_by(|x, y| {
         y.impact_ns.cmp(&x.impact_ns).then(y.severity.cmp(&x.severity)).then(x.id.as_str().cmp(y.id.as_str()))
     });
+    // Then each delay moves ahead of the whole it is part of.
+    for (part, whole) in before {
+        let (Some(p), Some(w)) =
+            (out.iter().position(|f| f.id == part), out.iter().position(|f| f.id == whole))
+        else {
+            continue;
+        };
+        if p > w {
+            let f = out.remove(p);
+            out.insert(w, f);
+        }
+    }
     // The job stopped: nothing else matters until it runs. One divergence is the cause; the
     // later ones are usually its consequences.
     stopped.into_iter().take(1).map(|c| c.finding).chain(out).collect()

@@ -24,7 +24,13 @@ fn find(cx: &Ctx<'_>, _: &Found) -> Vec<Finding> {
 
 /// A stalled stage's host time is most of the bubble.
 fn names_stall(part: &Finding) -> String {
-    format!(" Most of it is rank {}'s own host time (`host_stall`).", part.ranks.first().copied().unwrap_or(0))
+    let who = part.ranks.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+    let whose = if part.ranks.len() == 1 { format!("rank {who}'s") } else { format!("ranks {who}'") };
+    if part.id == FindingId::HostStall {
+        format!(" Part of it is {whose} own host time (`host_stall`).")
+    } else {
+        format!(" Part of it is the wait for {whose} delay (`{}`).", part.id)
+    }
 }
 
 /// The pipeline's bubble: stages idle waiting for their neighbours, against the schedule's

@@ -36,7 +36,9 @@ pub(super) static CAUSE: Cause = Cause {
     ],
     stage: Stage::Waiting,
     explains: &[FindingId::StepJitter],
-    part_of: None,
+    // A late rank in a pipeline job makes every later stage wait: that wait is in the
+    // pipeline's bubble, which keeps only the rest.
+    part_of: Some(FindingId::PipelineBubble),
     excludes: &[CauseId::ArrivalJitter],
     names_part: None,
     find,
