@@ -292,7 +292,7 @@ fn check_str(c: Check) -> String {
 }
 
 fn render_test(out: &mut String, t: &PerfTest, rows: bool) {
-    let coll = t.collective.map_or("unknown collective", |c| c.name());
+    let coll = t.collective_name();
     let ranks = t
         .n_ranks
         .map(|n| format!("{n} ranks ({})", t.n_ranks_source.as_deref().unwrap_or("?")))

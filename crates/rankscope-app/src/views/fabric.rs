@@ -200,7 +200,7 @@ fn tick_label(v: f64, max: f64) -> String {
 /// Bus bandwidth against message size (log x axis), out-of-place and in-place points, and the
 /// fitted model `busbw(S) = factor × S / (α + S / B)`.
 fn chart(t: &PerfTest) -> Html {
-    let name = t.collective.map_or("unknown collective", |c| c.name());
+    let name = t.collective_name();
     let pts: Vec<(f64, f64, f64)> = t
         .rows
         .iter()

@@ -111,18 +111,14 @@ fn cause(id: CauseId) -> &'static Cause {
 /// Explained findings dropped, parts taken off their wholes, the floor (`floor_ns`), the cap
 /// at the step (`step_ns`), the ranking (module doc, steps 3 to 5).
 pub fn arbitrate(found: Found, floor_ns: f64, step_ns: f64) -> Vec<Finding> {
-    let (stopped, mut rest): (Vec<Candidate>, Vec<Candidate>) =
+    let (stopped, rest): (Vec<Candidate>, Vec<Candidate>) =
         found.list.into_iter().partition(|c| cause(c.cause).stage == Stage::Stopped);
     // Explained: another cause's candidate explains this one's id.
-    let explained: Vec<bool> = rest
-        .iter()
-        .map(|c| rest.iter().any(|x| x.cause != c.cause && cause(x.cause).explains.contains(&c.finding.id)))
-        .collect();
-    let mut k = 0;
-    rest.retain(|_| {
-        k += 1;
-        !explained[k - 1]
-    });
+    let explained = |c: &Candidate| {
+        rest.iter().any(|x| x.cause != c.cause && cause(x.cause).explains.contains(&c.finding.id))
+    };
+    let keep: Vec<bool> = rest.iter().map(|c| !explained(c)).collect();
+    let mut rest: Vec<Candidate> = rest.into_iter().zip(keep).filter_map(|(c, k)| k.then_some(c)).collect();
     // Parts of a whole: every part found takes its gain off the whole's.
     for w in 0..rest.len() {
         let (whole_id, names_part) = (rest[w].finding.id, cause(rest[w].cause).names_part);
@@ -147,7 +143,9 @@ pub fn arbitrate(found: Found, floor_ns: f64, step_ns: f64) -> Vec<Finding> {
     for c in &rest {
         let d = cause(c.cause);
         if let Some(w) = d.part_of {
-            let waiting = |id: FindingId| rest.iter().any(|x| x.finding.id == id && cause(x.cause).stage == Stage::Waiting);
+            let waiting = |id: FindingId| {
+                rest.iter().any(|x| x.finding.id == id && cause(x.cause).stage == Stage::Waiting)
+            };
             if d.stage == Stage::Waiting && waiting(w) && c.finding.impact_ns as f64 >= floor_ns {
                 before.push((c.finding.id, w));
             }

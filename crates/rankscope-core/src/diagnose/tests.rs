@@ -71,7 +71,7 @@ fn a_whole_says_what_its_parts_are() {
     let out = arbitrate(f, FLOOR, STEP);
     assert_eq!(ids(&out), [("host_stall", 30_000_000), ("pipeline_bubble", 20_000_000)]);
     assert!(
-        out[1].message.ends_with("Most of it is rank 2's own host time (`host_stall`)."),
+        out[1].message.ends_with("Part of it is rank 2's own host time (`host_stall`)."),
         "{}",
         out[1].message
     );

@@ -334,11 +334,18 @@ fn collect_groups(
         exposed_transfer_ns: 0,
         wait_ns: 0,
     };
+    // Each rank lists the groups it is in: it is a member of each, whether or not the list of
+    // ranks it writes is whole (torch cuts a long list short).
+    let mut claimants: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
+    let mut disagree: BTreeSet<String> = BTreeSet::new();
     for p in parts {
         for c in &p.groups {
             let mut ranks = c.ranks.clone();
             ranks.sort_unstable();
             ranks.dedup();
+            if c.source == GroupSource::PgConfig {
+                claimants.entry(c.name.clone()).or_default().insert(p.info.rank);
+            }
             match by_name.get_mut(&c.name) {
                 None => {
                     by_name.insert(c.name.clone(), new(&c.name, c.desc.clone(), ranks, c.source));
@@ -346,7 +353,7 @@ fn collect_groups(
                 Some(g) => {
                     if g.ranks.is_empty() {
                         g.ranks = ranks;
-                    } else if !ranks.is_empty() && ranks != g.ranks {
+                    } else if !ranks.is_empty() && ranks != g.ranks && disagree.insert(c.name.clone()) {
                         notes.push(format!(
                             "rank {} lists group `{}` with other ranks than an earlier trace; the first list is kept",
                             p.info.rank, c.name
@@ -357,6 +364,13 @@ fn collect_groups(
                     }
                 }
             }
+        }
+    }
+    for (name, members) in claimants {
+        if let Some(g) = by_name.get_mut(&name) {
+            let mut all: BTreeSet<u32> = g.ranks.iter().copied().collect();
+            all.extend(members);
+            g.ranks = all.into_iter().collect();
         }
     }
     // Names seen only on the collectives: their members are the ranks that ran them.
@@ -409,19 +423,27 @@ fn mesh(groups: &[Group], world: Option<i64>) -> Vec<MeshDim> {
     let Some(world) = world.and_then(|w| u32::try_from(w).ok()).filter(|&w| w >= 2) else {
         return Vec::new();
     };
-    let mut by_role: BTreeMap<Role, Vec<&Group>> = BTreeMap::new();
-    for g in groups.iter().filter(|g| g.ranks.len() >= 2 && (g.ranks.len() as u32) < world) {
-        by_role.entry(g.role).or_default().push(g);
+    // Per role, per size: the distinct rank sets (a group's gloo twin, Megatron's `*_GLOO`
+    // groups, is the same set).
+    let mut by_role: BTreeMap<(Role, usize), BTreeSet<&[u32]>> = BTreeMap::new();
+    for g in groups.iter().filter(|g| {
+        g.ranks.len() >= 2 && (g.ranks.len() as u32) < world && !matches!(g.role, Role::Unknown | Role::World)
+    }) {
+        by_role.entry((g.role, g.ranks.len())).or_default().insert(g.ranks.as_slice());
     }
     let mut out = Vec::new();
-    for (role, gs) in by_role {
-        let size = gs[0].ranks.len() as u32;
-        let stride = gs[0].ranks[1].saturating_sub(gs[0].ranks[0]);
-        let regular = gs.iter().all(|g| {
-            g.ranks.len() as u32 == size && g.ranks.windows(2).all(|w| w[1].checked_sub(w[0]) == Some(stride))
-        });
-        let covered: BTreeSet<u32> = gs.iter().flat_map(|g| g.ranks.iter().copied()).collect();
-        if regular && stride > 0 && covered.len() as u32 == world && gs.len() as u32 * size == world {
+    for ((role, size), sets) in by_role {
+        let gs: Vec<&[u32]> = sets.into_iter().collect();
+        let size = size as u32;
+        let stride = gs[0][1].saturating_sub(gs[0][0]);
+        let regular = gs.iter().all(|g| g.windows(2).all(|w| w[1].checked_sub(w[0]) == Some(stride)));
+        let covered: BTreeSet<u32> = gs.iter().flat_map(|g| g.iter().copied()).collect();
+        if regular
+            && stride > 0
+            && covered.len() as u32 == world
+            && gs.len() as u32 * size == world
+            && !out.iter().any(|d: &MeshDim| d.role == role)
+        {
             out.push(MeshDim { role, size, stride });
         }
     }

@@ -78,14 +78,24 @@ pub(super) fn role_from_name(g: &Group) -> Option<(Role, String)> {
         } else if has(&["replicate"]) {
             Some(Role::Replicate)
         } else {
-            tokens.iter().find_map(|t| match *t {
+            let of = |t: &str| match t {
                 "tp" | "tensor" => Some(Role::Tensor),
                 "cp" | "context" => Some(Role::Context),
                 "pp" | "pipeline" | "pipe" => Some(Role::Pipeline),
                 "ep" | "expert" | "moe" => Some(Role::Expert),
                 "dp" | "data" | "ddp" => Some(Role::Data),
                 _ => None,
-            })
+            };
+            let named: BTreeSet<Role> = tokens.iter().filter_map(|t| of(t)).collect();
+            // `TENSOR_AND_DATA_PARALLEL_GROUP`, `MODEL_PARALLEL_GROUP`-like unions of two
+            // dimensions are no dimension of their own; `DATA_PARALLEL_GROUP_WITH_CP` is data.
+            if named.len() >= 2 && tokens.contains(&"and") {
+                return Some((
+                    Role::Unknown,
+                    format!("its {what} `{text}` names several dimensions together"),
+                ));
+            }
+            tokens.iter().find_map(|t| of(t))
         };
         if let Some(r) = role {
             return Some((r, format!("its {what} `{text}`")));

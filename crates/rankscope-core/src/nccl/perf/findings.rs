@@ -12,7 +12,7 @@ pub const PEAK_SHARE_THRESHOLD: f64 = 0.8;
 pub const LOW_MULTINODE_BUSBW_GBPS: f64 = 5.0;
 
 pub(super) fn test_label(t: &PerfTest) -> String {
-    let c = t.collective.and_then(CollKind::nccl_tests_name).unwrap_or("unknown collective");
+    let c = t.collective_name();
     let ranks = t.n_ranks.map(|n| format!(", {n} ranks")).unwrap_or_default();
     let hosts = if t.hosts.is_empty() { String::new() } else { format!(", {} host(s)", t.hosts.len()) };
     format!("{c} (test {} of {}{ranks}{hosts})", t.index, t.file)

@@ -240,6 +240,13 @@ pub struct PerfTest {
     pub analysis: Option<CurveAnalysis>,
 }
 
+impl PerfTest {
+    /// Its collective as nccl-tests names it (`alltoall`, `sendrecv`), or `unknown collective`.
+    pub fn collective_name(&self) -> &'static str {
+        self.collective.and_then(CollKind::nccl_tests_name).unwrap_or("unknown collective")
+    }
+}
+
 /// Everything read from nccl-tests outputs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TestsReport {

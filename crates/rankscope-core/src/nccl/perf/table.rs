@@ -80,7 +80,7 @@ pub fn parse_tests_file(file: &str, bytes: &[u8]) -> (Vec<PerfTest>, Vec<Diagnos
                 format!(
                     "test {} ({}): its rows alternate with another table's; rows were assigned by increasing size",
                     t.index,
-                    t.collective.and_then(CollKind::nccl_tests_name).unwrap_or("unknown collective")
+                    t.collective_name()
                 ),
                 file,
                 t.rows.first().map(|r| r.line),

@@ -139,6 +139,8 @@ fn late_ranks(cx: &Ctx<'_>) -> Option<Late> {
     Some(Late { ranks, steps, spread_steps: spread.len(), cost_ns: cost })
 }
 
+/// The late group's finding: what it costs the others (the gain claimed, a mean over every
+/// step), named and worded for why it is late.
 fn finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
     let n_steps = cx.all_steps.len().max(1) as f64;
     let cost_late = late.cost_ns.iter().sum::<i64>() as f64 / late.cost_ns.len().max(1) as f64;
