@@ -452,8 +452,11 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
     let stage_of: std::collections::BTreeMap<u32, usize> = {
         // Pipeline groups that each hold one whole pipeline (every rank in one of them:
         // Megatron's); groups per pair of neighbours say no stage by themselves.
-        let pipes: Vec<&layout::Group> =
-            layout.groups.iter().filter(|g| g.role == layout::Role::Pipeline).collect();
+        let pipes: Vec<&layout::Group> = layout
+            .groups
+            .iter()
+            .filter(|g| g.role == layout::Role::Pipeline && g.ranks.len() < parts.len())
+            .collect();
         let mut m: std::collections::BTreeMap<u32, usize> = std::collections::BTreeMap::new();
         let mut once = true;
         for g in &pipes {

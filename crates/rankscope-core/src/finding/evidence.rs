@@ -70,6 +70,9 @@ evidence_keys! {
     /// other members.
     ExpertVolumeRatio => "expert_volume_ratio",
     FabricBusbwGbps => "fabric_busbw_gbps",
+    /// Transfer per step of the groups that span hosts, and of the same role's groups within
+    /// one host.
+    InHostTransferNs => "in_host_transfer_ns",
     FixedCostNsPerStep => "fixed_cost_ns_per_step",
     /// 1 when the trace cannot tell the calls' fixed cost (no saving is claimed).
     FixedCostUnknown => "fixed_cost_unknown",
@@ -98,6 +101,7 @@ evidence_keys! {
     RecvWaitNs => "recv_wait_ns",
     RegionActiveNs => "region_active_ns",
     SlowestExcess => "slowest_excess",
+    SpanningTransferNs => "spanning_transfer_ns",
     SlowestStage => "slowest_stage",
     Stage => "stage",
     Stages => "stages",

@@ -40,6 +40,9 @@ crate::named_enum! {
         /// An expert-parallel rank gets more tokens than the others, and its expert group waits
         /// for it at the all_to_all.
         ExpertImbalance => "expert_imbalance",
+        /// A tensor-parallel group whose members are on more than one host: its activation
+        /// all_reduces cross the network.
+        TensorGroupSpansHosts => "tensor_group_spans_hosts",
         // Symptoms: never reported alone, listed in a cause's `symptoms` (the rules that would
         // have fired on the symptom alone).
         /// The other ranks' exposed wait at collectives.

@@ -288,6 +288,10 @@ pub fn build(parts: &[RankPart], insts: &mut [Vec<Instance>], user: Option<&User
     }
     let world: BTreeSet<u32> = ranks.iter().copied().collect();
     let grad_groups = groups.iter().filter(|g| matches!(g.role, Role::Data | Role::Replicate)).count();
+    // Groups with a role of their own that are not the whole world: the job has dimensions
+    // besides the one its default group might carry.
+    let sub_dims =
+        groups.iter().any(|g| g.role != Role::Unknown && g.ranks.len() > 1 && g.ranks.len() < world.len());
     for g in &mut groups {
         if any_shard && g.role == Role::Data && g.role_from == RoleFrom::Use {
             g.role = Role::Replicate;
@@ -296,6 +300,19 @@ pub fn build(parts: &[RankPart], insts: &mut [Vec<Instance>], user: Option<&User
         let is_world = g.ranks.len() >= world.len() && world.iter().all(|r| g.ranks.binary_search(r).is_ok());
         if is_world && g.role_from == RoleFrom::Use && g.role == Role::Data && grad_groups > 1 {
             g.role = Role::World;
+        }
+        // In a job with other dimensions, the default group carrying exchanges (a job that
+        // sends on it with global ranks) is no pipeline or ring of its own: the exchanges chain
+        // the stages. In a pure pipeline job the default group is the pipeline.
+        let default = g.desc.as_deref() == Some("default_pg");
+        if default
+            && sub_dims
+            && g.role_from == RoleFrom::Use
+            && matches!(g.role, Role::Pipeline | Role::Context)
+        {
+            g.role = Role::World;
+            g.role_evidence
+                .push_str(" on the whole world: the exchanges chain the stages, the group is every rank");
         }
         if is_world && g.role == Role::Unknown {
             (g.role, g.role_evidence) = (Role::World, "every rank".into());

@@ -18,7 +18,8 @@ pub(super) static CAUSE: Cause = Cause {
     finds: &[FindingId::ExpertImbalance],
     stage: Stage::Waiting,
     explains: &[FindingId::ComputeImbalance, FindingId::SlowDevice, FindingId::Straggler],
-    part_of: None,
+    // Its ranks arrive late at every stage boundary: that wait is in a pipeline's bubble.
+    part_of: Some(FindingId::PipelineBubble),
     excludes: &[],
     names_part: None,
     find,
@@ -29,14 +30,16 @@ pub const MIN_RATIO: f64 = 1.25;
 
 fn find(cx: &Ctx<'_>, found: &Found) -> Vec<Finding> {
     let Some(layout) = cx.a.layout.as_ref() else { return Vec::new() };
-    // The rank the others wait for: the late rank's finding, else the chain's single origin.
+    // The ranks the others wait for: the late rank's finding, and the chain's origins.
     let late = found.of(CauseId::LateRank).find(|f| {
-        matches!(f.id, FindingId::ComputeImbalance | FindingId::SlowDevice | FindingId::Straggler) && f.ranks.len() == 1
+        matches!(f.id, FindingId::ComputeImbalance | FindingId::SlowDevice | FindingId::Straggler)
     });
-    let origin = cx.a.wait_chain.as_ref().filter(|c| c.origins.len() == 1).and_then(|c| c.origins.first().copied());
-    let Some(late_rank) = late.and_then(|f| f.ranks.first().copied()).or(origin) else { return Vec::new() };
+    let mut waited_for: BTreeSet<u32> = late.map(|f| f.ranks.iter().copied().collect()).unwrap_or_default();
+    if let Some(c) = cx.a.wait_chain.as_ref() {
+        waited_for.extend(c.origins.iter().copied());
+    }
     let n_steps = cx.all_steps.len().max(1) as f64;
-    for g in layout.groups.iter().filter(|g| g.role == Role::Expert && g.ranks.binary_search(&late_rank).is_ok()) {
+    for g in layout.groups.iter().filter(|g| g.role == Role::Expert) {
         // Per rank: the group's all_to_all bytes per step.
         let mut volume: BTreeMap<u32, f64> = BTreeMap::new();
         for o in cx.ops.iter().filter(|o| o.pg == g.name && o.kind == CollKind::AllToAll && !o.partial) {
@@ -48,33 +51,48 @@ fn find(cx: &Ctx<'_>, found: &Found) -> Vec<Finding> {
                 *volume.entry(r).or_default() += b as f64 / n_steps;
             }
         }
-        let Some(&hot) = volume.get(&late_rank) else { continue };
+        // The group's hot rank: the most volume, clear of the others.
+        let Some((&late_rank, &hot)) = volume.iter().max_by(|a, b| a.1.total_cmp(b.1)) else { continue };
+        if !waited_for.contains(&late_rank) {
+            continue;
+        }
         let others: Vec<f64> = volume.iter().filter(|(&r, _)| r != late_rank).map(|(_, &v)| v).collect();
         let median = median_f(others.clone());
         if others.is_empty() || median <= 0.0 || hot < MIN_RATIO * median {
             continue;
         }
+        let late = late.filter(|f| f.ranks.contains(&late_rank));
         let ratio = hot / median;
-        let max_other = others.iter().copied().fold(0.0, f64::max);
-        if hot <= max_other {
-            continue;
-        }
-        // The gain: what the others wait for it, the late rank's own claim when there is one.
-        let cost = match late {
-            Some(f) => f.impact_ns as f64,
-            None => cx.a.waits.iter().filter(|w| w.late.contains(&late_rank)).map(|w| w.cost_ns as f64).sum::<f64>() / n_steps,
+        // The gain: what the group's other members wait for it per step (the chain's edges out
+        // of it through the group), else the late finding's own claim.
+        let through: Vec<f64> = cx
+            .a
+            .wait_chain
+            .iter()
+            .flat_map(|c| c.edges.iter())
+            .filter(|e| e.from == late_rank && e.group == g.name)
+            .map(|e| e.wait_ns as f64)
+            .collect();
+        let cost = match (late, through.is_empty()) {
+            (Some(f), _) if f.ranks.len() == 1 => f.impact_ns as f64,
+            (_, false) => median_f(through.clone()),
+            (Some(f), true) => f.impact_ns as f64,
+            (None, true) => continue,
         };
         let mut evidence = late.map(|f| f.evidence.clone()).unwrap_or_default();
         evidence.insert(K::ExpertVolumeRatio, ratio);
         let share = hot / volume.values().sum::<f64>().max(1.0);
         let mb = |b: f64| format!("{:.1} MiB", b / 1024.0 / 1024.0);
-        let waited = late
-            .and_then(|f| {
+        let waited = if through.is_empty() {
+            late.and_then(|f| {
                 let lo = f.evidence.get(K::OthersExposedWaitNsMin)?;
                 let hi = f.evidence.get(K::OthersExposedWaitNsMax)?;
-                Some(format!(", and the group's other ranks each wait {} per step for it", dur_range(vec![lo, hi])))
+                Some(format!(", and the other ranks each wait {} per step for it", dur_range(vec![lo, hi])))
             })
-            .unwrap_or_default();
+            .unwrap_or_default()
+        } else {
+            format!(", and the group's other ranks each wait {} per step for it there", dur_range(through.clone()))
+        };
         let message = format!(
             "Rank {late_rank}'s experts get more tokens than the others': its all_to_alls in expert-parallel group `{}` move {} per step, {ratio:.2}× the median of the group's other ranks ({}; {} of the group's all_to_all volume), so it computes longest and arrives last at the next all_to_all{waited}.",
             g.name,

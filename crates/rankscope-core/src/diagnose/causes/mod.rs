@@ -43,6 +43,8 @@ registry! {
     LateRank => late_rank,
     /// An expert-parallel rank that gets more tokens than its group's others.
     ExpertImbalance => expert_imbalance,
+    /// Tensor-parallel groups that span hosts.
+    TensorGroupSpansHosts => tensor_group_spans_hosts,
     /// Ranks that take turns being late.
     ArrivalJitter => arrival_jitter,
     /// Blocking collectives the host waits in mid-step.
