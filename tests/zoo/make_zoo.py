@@ -182,6 +182,22 @@ SCENARIOS = [
         expected={"first_finding": None, "ranks": [], "must_not": DP_FALSE_POSITIVES},
     ),
     dict(
+        name="noise_burst_2rank", kind="dp", world_size=2, seed=1850,
+        description=(
+            "Healthy 2-rank run (identical_2rank's model, DataLoader and annotations; each rank pinned to "
+            "its own core) with one burst of host noise: at the top of the second profiled step another "
+            "process spins for 150 ms on rank 1's core. Rank 1's operators are the same and run at their "
+            "usual speed outside that step; in it they share the core and rank 1 arrives late once."
+        ),
+        cfg=dp(dataloader=True, item_sleep_ms=0.0, pin=True, active=3,
+               inject={"kind": "cpu_hog_once", "ranks": [1], "step": 3, "amount_ms": 150}),
+        injected={"cause": None, "noise": "burst", "ranks": [1], "profiled_step_index": 1, "amount_ms": 150,
+                  "how": "a process spinning 150 ms on rank 1's core (both pinned), started at the top of step 3 (the second of the 3 profiled steps), once"},
+        expected={"first_finding": None, "ranks": [],
+                  "must_not": DP_FALSE_POSITIVES + ["slow_device", "straggler"],
+                  "burst": {"rank": 1, "profiled_step_index": 1}},
+    ),
+    dict(
         name="host_stall_8rank", kind="dp", world_size=8, seed=1900,
         description=(
             "host_stall at world size 8 on 2 cores, with a tiny model (in_proj 256->256, 3 blocks of width "
@@ -623,6 +639,15 @@ def validate(scn, measured):
             others = sorted(v for k, v in st.items() if k != r)
             if max(st, key=st.get) != r or st[r] - others[-1] < 0.10 * step_ms:
                 problems.append(f"step {i}: injected rank {r} is not clearly the last to be ready ({ {k: round(v) for k, v in st.items()} })")
+    if scn["name"] == "noise_burst_2rank" and late:
+        b = scn["expected"]["burst"]
+        r, i = str(b["rank"]), b["profiled_step_index"]
+        for k, st in enumerate(late):
+            other = max(v for q, v in st.items() if q != r)
+            if k == i and st[r] - other < 0.10 * step_ms:
+                problems.append(f"burst step {k}: rank {r} is not clearly late ({ {q: round(v) for q, v in st.items()} })")
+            if k != i and st[r] - other > 0.05 * step_ms:
+                problems.append(f"step {k}: rank {r} late outside the burst ({ {q: round(v) for q, v in st.items()} })")
     if scn["name"] == "small_buckets":
         nb = measured[ranks[0]]["extra"]["ddp_logging"].get("rebuilt_bucket_sizes", "").count(",") + 1
         if nb < 15:

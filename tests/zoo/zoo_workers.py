@@ -175,6 +175,23 @@ class ItemDataset(torch.utils.data.Dataset):
 # data parallel: DDP or FSDP2
 # --------------------------------------------------------------------------------------
 
+def _spin(cpus, seconds):
+    os.sched_setaffinity(0, cpus)
+    end = time.perf_counter() + seconds
+    x = 0
+    while time.perf_counter() < end:
+        x += 1
+
+
+def cpu_hog(cpus, seconds):
+    """A process that spins on `cpus` for `seconds` (started, not waited for: it ends itself)."""
+    import multiprocessing as mp
+
+    p = mp.get_context("fork").Process(target=_spin, args=(set(cpus), seconds), daemon=True)
+    p.start()
+    return p
+
+
 def run_dp(ctx):
     cfg, rank, world = ctx["cfg"], ctx["rank"], ctx["world"]
     seed = cfg["seed"]
@@ -182,6 +199,9 @@ def run_dp(ctx):
     names = cfg["annotations"]  # {"forward": str|None, "backward": ..., "optimizer": ...}
     inj = cfg.get("inject") or {}
     inj_here = rank in inj.get("ranks", [])
+    if cfg.get("pin"):
+        # One core per rank, so that a process competing for a rank's core slows that rank alone.
+        os.sched_setaffinity(0, {rank % os.cpu_count()})
 
     torch.manual_seed(seed)  # same initial weights everywhere (DDP broadcasts rank 0's anyway)
     model = build_model(cfg)
@@ -263,6 +283,12 @@ def run_dp(ctx):
     with prof:
         for step in range(n_steps):
             log.begin(step)
+            if inj.get("kind") == "cpu_hog_once" and inj_here and step == inj["step"]:
+                # INJECTION (noise_burst): host noise for one step. Another process spins on this
+                # rank's core for `amount_ms`: the rank's operators run as usual, only slower while
+                # they share the core. Nothing in this process changes.
+                hog = cpu_hog(os.sched_getaffinity(0), inj["amount_ms"] / 1e3)
+                log.cur["hog_ms"] = inj["amount_ms"]
             slept0 = dataset.slept_ms if dataset else 0.0
             with log.timed("data_ms"):
                 x, y = next_batch(step)

@@ -291,9 +291,30 @@ fn blocking_metric_collectives_are_a_host_sync() {
 
 #[test]
 fn healthy_runs_report_no_false_cause() {
-    for name in ["baseline", "good_overlap", "identical_2rank", "fsdp_baseline"] {
+    for name in [
+        "baseline",
+        "good_overlap",
+        "identical_2rank",
+        "fsdp_baseline",
+        "embbag_healthy_w5",
+        "noise_burst_2rank",
+    ] {
         let (a, spec) = run(name);
         check_expected(name, &a, &spec);
+        // The hosts' noise is information: lateness that moves between the ranks, or a burst,
+        // is never more than low (docs/metrics.md, "Noise").
+        for f in a
+            .findings
+            .iter()
+            .filter(|f| matches!(f.id.as_str(), "arrival_jitter" | "step_jitter" | "noise_burst"))
+        {
+            assert!(
+                f.severity <= rankscope_core::finding::Severity::Low,
+                "{name}: {:?} {}",
+                f.severity,
+                f.message
+            );
+        }
         // Identical work: no rank is called slower or more loaded.
         for f in &a.findings {
             assert!(

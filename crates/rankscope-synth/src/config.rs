@@ -96,6 +96,12 @@ pub struct SynthConfig {
     pub hang: Option<Hang>,
     /// Pipeline parallelism instead of DDP (see [`Pipeline`]); `ranks` becomes `stages × dp`.
     pub pipeline: Option<Pipeline>,
+    /// Host noise for one step (data-parallel jobs): one rank's GPU work runs `factor`× slower in step `step` (the
+    /// step's index among the profiled ones) and at its usual speed in every other step (a
+    /// process preempting its launching thread, a throttled clock for a moment). Written only
+    /// when set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub burst: Option<Burst>,
     /// A hybrid-parallel job instead of DDP (see [`Hybrid`]): tensor × context × expert × data ×
     /// pipeline parallel, one cause; `ranks` becomes the world size. Written only when set, so
     /// the manifests of other jobs do not change.
@@ -108,6 +114,16 @@ pub struct SynthConfig {
 #[serde(deny_unknown_fields)]
 pub struct RankFactor {
     pub rank: u32,
+    pub factor: f64,
+}
+
+/// One rank slower in one step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Burst {
+    pub rank: u32,
+    /// The step's index among the profiled steps (0 is the first).
+    pub step: u32,
     pub factor: f64,
 }
 
@@ -190,6 +206,7 @@ impl Default for SynthConfig {
             slow_dataloader: None,
             host_stall: None,
             uneven_batch: None,
+            burst: None,
             host_sync: None,
             all_to_all: None,
             hang: None,

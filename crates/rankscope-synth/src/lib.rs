@@ -72,7 +72,7 @@ mod shapes;
 mod sim;
 
 pub use config::{
-    AllToAll, Hang, HangKind, HostStall, HostSync, PipeAnnotations, Pipeline, RankFactor, Schedule,
+    AllToAll, Burst, Hang, HangKind, HostStall, HostSync, PipeAnnotations, Pipeline, RankFactor, Schedule,
     SynthConfig, SynthError,
 };
 pub use hybrid::{

@@ -142,6 +142,16 @@ impl SynthConfig {
                 }
             }
         }
+        if let Some(b) = &mut self.burst {
+            let f = b.factor;
+            fix(f.is_finite() && (1.0..=16.0).contains(&f), format!("burst.factor {f} not in 1..=16"));
+            b.factor = if f.is_finite() { f.clamp(1.0, 16.0) } else { 1.0 };
+            fix(b.step < self.steps.max(1), format!("burst.step {} not below steps {}", b.step, self.steps));
+            b.step = b.step.min(self.steps.saturating_sub(1));
+            if !rank_ok("burst.rank", b.rank, fix) {
+                self.burst = None;
+            }
+        }
         if let Some(h) = &mut self.host_stall {
             fix((0..=100_000_000_000).contains(&h.ns), format!("host_stall.ns {} not in 0..=1e11", h.ns));
             h.ns = h.ns.clamp(0, 100_000_000_000);

@@ -22,6 +22,7 @@ pub mod instances;
 pub mod intervals;
 pub mod issued;
 pub mod layout;
+pub mod noise;
 pub mod pipeline;
 pub mod regions;
 pub mod report;
@@ -175,6 +176,10 @@ pub struct Analysis {
     /// when no rank is consistently the one waited for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_chain: Option<chain::WaitChain>,
+    /// How much the step time varies from step to step and which steps stand out ([`noise`]);
+    /// absent with fewer than [`noise::MIN_STEPS`] steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise: Option<noise::Noise>,
     /// Per rank × step: host time by annotation and by phase, collective waits taken out.
     pub regions: Vec<attribution::RegionRow>,
     pub phases: Vec<attribution::PhaseRow>,
@@ -610,6 +615,9 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
         .collect();
     let steps: Vec<StepEntry> =
         per_step.into_iter().map(|(step, per_rank)| StepEntry { step, per_rank }).collect();
+    let noise = noise::measure(
+        steps.iter().filter_map(|s| s.per_rank.iter().map(|r| r.wall_ns).max().map(|w| (s.step, w))),
+    );
     let (stragglers, straggler) = balance::stragglers(&ops);
     let chains: Vec<Vec<critical_path::StepPath>> = parts.iter().map(|p| p.chains.clone()).collect();
     let segments: Vec<(u32, Vec<critical_path::Segment>)> =
@@ -634,6 +642,7 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
         critical_path,
         waits: step_waits,
         wait_chain,
+        noise,
         regions: region_rows,
         phases: phase_rows,
         comm_origins: origins,

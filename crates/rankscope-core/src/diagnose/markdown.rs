@@ -160,6 +160,26 @@ fn header(s: &mut String, a: &Analysis) {
     if let Some(l) = a.layout.as_ref().filter(|l| !l.mesh.is_empty()) {
         let _ = writeln!(s, "Parallel layout: {} (see \"Parallel layout\").\n", l.mesh_words());
     }
+    noise(s, a);
+}
+
+/// The run's noise floor: how much its steps vary, and the steps that stand out.
+fn noise(s: &mut String, a: &Analysis) {
+    let Some(n) = a.noise.as_ref() else { return };
+    let out: Vec<String> =
+        n.outliers.iter().map(|o| format!("step {} (+{} ms)", o.step, ms_f(o.excess_ns as f64))).collect();
+    let _ = writeln!(
+        s,
+        "Noise: the step (its slowest rank) takes {} ms, varying by {} ms from step to step over {} steps (1.4826 × the median absolute deviation){}.\n",
+        ms_f(n.step_ns as f64),
+        ms_f(n.spread_ns as f64),
+        n.steps,
+        if out.is_empty() {
+            "; no step stands out".to_string()
+        } else {
+            format!("; standing out: {}", out.join(", "))
+        }
+    );
 }
 
 /// The groups by role: how many, their size, one of them, and why the role.

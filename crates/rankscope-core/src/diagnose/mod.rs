@@ -22,7 +22,7 @@
 //!    does not remove it), and a part names its whole among its symptoms; the whole may say so.
 //! 5. **Worth acting on**: below the floor ([`Ctx::floor_ns`]: 1% of the step, at least
 //!    20 µs) a finding is dropped; a gain is capped at the step; the rest are ranked by gain,
-//!    then severity, then id. A stopped job's first divergence comes before them all (the
+//!    then severity, then id, information (severity info) after all advice. A stopped job's first divergence comes before them all (the
 //!    later ones are usually its consequences).
 //!
 //! Symptom rules of thumb (DOMAIN.md): data-parallel communication above ~10% of the step is not
@@ -47,7 +47,7 @@ pub use context::{severity_for, Ctx};
 
 use crate::analyze::collectives::Op;
 use crate::analyze::{self, Analysis, Options, RankPart};
-use crate::finding::{Finding, FindingId, Thresholds};
+use crate::finding::{Finding, FindingId, Severity, Thresholds};
 use crate::normalize::{Job, JobError};
 
 /// The job half with its findings: [`analyze::combine`] measures, [`findings`] judges. Every
@@ -158,8 +158,14 @@ pub fn arbitrate(found: Found, floor_ns: f64, step_ns: f64) -> Vec<Finding> {
     for f in &mut out {
         f.impact_ns = f.impact_ns.min(cap);
     }
+    // Information (severity info: noise, what was measured without advice) after all advice.
+    let info = |f: &Finding| f.severity == Severity::Info;
     out.sort_by(|x, y| {
-        y.impact_ns.cmp(&x.impact_ns).then(y.severity.cmp(&x.severity)).then(x.id.as_str().cmp(y.id.as_str()))
+        info(x)
+            .cmp(&info(y))
+            .then(y.impact_ns.cmp(&x.impact_ns))
+            .then(y.severity.cmp(&x.severity))
+            .then(x.id.as_str().cmp(y.id.as_str()))
     });
     // Then each delay moves ahead of the whole it is part of.
     for (part, whole) in before {

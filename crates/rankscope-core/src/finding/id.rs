@@ -35,6 +35,8 @@ crate::named_enum! {
         BelowFabric => "below_fabric",
         /// Step times that vary with no rank consistently late.
         StepJitter => "step_jitter",
+        /// One step holds a late rank's lateness: a burst of noise, information, not a cause.
+        NoiseBurst => "noise_burst",
         /// A pipeline's stages idle beyond what its schedule leaves.
         PipelineBubble => "pipeline_bubble",
         /// An expert-parallel rank gets more tokens than the others, and its expert group waits

@@ -27,6 +27,9 @@ impl RankSim {
         if plan.straggler == Some(self.rank) {
             speed = speed * (1_000_000 + plan.straggler_extra_ppm) / 1_000_000;
         }
+        if let Some(b) = plan.cfg.burst.as_ref().filter(|b| b.rank == self.rank && b.step == s) {
+            speed = (speed as f64 * b.factor).round() as i64;
+        }
         self.speed_ppm = speed;
 
         self.churn = [u32::MAX; 2];

@@ -2,11 +2,17 @@
 //! changes from step to step: no single straggler. Its gain is every step's late cost, a mean
 //! over the steps. When the late ranks spent at least 1.35× the others' median time in forward
 //! and backward in the steps that hold two thirds of the time lost, the work moves between the
-//! ranks, and the advice leads with balancing it (docs/metrics.md, "Findings", 1). A late rank
+//! ranks, and the advice leads with balancing it (docs/metrics.md, "Findings", 1). When no work
+//! moves, or the time lost sits in steps that stand out of the run's ([`crate::analyze::noise`]),
+//! the lateness is the hosts' noise, or cannot be told from it: low at most. A late rank
 //! ([`super::late_rank`]) excludes it; it explains the step-time spread.
 
 use super::prelude::*;
 use crate::analyze::attribution::StepWaits;
+
+/// The share of the time lost that steps standing out of the run must hold for the lateness to
+/// look like bursts of noise (the late rank's burst rule's, [`super::late_rank`]).
+const BURST_SHARE: f64 = 2.0 / 3.0;
 
 pub(super) static CAUSE: Cause = Cause {
     id: CauseId::ArrivalJitter,
@@ -57,16 +63,47 @@ fn jitter(cx: &Ctx<'_>) -> Option<Finding> {
     let cost_all: i64 = waits.iter().map(|w| w.cost_ns).sum();
     let cost_work: i64 = with_work.iter().map(|w| w.cost_ns).sum();
     let work_moves = with_work.len() >= 2 && cost_work as f64 >= 2.0 / 3.0 * cost_all as f64;
+    // Noise, measured (docs/metrics.md, "Noise"): lateness that moves between the ranks with
+    // no work moving with it is the hosts' noise, information about the machine rather than the
+    // job (low at most). Lateness whose cost sits mostly in steps that stand out of the run's
+    // step times looks the same as bursts of noise would: low at most, and said so.
+    let in_outliers: i64 = cx
+        .a
+        .noise
+        .as_ref()
+        .map_or(0, |n| waits.iter().filter(|w| n.stands_out(w.step)).map(|w| w.cost_ns).sum());
+    let bursty = cost_all > 0 && in_outliers as f64 >= BURST_SHARE * cost_all as f64;
     let moves = if work_moves {
         format!(
-            " In {} of these {} steps, which hold {:.0}% of the time lost, the last to arrive spent at least {MORE_WORK}x the others' time in forward and backward in that step: the work moves between the ranks from step to step.",
+            " In {} of these {} steps, which hold {:.0}% of the time lost, the last to arrive spent at least {MORE_WORK}x the others' time in forward and backward in that step: {}.",
             with_work.len(),
             waits.len(),
-            100.0 * cost_work as f64 / cost_all.max(1) as f64
+            100.0 * cost_work as f64 / cost_all.max(1) as f64,
+            if bursty {
+                "more work, or the same work slowed by its host, in that step"
+            } else {
+                "the work moves between the ranks from step to step"
+            }
         )
     } else {
         String::new()
     };
+    let noise_words = match cx.a.noise.as_ref() {
+        Some(n) if !work_moves => format!(
+            " No work moves with the lateness: this is the hosts' noise (steps vary by {} around a usual {}), information about the machine more than the job.",
+            dur(n.spread_ns as f64),
+            dur(n.step_ns as f64)
+        ),
+        Some(n) if bursty => format!(
+            " {:.0}% of the time lost is in steps that stand out of the run's (usually {}, varying by {}): bursts of noise would look the same in {} profiled steps; profile more steps, with `record_shapes=True`, to tell them apart.",
+            100.0 * in_outliers as f64 / cost_all as f64,
+            dur(n.step_ns as f64),
+            dur(n.spread_ns as f64),
+            cx.all_steps.len()
+        ),
+        _ => String::new(),
+    };
+    let noisy = cx.a.noise.is_some() && (!work_moves || bursty);
     let balance = if work_moves {
         "If the batches differ in size from step to step (variable sequence lengths, dynamic batching), balance the work per step across ranks: batches of equal tokens rather than equal samples (bucket or sort samples by length, pack sequences). "
     } else {
@@ -74,9 +111,9 @@ fn jitter(cx: &Ctx<'_>) -> Option<Finding> {
     };
     Some(Finding {
         id: FindingId::ArrivalJitter,
-        severity: severity_for(saving, cx.step_ns).min(Severity::Medium),
+        severity: severity_for(saving, cx.step_ns).min(if noisy { Severity::Low } else { Severity::Medium }),
         message: format!(
-            "The ranks wait for each other at the collectives ({} per step of exposed wait, each), but the last to arrive changes from step to step (rank {}): no single straggler.{moves}",
+            "The ranks wait for each other at the collectives ({} per step of exposed wait, each), but the last to arrive changes from step to step (rank {}): no single straggler.{moves}{noise_words}",
             dur_range(per_rank),
             lates.join(", then ")
         ),

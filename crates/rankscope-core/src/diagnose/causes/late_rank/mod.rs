@@ -11,12 +11,13 @@
 //! no late rank (the ranks may then take turns: [`super::arrival_jitter`]).
 //!
 //! **Why** ([`classify`]): `input_bound`, `host_stall`, `compute_imbalance`, `slow_device` or
-//! `straggler`. These five ids are one cause in one folder because they are one measurement
+//! `straggler`; or no cause at all when one step holds the lateness (`noise_burst`, [`burst`]). These five ids are one cause in one folder because they are one measurement
 //! (the late group and what it costs the others) read five ways: the classification decides
 //! the id, and each id's wording is its own function ([`words`]). A late rank excludes
 //! ranks-taking-turns, and explains the step-time spread its lateness makes; its ranks are left
 //! out of the steady-state host findings (their idle is its).
 
+mod burst;
 mod classify;
 mod words;
 
@@ -33,6 +34,7 @@ pub(super) static CAUSE: Cause = Cause {
         FindingId::ComputeImbalance,
         FindingId::SlowDevice,
         FindingId::Straggler,
+        FindingId::NoiseBurst,
     ],
     stage: Stage::Waiting,
     explains: &[FindingId::StepJitter],
@@ -46,7 +48,13 @@ pub(super) static CAUSE: Cause = Cause {
 
 fn find(cx: &Ctx<'_>, _: &Found) -> Vec<Finding> {
     let floor = cx.floor_ns();
-    late_ranks(cx).and_then(|l| finding(cx, &l)).filter(|f| f.impact_ns as f64 >= floor).into_iter().collect()
+    let Some(late) = late_ranks(cx) else { return Vec::new() };
+    // Lateness that is one step's is a burst, whatever that step looked like ([`burst`]).
+    let f = match burst::burst(cx, &late) {
+        Some(b) => burst::finding(cx, &late, b),
+        None => finding(cx, &late),
+    };
+    f.filter(|f| f.impact_ns as f64 >= floor).into_iter().collect()
 }
 
 /// A consistent late group.
@@ -61,13 +69,23 @@ struct Late {
 }
 
 fn late_ranks(cx: &Ctx<'_>) -> Option<Late> {
-    let waits = &cx.a.waits;
+    late_ranks_without(cx, None)
+}
+
+/// The late group over every step but `skip` (the burst rule asks whether a group is late
+/// without its one outstanding step).
+fn late_ranks_without(cx: &Ctx<'_>, skip: Option<u32>) -> Option<Late> {
+    let waits: Vec<&StepWaits> = cx.a.waits.iter().filter(|w| Some(w.step) != skip).collect();
+    let n_all = cx.all_steps.iter().filter(|&&s| Some(s) != skip).count();
     // A step counts as late only when its lateness costs the step something worth a look (the
     // findings' floor: 1% of the step): a rank last by 0.2 ms in a 50 ms step is not late, and
     // counted so it turned a rank that is last in 2 of 4 steps into a consistent one.
     let floor = cx.floor_ns();
-    let spread: Vec<&StepWaits> =
-        waits.iter().filter(|w| !w.late.is_empty() && w.cost_ns > 0 && w.cost_ns as f64 >= floor).collect();
+    let spread: Vec<&StepWaits> = waits
+        .iter()
+        .copied()
+        .filter(|w| !w.late.is_empty() && w.cost_ns > 0 && w.cost_ns as f64 >= floor)
+        .collect();
     if spread.is_empty() {
         return None;
     }
@@ -79,7 +97,7 @@ fn late_ranks(cx: &Ctx<'_>) -> Option<Late> {
     }
     // Consistent over the steps of the trace, not only over those with a spread: a rank late
     // in 2 of 4 steps is noise. One measured step is named if it is the only step there is.
-    let n_steps = cx.all_steps.len().max(spread.len());
+    let n_steps = n_all.max(spread.len());
     let mut need = (cx.th.straggler_consistency * n_steps as f64).ceil().max(1.0) as usize;
     let mut ranks: Vec<u32> = count.iter().filter(|(_, &n)| n >= need).map(|(&r, _)| r).collect();
     if ranks.is_empty() {
@@ -121,7 +139,7 @@ fn late_ranks(cx: &Ctx<'_>) -> Option<Late> {
     let mut steps = Vec::new();
     let mut cost = Vec::new();
     let group: BTreeSet<u32> = ranks.iter().copied().collect();
-    for w in waits {
+    for w in &waits {
         if w.late.iter().any(|r| group.contains(r)) {
             let c = attribution::late_cost(&w.ranks, &w.exposed_wait_ns, &ranks);
             if c > 0 && c as f64 >= floor {
