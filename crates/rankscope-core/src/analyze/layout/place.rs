@@ -297,8 +297,19 @@ fn place_p2p(parts: &[RankPart], insts: &mut [Vec<Instance>], groups: &[Group], 
     let slot: BTreeMap<u32, usize> = rank_of.iter().enumerate().map(|(k, &r)| (r, k)).rev().collect();
     let host = |k: usize| parts[k].info.host.as_deref().and_then(crate::analyze::align::host_key);
     let index_in = |g: &Group, r: u32| g.ranks.iter().position(|&x| x == r);
-    let carries: Vec<bool> =
-        groups.iter().map(|g| insts.iter().flatten().any(|x| !x.p2p && x.pg == g.name)).collect();
+    // Names looked up once (a job of 1,024 ranks has hundreds of groups and a few hundred
+    // thousand instances: a scan of the groups per instance was most of the layout's time).
+    let mut index: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, g) in groups.iter().enumerate() {
+        index.entry(g.name.as_str()).or_insert(i); // the first of a name, as a scan finds it
+    }
+    let group_of = |pg: &str| index.get(pg).copied();
+    let mut carries = vec![false; groups.len()];
+    for x in insts.iter().flatten().filter(|x| !x.p2p) {
+        if let Some(i) = group_of(&x.pg) {
+            carries[i] = true;
+        }
+    }
     // Where the peer of `x` (on slot k) is, if `x` is in group g.
     let global_peer = |x: &Instance, g: &Group| -> Option<u32> {
         let p = x.peer?;
@@ -319,17 +330,14 @@ fn place_p2p(parts: &[RankPart], insts: &mut [Vec<Instance>], groups: &[Group], 
         let lane_group: BTreeMap<u32, usize> = insts[k]
             .iter()
             .filter(|x| !x.p2p && !x.pg.is_empty())
-            .filter_map(|x| Some((x.lane, groups.iter().position(|g| g.name == x.pg)?)))
+            .filter_map(|x| Some((x.lane, group_of(&x.pg)?)))
             .collect();
         let mut votes = Vec::new();
         for (i, x) in
             insts[k].iter().enumerate().filter(|(_, x)| x.p2p && (x.pg.is_empty() || x.peer_in_group))
         {
-            let options: Vec<usize> = if x.pg.is_empty() {
-                cand[k].clone()
-            } else {
-                groups.iter().position(|g| g.name == x.pg).into_iter().collect()
-            };
+            let options: Vec<usize> =
+                if x.pg.is_empty() { cand[k].clone() } else { group_of(&x.pg).into_iter().collect() };
             // `strict`: the peer's exchange names this rank back; else one that names nobody
             // counts too.
             let evidence = |gi: usize, strict: bool| -> bool {
