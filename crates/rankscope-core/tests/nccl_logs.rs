@@ -358,6 +358,110 @@ fn fixture_two_communicators_pxn_torchrun_prefix() {
     assert!(r.findings.is_empty(), "{:?}", ids(&r));
 }
 
+const TEARDOWN: &str = "log_efa-2node_successful-job_teardown-traces_SYNTHETIC.log";
+
+/// The fixture with its lines changed by `edit` (a line → its replacement, `None` to drop it).
+fn teardown_variant(edit: impl Fn(&str) -> Option<String>) -> LogReport {
+    let text = String::from_utf8(read(&format!("{FIXTURES}{TEARDOWN}"))).unwrap();
+    let out: String = text.lines().filter_map(&edit).map(|l| l + "\n").collect();
+    nccl::analyze_logs(&[Input { name: TEARDOWN, bytes: out.as_bytes() }])
+}
+
+fn is_finish_line(l: &str) -> bool {
+    l.contains("train_runtime") || l.contains("Training completed") || l.contains("Training job finished")
+}
+
+#[test]
+fn teardown_traces_of_a_successful_efa_job_are_information() {
+    let r = fixture(TEARDOWN);
+    assert_eq!((r.n_nodes, r.processes.len()), (2, 2));
+    // The job end is the first "finished" line after the last work (`Connected all trees`).
+    let end = r.files[0].job_end.as_ref().expect("job end");
+    assert!(end.text.starts_with("{'train_runtime'"), "{}", end.text);
+    // Two traces (one per process), each of socket.cc / proxy steps, both teardown.
+    assert_eq!(r.warnings.len(), 2);
+    assert!(r.warnings.iter().all(|w| w.teardown && w.message.is_empty() && w.trace.len() == 4));
+    assert_eq!(
+        ids(&r),
+        [("log.gdr-disabled", Severity::Info), ("log.teardown-warnings", Severity::Info)],
+        "no error: `rankscope nccl` exits 0"
+    );
+    let t = finding(&r, "log.teardown-warnings");
+    assert!(
+        t.message.contains("2 NCCL warning(s)") && t.message.contains("misc/socket.cc:47 -> 3"),
+        "{}",
+        t.message
+    );
+    assert!(t.quotes.iter().any(|q| q.text.starts_with("{'train_runtime'")));
+    // GPUDirect RDMA: the plugin's own reason, not "load nvidia-peermem".
+    let g = finding(&r, "log.gdr-disabled");
+    assert!(g.message.contains("Could not disable CUDA API usage for HMEM"), "{}", g.message);
+    assert!(g.fix.contains("changes nothing") && !g.fix.starts_with("Load the peer-memory"), "{}", g.fix);
+    assert!(g.quotes.iter().any(|q| q.text.contains("disabling GDR")));
+}
+
+#[test]
+fn teardown_needs_the_log_to_say_the_job_ended() {
+    // Without the "finished" lines, traces before an abort are what a failing job writes too.
+    let r = teardown_variant(|l| (!is_finish_line(l)).then(|| l.to_string()));
+    assert!(r.files[0].job_end.is_none());
+    assert!(r.warnings.iter().all(|w| !w.teardown));
+    assert_eq!(finding(&r, "log.nccl-warn").severity, Severity::ERROR);
+    assert!(r.findings.iter().all(|f| f.id != "log.teardown-warnings"));
+    // Work after the "finished" line (a collective, a new communicator) means the job went on.
+    let r = teardown_variant(|l| {
+        Some(if l.starts_with("[Rank 1] Training job finished") {
+            format!("{l}\ngpu-efa-1:4211:4211 [0] NCCL INFO AllReduce: opCount 9 sendbuff 0x7f01 recvbuff 0x7f01 count 1 datatype 7 op 0 root 0 comm 0x55d1c0a4e2f0 [nranks=2] stream 0x5601")
+        } else {
+            l.to_string()
+        })
+    });
+    assert!(r.files[0].job_end.is_none());
+    assert_eq!(finding(&r, "log.nccl-warn").severity, Severity::ERROR);
+}
+
+#[test]
+fn socket_traces_right_before_an_orderly_destroy_are_teardown() {
+    // No "finished" line, but each process destroys its communicator in order (ncclCommDestroy)
+    // right after its socket traces: the traces are the destroy's.
+    let r =
+        teardown_variant(|l| (!is_finish_line(l)).then(|| l.replace("Abort COMPLETE", "Destroy COMPLETE")));
+    assert!(r.files[0].job_end.is_none());
+    assert!(r.warnings.iter().all(|w| w.teardown), "{:?}", r.warnings);
+    let t = finding(&r, "log.teardown-warnings");
+    assert!(t.message.contains("while its processes destroyed their communicators"), "{}", t.message);
+    assert!(r.findings.iter().all(|f| f.severity != Severity::ERROR));
+    // A WARN that is not about a closing connection stays an error even then.
+    let r = teardown_variant(|l| {
+        if is_finish_line(l) {
+            return None;
+        }
+        let l = l.replace("Abort COMPLETE", "Destroy COMPLETE");
+        Some(if l.starts_with("gpu-efa-1:4211:6154 [0] NCCL INFO misc/socket.cc:47") {
+            format!("gpu-efa-1:4211:6154 [0] transport/net.cc:1134 NCCL WARN Cuda failure 'an illegal memory access was encountered'\n{l}")
+        } else {
+            l
+        })
+    });
+    let w: Vec<bool> = r.warnings.iter().map(|w| w.teardown).collect();
+    assert_eq!(w, [true, false], "{:?}", r.warnings);
+    assert_eq!(finding(&r, "log.nccl-warn").severity, Severity::ERROR);
+    // And an orderly destroy does not cover lines the process wrote before other work.
+    let r = teardown_variant(|l| {
+        if is_finish_line(l) {
+            return None;
+        }
+        let l = l.replace("Abort COMPLETE", "Destroy COMPLETE");
+        Some(if l.starts_with("gpu-efa-1:4211:6154 [0] NCCL INFO comm") {
+            format!("gpu-efa-1:4211:6154 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/AWS Libfabric/0\n{l}")
+        } else {
+            l
+        })
+    });
+    let w: Vec<(&str, bool)> = r.warnings.iter().map(|w| (w.host.as_str(), w.teardown)).collect();
+    assert_eq!(w, [("gpu-efa-2", true), ("gpu-efa-1", false)], "{:?}", r.warnings);
+}
+
 #[test]
 fn several_files_of_one_job_merge() {
     let a = read(&format!("{SHARED}nccl-logs/ssbandjl_2node-v100-RoCE_nccl2.26.5_MISCONFIG-nranks1.log"));

@@ -80,6 +80,8 @@ crate::named_enum! {
         LogInitIncomplete => "log.init-incomplete",
         /// NCCL printed warnings.
         LogNcclWarn => "log.nccl-warn",
+        /// Warnings written during the job's own teardown (information).
+        LogTeardownWarnings => "log.teardown-warnings",
         // nccl-tests output (docs/nccl.md).
         /// No result rows.
         TestsNoResults => "tests.no-results",
@@ -95,6 +97,7 @@ crate::named_enum! {
         TestsLowMultinodeBusbw => "tests.low-multinode-busbw",
         /// Bus bandwidth below the fabric's peak.
         TestsBelowPeak => "tests.below-peak",
+
     }
 }
 

@@ -42,8 +42,8 @@ use curve::*;
 pub use curve::{analyze_curve, infer_collective};
 use findings::*;
 pub use findings::{LOW_MULTINODE_BUSBW_GBPS, PEAK_SHARE_THRESHOLD};
-pub(crate) use table::is_tests_marker;
 pub use table::parse_tests_file;
+pub(crate) use table::{is_result_row, is_tests_marker};
 
 /// A collective measured by nccl-tests: the one collective kind ([`CollKind`]), spelled in this
 /// report as nccl-tests names it.

@@ -17,6 +17,11 @@ pub(crate) fn is_tests_marker(line: &str) -> bool {
         || is_header_tokens(&h.split_whitespace().collect::<Vec<_>>())
 }
 
+/// True when `line` holds a result row (any layout, anywhere in the line).
+pub(crate) fn is_result_row(line: &str) -> bool {
+    line.split_whitespace().nth(10).is_some() && parse_row(0, line, None).is_some()
+}
+
 pub(super) fn is_header_tokens(toks: &[&str]) -> bool {
     matches!(toks.first(), Some(&"size") | Some(&"bytes"))
         && toks.contains(&"type")
