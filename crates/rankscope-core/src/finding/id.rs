@@ -97,6 +97,14 @@ crate::named_enum! {
         TestsLowMultinodeBusbw => "tests.low-multinode-busbw",
         /// Bus bandwidth below the fabric's peak.
         TestsBelowPeak => "tests.below-peak",
+        /// Small messages take longer than the transport should need.
+        TestsLatencyFloor => "tests.latency-floor",
+        /// Crossing nodes multiplies the small-message time far beyond a network hop.
+        TestsInternodeLatency => "tests.internode-latency",
+        /// A larger message completes faster than a smaller one.
+        TestsNonMonotonic => "tests.non-monotonic",
+        /// A jump in time between adjacent sizes.
+        TestsCurveStep => "tests.curve-step",
 
     }
 }

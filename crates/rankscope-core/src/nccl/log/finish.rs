@@ -45,6 +45,22 @@ pub(super) fn finish(mut st: State) -> LogReport {
         st.versions.entry(lv.version.clone()).or_default().insert(host.clone());
         st.ev_version.entry((host, lv.version)).or_insert(lv.ev);
     }
+    // RCCL builds carry the ROCm stack they run on: one version on different ROCm releases is a
+    // build difference too.
+    let rocm: BTreeMap<String, String> = st
+        .procs
+        .values()
+        .filter_map(|p| {
+            p.rocm_version.as_ref().map(|r| (p.host.clone(), r.split('-').next().unwrap_or(r).to_string()))
+        })
+        .collect();
+    st.ev_build = std::mem::take(&mut st.ev_build)
+        .into_iter()
+        .map(|((h, v, l), e)| match rocm.get(&h).filter(|_| !l.starts_with("+cuda")) {
+            Some(r) => ((h, v, format!("{l} (ROCm {r})")), e),
+            None => ((h, v, l), e),
+        })
+        .collect();
     // Which warnings are teardown (docs/nccl.md, "Teardown").
     teardown(&mut st);
     // The network of versions that do not print `Using network`: from the devices NCCL listed
