@@ -388,6 +388,9 @@ fn render_test(out: &mut String, t: &PerfTest, rows: bool) {
             s(a.size_at_50pct_plateau_bytes),
             s(a.size_at_80pct_plateau_bytes),
         );
+        if let (Some(f), Some(at)) = (a.floor_us, a.floor_size_bytes) {
+            let _ = writeln!(out, "  small-message floor {f} us (at {})", bytes_h(at as f64));
+        }
     }
 }
 
