@@ -86,6 +86,26 @@ fn nccl_exits_0_on_a_successful_jobs_log_with_teardown_traces() {
 }
 
 #[test]
+fn rccl_logs_and_rccl_tests_as_issue_34_gave_them() {
+    // `rankscope nccl` did not see the `RCCL version :` banner.
+    let log = fixtures("nccl/log_rccl-2node_banners_gdr-peermem_SYNTHETIC.log");
+    let out = bin().args(["nccl", &log]).output().unwrap_or_else(|e| panic!("{e}"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("; RCCL 2.20.5 (mi300-n1, mi300-n2)"), "{text}");
+    // Two MI300X nodes with a ~220 µs floor, 14× one node's, an inversion and a step: "Findings: none".
+    let one = fixtures("nccl/tests_rccl-tests_mi300x-1node-8gpu_allreduce_SYNTHETIC.txt");
+    let two =
+        fixtures("nccl/tests_rccl-tests_mi300x-2node-16gpu_allreduce_latency-step-inversion_SYNTHETIC.txt");
+    let out = bin().args(["nccl-tests", "--no-rows", &one, &two]).output().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "warnings only");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("small-message floor 15.56 us (at 256 B)"), "{text}");
+    for id in ["tests.latency-floor", "tests.internode-latency", "tests.non-monotonic", "tests.curve-step"] {
+        assert!(text.contains(&format!("[WARN ] {id}: ")), "{id}: {text}");
+    }
+}
+
+#[test]
 fn analyze_recognises_every_nccl_tests_file_by_content() {
     let trace = fixtures("analysis/two_rank_known");
     let dir = format!("{}/../../../shared/nccl-tests", env!("CARGO_MANIFEST_DIR"));

@@ -187,8 +187,8 @@ fn is_rccl(t: &PerfTest) -> bool {
         || t.devices.iter().any(|d| d.name.contains("AMD") || d.name.contains("Instinct"))
 }
 
-/// `NCCL_PROTO=simple, NCCL_ALGO=ring set by the environment: ` when the file's NCCL lines
-/// report them (they decide small-message latency), else nothing.
+/// `NCCL_PROTO=Simple, NCCL_ALGO=Ring is set by the environment: unset it first ...` when the
+/// file's NCCL lines report them (they decide small-message latency), else nothing.
 fn forced_settings(t: &PerfTest) -> String {
     let set: Vec<String> = ["NCCL_PROTO", "NCCL_ALGO"]
         .iter()
