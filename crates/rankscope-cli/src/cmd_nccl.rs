@@ -155,11 +155,12 @@ fn render_log(r: &LogReport) -> String {
         r.nccl_versions.iter().map(|(v, h)| format!("{v} ({})", h.join(", "))).collect();
     let _ = writeln!(
         out,
-        "Job: {} node(s) [{}], {} process(es), {} rank record(s); NCCL {}",
+        "Job: {} node(s) [{}], {} process(es), {} rank record(s); {} {}",
         r.n_nodes,
         r.hosts.join(", "),
         r.processes.len(),
         r.ranks.len(),
+        if r.processes.iter().any(|p| p.library.as_deref() == Some("RCCL")) { "RCCL" } else { "NCCL" },
         if versions.is_empty() { "version not printed".to_string() } else { versions.join(", ") }
     );
     if !r.processes.is_empty() {
@@ -298,7 +299,11 @@ fn render_test(out: &mut String, t: &PerfTest, rows: bool) {
         .map(|n| format!("{n} ranks ({})", t.n_ranks_source.as_deref().unwrap_or("?")))
         .unwrap_or_else(|| "ranks unknown".into());
     let hosts = if t.hosts.is_empty() { String::new() } else { format!(" on {} host(s)", t.hosts.len()) };
-    let ver = t.nccl_tests_version.as_ref().map(|v| format!(", nccl-tests {v}")).unwrap_or_default();
+    let suite = t.suite.map_or("nccl-tests", |s| s.as_str());
+    let mut ver = t.nccl_tests_version.as_ref().map(|v| format!(", {suite} {v}")).unwrap_or_default();
+    if let Some(l) = &t.library_version {
+        ver.push_str(&format!(", {l}"));
+    }
     let _ = writeln!(
         out,
         "\n{} test {} (line {}): {coll} [{:?}], {ranks}{hosts}{ver}, {} row(s){}{}",
@@ -383,6 +388,9 @@ fn render_test(out: &mut String, t: &PerfTest, rows: bool) {
             s(a.size_at_50pct_plateau_bytes),
             s(a.size_at_80pct_plateau_bytes),
         );
+        if let (Some(f), Some(at)) = (a.floor_us, a.floor_size_bytes) {
+            let _ = writeln!(out, "  small-message floor {f} us (at {})", bytes_h(at as f64));
+        }
     }
 }
 

@@ -63,6 +63,49 @@ fn inspect_reports_a_broken_file_and_keeps_the_rest() {
 }
 
 #[test]
+fn nccl_exits_0_on_a_successful_jobs_log_with_teardown_traces() {
+    // Issue 34: a successful 2-node EFA job's teardown traces failed a CI gate (exit 1).
+    let log = fixtures("nccl/log_efa-2node_successful-job_teardown-traces_SYNTHETIC.log");
+    let out = bin().args(["nccl", &log]).output().unwrap_or_else(|e| panic!("{e}"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("log.teardown-warnings") && !text.contains("[ERROR]"), "{text}");
+    // The same log cut before the job says it finished: the traces are errors again.
+    let body = std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("{e}"));
+    let cut: String = body
+        .lines()
+        .filter(|l| {
+            !(l.contains("train_runtime") || l.contains("Training completed") || l.contains("finished"))
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let failed = scratch("nccl-teardown").join("failed.log");
+    std::fs::write(&failed, cut).unwrap_or_else(|e| panic!("{e}"));
+    let out = bin().arg("nccl").arg(&failed).output().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
+}
+
+#[test]
+fn rccl_logs_and_rccl_tests_as_issue_34_gave_them() {
+    // `rankscope nccl` did not see the `RCCL version :` banner.
+    let log = fixtures("nccl/log_rccl-2node_banners_gdr-peermem_SYNTHETIC.log");
+    let out = bin().args(["nccl", &log]).output().unwrap_or_else(|e| panic!("{e}"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("; RCCL 2.20.5 (mi300-n1, mi300-n2)"), "{text}");
+    // Two MI300X nodes with a ~220 µs floor, 14× one node's, an inversion and a step: "Findings: none".
+    let one = fixtures("nccl/tests_rccl-tests_mi300x-1node-8gpu_allreduce_SYNTHETIC.txt");
+    let two =
+        fixtures("nccl/tests_rccl-tests_mi300x-2node-16gpu_allreduce_latency-step-inversion_SYNTHETIC.txt");
+    let out = bin().args(["nccl-tests", "--no-rows", &one, &two]).output().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "warnings only");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("small-message floor 15.56 us (at 256 B)"), "{text}");
+    for id in ["tests.latency-floor", "tests.internode-latency", "tests.non-monotonic", "tests.curve-step"] {
+        assert!(text.contains(&format!("[WARN ] {id}: ")), "{id}: {text}");
+    }
+}
+
+#[test]
 fn analyze_recognises_every_nccl_tests_file_by_content() {
     let trace = fixtures("analysis/two_rank_known");
     let dir = format!("{}/../../../shared/nccl-tests", env!("CARGO_MANIFEST_DIR"));

@@ -35,7 +35,7 @@ fn same(what: &str, doc: &[String], code: &[String]) -> Result<(), String> {
         return Ok(());
     }
     Err(format!(
-        "{what}: docs/analysis-schema.md and the code differ: missing from the doc {only_code:?}; in the doc but not in the code {only_doc:?}"
+        "{what}: the doc and the code differ: missing from the doc {only_code:?}; in the doc but not in the code {only_doc:?}"
     ))
 }
 
@@ -44,7 +44,7 @@ fn the_finding_ids_of_the_doc_are_the_codes() {
     let rows = table(&doc(), "### Finding ids");
     let listed: Vec<String> = rows.iter().map(|r| code(&r[0])).collect();
     let causes: Vec<String> = FindingId::causes().map(|f| f.as_str().to_string()).collect();
-    if let Err(e) = same("finding ids", &listed, &causes) {
+    if let Err(e) = same("finding ids (docs/analysis-schema.md)", &listed, &causes) {
         panic!("{e}");
     }
     // In the code's order too: the doc reads as the order of reasoning.
@@ -63,7 +63,7 @@ fn the_symptom_ids_of_the_doc_are_the_codes() {
         .filter(|f| f.kind() == IdKind::Symptom)
         .map(|f| f.as_str().to_string())
         .collect();
-    if let Err(e) = same("symptom ids", &listed, &symptoms) {
+    if let Err(e) = same("symptom ids (docs/analysis-schema.md)", &listed, &symptoms) {
         panic!("{e}");
     }
 }
@@ -89,7 +89,7 @@ fn the_thresholds_of_the_doc_are_the_codes_with_their_defaults() {
     let th = Thresholds::default();
     let entries = th.entries();
     let names: Vec<String> = entries.iter().map(|e| e.0.to_string()).collect();
-    if let Err(e) = same("thresholds", &listed, &names) {
+    if let Err(e) = same("thresholds (docs/analysis-schema.md)", &listed, &names) {
         panic!("{e}");
     }
     let mut wrong = Vec::new();
@@ -119,4 +119,25 @@ fn the_tables_are_read_as_tables() {
     assert_eq!(value("many"), None);
     assert!(same("x", &["a".into()], &["b".into()])
         .is_err_and(|e| e.contains("[\"b\"]") && e.contains("[\"a\"]")));
+}
+
+/// docs/nccl.md lists every finding id of the NCCL reports in its findings tables (first column).
+#[test]
+fn the_nccl_finding_ids_of_docs_nccl_are_the_codes() {
+    let p = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/nccl.md");
+    let doc = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{p}: {e}"));
+    let listed: Vec<String> = doc
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split_once('`').map(|x| x.0.to_string()))
+        .filter(|id| id.starts_with("log.") || id.starts_with("tests."))
+        .collect();
+    let ids: Vec<String> = FindingId::ALL
+        .iter()
+        .filter(|f| matches!(f.kind(), IdKind::NcclLog | IdKind::NcclTests))
+        .map(|f| f.as_str().to_string())
+        .collect();
+    if let Err(e) = same("NCCL finding ids (docs/nccl.md)", &listed, &ids) {
+        panic!("{e}");
+    }
 }

@@ -82,6 +82,8 @@ crate::named_enum! {
         LogInitIncomplete => "log.init-incomplete",
         /// NCCL printed warnings.
         LogNcclWarn => "log.nccl-warn",
+        /// Warnings written during the job's own teardown (information).
+        LogTeardownWarnings => "log.teardown-warnings",
         // nccl-tests output (docs/nccl.md).
         /// No result rows.
         TestsNoResults => "tests.no-results",
@@ -97,6 +99,15 @@ crate::named_enum! {
         TestsLowMultinodeBusbw => "tests.low-multinode-busbw",
         /// Bus bandwidth below the fabric's peak.
         TestsBelowPeak => "tests.below-peak",
+        /// Small messages take longer than the transport should need.
+        TestsLatencyFloor => "tests.latency-floor",
+        /// Crossing nodes multiplies the small-message time far beyond a network hop.
+        TestsInternodeLatency => "tests.internode-latency",
+        /// A larger message completes faster than a smaller one.
+        TestsNonMonotonic => "tests.non-monotonic",
+        /// A jump in time between adjacent sizes.
+        TestsCurveStep => "tests.curve-step",
+
     }
 }
 

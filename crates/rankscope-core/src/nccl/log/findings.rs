@@ -29,7 +29,7 @@ struct Log<'a> {
 }
 
 /// The rules, in the order their findings are made (then sorted by severity and id).
-const RULES: [fn(&Log<'_>, &mut Vec<Finding>); 12] = [
+const RULES: [fn(&Log<'_>, &mut Vec<Finding>); 13] = [
     net_socket_multinode,
     mixed_networks,
     intra_node_shm_or_net,
@@ -42,6 +42,7 @@ const RULES: [fn(&Log<'_>, &mut Vec<Finding>); 12] = [
     ring_crosses_nodes,
     init_incomplete,
     warnings,
+    teardown_warnings,
 ];
 
 pub(super) fn log_findings(
@@ -172,40 +173,154 @@ fn intra_node_shm_or_net(x: &Log<'_>, out: &mut Vec<Finding>) {
     }
 }
 
-/// GDRDMA disabled on an RDMA network.
+/// Instance-type families whose EFA has no RDMA read, so no GPUDirect RDMA: aws-ofi-nccl's
+/// platform table (`src/platform-aws.cpp`) marks `p3dn.24xlarge`, `g5.48xlarge` and
+/// `p5.4xlarge` as not requiring GDR, and G-family instances carry EFA without GPUDirect.
+pub(super) fn platform_without_gdr(instance: &str) -> bool {
+    let family = instance.split('.').next().unwrap_or("");
+    instance == "p5.4xlarge" || family == "p3dn" || ["g4", "g5", "g6"].iter().any(|g| family.starts_with(g))
+}
+
+/// The value NCCL reports for a variable: `... NCCL INFO NCCL_NET_GDR_LEVEL set by environment
+/// to LOC` → `LOC`.
+fn env_value(e: &EvidenceLine) -> &str {
+    e.text.rsplit(" set by environment to ").next().unwrap_or("").trim().trim_end_matches('.')
+}
+
+/// GDRDMA disabled on an RDMA network between nodes, with the reason the log gives for it.
 fn gdr_disabled(x: &Log<'_>, out: &mut Vec<Finding>) {
     let st = x.st;
-    let procs = &x.procs;
-    let n_nodes = x.n_nodes;
-    let no_gdr_conns: Vec<&Conn> = st
+    if x.n_nodes <= 1 {
+        return; // intra-node traffic needs no NIC: no GPUDirect RDMA advice
+    }
+    let same_host: BTreeSet<(Option<&str>, u32, u32)> = x
+        .peers
+        .iter()
+        .filter(|p| p.same_host == Some(true))
+        .map(|p| (p.comm.as_deref(), p.from_rank, p.to_rank))
+        .collect();
+    let net_conns: Vec<&Conn> = st
         .conns
         .iter()
-        .filter(|c| net_of(&c.via).is_some_and(|(n, gdr)| !gdr && !n.eq_ignore_ascii_case("Socket")))
+        .filter(|c| net_of(&c.via).is_some_and(|(n, _)| !n.eq_ignore_ascii_case("Socket")))
         .collect();
-    let gdr_off_hosts: BTreeSet<&str> =
-        procs.iter().filter(|p| p.gdr == Some(false)).map(|p| p.host.as_str()).collect();
-    if !gdr_off_hosts.is_empty() && (n_nodes > 1 || !no_gdr_conns.is_empty()) {
-        let mut ev: Vec<EvidenceLine> = st.ev_gdr_off.clone();
-        ev.extend(no_gdr_conns.iter().take(2).map(|c| EvidenceLine::new(&c.file, c.line, &c.text)));
-        let mut reasons = Vec::new();
-        if st.ev_gdr_off.iter().any(|e| e.text.contains("no module")) {
-            reasons.push("the peer-memory kernel module is not loaded");
-        }
-        if st.ev_gdr_off.iter().any(|e| e.text.contains("distance")) {
-            reasons.push("GPU and NIC are too far apart in PCIe");
-        }
-        let why = if reasons.is_empty() { String::new() } else { format!(" ({})", reasons.join("; ")) };
-        out.push(Finding::quoting(
-            FindingId::LogGdrDisabled,
-            Severity::WARNING,
-            format!(
-                "GPUDirect RDMA is off on {}{why}: network transfers are staged through host memory, costing bandwidth and CPU",
-                gdr_off_hosts.iter().copied().collect::<Vec<_>>().join(", ")
-            ),
-            "Load the peer-memory module (nvidia-peermem, or nv_peer_mem on old drivers) on every node; if NCCL reports `distance X >= Y`, the GPU and NIC sit under different PCIe switches/CPUs: use the NIC closest to each GPU or raise NCCL_NET_GDR_LEVEL only if the platform supports it",
-            ev,
-        ));
+    let crossing: Vec<&&Conn> =
+        net_conns.iter().filter(|c| !same_host.contains(&(c.comm.as_deref(), c.from, c.to))).collect();
+    if !net_conns.is_empty() && crossing.is_empty() {
+        return; // the network only carries traffic inside nodes: `log.intra-node-shm-or-net`
     }
+    let no_gdr_conns: Vec<&&&Conn> =
+        crossing.iter().filter(|c| net_of(&c.via).is_some_and(|(_, gdr)| !gdr)).collect();
+    let gdr_off_hosts: BTreeSet<&str> =
+        x.procs.iter().filter(|p| p.gdr == Some(false)).map(|p| p.host.as_str()).collect();
+    if gdr_off_hosts.is_empty() {
+        return;
+    }
+    let rccl = library_name(x) == "RCCL";
+    let mut ev: Vec<EvidenceLine> = Vec::new();
+    let mut reasons: Vec<String> = Vec::new();
+    let mut fixes: Vec<String> = Vec::new();
+    // Reasons the platform or its plugin decided: nothing to load or fix on this machine.
+    let mut platform_only = true;
+    if let Some(e) = st.ev_gdr_env.first() {
+        reasons.push(format!("NCCL_NET_GDR_LEVEL={} is set by the environment", env_value(e)));
+        fixes.push("NCCL_NET_GDR_LEVEL caps the GPU-NIC distance at which NCCL uses GPUDirect RDMA (LOC turns it off): unset it unless it works around a platform problem".into());
+        ev.extend(st.ev_gdr_env.iter().cloned());
+        platform_only = false;
+    }
+    if let Some(e) = st.ev_gdr_required.first() {
+        reasons.push(format!(
+            "the network plugin warns that this instance type should have it (`{}`)",
+            quote_msg(e)
+        ));
+        fixes.push("The plugin expected GPUDirect RDMA here: install the EFA driver, Libfabric (1.18 or later) and aws-ofi-nccl from one EFA installer release, and check that the NVIDIA driver exports dma-buf or nvidia-peermem is loaded".into());
+        ev.extend(st.ev_gdr_required.iter().cloned());
+        platform_only = false;
+    }
+    if let Some(e) = st.ev_gdr_plugin.first() {
+        reasons.push(format!("the network plugin turned it off itself (`{}`)", quote_msg(e)));
+        if st.ev_gdr_required.is_empty() {
+            fixes.push("The network plugin decided this, not a missing kernel module: loading nvidia-peermem changes nothing. On instance types whose EFA has no RDMA read (g4dn, g5, g6, p3dn) GPUDirect RDMA is not available and nothing needs fixing; on GPUDirect instance types (p4d, p4de, p5 families) the plugin would say so in a WARN: then update Libfabric (1.18 or later) and aws-ofi-nccl".into());
+        }
+        ev.extend(st.ev_gdr_plugin.iter().cloned());
+    }
+    let platforms: BTreeSet<&str> = st
+        .ev_platform
+        .keys()
+        .filter(|(h, t)| gdr_off_hosts.contains(h.as_str()) && platform_without_gdr(t))
+        .map(|(_, t)| t.as_str())
+        .collect();
+    if !platforms.is_empty() {
+        let list = platforms.iter().copied().collect::<Vec<_>>().join(", ");
+        reasons.push(format!("{list} has no GPUDirect RDMA over EFA"));
+        fixes.push(format!("{list} offers no GPUDirect RDMA: there is nothing to load; use a GPUDirect instance type (p4d, p4de, p5 families) where inter-node bandwidth matters"));
+        ev.extend(
+            st.ev_platform
+                .iter()
+                .filter(|((_, t), _)| platforms.contains(t.as_str()))
+                .map(|(_, e)| e.clone()),
+        );
+    }
+    let no_module = st.ev_gdr_off.iter().any(|e| e.text.contains("no module"));
+    if no_module || !st.ev_gdr_peermem.is_empty() {
+        platform_only = false;
+        if rccl || !st.ev_gdr_peermem.is_empty() {
+            reasons.push("RCCL found no peer-memory support for the NIC".into());
+            let dmabuf = st
+                .ev_dmabuf_off
+                .first()
+                .map(|e| format!(" (the log says `{}`)", quote_msg(e)))
+                .unwrap_or_default();
+            fixes.push(format!("On ROCm, GPUDirect RDMA needs the amdgpu driver's peer-memory support (RCCL looks for /sys/kernel/mm/memory_peers/amdkfd or the ib_register_peer_memory_client symbol: amdgpu-dkms with an OFED or kernel that provides ib_peer_mem) or DMA-BUF (NCCL_DMABUF_ENABLE=1 on Linux 5.12 or later){dmabuf}; nvidia-peermem is for NVIDIA GPUs"));
+            ev.extend(st.ev_gdr_peermem.iter().cloned());
+            ev.extend(st.ev_dmabuf_off.iter().take(1).cloned());
+        } else {
+            reasons.push("the peer-memory kernel module is not loaded".into());
+            fixes.push("Load the peer-memory module (nvidia-peermem, or nv_peer_mem on old drivers) on every node, or use dma-buf (NCCL 2.13 or later on Linux 5.12 or later with an open-kernel-module driver)".into());
+        }
+        ev.extend(st.ev_gdr_off.iter().filter(|e| e.text.contains("no module")).cloned());
+    }
+    if st.ev_gdr_off.iter().any(|e| e.text.contains("distance")) {
+        platform_only = false;
+        reasons.push(if st.ev_gdr_env.is_empty() {
+            "GPU and NIC are too far apart in PCIe".to_string()
+        } else {
+            "GPU and NIC are farther apart than NCCL_NET_GDR_LEVEL allows".to_string()
+        });
+        fixes.push("If NCCL reports `distance X >= Y`, the GPU and NIC sit under different PCIe switches or CPUs: use the NIC closest to each GPU (NCCL_IB_HCA, rail-aligned placement), give NCCL_TOPO_FILE where the PCI topology is virtualised, and raise NCCL_NET_GDR_LEVEL only if the platform supports peer-to-peer across that path".into());
+        ev.extend(st.ev_gdr_off.iter().filter(|e| e.text.contains("distance")).cloned());
+    }
+    if reasons.is_empty() {
+        platform_only = false;
+        ev.extend(st.ev_gdr_off.iter().cloned());
+        fixes.push(if rccl {
+            "The log does not say why: on ROCm check the amdgpu driver's peer-memory support (/sys/kernel/mm/memory_peers/amdkfd) or enable DMA-BUF (NCCL_DMABUF_ENABLE=1); NCCL_DEBUG_SUBSYS=INIT,NET shows RCCL's reason".into()
+        } else {
+            "The log does not say why: check that the peer-memory module (nvidia-peermem) is loaded or dma-buf is available, and that NCCL_NET_GDR_LEVEL is not set; NCCL_DEBUG_SUBSYS=INIT,NET shows NCCL's reason".into()
+        });
+    }
+    ev.extend(no_gdr_conns.iter().take(2).map(|c| EvidenceLine::new(&c.file, c.line, &c.text)));
+    let why = if reasons.is_empty() { String::new() } else { format!(": {}", reasons.join("; ")) };
+    out.push(Finding::quoting(
+        FindingId::LogGdrDisabled,
+        if platform_only { Severity::Info } else { Severity::WARNING },
+        format!(
+            "GPUDirect RDMA is off on {}{why}. Network transfers are staged through host memory, costing bandwidth and CPU{}",
+            gdr_off_hosts.iter().copied().collect::<Vec<_>>().join(", "),
+            if platform_only { " (expected here: the platform or its network plugin decided it)" } else { "" }
+        ),
+        &fixes.join(". "),
+        ev,
+    ));
+}
+
+/// The message of a quoted NCCL line: what follows `NCCL INFO ` / `NCCL WARN `.
+fn quote_msg(e: &EvidenceLine) -> &str {
+    e.text
+        .split_once("NCCL INFO ")
+        .or_else(|| e.text.split_once("NCCL WARN "))
+        .map_or(e.text.as_str(), |x| x.1)
+        .trim()
 }
 
 /// NCCL versions differ, or CUDA drivers do.
@@ -217,14 +332,15 @@ fn versions_differ(x: &Log<'_>, out: &mut Vec<Finding>) {
             FindingId::LogNcclVersionMismatch,
             Severity::ERROR,
             format!(
-                "different NCCL versions in one job: {}",
+                "different {} versions in one job: {}",
+                library_name(x),
                 st.versions
                     .iter()
                     .map(|(v, hs)| format!("{v} on {}", hs.iter().cloned().collect::<Vec<_>>().join(", ")))
                     .collect::<Vec<_>>()
                     .join("; ")
             ),
-            "Run one NCCL build everywhere (the same container image, or the same LD_LIBRARY_PATH on every host): mixed versions can hang or fail at init because their wire protocols differ",
+            &format!("Run one {} build everywhere (the same container image, or the same LD_LIBRARY_PATH on every host): mixed versions can hang or fail at init because their wire protocols differ", library_name(x)),
             ev,
         ));
     }
@@ -243,7 +359,8 @@ fn versions_differ(x: &Log<'_>, out: &mut Vec<Finding>) {
     }
 }
 
-/// Same NCCL version built for different CUDA versions.
+/// Same NCCL version built for different CUDA versions, or one RCCL version from different
+/// builds (git hash, ROCm stack).
 fn build_mismatch(x: &Log<'_>, out: &mut Vec<Finding>) {
     let st = x.st;
     let mut builds: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
@@ -251,16 +368,26 @@ fn build_mismatch(x: &Log<'_>, out: &mut Vec<Finding>) {
         builds.entry(v.as_str()).or_default().insert(c.as_str());
     }
     if builds.values().any(|c| c.len() > 1) && st.versions.len() == 1 {
+        let lib = library_name(x);
         out.push(Finding::quoting(
             FindingId::LogNcclBuildMismatch,
             Severity::WARNING,
             format!(
-                "the same NCCL version is built for different CUDA versions: {}",
-                st.ev_build.keys().map(|(h, v, c)| format!("{v}+cuda{c} on {h}")).collect::<Vec<_>>().join(", ")
+                "the same {lib} version comes from different builds: {}",
+                st.ev_build.keys().map(|(h, v, c)| format!("{v}{c} on {h}")).collect::<Vec<_>>().join(", ")
             ),
-            "Use one NCCL package everywhere (same container image); different builds of one version are a sign of hosts set up differently",
+            &format!("Use one {lib} package everywhere (same container image); different builds of one version are a sign of hosts set up differently"),
             st.ev_build.values().cloned().collect(),
         ));
+    }
+}
+
+/// `RCCL` when any process runs RCCL, else `NCCL`.
+fn library_name(x: &Log<'_>) -> &'static str {
+    if x.procs.iter().any(|p| p.library.as_deref() == Some("RCCL")) {
+        "RCCL"
+    } else {
+        "NCCL"
     }
 }
 
@@ -384,11 +511,69 @@ fn init_incomplete(x: &Log<'_>, out: &mut Vec<Finding>) {
     }
 }
 
+/// Warnings and error traces written during the job's own teardown: information.
+fn teardown_warnings(x: &Log<'_>, out: &mut Vec<Finding>) {
+    let st = x.st;
+    let ws: Vec<&NcclWarning> = st.warnings.iter().filter(|w| w.teardown).collect();
+    let Some(first) = ws.first() else { return };
+    let ends: Vec<&EvidenceLine> = st
+        .files
+        .iter()
+        .filter_map(|f| f.job_end.as_ref())
+        .filter(|e| ws.iter().any(|w| w.file == e.file && w.line > e.line))
+        .collect();
+    let mut ev: Vec<EvidenceLine> = ends.iter().map(|e| (*e).clone()).collect();
+    for w in &ws {
+        ev.push(warning_line(w));
+    }
+    let destroyed: Vec<EvidenceLine> = st
+        .lives
+        .iter()
+        .filter(|((f, h, pid), _)| ws.iter().any(|w| &w.file == f && &w.host == h && w.pid == *pid))
+        .filter_map(|(_, l)| l.destroys.first().map(|d| d.2.clone()))
+        .collect();
+    let when = match ends.first() {
+        Some(e) => {
+            let t: String = e.text.chars().take(60).collect();
+            let more = if e.text.chars().count() > 60 { "…" } else { "" };
+            format!("after the job said it was over (line {}: `{t}{more}`)", e.line)
+        }
+        None => "while its processes destroyed their communicators".to_string(),
+    };
+    let procs: BTreeSet<(&str, u64)> = ws.iter().map(|w| (w.host.as_str(), w.pid)).collect();
+    let code =
+        first.trace.first().map(|t| format!(", e.g. `{} -> {}`", t.location, t.code)).unwrap_or_default();
+    out.push(Finding::quoting(
+        FindingId::LogTeardownWarnings,
+        Severity::Info,
+        format!(
+            "{} NCCL warning(s) or error-return trace(s) from {} process(es) were written during teardown, {when}{code}: processes closing connections to peers that had already exited; information, not an error",
+            ws.len(),
+            procs.len()
+        ),
+        "Nothing failed. To keep teardown quiet, end every rank the same way: call torch.distributed.destroy_process_group() (ncclCommDestroy) on all ranks before they exit, so that no rank closes its sockets while a peer still talks to it",
+        {
+            ev.extend(destroyed);
+            ev
+        },
+    ));
+}
+
+/// A warning's first line as evidence.
+fn warning_line(w: &NcclWarning) -> EvidenceLine {
+    let text = if w.message.is_empty() {
+        w.trace.first().map(|t| format!("{} -> {}", t.location, t.code)).unwrap_or_default()
+    } else {
+        format!("NCCL WARN {}", w.message)
+    };
+    EvidenceLine::new(&w.file, w.line, &text)
+}
+
 /// Warnings and error traces.
 fn warnings(x: &Log<'_>, out: &mut Vec<Finding>) {
     let st = x.st;
     let mut groups: BTreeMap<String, Vec<&NcclWarning>> = BTreeMap::new();
-    for w in &st.warnings {
+    for w in st.warnings.iter().filter(|w| !w.teardown) {
         let key: String = w.message.chars().map(|c| if c.is_ascii_digit() { '#' } else { c }).collect();
         groups.entry(key).or_default().push(w);
     }
@@ -396,12 +581,7 @@ fn warnings(x: &Log<'_>, out: &mut Vec<Finding>) {
         let Some(first) = ws.first() else { continue };
         let mut ev = Vec::new();
         for w in ws {
-            let text = if w.message.is_empty() {
-                w.trace.first().map(|t| format!("{} -> {}", t.location, t.code)).unwrap_or_default()
-            } else {
-                format!("NCCL WARN {}", w.message)
-            };
-            ev.push(EvidenceLine::new(&w.file, w.line, &text));
+            ev.push(warning_line(w));
             for t in w.trace.iter().take(3) {
                 ev.push(EvidenceLine::new(
                     &w.file,

@@ -4,24 +4,65 @@
 use super::*;
 
 pub(super) fn finish(mut st: State) -> LogReport {
-    // Versions printed without a header: attribute them through the launcher's rank tag
-    // (`[1,0]<stdout>:NCCL version 2.9.9+cuda11.2` → the process tagged rank 0), else to `?`.
-    for (lr, ver, cuda, ev) in std::mem::take(&mut st.loose_versions) {
-        let owner =
-            lr.and_then(|r| st.procs.values_mut().find(|p| p.launcher_rank == Some(r) && p.file == ev.file));
+    // Versions printed without a header: attribute them through RCCL's `Hostname` line, else the
+    // launcher's rank tag (`[1,0]<stdout>:NCCL version 2.9.9+cuda11.2` → the process tagged rank
+    // 0), else to `?`.
+    for lv in std::mem::take(&mut st.loose_versions) {
+        let by_tag = |p: &NcclProcess| {
+            lv.launcher_rank.is_some() && p.launcher_rank == lv.launcher_rank && p.file == lv.ev.file
+        };
+        let owner: Option<&mut NcclProcess> = match &lv.host {
+            Some(hn) => st.procs.values_mut().find(|p| &p.host == hn && p.file == lv.ev.file),
+            None => st.procs.values_mut().find(|p| by_tag(p)),
+        };
         let host = match owner {
             Some(p) => {
                 if p.nccl_version.is_none() {
-                    p.nccl_version = Some(ver.clone());
-                    p.nccl_cuda_version = cuda;
+                    p.nccl_version = Some(lv.version.clone());
+                    p.nccl_cuda_version = lv.cuda.clone();
+                }
+                if lv.rccl {
+                    p.library = Some("RCCL".into());
+                    p.rccl_build = p.rccl_build.take().or(lv.rccl_build.clone());
+                    p.hip_version = p.hip_version.take().or(lv.hip.clone());
+                    p.rocm_version = p.rocm_version.take().or(lv.rocm.clone());
+                } else {
+                    p.library.get_or_insert_with(|| "NCCL".into());
                 }
                 p.host.clone()
             }
-            None => "?".to_string(),
+            None => lv.host.clone().unwrap_or_else(|| "?".to_string()),
         };
-        st.versions.entry(ver.clone()).or_default().insert(host.clone());
-        st.ev_version.entry((host, ver)).or_insert(ev);
+        let label = match (&lv.cuda, &lv.rccl_build) {
+            (Some(c), _) => Some(format!("+cuda{c}")),
+            (None, Some(b)) if b.starts_with("hip") => Some(format!("+{b}")),
+            (None, Some(b)) => Some(format!("-{b}")),
+            (None, None) => None,
+        };
+        if let Some(l) = label {
+            st.ev_build.entry((host.clone(), lv.version.clone(), l)).or_insert_with(|| lv.ev.clone());
+        }
+        st.versions.entry(lv.version.clone()).or_default().insert(host.clone());
+        st.ev_version.entry((host, lv.version)).or_insert(lv.ev);
     }
+    // RCCL builds carry the ROCm stack they run on: one version on different ROCm releases is a
+    // build difference too.
+    let rocm: BTreeMap<String, String> = st
+        .procs
+        .values()
+        .filter_map(|p| {
+            p.rocm_version.as_ref().map(|r| (p.host.clone(), r.split('-').next().unwrap_or(r).to_string()))
+        })
+        .collect();
+    st.ev_build = std::mem::take(&mut st.ev_build)
+        .into_iter()
+        .map(|((h, v, l), e)| match rocm.get(&h).filter(|_| !l.starts_with("+cuda")) {
+            Some(r) => ((h, v, format!("{l} (ROCm {r})")), e),
+            None => ((h, v, l), e),
+        })
+        .collect();
+    // Which warnings are teardown (docs/nccl.md, "Teardown").
+    teardown(&mut st);
     // The network of versions that do not print `Using network`: from the devices NCCL listed
     // or, failing that, from the process's own network connections.
     let mut conn_nets: BTreeMap<(String, u64), String> = BTreeMap::new();
@@ -218,4 +259,51 @@ pub(super) fn finish(mut st: State) -> LogReport {
         findings,
         diagnostics: st.diagnostics,
     }
+}
+
+/// Marks the warnings written during the job's own teardown:
+/// 1. after the file's job end ([`LogFile::job_end`]: the framework said it finished, or the
+///    last benchmark concluded, and no work followed), any warning;
+/// 2. a warning about a connection closing (a socket, proxy or bootstrap error-return trace, a
+///    `Connection closed` / `reset` WARN) that its process wrote right before destroying its
+///    communicator in order (`Destroy COMPLETE` next, no other line between), or after it had
+///    destroyed or aborted a communicator and did no more work.
+///
+/// An abort alone is no evidence: failing jobs abort too, so warnings before an `Abort` stay
+/// errors unless the job said it had finished.
+fn teardown(st: &mut State) {
+    let ends: BTreeMap<&str, u32> =
+        st.files.iter().filter_map(|f| f.job_end.as_ref().map(|e| (f.name.as_str(), e.line))).collect();
+    for (i, w) in st.warnings.iter_mut().enumerate() {
+        let after_end = ends.get(w.file.as_str()).is_some_and(|&e| w.line > e);
+        let meta = st.warn_meta.get(i).cloned().unwrap_or_default();
+        let life = st.lives.get(&(w.file.clone(), w.host.clone(), w.pid));
+        let after_destroy = meta.after_destroy.is_some_and(|d| life.is_none_or(|l| l.last_work < d));
+        let own_destroy = (meta.before_orderly_destroy || after_destroy) && is_connection_closing(w);
+        w.teardown = after_end || own_destroy;
+    }
+}
+
+/// A warning about a connection going away: what peers that exit first leave behind.
+pub(super) fn is_connection_closing(w: &NcclWarning) -> bool {
+    let m = w.message.to_ascii_lowercase();
+    let closing = [
+        "connection closed",
+        "connection reset",
+        "closed by",
+        "broken pipe",
+        "socketprogress",
+        "socket closed",
+    ];
+    if !w.message.is_empty() {
+        return closing.iter().any(|c| m.contains(c));
+    }
+    !w.trace.is_empty()
+        && w.trace.iter().all(|t| {
+            let l = t.location.as_str();
+            l.starts_with("misc/socket")
+                || l.starts_with("proxy.cc")
+                || l.starts_with("bootstrap.cc")
+                || l.starts_with("transport/net_socket")
+        })
 }

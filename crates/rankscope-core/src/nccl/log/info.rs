@@ -11,17 +11,60 @@ pub(super) fn info_line(st: &mut State, h: &Head<'_>, file: &str, n: u32, raw: &
     let msg = h.msg;
     let key = (h.host.to_string(), h.pid);
     let ev = || EvidenceLine::new(file, n, raw);
-    if let Some(v) = msg.strip_prefix("NCCL version ") {
-        let (ver, cuda) = split_version(v);
-        if let Some(c) = &cuda {
-            st.ev_build.entry((h.host.to_string(), ver.clone(), c.clone())).or_insert_with(ev);
+    if msg.starts_with("NCCL version ") || msg.starts_with("RCCL version") {
+        let Some(v) = super::read::parse_version_banner(msg) else { return };
+        let ver = v.version;
+        let label = match (&v.cuda, &v.rccl_build) {
+            (Some(c), _) => Some(format!("+cuda{c}")),
+            (None, Some(b)) if b.starts_with("hip") => Some(format!("+{b}")),
+            (None, Some(b)) => Some(format!("-{b}")),
+            (None, None) => None,
+        };
+        if let Some(l) = label {
+            st.ev_build.entry((h.host.to_string(), ver.clone(), l)).or_insert_with(ev);
         }
         if let Some(p) = st.procs.get_mut(&key) {
             p.nccl_version = Some(ver.clone());
-            p.nccl_cuda_version = cuda;
+            p.nccl_cuda_version = v.cuda;
+            p.library = Some(if v.rccl { "RCCL" } else { "NCCL" }.to_string());
+            if v.rccl {
+                p.rccl_build = v.rccl_build;
+            }
         }
         st.versions.entry(ver.clone()).or_default().insert(h.host.to_string());
         st.ev_version.entry((h.host.to_string(), ver)).or_insert_with(ev);
+        return;
+    }
+    // Lines only RCCL (on ROCm) prints: its runtime versions and banner fields.
+    if ["ROCr version", "Hipruntime version", "HIP version", "ROCm version", "Librccl path"]
+        .iter()
+        .any(|x| msg.starts_with(x))
+    {
+        if let Some(p) = st.procs.get_mut(&key) {
+            p.library.get_or_insert_with(|| "RCCL".to_string());
+            if let Some((k, v)) = super::read::banner_field(msg) {
+                match k {
+                    "HIP version" => p.hip_version = Some(v),
+                    "ROCm version" => p.rocm_version = Some(v),
+                    _ => {}
+                }
+            }
+        }
+        return;
+    }
+    if msg.starts_with("Dmabuf feature disabled") {
+        st.ev_dmabuf_off.push(ev());
+        return;
+    }
+    // RCCL's peer-memory check (`transport/net_ib.cc`): no `memory_peers` directory, no
+    // `ib_register_peer_memory_client` symbol.
+    if msg.starts_with("GDRDMA not enabled") {
+        if let Some(p) = st.procs.get_mut(&key) {
+            if p.gdr != Some(true) {
+                p.gdr = Some(false);
+            }
+        }
+        st.ev_gdr_peermem.push(ev());
         return;
     }
     if let Some(v) = msg.strip_prefix("cudaDriverVersion ") {
@@ -84,6 +127,31 @@ pub(super) fn info_line(st: &mut State, h: &Head<'_>, file: &str, n: u32, raw: &
             p.net_plugin = Some(x.trim().to_string());
         }
         return;
+    }
+    if msg.starts_with("NET/OFI") {
+        // The plugin's own reason for GDR being off: `NET/OFI Could not disable CUDA API usage
+        // for HMEM, disabling GDR`, `Will not use GDR, requires Libfabric 1.18 or greater`.
+        let gdr = msg.contains("GDR") || msg.contains("GPUDirect") || msg.contains("GPU Direct");
+        let negative =
+            ["disabl", "not ", "Not ", "requires", "unsupported", "without"].iter().any(|w| msg.contains(w));
+        if gdr && negative {
+            if let Some(p) = st.procs.get_mut(&key) {
+                if p.gdr != Some(true) {
+                    p.gdr = Some(false);
+                }
+            }
+            st.ev_gdr_plugin.push(ev());
+            return;
+        }
+        // `Running on p4d.24xlarge platform`, `EC2 platform type is g5.48xlarge`.
+        if msg.contains("platform") {
+            if let Some(t) = msg.split([' ', ',', '(', ')']).find(|t| is_instance_type(t)) {
+                st.ev_platform.entry((h.host.to_string(), t.to_string())).or_insert_with(ev);
+                if let Some(p) = st.procs.get_mut(&key) {
+                    p.platform.get_or_insert_with(|| t.to_string());
+                }
+            }
+        }
     }
     if let Some(x) = msg.strip_prefix("NET/OFI Selected Provider is ") {
         if let Some(p) = st.procs.get_mut(&key) {
@@ -150,10 +218,18 @@ pub(super) fn info_line(st: &mut State, h: &Head<'_>, file: &str, n: u32, raw: &
         }
         return;
     }
-    if msg.starts_with("NCCL_") && msg.contains(" set by environment to ") {
+    if (msg.starts_with("NCCL_") || msg.starts_with("RCCL_")) && msg.contains(" set by environment to ") {
         if let Some((k, v)) = msg.split_once(" set by environment to ") {
             let k = k.trim().to_string();
             let v = v.trim().trim_end_matches('.').to_string();
+            if k == "NCCL_NET_GDR_LEVEL" {
+                st.ev_gdr_env.push(ev());
+            }
+            if k.starts_with("RCCL_") {
+                if let Some(p) = st.procs.get_mut(&key) {
+                    p.library.get_or_insert_with(|| "RCCL".to_string());
+                }
+            }
             if (k == "NCCL_IB_DISABLE" && v == "1") || (k == "NCCL_NET" && v.eq_ignore_ascii_case("socket")) {
                 st.ev_env_net.push(ev());
             }
@@ -395,4 +471,16 @@ pub(super) fn net_of(via: &str) -> Option<(String, bool)> {
     let name = segs.get(..dev_idx)?.join("/");
     let gdr = segs.iter().skip(dev_idx + 1).any(|s| s.eq_ignore_ascii_case("GDRDMA"));
     Some((name, gdr))
+}
+
+/// An EC2 instance type as the network plugin prints it: `p4d.24xlarge`, `g5.48xlarge`,
+/// `p5en.48xlarge`, `trn1.32xlarge`.
+pub(super) fn is_instance_type(t: &str) -> bool {
+    let Some((family, size)) = t.split_once('.') else { return false };
+    family.len() >= 2
+        && family.starts_with(|c: char| c.is_ascii_lowercase())
+        && family.chars().any(|c| c.is_ascii_digit())
+        && family.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        && (size.ends_with("large") || size == "metal")
+        && size.chars().all(|c| c.is_ascii_alphanumeric())
 }

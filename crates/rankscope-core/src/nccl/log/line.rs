@@ -5,7 +5,10 @@ use super::*;
 
 /// True when `line` holds an NCCL message (used by [`crate::nccl::sniff`]).
 pub(crate) fn is_nccl_line(line: &str) -> bool {
-    line.contains("NCCL INFO") || line.contains("NCCL WARN") || line.contains("NCCL version ")
+    line.contains("NCCL INFO")
+        || line.contains("NCCL WARN")
+        || line.contains("NCCL version ")
+        || line.contains("RCCL version")
 }
 
 pub(super) fn split_hpt(tok: &str) -> Option<(&str, u64, u64)> {

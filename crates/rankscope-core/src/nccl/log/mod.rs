@@ -57,11 +57,21 @@ pub struct NcclProcess {
     pub launcher_rank: Option<u32>,
     /// CUDA device of the main thread or of its `comm` line.
     pub cuda_dev: Option<i64>,
-    /// NCCL version, e.g. `2.26.5`.
+    /// The library: `NCCL`, or `RCCL` (AMD's port, recognised by its `RCCL version` banner,
+    /// a `+hip` build, `RCCL_*` settings or ROCm runtime lines); absent when nothing said.
+    pub library: Option<String>,
+    /// NCCL (or RCCL) version, e.g. `2.26.5`.
     pub nccl_version: Option<String>,
     /// CUDA version NCCL was built for (`+cuda12.9` → `12.9`); absent when the build printed
     /// an unexpanded placeholder (`+cudaCUDA_MAJOR.CUDA_MINOR`).
     pub nccl_cuda_version: Option<String>,
+    /// RCCL's build suffix after the version (`RCCL version : 2.27.7-HEAD:0d2c4fd` →
+    /// `HEAD:0d2c4fd`, `RCCL version 2.13.4+hip5.4 HEAD:6e8e4d1` → `hip5.4 HEAD:6e8e4d1`).
+    pub rccl_build: Option<String>,
+    /// HIP and ROCm versions of RCCL's banner (`HIP version  : 7.2.26015-fc0010cf6a`,
+    /// `ROCm version : 7.2.0.0-43-fc0010cf6a`).
+    pub hip_version: Option<String>,
+    pub rocm_version: Option<String>,
     /// CUDA driver API version (`cudaDriverVersion 12080` → `12.8`).
     pub cuda_driver: Option<String>,
     /// The network NCCL chose (`Using network IB` / `Socket` / `AWS Libfabric` / `IBext`...).
@@ -70,6 +80,9 @@ pub struct NcclProcess {
     pub net_plugin: Option<String>,
     /// Libfabric provider (`NET/OFI Selected Provider is efa`).
     pub ofi_provider: Option<String>,
+    /// The EC2 instance type the network plugin reported (`NET/OFI Running on p4d.24xlarge
+    /// platform`, `EC2 platform type is g5.48xlarge`).
+    pub platform: Option<String>,
     /// RDMA devices from `NET/IB : Using [0]mlx5_0:1/RoCE ...` (`mlx5_0:1/RoCE`).
     pub ib_devices: Vec<String>,
     /// Interfaces from `NET/Socket : Using [0]eth0:10.0.0.1<0>`.
@@ -80,7 +93,7 @@ pub struct NcclProcess {
     /// `Enabled`; false when it was reported disabled or network connections went without it;
     /// absent without evidence either way.
     pub gdr: Option<bool>,
-    /// `NCCL_*` variables NCCL reported as set by the environment.
+    /// `NCCL_*` (and RCCL's `RCCL_*`) variables reported as set by the environment.
     pub env: BTreeMap<String, String>,
     /// Lines carry extra fields between `[DEV]` and `NCCL INFO` (a patched or debug build).
     pub patched_format: bool,
@@ -204,6 +217,9 @@ pub struct NcclWarning {
     /// Unprefixed lines right after the WARN that continue its message (a wrapped line).
     pub continuation: Vec<String>,
     pub trace: Vec<TraceStep>,
+    /// Written during the job's own teardown (see [`LogFile::job_end`] and docs/nccl.md,
+    /// "Teardown"): information, not an error.
+    pub teardown: bool,
 }
 
 /// Per-file facts.
@@ -216,6 +232,11 @@ pub struct LogFile {
     pub elided_lines: u32,
     /// The file also holds nccl-tests result tables (read them with the nccl-tests parser).
     pub has_perf_table: bool,
+    /// The line after which the job is over, by the file's own words: the training framework's
+    /// first "finished" line, or the end of the last benchmark (`# Collective test concluded`,
+    /// `# Avg bus bandwidth`), when no work (a collective, a communicator init, a result row)
+    /// follows it. Warnings after it are teardown.
+    pub job_end: Option<EvidenceLine>,
 }
 
 /// Everything read from a set of NCCL logs (one job, possibly one file per node or rank).
@@ -321,6 +342,18 @@ struct State {
     ev_network: BTreeMap<String, Vec<EvidenceLine>>,
     ev_no_ibverbs: Vec<EvidenceLine>,
     ev_gdr_off: Vec<EvidenceLine>,
+    /// Why GDR is off, in the log's own words: a network plugin's line (`NET/OFI Could not
+    /// disable CUDA API usage for HMEM, disabling GDR`), RCCL's peer-memory check (`GDRDMA not
+    /// enabled. Could not find memory_peers directory`), `NCCL_NET_GDR_LEVEL` set by the
+    /// environment, and the plugin's own warning that a GPUDirect platform runs without it.
+    ev_gdr_plugin: Vec<EvidenceLine>,
+    ev_gdr_peermem: Vec<EvidenceLine>,
+    ev_gdr_env: Vec<EvidenceLine>,
+    ev_gdr_required: Vec<EvidenceLine>,
+    /// RCCL: `Dmabuf feature disabled without NCCL_DMABUF_ENABLE=1`.
+    ev_dmabuf_off: Vec<EvidenceLine>,
+    /// The instance type the network plugin named, per host: (host, type) → first line.
+    ev_platform: BTreeMap<(String, String), EvidenceLine>,
     ev_patched: BTreeMap<String, EvidenceLine>,
     ev_stock: BTreeMap<String, EvidenceLine>,
     ev_env_net: Vec<EvidenceLine>,
@@ -328,13 +361,58 @@ struct State {
     ev_env_p2p: Vec<EvidenceLine>,
     /// Bootstrap interfaces per host: (host, interface) → first line.
     ev_bootstrap: BTreeMap<(String, String), EvidenceLine>,
-    /// NCCL builds per version: (host, version, cuda build) → first line.
+    /// Builds per version: (host, version, build: `+cuda12.2`, RCCL's `-HEAD:0d2c4fd`) → first
+    /// line.
     ev_build: BTreeMap<(String, String, String), EvidenceLine>,
     ev_init_start: BTreeMap<(String, u64, String), EvidenceLine>,
     diagnostics: Vec<Diagnostic>,
     max_nodes: u32,
-    /// `NCCL version` lines without a header: (launcher rank tag, version, evidence).
-    loose_versions: Vec<(Option<u32>, String, Option<String>, EvidenceLine)>,
+    /// Version lines without a header (`NCCL version 2.9.9+cuda11.2` of old nccl-tests runs,
+    /// RCCL's stdout banner).
+    loose_versions: Vec<LooseVersion>,
+    /// Per (file, host, pid): where the process's work and destroy lines are (teardown).
+    lives: BTreeMap<(String, String, u64), ProcLife>,
+    /// Parallel to `warnings`: what decides whether each one is teardown.
+    warn_meta: Vec<WarnMeta>,
+}
+
+/// A version line printed without a `HOST:PID:TID [DEV]` header: `[1,0]<stdout>:NCCL version
+/// 2.9.9+cuda11.2`, or RCCL's banner on stdout (`RCCL version : 2.27.7-HEAD:0d2c4fd`, then
+/// `HIP version`, `ROCm version`, `Hostname`, `Librccl path` lines).
+#[derive(Debug, Clone)]
+struct LooseVersion {
+    launcher_rank: Option<u32>,
+    version: String,
+    cuda: Option<String>,
+    rccl: bool,
+    rccl_build: Option<String>,
+    hip: Option<String>,
+    rocm: Option<String>,
+    /// `Hostname     : X` of RCCL's banner.
+    host: Option<String>,
+    ev: EvidenceLine,
+}
+
+/// One process's life in one file, for the teardown rules: its last line of work (a
+/// collective, a communicator init, connecting rings and trees) and its destroy lines.
+#[derive(Debug, Clone, Default)]
+struct ProcLife {
+    last_work: u32,
+    /// (line, orderly): `Destroy COMPLETE` is the application's orderly `ncclCommDestroy`;
+    /// `Abort START` / `Abort COMPLETE` / `Revoke` are aborts.
+    destroys: Vec<(u32, bool, EvidenceLine)>,
+    /// Warnings (indices) not yet followed by another line of the process: an orderly destroy
+    /// next makes them part of it.
+    pending: Vec<usize>,
+}
+
+/// What decides whether a warning is teardown (see `finish::teardown`).
+#[derive(Debug, Clone, Default)]
+struct WarnMeta {
+    /// The process's next line after the warning was its orderly `Destroy COMPLETE`.
+    before_orderly_destroy: bool,
+    /// The process had destroyed or aborted a communicator before the warning: its line.
+    after_destroy: Option<u32>,
 }
 
 /// Parse NCCL logs (one or several files of one job) and derive findings.

@@ -175,6 +175,7 @@ pub fn analyze_curve(t: &PerfTest, peak: Option<Peak>) -> CurveAnalysis {
         Err(e) => (None, Some(e)),
     };
     let pct = peak.as_ref().map(|p| plateau / p.gbps * 100.0);
+    let fl = super::latency::floor(t);
     CurveAnalysis {
         fit,
         fit_error,
@@ -185,5 +186,7 @@ pub fn analyze_curve(t: &PerfTest, peak: Option<Peak>) -> CurveAnalysis {
         size_at_80pct_plateau_bytes: at(0.8),
         peak,
         plateau_pct_of_peak: pct,
+        floor_us: fl.map(|x| x.0),
+        floor_size_bytes: fl.map(|x| x.1.size_bytes),
     }
 }

@@ -36,14 +36,20 @@ use super::{
 
 mod curve;
 mod findings;
+mod latency;
 mod table;
 
 use curve::*;
 pub use curve::{analyze_curve, infer_collective};
 use findings::*;
 pub use findings::{LOW_MULTINODE_BUSBW_GBPS, PEAK_SHARE_THRESHOLD};
-pub(crate) use table::is_tests_marker;
+pub use latency::{
+    expected_floor, ExpectedFloor, FloorTransport, EFA_FLOOR_MAX_US, INTERNODE_RATIO_MAX,
+    INTRA_NODE_FLOOR_MAX_US, NON_MONOTONIC_TOLERANCE, RDMA_FLOOR_MAX_US, SMALL_MESSAGE_MAX_BYTES,
+    STEP_ALGBW_DROP, STEP_FLAT_SLOPE, STEP_MIN_JUMP, STEP_SLOPE_EXCESS, UNKNOWN_NETWORK_FLOOR_MAX_US,
+};
 pub use table::parse_tests_file;
+pub(crate) use table::{is_result_row, is_tests_marker};
 
 /// A collective measured by nccl-tests: the one collective kind ([`CollKind`]), spelled in this
 /// report as nccl-tests names it.
@@ -60,6 +66,16 @@ pub enum CollectiveSource {
     /// Inferred from the columns (see [`infer_collective`]).
     Inferred,
     Unknown,
+}
+
+crate::named_enum! {
+    /// The benchmark suite that printed a table, when its banner says so.
+    pub enum TestSuite {
+        /// NVIDIA's nccl-tests (`# nccl-tests version 2.17.8 ...`).
+        NcclTests => "nccl-tests",
+        /// AMD's fork for RCCL (`rccl-tests: Version develop:40b1b17`), read the same way.
+        RcclTests => "rccl-tests",
+    }
 }
 
 /// The check column of one measurement.
@@ -187,6 +203,10 @@ pub struct CurveAnalysis {
     pub peak: Option<Peak>,
     /// `plateau / peak × 100`.
     pub plateau_pct_of_peak: Option<f64>,
+    /// Small-message floor: the shortest time (best of out-of-place and in-place) among rows of
+    /// 1 B to [`SMALL_MESSAGE_MAX_BYTES`], and that row's size; absent without such rows.
+    pub floor_us: Option<f64>,
+    pub floor_size_bytes: Option<u64>,
 }
 
 /// A link peak bandwidth in GB/s (busbw terms) and where it came from.
@@ -211,6 +231,17 @@ pub struct PerfTest {
     pub nccl_tests_version: Option<String>,
     /// `nccl-library=22902` from the 2.17 banner.
     pub nccl_library: Option<String>,
+    /// The benchmark suite when its banner says it: `nccl-tests` (`# nccl-tests version`) or
+    /// `rccl-tests` (`rccl-tests: Version develop:40b1b17`, AMD's fork, read the same way).
+    pub suite: Option<TestSuite>,
+    /// The communication library's own banner in the output: `RCCL 2.27.7-HEAD:0d2c4fd`
+    /// (`RCCL version : ...`), `NCCL 2.9.9+cuda11.2` (`NCCL version ...`).
+    pub library_version: Option<String>,
+    /// The network NCCL chose, when the file also holds NCCL_DEBUG lines (`Using network IB`,
+    /// else the `via NET/<name>/..` connections).
+    pub network: Option<String>,
+    /// `NCCL_*` / `RCCL_*` variables those lines report as set by the environment.
+    pub env: BTreeMap<String, String>,
     /// The `# nThread ...` line, as printed.
     pub settings: Option<String>,
     pub devices: Vec<TestDevice>,

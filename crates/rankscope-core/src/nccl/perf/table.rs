@@ -6,6 +6,9 @@ use super::*;
 /// True when `line` looks like nccl-tests output (used by [`crate::nccl::sniff`]).
 pub(crate) fn is_tests_marker(line: &str) -> bool {
     let line = strip_call_fragments(line);
+    if line.contains("rccl-tests: Version") {
+        return true;
+    }
     let Some(h) = line.find('#').map(|i| &line[i + 1..]) else {
         return false;
     };
@@ -13,8 +16,14 @@ pub(crate) fn is_tests_marker(line: &str) -> bool {
     h.starts_with("nccl-tests version")
         || h.starts_with("Collective test starting")
         || h.starts_with("nThread ")
+        || h.starts_with("nThread:")
         || h.starts_with("Avg bus bandwidth")
         || is_header_tokens(&h.split_whitespace().collect::<Vec<_>>())
+}
+
+/// True when `line` holds a result row (any layout, anywhere in the line).
+pub(crate) fn is_result_row(line: &str) -> bool {
+    line.split_whitespace().nth(10).is_some() && parse_row(0, line, None).is_some()
 }
 
 pub(super) fn is_header_tokens(toks: &[&str]) -> bool {
@@ -33,6 +42,8 @@ pub(super) const MAX_OPEN_TABLES: usize = 16;
 pub(super) struct Ctx {
     version: Option<String>,
     library: Option<String>,
+    suite: Option<TestSuite>,
+    library_version: Option<String>,
     collective: Option<(CollKind, CollectiveSource)>,
     settings: Option<String>,
     devices: Vec<TestDevice>,
@@ -53,6 +64,10 @@ pub(super) struct Parser<'a> {
     open: Vec<usize>,
     last_table: Option<usize>,
     diagnostics: Vec<Diagnostic>,
+    /// What NCCL_DEBUG lines in the same file say: the network, the environment.
+    network: Option<String>,
+    conn_network: Option<String>,
+    env: BTreeMap<String, String>,
 }
 
 /// Parse one file into its tests (file order) and diagnostics.
@@ -64,15 +79,21 @@ pub fn parse_tests_file(file: &str, bytes: &[u8]) -> (Vec<PerfTest>, Vec<Diagnos
         open: Vec::new(),
         last_table: None,
         diagnostics: Vec::new(),
+        network: None,
+        conn_network: None,
+        env: BTreeMap::new(),
     };
     for (n, raw) in lines(bytes) {
         let line = strip_call_fragments(&raw);
         p.line(n, &line);
     }
     p.finish_ctx();
-    let Parser { mut tables, mut diagnostics, .. } = p;
+    let Parser { mut tables, mut diagnostics, network, conn_network, env, .. } = p;
+    let network = network.or(conn_network);
     for (i, t) in tables.iter_mut().enumerate() {
         t.index = u32::try_from(i).unwrap_or(u32::MAX);
+        t.network = network.clone();
+        t.env = env.clone();
         finalize(t);
         if t.interleaved {
             diagnostics.push(Diagnostic::in_text(
@@ -92,6 +113,9 @@ pub fn parse_tests_file(file: &str, bytes: &[u8]) -> (Vec<PerfTest>, Vec<Diagnos
 
 impl Parser<'_> {
     fn line(&mut self, n: u32, line: &str) {
+        if self.nccl_line(n, line) {
+            return;
+        }
         if let Some(hash) = line.find('#') {
             let body = &line[hash + 1..];
             if self.comment(n, line, body.trim()) {
@@ -140,6 +164,56 @@ impl Parser<'_> {
         }
     }
 
+    /// Lines of the library and of NCCL_DEBUG in the output: rccl-tests' `rccl-tests: Version
+    /// develop:40b1b17`, the `RCCL version : ...` / `NCCL version ...` banners, `Using network
+    /// X`, `via NET/X/..` connections and variables set by the environment. Returns true when
+    /// the line is one of them (it holds no row).
+    fn nccl_line(&mut self, n: u32, line: &str) -> bool {
+        if let Some(rest) = line.split_once("rccl-tests: Version").map(|x| x.1) {
+            if self.ctx.has_table {
+                self.new_ctx(n);
+            }
+            self.touch(n);
+            self.ctx.suite = Some(TestSuite::RcclTests);
+            self.ctx.version = rest.split_whitespace().next().map(str::to_string);
+            return true;
+        }
+        if let Some(rest) = line.split_once("RCCL version").map(|x| x.1) {
+            let v = rest.trim_start().trim_start_matches(':').trim();
+            if !v.is_empty() && self.ctx.library_version.is_none() {
+                self.ctx.library_version = Some(format!("RCCL {}", v.chars().take(60).collect::<String>()));
+            }
+            return true;
+        }
+        if let Some(rest) = line.split_once("NCCL version ").map(|x| x.1) {
+            let v = rest.split_whitespace().next().unwrap_or("");
+            if !v.is_empty() && self.ctx.library_version.is_none() {
+                let lib = if v.contains("+hip") { "RCCL" } else { "NCCL" };
+                self.ctx.library_version = Some(format!("{lib} {}", v.chars().take(60).collect::<String>()));
+            }
+            return true;
+        }
+        let Some(msg) = line.split_once("NCCL INFO ").map(|x| x.1) else {
+            return false;
+        };
+        if let Some(net) = msg.strip_prefix("Using network ") {
+            self.network.get_or_insert_with(|| net.trim().to_string());
+        } else if let Some((k, v)) = msg.split_once(" set by environment to ") {
+            let k = k.trim();
+            if k.starts_with("NCCL_") || k.starts_with("RCCL_") {
+                self.env.entry(k.to_string()).or_insert_with(|| v.trim().trim_end_matches('.').to_string());
+            }
+        } else if let Some(via) = msg.split_once(" via NET/").map(|x| x.1) {
+            // `NET/IB/0`, `NET/AWS Libfabric/0/GDRDMA`: the name is what precedes the device.
+            let name: Vec<&str> =
+                via.split('/').take_while(|seg| !seg.starts_with(|c: char| c.is_ascii_digit())).collect();
+            if !name.is_empty() {
+                self.conn_network.get_or_insert_with(|| name.join("/"));
+            }
+        }
+        true
+    }
+
     /// Handle a `#` line; returns true when it was recognised.
     fn comment(&mut self, n: u32, line: &str, body: &str) -> bool {
         let toks: Vec<&str> = body.split_whitespace().collect();
@@ -150,6 +224,7 @@ impl Parser<'_> {
             self.touch(n);
             let mut it = rest.split_whitespace();
             self.ctx.version = it.next().map(str::to_string);
+            self.ctx.suite = Some(TestSuite::NcclTests);
             for w in it {
                 if let Some(v) = w.strip_prefix("nccl-library=") {
                     self.ctx.library = Some(v.to_string());
@@ -171,7 +246,7 @@ impl Parser<'_> {
             self.close_all();
             return true;
         }
-        if body.starts_with("nThread ") {
+        if body.starts_with("nThread ") || body.starts_with("nThread:") {
             // A repeated banner before any table is another process printing the same run
             // (interleaved output), not a new run.
             if self.ctx.has_table {
@@ -266,6 +341,10 @@ impl Parser<'_> {
             collective_source: c.collective.map_or(CollectiveSource::Unknown, |x| x.1),
             nccl_tests_version: c.version.clone(),
             nccl_library: c.library.clone(),
+            suite: c.suite,
+            library_version: c.library_version.clone(),
+            network: None,
+            env: BTreeMap::new(),
             settings: c.settings.clone(),
             devices: c.devices.clone(),
             n_ranks: None,
@@ -419,6 +498,8 @@ pub(super) fn is_dtype(s: &str) -> bool {
 }
 
 pub(super) fn parse_check(s: &str, legacy: Option<bool>) -> Option<Check> {
+    // rccl-tests marks an error above its threshold with an asterisk: `2e-01*`.
+    let s = s.strip_suffix('*').unwrap_or(s);
     if s == "N/A" {
         return Some(Check::NotAvailable);
     }
