@@ -23,6 +23,7 @@ pub mod intervals;
 pub mod issued;
 pub mod layout;
 pub mod pipeline;
+pub mod reading;
 pub mod regions;
 pub mod report;
 pub mod roles;
@@ -146,6 +147,14 @@ crate::named_enum! {
     }
 }
 
+/// What the classification understood of one rank ([`crate::normalize::coverage`]).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RankCoverage {
+    pub rank: u32,
+    #[serde(flatten)]
+    pub coverage: crate::normalize::coverage::Coverage,
+}
+
 /// The whole analysis (schema `rankscope.analysis`). It deserializes from its own JSON, so a
 /// shell that gets it as text (a worker, a notebook) holds the same value.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -153,6 +162,10 @@ pub struct Analysis {
     pub schema: AnalysisSchema,
     pub schema_version: u32,
     pub ranks: Vec<RankInfo>,
+    /// Per rank: how much of its device and host time the classification understood, by class
+    /// and library, and the largest names it did not ([`crate::normalize::coverage`]).
+    #[serde(default)]
+    pub coverage: Vec<RankCoverage>,
     pub steps: Vec<StepEntry>,
     pub rank_totals: Vec<RankTotals>,
     pub alignment: Vec<align::RankAlignment>,
@@ -243,6 +256,10 @@ pub struct RankPart {
     /// The process groups this rank's trace lists ([`layout::rank_claims`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<layout::GroupClaim>,
+    /// How the rank was read: what the classification understood, the facts that tell its
+    /// job, CUDA / HIP graphs, engine iterations ([`reading`]).
+    #[serde(default)]
+    pub reading: reading::Reading,
     pub diagnostics: Vec<FileDiagnostic>,
 }
 
@@ -376,6 +393,7 @@ pub fn rank_part_with(
         issued,
         pipe,
         groups: layout::rank_claims(&r.trace, strings),
+        reading: reading::rank_reading(r, strings),
         diagnostics: r
             .trace
             .diagnostics
@@ -619,6 +637,7 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
         schema: AnalysisSchema::Analysis,
         schema_version: ANALYSIS_SCHEMA_VERSION,
         ranks: parts.iter().map(|p| p.info.clone()).collect(),
+        coverage: parts.iter().map(|p| RankCoverage { rank: p.info.rank, coverage: p.reading.coverage.clone() }).collect(),
         steps,
         rank_totals: parts.iter().map(|p| p.totals.clone()).collect(),
         alignment,

@@ -38,6 +38,7 @@ pub mod causes;
 mod context;
 pub mod gates;
 pub mod markdown;
+pub mod understood;
 
 use std::collections::BTreeSet;
 
