@@ -637,7 +637,10 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
         schema: AnalysisSchema::Analysis,
         schema_version: ANALYSIS_SCHEMA_VERSION,
         ranks: parts.iter().map(|p| p.info.clone()).collect(),
-        coverage: parts.iter().map(|p| RankCoverage { rank: p.info.rank, coverage: p.reading.coverage.clone() }).collect(),
+        coverage: parts
+            .iter()
+            .map(|p| RankCoverage { rank: p.info.rank, coverage: p.reading.coverage.clone() })
+            .collect(),
         steps,
         rank_totals: parts.iter().map(|p| p.totals.clone()).collect(),
         alignment,

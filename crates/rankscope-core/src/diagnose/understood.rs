@@ -49,7 +49,11 @@ fn line(c: &RankCoverage) -> String {
                 dur(v.device_ns as f64),
                 pct(share),
                 classes.join(", "),
-                if fams.is_empty() { String::new() } else { format!("; communication by library: {}", fams.join(", ")) }
+                if fams.is_empty() {
+                    String::new()
+                } else {
+                    format!("; communication by library: {}", fams.join(", "))
+                }
             ));
         }
         None => parts.push("no device work".to_string()),
@@ -59,13 +63,21 @@ fn line(c: &RankCoverage) -> String {
     }
     let mut s = parts.join("; ");
     let names = |v: &[crate::normalize::coverage::NameTime]| -> String {
-        v.iter().take(3).map(|n| format!("{} {}", md_code(&short(&n.name)), dur(n.ns as f64))).collect::<Vec<_>>().join(", ")
+        v.iter()
+            .take(3)
+            .map(|n| format!("{} {}", md_code(&short(&n.name)), dur(n.ns as f64)))
+            .collect::<Vec<_>>()
+            .join(", ")
     };
     if !v.unclassified.is_empty() {
         let _ = write!(s, ". Not understood: {}", names(&v.unclassified));
     }
     if !v.by_structure.is_empty() {
-        let _ = write!(s, ". Counted as communication because a communication op launched them: {}", names(&v.by_structure));
+        let _ = write!(
+            s,
+            ". Counted as communication because a communication op launched them: {}",
+            names(&v.by_structure)
+        );
     }
     for st in &v.comm_streams {
         let _ = write!(
@@ -77,8 +89,13 @@ fn line(c: &RankCoverage) -> String {
             dur(st.ns as f64)
         );
     }
-    if !v.by_category.is_empty() && v.device_share().is_some() {
-        let _ = write!(s, ". Largest kernels counted as compute by category alone (no rule knew the name): {}", names(&v.by_category));
+    // Where a library no rule knows would hide: shown when the rank shows no communication.
+    if !v.by_category.is_empty() && v.device_share().is_some() && v.device_of(Class::Communication) == 0 {
+        let _ = write!(
+            s,
+            ". Largest kernels counted as compute by category alone (no rule knew the name): {}",
+            names(&v.by_category)
+        );
     }
     s.push('.');
     s
@@ -90,7 +107,8 @@ pub fn section(s: &mut String, a: &Analysis) {
         return;
     }
     let _ = writeln!(s, "## What was understood\n");
-    let file = |rank: u32| a.ranks.iter().find(|r| r.rank == rank).map(|r| r.source.clone()).unwrap_or_default();
+    let file =
+        |rank: u32| a.ranks.iter().find(|r| r.rank == rank).map(|r| r.source.clone()).unwrap_or_default();
     if a.coverage.len() <= 8 {
         for c in &a.coverage {
             let _ = writeln!(s, "- rank {} ({}): {}", c.rank, md_code(&file(c.rank)), line(c));
@@ -121,13 +139,20 @@ pub fn section(s: &mut String, a: &Analysis) {
 /// A rank's line with its figures rounded (for grouping many ranks).
 fn signature(c: &RankCoverage) -> String {
     let v = &c.coverage;
-    let dev = v.device_share().map_or("no device work".to_string(), |x| format!("device classified {:.0}%", 100.0 * x));
+    let dev = v
+        .device_share()
+        .map_or("no device work".to_string(), |x| format!("device classified {:.0}%", 100.0 * x));
     let host = v.host_share().map_or(String::new(), |x| format!(", host classified {:.0}%", 100.0 * x));
-    let fams: Vec<&str> = v.families.iter().filter(|f| f.class == Class::Communication).map(|f| f.family.as_str()).collect();
+    let fams: Vec<&str> =
+        v.families.iter().filter(|f| f.class == Class::Communication).map(|f| f.family.as_str()).collect();
     let un: Vec<String> = v.unclassified.iter().take(2).map(|n| md_code(&short(&n.name))).collect();
     format!(
         "{dev}{host}{}{}",
-        if fams.is_empty() { String::new() } else { format!("; communication by library: {}", fams.join(", ")) },
+        if fams.is_empty() {
+            String::new()
+        } else {
+            format!("; communication by library: {}", fams.join(", "))
+        },
         if un.is_empty() { String::new() } else { format!("; not understood: {}", un.join(", ")) }
     )
 }

@@ -334,12 +334,32 @@ mod tests {
             assert_eq!((class, fam.as_deref(), k), (Class::Communication, Some(family), kind), "{name}");
         }
         // DeepEP's layout kernel computes locally; ordinary kernels stay compute by category.
-        assert_eq!(r.class_of("void deep_ep::layout::get_dispatch_layout<256, 32, 8>(long const*, int*)", "kernel", g), Class::Compute);
+        assert_eq!(
+            r.class_of(
+                "void deep_ep::layout::get_dispatch_layout<256, 32, 8>(long const*, int*)",
+                "kernel",
+                g
+            ),
+            Class::Compute
+        );
         let (c, i) = r.decide("volta_sgemm_128x64_nn", "kernel", g);
         assert!(c == Class::Compute && r.rule(i).is_some_and(|x| !x.by_name() && x.family.is_none()));
         // The host ops of the engines' all-reduce.
         assert_eq!(r.class_of("_C_custom_ar::all_reduce", "cpu_op", LaneKind::Cpu), Class::Communication);
         assert_eq!(r.class_of("vllm::all_reduce", "cpu_op", LaneKind::Cpu), Class::Communication);
+    }
+
+    /// docs/metrics.md lists every family of the defaults (and how to add one).
+    #[test]
+    fn every_family_is_documented() {
+        let doc = include_str!("../../../../docs/metrics.md");
+        let r = Rules::default();
+        let families: std::collections::BTreeSet<&str> =
+            r.rules.iter().filter_map(|x| x.family.as_deref()).collect();
+        assert!(families.len() >= 15, "{families:?}");
+        for f in families {
+            assert!(doc.contains(&format!("| `{f}` |")), "docs/metrics.md does not list the family `{f}`");
+        }
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //!   name: where a communication library the rules do not know would hide);
 //! - **host time**: per CPU thread the union of its slices, summed over threads, and the part of
 //!   it covered by classified slices (any class but `other`).
+//!
 //! Shares are of sums over the same events, so none exceeds 1.
 //!
 //! **Communication by structure.** A kernel that no rule knew by name (compute by category)
@@ -129,11 +130,17 @@ impl Coverage {
 /// Kernels known by no name rule, launched from inside a communication op that launched no
 /// known communication kernel, become communication of that op's kind (module doc). Returns
 /// how many were.
-pub(super) fn comm_by_structure(t: &mut RankTrace, links: &Links, rule: &[RuleIdx], rules: &Rules) -> Vec<usize> {
+pub(super) fn comm_by_structure(
+    t: &mut RankTrace,
+    links: &Links,
+    rule: &[RuleIdx],
+    rules: &Rules,
+) -> Vec<usize> {
     let e = &t.events;
     let by_name = |i: usize| rule.get(i).and_then(|&r| rules.rule(r)).is_some_and(|r| r.by_name());
     // Launch row → the GPU rows it launched.
-    let mut launched: Vec<(u32, u32)> = links.gpu.iter().zip(&links.launch).map(|(g, l)| (l.0, g.0)).collect();
+    let mut launched: Vec<(u32, u32)> =
+        links.gpu.iter().zip(&links.launch).map(|(g, l)| (l.0, g.0)).collect();
     if launched.is_empty() {
         return Vec::new();
     }
@@ -231,11 +238,8 @@ pub(super) fn coverage(t: &RankTrace, rule: &[RuleIdx], rules: &Rules, structura
                 c.device_ns += d;
                 let is_struct = structural.binary_search(&i).is_ok();
                 let r = rule.get(i).and_then(|&r| rules.rule(r));
-                let family = if is_struct {
-                    Some("structure".to_string())
-                } else {
-                    r.and_then(|r| r.family.clone())
-                };
+                let family =
+                    if is_struct { Some("structure".to_string()) } else { r.and_then(|r| r.family.clone()) };
                 if let Some(f) = &family {
                     let x = families.entry((f.clone(), cls)).or_default();
                     x.0 += 1;
@@ -285,7 +289,10 @@ pub(super) fn coverage(t: &RankTrace, rule: &[RuleIdx], rules: &Rules, structura
     c.host_classified_ns = host_cls.min(host_all);
     c.device_by_class =
         by_class.into_iter().map(|(class, (events, ns))| ClassTime { class, events, ns }).collect();
-    c.families = families.into_iter().map(|((family, class), (events, ns))| FamilyTime { family, class, events, ns }).collect();
+    c.families = families
+        .into_iter()
+        .map(|((family, class), (events, ns))| FamilyTime { family, class, events, ns })
+        .collect();
     c.families.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.family.cmp(&b.family)));
     let top = |m: FxHashMap<StrId, (u64, i64)>, lane: LaneKind| -> Vec<NameTime> {
         let mut v: Vec<NameTime> = m
@@ -365,7 +372,10 @@ mod tests {
         let c = &n.coverage;
         assert_eq!(c.device_ns, 44_000);
         assert_eq!(c.device_of(Class::Communication), 20_000);
-        assert_eq!(c.by_structure.iter().map(|x| x.name.as_str()).collect::<Vec<_>>(), ["oneShotCustomReduce<8>"]);
+        assert_eq!(
+            c.by_structure.iter().map(|x| x.name.as_str()).collect::<Vec<_>>(),
+            ["oneShotCustomReduce<8>"]
+        );
         let fams: Vec<(&str, i64)> = c.families.iter().map(|f| (f.family.as_str(), f.ns)).collect();
         assert_eq!(fams, [("nccl", 10_000), ("structure", 10_000)]);
         // Stream 20 runs only communication.

@@ -240,7 +240,11 @@ fn sort_perm<K: Ord + Sync>(
 }
 
 /// The class, detail and deciding rule of every row, the halves over `j` when they are many.
-fn classes(t: &RankTrace, rules: &Rules, j: &impl crate::join::Join) -> (Vec<Class>, Vec<u8>, Vec<classify::RuleIdx>) {
+fn classes(
+    t: &RankTrace,
+    rules: &Rules,
+    j: &impl crate::join::Join,
+) -> (Vec<Class>, Vec<u8>, Vec<classify::RuleIdx>) {
     let n = t.events.len();
     // Rows `lo..hi`, each half with its own cache (a pure function of the row's strings).
     let part = |lo: usize, hi: usize| -> (Vec<Class>, Vec<u8>, Vec<classify::RuleIdx>) {
