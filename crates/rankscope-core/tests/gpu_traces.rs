@@ -2,6 +2,12 @@
 //! README says what each models): what they must read as.
 //! - `deepep_moe`: DeepEP's dispatch / combine / notify kernels on their own stream are
 //!   communication (all_to_all of the expert group), not compute; `--rules` still overrides.
+//! - `unclassified`: most device time in events no rule knows: the coverage says what was not
+//!   understood, and the report says too little was understood to judge instead of "No finding".
+//! - `graph_capture`: CUDA / HIP graph capture is reported as capture and not judged as a step
+//!   (no "capture the step with CUDA graphs").
+//! - `graph_replay`: a decode loop replaying a graph per step: its kernels are the replay's, and
+//!   the host-bound device is not told to use graphs.
 
 mod common;
 
@@ -76,4 +82,118 @@ fn user_rules_override_the_kernel_families() {
     let (a, _) = analyze_with("deepep_moe.pt.trace.json.gz", &rules);
     assert_eq!(a.rank_totals[0].comm_ns, 0);
     assert!(a.collectives.is_empty());
+}
+
+/// Per file: the share of device and host time classified and the top unclassified names, in
+/// the analysis JSON and in the Markdown report; too little understood replaces "No finding".
+#[test]
+fn too_little_understood_is_said_instead_of_no_finding() {
+    let (a, md) = analyze("unclassified.pt.trace.json.gz");
+    let c = &a.coverage[0].coverage;
+    // Per step one 100 µs kernel and ten 200 µs events of an unknown category.
+    assert_eq!(c.device_ns, 3 * 2_100_000);
+    assert_eq!(c.device_of(Class::Other), 3 * 2_000_000);
+    let share = c.device_share().unwrap_or_default();
+    assert!((share - 1.0 / 21.0).abs() < 1e-9, "{share}");
+    assert!(c.too_little());
+    let top = &c.unclassified[0];
+    assert_eq!((top.name.as_str(), top.events, top.ns), ("fused_moe_kernel", 30, 6_000_000));
+    assert_eq!(c.host_share(), Some(1.0));
+    // The JSON carries it.
+    let json: serde_json::Value = serde_json::to_value(&a).unwrap_or_default();
+    assert_eq!(json["coverage"][0]["rank"], 0);
+    assert_eq!(json["coverage"][0]["device_ns"], 6_300_000);
+    assert_eq!(json["coverage"][0]["unclassified"][0]["name"], "fused_moe_kernel");
+    assert_eq!(json["coverage"][0]["unclassified"][0]["lane"], "gpu");
+    // The report says it before any finding, and no confident "No finding".
+    assert!(a.findings.is_empty(), "{:?}", a.findings);
+    let understood = md.find("## What was understood").unwrap_or(usize::MAX);
+    let findings = md.find("## Findings").unwrap_or(0);
+    assert!(understood < findings, "{md}");
+    assert!(md.contains("device 6.3 ms classified 4.8%"), "{md}");
+    assert!(md.contains("Not understood: `fused_moe_kernel` 6.0 ms"), "{md}");
+    assert!(md.contains("**Too little was understood to judge rank(s) 0**"), "{md}");
+    assert!(md.contains("No finding, but this is no verdict"), "{md}");
+    assert!(!md.contains("No finding crossed its threshold"), "{md}");
+}
+
+/// Without device work the host decides: a CPU trace mostly of events no rule knows is too
+/// little understood; the same trace with the events known is judged as usual.
+#[test]
+fn host_coverage_decides_without_device_work() {
+    let trace = |cat: &str| {
+        format!(
+            r#"{{"traceEvents":[
+            {{"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","pid":1,"tid":1,"ts":0,"dur":1000}},
+            {{"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":0,"dur":100}},
+            {{"ph":"X","cat":"{cat}","name":"mystery_work","pid":1,"tid":1,"ts":100,"dur":900}},
+            {{"ph":"X","cat":"user_annotation","name":"ProfilerStep#2","pid":1,"tid":1,"ts":1000,"dur":1000}},
+            {{"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":1000,"dur":100}},
+            {{"ph":"X","cat":"{cat}","name":"mystery_work","pid":1,"tid":1,"ts":1100,"dur":900}}
+        ]}}"#
+        )
+    };
+    let run = |json: String| {
+        let opts = Options::default();
+        let t =
+            common::ingest_chunked("cpu.json", json.as_bytes(), 1 << 16).unwrap_or_else(|e| panic!("{e}"));
+        let part = job::part_of(t, &Rules::default(), &opts).unwrap_or_else(|| panic!("no part"));
+        let out = job::combine(vec![part], &[], &[], &opts);
+        let md = out.markdown();
+        (out.analysis, md)
+    };
+    let (a, md) = run(trace("weird_tool"));
+    let c = &a.coverage[0].coverage;
+    assert_eq!((c.device_ns, c.device_share()), (0, None));
+    // The step markers hold the work, they are none: 2 × 100 µs of 2 × 1 ms understood.
+    assert_eq!((c.host_ns, c.host_classified_ns), (2_000_000, 200_000));
+    assert!(c.too_little());
+    assert_eq!(c.unclassified.first().map(|n| (n.name.as_str(), n.ns)), Some(("mystery_work", 1_800_000)));
+    assert!(md.contains("no device work; host 2.0 ms classified 10.0%"), "{md}");
+    assert!(md.contains("**Too little was understood to judge rank(s) 0**"), "{md}");
+    // The same work known to the rules (`cpu_op`) is understood.
+    let (a, md) = run(trace("cpu_op"));
+    let c = &a.coverage[0].coverage;
+    assert_eq!((c.host_ns, c.host_classified_ns), (2_000_000, 2_000_000));
+    assert!(!c.too_little() && c.unclassified.is_empty());
+    assert!(!md.contains("Too little was understood"), "{md}");
+}
+
+#[test]
+fn graph_capture_is_capture_not_a_step() {
+    let (a, md) = analyze("graph_capture.pt.trace.json.gz");
+    assert_eq!(a.graphs.len(), 1);
+    let g = &a.graphs[0].graphs;
+    assert_eq!((g.captures, g.captured_launches, g.instantiations, g.replays), (3, 120, 3, 0));
+    assert_eq!(g.instantiate_ns, 3 * 3_000_000);
+    // Begin (8 µs) … end of capture (50 µs): 40 launches 20 µs apart in between.
+    assert_eq!(g.capture_ns, 3 * (10 + 40 * 20 + 50) * 1000);
+    assert_eq!(g.capture_steps, [0]);
+    // Nothing judged: before, "100% CPU-bound: capture the step with CUDA graphs".
+    assert!(a.findings.is_empty(), "{:?}", a.findings.iter().map(|f| f.id.as_str()).collect::<Vec<_>>());
+    assert!(md.contains("graph capture: 3 stream capture(s)"), "{md}");
+    assert!(md.contains("120 launch(es) recorded into the graph, not run"), "{md}");
+    assert!(md.contains("Nothing judged: every step of these traces captures CUDA / HIP graphs"), "{md}");
+    assert!(!md.contains("with CUDA graphs"), "{md}");
+    assert!(!md.contains("No finding crossed"), "{md}");
+    let json: serde_json::Value = serde_json::to_value(&a).unwrap_or_default();
+    assert_eq!(json["graphs"][0]["captured_launches"], 120);
+}
+
+#[test]
+fn graph_replay_is_not_told_to_use_graphs() {
+    let (a, md) = analyze("graph_replay.pt.trace.json.gz");
+    let g = &a.graphs[0].graphs;
+    assert_eq!((g.captures, g.replays, g.replay_kernels), (0, 5, 5 * 425));
+    // 85 GEMMs of 20 µs and 340 element-wise kernels of 6 µs per replay.
+    assert_eq!(g.replay_device_ns, 5 * (85 * 20 + 340 * 6) * 1000);
+    assert_eq!(g.replay_steps, [0, 1, 2, 3, 4]);
+    assert!(g.capture_steps.is_empty());
+    // The device waits 3.04 ms per step for the host's scheduling: CPU-bound, with the advice
+    // for a step that already replays graphs.
+    let f = a.findings.iter().find(|f| f.id.as_str() == "cpu_bound").unwrap_or_else(|| panic!("{md}"));
+    assert!(f.message.contains("already replays CUDA / HIP graphs (1 launch(es) per step)"), "{}", f.message);
+    assert!(f.fix.starts_with("The step already replays graphs"), "{}", f.fix);
+    assert!(!md.contains("capture the step with CUDA graphs"), "{md}");
+    assert!(md.contains("graph replay: 5 launch(es) running 2125 kernel(s)"), "{md}");
 }

@@ -155,6 +155,14 @@ pub struct RankCoverage {
     pub coverage: crate::normalize::coverage::Coverage,
 }
 
+/// The CUDA / HIP graphs of one rank ([`reading::Graphs`]).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RankGraphs {
+    pub rank: u32,
+    #[serde(flatten)]
+    pub graphs: reading::Graphs,
+}
+
 /// The whole analysis (schema `rankscope.analysis`). It deserializes from its own JSON, so a
 /// shell that gets it as text (a worker, a notebook) holds the same value.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -166,6 +174,10 @@ pub struct Analysis {
     /// and library, and the largest names it did not ([`crate::normalize::coverage`]).
     #[serde(default)]
     pub coverage: Vec<RankCoverage>,
+    /// Per rank that captures or replays CUDA / HIP graphs: what it did ([`reading::Graphs`]);
+    /// a step in which a rank captures is set-up, not judged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub graphs: Vec<RankGraphs>,
     pub steps: Vec<StepEntry>,
     pub rank_totals: Vec<RankTotals>,
     pub alignment: Vec<align::RankAlignment>,
@@ -640,6 +652,11 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
         coverage: parts
             .iter()
             .map(|p| RankCoverage { rank: p.info.rank, coverage: p.reading.coverage.clone() })
+            .collect(),
+        graphs: parts
+            .iter()
+            .filter(|p| p.reading.graphs.any())
+            .map(|p| RankGraphs { rank: p.info.rank, graphs: p.reading.graphs.clone() })
             .collect(),
         steps,
         rank_totals: parts.iter().map(|p| p.totals.clone()).collect(),

@@ -241,6 +241,13 @@ fn wait_chain(s: &mut String, a: &Analysis) {
 fn findings(s: &mut String, a: &Analysis) {
     let _ = writeln!(s, "## Findings (the cause first, then by time saved per step)\n");
     if a.findings.is_empty() {
+        if super::understood::only_capture(a) {
+            let _ = writeln!(
+                s,
+                "Nothing judged: every step of these traces captures CUDA / HIP graphs (launches recorded into a graph, not run; see \"What was understood\"). Capture is set-up, not a training or inference step: profile the steps that replay the graphs.\n"
+            );
+            return;
+        }
         let few = super::understood::too_little(a);
         if !few.is_empty() {
             let _ = writeln!(

@@ -1,9 +1,10 @@
 //! What rankscope understood of the inputs, said before any finding (the Markdown note's first
 //! section): per file, the share of its device and host time the classification understood and
-//! what it did not ([`crate::normalize::coverage`]). When too little was understood to judge, the
+//! what it did not ([`crate::normalize::coverage`]), and the CUDA / HIP graphs each rank captured
+//! or replayed ([`crate::analyze::reading`]). When too little was understood to judge, the
 //! note says so instead of "no finding".
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
 use crate::analyze::{Analysis, RankCoverage};
@@ -19,6 +20,49 @@ fn short(name: &str) -> String {
         return name.to_string();
     }
     name.chars().take(NAME_CHARS).collect::<String>() + "…"
+}
+
+/// The steps in which some rank captures or instantiates a CUDA / HIP graph: set-up, not judged
+/// ([`crate::analyze::reading`]).
+pub fn capture_steps(a: &Analysis) -> BTreeSet<u32> {
+    a.graphs.iter().flat_map(|g| g.graphs.capture_steps.iter().copied()).collect()
+}
+
+/// Whether every step of the job is a capture step ([`capture_steps`]).
+pub fn only_capture(a: &Analysis) -> bool {
+    let c = capture_steps(a);
+    !c.is_empty() && a.steps.iter().all(|s| c.contains(&s.step))
+}
+
+/// Graph replays per step of `rank` in `steps`, when it replays graphs at all.
+pub fn replays_per_step(a: &Analysis, rank: u32) -> Option<f64> {
+    let g = &a.graphs.iter().find(|g| g.rank == rank)?.graphs;
+    (g.replays > 0).then(|| g.replays as f64 / g.replay_steps.len().max(1) as f64)
+}
+
+/// One rank's graphs, in words.
+fn graphs_line(g: &crate::analyze::reading::Graphs) -> String {
+    let mut parts = Vec::new();
+    if g.captures + g.instantiations > 0 {
+        parts.push(format!(
+            "graph capture: {} stream capture(s) ({} of host time, {} launch(es) recorded into the graph, not run), {} instantiation(s) ({}); step(s) {} are capture, not judged",
+            g.captures,
+            dur(g.capture_ns as f64),
+            g.captured_launches,
+            g.instantiations,
+            dur(g.instantiate_ns as f64),
+            super::markdown::list_of(&g.capture_steps)
+        ));
+    }
+    if g.replays > 0 {
+        parts.push(format!(
+            "graph replay: {} launch(es) running {} kernel(s) ({} of device time)",
+            g.replays,
+            g.replay_kernels,
+            dur(g.replay_device_ns as f64)
+        ));
+    }
+    parts.join("; ")
 }
 
 /// The ranks too little of which was understood to judge ([`crate::normalize::coverage::Coverage::too_little`]).
@@ -124,6 +168,9 @@ pub fn section(s: &mut String, a: &Analysis) {
         for (ranks, sig) in rows {
             let _ = writeln!(s, "- {} rank(s) {}: {sig}", ranks.len(), super::markdown::list_of(&ranks));
         }
+    }
+    for g in &a.graphs {
+        let _ = writeln!(s, "- rank {} CUDA / HIP graphs: {}.", g.rank, graphs_line(&g.graphs));
     }
     let few = too_little(a);
     if !few.is_empty() {

@@ -9,7 +9,9 @@
 //!   `other` and the top kernels counted as compute by their category alone (no rule knew their
 //!   name: where a communication library the rules do not know would hide);
 //! - **host time**: per CPU thread the union of its slices, summed over threads, and the part of
-//!   it covered by classified slices (any class but `other`).
+//!   it covered by classified slices (any class but `other`). Annotations (step markers,
+//!   `python_function` frames, user regions) are left out: they hold work, they are none, and a
+//!   step marker around events no rule knows would make them look understood.
 //!
 //! Shares are of sums over the same events, so none exceeds 1.
 //!
@@ -81,7 +83,7 @@ pub struct Coverage {
     /// Device time by the family of the rule that recognised it, largest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub families: Vec<FamilyTime>,
-    /// Per CPU thread the union of its slices, summed over threads.
+    /// Per CPU thread the union of its slices (annotations left out), summed over threads.
     pub host_ns: i64,
     /// Of it, the union of classified slices (any class but `other`).
     pub host_classified_ns: i64,
@@ -267,6 +269,8 @@ pub(super) fn coverage(t: &RankTrace, rule: &[RuleIdx], rules: &Rules, structura
                     l.3.insert(family.unwrap_or_else(|| "other".into()));
                 }
             }
+            // Annotations (step markers, Python frames, user regions) hold work; they are none.
+            LaneKind::Cpu if cls == Class::Annotation => {}
             LaneKind::Cpu => {
                 let (s, end) = (e.ts_ns[i], e.end_ns(i).max(e.ts_ns[i]));
                 let cur = host.entry(e.lane[i]).or_insert([(s, s); 2]);
