@@ -196,4 +196,10 @@ fn graph_replay_is_not_told_to_use_graphs() {
     assert!(f.fix.starts_with("The step already replays graphs"), "{}", f.fix);
     assert!(!md.contains("capture the step with CUDA graphs"), "{md}");
     assert!(md.contains("graph replay: 5 launch(es) running 2125 kernel(s)"), "{md}");
+    // The 2 µs between a replay's kernels are the graph's, not launch overhead.
+    for s in &a.steps {
+        let r = &s.per_rank[0];
+        assert_eq!((r.cpu_bound_ns, r.launch_overhead_ns), (3_040_000, 0), "step {}", s.step);
+        assert_eq!(r.other_idle_ns, r.idle_ns - r.cpu_bound_ns);
+    }
 }

@@ -297,8 +297,12 @@ pub fn rank_part_with(
         || regions::rank_regions(r, strings, &windows, &blocked),
         || {
             let sets = breakdown::rank_sets(r, strings, &work, &blocked);
-            let gaps =
-                gaps::GapClassifier::new(r, work.side(sets.source.lane_kind()), kernel_wait_threshold_ns);
+            let gaps = gaps::GapClassifier::new(
+                r,
+                strings,
+                work.side(sets.source.lane_kind()),
+                kernel_wait_threshold_ns,
+            );
             let rows: Vec<breakdown::StepRank> = windows
                 .iter()
                 .map(|&(_, lo, hi)| breakdown::window(r.rank, &sets, Some(&gaps), lo, hi))
