@@ -7,7 +7,8 @@
 //! - `graph_capture`: CUDA / HIP graph capture is reported as capture and not judged as a step
 //!   (no "capture the step with CUDA graphs").
 //! - `graph_replay`: a decode loop replaying a graph per step: its kernels are the replay's, and
-//!   the host-bound device is not told to use graphs.
+//!   the host-bound device is not told to use graphs; `graph_warmup`, the same loop whose first
+//!   step captures the graph: that step is capture, the others are judged.
 
 mod common;
 
@@ -202,4 +203,21 @@ fn graph_replay_is_not_told_to_use_graphs() {
         assert_eq!((r.cpu_bound_ns, r.launch_overhead_ns), (3_040_000, 0), "step {}", s.step);
         assert_eq!(r.other_idle_ns, r.idle_ns - r.cpu_bound_ns);
     }
+}
+
+/// A capture step among replay steps: it is reported and left out; the replay steps are judged.
+#[test]
+fn a_capture_step_is_left_out_of_the_judged_steps() {
+    let (a, md) = analyze("graph_warmup.pt.trace.json.gz");
+    let g = &a.graphs[0].graphs;
+    assert_eq!((g.captures, g.captured_launches, g.instantiations, g.replays), (1, 425, 1, 5));
+    assert_eq!(g.capture_steps, [0]);
+    assert_eq!(g.replay_steps, [0, 1, 2, 3, 4]);
+    let f = a.findings.iter().find(|f| f.id.as_str() == "cpu_bound").unwrap_or_else(|| panic!("{md}"));
+    assert_eq!(f.steps, [1, 2, 3, 4], "the capture step is not judged");
+    assert!(a.findings.iter().all(|f| !f.steps.contains(&0)), "{:?}", a.findings);
+    assert!(f.fix.starts_with("The step already replays graphs"), "{}", f.fix);
+    assert!(md.contains("graph capture: 1 stream capture(s)"), "{md}");
+    assert!(md.contains("step(s) 0 are capture, not judged; graph replay: 5 launch(es)"), "{md}");
+    assert!(!md.contains("capture the step with CUDA graphs"), "{md}");
 }
