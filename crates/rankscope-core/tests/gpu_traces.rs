@@ -9,6 +9,8 @@
 //! - `graph_replay`: a decode loop replaying a graph per step: its kernels are the replay's, and
 //!   the host-bound device is not told to use graphs; `graph_warmup`, the same loop whose first
 //!   step captures the graph: that step is capture, the others are judged.
+//!
+//! And real traces that replay graphs (HTA's test traces in `shared/traces/hta`).
 
 mod common;
 
@@ -220,4 +222,53 @@ fn a_capture_step_is_left_out_of_the_judged_steps() {
     assert!(md.contains("graph capture: 1 stream capture(s)"), "{md}");
     assert!(md.contains("step(s) 0 are capture, not judged; graph replay: 5 launch(es)"), "{md}");
     assert!(!md.contains("capture the step with CUDA graphs"), "{md}");
+}
+
+/// HTA's test traces replay CUDA graphs (`cudaGraphLaunch`): read as replay, never as capture.
+#[test]
+fn real_traces_that_replay_graphs() {
+    for (path, replays, kernels) in [
+        ("traces/hta/trace_diff/test/test.json.gz", 12, 5046),
+        ("traces/hta/negative_queue_length_values_check/rank0.json.gz", 70, 345),
+    ] {
+        let bytes = common::read(&common::shared().join(path));
+        let opts = Options::default();
+        let t = common::ingest_chunked(path, &bytes, 1 << 20).unwrap_or_else(|e| panic!("{e}"));
+        let part = job::part_of(t, &Rules::default(), &opts).unwrap_or_else(|| panic!("{path}: no part"));
+        let out = job::combine(vec![part], &[], &[], &opts);
+        let g = &out.analysis.graphs[0].graphs;
+        assert_eq!(
+            (g.replays, g.replay_kernels, g.captures, g.instantiations),
+            (replays, kernels, 0, 0),
+            "{path}"
+        );
+        assert!(g.capture_steps.is_empty(), "{path}");
+        assert!(!out.markdown().contains("with CUDA graphs"), "{path}");
+    }
+}
+
+/// Many ranks' graphs read as one line per use, not one per rank.
+#[test]
+fn many_ranks_graphs_are_grouped() {
+    let (mut a, _) = analyze("graph_warmup.pt.trace.json.gz");
+    let one = a.graphs[0].clone();
+    a.graphs = (0..16)
+        .map(|rank| {
+            let mut g = one.clone();
+            g.rank = rank;
+            g
+        })
+        .collect();
+    let md = rankscope_core::diagnose::markdown::markdown(&a);
+    assert!(
+        md.contains("- 16 rank(s) 0–15 capture CUDA / HIP graphs: step(s) 0 are capture, not judged."),
+        "{md}"
+    );
+    assert!(
+        md.contains(
+            "- 16 rank(s) 0–15 replay CUDA / HIP graphs: 80 launch(es) running 34000 kernel(s) in all."
+        ),
+        "{md}"
+    );
+    assert!(!md.contains("- rank 3 CUDA / HIP graphs"), "{md}");
 }

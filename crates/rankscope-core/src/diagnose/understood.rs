@@ -169,8 +169,40 @@ pub fn section(s: &mut String, a: &Analysis) {
             let _ = writeln!(s, "- {} rank(s) {}: {sig}", ranks.len(), super::markdown::list_of(&ranks));
         }
     }
-    for g in &a.graphs {
-        let _ = writeln!(s, "- rank {} CUDA / HIP graphs: {}.", g.rank, graphs_line(&g.graphs));
+    if a.graphs.len() <= 8 {
+        for g in &a.graphs {
+            let _ = writeln!(s, "- rank {} CUDA / HIP graphs: {}.", g.rank, graphs_line(&g.graphs));
+        }
+    } else {
+        // Many ranks: which capture (and in which steps), which replay, and how much.
+        let capturing: Vec<u32> = a
+            .graphs
+            .iter()
+            .filter(|g| g.graphs.captures + g.graphs.instantiations > 0)
+            .map(|g| g.rank)
+            .collect();
+        if !capturing.is_empty() {
+            let _ = writeln!(
+                s,
+                "- {} rank(s) {} capture CUDA / HIP graphs: step(s) {} are capture, not judged.",
+                capturing.len(),
+                super::markdown::list_of(&capturing),
+                super::markdown::list_of(&capture_steps(a).into_iter().collect::<Vec<_>>())
+            );
+        }
+        let replaying: Vec<&crate::analyze::RankGraphs> =
+            a.graphs.iter().filter(|g| g.graphs.replays > 0).collect();
+        if !replaying.is_empty() {
+            let ranks: Vec<u32> = replaying.iter().map(|g| g.rank).collect();
+            let launches: u64 = replaying.iter().map(|g| u64::from(g.graphs.replays)).sum();
+            let kernels: u64 = replaying.iter().map(|g| u64::from(g.graphs.replay_kernels)).sum();
+            let _ = writeln!(
+                s,
+                "- {} rank(s) {} replay CUDA / HIP graphs: {launches} launch(es) running {kernels} kernel(s) in all.",
+                ranks.len(),
+                super::markdown::list_of(&ranks)
+            );
+        }
     }
     let few = too_little(a);
     if !few.is_empty() {
