@@ -268,8 +268,8 @@ pub struct RankPart {
     /// The process groups this rank's trace lists ([`layout::rank_claims`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<layout::GroupClaim>,
-    /// How the rank was read: what the classification understood, the facts that tell its
-    /// job, CUDA / HIP graphs, engine iterations ([`reading`]).
+    /// How the rank was read: what the classification understood and its CUDA / HIP graphs
+    /// ([`reading`]).
     #[serde(default)]
     pub reading: reading::Reading,
     pub diagnostics: Vec<FileDiagnostic>,
