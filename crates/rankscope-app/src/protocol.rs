@@ -139,7 +139,7 @@ impl Answer {
 
 /// What a file is from its first [`SNIFF_BYTES`] ([`rankscope_core::job::text_kinds`], the
 /// rule `rankscope analyze` uses): the text kinds found in it, none for a trace.
-pub use rankscope_core::job::{text_kinds as sniff, TextKind, SNIFF_BYTES};
+pub use rankscope_core::job::{text_kinds as sniff, InputKind, SNIFF_BYTES};
 
 /// Where a file's load is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -166,7 +166,7 @@ pub enum FromWorker {
     },
     Text {
         file: FileId,
-        kinds: Vec<TextKind>,
+        kinds: Vec<InputKind>,
     },
     /// A job digest, its parts read lean; the stored analysis's JSON travels beside it as a
     /// transferred `Uint8Array` (`LeanDigest::analysis_json`), parsed once, on the page.
@@ -251,16 +251,16 @@ mod tests {
 
     #[test]
     fn files_are_told_apart_by_content() {
-        let none: [TextKind; 0] = [];
+        let none: [InputKind; 0] = [];
         assert_eq!(sniff(b"  {\"traceEvents\": []}"), none);
         assert_eq!(sniff(&[0x1f, 0x8b, 8, 0]), none);
         assert_eq!(
             sniff(b"host:1:2 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"),
-            [TextKind::NcclLog]
+            [InputKind::NcclLog]
         );
         let tests = b"# nThread 1 nGpus 1 minBytes 8 maxBytes 128 step: 2(factor) warmup iters: 5 iters: 20\n\
 #       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n";
-        assert_eq!(sniff(tests), [TextKind::NcclTests]);
+        assert_eq!(sniff(tests), [InputKind::NcclTests]);
         assert_eq!(sniff(b"hello"), none);
     }
 }

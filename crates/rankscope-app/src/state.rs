@@ -31,7 +31,7 @@ use rankscope_core::normalize::JobError;
 use rankscope_core::view::{apply_decision, decide_job, JobFacts, RankClaim, RankDecision, RankSummary};
 use yew::Reducible;
 
-use crate::protocol::{FileId, Phase, TextKind};
+use crate::protocol::{FileId, InputKind, Phase};
 use rankscope_core::job;
 
 /// The views, in the order of the navigation bar.
@@ -119,7 +119,7 @@ pub struct FileEntry {
     /// Its earliest event start (absolute ns, own clock).
     pub first_ns: Option<i64>,
     /// NCCL text rather than a trace: what it holds.
-    pub text: Option<Vec<TextKind>>,
+    pub text: Option<Vec<InputKind>>,
     /// Workers that parsed it (more than one: a large file read in pieces).
     pub workers: u32,
 }
@@ -339,7 +339,7 @@ pub enum Action {
     /// A file that is NCCL text, with its bytes.
     Text {
         file: FileId,
-        kinds: Vec<TextKind>,
+        kinds: Vec<InputKind>,
         bytes: Rc<Vec<u8>>,
     },
     /// The worker holding `file` died and it is being read again: the job is made anew when
@@ -447,7 +447,7 @@ impl Reducible for State {
                             f.name
                         ));
                     } else {
-                        f.text = Some(vec![TextKind::Digest]);
+                        f.text = Some(vec![InputKind::Digest]);
                         f.status = FileStatus::Ready;
                         s.digest = Some((file, digest));
                     }

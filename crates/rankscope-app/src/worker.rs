@@ -252,7 +252,7 @@ enum Outcome {
     /// The pieces of a file read on several workers left a doubt: read it again alone.
     Again,
     /// NCCL text, whole (such files are logs and tables: kB to a few MB).
-    Text(Vec<TextKind>, Vec<u8>),
+    Text(Vec<InputKind>, Vec<u8>),
     /// A job digest, decoded: the seconds of inflating and parsing 1,024 parts are spent here,
     /// not on the page's thread; its analysis is left as the JSON it is stored as.
     Digest(Box<rankscope_core::job::digest::LeanDigest>),
@@ -565,7 +565,7 @@ async fn read_file(
     feeder.file_bytes = source.len();
     // None until the first SNIFF_BYTES (or the whole file) said what the file is; then the NCCL
     // kinds it holds (empty: a trace).
-    let mut text: Option<Vec<TextKind>> = None;
+    let mut text: Option<Vec<InputKind>> = None;
     loop {
         let value = match source.next().await {
             Ok(Some(v)) => v,
@@ -599,7 +599,7 @@ async fn read_file(
         }
     }
     let kinds = text.unwrap_or_else(|| sniff(&feeder.buf));
-    if kinds.contains(&TextKind::Digest) {
+    if kinds.contains(&InputKind::Digest) {
         // Each part made lean as it is read, the inflated content never held whole (1,024 ranks
         // of 100 steps inflate to 1.1 GB, and wasm memory never shrinks), and the analysis left
         // as its JSON for the page to parse: parsing and writing it again here cost seconds and

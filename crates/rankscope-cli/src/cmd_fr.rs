@@ -56,7 +56,7 @@ pub fn report_files(files: &[PathBuf], json: bool) -> Result<u8> {
     for f in files {
         let name = f.display().to_string();
         match std::fs::read(f) {
-            Ok(bytes) => texts.push(job::Text { name, kinds: vec![job::TextKind::FlightRecorder], bytes }),
+            Ok(bytes) => texts.push(job::Text { name, kinds: vec![job::InputKind::FlightRecorder], bytes }),
             Err(e) => unreadable.push(FailedFile { file: name.clone(), error: format!("{name}: {e}") }),
         }
     }

@@ -24,7 +24,7 @@ use std::io::{Read, Write};
 use serde::{Deserialize, Serialize};
 
 use crate::analyze::RankPart;
-use crate::job::{Text, TextKind};
+use crate::job::{InputKind, Text};
 use crate::view::RankClaim;
 
 /// The first bytes of every encoded part.
@@ -84,7 +84,7 @@ struct Head {
 #[serde(tag = "kind", rename_all = "snake_case")]
 enum Body {
     Trace { claim: RankClaim, part: Box<RankPart> },
-    Text { name: String, kinds: Vec<TextKind> },
+    Text { name: String, kinds: Vec<InputKind> },
 }
 
 /// The head line as it is read: [`Head`]'s fields, the body's named one by one. Reading `Head`
@@ -100,7 +100,7 @@ struct HeadIn {
     claim: Option<RankClaim>,
     part: Option<Box<RankPart>>,
     name: Option<String>,
-    kinds: Option<Vec<TextKind>>,
+    kinds: Option<Vec<InputKind>>,
 }
 
 #[derive(Deserialize)]
@@ -369,7 +369,7 @@ mod tests {
         // Binary bytes (a pickle's), newlines and all: the payload is raw.
         let mut bytes: Vec<u8> = (0..=255u8).collect();
         bytes.extend_from_slice(b"\n\n{\"not\": \"json\"\n");
-        Piece::Text(Text { name: "fr_rank3".into(), kinds: vec![TextKind::FlightRecorder], bytes })
+        Piece::Text(Text { name: "fr_rank3".into(), kinds: vec![InputKind::FlightRecorder], bytes })
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod escape;
 pub mod export;
 pub mod finding;
 pub mod fr;
+pub mod input;
 pub mod inspect;
 pub mod job;
 pub mod join;

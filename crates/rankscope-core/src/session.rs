@@ -23,7 +23,7 @@ use serde::Serialize;
 
 use crate::analyze::{Options, RankPart};
 use crate::inspect::FailedFile;
-use crate::job::{self, InputKind, JobOutput, Loaded, Reader, Text, TextKind, TextRef};
+use crate::job::{self, InputKind, JobOutput, Loaded, Reader, Text, TextRef};
 use crate::normalize::Rules;
 use crate::view::timeline::{level_for, tiles_covering};
 use crate::view::{RankClaim, RankView, Tile};
@@ -118,7 +118,7 @@ impl Session {
             }
             // A job digest is a whole job (rankscope analyze and the app open it); this session
             // combines inputs, so it says so rather than leave the digest out in silence.
-            Ok(Loaded::Text(t)) if t.kinds.contains(&TextKind::Digest) => {
+            Ok(Loaded::Text(t)) if t.kinds.contains(&InputKind::Digest) => {
                 let error = format!(
                     "{}: a rankscope job digest: open it with `rankscope analyze` or the app",
                     t.name
@@ -127,7 +127,7 @@ impl Session {
                 self.fail(&t.name, &error)
             }
             Ok(Loaded::Text(t)) => {
-                if t.kinds == [TextKind::NcclLog] {
+                if t.kinds == [InputKind::NcclLog] {
                     self.notes.push(format!(
                         "{} is an NCCL_DEBUG log: it goes into the fabric report, not the trace analysis",
                         t.name

@@ -4,7 +4,7 @@
 mod common;
 
 use rankscope_core::analyze::{Options, RankPart};
-use rankscope_core::job::{self, Loaded, Reader, Text, TextKind};
+use rankscope_core::job::{self, InputKind, Loaded, Reader, Text};
 use rankscope_core::model::RankTrace;
 use rankscope_core::normalize::Rules;
 
@@ -149,7 +149,7 @@ fn texts_join_the_job() {
             Loaded::Trace(_) => None,
         })
         .collect();
-    assert!(texts.iter().any(|t| t.kinds.contains(&TextKind::NcclTests)), "no nccl-tests file recognised");
+    assert!(texts.iter().any(|t| t.kinds.contains(&InputKind::NcclTests)), "no nccl-tests file recognised");
     let refs: Vec<_> = texts.iter().map(Text::as_ref).collect();
     let files = zoo("baseline");
     let out = job::analyze_traces(

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use rankscope_core::nccl::log::{LogReport, NcclProcess};
-use rankscope_core::nccl::{self, Input, Kind, Severity};
+use rankscope_core::nccl::{self, Input, InputKind as Kind, Severity};
 
 const SHARED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/");
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/nccl/");

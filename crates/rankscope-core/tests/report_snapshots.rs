@@ -229,7 +229,7 @@ fn flight_recorder_reports_match_their_snapshots() {
             .collect();
         let texts: Vec<job::TextRef<'_>> = bytes
             .iter()
-            .map(|(n, b)| job::TextRef { name: n, kinds: &[job::TextKind::FlightRecorder], bytes: b })
+            .map(|(n, b)| job::TextRef { name: n, kinds: &[job::InputKind::FlightRecorder], bytes: b })
             .collect();
         let fr = job::flight_recorder(&texts).unwrap_or_else(|| panic!("{name}: no dumps read"));
         let md = rankscope_core::fr::output::render(&fr.dumps, &fr.report);

@@ -792,7 +792,7 @@ pub fn analyze_paths(req: &Request, progress: ProgressFn<'_>) -> Result<Outcome>
         let name = f.path.display().to_string();
         match std::fs::read(&f.path) {
             Ok(bytes) => {
-                if kinds == [job::TextKind::NcclLog] {
+                if kinds == [job::InputKind::NcclLog] {
                     notes.push(format!("{name} is an NCCL_DEBUG log: its report is `rankscope nccl`'s"));
                 }
                 texts.push(Text { name, kinds, bytes })

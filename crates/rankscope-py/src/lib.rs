@@ -372,7 +372,7 @@ fn combine(
         match p {
             Piece::Trace { claim, part } => files.push((claim, *part)),
             Piece::Text(t) => {
-                if t.kinds == [job::TextKind::NcclLog] {
+                if t.kinds == [job::InputKind::NcclLog] {
                     notes.push(format!("{} is an NCCL_DEBUG log: its report is `rankscope nccl`'s", t.name));
                 }
                 texts.push(t)
@@ -431,13 +431,7 @@ fn is_folder_candidate(name: &str) -> bool {
 /// or `digest` (a job digest).
 #[pyfunction]
 fn sniff(head: &[u8]) -> &'static str {
-    match job::detect(head) {
-        job::InputKind::Trace => "trace",
-        job::InputKind::NcclLog => "nccl_log",
-        job::InputKind::NcclTests => "nccl_tests",
-        job::InputKind::FlightRecorder => "flight_recorder",
-        job::InputKind::Digest => "digest",
-    }
+    job::detect(head).as_str()
 }
 
 #[pymodule]

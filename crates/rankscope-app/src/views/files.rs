@@ -66,12 +66,13 @@ pub fn files(p: &Props) -> Html {
                         }
                         FileStatus::Ready if f.text.is_some() => {
                             let kinds = f.text.iter().flatten().map(|k| match k {
-                                crate::protocol::TextKind::NcclLog => "NCCL_DEBUG log",
-                                crate::protocol::TextKind::NcclTests => "nccl-tests output",
-                                crate::protocol::TextKind::FlightRecorder => "Flight Recorder dump",
-                                crate::protocol::TextKind::Digest => "job digest",
+                                crate::protocol::InputKind::NcclLog => "NCCL_DEBUG log",
+                                crate::protocol::InputKind::NcclTests => "nccl-tests output",
+                                crate::protocol::InputKind::FlightRecorder => "Flight Recorder dump",
+                                crate::protocol::InputKind::Digest => "job digest",
+                                crate::protocol::InputKind::Trace => "trace",
                             }).collect::<Vec<_>>().join(" + ");
-                            let fr = f.text.iter().flatten().any(|k| *k == crate::protocol::TextKind::FlightRecorder);
+                            let fr = f.text.iter().flatten().any(|k| *k == crate::protocol::InputKind::FlightRecorder);
                             html! { <span class="ok">{format!("{kinds} · see {}", if fr { "Summary" } else { "Fabric" })}</span> }
                         }
                         FileStatus::Ready => {

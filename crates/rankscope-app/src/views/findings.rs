@@ -123,6 +123,7 @@ fn stopped(seq: &rankscope_core::sequence::SequenceReport) -> Html {
 #[function_component(Findings)]
 pub fn findings(p: &Props) -> Html {
     let findings = &p.job.analysis.findings;
+    let few = rankscope_core::diagnose::understood::too_little(&p.job.analysis);
     let step = typical_step_ns(&p.job.analysis);
     // The hang / mismatch on the timeline, when its ranks are loaded as traces.
     let ctx = use_context::<super::Ctx>();
@@ -175,8 +176,15 @@ pub fn findings(p: &Props) -> Html {
                 }
             }) }
             </ol>
-            if findings.is_empty() {
+            if findings.is_empty() && few.is_empty() {
                 <p class="ok" data-testid="no-findings">{"No finding crossed its threshold."}</p>
+            }
+            if !few.is_empty() {
+                <p class="warn" data-testid="too-little-understood">{format!(
+                    "{} of rank(s) {} was understood to judge: most of their device time (without device work, their host time) is in events no rule classifies. Add rules for them (--rules, docs/metrics.md \"Which events\") before trusting any finding.",
+                    if findings.is_empty() { "No finding, but this is no verdict: too little" } else { "Too little" },
+                    ranges(&few)
+                )}</p>
             }
         </section>
     }

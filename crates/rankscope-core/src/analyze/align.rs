@@ -592,6 +592,7 @@ mod tests {
             issued: Vec::new(),
             pipe: Default::default(),
             groups: Vec::new(),
+            reading: Default::default(),
             diagnostics: Vec::new(),
         }
     }

@@ -12,11 +12,14 @@ use crate::normalize::job::RankEntry;
 /// Classifies the idle gaps of a rank's busy union (all its GPU streams together, or its CPU
 /// threads on CPU-only ranks): a gap is **CPU-bound** when the work that ends it was launched by
 /// a host call that ended after the gap began (the device waited for the host), **launch
-/// overhead** when it is shorter than the kernel-wait threshold, and **other** otherwise.
+/// overhead** when it is shorter than the kernel-wait threshold and the work was launched on
+/// its own, and **other** otherwise. A short gap before a kernel of a CUDA / HIP graph replay
+/// (`*GraphLaunch`, [`super::reading`]) is other: the graph's own scheduling, no launch to cut.
 #[derive(Debug, Clone)]
 pub struct GapClassifier {
-    /// Work events by start: (start, end of the launching host call or i64::MIN).
-    starts: Vec<(i64, i64)>,
+    /// Work events by start: (start, end of the launching host call or i64::MIN, launched by
+    /// a graph replay).
+    starts: Vec<(i64, i64, bool)>,
     threshold: i64,
 }
 
@@ -32,14 +35,16 @@ pub struct GapSplit {
 
 impl GapClassifier {
     /// Over `work`, the rank's work events on its metrics side ([`super::roles::Work`]).
-    pub fn new(r: &RankEntry, work: &[usize], threshold: i64) -> Self {
+    pub fn new(r: &RankEntry, strings: &StringTable, work: &[usize], threshold: i64) -> Self {
         let e = &r.trace.events;
-        let mut starts: Vec<(i64, i64)> = work
+        let mut starts: Vec<(i64, i64, bool)> = work
             .iter()
-            .map(|&i| {
-                let le =
-                    r.norm.links.launch_of(EventIdx(i as u32)).map_or(i64::MIN, |l| e.end_ns(l.0 as usize));
-                (e.ts_ns[i], le)
+            .map(|&i| match r.norm.links.launch_of(EventIdx(i as u32)) {
+                Some(l) => {
+                    let l = l.0 as usize;
+                    (e.ts_ns[i], e.end_ns(l), strings.get(e.name[l]).contains("GraphLaunch"))
+                }
+                None => (e.ts_ns[i], i64::MIN, false),
             })
             .collect();
         starts.sort_unstable();
@@ -58,8 +63,8 @@ impl GapClassifier {
             let k = self.starts.partition_point(|x| x.0 < g1);
             let next = self.starts.get(k);
             match next {
-                Some(&(start, launch_end)) if start < hi && launch_end > g0 => s.cpu_bound_ns += gap,
-                Some(&(start, _)) if start < hi && gap < self.threshold => s.launch_overhead_ns += gap,
+                Some(&(start, launch_end, _)) if start < hi && launch_end > g0 => s.cpu_bound_ns += gap,
+                Some(&(start, _, false)) if start < hi && gap < self.threshold => s.launch_overhead_ns += gap,
                 _ => s.other_idle_ns += gap,
             }
         }

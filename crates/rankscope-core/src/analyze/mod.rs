@@ -24,6 +24,7 @@ pub mod issued;
 pub mod layout;
 pub mod noise;
 pub mod pipeline;
+pub mod reading;
 pub mod regions;
 pub mod report;
 pub mod roles;
@@ -147,6 +148,22 @@ crate::named_enum! {
     }
 }
 
+/// What the classification understood of one rank ([`crate::normalize::coverage`]).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RankCoverage {
+    pub rank: u32,
+    #[serde(flatten)]
+    pub coverage: crate::normalize::coverage::Coverage,
+}
+
+/// The CUDA / HIP graphs of one rank ([`reading::Graphs`]).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RankGraphs {
+    pub rank: u32,
+    #[serde(flatten)]
+    pub graphs: reading::Graphs,
+}
+
 /// The whole analysis (schema `rankscope.analysis`). It deserializes from its own JSON, so a
 /// shell that gets it as text (a worker, a notebook) holds the same value.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -154,6 +171,14 @@ pub struct Analysis {
     pub schema: AnalysisSchema,
     pub schema_version: u32,
     pub ranks: Vec<RankInfo>,
+    /// Per rank: how much of its device and host time the classification understood, by class
+    /// and library, and the largest names it did not ([`crate::normalize::coverage`]).
+    #[serde(default)]
+    pub coverage: Vec<RankCoverage>,
+    /// Per rank that captures or replays CUDA / HIP graphs: what it did ([`reading::Graphs`]);
+    /// a step in which a rank captures is set-up, not judged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub graphs: Vec<RankGraphs>,
     pub steps: Vec<StepEntry>,
     pub rank_totals: Vec<RankTotals>,
     pub alignment: Vec<align::RankAlignment>,
@@ -248,6 +273,10 @@ pub struct RankPart {
     /// The process groups this rank's trace lists ([`layout::rank_claims`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<layout::GroupClaim>,
+    /// How the rank was read: what the classification understood and its CUDA / HIP graphs
+    /// ([`reading`]).
+    #[serde(default)]
+    pub reading: reading::Reading,
     pub diagnostics: Vec<FileDiagnostic>,
 }
 
@@ -273,8 +302,12 @@ pub fn rank_part_with(
         || regions::rank_regions(r, strings, &windows, &blocked),
         || {
             let sets = breakdown::rank_sets(r, strings, &work, &blocked);
-            let gaps =
-                gaps::GapClassifier::new(r, work.side(sets.source.lane_kind()), kernel_wait_threshold_ns);
+            let gaps = gaps::GapClassifier::new(
+                r,
+                strings,
+                work.side(sets.source.lane_kind()),
+                kernel_wait_threshold_ns,
+            );
             let rows: Vec<breakdown::StepRank> = windows
                 .iter()
                 .map(|&(_, lo, hi)| breakdown::window(r.rank, &sets, Some(&gaps), lo, hi))
@@ -381,6 +414,7 @@ pub fn rank_part_with(
         issued,
         pipe,
         groups: layout::rank_claims(&r.trace, strings),
+        reading: reading::rank_reading(r, strings),
         diagnostics: r
             .trace
             .diagnostics
@@ -627,6 +661,15 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
         schema: AnalysisSchema::Analysis,
         schema_version: ANALYSIS_SCHEMA_VERSION,
         ranks: parts.iter().map(|p| p.info.clone()).collect(),
+        coverage: parts
+            .iter()
+            .map(|p| RankCoverage { rank: p.info.rank, coverage: p.reading.coverage.clone() })
+            .collect(),
+        graphs: parts
+            .iter()
+            .filter(|p| p.reading.graphs.any())
+            .map(|p| RankGraphs { rank: p.info.rank, graphs: p.reading.graphs.clone() })
+            .collect(),
         steps,
         rank_totals: parts.iter().map(|p| p.totals.clone()).collect(),
         alignment,

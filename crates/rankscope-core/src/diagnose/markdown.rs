@@ -26,6 +26,11 @@ fn ms_f(ns: f64) -> String {
 use crate::analyze::stats::median_f as median;
 
 /// "2" / "2–5" / "2, 4, 7" for a sorted list of steps or ranks.
+pub(super) fn list_of(v: &[u32]) -> String {
+    list(v)
+}
+
+/// "2" / "2–5" / "2, 4, 7" for a sorted list of steps or ranks.
 fn list(v: &[u32]) -> String {
     if v.is_empty() {
         return "-".into();
@@ -101,6 +106,7 @@ pub fn markdown(a: &Analysis) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# rankscope analysis\n");
     header(&mut s, a);
+    super::understood::section(&mut s, a);
     findings(&mut s, a);
     sequences(&mut s, a);
     time_split(&mut s, a);
@@ -255,6 +261,22 @@ fn wait_chain(s: &mut String, a: &Analysis) {
 fn findings(s: &mut String, a: &Analysis) {
     let _ = writeln!(s, "## Findings (the cause first, then by time saved per step)\n");
     if a.findings.is_empty() {
+        if super::understood::only_capture(a) {
+            let _ = writeln!(
+                s,
+                "Nothing judged: every step of these traces captures CUDA / HIP graphs (launches recorded into a graph, not run; see \"What was understood\"). Capture is set-up, not a training or inference step: profile the steps that replay the graphs.\n"
+            );
+            return;
+        }
+        let few = super::understood::too_little(a);
+        if !few.is_empty() {
+            let _ = writeln!(
+                s,
+                "No finding, but this is no verdict: too little of rank(s) {} was understood to judge (see \"What was understood\").\n",
+                list(&few)
+            );
+            return;
+        }
         let _ = writeln!(
             s,
             "No finding crossed its threshold: no rank is late beyond the noise, and neither communication, input, the host nor the fabric costs a measurable share of the step.\n"
@@ -276,7 +298,8 @@ fn finding(s: &mut String, n: usize, f: &Finding, step: f64, world: usize) {
             .unwrap_or_default()
     } else if f.impact_ns > 0 {
         let share = if step > 0.0 {
-            format!(", {:.0}% of the step", 100.0 * f.impact_ns as f64 / step)
+            // A gain is capped at the mean step; against the median step it could read above 100%.
+            format!(", {:.0}% of the step", (100.0 * f.impact_ns as f64 / step).min(100.0))
         } else {
             String::new()
         };

@@ -13,6 +13,8 @@
 //! 1. **A job that stopped** first: the stopped stage's causes run on every step; if one finds
 //!    a divergence, the steps it stopped (and every step of a partial collective) leave the
 //!    steady state, and the causes it excludes are not run.
+//!    A step in which a rank captures a CUDA / HIP graph ([`crate::analyze::reading`]) is no
+//!    steady state either; when every step is, nothing else is judged.
 //! 2. **The others**, in the registry's order, each seeing what the causes before it found; a
 //!    cause excluded by one already found is not run.
 //! 3. **Explained findings** are dropped (a candidate whose id another cause's candidate
@@ -38,6 +40,7 @@ pub mod causes;
 mod context;
 pub mod gates;
 pub mod markdown;
+pub mod understood;
 
 use std::collections::BTreeSet;
 
@@ -79,12 +82,19 @@ pub fn findings(a: &Analysis, ops: &[Op], th: &Thresholds) -> Vec<Finding> {
     }
     // A hang or a mismatch: the steps it stopped are no steady state, and neither are the
     // steps of a collective some rank never joined.
-    let stopped: BTreeSet<u32> = if found.list.is_empty() {
+    let mut stopped: BTreeSet<u32> = if found.list.is_empty() {
         BTreeSet::new()
     } else {
         let partial = ops.iter().filter(|o| o.partial).map(|o| o.step);
         partial.chain(found.list.iter().flat_map(|c| c.finding.steps.iter().copied())).collect()
     };
+    // A step in which a rank captures a CUDA / HIP graph is set-up (launches recorded, not
+    // run), no step to judge; when every step is, nothing is judged.
+    let capture = understood::capture_steps(a);
+    if !capture.is_empty() && a.steps.iter().all(|s| capture.contains(&s.step)) {
+        return arbitrate(found, every_step.floor_ns(), every_step.step_ns);
+    }
+    stopped.extend(capture);
     let cx = Ctx::new(a, ops, th, &stopped);
     for c in CAUSES.iter().filter(|c| c.stage != Stage::Stopped) {
         run(c, &cx, &mut found);

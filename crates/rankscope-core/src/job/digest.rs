@@ -32,7 +32,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Text, TextKind, TextRef};
+use super::{InputKind, Text, TextRef};
 use crate::analyze::{Analysis, RankPart};
 use crate::digest::Unframed;
 use crate::view::summary::{sort_diagnostics, DeviceSummary, StepSpan};
@@ -88,7 +88,7 @@ struct Head {
 #[derive(Serialize, Deserialize)]
 struct TextHead {
     name: String,
-    kinds: Vec<TextKind>,
+    kinds: Vec<InputKind>,
     bytes: u64,
 }
 
@@ -455,7 +455,7 @@ mod tests {
     fn fr_text() -> Text {
         let mut bytes: Vec<u8> = (0..=255u8).collect();
         bytes.extend_from_slice(b"\n\n");
-        Text { name: "fr_rank3".into(), kinds: vec![TextKind::FlightRecorder], bytes }
+        Text { name: "fr_rank3".into(), kinds: vec![InputKind::FlightRecorder], bytes }
     }
 
     /// `n` synth parts with their decided ranks and a Flight Recorder text, combined.
@@ -548,7 +548,7 @@ mod tests {
             r.feed(c);
         }
         match r.finish() {
-            Ok(Loaded::Text(t)) => assert_eq!((t.kinds, t.bytes), (vec![TextKind::Digest], enc.clone())),
+            Ok(Loaded::Text(t)) => assert_eq!((t.kinds, t.bytes), (vec![InputKind::Digest], enc.clone())),
             other => panic!("{other:?}"),
         }
     }

@@ -20,7 +20,7 @@ mod read;
 
 pub use digest::{JobDigest, JobDigestError};
 
-pub use read::{detect, text_kinds, InputKind, Loaded, Reader, Text, TextKind, TextRef, SNIFF_BYTES};
+pub use read::{detect, text_kinds, InputKind, Loaded, Reader, Text, TextRef, SNIFF_BYTES};
 
 use crate::analyze::{self, report, Analysis, Options, RankPart};
 use crate::diagnose;
@@ -91,14 +91,14 @@ impl FlightRecorder {
 /// with [`nccl::analyze_logs`], the tests with [`nccl::analyze_tests`] (a log holding a perf
 /// table is read both ways). `None` without NCCL text.
 pub fn fabric(texts: &[TextRef<'_>]) -> Option<Fabric> {
-    let of = |k: TextKind| -> Vec<nccl::Input<'_>> {
+    let of = |k: InputKind| -> Vec<nccl::Input<'_>> {
         texts
             .iter()
             .filter(|t| t.kinds.contains(&k))
             .map(|t| nccl::Input { name: t.name, bytes: t.bytes })
             .collect()
     };
-    let (logs, tests) = (of(TextKind::NcclLog), of(TextKind::NcclTests));
+    let (logs, tests) = (of(InputKind::NcclLog), of(InputKind::NcclTests));
     if logs.is_empty() && tests.is_empty() {
         return None;
     }
@@ -113,7 +113,7 @@ pub fn fabric(texts: &[TextRef<'_>]) -> Option<Fabric> {
 pub fn flight_recorder(texts: &[TextRef<'_>]) -> Option<FlightRecorder> {
     let mut dumps = Vec::new();
     let mut failed = Vec::new();
-    for t in texts.iter().filter(|t| t.kinds.contains(&TextKind::FlightRecorder)) {
+    for t in texts.iter().filter(|t| t.kinds.contains(&InputKind::FlightRecorder)) {
         match fr::read(t.name, t.bytes) {
             Ok(d) => dumps.push(d),
             Err(e) => failed.push(FailedFile { file: t.name.to_string(), error: e.to_string() }),
@@ -251,7 +251,7 @@ pub fn decided(
 /// read or when other inputs come with it (a digest is a whole job; its figures are not
 /// combined with other files').
 pub fn digest_among(texts: &[TextRef<'_>], other_inputs: usize) -> Option<Result<JobDigest, String>> {
-    let mut digests = texts.iter().filter(|t| t.kinds.contains(&TextKind::Digest));
+    let mut digests = texts.iter().filter(|t| t.kinds.contains(&InputKind::Digest));
     let d = digests.next()?;
     let others = other_inputs + texts.len() - 1;
     if others > 0 {

@@ -12,71 +12,23 @@ use crate::parse::{FileIngest, IngestError, Progress};
 /// Bytes of a file's start that decide what it is.
 pub const SNIFF_BYTES: usize = 64 << 10;
 
-crate::named_enum! {
-    /// The kinds of text a job reads beside traces (kept whole: kB to a few MB).
-    pub enum TextKind {
-        NcclLog => "nccl_log",
-        NcclTests => "nccl_tests",
-        /// A PyTorch Flight Recorder dump (pickle or JSON, gzipped or not).
-        FlightRecorder => "flight_recorder",
-        /// A rankscope job digest (`RSDIGEST`, [`super::digest`]): a whole job's parts and
-        /// analysis, written by `rankscope combine --digest`.
-        Digest => "digest",
-    }
-}
-
-/// What an input is, for a shell that routes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum InputKind {
-    /// A trace, or something the trace reader will say is not one (with the byte offset).
-    Trace,
-    NcclLog,
-    NcclTests,
-    FlightRecorder,
-    /// A rankscope job digest ([`super::digest`]).
-    Digest,
-}
-
-impl InputKind {
-    /// The one kind of an input whose text kinds are `kinds` (none: a trace). A log that also
-    /// holds a perf table counts as nccl-tests output (its table is what a trace analysis uses).
-    pub fn of(kinds: &[TextKind]) -> InputKind {
-        if kinds.contains(&TextKind::Digest) {
-            InputKind::Digest
-        } else if kinds.contains(&TextKind::FlightRecorder) {
-            InputKind::FlightRecorder
-        } else if kinds.contains(&TextKind::NcclTests) {
-            InputKind::NcclTests
-        } else if kinds.contains(&TextKind::NcclLog) {
-            InputKind::NcclLog
-        } else {
-            InputKind::Trace
-        }
-    }
-}
+pub use crate::input::InputKind;
 
 /// The text kinds `head` (a file's first [`SNIFF_BYTES`]) is: none for a trace. A job digest
 /// is known by its magic bytes (and kept whole like a text). A gzip
 /// stream, or text whose first non-blank byte is `{`, is a trace unless it is a Flight
 /// Recorder dump; a `[` may open a bare-array trace or be mpirun's `[1,0]<stdout>:` tag, so
 /// the NCCL sniffer decides ([`crate::nccl::sniff_input`]).
-pub fn text_kinds(head: &[u8]) -> Vec<TextKind> {
+pub fn text_kinds(head: &[u8]) -> Vec<InputKind> {
     // A job digest by its magic bytes (before the gzip rule: its body is a gzip member, but
     // the file starts with `RSDIGEST`).
     if super::digest::is_digest(head) {
-        return vec![TextKind::Digest];
+        return vec![InputKind::Digest];
     }
     if crate::fr::sniff(head) {
-        return vec![TextKind::FlightRecorder];
+        return vec![InputKind::FlightRecorder];
     }
     crate::nccl::sniff_input(head)
-        .into_iter()
-        .map(|k| match k {
-            crate::nccl::Kind::NcclLog => TextKind::NcclLog,
-            crate::nccl::Kind::NcclTests => TextKind::NcclTests,
-        })
-        .collect()
 }
 
 /// The one kind a shell routes `head` by ([`InputKind::of`]).
@@ -88,7 +40,7 @@ pub fn detect(head: &[u8]) -> InputKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Text {
     pub name: String,
-    pub kinds: Vec<TextKind>,
+    pub kinds: Vec<InputKind>,
     pub bytes: Vec<u8>,
 }
 
@@ -102,7 +54,7 @@ impl Text {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TextRef<'a> {
     pub name: &'a str,
-    pub kinds: &'a [TextKind],
+    pub kinds: &'a [InputKind],
     pub bytes: &'a [u8],
 }
 
@@ -118,7 +70,7 @@ enum State {
     /// The first bytes, until [`SNIFF_BYTES`] or the end decides.
     Head(Vec<u8>),
     Trace(Box<FileIngest>),
-    Text(Vec<TextKind>, Vec<u8>),
+    Text(Vec<InputKind>, Vec<u8>),
 }
 
 /// Reads one input from chunks of any size: buffers its first [`SNIFF_BYTES`], decides what it
@@ -229,7 +181,7 @@ mod tests {
             assert!(matches!(read("x.log", trace, chunk), Ok(Loaded::Trace(_))), "chunk {chunk}");
             match read("rank0.json", log, chunk) {
                 Ok(Loaded::Text(t)) => {
-                    assert_eq!(t.kinds, vec![TextKind::NcclLog]);
+                    assert_eq!(t.kinds, vec![InputKind::NcclLog]);
                     assert_eq!(t.bytes, log.to_vec());
                 }
                 other => panic!("chunk {chunk}: {other:?}"),
@@ -243,6 +195,47 @@ mod tests {
     fn not_a_trace_names_the_file() {
         let e = read("notes.json", b"hello", 2).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(e.starts_with("notes.json: not a trace file (at byte"), "{e}");
+    }
+
+    /// A format that is not a trace is refused with its name and what to give instead, and a
+    /// JSON one stops being read at once (an Execution Trace may be gigabytes).
+    #[test]
+    fn foreign_formats_are_refused_by_name() {
+        let mut et =
+            br#"{"schema": "1.0.1", "pid": 7, "time": "2024-01-01 00:00:00", "start_ts": 1, "nodes": ["#
+                .to_vec();
+        while et.len() < 64 << 10 {
+            et.extend_from_slice(
+                br#"{"id": 1, "name": "aten::mm", "ctrl_deps": 0, "inputs": {"values": []}},"#,
+            );
+        }
+        let mut r = Reader::new("rank0_et.json");
+        r.feed(&et);
+        assert!(r.failed(), "an Execution Trace stops at its head");
+        let e = r.finish().err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.starts_with("rank0_et.json: not a trace file"), "{e}");
+        assert!(
+            e.contains("PyTorch Execution Trace") && e.contains("pass the Kineto trace written beside it"),
+            "{e}"
+        );
+        let pb = [0x0a_u8, 0x07, 0x08, 0x96, 0x01, 0x12, 0x00, 0x1a, 0x00];
+        for (name, says) in [
+            ("host.xplane.pb", "create_perfetto_trace=True"),
+            ("profile.nsys-rep", "nsys export --type=json"),
+            ("trace.pftrace", "traceconv json"),
+            ("rank0.et", "Chakra"),
+        ] {
+            for chunk in [1, 4, 1 << 20] {
+                let e = read(name, &pb, chunk).err().map(|e| e.to_string()).unwrap_or_default();
+                assert!(
+                    e.starts_with(&format!("{name}: not a trace file")) && e.contains(says),
+                    "{name}: {e}"
+                );
+            }
+        }
+        // A trace is not refused for a name.
+        let trace = br#"{"traceEvents":[{"ph":"X","name":"a","pid":1,"tid":1,"ts":1,"dur":2}]}"#;
+        assert!(matches!(read("odd.pftrace", trace, 3), Ok(Loaded::Trace(_))));
     }
 
     #[test]

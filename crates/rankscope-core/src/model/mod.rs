@@ -456,7 +456,7 @@ impl CommArgs {
 }
 
 /// Whether a lane is a CPU thread or a GPU stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LaneKind {
     Cpu,

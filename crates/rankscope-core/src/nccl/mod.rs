@@ -24,8 +24,6 @@ pub mod log;
 pub mod perf;
 mod text;
 
-use serde::{Deserialize, Serialize};
-
 pub use fit::{fit_latency_bandwidth, LatencyBandwidthFit};
 pub use log::{analyze_logs, LogReport};
 pub use perf::{analyze_tests, TestsReport};
@@ -63,26 +61,19 @@ pub(crate) fn sort_findings(f: &mut [Finding]) {
 /// [`crate::model::Diagnostic`], placed by file and line ([`Diagnostic::in_text`]).
 pub use crate::model::{DiagKind, Diagnostic};
 
-/// What a file is, judged from its first bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Kind {
-    /// `NCCL_DEBUG=INFO` output (lines with `NCCL INFO` / `NCCL WARN`).
-    NcclLog,
-    /// nccl-tests `*_perf` output (banner, column header or result rows).
-    NcclTests,
-}
+/// What a file is, judged from its first bytes: the job's one input kind (its NCCL kinds here).
+pub use crate::input::InputKind;
 
 /// Cheap content sniffer: which kind of NCCL text `first_bytes` (say the first 64 KiB) is.
 ///
 /// When a file holds both (an NCCL log with a perf table), the log wins: call [`sniff_all`] to
 /// learn that both parsers apply.
-pub fn sniff(first_bytes: &[u8]) -> Option<Kind> {
+pub fn sniff(first_bytes: &[u8]) -> Option<InputKind> {
     sniff_all(first_bytes).first().copied()
 }
 
-/// Every kind of NCCL text found in `first_bytes`, [`Kind::NcclLog`] first.
-pub fn sniff_all(first_bytes: &[u8]) -> Vec<Kind> {
+/// Every kind of NCCL text found in `first_bytes`, [`InputKind::NcclLog`] first.
+pub fn sniff_all(first_bytes: &[u8]) -> Vec<InputKind> {
     let mut log = false;
     let mut tests = false;
     for (_, line) in text::lines(first_bytes) {
@@ -99,10 +90,10 @@ pub fn sniff_all(first_bytes: &[u8]) -> Vec<Kind> {
     }
     let mut kinds = Vec::new();
     if log {
-        kinds.push(Kind::NcclLog);
+        kinds.push(InputKind::NcclLog);
     }
     if tests {
-        kinds.push(Kind::NcclTests);
+        kinds.push(InputKind::NcclTests);
     }
     kinds
 }
@@ -112,7 +103,7 @@ pub fn sniff_all(first_bytes: &[u8]) -> Vec<Kind> {
 /// first non-blank byte (after a byte-order mark) is `{`. A `[` may open a bare-array trace or
 /// be mpirun's `[1,0]<stdout>:` line tag, so the NCCL sniffer decides; anything else that is not
 /// NCCL text is handed to the trace reader, which says precisely why it is not a trace.
-pub fn sniff_input(head: &[u8]) -> Vec<Kind> {
+pub fn sniff_input(head: &[u8]) -> Vec<InputKind> {
     if head.starts_with(&[0x1f, 0x8b]) {
         return Vec::new();
     }

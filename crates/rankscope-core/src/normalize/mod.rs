@@ -2,6 +2,7 @@
 //! links and steps. Job-level normalization (ranks, one string table) is in [`job`].
 
 pub mod classify;
+pub mod coverage;
 pub mod job;
 pub mod steps;
 
@@ -80,6 +81,8 @@ pub struct Normalized {
     pub steps: StepTable,
     /// First start and last end over the slices, outliers left out ([`steps::span_and_outliers`]).
     pub span: (i64, i64),
+    /// What the classification understood ([`coverage`]).
+    pub coverage: coverage::Coverage,
 }
 
 /// Normalizes one rank in place: decides lane kinds, sorts the rows by time (parents before
@@ -95,7 +98,7 @@ pub fn normalize_rank_with(t: &mut RankTrace, rules: &Rules, j: &impl crate::joi
     lane_kinds(t);
     sort_rows(t, j);
     // The span and the classes read different columns: side by side.
-    let (((lo, hi), outliers, first), (class, detail)) =
+    let (((lo, hi), outliers, first), (class, detail, rule)) =
         j.join(|| steps::span_and_outliers(&t.events), || classes(t, rules, j));
     if let Some(i) = first {
         let (ts, name) = (t.events.ts_ns[i], t.strings.get(t.events.name[i]).to_string());
@@ -109,8 +112,10 @@ pub fn normalize_rank_with(t: &mut RankTrace, rules: &Rules, j: &impl crate::joi
     t.events.detail = detail;
     // The links and the CPU rows' steps read different columns: side by side.
     let (links, found) = j.join(|| link(t), || steps::find(t, (lo, hi)));
+    let structural = coverage::comm_by_structure(t, &links, &rule, rules);
+    let coverage = coverage::coverage(t, &rule, rules, &structural);
     let steps = steps::assign(t, &links, found);
-    Normalized { links, steps, span: (lo, hi) }
+    Normalized { links, steps, span: (lo, hi), coverage }
 }
 
 /// A lane is a GPU stream when it holds GPU-only event categories; otherwise it is a CPU
@@ -234,33 +239,40 @@ fn sort_perm<K: Ord + Sync>(
     j.join(|| sort_perm(j, a, key, depth + 1), || sort_perm(j, b, key, depth + 1));
 }
 
-/// The class and detail of every row, the halves over `j` when they are many.
-fn classes(t: &RankTrace, rules: &Rules, j: &impl crate::join::Join) -> (Vec<Class>, Vec<u8>) {
+/// The class, detail and deciding rule of every row, the halves over `j` when they are many.
+fn classes(
+    t: &RankTrace,
+    rules: &Rules,
+    j: &impl crate::join::Join,
+) -> (Vec<Class>, Vec<u8>, Vec<classify::RuleIdx>) {
     let n = t.events.len();
     // Rows `lo..hi`, each half with its own cache (a pure function of the row's strings).
-    let part = |lo: usize, hi: usize| -> (Vec<Class>, Vec<u8>) {
+    let part = |lo: usize, hi: usize| -> (Vec<Class>, Vec<u8>, Vec<classify::RuleIdx>) {
         let mut cache = classify::ClassCache::default();
         let mut class = Vec::with_capacity(hi - lo);
         let mut detail = Vec::with_capacity(hi - lo);
+        let mut rule = Vec::with_capacity(hi - lo);
         for i in lo..hi {
             let lane = t.lanes.kind.get(t.events.lane[i].0 as usize).copied().unwrap_or(LaneKind::Cpu);
             let coll_arg = match t.events.args[i] {
                 NONE_U32 => None,
                 a => t.comm.collective.get(a as usize).copied().filter(|s| *s != StrId::EMPTY),
             };
-            let (c, d) = cache.get(rules, &t.strings, t.events.name[i], t.events.cat[i], lane, coll_arg);
+            let (c, d, r) = cache.get(rules, &t.strings, t.events.name[i], t.events.cat[i], lane, coll_arg);
             class.push(c);
             detail.push(d);
+            rule.push(r);
         }
-        (class, detail)
+        (class, detail, rule)
     };
     if n < SORT_SPLIT_ROWS {
         return part(0, n);
     }
-    let ((mut class, mut detail), (c2, d2)) = j.join(|| part(0, n / 2), || part(n / 2, n));
+    let ((mut class, mut detail, mut rule), (c2, d2, r2)) = j.join(|| part(0, n / 2), || part(n / 2, n));
     class.extend(c2);
     detail.extend(d2);
-    (class, detail)
+    rule.extend(r2);
+    (class, detail, rule)
 }
 
 /// Links each GPU event to the host runtime call with the same `correlation` id. When a

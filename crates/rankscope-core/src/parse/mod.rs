@@ -47,7 +47,13 @@ impl std::fmt::Debug for Mode {
 struct Text {
     parser: TraceParser,
     cut: Option<Box<Cutting>>,
+    /// The text's first [`HEAD_BYTES`], for naming a format that is not a trace
+    /// ([`crate::input::identify`]).
+    head: Vec<u8>,
 }
+
+/// Bytes of a file's start (as read, and as text) that name a format that is not a trace.
+const HEAD_BYTES: usize = 4 << 10;
 
 #[derive(Debug)]
 struct Cutting {
@@ -60,10 +66,14 @@ struct Cutting {
 
 impl Text {
     fn new(parser: TraceParser) -> Self {
-        Text { parser, cut: None }
+        Text { parser, cut: None, head: Vec::new() }
     }
 
     fn feed(&mut self, b: &[u8]) {
+        if self.head.len() < HEAD_BYTES {
+            let take = (HEAD_BYTES - self.head.len()).min(b.len());
+            self.head.extend_from_slice(&b[..take]);
+        }
         match &mut self.cut {
             None => self.parser.feed(b),
             Some(c) => {
@@ -127,6 +137,15 @@ pub enum Cutout {
 pub struct FileIngest {
     mode: Mode,
     input_bytes: u64,
+    /// The file's first [`HEAD_BYTES`] as read (gzip or not).
+    raw_head: Vec<u8>,
+    /// A format that is not a trace, named from the head once it is known
+    /// ([`crate::input::identify`]): a refusal says its name and what to give instead.
+    foreign: Option<crate::input::Foreign>,
+    /// Whether the head was looked at.
+    identified: bool,
+    /// The head is a JSON format that is not a trace: nothing more is read.
+    stopped: bool,
 }
 
 impl FileIngest {
@@ -139,6 +158,10 @@ impl FileIngest {
         FileIngest {
             mode: Mode::Sniff(Vec::new(), Text::new(TraceParser::with_limits(source_name, limits))),
             input_bytes: 0,
+            raw_head: Vec::new(),
+            foreign: None,
+            identified: false,
+            stopped: false,
         }
     }
 
@@ -154,7 +177,14 @@ impl FileIngest {
             merger: None,
             pieces: Vec::new(),
         }));
-        FileIngest { mode: Mode::Sniff(Vec::new(), t), input_bytes: 0 }
+        FileIngest {
+            mode: Mode::Sniff(Vec::new(), t),
+            input_bytes: 0,
+            raw_head: Vec::new(),
+            foreign: None,
+            identified: false,
+            stopped: false,
+        }
     }
 
     /// The middle pieces cut since the last call (cutting ingest only).
@@ -182,6 +212,13 @@ impl FileIngest {
     /// Feeds the next chunk of the file's bytes.
     pub fn feed(&mut self, chunk: &[u8]) {
         self.input_bytes += chunk.len() as u64;
+        if self.stopped {
+            return;
+        }
+        if self.raw_head.len() < HEAD_BYTES {
+            let take = (HEAD_BYTES - self.raw_head.len()).min(chunk.len());
+            self.raw_head.extend_from_slice(&chunk[..take]);
+        }
         let mode = std::mem::replace(&mut self.mode, Mode::Empty);
         self.mode = match mode {
             Mode::Sniff(mut head, mut parser) => {
@@ -217,6 +254,45 @@ impl FileIngest {
             }
             Mode::Empty => Mode::Empty,
         };
+        if !self.identified && self.text_head().is_some_and(|h| h.len() >= HEAD_BYTES) {
+            self.identify();
+        }
+    }
+
+    /// The text's first bytes, once the mode is decided.
+    fn text_head(&self) -> Option<&[u8]> {
+        match &self.mode {
+            Mode::Plain(t) | Mode::Gzip(_, t) => Some(&t.head),
+            Mode::Sniff(..) | Mode::Empty => None,
+        }
+    }
+
+    /// Looks at the head once: a JSON format that is not a trace (an Execution Trace, a
+    /// rocprofv3 file: often gigabytes) stops the input at once; a binary one is named when the
+    /// parser refuses it.
+    fn identify(&mut self) {
+        self.identified = true;
+        let name = self.source_name().to_string();
+        let text = self.text_head().map(<[u8]>::to_vec).unwrap_or_else(|| self.raw_head.clone());
+        self.foreign = crate::input::identify(&name, &self.raw_head, &text);
+        let json = text.iter().copied().find(|b| !b.is_ascii_whitespace()) == Some(b'{');
+        self.stopped = json && self.foreign.is_some();
+    }
+
+    fn source_name(&self) -> &str {
+        match &self.mode {
+            Mode::Sniff(_, t) | Mode::Plain(t) | Mode::Gzip(_, t) => t.parser.source(),
+            Mode::Empty => "",
+        }
+    }
+
+    /// The refusal of a format that is not a trace: the file, and what it is.
+    fn foreign_error(&self, f: crate::input::Foreign) -> IngestError {
+        IngestError::NotATrace {
+            source_name: self.source_name().to_string(),
+            offset: 0,
+            reason: f.to_string(),
+        }
     }
 
     pub fn progress(&self) -> Progress {
@@ -233,6 +309,9 @@ impl FileIngest {
 
     /// Whether the input was already found not to be a trace.
     pub fn failed(&self) -> bool {
+        if self.stopped {
+            return true;
+        }
         match &self.mode {
             Mode::Sniff(_, p) | Mode::Plain(p) | Mode::Gzip(_, p) => p.parser.failed().is_some(),
             Mode::Empty => false,
@@ -262,6 +341,26 @@ impl FileIngest {
     }
 
     fn end(mut self) -> (Result<RankTrace, IngestError>, Option<Box<Cutting>>) {
+        if !self.identified {
+            if let Mode::Sniff(head, t) = &mut self.mode {
+                // A file shorter than two bytes never left the sniff: its text is its bytes.
+                t.head = head.clone();
+            }
+            self.identify();
+        }
+        match (self.foreign, self.stopped) {
+            (Some(f), true) => return (Err(self.foreign_error(f)), None),
+            (Some(f), false) => {
+                let e = self.foreign_error(f);
+                let (r, cut) = self.end_text();
+                return (r.map_err(|_| e), cut);
+            }
+            (None, _) => {}
+        }
+        self.end_text()
+    }
+
+    fn end_text(mut self) -> (Result<RankTrace, IngestError>, Option<Box<Cutting>>) {
         let input_bytes = self.input_bytes;
         let (mut text, gz) = match std::mem::replace(&mut self.mode, Mode::Empty) {
             Mode::Sniff(head, mut p) => {
@@ -287,7 +386,7 @@ impl FileIngest {
         };
         text.end();
         let text_bytes = text.text_bytes();
-        let Text { parser, cut } = text;
+        let Text { parser, cut, .. } = text;
         if let Some((g, unfinished)) = &gz {
             if text_bytes == 0 && parser.failed().is_none() {
                 // Nothing inflated: say why, rather than "the file is empty".
