@@ -90,6 +90,8 @@ const BORDER: usize = 3;
 const SELECT: usize = 4;
 const ACCENT: usize = 5;
 const HEAT0: usize = 6;
+/// The characters of the widest label a cell usually has ("151 ms", "r1023").
+const LABEL_CHARS: f64 = 7.0;
 /// Above this many arrows, one per family ([`super::path`]).
 const ARROWS_MAX: usize = 32;
 
@@ -325,14 +327,18 @@ fn group_ranks(r: &[u32]) -> String {
 }
 
 /// An arrow from `a` to `b` (centres), shifted to its right by half its width so that a → b and
-/// b → a are both seen, bent when it passes over other cells, ending short of the centres.
-/// Returns the middle of the curve.
+/// b → a are both seen, bent when it passes over other cells, ending short of the centres. An
+/// arrow that runs more down (or up) than across is shifted further, past `clear` (the half
+/// width of the labels centred at the cells' top and bottom), so that the labels do not hide
+/// it. Returns the middle of the curve.
+#[allow(clippy::too_many_arguments)]
 fn arrow(
     g: &CanvasRenderingContext2d,
     a: (f64, f64),
     b: (f64, f64),
     w: f64,
     cell: f64,
+    clear: f64,
     color: &str,
     halo: &str,
 ) -> Option<(f64, f64)> {
@@ -343,7 +349,11 @@ fn arrow(
     }
     let (ux, uy) = (dx / len, dy / len);
     let (nx, ny) = (-uy, ux);
-    let off = w / 2.0 + 2.0;
+    let off = if dy.abs() > dx.abs() && clear > 0.0 {
+        (clear + w / 2.0 + 2.0).min(cell / 2.0 - w / 2.0 - 2.0).max(w / 2.0 + 2.0)
+    } else {
+        w / 2.0 + 2.0
+    };
     let bend = if len > cell * 1.5 { (len * 0.2).min(64.0) } else { 0.0 };
     // Both ends stay clear of the cells' middle band, where no text is written.
     let s = (a.0 + ux * cell * 0.3 + nx * off, a.1 + uy * cell * 0.3 + ny * off);
@@ -541,7 +551,15 @@ impl Rows for Cells {
             g.close_path();
             g.fill();
         }
-        // The chain of waits, the faint ones (other groups than the filter's) first.
+        // The chain of waits, the faint ones (other groups than the filter's) first; an arrow
+        // down or up passes beside the labels (below: the rank's, and its figure's from 56 px).
+        let clear = if c >= 56.0 {
+            (LABEL_CHARS * CHAR_W + 6.0).min(c - 4.0) / 2.0
+        } else if c >= 26.0 {
+            (5.0 * CHAR_W + 6.0).min(c - 4.0) / 2.0
+        } else {
+            0.0
+        };
         let mut families: Vec<((f64, f64), u32)> = Vec::new();
         for kept in [false, true] {
             g.set_global_alpha(if kept { 0.92 } else { 0.25 });
@@ -557,6 +575,7 @@ impl Rows for Cells {
                     (b.0, b.1 - scroll),
                     self.edge_width(e.wait_ns),
                     c,
+                    clear,
                     color(SELECT),
                     color(BG),
                 );
@@ -565,21 +584,8 @@ impl Rows for Cells {
                 }
             }
         }
-        // How many edges a family's arrow stands for, on the arrow.
-        g.set_text_align("center");
-        for ((x, y), n) in families {
-            let t = format!("×{n}");
-            let w = t.chars().count() as f64 * CHAR_W + 8.0;
-            g.set_fill_style_str(color(BG));
-            g.fill_rect(x - w / 2.0, y - 7.5, w, 15.0);
-            g.set_stroke_style_str(color(SELECT));
-            g.set_line_width(1.0);
-            g.stroke_rect(x - w / 2.0 + 0.5, y - 7.0, w - 1.0, 14.0);
-            g.set_fill_style_str(color(FG));
-            let _ = g.fill_text(&t, x, y);
-        }
         self.draw_axes(g, col, y0, y1, scroll);
-        // Labels last, on a patch of their cell's colour, so that no arrow hides them: the rank
+        // Labels next, on a patch of their cell's colour, so that no arrow hides them: the rank
         // at the top, its figure at the bottom (the middle band is the arrows').
         if c >= 26.0 {
             g.set_text_align("center");
@@ -606,6 +612,20 @@ impl Rows for Cells {
             }
         }
         g.set_global_alpha(1.0);
+        // How many edges a family's arrow stands for, on the arrow (over the labels: a count is
+        // read first).
+        g.set_text_align("center");
+        for ((x, y), n) in families {
+            let t = format!("×{n}");
+            let w = t.chars().count() as f64 * CHAR_W + 8.0;
+            g.set_fill_style_str(color(BG));
+            g.fill_rect(x - w / 2.0, y - 7.5, w, 15.0);
+            g.set_stroke_style_str(color(SELECT));
+            g.set_line_width(1.0);
+            g.stroke_rect(x - w / 2.0 + 0.5, y - 7.0, w - 1.0, 14.0);
+            g.set_fill_style_str(color(FG));
+            let _ = g.fill_text(&t, x, y);
+        }
     }
 
     fn hit(&self, x: f64, y: f64) -> Option<Hit> {
