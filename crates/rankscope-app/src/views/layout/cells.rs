@@ -90,6 +90,8 @@ const BORDER: usize = 3;
 const SELECT: usize = 4;
 const ACCENT: usize = 5;
 const HEAT0: usize = 6;
+/// The opacity of a cell outside the filter.
+const FADED: f64 = 0.22;
 /// The characters of the widest label a cell usually has ("151 ms", "r1023").
 const LABEL_CHARS: f64 = 7.0;
 /// Above this many arrows, one per family ([`super::path`]).
@@ -481,7 +483,7 @@ impl Rows for Cells {
             let (x, y) = info.xy(p);
             let y = y - scroll;
             let member = self.member(i);
-            g.set_global_alpha(if member { 1.0 } else { 0.22 });
+            g.set_global_alpha(if member { 1.0 } else { FADED });
             let b = self.values.get(i).copied().flatten().map(|v| self.bin(v));
             g.set_fill_style_str(match b {
                 Some(b) => color(HEAT0 + b),
@@ -595,12 +597,27 @@ impl Rows for Cells {
                 let y = y - scroll;
                 let b = self.values.get(i).copied().flatten().map(|v| self.bin(v));
                 let fill = b.map_or(color(BORDER), |b| color(HEAT0 + b));
-                let ink = if b.is_some_and(|b| b >= HEAT_BINS / 2) { "#ffffff" } else { "#000000" };
-                g.set_global_alpha(if self.member(i) { 1.0 } else { 0.3 });
+                // A faded cell is light whatever its colour: dark text on it.
+                let ink = if self.member(i) && b.is_some_and(|b| b >= HEAT_BINS / 2) {
+                    "#ffffff"
+                } else {
+                    "#000000"
+                };
+                // Outside the filter, the patch is its faded cell again (the background, then the
+                // colour as faint as the cell's), the text a little less faint.
+                let member = self.member(i);
+                let text = if member { 1.0 } else { 0.55 };
                 let label = |t: &str, ty: f64| {
                     let w = (t.chars().count() as f64 * CHAR_W + 6.0).min(c - 4.0);
+                    if !member {
+                        g.set_global_alpha(1.0);
+                        g.set_fill_style_str(color(BG));
+                        g.fill_rect(x + (c - w) / 2.0, ty - 7.0, w, 14.0);
+                    }
+                    g.set_global_alpha(if member { 1.0 } else { FADED });
                     g.set_fill_style_str(fill);
                     g.fill_rect(x + (c - w) / 2.0, ty - 7.0, w, 14.0);
+                    g.set_global_alpha(text);
                     g.set_fill_style_str(ink);
                     let _ = g.fill_text(t, x + c / 2.0, ty);
                 };
