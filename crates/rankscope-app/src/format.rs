@@ -51,6 +51,26 @@ pub fn bytes(n: u64) -> String {
     }
 }
 
+/// Ranks as ranges: `[0, 1, 2, 3, 7]` → `0–3, 7`, `[2, 3]` → `2, 3` (sorted input; a run of
+/// two is two ranks).
+pub fn ranges(v: &[u32]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < v.len() {
+        let mut j = i;
+        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
+            j += 1;
+        }
+        match j - i {
+            0 => out.push(v[i].to_string()),
+            1 => out.push(format!("{}, {}", v[i], v[j])),
+            _ => out.push(format!("{}–{}", v[i], v[j])),
+        }
+        i = j + 1;
+    }
+    out.join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,5 +87,8 @@ mod tests {
         assert_eq!(duration(-0.2), "0 ns");
         assert_eq!(bytes(999), "999 B");
         assert_eq!(bytes(12_345_678), "12.3 MB");
+        assert_eq!(ranges(&[0, 1, 2, 3, 7]), "0–3, 7");
+        assert_eq!(ranges(&[]), "");
+        assert_eq!(ranges(&[2, 3, 5, 6, 7]), "2, 3, 5–7");
     }
 }

@@ -1,8 +1,10 @@
 //! The URL hash keeps the view state (`#view=timeline&t0=1200000&t1=3400000&rank=3&step=12`),
 //! so a reload or a colleague with the same files lands on the same view. Times are ns from the
 //! job's first event; `clock=raw` when the timeline shows each rank's own clock (aligned is the
-//! default).
+//! default). `group=NAME` or `role=ROLE` filters the views to a process group or a role
+//! ([`crate::groups::Filter`]; the name percent-encoded).
 
+use crate::groups::Filter;
 use crate::state::View;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -12,12 +14,46 @@ pub struct HashState {
     pub rank: Option<u32>,
     pub step: Option<u32>,
     pub aligned: bool,
+    pub filter: Option<Filter>,
 }
 
 impl Default for HashState {
     fn default() -> Self {
-        HashState { view: None, window: None, rank: None, step: None, aligned: true }
+        HashState { view: None, window: None, rank: None, step: None, aligned: true, filter: None }
     }
+}
+
+/// Percent-encodes what is not a letter, digit or one of `-._~` (a group's name may be anything).
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = b
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (b[i], hex) {
+            (b'%', Some(v)) => {
+                out.push(v);
+                i += 3;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 pub fn parse(hash: &str) -> HashState {
@@ -32,6 +68,8 @@ pub fn parse(hash: &str) -> HashState {
             "rank" => h.rank = v.parse::<u32>().ok(),
             "step" => h.step = v.parse::<u32>().ok(),
             "clock" => h.aligned = v != "raw",
+            "group" => h.filter = Filter::from_key(&format!("group:{}", decode(v))),
+            "role" => h.filter = Filter::from_key(&format!("role:{v}")),
             _ => {}
         }
     }
@@ -57,6 +95,11 @@ pub fn format(h: &HashState) -> String {
     if !h.aligned {
         s.push_str("&clock=raw");
     }
+    match &h.filter {
+        Some(Filter::Group(g)) => s.push_str(&format!("&group={}", encode(g))),
+        Some(Filter::Role(r)) => s.push_str(&format!("&role={r}")),
+        None => {}
+    }
     s
 }
 
@@ -74,5 +117,16 @@ mod tests {
         assert_eq!(parse(&format(&h)), h);
         assert_eq!(parse("#view=nope&t0=5&t1=2"), HashState::default());
         assert_eq!(parse(""), HashState::default());
+        let h = HashState {
+            view: Some(View::Layout),
+            filter: Some(Filter::Group("mesh tp/0 é".into())),
+            ..HashState::default()
+        };
+        assert_eq!(format(&h), "#view=layout&group=mesh%20tp%2F0%20%C3%A9");
+        assert_eq!(parse(&format(&h)), h);
+        let h = HashState { filter: Some(Filter::Role(rankscope_core::analyze::layout::Role::Tensor)), ..h };
+        assert_eq!(format(&h), "#view=layout&role=tensor");
+        assert_eq!(parse(&format(&h)), h);
+        assert_eq!(parse("#role=nope&group=%zz").filter, Some(Filter::Group("%zz".into())));
     }
 }

@@ -11,6 +11,7 @@ pub mod download;
 pub mod dropped;
 pub mod embed;
 pub mod format;
+pub mod groups;
 pub mod hash;
 pub mod host;
 pub mod perfetto;

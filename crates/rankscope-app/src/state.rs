@@ -38,6 +38,7 @@ use rankscope_core::job;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum View {
     Summary,
+    Layout,
     Steps,
     Timeline,
     Collectives,
@@ -48,8 +49,9 @@ pub enum View {
 }
 
 impl View {
-    pub const ALL: [View; 8] = [
+    pub const ALL: [View; 9] = [
         View::Summary,
+        View::Layout,
         View::Steps,
         View::Timeline,
         View::Collectives,
@@ -63,6 +65,7 @@ impl View {
     pub fn name(self) -> &'static str {
         match self {
             View::Summary => "summary",
+            View::Layout => "layout",
             View::Steps => "steps",
             View::Timeline => "timeline",
             View::Collectives => "collectives",
@@ -76,6 +79,7 @@ impl View {
     pub fn title(self) -> &'static str {
         match self {
             View::Summary => "Summary",
+            View::Layout => "Layout",
             View::Steps => "Ranks × steps",
             View::Timeline => "Timeline",
             View::Collectives => "Collectives",
@@ -258,6 +262,8 @@ pub struct State {
     pub title: Option<String>,
     /// The job digest among the files, decoded (its file, its job).
     pub digest: Option<(FileId, Rc<job::JobDigest>)>,
+    /// The group or role the views are filtered to (kept in the URL hash).
+    pub filter: Option<crate::groups::Filter>,
 }
 
 impl Default for State {
@@ -282,6 +288,7 @@ impl Default for State {
             untrusted: BTreeMap::new(),
             title: None,
             digest: None,
+            filter: None,
         }
     }
 }
@@ -373,6 +380,7 @@ pub enum Action {
     /// A message from an untrusted origin was ignored.
     Untrusted(String),
     SetTitle(Option<String>),
+    SetFilter(Option<crate::groups::Filter>),
     /// Back to the landing page.
     Reset,
 }
@@ -509,6 +517,7 @@ impl Reducible for State {
             }
             Action::Untrusted(origin) => *s.untrusted.entry(origin).or_default() += 1,
             Action::SetTitle(t) => s.title = t,
+            Action::SetFilter(f) => s.filter = f,
             Action::Reset => {
                 s = State {
                     view: s.view,

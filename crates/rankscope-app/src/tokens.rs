@@ -34,3 +34,12 @@ pub const HEAT_WIDTH: f64 = 1180.0;
 pub const CHART_W: f64 = 580.0;
 pub const CHART_H: f64 = 260.0;
 pub const CHART_PAD: f64 = 46.0;
+
+/// Layout view (CSS px): cells between these sizes (the grid fits [`HEAT_WIDTH`] when it can),
+/// blocks of a third dimension wrap rather than shrink cells below [`LAYOUT_CELL_WRAP`]; the
+/// row-label gutter and the space between blocks.
+pub const LAYOUT_CELL_MIN: f64 = 12.0;
+pub const LAYOUT_CELL_MAX: f64 = 120.0;
+pub const LAYOUT_CELL_WRAP: f64 = 22.0;
+pub const LAYOUT_LABEL_W: f64 = 70.0;
+pub const LAYOUT_GAP: f64 = 18.0;

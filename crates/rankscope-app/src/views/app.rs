@@ -16,6 +16,7 @@ use super::fabric::Fabric;
 use super::files::Files;
 use super::help::Help;
 use super::landing::Landing;
+use super::layout::LayoutView;
 use super::steps::Steps;
 use super::summary::Summary;
 use super::timeline::Timeline;
@@ -170,6 +171,7 @@ pub fn app() -> Html {
                     dispatch.emit(Action::SetFocus(h.rank, h.step));
                 }
                 dispatch.emit(Action::SetAligned(h.aligned));
+                dispatch.emit(Action::SetFilter(h.filter));
             };
             apply();
             let l = window().map(|w| Listener::new(w.into(), "hashchange", move |_| apply()));
@@ -178,8 +180,16 @@ pub fn app() -> Html {
     }
     {
         use_effect_with(
-            (state.view, state.window, state.focus, state.step, state.aligned, page.embed),
-            move |(view, win, rank, step, aligned, embed)| {
+            (
+                state.view,
+                state.window,
+                state.focus,
+                state.step,
+                state.aligned,
+                page.embed,
+                state.filter.clone(),
+            ),
+            move |(view, win, rank, step, aligned, embed, filter)| {
                 // Embedded, the host page owns the view: the frame's URL is left alone.
                 if *embed {
                     return;
@@ -190,6 +200,7 @@ pub fn app() -> Html {
                     rank: *rank,
                     step: *step,
                     aligned: *aligned,
+                    filter: filter.clone(),
                 });
                 if let Some(w) = window() {
                     if w.location().hash().ok().as_deref() != Some(h.as_str()) {
@@ -216,10 +227,11 @@ pub fn app() -> Html {
     }
 
     // Global keys: help and view switching (the timeline handles its own).
+    let has_layout = state.job.as_ref().is_some_and(|j| j.analysis.layout.is_some());
     {
         let dispatch = dispatch.clone();
         let ready = state.ready();
-        use_effect_with(ready, move |&ready| {
+        use_effect_with((ready, has_layout), move |&(ready, has_layout)| {
             let l = window().map(|w| {
                 Listener::new(w.into(), "keydown", move |e| {
                     let Some(k) = e.dyn_ref::<web_sys::KeyboardEvent>() else { return };
@@ -229,9 +241,9 @@ pub fn app() -> Html {
                     match k.key().as_str() {
                         "?" => dispatch.emit(Action::ToggleHelp),
                         "Escape" => dispatch.emit(Action::CloseHelp),
-                        "1" | "2" | "3" | "4" | "5" | "6" | "7" if ready => {
+                        "1" | "2" | "3" | "4" | "5" | "6" | "7" | "8" | "9" if ready => {
                             let i = k.key().parse::<usize>().unwrap_or(1) - 1;
-                            if let Some(&v) = View::ALL.get(i) {
+                            if let Some(v) = super::tabs(has_layout).nth(i) {
                                 dispatch.emit(Action::SetView(v));
                             }
                         }
@@ -321,11 +333,14 @@ pub fn app() -> Html {
             (Some(job), true) if job.ranks.is_empty() => html! { <Fabric job={job.clone()} /> },
             (Some(job), true) => match state.view {
                 View::Summary => html! { <Summary job={job.clone()} demo={state.demo} /> },
-                View::Steps => html! { <Steps job={job.clone()} /> },
+                View::Layout => html! { <LayoutView job={job.clone()} filter={state.filter.clone()} /> },
+                View::Steps => html! { <Steps job={job.clone()} filter={state.filter.clone()} /> },
                 View::Timeline => html! {
-                    <Timeline job={job.clone()} window={state.window} focus={state.focus} aligned={state.aligned} opened={state.opened} />
+                    <Timeline job={job.clone()} window={state.window} focus={state.focus} aligned={state.aligned} opened={state.opened} filter={state.filter.clone()} />
                 },
-                View::Collectives => html! { <Collectives job={job.clone()} /> },
+                View::Collectives => {
+                    html! { <Collectives job={job.clone()} filter={state.filter.clone()} /> }
+                }
                 View::Alignment => html! { <Alignment job={job.clone()} /> },
                 View::Fabric => html! { <Fabric job={job.clone()} /> },
                 View::Pipeline => html! { <super::pipeline::Pipeline job={job.clone()} /> },
@@ -336,9 +351,9 @@ pub fn app() -> Html {
             _ => html! {},
         };
         let bar = if page.embed {
-            html! { <EmbedBar view={state.view} {ready} {status} title={state.title.clone()} /> }
+            html! { <EmbedBar view={state.view} {ready} {status} title={state.title.clone()} layout={has_layout} /> }
         } else {
-            html! { <TopBar view={state.view} {ready} demo={state.demo} {status} /> }
+            html! { <TopBar view={state.view} {ready} demo={state.demo} {status} layout={has_layout} /> }
         };
         html! {
             <>

@@ -1,16 +1,22 @@
 //! Collectives: one row per kind and process group (`analysis.collectives`), sortable by any
-//! column; a row opens the timeline at the collective's first execution.
+//! column; a row opens the timeline at the collective's first execution. With a layout, each
+//! row says its group's role, and the rows can be filtered to a group or a role
+//! ([`crate::groups::Filter`]).
 
 use yew::prelude::*;
 
+use super::group_filter::GroupFilter;
 use super::Ctx;
 use crate::format;
+use crate::groups::Filter;
 use crate::state::{Action, JobView};
 use rankscope_core::analyze::collectives::CollectiveStats;
 
 #[derive(Properties, PartialEq, Debug)]
 pub struct Props {
     pub job: std::rc::Rc<JobView>,
+    #[prop_or_default]
+    pub filter: Option<Filter>,
 }
 
 /// The sortable columns: title, tooltip, and the key (None sorts last).
@@ -41,7 +47,11 @@ pub fn collectives(p: &Props) -> Html {
     let sort = use_state(|| (4usize, true));
     let (col, desc) = *sort;
     let a = &p.job.analysis;
-    let mut rows: Vec<&CollectiveStats> = a.collectives.iter().collect();
+    let layout = a.layout.as_ref();
+    // A filter naming nothing in this job (a hash from another one) filters nothing.
+    let filter = p.filter.as_ref().filter(|f| f.members(layout).is_some());
+    let mut rows: Vec<&CollectiveStats> =
+        a.collectives.iter().filter(|c| filter.is_none_or(|f| f.keeps_pg(layout, &c.pg))).collect();
     if let Some((_, _, key)) = COLUMNS.get(col) {
         rows.sort_by(|x, y| {
             let (kx, ky) = (key(x), key(y));
@@ -80,12 +90,18 @@ pub fn collectives(p: &Props) -> Html {
     html! {
         <section class="collectives" data-testid="collectives">
             <p class="muted">{"Per kind and process group. Transfer = the shortest duration over the ranks of one collective; sync wait = a rank's duration − transfer; skew = latest − earliest aligned start. Click a column to sort, a row to see its first execution in the timeline."}</p>
-            if rows.is_empty() {
+            <div class="toolbar">
+                <GroupFilter job={p.job.clone()} filter={p.filter.clone()} what="collectives" shown={Some((rows.len(), a.collectives.len()))} />
+            </div>
+            if a.collectives.is_empty() {
                 <p>{"No collective was found in these traces."}</p>
+            } else if rows.is_empty() {
+                <p>{"No collective of this filter was matched."}</p>
             }
             <table class="coll-table" data-testid="collectives-table">
                 <thead><tr>
                     <th>{"Kind"}</th><th>{"Group"}</th>
+                    if layout.is_some() { <th title="what the group is for (the layout's role)">{"Role"}</th> }
                     { for COLUMNS.iter().enumerate().map(|(i, (t, tip, _))| header(i, t, tip)) }
                 </tr></thead>
                 <tbody>
@@ -100,12 +116,14 @@ pub fn collectives(p: &Props) -> Html {
                             }
                         })
                     };
+                    let role = layout.map(|l| l.role_of(&c.pg).as_str());
                     html! {
                         <tr class={classes!(first.is_some().then_some("link"))} {onclick} data-testid="collective-row"
                             data-kind={kind} data-pg={c.pg.clone()} data-count={c.count.to_string()}
-                            data-instances={c.instances.to_string()}>
+                            data-instances={c.instances.to_string()} data-role={role}>
                             <td>{kind.replace('_', " ")}</td>
                             <td class="name" title={c.pg.clone()}>{if c.pg.is_empty() { "–".to_string() } else { c.pg.clone() }}</td>
+                            if let Some(r) = role { <td data-testid="role">{r}</td> }
                             <td class="num">{format::thousands(c.count as u64)}</td>
                             <td class="num">{c.bytes_p50.map(|b| format::bytes(b.max(0) as u64)).unwrap_or_else(|| "–".into())}</td>
                             <td class="num">{format::duration(c.dur_p50_ns as f64)}</td>

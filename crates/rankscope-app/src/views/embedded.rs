@@ -15,6 +15,9 @@ pub struct BarProps {
     pub ready: bool,
     pub status: String,
     pub title: Option<String>,
+    /// The analysis has a layout (the Layout tab shows).
+    #[prop_or_default]
+    pub layout: bool,
 }
 
 #[function_component(EmbedBar)]
@@ -32,7 +35,7 @@ pub fn embed_bar(p: &BarProps) -> Html {
         <header class="embedbar" data-testid="embed-bar">
             if let Some(t) = &p.title { <span class="title" data-testid="embed-title">{t.clone()}</span> }
             <nav>
-                { for View::ALL.iter().map(|&v| html! {
+                { for super::tabs(p.layout).map(|v| html! {
                     <button class={classes!("tab", (v == p.view).then_some("active"))}
                         data-testid={format!("nav-{}", v.name())} disabled={!p.ready}
                         onclick={emit(Action::SetView(v))}>{v.title()}</button>

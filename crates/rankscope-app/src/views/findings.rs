@@ -6,26 +6,11 @@ use std::rc::Rc;
 use rankscope_core::finding::{EvidenceKey, FindingId};
 use yew::prelude::*;
 
-use crate::format;
+use crate::format::{self, ranges};
 
 #[derive(Properties, PartialEq, Debug)]
 pub struct Props {
     pub job: Rc<crate::state::JobView>,
-}
-
-/// `[0, 1, 2, 3, 7]` → `0–3, 7`.
-fn ranges(v: &[u32]) -> String {
-    let mut out: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < v.len() {
-        let mut j = i;
-        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
-            j += 1;
-        }
-        out.push(if j > i { format!("{}–{}", v[i], v[j]) } else { v[i].to_string() });
-        i = j + 1;
-    }
-    out.join(", ")
 }
 
 fn evidence_value(k: &str, v: f64) -> String {

@@ -7,7 +7,7 @@ use crate::state::Action;
 
 const KEYS: &[(&str, &str)] = &[
     ("?", "show or hide this help"),
-    ("1 … 7", "the views, in the order of the bar"),
+    ("1 … 9", "the views, in the order of the bar"),
     ("W / S", "zoom in / out (timeline, at the pointer)"),
     ("A / D", "pan left / right"),
     ("Ctrl + wheel", "zoom at the pointer"),

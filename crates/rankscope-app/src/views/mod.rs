@@ -10,8 +10,10 @@ pub mod fabric;
 pub mod files;
 pub mod findings;
 pub mod flight;
+pub mod group_filter;
 pub mod help;
 pub mod landing;
+pub mod layout;
 pub mod pipeline;
 pub mod rows;
 pub mod steps;
@@ -27,7 +29,12 @@ use wasm_bindgen::JsCast;
 use yew::Callback;
 
 use crate::pool::Pool;
-use crate::state::Action;
+use crate::state::{Action, View};
+
+/// The views the bar offers, in its order: Layout only when the analysis has a layout.
+pub fn tabs(layout: bool) -> impl Iterator<Item = View> {
+    View::ALL.into_iter().filter(move |&v| layout || v != View::Layout)
+}
 
 /// What every component may reach: the current job's worker pool and the reducer's dispatcher.
 #[derive(Clone, Debug)]

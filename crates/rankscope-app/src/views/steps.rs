@@ -7,18 +7,22 @@
 //! `www/style.css`. The figure under the pointer shows in a tooltip; for jobs of up to
 //! [`TABLE_MAX_RANKS`] ranks every figure is also in a visually hidden table (screen readers,
 //! tests), which at 1,024 ranks would be the 4,096 DOM nodes the canvas exists to avoid.
+//! With a group or role filter ([`crate::groups::Filter`]) both show only its members.
 
 use rankscope_core::analyze::breakdown::StepRank;
 use rankscope_core::analyze::RankTotals;
 use yew::prelude::*;
 
+use std::collections::BTreeSet;
 use std::rc::Rc;
 
 use web_sys::CanvasRenderingContext2d;
 
+use super::group_filter::GroupFilter;
 use super::rows::{Hit, RowCanvas, Rows};
 use super::Ctx;
 use crate::format;
+use crate::groups::Filter;
 use crate::protocol::FileId;
 use crate::state::{Action, JobView};
 use crate::tokens::{HEAT_BINS, HEAT_CELL_H, HEAT_LABEL_W, HEAT_WIDTH};
@@ -26,10 +30,13 @@ use crate::tokens::{HEAT_BINS, HEAT_CELL_H, HEAT_LABEL_W, HEAT_WIDTH};
 #[derive(Properties, PartialEq, Debug)]
 pub struct Props {
     pub job: std::rc::Rc<JobView>,
+    #[prop_or_default]
+    pub filter: Option<Filter>,
 }
 
+/// A per rank × step figure (the Layout view colours ranks by the same figures, per step).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Metric {
+pub enum Metric {
     /// Exposed communication where every rank was communicating: what overlap could hide.
     Transfer,
     /// Exposed communication while another rank was still busy: waiting for it.
@@ -42,7 +49,7 @@ enum Metric {
 }
 
 impl Metric {
-    const ALL: [Metric; 7] = [
+    pub const ALL: [Metric; 7] = [
         Metric::Wait,
         Metric::Transfer,
         Metric::Exposed,
@@ -52,7 +59,7 @@ impl Metric {
         Metric::Compute,
     ];
 
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Metric::Transfer => "exposed_transfer",
             Metric::Wait => "exposed_wait",
@@ -64,7 +71,7 @@ impl Metric {
         }
     }
 
-    fn title(self) -> &'static str {
+    pub fn title(self) -> &'static str {
         match self {
             Metric::Transfer => "Exposed transfer",
             Metric::Wait => "Waiting for others",
@@ -76,7 +83,7 @@ impl Metric {
         }
     }
 
-    fn of(self, r: &StepRank) -> i64 {
+    pub fn of(self, r: &StepRank) -> i64 {
         match self {
             Metric::Transfer => r.exposed_transfer_ns,
             Metric::Wait => r.exposed_wait_ns,
@@ -86,6 +93,20 @@ impl Metric {
             Metric::Wall => r.wall_ns,
             Metric::Compute => r.compute_ns,
         }
+    }
+
+    /// The figure's mean per step over a rank's steps (None without steps).
+    pub fn per_step(self, t: &RankTotals) -> Option<i64> {
+        let total = match self {
+            Metric::Transfer => t.exposed_transfer_ns,
+            Metric::Wait => t.exposed_wait_ns,
+            Metric::Exposed => t.exposed_comm_ns,
+            Metric::Input => t.input_ns,
+            Metric::Idle => (t.idle_ns - t.input_ns).max(0),
+            Metric::Wall => t.wall_ns,
+            Metric::Compute => t.compute_ns,
+        };
+        (t.steps > 0).then(|| total / t.steps as i64)
     }
 }
 
@@ -164,9 +185,11 @@ struct Heat {
 }
 
 impl Heat {
-    fn new(job: &JobView, metric: Metric, ctx: Option<Ctx>) -> Heat {
+    /// Ranks × steps of the ranks `only` keeps (every rank without it).
+    fn new(job: &JobView, metric: Metric, ctx: Option<Ctx>, only: Option<&BTreeSet<u32>>) -> Heat {
         let a = &job.analysis;
-        let ranks: Vec<u32> = a.ranks.iter().map(|r| r.rank).collect();
+        let ranks: Vec<u32> =
+            a.ranks.iter().map(|r| r.rank).filter(|r| only.is_none_or(|o| o.contains(r))).collect();
         let row_of: std::collections::BTreeMap<u32, usize> =
             ranks.iter().enumerate().map(|(i, &r)| (r, i)).collect();
         let steps: Vec<u32> = a.steps.iter().map(|s| s.step).collect();
@@ -174,7 +197,7 @@ impl Heat {
         let mut cells = vec![None; ranks.len() * cols];
         let (mut lo, mut hi) = (i64::MAX, i64::MIN);
         for (c, s) in a.steps.iter().enumerate() {
-            for r in &s.per_rank {
+            for r in s.per_rank.iter().filter(|r| only.is_none_or(|o| o.contains(&r.rank))) {
                 let v = metric.of(r);
                 lo = lo.min(v);
                 hi = hi.max(v);
@@ -331,7 +354,8 @@ const BAR_TOP: f64 = 4.0;
 const BAR_W: f64 = HEAT_WIDTH - HEAT_LABEL_W - 10.0;
 
 impl Bars {
-    fn new(totals: &[RankTotals]) -> Bars {
+    fn new<'a>(totals: impl Iterator<Item = &'a RankTotals>) -> Bars {
+        let totals: Vec<&RankTotals> = totals.collect();
         Bars {
             ranks: totals.iter().map(|t| t.rank).collect(),
             segs: totals.iter().map(|t| SEGMENTS.map(|(_, _, f)| f(t).max(0))).collect(),
@@ -432,27 +456,44 @@ pub fn steps(p: &Props) -> Html {
     let metric = use_state(|| Metric::Wait);
     let m = *metric;
     let key = Rc::as_ptr(&p.job) as usize;
+    let only = {
+        let (job, filter) = (p.job.clone(), p.filter.clone());
+        use_memo((key, p.filter.clone()), move |_| {
+            filter.and_then(|f| f.members(job.analysis.layout.as_ref()))
+        })
+    };
     let heat = {
-        let (job, ctx) = (p.job.clone(), ctx.clone());
-        use_memo((key, m), move |_| Rc::new(Heat::new(&job, m, ctx)) as Rc<dyn Rows>)
+        let (job, ctx, only) = (p.job.clone(), ctx.clone(), only.clone());
+        use_memo((key, m, p.filter.clone()), move |_| {
+            Rc::new(Heat::new(&job, m, ctx, only.as_ref().as_ref())) as Rc<dyn Rows>
+        })
     };
     let bars = {
-        let job = p.job.clone();
-        use_memo(key, move |_| Rc::new(Bars::new(&job.analysis.rank_totals)) as Rc<dyn Rows>)
+        let (job, only) = (p.job.clone(), only.clone());
+        use_memo((key, p.filter.clone()), move |_| {
+            let kept = job
+                .analysis
+                .rank_totals
+                .iter()
+                .filter(|t| only.as_ref().as_ref().is_none_or(|o| o.contains(&t.rank)));
+            Rc::new(Bars::new(kept)) as Rc<dyn Rows>
+        })
     };
     let a = &p.job.analysis;
+    let keep = |r: u32| only.as_ref().as_ref().is_none_or(|o| o.contains(&r));
     let (lo, hi) = {
-        let vals = a.steps.iter().flat_map(|s| s.per_rank.iter().map(|r| m.of(r)));
+        let vals = a.steps.iter().flat_map(|s| s.per_rank.iter().filter(|r| keep(r.rank)).map(|r| m.of(r)));
         (vals.clone().min().unwrap_or(0), vals.max().unwrap_or(0))
     };
-    let small = a.ranks.len() <= TABLE_MAX_RANKS;
+    let shown = a.ranks.iter().filter(|r| keep(r.rank)).count();
+    let small = shown <= TABLE_MAX_RANKS;
     // Every figure as a table for small jobs (the canvas' text alternative).
     let heat_table = small.then(|| {
         html! {
             <table class="visually-hidden" data-testid="heat-table">
                 <caption>{format!("{} per rank and step", m.title())}</caption>
                 <tr><th>{"rank"}</th>{ for a.steps.iter().map(|s| html! { <th>{format!("step {}", s.step)}</th> }) }</tr>
-                { for a.ranks.iter().map(|rk| html! {
+                { for a.ranks.iter().filter(|rk| keep(rk.rank)).map(|rk| html! {
                     <tr><th>{format!("rank {}", rk.rank)}</th>
                     { for a.steps.iter().map(|s| match s.per_rank.iter().find(|r| r.rank == rk.rank) {
                         Some(r) => html! { <td data-testid="heat-cell" data-rank={r.rank.to_string()} data-step={s.step.to_string()}
@@ -469,7 +510,7 @@ pub fn steps(p: &Props) -> Html {
             <table class="visually-hidden" data-testid="rank-bars-table">
                 <caption>{"Where each rank's time went (all steps)"}</caption>
                 <tr><th>{"rank"}</th>{ for SEGMENTS.iter().map(|(_, what, _)| html! { <th>{*what}</th> }) }</tr>
-                { for a.rank_totals.iter().map(|t| html! {
+                { for a.rank_totals.iter().filter(|t| keep(t.rank)).map(|t| html! {
                     <tr data-testid="rank-bar" data-rank={t.rank.to_string()}><th>{format!("rank {}", t.rank)}</th>
                     { for SEGMENTS.iter().map(|(class, _, f)| html! {
                         <td class={format!("seg-{class}")} data-ns={f(t).max(0).to_string()}>{format::duration(f(t).max(0) as f64)}</td>
@@ -483,7 +524,7 @@ pub fn steps(p: &Props) -> Html {
     let heat_label = format!(
         "Heatmap of {} by rank and step: {} ranks × {} steps, {} (light) to {} (dark){note}",
         m.title(),
-        a.ranks.len(),
+        shown,
         a.steps.len(),
         format::duration(lo as f64),
         format::duration(hi as f64)
@@ -506,12 +547,15 @@ pub fn steps(p: &Props) -> Html {
                 <span class="muted">{format!("per rank × step · {} (light) to {} (dark) · hover a cell for its figure, click it to open the timeline there",
                     format::duration(lo as f64), format::duration(hi as f64))}</span>
             </div>
+            <div class="toolbar">
+                <GroupFilter job={p.job.clone()} filter={p.filter.clone()} what="ranks" shown={Some((shown, a.ranks.len()))} />
+            </div>
             <RowCanvas rows={(*heat).clone()} testid="heatmap" metric={Some(m.name())} label={heat_label}>
                 { for heat_table }
             </RowCanvas>
             <h2>{"Where each rank's time went (all steps)"}</h2>
             <div class="legend">{ for legend }</div>
-            <RowCanvas rows={(*bars).clone()} testid="rank-bars" label={format!("Time breakdown of {} ranks; hover a bar for its figures", a.rank_totals.len())}>
+            <RowCanvas rows={(*bars).clone()} testid="rank-bars" label={format!("Time breakdown of {shown} ranks; hover a bar for its figures")}>
                 { for bars_table }
             </RowCanvas>
         </section>

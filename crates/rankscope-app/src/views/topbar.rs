@@ -11,6 +11,9 @@ pub struct Props {
     pub ready: bool,
     pub demo: bool,
     pub status: String,
+    /// The analysis has a layout (the Layout tab shows).
+    #[prop_or_default]
+    pub layout: bool,
 }
 
 #[function_component(TopBar)]
@@ -29,7 +32,7 @@ pub fn top_bar(p: &Props) -> Html {
             <span class="brand">{"rankscope"}</span>
             if p.demo { <span class="badge">{"synthetic demo"}</span> }
             <nav>
-                { for View::ALL.iter().map(|&v| html! {
+                { for super::tabs(p.layout).map(|v| html! {
                     <button class={classes!("tab", (v == p.view).then_some("active"))}
                         data-testid={format!("nav-{}", v.name())} disabled={!p.ready}
                         onclick={emit(Action::SetView(v))}>{v.title()}</button>

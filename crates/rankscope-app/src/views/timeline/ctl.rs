@@ -72,6 +72,7 @@ impl Ctl {
             marks: Vec::new(),
             marks_attr: String::new(),
             opened_seen: 0,
+            only: None,
         }
     }
 
@@ -86,6 +87,10 @@ impl Ctl {
         for (file, r) in &job.ranks {
             // A digest's rank without its trace has no events to draw (the bar above says so).
             if job.digest.is_some() && r.lanes.is_empty() {
+                continue;
+            }
+            // Folded to a group's members: the others are left out.
+            if self.only.as_ref().is_some_and(|o| !o.contains(&r.rank)) {
                 continue;
             }
             let start = rows.len();

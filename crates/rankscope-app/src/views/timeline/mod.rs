@@ -55,6 +55,9 @@ pub struct Props {
     /// `focus` again even when they are the same as before.
     #[prop_or_default]
     pub opened: u32,
+    /// A group or role: the timeline folds to its members.
+    #[prop_or_default]
+    pub filter: Option<crate::groups::Filter>,
 }
 
 #[derive(Debug, Clone)]
@@ -180,6 +183,8 @@ struct Ctl {
     marks_attr: String,
     /// The `opened` count last shown.
     opened_seen: u32,
+    /// The ranks the filter keeps (None: every rank).
+    only: Option<std::collections::BTreeSet<u32>>,
 }
 
 type Shared = Rc<RefCell<Ctl>>;
@@ -249,11 +254,12 @@ pub fn timeline(p: &Props) -> Html {
         let focus = p.focus;
         let has_window = p.window.is_some();
         let matches = matches.clone();
-        use_effect_with((p.job.clone(), p.aligned), move |(job, aligned)| {
+        use_effect_with((p.job.clone(), p.aligned, p.filter.clone()), move |(job, aligned, filter)| {
             let pool = ctx.as_ref().and_then(Ctx::pool);
             {
                 let mut c = ctl.borrow_mut();
                 c.aligned = *aligned;
+                c.only = filter.as_ref().and_then(|f| f.members(job.analysis.layout.as_ref()));
                 c.pool = pool.clone();
                 c.dispatch = ctx.as_ref().map(|x| x.dispatch.clone());
                 c.job = Some(job.clone());
@@ -635,6 +641,13 @@ pub fn timeline(p: &Props) -> Html {
                     <span class="divergence-text" title={sentence.clone()}>{sentence}</span>
                     <button class="small" data-testid="divergence-show" onclick={show_divergence}
                         title="Zoom to the divergent collective on every rank">{"Show it"}</button>
+                </div>
+            }
+            if let Some(f) = &p.filter {
+                <div class="digest-bar" data-testid="timeline-filter">
+                    <super::group_filter::GroupFilter job={p.job.clone()} filter={Some(f.clone())} what="ranks"
+                        shown={f.members(p.job.analysis.layout.as_ref()).map(|m| (m.len(), p.job.ranks.len()))} />
+                    <span class="muted">{" · the timeline shows only these ranks"}</span>
                 </div>
             }
             if let Some(name) = &p.job.digest {
