@@ -187,7 +187,7 @@ test('a real hang (zoo): the finding names the rank that skipped the collective,
     for (const m of marks.filter((x) => x.visible)) seen.add(m.rank);
   }
   assert.equal(seen.size, g.ranks.length, `marks seen on ranks ${[...seen]}`);
-  const sides = Object.fromEntries(cli.sequence.groups[0].divergences[0].sides.flatMap((s, k) => s.ranks.map((r) => [r, k])));
+  const sides = Object.fromEntries(g.divergences[0].sides.flatMap((s, k) => s.ranks.map((r) => [r, k])));
   for (const r of g.ranks) {
     const m = marks.find((x) => x.rank === r.rank);
     assert.ok(m && m.in_x, `rank ${r.rank}: ${JSON.stringify(marks)}`);
