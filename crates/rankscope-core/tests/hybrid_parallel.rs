@@ -282,3 +282,31 @@ fn a_stated_layout_stands_for_groups_the_traces_do_not_list() {
             || a.layout.as_ref().is_some_and(|l| l.notes.iter().any(|n| n.contains("not used")))
     );
 }
+
+#[test]
+fn the_csv_rows_carry_each_ranks_groups_by_role() {
+    let (a, _) = run("tp2_pp2_dp2_stall");
+    let csv = rankscope_core::analyze::report::csv(&a);
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
+    assert_eq!(header.last(), Some(&"groups"));
+    let layout = a.layout.as_ref().unwrap_or_else(|| panic!("no layout"));
+    for line in lines {
+        let cells: Vec<&str> = line.split(',').collect();
+        let rank: u32 = cells[1].parse().unwrap_or_else(|e| panic!("{line}: {e}"));
+        let said: Vec<&str> = cells.last().map(|c| c.split(';').collect()).unwrap_or_default();
+        // Every group of a role below the world that lists the rank, once, and nothing else.
+        let mut want: Vec<String> = layout
+            .groups
+            .iter()
+            .filter(|g| g.ranks.contains(&rank) && g.ranks.len() < a.ranks.len())
+            .filter(|g| g.role != rankscope_core::analyze::layout::Role::Unknown)
+            .map(|g| format!("{}={}", g.role.as_str(), g.name))
+            .collect();
+        want.sort();
+        assert_eq!(said, want, "rank {rank}");
+        assert!(
+            said.iter().any(|s| s.starts_with("tensor=")) && said.iter().any(|s| s.starts_with("pipeline="))
+        );
+    }
+}

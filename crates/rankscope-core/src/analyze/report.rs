@@ -7,17 +7,40 @@ use std::fmt::Write;
 use super::Analysis;
 use crate::escape::csv_field;
 
-/// The per rank × step table as CSV (times in ns).
+/// The per rank × step table as CSV (times in ns). The last column, `groups`, is the rank's
+/// process groups by role (`data=5;tensor=2`, the layout's, by role's name; empty without one), so a sheet can
+/// group the rows by tensor, pipeline or data group.
 pub fn csv(a: &Analysis) -> String {
     let mut s = String::from(
-        "step,rank,source,start_ns,wall_ns,compute_ns,comm_ns,overlap_ns,exposed_comm_ns,memory_ns,busy_ns,idle_ns,host_sync_ns,data_loading_ns,offset_ns,input_ns,comm_transfer_ns,comm_wait_ns,exposed_transfer_ns,exposed_wait_ns,cpu_bound_ns,launch_overhead_ns\n",
+        "step,rank,source,start_ns,wall_ns,compute_ns,comm_ns,overlap_ns,exposed_comm_ns,memory_ns,busy_ns,idle_ns,host_sync_ns,data_loading_ns,offset_ns,input_ns,comm_transfer_ns,comm_wait_ns,exposed_transfer_ns,exposed_wait_ns,cpu_bound_ns,launch_overhead_ns,groups\n",
     );
+    // Per rank, its groups with a role below the whole world, in the layout's order.
+    let mut groups: std::collections::BTreeMap<u32, Vec<String>> = std::collections::BTreeMap::new();
+    if let Some(l) = a.layout.as_ref() {
+        for g in l
+            .groups
+            .iter()
+            .filter(|g| !matches!(g.role, super::layout::Role::World | super::layout::Role::Unknown))
+        {
+            for &r in &g.ranks {
+                groups.entry(r).or_default().push(format!("{}={}", g.role.as_str(), g.name));
+            }
+        }
+    }
     for st in &a.steps {
         for r in &st.per_rank {
+            let gs = groups
+                .get(&r.rank)
+                .map(|v| {
+                    let mut v = v.clone();
+                    v.sort(); // by role's name: one order on every row
+                    v.join(";")
+                })
+                .unwrap_or_default();
             let off = a.alignment.iter().find(|x| x.rank == r.rank).map_or(0, |x| x.offset_ns);
             let _ = writeln!(
                 s,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 st.step,
                 r.rank,
                 csv_field(&r.source.to_string()),
@@ -39,7 +62,8 @@ pub fn csv(a: &Analysis) -> String {
                 r.exposed_transfer_ns,
                 r.exposed_wait_ns,
                 r.cpu_bound_ns,
-                r.launch_overhead_ns
+                r.launch_overhead_ns,
+                csv_field(&gs)
             );
         }
     }
