@@ -1,6 +1,6 @@
 //! `rankscope part FILE -o FILE.part` and `rankscope combine PARTS...`: one job split across
 //! processes or machines (a Slurm array task or a Kubernetes indexed-job pod per file, then one
-//! combine), with the bytes of `rankscope_core::digest`. `combine` of every file's part, given
+//! combine), with the bytes of `rankscope_core::job::digest::part`. `combine` of every file's part, given
 //! in the order `analyze` reads the files (sorted paths), prints what `analyze` prints.
 
 use std::io::Read;
@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use rankscope_core::analyze::{Options, RankPart};
-use rankscope_core::digest::{self, Piece};
+use rankscope_core::job::digest::part::{self as digest, Piece};
 use rankscope_core::job::{self, Loaded, Reader, Text, TextRef};
 use rankscope_core::view::RankClaim;
 

@@ -6,8 +6,8 @@
 //! [`nccl`] reads NCCL_DEBUG logs and nccl-tests output (the trace generator is the crate
 //! `rankscope-synth`, outside the core: the core uses it only in its tests).
 //! [`fr`] reads PyTorch Flight Recorder dumps; [`sequence`] compares the ranks' collective
-//! sequences (hangs and mismatches) from dumps or traces. [`job`] is the API every shell calls;
-//! [`digest`] encodes one file's part as bytes, to be combined on another machine.
+//! sequences (hangs and mismatches) from dumps or traces. [`job`] is the API every shell calls
+//! (its [`job::digest`] encodes one file's part, or a whole job, as bytes).
 //!
 //! The crate knows nothing of the browser or the operating system: it takes bytes in chunks of
 //! any size and returns values. No file system, no clocks, no threads. It builds for the host
@@ -15,7 +15,6 @@
 
 pub mod analyze;
 pub mod diagnose;
-pub mod digest;
 pub mod escape;
 pub mod export;
 pub mod finding;

@@ -1,6 +1,7 @@
-//! The layers of the core (ARCHITECTURE.md, "Invariants"): the analysis measures and never
-//! reaches into the judging layer (`diagnose`); the vocabulary of findings (`finding`) and the
-//! model sit below both. A doc comment may name a layer above; code may not.
+//! The layers of the core (ARCHITECTURE.md, "Invariants"): no import circle between its
+//! modules; the analysis measures and never reaches into the judging layer (`diagnose`); the
+//! vocabulary of findings (`finding`) and the model sit below both; the digest formats sit below
+//! the job API. A doc comment may name a layer above; code may not.
 
 use std::path::{Path, PathBuf};
 
@@ -60,6 +61,166 @@ fn the_vocabulary_and_the_model_sit_below_analyze_and_diagnose() {
         let bad = reaches(dir, &["analyze", "diagnose"]);
         assert!(bad.is_empty(), "{dir} reaches a layer above it:\n{}", bad.join("\n"));
     }
+}
+
+/// The code of a file without its comments (`//` to the end of a line; string literals that
+/// hold `//` are rare in this crate and only hide a path, never add one).
+fn code_of(f: &Path) -> String {
+    let text = std::fs::read_to_string(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+    text.lines().map(|l| l.split("//").next().unwrap_or_default()).collect::<Vec<_>>().join("\n")
+}
+
+/// The top-level modules of the crate (a file or a folder under `src/`, `lib.rs` aside).
+fn top_modules() -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(src())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().to_string();
+            if e.path().is_dir() {
+                Some(name)
+            } else {
+                name.strip_suffix(".rs").filter(|n| *n != "lib").map(str::to_string)
+            }
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The identifiers that follow `prefix` in `code`: `crate::a` gives `a`, `crate::{a, b::c}`
+/// gives `a` and `b`.
+fn named_after(code: &str, prefix: &str) -> Vec<String> {
+    let ident = |s: &str| -> String { s.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect() };
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(k) = rest.find(prefix) {
+        // `xcrate::` is not `crate::`.
+        let before = rest[..k].chars().last();
+        rest = &rest[k + prefix.len()..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        if let Some(group) = rest.strip_prefix('{') {
+            // The group's items at its own depth.
+            let mut depth = 0;
+            let mut item = String::new();
+            for c in group.chars() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        out.push(ident(item.trim()));
+                        item.clear();
+                        continue;
+                    }
+                    _ => {}
+                }
+                item.push(c);
+            }
+            out.push(ident(item.trim()));
+        } else {
+            out.push(ident(rest));
+        }
+    }
+    out.retain(|s| !s.is_empty());
+    out
+}
+
+/// Which top-level modules each top-level module names in code (`crate::x`, or `super::x` from
+/// a file directly under `src/` or a folder's `mod.rs`).
+fn module_graph() -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let tops = top_modules();
+    let mut graph = std::collections::BTreeMap::new();
+    for m in &tops {
+        let dir = src().join(m);
+        let path = if dir.is_dir() { dir } else { src().join(format!("{m}.rs")) };
+        let mut deps = std::collections::BTreeSet::new();
+        for f in rust_files(&path) {
+            let code = code_of(&f);
+            let mut named = named_after(&code, "crate::");
+            // `super::` from `src/x.rs` or `src/x/mod.rs` is the crate root.
+            let rel = f.strip_prefix(src()).unwrap_or(&f);
+            let depth = rel.components().count();
+            if depth == 1 || (depth == 2 && rel.ends_with("mod.rs")) {
+                named.extend(named_after(&code, "super::"));
+            }
+            deps.extend(named.into_iter().filter(|n| n != m && tops.contains(n)));
+        }
+        graph.insert(m.clone(), deps);
+    }
+    graph
+}
+
+/// A path from `from` back to `from` through `graph`, if there is one.
+fn circle_through(
+    graph: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+    from: &str,
+) -> Option<Vec<String>> {
+    let mut stack = vec![vec![from.to_string()]];
+    let mut seen = std::collections::BTreeSet::new();
+    while let Some(path) = stack.pop() {
+        let last = path.last().cloned().unwrap_or_default();
+        for next in graph.get(&last).into_iter().flatten() {
+            if next == from {
+                let mut p = path.clone();
+                p.push(next.clone());
+                return Some(p);
+            }
+            if seen.insert(next.clone()) {
+                let mut p = path.clone();
+                p.push(next.clone());
+                stack.push(p);
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn no_import_circle_between_the_modules_of_the_core() {
+    let graph = module_graph();
+    assert!(graph.len() > 10 && graph["job"].contains("analyze"), "the graph is read: {graph:?}");
+    let circles: Vec<String> =
+        graph.keys().filter_map(|m| circle_through(&graph, m)).map(|c| c.join(" → ")).collect();
+    assert!(circles.is_empty(), "import circles:\n{}", circles.join("\n"));
+}
+
+#[test]
+fn the_digest_formats_sit_below_the_job_api() {
+    // From job/digest/, the job module is reached only for its input vocabulary (`read`) and
+    // the digest module itself.
+    let mut bad = Vec::new();
+    for f in rust_files(&src().join("job/digest")) {
+        let code = code_of(&f);
+        for n in named_after(&code, "crate::job::").into_iter().chain(named_after(&code, "super::super::")) {
+            if n != "read" && n != "digest" {
+                bad.push(format!("{}: names job::{n}", f.display()));
+            }
+        }
+        for layer in ["session", "diagnose"] {
+            if code.contains(&format!("crate::{layer}")) {
+                bad.push(format!("{}: names {layer}", f.display()));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "the digest formats reach the job API:\n{}", bad.join("\n"));
+}
+
+#[test]
+fn paths_are_read_from_groups_and_circles_are_found() {
+    assert_eq!(named_after("use crate::{a::b, c, d::{e, f}};", "crate::"), ["a", "c", "d"]);
+    assert_eq!(named_after("xcrate::a; crate::b::c", "crate::"), ["b"]);
+    let g: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> = [
+        ("a".to_string(), ["b".to_string()].into()),
+        ("b".to_string(), ["c".to_string()].into()),
+        ("c".to_string(), ["a".to_string()].into()),
+        ("d".to_string(), ["a".to_string()].into()),
+    ]
+    .into();
+    assert_eq!(circle_through(&g, "a"), Some(vec!["a".into(), "b".into(), "c".into(), "a".into()]));
+    assert_eq!(circle_through(&g, "d"), None);
 }
 
 #[test]

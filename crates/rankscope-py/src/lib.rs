@@ -1,6 +1,6 @@
 //! `rankscope._native`, the native half of the `rankscope` Python package: a shell over
 //! rankscope-host (paths → the whole job, read on every core) and the core's job API (one file →
-//! its part as bytes, [`rankscope_core::digest`]; parts → the job, [`job::combine`]). Nothing is
+//! its part as bytes, [`rankscope_core::job::digest::part`]; parts → the job, [`job::combine`]). Nothing is
 //! computed here: options are converted, bytes moved, errors turned into Python exceptions that
 //! name the file and byte offset. The GIL is released while Rust works. The Python layer
 //! (`python/rankscope/`) makes the report a dict and its tables DataFrames.
@@ -15,7 +15,7 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
 use rankscope_core::analyze::Options;
-use rankscope_core::digest::{self, Piece};
+use rankscope_core::job::digest::part::{self as digest, Piece};
 use rankscope_core::job::{self, JobOutput, Loaded, Reader, Text, TextRef};
 use rankscope_core::normalize::Rules;
 use rankscope_core::parse::IngestError;
@@ -43,16 +43,16 @@ fn trace_error(py: Python<'_>, e: IngestError) -> PyErr {
     error(py, "TraceError", e.to_string(), Some(file), Some(offset))
 }
 
-fn part_error(py: Python<'_>, e: digest::DigestError) -> PyErr {
+fn part_error(py: Python<'_>, e: digest::PartError) -> PyErr {
     let offset = match &e {
-        digest::DigestError::Damaged { offset, .. } => Some(*offset),
+        digest::PartError::Damaged { offset, .. } => Some(*offset),
         _ => None,
     };
     let name = match &e {
-        digest::DigestError::NotAPart { name }
-        | digest::DigestError::Version { name, .. }
-        | digest::DigestError::Damaged { name, .. }
-        | digest::DigestError::TooLarge { name, .. } => name.clone(),
+        digest::PartError::NotAPart { name }
+        | digest::PartError::Version { name, .. }
+        | digest::PartError::Damaged { name, .. }
+        | digest::PartError::TooLarge { name, .. } => name.clone(),
     };
     error(py, "PartError", e.to_string(), Some(name), offset)
 }
@@ -354,7 +354,7 @@ fn combine(
     let opts = options(offsets, thresholds, layout.as_deref())?;
     let explicit =
         rankscope_host::parse_rank_map(&ranks).map_err(|e| PyValueError::new_err(format!("{e:#}")))?;
-    let decoded = py.detach(|| -> Result<Vec<Piece>, digest::DigestError> {
+    let decoded = py.detach(|| -> Result<Vec<Piece>, digest::PartError> {
         parts
             .iter()
             .enumerate()

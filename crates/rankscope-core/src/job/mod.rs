@@ -17,6 +17,8 @@
 
 pub mod digest;
 mod read;
+#[cfg(test)]
+mod tests;
 
 pub use digest::{JobDigest, JobDigestError};
 
@@ -265,6 +267,24 @@ pub fn digest_among(texts: &[TextRef<'_>], other_inputs: usize) -> Option<Result
     Some(digest::decode_lean(d.name, d.bytes).map_err(|e| e.to_string()))
 }
 
+impl JobDigest {
+    /// The job's outputs as `combine` gave them: the stored analysis (moved out, or copied
+    /// while something else shares it), and the NCCL and Flight Recorder reports read from the
+    /// stored texts ([`JobDigest::reports`]).
+    pub fn into_output(self) -> JobOutput {
+        let (fabric, flight_recorder) = self.reports();
+        let analysis = std::sync::Arc::try_unwrap(self.analysis).unwrap_or_else(|a| (*a).clone());
+        JobOutput { analysis, fabric, flight_recorder, failed: Vec::new() }
+    }
+
+    /// The NCCL and Flight Recorder reports of the stored texts ([`fabric`],
+    /// [`flight_recorder`]: their reports do not deserialize, and the texts are small).
+    pub fn reports(&self) -> (Option<Fabric>, Option<FlightRecorder>) {
+        let refs: Vec<TextRef<'_>> = self.texts.iter().map(Text::as_ref).collect();
+        (fabric(&refs), flight_recorder(&refs))
+    }
+}
+
 /// [`combine`] for parts already computed with the job's ranks (the app's workers are told
 /// the decision before they compute; a host holding every trace normalizes them together).
 pub fn combine_decided(
@@ -358,18 +378,3 @@ impl RankPart {
 
 /// Rank diagnostics are the ones [`RankPart::restamp`] replaces.
 pub const RANK_DIAGNOSTICS: [DiagKind; 4] = crate::view::ranks::RANK_KINDS;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn folder_candidates() {
-        for n in ["rank0.json", "w.pt.trace.json.gz", "TESTS.TXT", "nccl.Log", "slurm-1.out"] {
-            assert!(is_folder_candidate(n), "{n}");
-        }
-        for n in ["notes.md", "model.pt", "json", "a.json.bz2"] {
-            assert!(!is_folder_candidate(n), "{n}");
-        }
-    }
-}

@@ -2,9 +2,9 @@
 //! 1,024-rank job can be opened (in the app, by `rankscope analyze`, in a notebook) without its
 //! traces. `rankscope combine PARTS... --digest job.rsdigest` writes it (docs/digest.md).
 //!
-//! It is the job-level sibling of the per-input part ([`crate::digest`], `RSPART`): a part is
+//! It is the job-level sibling of the per-input part ([`super::part`], `RSPART`): a part is
 //! one input's contribution before the job is decided; a digest is every trace's part after it
-//! (each carries the job's rank: [`RankPart::restamp`] was applied), the text inputs (NCCL logs,
+//! (each filed under the job's rank), the text inputs (NCCL logs,
 //! nccl-tests output, Flight Recorder dumps) whole, and the [`Analysis`] that `combine`
 //! printed. Reading it gives that analysis back as it was stored (never recomputed, so the
 //! figures cannot drift with the reader's version), and the NCCL and Flight Recorder reports
@@ -32,9 +32,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{InputKind, Text, TextRef};
+use super::frame::{self, Unframed};
 use crate::analyze::{Analysis, RankPart};
-use crate::digest::Unframed;
+use crate::input::InputKind;
+use crate::job::read::{Text, TextRef};
 use crate::view::summary::{sort_diagnostics, DeviceSummary, StepSpan};
 use crate::view::{RankClaim, RankDecision, RankSummary};
 
@@ -109,12 +110,12 @@ pub fn is_digest(bytes: &[u8]) -> bool {
     bytes.starts_with(MAGIC)
 }
 
-/// Encodes a job: its decided parts (as [`super::decided`] gives them), its texts and the
-/// analysis combined from them.
+/// Encodes a job: its parts filed under their decided ranks (the job's `decided`), its texts and
+/// the analysis combined from them.
 pub fn encode(files: &[(RankClaim, RankPart)], texts: &[TextRef<'_>], analysis: &Analysis) -> Vec<u8> {
     let head = Head {
         schema: SCHEMA.to_string(),
-        producer: format!("rankscope {}", env!("CARGO_PKG_VERSION")),
+        producer: frame::producer(),
         ranks: files.len(),
         texts: texts
             .iter()
@@ -125,7 +126,7 @@ pub fn encode(files: &[(RankClaim, RankPart)], texts: &[TextRef<'_>], analysis: 
             })
             .collect(),
     };
-    crate::digest::frame(MAGIC, VERSION, 4096 + files.len() * 12_000, |gz| {
+    frame::frame(MAGIC, VERSION, 4096 + files.len() * 12_000, |gz| {
         // Writing into a Vec cannot fail, and these types always serialize (string keys only;
         // non-finite floats become null).
         let _ = serde_json::to_writer(&mut *gz, &head);
@@ -216,7 +217,7 @@ fn read(name: &str, bytes: &[u8], limit: u64, lean: bool) -> Result<LeanDigest, 
         Unframed::Version(found) => JobDigestError::Version { name: name_s(), found },
         Unframed::TooLarge => JobDigestError::TooLarge { name: name_s(), limit },
     };
-    let mut content = crate::digest::unframer(bytes, MAGIC.len(), VERSION, limit).map_err(framing)?;
+    let mut content = frame::unframer(bytes, MAGIC.len(), VERSION, limit).map_err(framing)?;
     let damaged = |offset: u64, reason: String| JobDigestError::Damaged {
         name: name.to_string(),
         at: "inflated",
@@ -298,22 +299,6 @@ impl JobDigest {
             p.make_lean();
         }
         self
-    }
-
-    /// The job's outputs as `combine` gave them: the stored analysis (moved out, or copied
-    /// while something else shares it), and the NCCL and Flight Recorder reports read from the
-    /// stored texts ([`JobDigest::reports`]).
-    pub fn into_output(self) -> super::JobOutput {
-        let (fabric, flight_recorder) = self.reports();
-        let analysis = std::sync::Arc::try_unwrap(self.analysis).unwrap_or_else(|a| (*a).clone());
-        super::JobOutput { analysis, fabric, flight_recorder, failed: Vec::new() }
-    }
-
-    /// The NCCL and Flight Recorder reports of the stored texts ([`super::fabric`],
-    /// [`super::flight_recorder`]: their reports do not deserialize, and the texts are small).
-    pub fn reports(&self) -> (Option<super::Fabric>, Option<super::FlightRecorder>) {
-        let refs: Vec<TextRef<'_>> = self.texts.iter().map(Text::as_ref).collect();
-        (super::fabric(&refs), super::flight_recorder(&refs))
     }
 
     /// The part of the trace called `file` (its whole name, or a trailing path part either
@@ -420,206 +405,5 @@ impl JobDigest {
             diagnostics,
             hidden_events: 0,
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::analyze::Options;
-    use crate::job::{self, Loaded, Reader};
-    use crate::normalize::Rules;
-    use rankscope_synth::{self as synth, SynthConfig};
-    use std::io::Read;
-
-    fn parts(ranks: u32) -> Vec<(RankClaim, RankPart)> {
-        let cfg = SynthConfig {
-            ranks,
-            steps: 2,
-            kernels_per_step: 40,
-            straggler_rank: Some(1),
-            ..SynthConfig::default()
-        };
-        (0..ranks)
-            .map(|rank| {
-                let mut bytes = Vec::new();
-                synth::write_rank(&cfg, rank, &mut bytes).unwrap_or_else(|e| panic!("{e}"));
-                let mut r = Reader::new(&synth::file_name(rank, false));
-                r.feed(&bytes);
-                let Ok(Loaded::Trace(t)) = r.finish() else { panic!("not a trace") };
-                job::part_of(*t, &Rules::default(), &Options::default()).unwrap_or_else(|| panic!("no part"))
-            })
-            .collect()
-    }
-
-    fn fr_text() -> Text {
-        let mut bytes: Vec<u8> = (0..=255u8).collect();
-        bytes.extend_from_slice(b"\n\n");
-        Text { name: "fr_rank3".into(), kinds: vec![InputKind::FlightRecorder], bytes }
-    }
-
-    /// `n` synth parts with their decided ranks and a Flight Recorder text, combined.
-    fn combined(n: u32) -> (Vec<(RankClaim, RankPart)>, [Text; 1], job::JobOutput) {
-        let (files, errors) = job::decided(parts(n), &[]);
-        let texts = [fr_text()];
-        let refs: Vec<TextRef<'_>> = texts.iter().map(Text::as_ref).collect();
-        let out = job::combine_decided(
-            files.iter().map(|(_, p)| p.clone()).collect(),
-            errors,
-            &refs,
-            &Options::default(),
-        );
-        (files, texts, out)
-    }
-
-    #[test]
-    fn round_trips_and_gives_back_what_combine_made() {
-        let (files, texts, out) = combined(4);
-        let refs: Vec<TextRef<'_>> = texts.iter().map(Text::as_ref).collect();
-        let enc = encode(&files, &refs, &out.analysis);
-        assert!(is_digest(&enc));
-        assert_eq!(job::detect(&enc), job::InputKind::Digest);
-        let d = decode("job.rsdigest", &enc).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(d.files, files);
-        assert_eq!(d.texts, texts.to_vec());
-        assert_eq!(d.clone().into_output().json(), out.json());
-        // Read lean part by part, it is the whole digest made lean.
-        let lean = decode_lean("job.rsdigest", &enc).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(lean, d.clone().lean());
-        assert_ne!(lean.files, d.files, "lean parts drop what only combine reads");
-        // With the analysis left as JSON (the app's worker), sent apart from the rest (the
-        // message does not carry it) and parsed where it arrives, it is the same digest.
-        let raw = decode_lean_raw("job.rsdigest", &enc).unwrap_or_else(|e| panic!("{e}"));
-        let msg = serde_json::to_string(&raw).unwrap_or_default();
-        assert!(msg.len() < raw.analysis_json.len() + 50_000 && !msg.contains("\"alignment\""));
-        let mut back: LeanDigest = serde_json::from_str(&msg).unwrap_or_else(|e| panic!("{e}"));
-        assert!(back.analysis_json.is_empty());
-        back.analysis_json = raw.analysis_json.clone();
-        assert_eq!(back.with_analysis(), Ok(lean.clone()));
-        // A damaged analysis names its byte of the inflated content, as the whole read does,
-        // at its start or deep in the line.
-        let mut bad = raw.clone();
-        let mid = bad.analysis_json.len() / 2;
-        bad.analysis_json[mid] = 0;
-        let at_mid = bad.clone().with_analysis().err().map(|e| e.to_string()).unwrap_or_default();
-        assert!(at_mid.contains(&format!("inflated byte {}", raw.analysis_at + mid as u64)), "{at_mid}");
-        bad.analysis_json = raw.analysis_json.clone();
-        bad.analysis_json[0] = b'!';
-        let e = bad.with_analysis().err().map(|e| e.to_string()).unwrap_or_default();
-        let want =
-            format!("job.rsdigest: damaged rankscope job digest (at inflated byte {}): ", raw.analysis_at);
-        assert!(e.starts_with(&want), "{e} / {want}");
-        // Damaged or cut texts and bytes after them: errors at the inflated byte, as is a cut
-        // file or a flipped byte (each read lean or whole).
-        let framed = |content: &[u8]| {
-            crate::digest::frame(MAGIC, VERSION, 0, |gz| {
-                let _ = gz.write_all(content);
-            })
-        };
-        let mut content = Vec::new();
-        let mut gz = flate2::read::GzDecoder::new(enc.get(10..).unwrap_or_default());
-        let _ = gz.read_to_end(&mut content);
-        let e = decode("j", &framed(&content[..content.len() - 3])).err().map(|e| e.to_string());
-        assert!(
-            e.as_deref().is_some_and(|e| e.starts_with("j: damaged rankscope job digest (at inflated byte ")
-                && e.ends_with("ends inside the text `fr_rank3`")),
-            "{e:?}"
-        );
-        let mut more = content.clone();
-        more.extend_from_slice(b"xyz");
-        let e = decode_lean("j", &framed(&more)).err().map(|e| e.to_string());
-        assert_eq!(
-            e,
-            Some(format!(
-                "j: damaged rankscope job digest (at inflated byte {}): 3 bytes after the last text",
-                content.len()
-            ))
-        );
-        for i in (10..enc.len()).step_by(13) {
-            let mut m = enc.clone();
-            m[i] ^= 0x20;
-            if let (Ok(a), Ok(b)) = (decode("m", &m), decode_lean("m", &m)) {
-                assert_eq!(a.lean(), b);
-            }
-        }
-        // Through the Reader, in small chunks, as every shell reads it.
-        let mut r = Reader::new("job.rsdigest");
-        for c in enc.chunks(7) {
-            r.feed(c);
-        }
-        match r.finish() {
-            Ok(Loaded::Text(t)) => assert_eq!((t.kinds, t.bytes), (vec![InputKind::Digest], enc.clone())),
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn traces_added_find_their_rank_by_name_then_by_claim() {
-        let (files, _) = job::decided(parts(3), &[]);
-        let d = JobDigest {
-            files,
-            texts: Vec::new(),
-            analysis: std::sync::Arc::new(job::combine(parts(3), &[], &[], &Options::default()).analysis),
-        };
-        let c = |f: &str, r: Option<i64>| RankClaim { file: f.into(), claimed_rank: r };
-        let got: Vec<Option<u32>> = d
-            .place(&[
-                c("/elsewhere/rank2.pt.trace.json", None),
-                c("renamed.json", Some(1)),
-                c("x.json", Some(1)),
-                c("y.json", Some(7)),
-            ])
-            .into_iter()
-            .map(|p| p.map(|p| p.decision.rank))
-            .collect();
-        assert_eq!(got, [Some(2), Some(1), None, None]);
-        let s = d.summary(1).unwrap_or_else(|| panic!("summary"));
-        assert_eq!((s.rank, s.steps.len()), (1, 2));
-        assert!(s.span_start_ns < s.span_end_ns);
-    }
-
-    #[test]
-    fn the_lean_digest_places_and_summarizes_as_the_whole_one() {
-        let (files, texts, out) = combined(3);
-        let refs: Vec<TextRef<'_>> = texts.iter().map(Text::as_ref).collect();
-        let enc = encode(&files, &refs, &out.analysis);
-        let whole = decode("job.rsdigest", &enc).unwrap_or_else(|e| panic!("{e}"));
-        let lean = decode_lean("job.rsdigest", &enc).unwrap_or_else(|e| panic!("{e}"));
-        // Copied while shared, moved out when alone: the same output.
-        assert_eq!(lean.clone().into_output().json(), out.json());
-        let alone = decode_lean("job.rsdigest", &enc).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(std::sync::Arc::strong_count(&alone.analysis), 1);
-        assert_eq!(alone.into_output().json(), out.json());
-        assert_eq!(lean.reports(), (out.fabric.clone(), out.flight_recorder.clone()));
-        let c = |f: &str, r: Option<i64>| RankClaim { file: f.into(), claimed_rank: r };
-        let claims = [c("/elsewhere/rank2.pt.trace.json", None), c("renamed.json", Some(1))];
-        assert_eq!(lean.place(&claims), whole.place(&claims));
-        for i in 0..3 {
-            assert_eq!(lean.summary(i), whole.summary(i));
-            assert_eq!(lean.files[i].1.instances, whole.files[i].1.instances);
-        }
-    }
-
-    #[test]
-    fn wrong_bytes_are_errors_that_name_the_input() {
-        let (files, errors) = job::decided(parts(2), &[]);
-        let out = job::combine_decided(
-            files.iter().map(|(_, p)| p.clone()).collect(),
-            errors,
-            &[],
-            &Options::default(),
-        );
-        let enc = encode(&files, &[], &out.analysis);
-        assert_eq!(decode("x", b"RSPART\x01\x00"), Err(JobDigestError::NotADigest { name: "x".into() }));
-        let mut v2 = enc.clone();
-        v2[8] = 2;
-        assert_eq!(decode("x", &v2), Err(JobDigestError::Version { name: "x".into(), found: 2 }));
-        for n in (0..enc.len()).step_by(97) {
-            assert!(decode("c", &enc[..n]).is_err(), "cut at {n}");
-        }
-        assert_eq!(
-            decode_with_limit("t", &enc, 100),
-            Err(JobDigestError::TooLarge { name: "t".into(), limit: 100 })
-        );
     }
 }
