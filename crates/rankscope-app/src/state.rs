@@ -28,7 +28,7 @@ use std::rc::Rc;
 
 use rankscope_core::analyze::{self, Analysis, RankPart};
 use rankscope_core::normalize::JobError;
-use rankscope_core::view::{apply_decision, decide_job, JobFacts, RankClaim, RankDecision, RankSummary};
+use rankscope_core::view::{apply_decision, JobFacts, RankClaim, RankDecision, RankSummary};
 use yew::Reducible;
 
 use crate::protocol::{FileId, InputKind, Phase};
@@ -557,7 +557,7 @@ impl Reducible for State {
 /// The rank a worker decided for its file alone (what its first part was computed with).
 fn own_decision(s: &RankSummary) -> RankDecision {
     let claim = RankClaim { file: s.file.clone(), claimed_rank: s.claimed_rank };
-    decide_job(&[claim]).0.into_iter().next().unwrap_or(RankDecision {
+    job::decide(&[claim], &[]).0.into_iter().next().unwrap_or(RankDecision {
         rank: 0,
         rank_source: rankscope_core::normalize::RankSource::LoadOrder,
         diagnostics: Vec::new(),

@@ -301,7 +301,7 @@ pub fn decide_ranks(
     #[wasm_bindgen(unchecked_param_type = "RankClaim[]")] claims: JsValue,
 ) -> Result<JsValue, JsError> {
     let claims: Vec<RankClaim> = serde_wasm_bindgen::from_value(claims)?;
-    to_js(&view::decide_ranks(&claims))
+    to_js(&rankscope_core::job::decide(&claims, &[]).0)
 }
 
 /// Job facts (ranks, world size, backends, devices, steps, span) from per-rank summaries.

@@ -133,13 +133,10 @@ pub fn flight_recorder(texts: &[TextRef<'_>]) -> Option<FlightRecorder> {
 /// for `claims[i]`. `explicit` maps file names to ranks (`--rank FILE=N`); two files claiming
 /// one rank is a job error.
 pub fn decide(claims: &[RankClaim], explicit: &[(String, u32)]) -> (Vec<RankDecision>, Vec<JobError>) {
-    crate::view::ranks::decide_job_with(claims, explicit)
+    normalize::decide(claims, explicit)
 }
 
-/// A file's claim on its rank, as [`decide`] reads it.
-pub fn claim_of(t: &RankTrace) -> RankClaim {
-    RankClaim { file: t.source.clone(), claimed_rank: t.meta.distributed.as_ref().and_then(|d| d.rank) }
-}
+pub use crate::normalize::claim_of;
 
 /// The per-file half for a host that holds one trace: normalizes it alone (its rank as the
 /// file decides it, to be restamped by [`combine`]) and computes its part. `None` never
@@ -358,7 +355,7 @@ impl RankPart {
         for c in &mut self.chains {
             c.rank = rank;
         }
-        let rank_kinds = crate::view::ranks::RANK_KINDS;
+        let rank_kinds = normalize::RANK_KINDS;
         self.diagnostics.retain(|x| !rank_kinds.contains(&x.diagnostic.kind));
         let file = self.info.source.clone();
         self.diagnostics.extend(d.diagnostics.iter().map(|x| analyze::FileDiagnostic {
@@ -377,4 +374,4 @@ impl RankPart {
 }
 
 /// Rank diagnostics are the ones [`RankPart::restamp`] replaces.
-pub const RANK_DIAGNOSTICS: [DiagKind; 4] = crate::view::ranks::RANK_KINDS;
+pub const RANK_DIAGNOSTICS: [DiagKind; 4] = normalize::RANK_KINDS;

@@ -1,12 +1,15 @@
 //! The job: every rank's trace, each with its rank decided, sharing one string table.
 //!
+//! **The rank rule** ([`decide`]) works on what each file says about its rank (a [`RankClaim`]:
+//! its name and `distributedInfo.rank`), so a job can be decided where its files are not (the
+//! app's page, a combine of parts from other machines) by the same code that [`assemble`] runs.
 //! Rank of a file, in order of trust: the user's explicit mapping (`--rank FILE=N`);
 //! `distributedInfo.rank`; a number in the file name (`rank-3`, `rank3`, `rank_3`,
 //! `worker3`, ...); the load order (the smallest ranks nobody claimed, in the order the files
 //! came). Every fallback is a diagnostic on the file. Two files claiming one rank is an error
 //! naming both, unless the user mapped ranks explicitly.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{normalize_rank_with, Normalized, Rules};
 use crate::model::*;
@@ -24,6 +27,100 @@ crate::named_enum! {
         /// The smallest rank nobody claimed, in load order.
         LoadOrder => "load_order",
     }
+}
+
+/// What one file says about its rank: the input of [`decide`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RankClaim {
+    pub file: String,
+    /// `distributedInfo.rank`, when the file has it.
+    pub claimed_rank: Option<i64>,
+}
+
+/// A trace's claim on its rank.
+pub fn claim_of(t: &RankTrace) -> RankClaim {
+    RankClaim { file: t.source.clone(), claimed_rank: t.meta.distributed.as_ref().and_then(|d| d.rank) }
+}
+
+/// The rank decided for one file, with the diagnostics the decision adds to it: the key a
+/// file's per-rank results are filed under.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RankDecision {
+    pub rank: u32,
+    pub rank_source: RankSource,
+    /// The rank diagnostics of the decision ([`RANK_KINDS`], in that order).
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// The diagnostics a rank decision makes: where the rank came from, and two files claiming it.
+pub const RANK_KINDS: [DiagKind; 4] = [
+    DiagKind::RankFromFileName,
+    DiagKind::RankFromLoadOrder,
+    DiagKind::RankFromUser,
+    DiagKind::DuplicateRank,
+];
+
+/// The rank rule (see the module doc) over every file's claim, in load order: `result[i]` is for
+/// `claims[i]`. `explicit` maps a file (its whole name, or a trailing path part) to the rank the
+/// user gave it; two files claiming one rank is a job error.
+pub fn decide(claims: &[RankClaim], explicit: &[(String, u32)]) -> (Vec<RankDecision>, Vec<JobError>) {
+    let mut decided: Vec<(Option<u32>, RankSource)> = claims
+        .iter()
+        .map(|c| {
+            let user = explicit
+                .iter()
+                .find(|(f, _)| *f == c.file || c.file.ends_with(&format!("/{f}")))
+                .map(|(_, r)| *r);
+            if let Some(r) = user {
+                (Some(r), RankSource::User)
+            } else if let Some(r) = c.claimed_rank.and_then(|r| u32::try_from(r).ok()) {
+                (Some(r), RankSource::DistributedInfo)
+            } else if let Some(r) = rank_from_name(&c.file) {
+                (Some(r), RankSource::FileName)
+            } else {
+                (None, RankSource::LoadOrder)
+            }
+        })
+        .collect();
+    let mut taken: std::collections::BTreeSet<u32> = decided.iter().filter_map(|d| d.0).collect();
+    let mut next = 0u32;
+    for d in decided.iter_mut().filter(|d| d.0.is_none()) {
+        while taken.contains(&next) {
+            next += 1;
+        }
+        d.0 = Some(next);
+        taken.insert(next);
+    }
+    let mut errors = Vec::new();
+    let mut seen: std::collections::BTreeMap<u32, &str> = Default::default();
+    let decisions = claims
+        .iter()
+        .zip(decided)
+        .map(|(c, (rank, source))| {
+            let rank = rank.unwrap_or(0);
+            let mut d = Diagnostics::default();
+            match source {
+                RankSource::FileName => d.add(DiagKind::RankFromFileName, None, || {
+                    format!("no `distributedInfo.rank`: rank {rank} taken from the file name")
+                }),
+                RankSource::LoadOrder => d.add(DiagKind::RankFromLoadOrder, None, || {
+                    format!("neither `distributedInfo.rank` nor the file name tells the rank: rank {rank} given by load order")
+                }),
+                RankSource::User => d.add(DiagKind::RankFromUser, None, || format!("rank {rank} given by the user")),
+                RankSource::DistributedInfo => {}
+            }
+            if let Some(first) = seen.get(&rank) {
+                let err = JobError::DuplicateRank { rank, first: first.to_string(), second: c.file.clone() };
+                d.add(DiagKind::DuplicateRank, None, || err.to_string());
+                errors.push(err);
+            } else {
+                seen.insert(rank, &c.file);
+            }
+            let diagnostics = RANK_KINDS.iter().filter_map(|&k| d.get(k)).cloned().collect();
+            RankDecision { rank, rank_source: source, diagnostics }
+        })
+        .collect();
+    (decisions, errors)
 }
 
 /// A job-level error.
@@ -84,8 +181,9 @@ pub fn rank_from_name(path: &str) -> Option<u32> {
     found.map(|(_, v)| v)
 }
 
-/// Builds the job: decides ranks, normalizes each trace and merges all strings into one
-/// table. `explicit` maps a file's source name to the rank the user gave it.
+/// Builds the job: normalizes each trace, decides ranks ([`decide`] over the traces' claims) and
+/// merges all strings into one table. `explicit` maps a file's source name to the rank the user
+/// gave it.
 pub fn assemble(traces: Vec<RankTrace>, explicit: &[(String, u32)], rules: &Rules) -> Job {
     assemble_with(traces, explicit, rules, &crate::join::Serial)
 }
@@ -102,57 +200,15 @@ pub fn assemble_with(
         let norm = normalize_rank_with(&mut t, rules, j);
         (t, norm)
     });
-    let mut decided: Vec<(Option<u32>, RankSource)> = Vec::with_capacity(traces.len());
-    for (t, _) in &traces {
-        let user = explicit
-            .iter()
-            .find(|(f, _)| *f == t.source || t.source.ends_with(&format!("/{f}")))
-            .map(|(_, r)| *r);
-        let d = if let Some(r) = user {
-            (Some(r), RankSource::User)
-        } else if let Some(r) =
-            t.meta.distributed.as_ref().and_then(|d| d.rank).and_then(|r| u32::try_from(r).ok())
-        {
-            (Some(r), RankSource::DistributedInfo)
-        } else if let Some(r) = rank_from_name(&t.source) {
-            (Some(r), RankSource::FileName)
-        } else {
-            (None, RankSource::LoadOrder)
-        };
-        decided.push(d);
-    }
-    let mut taken: std::collections::BTreeSet<u32> = decided.iter().filter_map(|d| d.0).collect();
-    let mut next = 0u32;
-    for d in decided.iter_mut().filter(|d| d.0.is_none()) {
-        while taken.contains(&next) {
-            next += 1;
-        }
-        d.0 = Some(next);
-        taken.insert(next);
-    }
-    let mut job = Job::default();
-    let mut seen: std::collections::BTreeMap<u32, String> = Default::default();
-    for ((mut t, norm), (rank, source)) in traces.into_iter().zip(decided) {
-        let rank = rank.unwrap_or(0);
-        match source {
-            RankSource::FileName => t.diagnostics.add(DiagKind::RankFromFileName, None, || {
-                format!("no `distributedInfo.rank`: rank {rank} taken from the file name")
-            }),
-            RankSource::LoadOrder => t.diagnostics.add(DiagKind::RankFromLoadOrder, None, || {
-                format!("neither `distributedInfo.rank` nor the file name tells the rank: rank {rank} given by load order")
-            }),
-            RankSource::User => t.diagnostics.add(DiagKind::RankFromUser, None, || format!("rank {rank} given by the user")),
-            RankSource::DistributedInfo => {}
-        }
-        if let Some(first) = seen.get(&rank) {
-            let err = JobError::DuplicateRank { rank, first: first.clone(), second: t.source.clone() };
-            t.diagnostics.add(DiagKind::DuplicateRank, None, || err.to_string());
-            job.errors.push(err);
-        } else {
-            seen.insert(rank, t.source.clone());
+    let claims: Vec<RankClaim> = traces.iter().map(|(t, _)| claim_of(t)).collect();
+    let (decisions, errors) = decide(&claims, explicit);
+    let mut job = Job { errors, ..Job::default() };
+    for ((mut t, norm), d) in traces.into_iter().zip(decisions) {
+        for x in &d.diagnostics {
+            t.diagnostics.add_n(x.kind, x.count, x.first_offset, || x.message.clone());
         }
         remap_strings(&mut t, &mut job.strings);
-        job.ranks.push(RankEntry { rank, source, trace: t, norm });
+        job.ranks.push(RankEntry { rank: d.rank, source: d.rank_source, trace: t, norm });
     }
     job.ranks.sort_by(|a, b| a.rank.cmp(&b.rank).then(a.trace.source.cmp(&b.trace.source)));
     job
@@ -197,6 +253,60 @@ fn remap_strings(t: &mut RankTrace, global: &mut StringTable) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The rule over claims is the rule [`assemble`] applies to the traces themselves: ranks,
+    /// sources, the diagnostics each trace gets and the job's errors, with explicit ranks,
+    /// claims that are no rank (negative, beyond `u32`), names and load order, and duplicates.
+    #[test]
+    fn the_rule_over_claims_is_the_rule_over_traces() {
+        let c = |f: &str, r: Option<i64>| RankClaim { file: f.to_string(), claimed_rank: r };
+        let claims = [
+            c("a.json", Some(3)),
+            c("run/foo.json", None),
+            c("dir/worker1.json", None),
+            c("bar.json", Some(-1)),
+            c("x/rank3.json", None),
+            c("big.json", Some(1 << 40)),
+            c("given.json", Some(0)),
+            c("again.json", Some(3)),
+        ];
+        let explicit = [("given.json".to_string(), 9), ("run/foo.json".to_string(), 3)];
+        let (decisions, errors) = decide(&claims, &explicit);
+        let traces: Vec<RankTrace> = claims
+            .iter()
+            .map(|c| {
+                let mut t = RankTrace { source: c.file.clone(), ..RankTrace::default() };
+                t.meta.distributed =
+                    c.claimed_rank.map(|r| DistributedInfo { rank: Some(r), ..DistributedInfo::default() });
+                t
+            })
+            .collect();
+        let job = assemble(traces, &explicit, &Rules::default());
+        assert_eq!(job.errors, errors);
+        assert_eq!(errors.len(), 3, "{errors:?}");
+        for (c, d) in claims.iter().zip(&decisions) {
+            let e =
+                job.ranks.iter().find(|e| e.trace.source == c.file).unwrap_or_else(|| panic!("{}", c.file));
+            assert_eq!((e.rank, e.source), (d.rank, d.rank_source), "{}", c.file);
+            let got: Vec<Diagnostic> =
+                RANK_KINDS.iter().filter_map(|&k| e.trace.diagnostics.get(k)).cloned().collect();
+            assert_eq!(got, d.diagnostics, "{}", c.file);
+        }
+        let ranks: Vec<(u32, &str)> = decisions.iter().map(|d| (d.rank, d.rank_source.as_str())).collect();
+        assert_eq!(
+            ranks,
+            [
+                (3, "distributed_info"),
+                (3, "user"),
+                (1, "file_name"),
+                (0, "load_order"),
+                (3, "file_name"),
+                (2, "load_order"),
+                (9, "user"),
+                (3, "distributed_info")
+            ]
+        );
+    }
 
     #[test]
     fn ranks_from_names() {

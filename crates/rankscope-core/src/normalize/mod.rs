@@ -7,7 +7,9 @@ pub mod job;
 pub mod steps;
 
 pub use classify::{coll_kind_of, mem_kind_of, Rules};
-pub use job::{assemble, assemble_with, Job, JobError, RankSource};
+pub use job::{
+    assemble, assemble_with, claim_of, decide, Job, JobError, RankClaim, RankDecision, RankSource, RANK_KINDS,
+};
 
 use crate::model::*;
 

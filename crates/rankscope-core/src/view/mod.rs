@@ -16,7 +16,7 @@ use crate::analyze::{self, RankPart};
 use crate::inspect::{self, FileReport};
 use crate::model::{Diagnostics, EventKind, LaneKind, RankTrace, NONE_U32};
 use crate::normalize::{assemble, job::RankEntry, Job, Rules};
-pub use ranks::{apply_decision, decide_job, decide_ranks, RankClaim, RankDecision};
+pub use ranks::{apply_decision, RankClaim, RankDecision};
 pub use summary::{JobFacts, RankSummary};
 pub use timeline::{Tile, TileKey, TimelineIndex};
 

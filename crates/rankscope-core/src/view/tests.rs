@@ -191,18 +191,17 @@ fn real_trace_lod_holds() {
 #[test]
 fn ranks_are_decided_as_the_cli_decides_them() {
     let c = |f: &str, r: Option<i64>| RankClaim { file: f.to_string(), claimed_rank: r };
-    let d = decide_ranks(&[
-        c("a.json", Some(3)),
-        c("foo.json", None),
-        c("dir/worker1.json", None),
-        c("bar.json", None),
-    ]);
+    let d = crate::normalize::decide(
+        &[c("a.json", Some(3)), c("foo.json", None), c("dir/worker1.json", None), c("bar.json", None)],
+        &[],
+    )
+    .0;
     let got: Vec<(u32, &str)> = d.iter().map(|x| (x.rank, x.rank_source.as_str())).collect();
     assert_eq!(got, [(3, "distributed_info"), (0, "load_order"), (1, "file_name"), (2, "load_order")]);
     assert!(d[0].diagnostics.is_empty());
     assert_eq!(d[3].diagnostics[0].kind, "rank_from_load_order");
     assert!(d[3].diagnostics[0].message.contains("rank 2"));
-    let dup = decide_ranks(&[c("x.json", Some(1)), c("y.json", Some(1))]);
+    let dup = crate::normalize::decide(&[c("x.json", Some(1)), c("y.json", Some(1))], &[]).0;
     assert_eq!(dup[1].diagnostics[0].kind, "duplicate_rank");
     assert_eq!(dup[1].diagnostics[0].severity.diagnostic_name(), "error");
 
