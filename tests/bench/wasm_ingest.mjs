@@ -1,4 +1,6 @@
-// Ingest speed of the core compiled to wasm, run by Node (the same wasm the app's workers run).
+// Ingest speed of the core compiled to wasm, run by Node (the same wasm the app's workers run),
+// through the JS API's one job path (`JobInput` fed in chunks, then `Job.add` normalizes and
+// analyses it).
 // Usage:
 //   cargo build --release --target wasm32-unknown-unknown -p rankscope-wasm
 //   wasm-bindgen --target nodejs --out-dir target/wasm-node target/wasm32-unknown-unknown/release/rankscope_wasm.wasm
@@ -19,7 +21,7 @@ const fd = openSync(file, 'r');
 const size = fstatSync(fd).size;
 const buf = Buffer.alloc(chunk);
 const t0 = performance.now();
-const ing = new wasm.Ingest(file);
+const ing = new wasm.JobInput(file);
 let read = 0;
 for (;;) {
   const n = readSync(fd, buf, 0, chunk, null);
@@ -29,12 +31,13 @@ for (;;) {
 }
 closeSync(fd);
 const t1 = performance.now();
-const rank = ing.finish();
+const job = new wasm.Job(true);
+job.add(ing, false);
 const t2 = performance.now();
 const mb = size / 1e6;
 const mem = wasm.__wasm ? wasm.__wasm.memory.buffer.byteLength : NaN;
 console.log(`file ${file}: ${mb.toFixed(1)} MB in ${chunk >> 20} MiB chunks`);
 console.log(`parse: ${((t1 - t0) / 1000).toFixed(3)} s = ${(mb / ((t1 - t0) / 1000)).toFixed(0)} MB/s`);
-console.log(`finish (normalize + index): ${((t2 - t1) / 1000).toFixed(3)} s; total ${(mb / ((t2 - t0) / 1000)).toFixed(0)} MB/s`);
+console.log(`add (normalize + part + index): ${((t2 - t1) / 1000).toFixed(3)} s; total ${(mb / ((t2 - t0) / 1000)).toFixed(0)} MB/s`);
 console.log(`wasm memory: ${Number.isNaN(mem) ? 'n/a' : (mem / 1e6).toFixed(0) + ' MB'}; node RSS ${(process.memoryUsage().rss / 1e6).toFixed(0)} MB`);
-rank.free?.();
+job.free?.();

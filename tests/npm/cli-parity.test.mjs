@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { ROOT, SHARED, filesOf, run, sameAsCli, tmpdir, trace } from './harness.mjs';
+import { ROOT, SHARED, filesOf, rankscope, run, sameAsCli, tmpdir, trace } from './harness.mjs';
 
 test('DLRM, 8 ranks on V100s (a folder path)', async () => {
   const dir = trace('param-dlrm-8rank');
@@ -102,4 +102,36 @@ test('options are the CLI flags: thresholds, offsets, explicit ranks, rules', as
   const plain = await sameAsCli(files, files);
   assert.notDeepEqual(plain.report.rank_totals, report.rank_totals, 'the options changed the figures');
   assert.notDeepEqual(plain.report.findings, report.findings, 'the thresholds changed the findings');
+});
+
+test('a job digest (rankscope part, then combine --digest) is the whole job, opened as the CLI opens it', async () => {
+  const dir = tmpdir('digest');
+  const files = filesOf(trace('ddp-gloo-cpu-4rank'));
+  const parts = files.map((f, i) => {
+    const p = path.join(dir, `${i}.part`);
+    run('part', f, '-o', p);
+    return p;
+  });
+  const digest = path.join(dir, 'job.rsdigest');
+  const combined = run('combine', '--json', '--digest', digest, ...parts);
+  const { report, notes, clean } = await sameAsCli([digest], [digest]);
+  assert.equal(JSON.stringify(report), JSON.stringify(JSON.parse(combined)), 'what combine printed');
+  assert.deepEqual(report.ranks.map((r) => r.source), files, 'the traces the parts were made from');
+  assert.deepEqual(notes, []);
+  assert.ok(clean);
+  // Its ranks come from its parts: the job's ranks, no tables (a digest holds no events).
+  const job = await rankscope.open([{ name: 'job.rsdigest', data: new Uint8Array(fs.readFileSync(digest)) }]);
+  try {
+    assert.deepEqual(job.ranks().map((r) => [r.rank, r.file, r.lanes.length]), files.map((f, i) => [i, f, 0]));
+    assert.deepEqual(job.search('allreduce'), [], 'nothing to search');
+  } finally {
+    job.close();
+  }
+  // Options do not change it; the note says so, as the CLI's stderr does.
+  const withOffset = await sameAsCli([digest], [digest, '--offset', '1=5'], { offsets: { 1: 5 } });
+  assert.deepStrictEqual(withOffset.report, report);
+  const note = withOffset.notes.find((n) => n.startsWith('the job digest holds the analysis'));
+  assert.ok(note && withOffset.cliStderr.includes(note), `notes: ${withOffset.notes}\ncli: ${withOffset.cliStderr}`);
+  // With another input it is refused, with the CLI's reason.
+  await assert.rejects(rankscope.analyze([digest, files[0]]), /job\.rsdigest: a job digest is a whole job/);
 });

@@ -39,9 +39,11 @@
 //! the worker holding the file dies. Questions: `Tile` (level-of-detail boxes of one lane over one
 //! tile), `Pick` (what is under the pointer), `Search` (events whose name contains the query: how
 //! many, and where the first [`SEARCH_LIMIT`] are drawn), `Export` (this rank's piece of the merged
-//! Chrome trace, with the job's alignment) and `Perfetto` (its member of the Perfetto archive),
-//! both answered by `Chunk`s of ≤ [`CHUNK_BYTES`] whose bytes are transferred beside the message,
-//! never a JS string; `Decide` (the job's rank decision, for the exports) is answered `Done`.
+//! Chrome trace, as the job's export plan says: under the job's rank for the file, on its
+//! offset) and `Perfetto` (its member of the Perfetto archive, which names its rank), both
+//! answered by `Chunk`s of ≤ [`CHUNK_BYTES`] whose bytes are transferred beside the message,
+//! never a JS string. A worker never learns the job's rank decision: the rank is a key the page
+//! keeps, and the questions that write a rank carry it.
 //!
 //! A `Load` may carry a `ReadableStream` instead of the `File` (a host page's stream, see
 //! `embed`): it is transferred, and read the same way.
@@ -49,7 +51,7 @@
 //! [`RankView`]: rankscope_core::view::RankView
 
 use rankscope_core::analyze::RankPart;
-use rankscope_core::view::{EventDetail, Found, RankDecision, RankSummary, Tile, TileKey};
+use rankscope_core::view::{EventDetail, Found, RankSummary, Tile, TileKey};
 use serde::{Deserialize, Serialize};
 
 /// A file of the current job: its position in load order.
@@ -109,9 +111,8 @@ pub enum Query {
     Tile { key: TileKey },
     Pick { lane: u32, depth: u32, t_ns: i64, slop_ns: i64 },
     Search { query: String },
-    Export { offset_ns: i64, origin_ns: i64, first: bool },
+    Export { planned: Box<rankscope_core::export::Planned>, origin_ns: i64, first: bool },
     Perfetto { member: Box<rankscope_core::export::perfetto::Member>, shift_ns: i64 },
-    Decide { decision: Box<RankDecision> },
 }
 
 /// What a worker answers a [`Query`] with. Every answer but a `Chunk` that is not the last ends
@@ -125,7 +126,6 @@ pub enum Answer {
     Chunk {
         last: bool,
     },
-    Done,
     /// The question could not be answered: the rank is not loaded here, or the export failed.
     Failed(String),
 }

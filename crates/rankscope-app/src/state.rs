@@ -6,12 +6,12 @@
 //! [`crate::protocol`]).
 //!
 //! The analysis arrives the way the summaries do: each worker sends its rank's
-//! `analyze::RankPart` with `Loaded`. Once every file is done the ranks are decided across files
-//! ([`Assembly`], `job::decide`), each part gets the job's decision stamped on it
-//! (`RankPart::restamp`: no figure of a part depends on the rank's number), a worker whose
-//! decision differs from its own is told (`Decide`, for its exports), and the reducer runs the
-//! core's job API (`job::combine_decided`), exactly what `rankscope analyze` runs: the
-//! [`JobView`] exists as soon as the last file is read.
+//! `analyze::RankPart` with `Loaded`. Once every file is done the ranks are decided across files,
+//! once ([`Assembly`], `job::decide` over the summaries' claims): the decision is the key each
+//! file's summary and part are filed under (no figure of a part depends on the rank's number),
+//! and the reducer runs the core's job API (`job::combine_ranked`), exactly what `rankscope
+//! analyze` runs: the [`JobView`] exists as soon as the last file is read. Workers never learn
+//! the decision: the exports they write are asked for under the job's rank (the export plan).
 //!
 //! A job digest (`rankscope combine --digest`, [`job::digest`]) is decoded by the worker that
 //! read it ([`Action::Digest`]: a lean [`job::JobDigest`], its parts without what only a new
@@ -27,6 +27,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use rankscope_core::analyze::{self, Analysis, RankPart};
+use rankscope_core::export::{self, ExportPlan};
 use rankscope_core::normalize::JobError;
 use rankscope_core::view::{apply_decision, JobFacts, RankClaim, RankDecision, RankSummary};
 use yew::Reducible;
@@ -156,13 +157,8 @@ pub struct Assembly {
     pub ranks: Vec<(FileId, Rc<RankSummary>)>,
     pub facts: JobFacts,
     pub errors: Vec<JobError>,
-    /// Every loaded trace's decision (stamped on its part).
+    /// Every loaded trace's decision: the key its summary and part are filed under.
     pub decisions: BTreeMap<FileId, RankDecision>,
-    /// Files whose worker decided another rank (or other rank diagnostics) than the job did,
-    /// with the job's decision: their workers are told.
-    pub requests: Vec<(FileId, RankDecision)>,
-    /// Counts assemblies, so that the requests are sent once per assembly.
-    pub generation: u32,
 }
 
 /// The job, assembled once every file is done: ranks decided across files, facts computed,
@@ -180,8 +176,14 @@ pub struct JobView {
     pub first_op: BTreeMap<(String, String), (FileId, i64, i64)>,
     /// Per file: the alignment's offset of its rank (aligned time = own time − offset).
     pub offsets: BTreeMap<FileId, i64>,
-    /// Earliest aligned event start over all ranks: time 0 of the merged trace.
+    /// Earliest aligned event start over all ranks: time 0 of the merged trace (the export
+    /// plan's; without events, the job's earliest start).
     pub origin_ns: i64,
+    /// What an export writes (the CLI's plan): the ranks whose events are loaded, in rank order,
+    /// each under its rank with its offset; `export_files[k]` holds the events of
+    /// `export.ranks[k]`.
+    pub export: ExportPlan,
+    pub export_files: Vec<FileId>,
     /// NCCL logs and nccl-tests output, when any were loaded (the tests are also the analysis'
     /// fabric: `analysis.fabric` places the trace's collectives against them).
     pub fabric: Option<Rc<Fabric>>,
@@ -204,12 +206,6 @@ impl JobView {
     /// The file of a rank (the first one when several claim it).
     pub fn file_of(&self, rank: u32) -> Option<FileId> {
         self.ranks.iter().find(|(_, s)| s.rank == rank).map(|(f, _)| *f)
-    }
-
-    /// The files a worker holds, in rank order (a digest's ranks without their trace have none:
-    /// exports write the ranks whose events are loaded).
-    pub fn event_files(&self) -> Vec<FileId> {
-        self.ranks.iter().map(|(f, _)| *f).filter(|f| *f < DIGEST_FILES).collect()
     }
 
     pub fn offset(&self, file: FileId) -> i64 {
@@ -532,8 +528,8 @@ impl Reducible for State {
         if s.assembly.is_none() && !s.files.is_empty() && !s.loading() {
             s.assemblies = s.assemblies.wrapping_add(1);
             let a = match &s.digest {
-                Some((_, d)) => assemble_digest(d, &mut s.files, &s.parts, s.assemblies),
-                None => assemble(&mut s.files, &s.parts, s.assemblies),
+                Some((_, d)) => assemble_digest(d, &mut s.files),
+                None => assemble(&mut s.files),
             };
             s.assembly = Some(Rc::new(a));
         }
@@ -554,34 +550,18 @@ impl Reducible for State {
     }
 }
 
-/// The rank a worker decided for its file alone (what its first part was computed with).
-fn own_decision(s: &RankSummary) -> RankDecision {
-    let claim = RankClaim { file: s.file.clone(), claimed_rank: s.claimed_rank };
-    job::decide(&[claim], &[]).0.into_iter().next().unwrap_or(RankDecision {
-        rank: 0,
-        rank_source: rankscope_core::normalize::RankSource::LoadOrder,
-        diagnostics: Vec::new(),
-    })
-}
-
 /// Runs the job half of the analysis on the final parts (in rank order, as the CLI's job has
-/// them) and derives what the views need from it.
+/// them), each keyed by the job's decision for its file, and derives what the views need from it.
 fn combine(
     a: &Assembly,
     files: &[FileEntry],
     parts: &BTreeMap<FileId, Rc<RankPart>>,
     texts: &BTreeMap<FileId, Rc<Vec<u8>>>,
 ) -> JobView {
-    let parts: Vec<(FileId, RankPart)> = a
+    let keyed: Vec<(FileId, RankDecision, RankPart)> = a
         .ranks
         .iter()
-        .filter_map(|(f, _)| {
-            let mut p = (**parts.get(f)?).clone();
-            if let Some(d) = a.decisions.get(f) {
-                p.restamp(d);
-            }
-            Some((*f, p))
-        })
+        .filter_map(|(f, _)| Some((*f, a.decisions.get(f)?.clone(), (**parts.get(f)?).clone())))
         .collect();
     // NCCL text and dumps, in load order (as a folder lists them).
     let texts: Vec<job::TextRef<'_>> = files
@@ -591,32 +571,31 @@ fn combine(
             texts.get(&f.id).map(|b| job::TextRef { name: &f.name, kinds, bytes: &b[..] })
         })
         .collect();
-    let out = job::combine_decided(
-        parts.iter().map(|(_, p)| p.clone()).collect(),
+    let out = job::combine_ranked(
+        keyed.iter().map(|(_, d, p)| (d.clone(), p.clone())).collect(),
         a.errors.clone(),
         &texts,
         &analyze::Options::default(),
     );
-    let parts: Vec<(FileId, &RankPart)> = parts.iter().map(|(f, p)| (*f, p)).collect();
+    let parts: Vec<(FileId, u32, &RankPart)> = keyed.iter().map(|(f, d, p)| (*f, d.rank, p)).collect();
     let reports = (out.fabric, out.flight_recorder);
     job_view(a, files, &parts, std::sync::Arc::new(out.analysis), reports, None)
 }
 
-/// What the views need from the job's outputs and its parts (each with its file).
+/// What the views need from the job's outputs and its parts (each with its file and the rank
+/// the job filed it under).
 fn job_view(
     a: &Assembly,
     files: &[FileEntry],
-    parts: &[(FileId, &RankPart)],
+    parts: &[(FileId, u32, &RankPart)],
     analysis: std::sync::Arc<Analysis>,
     (fabric, flight_recorder): (Option<job::Fabric>, Option<job::FlightRecorder>),
     digest: Option<String>,
 ) -> JobView {
-    let offset_of_rank =
-        |rank: u32| analysis.alignment.iter().find(|x| x.rank == rank).map_or(0, |x| x.offset_ns);
     let offsets: BTreeMap<FileId, i64> =
-        parts.iter().map(|(f, p)| (*f, offset_of_rank(p.info.rank))).collect();
+        parts.iter().map(|(f, rank, _)| (*f, export::offset_of(&analysis.alignment, *rank))).collect();
     let mut first_op: BTreeMap<(String, String), (FileId, i64, i64)> = BTreeMap::new();
-    for (f, p) in parts {
+    for (f, _, p) in parts {
         let off = offsets.get(f).copied().unwrap_or(0);
         for i in &p.instances {
             let key = (i.kind.name().to_string(), i.pg.clone());
@@ -628,11 +607,16 @@ fn job_view(
             }
         }
     }
-    let origin_ns = files
-        .iter()
-        .filter_map(|f| f.first_ns.map(|t| t - offsets.get(&f.id).copied().unwrap_or(0)))
-        .min()
-        .unwrap_or(a.facts.span_start_ns);
+    // The export plan: the ranks whose events a worker holds, in the job's order, under the
+    // rank each is filed under.
+    let first_ns = |f: FileId| files.get(f as usize).and_then(|e| e.first_ns);
+    let export_files: Vec<FileId> =
+        a.ranks.iter().map(|(f, _)| *f).filter(|f| *f < DIGEST_FILES && first_ns(*f).is_some()).collect();
+    let export = ExportPlan::new(
+        &analysis.alignment,
+        export_files.iter().map(|f| (a.decisions.get(f).map_or(0, |d| d.rank), first_ns(*f))),
+    );
+    let origin_ns = if export.is_empty() { a.facts.span_start_ns } else { export.origin_ns };
     JobView {
         ranks: a.ranks.clone(),
         facts: a.facts.clone(),
@@ -640,6 +624,8 @@ fn job_view(
         first_op,
         offsets,
         origin_ns,
+        export,
+        export_files,
         fabric: fabric.map(Rc::new),
         flight_recorder: flight_recorder.map(Rc::new),
         digest,
@@ -649,14 +635,15 @@ fn job_view(
 /// The job of a digest: its stored analysis (never recomputed) and its parts; each rank's
 /// file is the trace placed on it, else a [`digest_file`].
 fn combine_digest(a: &Assembly, d: &job::JobDigest, files: &[FileEntry], digest: FileId) -> JobView {
-    let parts: Vec<(FileId, &RankPart)> = d
+    // The digest's parts are filed under its ranks already: their key is the rank they carry.
+    let parts: Vec<(FileId, u32, &RankPart)> = d
         .files
         .iter()
         .enumerate()
         .map(|(i, (_, p))| {
-            let file =
-                a.ranks.iter().find(|(_, s)| s.rank == p.info.rank).map_or(digest_file(i), |(f, _)| *f);
-            (file, p)
+            let rank = p.info.rank;
+            let file = a.ranks.iter().find(|(_, s)| s.rank == rank).map_or(digest_file(i), |(f, _)| *f);
+            (file, rank, p)
         })
         .collect();
     let name = files.get(digest as usize).map(|f| f.name.clone()).unwrap_or_default();
@@ -666,16 +653,10 @@ fn combine_digest(a: &Assembly, d: &job::JobDigest, files: &[FileEntry], digest:
 /// The ranks of a digest: every rank of the job, a trace placed on it by the core
 /// ([`job::JobDigest::place`]) giving it its summary (lanes, for the timeline), the others the
 /// summary the digest's part gives. Traces of no rank of the job fail with the reason.
-fn assemble_digest(
-    d: &job::JobDigest,
-    files: &mut [FileEntry],
-    parts: &BTreeMap<FileId, Rc<RankPart>>,
-    generation: u32,
-) -> Assembly {
+fn assemble_digest(d: &job::JobDigest, files: &mut [FileEntry]) -> Assembly {
     let (loaded, claims) = loaded_claims(files);
     let placed = d.place(&claims);
     let mut by_index: BTreeMap<usize, (FileId, Rc<RankSummary>)> = BTreeMap::new();
-    let mut requests = Vec::new();
     let mut decisions = BTreeMap::new();
     for (&i, p) in loaded.iter().zip(placed) {
         let f = &mut files[i];
@@ -688,9 +669,6 @@ fn assemble_digest(
             continue;
         };
         if let Some(s) = f.summary.as_mut() {
-            if own_decision(s) != p.decision || !parts.contains_key(&f.id) {
-                requests.push((f.id, p.decision.clone()));
-            }
             let mut patched = (**s).clone();
             apply_decision(&mut patched, &p.decision);
             // The rank is the digest's: named as the analysis names it (the file the part was
@@ -713,8 +691,6 @@ fn assemble_digest(
         ranks,
         errors: d.analysis.errors.clone(),
         decisions,
-        requests,
-        generation,
     }
 }
 
@@ -730,20 +706,16 @@ fn loaded_claims(files: &[FileEntry]) -> (Vec<usize>, Vec<RankClaim>) {
     (loaded, claims)
 }
 
-/// Decides ranks across the loaded files (as the CLI does), computes the job facts, and lists
-/// the workers to tell.
-fn assemble(files: &mut [FileEntry], parts: &BTreeMap<FileId, Rc<RankPart>>, generation: u32) -> Assembly {
+/// Decides ranks across the loaded files, once (as the CLI does: `job::decide` over their
+/// claims), files each summary under its decision, and computes the job facts.
+fn assemble(files: &mut [FileEntry]) -> Assembly {
     let (loaded, claims) = loaded_claims(files);
     let (decided, errors) = job::decide(&claims, &[]);
     let mut ranks = Vec::new();
-    let mut requests = Vec::new();
     let mut decisions = BTreeMap::new();
     for (&i, d) in loaded.iter().zip(&decided) {
         let f = &mut files[i];
         if let Some(s) = f.summary.as_mut() {
-            if own_decision(s) != *d || !parts.contains_key(&f.id) {
-                requests.push((f.id, d.clone()));
-            }
             decisions.insert(f.id, d.clone());
             let mut patched = (**s).clone();
             apply_decision(&mut patched, d);
@@ -752,14 +724,7 @@ fn assemble(files: &mut [FileEntry], parts: &BTreeMap<FileId, Rc<RankPart>>, gen
         }
     }
     ranks.sort_by(|a, b| (a.1.rank, &a.1.file).cmp(&(b.1.rank, &b.1.file)));
-    Assembly {
-        facts: JobFacts::from_ranks(ranks.iter().map(|(_, s)| &**s)),
-        ranks,
-        errors,
-        decisions,
-        requests,
-        generation,
-    }
+    Assembly { facts: JobFacts::from_ranks(ranks.iter().map(|(_, s)| &**s)), ranks, errors, decisions }
 }
 
 #[cfg(test)]
@@ -805,26 +770,17 @@ mod tests {
         s = s.reduce(Action::Failed { file: 2, error: "bad.png: not a trace".into() });
         assert!(s.job.is_none() && !s.ready(), "a file is still loading");
         s = s.reduce(loaded(1, "a.json", Some(0)));
-        // b.json's worker gave it rank 0 alone; the job gives it rank 1: its worker is told,
-        // and its part is restamped at once.
+        // b.json's worker normalized it alone (rank 0); the job decides rank 1 for it, once, and
+        // files its summary and part under that key: the worker is never told.
         assert!(s.ready(), "the job is there as soon as the last file is read");
         let a = s.assembly.clone().unwrap_or_else(|| panic!("assembly"));
-        assert_eq!(a.requests.iter().map(|(f, d)| (*f, d.rank)).collect::<Vec<_>>(), [(0, 1)]);
-        let mut v = RankView::new(
-            rankscope_core::parse::ingest_bytes(
-                "b.json",
-                br#"{"traceEvents":[{"ph":"X","name":"a","pid":1,"tid":1,"ts":1,"dur":2}]}"#,
-            )
-            .unwrap_or_else(|e| panic!("{e}")),
-            &Default::default(),
-        );
-        v.apply_decision(&a.requests[0].1);
-        let recomputed = v.analysis_part().unwrap_or_else(|| panic!("part"));
+        let keys: Vec<(FileId, u32)> = a.decisions.iter().map(|(f, d)| (*f, d.rank)).collect();
+        assert_eq!(keys, [(0, 1), (1, 0)]);
         let job = s.job.clone().unwrap_or_else(|| panic!("job"));
-        // The restamped part is the part the worker would have recomputed.
-        let mut stamped = (**s.parts.get(&0).unwrap_or_else(|| panic!("part of b.json"))).clone();
-        stamped.restamp(&a.requests[0].1);
-        assert_eq!(stamped, recomputed);
+        // The exports ask each worker for its rank under the job's number.
+        let planned: Vec<(FileId, u32)> =
+            job.export_files.iter().zip(&job.export.ranks).map(|(f, p)| (*f, p.rank)).collect();
+        assert_eq!(planned, [(1, 0), (0, 1)]);
         // a.json claims rank 0; b.json gets the smallest free rank by load order.
         let got: Vec<(u32, &str, &str)> =
             job.ranks.iter().map(|(_, r)| (r.rank, r.file.as_str(), r.rank_source.as_str())).collect();
@@ -893,7 +849,7 @@ mod tests {
         let job = s.job.clone().unwrap_or_else(|| panic!("job"));
         assert_eq!(*job.analysis, out.analysis, "the stored analysis, as combine made it");
         assert_eq!(job.ranks.iter().map(|(_, r)| r.rank).collect::<Vec<_>>(), [0, 1, 2, 3]);
-        assert!(job.event_files().is_empty());
+        assert!(job.export_files.is_empty() && job.export.ranks.is_empty(), "no events: nothing to export");
         assert_eq!(job.digest.as_deref(), Some("job.rsdigest"));
         // A trace of rank 2, under another folder: placed on rank 2 by its name, on its offset.
         s = s.reduce(Action::Add { files: vec![("rank2.pt.trace.json".into(), trace2.len() as u64)] });
@@ -909,7 +865,12 @@ mod tests {
         });
         let job = s.job.clone().unwrap_or_else(|| panic!("job"));
         assert_eq!(*job.analysis, out.analysis, "adding a trace changes no figure");
-        assert_eq!(job.event_files(), [1]);
+        assert_eq!(job.export_files, [1]);
+        assert_eq!(
+            job.export.ranks.iter().map(|p| p.rank).collect::<Vec<_>>(),
+            [2],
+            "exported as the digest's rank 2"
+        );
         assert_eq!(job.file_of(2), Some(1));
         assert_eq!(job.offset(1), out.offset_of(2));
         // A file that is no rank of the job is refused with the reason.

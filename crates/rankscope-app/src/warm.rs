@@ -28,7 +28,7 @@ use rankscope_core::job;
 struct Running {
     worker: Worker,
     /// The synthetic ranks' analysis parts, as they come.
-    parts: Vec<rankscope_core::analyze::RankPart>,
+    parts: Vec<(rankscope_core::view::RankClaim, rankscope_core::analyze::RankPart)>,
     _on_message: Closure<dyn FnMut(MessageEvent)>,
     _on_error: Closure<dyn FnMut(web_sys::Event)>,
 }
@@ -66,8 +66,12 @@ pub fn start() {
                     }
                 });
             }
-            Ok(FromWorker::Loaded { part, .. }) => {
-                RUNNING.with(|r| r.borrow_mut().as_mut().map(|run| run.parts.push(*part)));
+            Ok(FromWorker::Loaded { summary, part, .. }) => {
+                let claim = rankscope_core::view::RankClaim {
+                    file: summary.file,
+                    claimed_rank: summary.claimed_rank,
+                };
+                RUNNING.with(|r| r.borrow_mut().as_mut().map(|run| run.parts.push((claim, *part))));
             }
             Ok(FromWorker::Warmed { ms }) => {
                 let parts =
@@ -85,7 +89,7 @@ pub fn start() {
                     return mark("cold");
                 }
                 // The page's half of a load: the job's analysis from its parts.
-                drop(job::combine_decided(parts, Vec::new(), &[], &Options::default()));
+                drop(job::combine(parts, &[], &[], &Options::default()));
                 if let Some(root) = root() {
                     let _ = root.set_attribute("data-engine-ms", &format!("{ms:.0}"));
                 }

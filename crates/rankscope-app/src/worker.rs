@@ -208,14 +208,6 @@ fn handle(state: &Rc<RefCell<State>>, m: ToWorker, extra: JsValue) {
 /// The answer to one question about `file`; none when it was posted already (an export's
 /// pieces are posted as they are written, the last one ending the request).
 fn answer(state: &Rc<RefCell<State>>, file: FileId, req: u32, query: Query) -> Option<Answer> {
-    if let Query::Decide { decision } = &query {
-        // The job's rank for this file: what its exports and summaries name. The part was
-        // already restamped by the reducer.
-        if let Some(v) = state.borrow_mut().ranks.get_mut(&file) {
-            v.apply_decision(decision);
-        }
-        return Some(Answer::Done);
-    }
     let st = state.borrow();
     let Some(v) = st.ranks.get(&file) else {
         return Some(Answer::Failed("this rank is not loaded".into()));
@@ -226,9 +218,9 @@ fn answer(state: &Rc<RefCell<State>>, file: FileId, req: u32, query: Query) -> O
             Answer::Picked(v.pick(lane, depth, t_ns, slop_ns).map(Box::new))
         }
         Query::Search { query } => Answer::Found(Box::new(v.search(&query, SEARCH_LIMIT))),
-        Query::Export { offset_ns, origin_ns, first } => {
+        Query::Export { planned, origin_ns, first } => {
             let mut out = ChunkPoster { file, req, buf: Vec::with_capacity(CHUNK_BYTES) };
-            match v.write_trace(&mut out, offset_ns, origin_ns, first) {
+            match v.write_trace(&mut out, &planned, origin_ns, first) {
                 Ok(_) => return out.last(),
                 Err(e) => Answer::Failed(e.to_string()),
             }
@@ -240,7 +232,6 @@ fn answer(state: &Rc<RefCell<State>>, file: FileId, req: u32, query: Query) -> O
                 Err(e) => Answer::Failed(e.to_string()),
             }
         }
-        Query::Decide { .. } => Answer::Done,
     })
 }
 

@@ -186,37 +186,35 @@ fn options(offset: &[String], threshold: &[String]) -> Result<Options> {
     Ok(opts)
 }
 
-/// Writes the Perfetto archive of every rank (`export::perfetto`).
+/// The export plan of a job held whole: every rank, by rank, under its decided number.
+fn plan_of(
+    job: &rankscope_core::normalize::Job,
+    a: &analyze::Analysis,
+) -> rankscope_core::export::ExportPlan {
+    rankscope_core::export::ExportPlan::new(
+        &a.alignment,
+        job.ranks.iter().map(|r| (r.rank, r.trace.events.ts_ns.iter().min().copied())),
+    )
+}
+
+/// Writes the Perfetto archive of every rank (`export::perfetto`, as the plan says).
 fn write_perfetto(
     path: &std::path::Path,
     job: &rankscope_core::normalize::Job,
     a: &analyze::Analysis,
 ) -> Result<()> {
-    use rankscope_core::export::{self, perfetto};
+    use rankscope_core::export;
     use std::io::Write;
-    let al = |rank: u32| a.alignment.iter().find(|x| x.rank == rank);
-    let ranks: Vec<_> = job.ranks.iter().map(|r| (r, al(r.rank).map_or(0, |x| x.offset_ns))).collect();
-    let origin = export::origin(&ranks);
-    let plan_in: Vec<(u32, i64, &str)> = job
-        .ranks
-        .iter()
-        .map(|r| {
-            (r.rank, al(r.rank).map_or(0, |x| x.offset_ns), al(r.rank).map_or("", |x| x.method.as_str()))
-        })
-        .collect();
-    let plan = perfetto::plan(&plan_in, origin);
     let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
-    for (r, m) in job.ranks.iter().zip(&plan.members) {
-        perfetto::write_member(&mut out, m, plan.shift_ns, |mut w| {
-            export::write_rank(&mut w, r, &job.strings, 0, plan.shift_ns, true).map(drop)
-        })?;
-    }
-    perfetto::write_tail(&mut out, &plan)?;
+    plan_of(job, a).write_perfetto(&mut out, |k, mut w, m, shift_ns| match job.ranks.get(k) {
+        Some(r) => export::write_rank(&mut w, r, &job.strings, m.rank, 0, shift_ns, true).map(drop),
+        None => Ok(()),
+    })?;
     out.flush()?;
     Ok(())
 }
 
-/// Writes the merged, aligned trace of every rank.
+/// Writes the merged, aligned trace of every rank (as the plan says).
 fn write_merged(
     path: &std::path::Path,
     job: &rankscope_core::normalize::Job,
@@ -224,17 +222,11 @@ fn write_merged(
 ) -> Result<()> {
     use rankscope_core::export;
     use std::io::Write;
-    let offset = |rank: u32| a.alignment.iter().find(|x| x.rank == rank).map_or(0, |x| x.offset_ns);
-    let ranks: Vec<_> = job.ranks.iter().map(|r| (r, offset(r.rank))).collect();
-    let origin = export::origin(&ranks);
-    let methods: Vec<(u32, i64, &str)> =
-        a.alignment.iter().map(|x| (x.rank, x.offset_ns, x.method.as_str())).collect();
     let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
-    export::write_header(&mut out, origin, &methods)?;
-    for (k, (r, off)) in ranks.iter().enumerate() {
-        export::write_rank(&mut out, r, &job.strings, *off, origin, k == 0)?;
-    }
-    export::write_footer(&mut out)?;
+    plan_of(job, a).write_merged(&mut out, |k, out, p, origin, first| match job.ranks.get(k) {
+        Some(r) => export::write_rank(out, r, &job.strings, p.rank, p.offset_ns, origin, first).map(drop),
+        None => Ok(()),
+    })?;
     out.flush()?;
     Ok(())
 }

@@ -9,13 +9,17 @@
 //!
 //! Written as a stream, rank by rank, so the app can build the file from per-worker pieces:
 //! [`write_header`], then [`write_rank`] for every rank (each writes a leading comma when it is
-//! not the first), then [`write_footer`].
+//! not the first), then [`write_footer`]. Which ranks, in which order, under which number and on
+//! which offsets is the [`ExportPlan`]'s, one for every shell ([`plan`]).
 //!
 //! [`perfetto`] packs the same per-rank events, each on its rank's own clock, into a Perfetto
 //! multi-trace archive whose manifest carries the alignment ([`tar`] is its container).
 
 pub mod perfetto;
+pub mod plan;
 pub mod tar;
+
+pub use plan::{offset_of, ExportPlan, Planned};
 
 use std::io::{self, Write};
 
@@ -55,7 +59,7 @@ fn us<W: Write>(out: &mut W, ns: i64) -> io::Result<()> {
 }
 
 /// The document's opening, with the alignment used. `origin_ns` is the aligned time written
-/// as 0 (use [`origin`]).
+/// as 0 ([`ExportPlan::origin_ns`]).
 pub fn write_header<W: Write>(out: &mut W, origin_ns: i64, offsets: &[(u32, i64, &str)]) -> io::Result<()> {
     out.write_all(
         b"{\"displayTimeUnit\": \"ms\", \"otherData\": {\"rankscope\": {\"generator\": \"rankscope ",
@@ -73,23 +77,21 @@ pub fn write_header<W: Write>(out: &mut W, origin_ns: i64, offsets: &[(u32, i64,
     out.write_all(b"]}},\n\"traceEvents\": [\n")
 }
 
-/// The earliest aligned start over all ranks: the merged trace's time 0.
-pub fn origin(ranks: &[(&RankEntry, i64)]) -> i64 {
-    ranks.iter().filter_map(|(r, off)| r.trace.events.ts_ns.iter().min().map(|t| t - off)).min().unwrap_or(0)
-}
-
-/// One rank's events. `first` tells whether this is the first piece after the header.
+/// One rank's events, written as rank `rank` (the job's key for the file, [`Planned::rank`]:
+/// the entry's own number is whatever its tables were normalized with). `first` tells whether
+/// this is the first piece after the header.
 pub fn write_rank<W: Write>(
     out: &mut W,
     r: &RankEntry,
     strings: &StringTable,
+    rank: u32,
     offset_ns: i64,
     origin_ns: i64,
     first: bool,
 ) -> io::Result<u64> {
     let t = &r.trace;
     let e = &t.events;
-    let pid = r.rank;
+    let pid = rank;
     let mut n = 0u64;
     let sep = |out: &mut W, n: &mut u64| -> io::Result<()> {
         if !(first && *n == 0) {
@@ -105,7 +107,7 @@ pub fn write_rank<W: Write>(
         "{{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": {pid}, \"tid\": 0, \"args\": {{\"name\": "
     )?;
     let file = t.source.rsplit(['/', '\\']).next().unwrap_or(&t.source);
-    esc(out, &format!("rank {} · {file}", r.rank))?;
+    esc(out, &format!("rank {rank} · {file}"))?;
     out.write_all(b"}}")?;
     sep(out, &mut n)?;
     write!(out, "{{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": {pid}, \"tid\": 0, \"args\": {{\"sort_index\": {pid}}}}}")?;
@@ -153,7 +155,7 @@ pub fn write_rank<W: Write>(
     // Launch → GPU flows, ids unique across ranks.
     for (k, (g, l)) in r.norm.links.gpu.iter().zip(&r.norm.links.launch).enumerate() {
         let (g, l) = (g.0 as usize, l.0 as usize);
-        let id = (u64::from(r.rank) << 40) | k as u64;
+        let id = (u64::from(rank) << 40) | k as u64;
         sep(out, &mut n)?;
         write!(out, "{{\"ph\": \"s\", \"id\": {id}, \"pid\": {pid}, \"tid\": {}, \"ts\": ", e.lane[l].0)?;
         us(out, at(e.ts_ns[l]))?;

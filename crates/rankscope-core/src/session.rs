@@ -6,17 +6,21 @@
 //!   Reader (one per input, fed in chunks) ──► Session::add ──► trace: its part (+ its tables)
 //!                                                          └─► text: kept whole
 //!                                                          └─► neither: failed / skipped note
-//!   Session::finish ──► job::decide (ranks) ──► job::combine ──► Finished { JobOutput, views }
+//!   Session::finish ──► job::decide (ranks) ──► job::combine_ranked ──► Finished { JobOutput, views }
+//!                  └─► a job digest: its stored analysis (job::digest_among) ──┘
 //! ```
 //!
 //! Rules it adds to the job API, each the CLI's (`rankscope analyze`):
 //! - An input found by walking a folder that is not ours (a `config.json`) is **skipped with a
 //!   note**; one named explicitly that is not ours is **failed** (listed, never thrown: the rest
 //!   of the job stands). Neither changes the analysis JSON.
+//! - A job digest (`rankscope combine --digest`) is the whole job: opened alone, its stored
+//!   analysis is the answer (options do not change it: a note says so); with other inputs it
+//!   is refused. Its ranks are listed from its parts, with no tables.
 //! - An explicit rank that names no input is an error (it would otherwise be ignored in
 //!   silence), as is a job where nothing could be read as a trace or a Flight Recorder dump.
 //! - With `keep_tables`, each trace's normalized tables stay ([`RankView`]: tiles, search,
-//!   pick), with the job's rank decision applied; without, only its part is kept (the tables
+//!   pick), filed under the job's rank decision; without, only its part is kept (the tables
 //!   are dropped as soon as the part is computed, so a large job costs one rank at a time).
 
 use serde::Serialize;
@@ -26,7 +30,7 @@ use crate::inspect::FailedFile;
 use crate::job::{self, InputKind, JobOutput, Loaded, Reader, Text, TextRef};
 use crate::normalize::Rules;
 use crate::view::timeline::{level_for, tiles_covering};
-use crate::view::{RankClaim, RankView, Tile};
+use crate::view::{apply_decision, RankClaim, RankDecision, RankSummary, RankView, Tile};
 
 /// What became of one input given to [`Session::add`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -116,16 +120,6 @@ impl Session {
                 }
                 Added { file, kind: Some(InputKind::Trace), error: None, skipped: false }
             }
-            // A job digest is a whole job (rankscope analyze and the app open it); this session
-            // combines inputs, so it says so rather than leave the digest out in silence.
-            Ok(Loaded::Text(t)) if t.kinds.contains(&InputKind::Digest) => {
-                let error = format!(
-                    "{}: a rankscope job digest: open it with `rankscope analyze` or the app",
-                    t.name
-                );
-                self.names.pop();
-                self.fail(&t.name, &error)
-            }
             Ok(Loaded::Text(t)) => {
                 if t.kinds == [InputKind::NcclLog] {
                     self.notes.push(format!(
@@ -167,16 +161,27 @@ impl Session {
                 return Err(SessionError(format!("rank {f}={r}: no input is called `{f}`")));
             }
         }
-        let mut views = self.views;
-        if !views.is_empty() {
-            let claims: Vec<RankClaim> = self.files.iter().map(|(c, _)| c.clone()).collect();
-            let (decisions, _) = job::decide(&claims, &self.explicit);
-            for (v, d) in views.iter_mut().zip(&decisions) {
-                v.apply_decision(d);
-            }
-        }
         let refs: Vec<TextRef<'_>> = self.texts.iter().map(Text::as_ref).collect();
-        let mut out = job::combine(self.files, &self.explicit, &refs, &self.opts);
+        // A job digest is the whole job, as `rankscope analyze` opens it: alone (every input
+        // that is not a text counts against it, as the CLI counts every file that is not one).
+        let others = self.names.len() - self.texts.len();
+        if let Some(d) = job::digest_among(&refs, others) {
+            let d = d.map_err(SessionError)?;
+            let mut notes = self.notes;
+            notes.extend(job::digest_note(&self.opts, !self.explicit.is_empty()).map(String::from));
+            let digest_ranks = (0..d.files.len()).filter_map(|i| d.summary(i)).collect();
+            let out = d.into_output();
+            if let Some(f) = &out.flight_recorder {
+                notes.extend(f.messages());
+            }
+            return Ok(Finished { out, views: Vec::new(), digest_ranks, notes });
+        }
+        let claims: Vec<RankClaim> = self.files.iter().map(|(c, _)| c.clone()).collect();
+        let (decisions, errors) = job::decide(&claims, &self.explicit);
+        // The kept tables filed under their keys (`views[i]` is `files[i]`'s).
+        let views: Vec<(RankDecision, RankView)> = decisions.iter().cloned().zip(self.views).collect();
+        let parts = decisions.into_iter().zip(self.files.into_iter().map(|(_, p)| p)).collect();
+        let mut out = job::combine_ranked(parts, errors, &refs, &self.opts);
         out.failed = self.failed;
         let dumps = out.flight_recorder.as_ref().is_some_and(|f| !f.dumps.is_empty());
         if !out.has_traces() && !dumps {
@@ -191,7 +196,7 @@ impl Session {
         if let Some(f) = &out.flight_recorder {
             notes.extend(f.messages());
         }
-        Ok(Finished { out, views, notes })
+        Ok(Finished { out, views, digest_ranks: Vec::new(), notes })
     }
 }
 
@@ -199,8 +204,11 @@ impl Session {
 #[derive(Debug)]
 pub struct Finished {
     pub out: JobOutput,
-    /// The kept tables in load order, each with the job's rank.
-    pub views: Vec<RankView>,
+    /// The kept tables in load order, each under the job's decision for its file.
+    pub views: Vec<(RankDecision, RankView)>,
+    /// The ranks of an opened job digest, as its parts know them ([`job::JobDigest::summary`]:
+    /// no lanes, no tables: a digest holds no events).
+    pub digest_ranks: Vec<RankSummary>,
     /// What the CLI would print on stderr: inputs skipped, NCCL logs that only the fabric
     /// report reads, dumps left out of the Flight Recorder report.
     pub notes: Vec<String>,
@@ -210,7 +218,23 @@ impl Finished {
     /// The kept tables of rank `rank` (the first in load order if two files claim it: a job
     /// error the analysis lists).
     pub fn view(&self, rank: u32) -> Option<&RankView> {
-        self.views.iter().find(|v| v.entry().is_some_and(|e| e.rank == rank))
+        self.views.iter().find(|(d, _)| d.rank == rank).map(|(_, v)| v)
+    }
+
+    /// The kept ranks' summaries, in load order, each with the job's decision for its file (a
+    /// job digest's: its ranks, [`Finished::digest_ranks`]).
+    pub fn summaries(&self) -> Vec<RankSummary> {
+        if self.views.is_empty() {
+            return self.digest_ranks.clone();
+        }
+        self.views
+            .iter()
+            .filter_map(|(d, v)| {
+                let mut s = v.summary()?;
+                apply_decision(&mut s, d);
+                Some(s)
+            })
+            .collect()
     }
 
     /// The tiles of `lane` of rank `rank` that cover `[t0_ns, t1_ns)` drawn `px` pixels wide, at
@@ -233,8 +257,6 @@ impl Finished {
     }
 }
 
-/// The single kind of a text read with these kinds ([`job::detect`]'s order: a dump, then a
-/// perf table, then a log).
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -290,6 +312,53 @@ mod tests {
         let f = s.finish().unwrap_or_else(|e| panic!("{e}"));
         assert!(f.view(2).is_some(), "the kept tables carry the job's rank");
         assert_eq!(f.out.analysis.ranks.first().map(|r| r.rank), Some(2));
+    }
+
+    #[test]
+    fn a_job_digest_is_the_whole_job_as_the_cli_opens_it() {
+        // The traces' job, and its digest (what `rankscope combine --digest` writes).
+        let traces = |s: &mut Session| {
+            s.add(reader("run/rank0.json", TRACE), false);
+            s.add(reader("run/rank1.json", TRACE), false);
+        };
+        let mut s = Session::new(false);
+        traces(&mut s);
+        let files = s.files.clone();
+        let want = s.finish().unwrap_or_else(|e| panic!("{e}"));
+        let (decided, _) = job::decided(files, &[]);
+        let digest = job::digest::encode(&decided, &[], &want.out.analysis);
+
+        let mut s = Session::new(true);
+        let a = s.add(reader("job.rsdigest", &digest), false);
+        assert_eq!(a.kind, Some(InputKind::Digest));
+        let f = s.finish().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(f.out.json(), want.out.json(), "the digest's analysis, byte for byte");
+        assert!(f.out.clean() && f.notes.is_empty(), "{:?}", f.notes);
+        let ranks: Vec<(u32, String)> = f.summaries().into_iter().map(|r| (r.rank, r.file)).collect();
+        assert_eq!(ranks, [(0, "run/rank0.json".into()), (1, "run/rank1.json".into())]);
+        assert!(f.summaries().iter().all(|r| r.lanes.is_empty()) && f.view(0).is_none(), "no tables");
+
+        // Options do not change it, and the shell says so (the CLI's note).
+        let mut s = Session::new(false);
+        s.options_mut().offsets.push((1, 5));
+        s.add(reader("job.rsdigest", &digest), false);
+        let f = s.finish().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(f.out.json(), want.out.json());
+        assert!(f.notes.iter().any(|n| n.starts_with("the job digest holds the analysis")), "{:?}", f.notes);
+
+        // With other inputs (a trace, or a file that is not ours) it is refused, as the CLI
+        // refuses it.
+        for walked in [false, true] {
+            let mut s = Session::new(false);
+            s.add(reader("job.rsdigest", &digest), false);
+            s.add(reader("dir/config.json", b"hello"), walked);
+            let e = s.finish().err().map(|e| e.0).unwrap_or_default();
+            assert!(e.starts_with("job.rsdigest: a job digest is a whole job"), "{e}");
+        }
+        let mut s = Session::new(false);
+        traces(&mut s);
+        s.add(reader("job.rsdigest", &digest), false);
+        assert!(s.finish().is_err());
     }
 
     #[test]

@@ -438,17 +438,24 @@ fn merged_trace_puts_every_rank_on_the_aligned_clock() {
     }
     let job = assemble(traces, &[], &Rules::default());
     let a = analyze(&job, &Options::default());
-    let ranks: Vec<_> = job.ranks.iter().map(|r| (r, a.alignment[r.rank as usize].offset_ns)).collect();
-    let origin = rankscope_core::export::origin(&ranks);
+    let plan = rankscope_core::export::ExportPlan::new(
+        &a.alignment,
+        job.ranks.iter().map(|r| (r.rank, r.trace.events.ts_ns.iter().min().copied())),
+    );
     let mut out = Vec::new();
-    let methods: Vec<(u32, i64, &str)> =
-        a.alignment.iter().map(|x| (x.rank, x.offset_ns, x.method.as_str())).collect();
-    rankscope_core::export::write_header(&mut out, origin, &methods).unwrap_or_else(|e| panic!("{e}"));
-    for (k, (r, off)) in ranks.iter().enumerate() {
-        rankscope_core::export::write_rank(&mut out, r, &job.strings, *off, origin, k == 0)
-            .unwrap_or_else(|e| panic!("{e}"));
-    }
-    rankscope_core::export::write_footer(&mut out).unwrap_or_else(|e| panic!("{e}"));
+    plan.write_merged(&mut out, |k, out, p, origin, first| {
+        rankscope_core::export::write_rank(
+            out,
+            &job.ranks[k],
+            &job.strings,
+            p.rank,
+            p.offset_ns,
+            origin,
+            first,
+        )
+        .map(drop)
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
     // Valid JSON, one process per rank, every event kept.
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap_or_else(|e| panic!("{e}"));
     let events = v["traceEvents"].as_array().cloned().unwrap_or_default();

@@ -74,9 +74,10 @@ fn parts_from_anywhere_equal_the_whole_job() {
 }
 
 #[test]
-fn restamped_ranks_equal_recomputed_ones() {
+fn parts_filed_under_the_jobs_ranks_equal_recomputed_ones() {
     // Files that carry no rank at all: the job gives load-order ranks 0..n, while each file
-    // alone decides rank 0. Every part but the first is restamped.
+    // alone is rank 0. Every part but the first is filed under another rank than it was
+    // computed with.
     let opts = Options::default();
     let files = zoo("host_stall");
     let anonymous = |k: usize, (_, b): &(String, Vec<u8>)| {

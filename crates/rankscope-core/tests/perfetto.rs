@@ -13,27 +13,18 @@ use rankscope_core::normalize::{assemble, Job, Rules};
 use rankscope_synth::{self as synth, SynthConfig};
 use serde_json::Value;
 
-/// The archive as the CLI writes it.
+/// The archive as the CLI writes it (the export plan's).
 fn archive(job: &Job, a: &Analysis) -> (Vec<u8>, perfetto::Plan) {
-    let al = |rank: u32| a.alignment.iter().find(|x| x.rank == rank);
-    let ranks: Vec<_> = job.ranks.iter().map(|r| (r, al(r.rank).map_or(0, |x| x.offset_ns))).collect();
-    let input: Vec<(u32, i64, &str)> = job
-        .ranks
-        .iter()
-        .map(|r| {
-            (r.rank, al(r.rank).map_or(0, |x| x.offset_ns), al(r.rank).map_or("", |x| x.method.as_str()))
-        })
-        .collect();
-    let plan = perfetto::plan(&input, export::origin(&ranks));
+    let plan = export::ExportPlan::new(
+        &a.alignment,
+        job.ranks.iter().map(|r| (r.rank, r.trace.events.ts_ns.iter().min().copied())),
+    );
     let mut out = Vec::new();
-    for (r, m) in job.ranks.iter().zip(&plan.members) {
-        perfetto::write_member(&mut out, m, plan.shift_ns, |mut w| {
-            export::write_rank(&mut w, r, &job.strings, 0, plan.shift_ns, true).map(drop)
-        })
-        .unwrap_or_else(|e| panic!("{e}"));
-    }
-    perfetto::write_tail(&mut out, &plan).unwrap_or_else(|e| panic!("{e}"));
-    (out, plan)
+    plan.write_perfetto(&mut out, |k, mut w, m, shift_ns| {
+        export::write_rank(&mut w, &job.ranks[k], &job.strings, m.rank, 0, shift_ns, true).map(drop)
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    (out, plan.perfetto())
 }
 
 /// Reads a ustar archive, checking every header; returns `(path, bytes)` per member.

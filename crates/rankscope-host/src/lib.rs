@@ -806,16 +806,7 @@ pub fn analyze_paths(req: &Request, progress: ProgressFn<'_>) -> Result<Outcome>
     let refs: Vec<TextRef<'_>> = texts.iter().map(Text::as_ref).collect();
     if let Some(d) = job::digest_among(&refs, traces.len() + failed.len()) {
         let d = d.map_err(anyhow::Error::msg)?;
-        let default = rankscope_core::analyze::Options::default();
-        if !req.ranks.is_empty()
-            || !req.options.offsets.is_empty()
-            || req.options.thresholds != default.thresholds
-        {
-            notes.push(
-                "the job digest holds the analysis as `combine` made it: --rank, --offset and --threshold do not change it"
-                    .into(),
-            );
-        }
+        notes.extend(job::digest_note(&req.options, !req.ranks.is_empty()).map(String::from));
         let out = d.into_output();
         let job = req.keep_job.then(|| assemble(Vec::new(), &[], &rules));
         return Ok(Outcome { job, out, notes });

@@ -311,7 +311,10 @@ export class Job {
     return this.#live().fabric();
   }
 
-  /** Every trace's summary, in load order, with the job's ranks (64-bit fields are bigint). */
+  /**
+   * Every trace's summary, in load order, with the job's ranks (64-bit fields are bigint). A
+   * job digest's ranks have no lanes: it holds no events.
+   */
   ranks() {
     if (!this.#ranks) this.#ranks = this.#live().ranks();
     return this.#ranks;
@@ -343,7 +346,9 @@ export class Job {
     const w = this.#live();
     const lim = u32('limit', limit);
     if (rank !== undefined) return w.search(u32('rank', rank), String(query), lim);
-    return this.ranks().map((s) => ({ rank: s.rank, file: s.file, ...w.search(s.rank, String(query), lim) }));
+    return this.ranks()
+      .filter((s) => s.lanes.length > 0)
+      .map((s) => ({ rank: s.rank, file: s.file, ...w.search(s.rank, String(query), lim) }));
   }
 
   /** Details of the event drawn at `t` (ns) in row `depth` of `lane` of `rank`, or undefined. */

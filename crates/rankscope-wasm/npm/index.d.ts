@@ -128,7 +128,10 @@ export class Job {
   csv(): string;
   /** What the NCCL text says (`rankscope nccl --json`, `rankscope nccl-tests --json`), or null. */
   fabric(): { logs: Record<string, unknown> | null; tests: Record<string, unknown> | null } | null;
-  /** Every trace's summary, in load order, with the job's ranks. */
+  /**
+   * Every trace's summary, in load order, with the job's ranks. A job digest's ranks come from
+   * its parts: no lanes (a digest holds no events, so no tiles, search or pick).
+   */
   ranks(): RankSummary[];
   /** The lanes (CPU threads, GPU streams) of a rank. */
   lanes(rank: number): LaneSummary[];
@@ -138,7 +141,7 @@ export class Job {
   tile(rank: number, lane: number, level: number, index: bigint | number): Tile;
   /** One rank's events whose name contains `query` (case-insensitive). */
   search(query: string, options: { rank: number; limit?: number }): Found;
-  /** Every rank's. */
+  /** Every rank's that has tables. */
   search(query: string, options?: { limit?: number }): (Found & { rank: number; file: string })[];
   /** The event drawn at `t` in row `depth` of a lane, within `slop` ns. */
   pick(rank: number, lane: number, depth: number, t: bigint | number, slop?: bigint | number): EventDetail | undefined;

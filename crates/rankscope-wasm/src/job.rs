@@ -202,11 +202,11 @@ impl Job {
         Ok(self.done()?.out.clean())
     }
 
-    /// The kept ranks' summaries, in load order, with the job's ranks.
+    /// The kept ranks' summaries, in load order, with the job's ranks (a job digest's ranks,
+    /// from its parts: no lanes, as it holds no events).
     #[wasm_bindgen(unchecked_return_type = "RankSummary[]")]
     pub fn ranks(&self) -> Result<JsValue, JsError> {
-        let s: Vec<_> = self.done()?.views.iter().filter_map(|v| v.summary()).collect();
-        to_js(&s)
+        to_js(&self.done()?.summaries())
     }
 
     fn view(&self, rank: u32) -> Result<&rankscope_core::view::RankView, JsError> {

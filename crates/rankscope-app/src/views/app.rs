@@ -213,19 +213,6 @@ pub fn app() -> Html {
         );
     }
 
-    // Workers whose rank the job decided otherwise are told, once per assembly.
-    {
-        let pool = pool.clone();
-        let requests = state.assembly.as_ref().map(|a| (a.generation, a.requests.clone()));
-        use_effect_with(requests.as_ref().map(|r| r.0), move |_| {
-            if let (Some(p), Some((_, reqs))) = (pool.borrow().as_ref(), requests) {
-                for (file, d) in reqs {
-                    p.ask(file, crate::protocol::Query::Decide { decision: Box::new(d) }, None);
-                }
-            }
-        });
-    }
-
     // Global keys: help and view switching (the timeline handles its own).
     let has_layout = state.job.as_ref().is_some_and(|j| j.analysis.layout.is_some());
     {

@@ -1,8 +1,9 @@
 //! Exports, built in this tab and saved through the browser (never uploaded): the analysis as
 //! JSON (`rankscope analyze --json`), CSV (`--csv`) and Markdown (`--md`), and the merged, aligned
-//! Chrome trace of every rank (`--merged-trace`). For the trace each worker writes its own rank's
-//! piece with the job's offsets and origin; the pieces arrive as byte arrays and become one
-//! `Blob` with the header and footer: the file is never one JS string.
+//! Chrome trace of every rank (`--merged-trace`). The job's export plan (`JobView::export`, the
+//! CLI's `export::ExportPlan`) says which ranks, in which order, under which rank and offset;
+//! each worker writes its own rank's piece as the plan says, and the pieces arrive as byte
+//! arrays and become one `Blob` with the plan's head and tail: the file is never one JS string.
 //!
 //! The Perfetto archive (`--perfetto`) is made the same way, each worker writing its rank's
 //! member; it is saved, or, on an explicit click after the page says where it goes, posted to a
@@ -14,7 +15,6 @@ use std::rc::Rc;
 
 use js_sys::{Array, Uint8Array};
 use rankscope_core::analyze::report;
-use rankscope_core::export::{self, perfetto as archive};
 use wasm_bindgen::JsCast;
 use web_sys::HtmlInputElement;
 use yew::prelude::*;
@@ -32,7 +32,7 @@ pub struct Props {
 /// What a trace export becomes.
 #[derive(Default)]
 enum Kind {
-    /// The merged Chrome trace: header, every rank's events, footer.
+    /// The merged Chrome trace: header, every rank's events, footer (`tail`).
     #[default]
     Merged,
     /// The Perfetto archive: every rank's member, then the manifest and the end (`tail`),
@@ -52,6 +52,8 @@ struct TraceExport {
     /// Ranks in the export (for the Perfetto tab's title).
     order_len: usize,
     header: Vec<u8>,
+    /// The merged trace's footer.
+    tail: Vec<u8>,
     failed: bool,
 }
 
@@ -164,9 +166,7 @@ pub fn exports(p: &Props) -> Html {
                             }
                             match std::mem::take(&mut t.kind) {
                                 Kind::Merged => {
-                                    let mut footer = Vec::new();
-                                    let _ = export::write_footer(&mut footer);
-                                    parts.push(&Uint8Array::from(&footer[..]));
+                                    parts.push(&Uint8Array::from(&t.tail[..]));
                                     let name = "rankscope-merged-trace.json";
                                     status.set(
                                         match download::save_parts(&parts, "application/json", name) {
@@ -230,12 +230,8 @@ pub fn exports(p: &Props) -> Html {
         let pool = ctx.as_ref().and_then(Ctx::pool);
         Callback::from(move |_| {
             let Some(pool) = &pool else { return };
-            let a = &job.analysis;
-            let methods: Vec<(u32, i64, &str)> =
-                a.alignment.iter().map(|x| (x.rank, x.offset_ns, x.method.as_str())).collect();
-            let mut header = Vec::new();
-            let _ = export::write_header(&mut header, job.origin_ns, &methods);
-            let order: Vec<FileId> = job.event_files();
+            let plan = &job.export;
+            let order: Vec<FileId> = job.export_files.clone();
             let req = {
                 let mut t = trace.borrow_mut();
                 let req = t.req.wrapping_add(1);
@@ -243,15 +239,16 @@ pub fn exports(p: &Props) -> Html {
                     req,
                     order: order.clone(),
                     order_len: order.len(),
-                    header,
+                    header: plan.merged_head(),
+                    tail: plan.merged_tail(),
                     ..TraceExport::default()
                 };
                 req
             };
             status.set(Status::Writing { done: 0, of: order.len() });
-            for (k, f) in order.iter().enumerate() {
+            for (k, (f, p)) in order.iter().zip(&plan.ranks).enumerate() {
                 let query =
-                    Query::Export { offset_ns: job.offset(*f), origin_ns: job.origin_ns, first: k == 0 };
+                    Query::Export { planned: Box::new(p.clone()), origin_ns: plan.origin_ns, first: k == 0 };
                 pool.ask(*f, query, Some(reply_to(&sink, req)));
             }
         })
@@ -262,23 +259,9 @@ pub fn exports(p: &Props) -> Html {
         let pool = ctx.as_ref().and_then(Ctx::pool);
         move |to: Option<(web_sys::Window, String)>| {
             let Some(pool) = &pool else { return };
-            let a = &job.analysis;
-            let al = |rank: u32| a.alignment.iter().find(|x| x.rank == rank);
-            let input: Vec<(u32, i64, &str)> = job
-                .ranks
-                .iter()
-                .map(|(_, r)| {
-                    (
-                        r.rank,
-                        al(r.rank).map_or(0, |x| x.offset_ns),
-                        al(r.rank).map_or("", |x| x.method.as_str()),
-                    )
-                })
-                .collect();
-            let plan = archive::plan(&input, job.origin_ns);
-            let mut tail = Vec::new();
-            let _ = archive::write_tail(&mut tail, &plan);
-            let order: Vec<FileId> = job.event_files();
+            let plan = job.export.perfetto();
+            let tail = job.export.perfetto_tail();
+            let order: Vec<FileId> = job.export_files.clone();
             let req = {
                 let mut t = trace.borrow_mut();
                 let req = t.req.wrapping_add(1);

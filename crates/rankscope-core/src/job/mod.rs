@@ -11,9 +11,10 @@
 //! ```
 //!
 //! A part may be computed anywhere (a thread, a Web Worker, a Ray task on another machine):
-//! its rank is decided at the job level from every file's [`RankClaim`] ([`decide`]) and
-//! stamped on it afterwards ([`RankPart::restamp`]), because no rank figure depends on the
-//! rank's own number.
+//! its rank is decided at the job level from every file's [`RankClaim`] ([`decide`]), and the
+//! decision is the key the part is filed under when the job is combined ([`combine_ranked`]:
+//! the rank is written into the part's rows there, once), because no figure of a part depends
+//! on the rank's own number. Nothing before the combine reads a part's rank.
 
 pub mod digest;
 mod read;
@@ -28,11 +29,11 @@ use crate::analyze::{self, report, Analysis, Options, RankPart};
 use crate::diagnose;
 use crate::fr::{self, RankedDump, SkippedDump};
 use crate::inspect::FailedFile;
-use crate::model::{DiagKind, RankTrace};
+use crate::model::RankTrace;
 use crate::nccl::{self, LogReport, TestsReport};
 use crate::normalize::{self, JobError, Rules};
+pub use crate::normalize::{RankClaim, RankDecision};
 use crate::sequence::SequenceReport;
-use crate::view::{RankClaim, RankDecision};
 
 /// Names read when a folder is walked or dropped (files named one by one are all tried):
 /// traces (`.json`, `.json.gz`), and the logs and text outputs NCCL_DEBUG and nccl-tests write
@@ -138,8 +139,8 @@ pub fn decide(claims: &[RankClaim], explicit: &[(String, u32)]) -> (Vec<RankDeci
 
 pub use crate::normalize::claim_of;
 
-/// The per-file half for a host that holds one trace: normalizes it alone (its rank as the
-/// file decides it, to be restamped by [`combine`]) and computes its part. `None` never
+/// The per-file half for a host that holds one trace: normalizes it alone and computes its
+/// part (its rank is the job's to decide: [`combine`] files the part under it). `None` never
 /// happens in practice (normalizing keeps every trace it is given).
 pub fn part_of(trace: RankTrace, rules: &Rules, opts: &Options) -> Option<(RankClaim, RankPart)> {
     part_of_with(trace, rules, opts, &crate::join::Serial)
@@ -202,7 +203,7 @@ impl JobOutput {
 
     /// The clock offset estimated (or given) for a rank: aligned time = rank time − offset.
     pub fn offset_of(&self, rank: u32) -> i64 {
-        self.analysis.alignment.iter().find(|x| x.rank == rank).map_or(0, |x| x.offset_ns)
+        crate::export::offset_of(&self.analysis.alignment, rank)
     }
 
     /// Exit status of `rankscope analyze`: 0 when every input was read and the job holds no
@@ -214,21 +215,46 @@ impl JobOutput {
     }
 }
 
-/// The job half: decides ranks across every file's claim, stamps them on the parts, reads the
-/// NCCL text and the dumps, and combines. `files[i]` is in load order (it decides load-order
-/// ranks); parts whose rank the job changes are restamped, never recomputed.
+/// The job half: decides ranks across every file's claim ([`decide`]), then
+/// [`combine_ranked`]. `files[i]` is in load order (it decides load-order ranks).
 pub fn combine(
     files: Vec<(RankClaim, RankPart)>,
     explicit: &[(String, u32)],
     texts: &[TextRef<'_>],
     opts: &Options,
 ) -> JobOutput {
-    let (files, errors) = decided(files, explicit);
-    combine_decided(files.into_iter().map(|(_, p)| p).collect(), errors, texts, opts)
+    let claims: Vec<RankClaim> = files.iter().map(|(c, _)| c.clone()).collect();
+    let (decisions, errors) = decide(&claims, explicit);
+    combine_ranked(
+        decisions.into_iter().zip(files.into_iter().map(|(_, p)| p)).collect(),
+        errors,
+        texts,
+        opts,
+    )
 }
 
-/// The first half of [`combine`]: ranks decided across every claim and stamped on the parts
-/// (what a job digest stores, [`digest::encode`]).
+/// The job half for parts keyed by the job's decision for their files (`(key, part)`, in load
+/// order): each part is filed under its key (the rank written into its rows, here and only
+/// here: [`file_under`]), the NCCL text and the dumps are read, and the job is measured and
+/// judged.
+pub fn combine_ranked(
+    parts: Vec<(RankDecision, RankPart)>,
+    errors: Vec<JobError>,
+    texts: &[TextRef<'_>],
+    opts: &Options,
+) -> JobOutput {
+    let parts = parts
+        .into_iter()
+        .map(|(d, mut p)| {
+            file_under(&mut p, &d);
+            p
+        })
+        .collect();
+    combine_decided(parts, errors, texts, opts)
+}
+
+/// Every part filed under the rank decided for it across every claim: what a job digest stores
+/// ([`digest::encode`]), which [`combine_decided`] then combines.
 pub fn decided(
     files: Vec<(RankClaim, RankPart)>,
     explicit: &[(String, u32)],
@@ -239,7 +265,7 @@ pub fn decided(
         .into_iter()
         .zip(&decisions)
         .map(|((c, mut p), d)| {
-            p.restamp(d);
+            file_under(&mut p, d);
             (c, p)
         })
         .collect();
@@ -264,6 +290,16 @@ pub fn digest_among(texts: &[TextRef<'_>], other_inputs: usize) -> Option<Result
     Some(digest::decode_lean(d.name, d.bytes).map_err(|e| e.to_string()))
 }
 
+/// What a shell notes when options come with a job digest (`--rank` given: `ranks`): it holds
+/// the analysis as `combine` made it, which they do not change.
+pub fn digest_note(opts: &Options, ranks: bool) -> Option<&'static str> {
+    let default = Options::default();
+    let changed = ranks || !opts.offsets.is_empty() || opts.thresholds != default.thresholds;
+    changed.then_some(
+        "the job digest holds the analysis as `combine` made it: --rank, --offset and --threshold do not change it",
+    )
+}
+
 impl JobDigest {
     /// The job's outputs as `combine` gave them: the stored analysis (moved out, or copied
     /// while something else shares it), and the NCCL and Flight Recorder reports read from the
@@ -282,8 +318,8 @@ impl JobDigest {
     }
 }
 
-/// [`combine`] for parts already computed with the job's ranks (the app's workers are told
-/// the decision before they compute; a host holding every trace normalizes them together).
+/// [`combine`] for parts already filed under the job's ranks ([`decided`]; a host holding every
+/// trace normalizes them together, and computes each part from its decided entry).
 pub fn combine_decided(
     parts: Vec<RankPart>,
     errors: Vec<JobError>,
@@ -331,47 +367,44 @@ pub fn analyze_traces_with(
     (job, out)
 }
 
-impl RankPart {
-    /// Puts the job's decision on a part computed with another rank: every rank number in it,
-    /// where the rank came from, and the rank diagnostics (the decision's replace the file's
-    /// own). No figure of a part depends on the rank's number, so this equals recomputing.
-    pub fn restamp(&mut self, d: &RankDecision) {
-        let rank = d.rank;
-        self.info.rank = rank;
-        self.info.rank_source = d.rank_source;
-        self.totals.rank = rank;
-        for (_, s) in &mut self.steps {
-            s.rank = rank;
-        }
-        for x in &mut self.gpu_idle {
-            x.rank = rank;
-        }
-        if let Some(l) = self.launch.as_mut() {
-            l.rank = rank;
-        }
-        for a in &mut self.allocations {
-            a.rank = rank;
-        }
-        for c in &mut self.chains {
-            c.rank = rank;
-        }
-        let rank_kinds = normalize::RANK_KINDS;
-        self.diagnostics.retain(|x| !rank_kinds.contains(&x.diagnostic.kind));
-        let file = self.info.source.clone();
-        self.diagnostics.extend(d.diagnostics.iter().map(|x| analyze::FileDiagnostic {
-            file: file.clone(),
-            rank,
-            diagnostic: x.clone(),
-        }));
-        for x in &mut self.diagnostics {
-            x.rank = rank;
-        }
-        // The order `DiagnosticSet::sorted` gives: severity, most severe first, then kind.
-        self.diagnostics.sort_by(|a, b| {
-            b.diagnostic.severity.cmp(&a.diagnostic.severity).then(a.diagnostic.kind.cmp(&b.diagnostic.kind))
-        });
+/// Files a part under its key: the part's rows are the analysis's per-rank records, each of which
+/// names its rank (its info, totals, steps, stream idle, launch figures, allocations, chains and
+/// diagnostics), so the key's rank, where it came from and its rank diagnostics (which replace
+/// whatever the part was computed with) are written into them here, once, as the job is
+/// combined. No figure of a part depends on the rank's number, so this equals computing the part
+/// with the job's rank (`tests/job_api.rs`).
+fn file_under(part: &mut RankPart, d: &RankDecision) {
+    let rank = d.rank;
+    part.info.rank = rank;
+    part.info.rank_source = d.rank_source;
+    part.totals.rank = rank;
+    for (_, s) in &mut part.steps {
+        s.rank = rank;
     }
+    for x in &mut part.gpu_idle {
+        x.rank = rank;
+    }
+    if let Some(l) = part.launch.as_mut() {
+        l.rank = rank;
+    }
+    for a in &mut part.allocations {
+        a.rank = rank;
+    }
+    for c in &mut part.chains {
+        c.rank = rank;
+    }
+    part.diagnostics.retain(|x| !normalize::RANK_KINDS.contains(&x.diagnostic.kind));
+    let file = part.info.source.clone();
+    part.diagnostics.extend(d.diagnostics.iter().map(|x| analyze::FileDiagnostic {
+        file: file.clone(),
+        rank,
+        diagnostic: x.clone(),
+    }));
+    for x in &mut part.diagnostics {
+        x.rank = rank;
+    }
+    // The order `Diagnostics::sorted` gives: severity, most severe first, then kind.
+    part.diagnostics.sort_by(|a, b| {
+        b.diagnostic.severity.cmp(&a.diagnostic.severity).then(a.diagnostic.kind.cmp(&b.diagnostic.kind))
+    });
 }
-
-/// Rank diagnostics are the ones [`RankPart::restamp`] replaces.
-pub const RANK_DIAGNOSTICS: [DiagKind; 4] = normalize::RANK_KINDS;

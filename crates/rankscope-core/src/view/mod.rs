@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::analyze::{self, RankPart};
 use crate::inspect::{self, FileReport};
-use crate::model::{Diagnostics, EventKind, LaneKind, RankTrace, NONE_U32};
+use crate::model::{EventKind, LaneKind, RankTrace, NONE_U32};
 use crate::normalize::{assemble, job::RankEntry, Job, Rules};
 pub use ranks::{apply_decision, RankClaim, RankDecision};
 pub use summary::{JobFacts, RankSummary};
@@ -29,8 +29,10 @@ pub struct RankView {
 }
 
 impl RankView {
-    /// Normalizes one file's trace as a one-rank job (the rank decided from this file alone; see
-    /// [`ranks`] for the job-level decision).
+    /// Normalizes one file's trace as a one-rank job. Its rank is the job's to decide (from every
+    /// file's claim, [`crate::normalize::decide`]): what is written or shown under a rank takes
+    /// the job's key (`write_trace`'s plan, [`apply_decision`] on the summary), never this
+    /// view's own number.
     pub fn new(trace: RankTrace, rules: &Rules) -> RankView {
         let job = assemble(vec![trace], &[], rules);
         let report = inspect::report(&job, Vec::new()).files.into_iter().next();
@@ -51,22 +53,6 @@ impl RankView {
         &self.job
     }
 
-    /// Puts the job-level rank decision into this rank's tables (its number, where it came from
-    /// and the diagnostics the decision adds), so that what is computed from them afterwards
-    /// (the analysis part) is what the CLI computes for the same file among the same files.
-    pub fn apply_decision(&mut self, d: &RankDecision) {
-        let Some(e) = self.job.ranks.first_mut() else { return };
-        e.rank = d.rank;
-        e.source = d.rank_source;
-        let mut diags = Diagnostics::default();
-        for x in
-            e.trace.diagnostics.iter().filter(|x| !ranks::RANK_KINDS.contains(&x.kind)).chain(&d.diagnostics)
-        {
-            diags.add_n(x.kind, x.count, x.first_offset, || x.message.clone());
-        }
-        e.trace.diagnostics = diags;
-    }
-
     /// This rank's half of the analysis (`analyze::rank_part`), with the default kernel-wait
     /// threshold, as `rankscope analyze` computes it.
     pub fn analysis_part(&self) -> Option<RankPart> {
@@ -75,13 +61,13 @@ impl RankView {
     }
 
     /// The earliest event start (absolute ns, own clock): the merged trace's origin is the
-    /// smallest of these minus each rank's offset (`export::origin`).
+    /// smallest of these minus each rank's offset ([`crate::export::ExportPlan`]).
     pub fn first_ns(&self) -> Option<i64> {
         self.entry()?.trace.events.ts_ns.iter().min().copied()
     }
 
     /// Writes this rank's member of the Perfetto archive (`export::perfetto::write_member`): its
-    /// events on its own clock less the plan's shift (`Plan::shift_ns`).
+    /// events on its own clock less the plan's shift (`Plan::shift_ns`), as the member's rank.
     pub fn write_perfetto_member<W: std::io::Write>(
         &self,
         out: &mut W,
@@ -89,20 +75,30 @@ impl RankView {
         shift_ns: i64,
     ) -> std::io::Result<u64> {
         crate::export::perfetto::write_member(out, member, shift_ns, |mut w| {
-            self.write_trace(&mut w, 0, shift_ns, true).map(drop)
+            let own = crate::export::Planned { rank: member.rank, offset_ns: 0, method: String::new() };
+            self.write_trace(&mut w, &own, shift_ns, true).map(drop)
         })
     }
 
-    /// Writes this rank's piece of the merged, aligned Chrome trace (`export::write_rank`).
+    /// Writes this rank's piece of the merged, aligned Chrome trace (`export::write_rank`) as the
+    /// plan says: under the job's rank for this file, on its offset.
     pub fn write_trace<W: std::io::Write>(
         &self,
         out: &mut W,
-        offset_ns: i64,
+        planned: &crate::export::Planned,
         origin_ns: i64,
         first: bool,
     ) -> std::io::Result<u64> {
         match self.entry() {
-            Some(e) => crate::export::write_rank(out, e, &self.job.strings, offset_ns, origin_ns, first),
+            Some(e) => crate::export::write_rank(
+                out,
+                e,
+                &self.job.strings,
+                planned.rank,
+                planned.offset_ns,
+                origin_ns,
+                first,
+            ),
             None => Ok(0),
         }
     }
