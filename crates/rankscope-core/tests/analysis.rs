@@ -1,6 +1,9 @@
 //! The analysis engine against ground truth: the synthetic job (its manifest says what is
 //! true), real sets shifted by known clock offsets, and the CPU-only gloo set.
 
+// Tests read the zoo and ../shared from disk; the core never does (its clippy.toml).
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
 mod common;
 
 use common::*;

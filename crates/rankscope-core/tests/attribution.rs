@@ -2,6 +2,9 @@
 //! (tests/zoo/README.md, "Blind runs") found it wrong: each job is the smallest trace with the
 //! shape of the real one, and the test says what an expert concludes from it.
 
+// Tests read the zoo and ../shared from disk; the core never does (its clippy.toml).
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
 mod common;
 
 use rankscope_core::finding::EvidenceKey;

@@ -12,6 +12,9 @@
 //!
 //! And real traces that replay graphs (HTA's test traces in `shared/traces/hta`).
 
+// Tests read the zoo and ../shared from disk; the core never does (its clippy.toml).
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
 mod common;
 
 use rankscope_core::analyze::{Analysis, Options};

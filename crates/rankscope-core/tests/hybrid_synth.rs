@@ -3,6 +3,9 @@
 //! truth: the groups and their roles, the mesh, every collective within its group, each host's
 //! clock offset recovered within 50 µs, the origin of the chain of waits, and the first finding.
 
+// Tests read the zoo and ../shared from disk; the core never does (its clippy.toml).
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
 mod common;
 
 use rankscope_core::analyze::{Analysis, Options};

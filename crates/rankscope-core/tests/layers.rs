@@ -3,6 +3,9 @@
 //! vocabulary of findings (`finding`) and the model sit below both; the digest formats sit below
 //! the job API. A doc comment may name a layer above; code may not.
 
+// Tests read the zoo and ../shared from disk; the core never does (its clippy.toml).
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
 use std::path::{Path, PathBuf};
 
 fn src() -> PathBuf {
@@ -234,4 +237,28 @@ fn a_line_that_names_the_layer_is_found() {
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].ends_with(":2: use crate::diagnose::Ctx;"), "{found:?}");
+}
+
+#[test]
+fn the_core_is_kept_off_the_file_system_clocks_threads_and_processes() {
+    // What wasm32-unknown-unknown lacks is disallowed in the core by its clippy.toml, which
+    // `cargo clippy` reads for the host and for wasm32 (`./x lint`): the shells do these.
+    let conf = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/clippy.toml"))
+        .unwrap_or_else(|e| panic!("the core's clippy.toml: {e}"));
+    for path in [
+        "std::fs::read",
+        "std::fs::write",
+        "std::fs::read_dir",
+        "std::fs::File",
+        "std::time::Instant::now",
+        "std::time::SystemTime::now",
+        "std::thread::spawn",
+        "std::thread::scope",
+        "std::process::Command",
+        "std::process::exit",
+        "std::env::var",
+        "std::env::args",
+    ] {
+        assert!(conf.contains(&format!("path = \"{path}\"")), "clippy.toml does not disallow {path}");
+    }
 }

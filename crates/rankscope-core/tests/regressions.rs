@@ -2,6 +2,9 @@
 //! read whole and in 1-, 2-, 7- and 4096-byte chunks, which must agree exactly (events, counts
 //! and every diagnostic), then the case's own promise is checked.
 
+// Tests read the zoo and ../shared from disk; the core never does (its clippy.toml).
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
 mod common;
 
 use common::*;

@@ -4,6 +4,9 @@
 //! quoted agree within 15% with what the run measured itself (`measured` in scenario.json,
 //! `time.perf_counter()` on each rank, independent of the profiler).
 
+// Tests read the zoo and ../shared from disk; the core never does (its clippy.toml).
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
 mod common;
 
 use rankscope_core::finding::EvidenceKey;

@@ -173,6 +173,7 @@ fn demo_rank_summary_matches_inspect_and_lod_holds() {
 }
 
 #[test]
+#[allow(clippy::disallowed_methods)] // a test reads ../shared from disk; the core never does
 fn real_trace_lod_holds() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../../shared/traces/param-dlrm-8rank/worker3_step_12.1694128201557.pt.trace.json");
