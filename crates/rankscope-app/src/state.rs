@@ -179,7 +179,7 @@ pub struct JobView {
     /// Earliest aligned event start over all ranks: time 0 of the merged trace (the export
     /// plan's; without events, the job's earliest start).
     pub origin_ns: i64,
-    /// What an export writes (the CLI's plan): the ranks whose events are loaded, in rank order,
+    /// What an export writes (the CLI's plan): the ranks whose trace is loaded, in rank order,
     /// each under its rank with its offset; `export_files[k]` holds the events of
     /// `export.ranks[k]`.
     pub export: ExportPlan,
@@ -607,16 +607,16 @@ fn job_view(
             }
         }
     }
-    // The export plan: the ranks whose events a worker holds, in the job's order, under the
-    // rank each is filed under.
+    // The export plan (the CLI's): every rank whose trace a worker holds (a digest's ranks
+    // without their trace have none), in the job's order, under the rank each is filed under.
     let first_ns = |f: FileId| files.get(f as usize).and_then(|e| e.first_ns);
-    let export_files: Vec<FileId> =
-        a.ranks.iter().map(|(f, _)| *f).filter(|f| *f < DIGEST_FILES && first_ns(*f).is_some()).collect();
+    let export_files: Vec<FileId> = a.ranks.iter().map(|(f, _)| *f).filter(|f| *f < DIGEST_FILES).collect();
     let export = ExportPlan::new(
         &analysis.alignment,
         export_files.iter().map(|f| (a.decisions.get(f).map_or(0, |d| d.rank), first_ns(*f))),
     );
-    let origin_ns = if export.is_empty() { a.facts.span_start_ns } else { export.origin_ns };
+    let events = export_files.iter().any(|f| first_ns(*f).is_some());
+    let origin_ns = if events { export.origin_ns } else { a.facts.span_start_ns };
     JobView {
         ranks: a.ranks.clone(),
         facts: a.facts.clone(),
