@@ -32,11 +32,12 @@ test('a synth job with nccl-tests output and an NCCL_DEBUG log mixed in', async 
   const log = path.join(SHARED, 'nccl-logs', 'awsome-dt_fsdp-llama3-4node-p5_training-log-with-NCCL-lines_elided.log');
   fs.copyFileSync(tests, path.join(dir, 'nccl-tests.txt'));
   fs.copyFileSync(log, path.join(dir, 'nccl.log'));
-  const { report, notes, clean } = await sameAsCli([dir], [dir]);
+  const { report, notes, clean, cliStderr } = await sameAsCli([dir], [dir]);
   assert.equal(report.ranks.length, 4);
   assert.ok(report.fabric, 'the nccl-tests results joined the analysis');
   assert.ok(notes.some((n) => n.startsWith(`skipped ${dir}/manifest.json`)), `notes: ${notes}`);
-  assert.ok(notes.some((n) => n.startsWith(`${dir}/nccl.log is an NCCL_DEBUG log`)), `notes: ${notes}`);
+  const logNote = notes.find((n) => n.startsWith(`${dir}/nccl.log is an NCCL_DEBUG log`));
+  assert.ok(logNote && cliStderr.includes(logNote), `the CLI's note, word for word: ${notes}\ncli: ${cliStderr}`);
   assert.ok(clean, 'walked non-traces are notes, not failures');
 });
 

@@ -122,10 +122,7 @@ impl Session {
             }
             Ok(Loaded::Text(t)) => {
                 if t.kinds == [InputKind::NcclLog] {
-                    self.notes.push(format!(
-                        "{} is an NCCL_DEBUG log: it goes into the fabric report, not the trace analysis",
-                        t.name
-                    ));
+                    self.notes.push(job::nccl_log_note(&t.name));
                 }
                 let kind = InputKind::of(&t.kinds);
                 self.texts.push(t);

@@ -793,7 +793,7 @@ pub fn analyze_paths(req: &Request, progress: ProgressFn<'_>) -> Result<Outcome>
         match std::fs::read(&f.path) {
             Ok(bytes) => {
                 if kinds == [job::InputKind::NcclLog] {
-                    notes.push(format!("{name} is an NCCL_DEBUG log: its report is `rankscope nccl`'s"));
+                    notes.push(job::nccl_log_note(&name));
                 }
                 texts.push(Text { name, kinds, bytes })
             }

@@ -373,7 +373,7 @@ fn combine(
             Piece::Trace { claim, part } => files.push((claim, *part)),
             Piece::Text(t) => {
                 if t.kinds == [job::InputKind::NcclLog] {
-                    notes.push(format!("{} is an NCCL_DEBUG log: its report is `rankscope nccl`'s", t.name));
+                    notes.push(job::nccl_log_note(&t.name));
                 }
                 texts.push(t)
             }

@@ -290,6 +290,12 @@ pub fn digest_among(texts: &[TextRef<'_>], other_inputs: usize) -> Option<Result
     Some(digest::decode_lean(d.name, d.bytes).map_err(|e| e.to_string()))
 }
 
+/// What a shell notes when an input is an NCCL_DEBUG log alone (no perf table): the NCCL report
+/// reads it (`rankscope nccl`, the analysis' `fabric`), the trace analysis does not.
+pub fn nccl_log_note(name: &str) -> String {
+    format!("{name} is an NCCL_DEBUG log: its report is `rankscope nccl`'s")
+}
+
 /// What a shell notes when options come with a job digest (`--rank` given: `ranks`): it holds
 /// the analysis as `combine` made it, which they do not change.
 pub fn digest_note(opts: &Options, ranks: bool) -> Option<&'static str> {
