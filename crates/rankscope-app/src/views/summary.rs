@@ -42,6 +42,10 @@ pub fn summary(p: &Props) -> Html {
             if p.demo {
                 <p class="banner">{"Synthetic demo: 8 ranks generated in this tab by rankscope's trace generator (rank 5 is a straggler; part of the gradient communication is exposed)."}</p>
             }
+            // Files of different jobs: said first (the analysis judges nothing over them).
+            { for a.errors.iter().filter(|e| matches!(e, rankscope_core::normalize::JobError::MixedJobs { .. })).map(|e| html! {
+                <p class="error" data-testid="mixed-jobs">{format!("{}. No finding is given over files of different jobs.", capitalized(&e.to_string()))}</p>
+            }) }
             <Findings job={p.job.clone()} />
             if let Some(fr) = &p.job.flight_recorder {
                 <super::flight::FlightRecorder fr={fr.clone()} />
@@ -117,4 +121,10 @@ pub fn summary(p: &Props) -> Html {
             </table>
         </section>
     }
+}
+
+/// `s` with its first letter in capitals.
+fn capitalized(s: &str) -> String {
+    let mut c = s.chars();
+    c.next().map(|f| f.to_uppercase().chain(c).collect()).unwrap_or_default()
 }

@@ -21,6 +21,7 @@ pub mod idle;
 pub mod instances;
 pub mod intervals;
 pub mod issued;
+pub mod jobs;
 pub mod layout;
 pub mod noise;
 pub mod pipeline;
@@ -649,6 +650,24 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
         .collect();
     let steps: Vec<StepEntry> =
         per_step.into_iter().map(|(step, per_rank)| StepEntry { step, per_rank }).collect();
+    // One job or several ([`jobs`]): files of different jobs are said to be, first.
+    let mut errors = errors;
+    {
+        let mut window: std::collections::BTreeMap<u32, (i64, i64)> = Default::default();
+        for s in &steps {
+            for r in &s.per_rank {
+                let w = window.entry(r.rank).or_insert((r.start_ns, r.end_ns));
+                *w = (w.0.min(r.start_ns), w.1.max(r.end_ns));
+            }
+        }
+        let claims: Vec<jobs::Claim<'_>> = parts
+            .iter()
+            .map(|p| jobs::Claim { info: &p.info, window: window.get(&p.info.rank).copied() })
+            .collect();
+        if let (split, Some(why)) = jobs::split(&claims) {
+            errors.insert(0, JobError::MixedJobs { jobs: split, why });
+        }
+    }
     let noise = noise::measure(
         steps.iter().filter_map(|s| s.per_rank.iter().map(|r| r.wall_ns).max().map(|w| (s.step, w))),
     );

@@ -105,6 +105,16 @@ fn typical_step_ns(a: &Analysis) -> f64 {
 pub fn markdown(a: &Analysis) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# rankscope analysis\n");
+    // Files of different jobs: said first, and nothing judged over them.
+    for e in &a.errors {
+        if let crate::normalize::JobError::MixedJobs { .. } = e {
+            let said = e.to_string();
+            let mut c = said.chars();
+            let said: String = c.next().map(|f| f.to_uppercase().chain(c).collect()).unwrap_or_default();
+            let _ =
+                writeln!(s, "**{}.** No finding is given over files of different jobs.\n", md_text(&said));
+        }
+    }
     header(&mut s, a);
     super::understood::section(&mut s, a);
     findings(&mut s, a);

@@ -75,6 +75,10 @@ pub fn analyze(job: &Job, opts: &Options) -> Analysis {
 /// Every finding of the analysis, ranked: the causes of the registry run in the order of
 /// reasoning, and the arbitration settles what they found.
 pub fn findings(a: &Analysis, ops: &[Op], th: &Thresholds) -> Vec<Finding> {
+    // Files of different jobs ([`analyze::jobs`]) make no job to judge: the report says so first.
+    if a.errors.iter().any(|e| matches!(e, JobError::MixedJobs { .. })) {
+        return Vec::new();
+    }
     let mut found = Found::default();
     let every_step = Ctx::new(a, ops, th, &BTreeSet::new());
     for c in CAUSES.iter().filter(|c| c.stage == Stage::Stopped) {

@@ -128,6 +128,8 @@ pub fn decide(claims: &[RankClaim], explicit: &[(String, u32)]) -> (Vec<RankDeci
 pub enum JobError {
     #[error("two files claim rank {rank}: {first} and {second} (map ranks explicitly with --rank FILE=N)")]
     DuplicateRank { rank: u32, first: String, second: String },
+    #[error("these files come from {} different jobs ({why}): {}; analyse each job's files on their own", jobs.len(), jobs.iter().map(|j| format!("ranks {}", crate::words::rank_list(j))).collect::<Vec<_>>().join("; "))]
+    MixedJobs { jobs: Vec<Vec<u32>>, why: String },
 }
 
 /// One rank of the job.
