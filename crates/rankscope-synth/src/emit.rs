@@ -720,14 +720,7 @@ pub(crate) fn meta<W: Write>(
 /// Metadata events, the profiler's own span and instants, and the closing top-level keys.
 pub(crate) fn trailer<W: Write>(o: &mut Out<W>, plan: &Plan, f: &RankFmt, rs: &RankSim) {
     let meta_ts = rs.first_step_start - 357_000 + f.offset;
-    meta(o, "process_name", meta_ts, f.pid, 0, "name", Ok("python3.10"));
-    meta(o, "process_labels", meta_ts, f.pid, 0, "labels", Ok("CPU"));
-    meta(o, "process_sort_index", meta_ts, f.pid, 0, "sort_index", Err(f.pid));
-    for d in 0..u64::from(plan.cfg.gpus_per_node) {
-        meta(o, "process_name", meta_ts, d, 0, "name", Ok("python3.10"));
-        meta(o, "process_labels", meta_ts, d, 0, "labels", Ok(&format!("GPU {d}")));
-        meta(o, "process_sort_index", meta_ts, d, 0, "sort_index", Err(16_777_216 + d));
-    }
+    process_meta(o, meta_ts, f.pid, plan.cfg.gpus_per_node);
     let mut streams = vec![STREAM_COMPUTE, NCCL_STREAMS[0]];
     if plan.cfg.loss_allreduce {
         streams.push(NCCL_STREAMS[1]);
@@ -746,7 +739,23 @@ pub(crate) fn trailer<W: Write>(o: &mut Out<W>, plan: &Plan, f: &RankFmt, rs: &R
         meta(o, "thread_sort_index", meta_ts, f.pid, *tid, "sort_index", Err(*tid));
     }
     let start = plan.trace_start_ns + f.offset;
-    let end = rs.trace_end() + f.offset;
+    closing(o, start, rs.trace_end() + f.offset, f.pid, plan.base_time_ns);
+}
+
+/// The CPU and GPU processes' metadata events (names, labels, sort order), at `meta_ts`.
+pub(crate) fn process_meta<W: Write>(o: &mut Out<W>, meta_ts: i64, pid: u64, gpus_per_node: u32) {
+    meta(o, "process_name", meta_ts, pid, 0, "name", Ok("python3.10"));
+    meta(o, "process_labels", meta_ts, pid, 0, "labels", Ok("CPU"));
+    meta(o, "process_sort_index", meta_ts, pid, 0, "sort_index", Err(pid));
+    for d in 0..u64::from(gpus_per_node) {
+        meta(o, "process_name", meta_ts, d, 0, "name", Ok("python3.10"));
+        meta(o, "process_labels", meta_ts, d, 0, "labels", Ok(&format!("GPU {d}")));
+        meta(o, "process_sort_index", meta_ts, d, 0, "sort_index", Err(16_777_216 + d));
+    }
+}
+
+/// The profiler's own span and instants from `start` to `end`, and the closing top-level keys.
+pub(crate) fn closing<W: Write>(o: &mut Out<W>, start: i64, end: i64, pid: u64, base_time_ns: i64) {
     o.sep();
     o.s("  {\n    \"ph\": \"X\", \"cat\": \"Trace\", \"ts\": ");
     o.us(start);
@@ -765,9 +774,9 @@ pub(crate) fn trailer<W: Write>(o: &mut Out<W>, plan: &Plan, f: &RankFmt, rs: &R
     o.s("  {\n    \"name\": \"Record Window End\", \"ph\": \"i\", \"s\": \"g\",\n    \"pid\": \"\", \"tid\": \"\", \"ts\": ");
     o.us(end);
     o.s("\n  }\n  ],\n  \"traceName\": \"/tmp/libkineto_activities_");
-    o.u(f.pid);
+    o.u(pid);
     o.s(".json\",\n  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": ");
-    o.i(plan.base_time_ns);
+    o.i(base_time_ns);
     o.s("\n}");
 }
 

@@ -11,7 +11,7 @@ use super::model::Kern;
 use super::rank::{CommKind, CommOp, Ev, EvKind, RankRun, AUTOGRAD, MAIN, STREAM_COMPUTE};
 use super::run::HPlan;
 use super::HybridCause;
-use crate::emit::{device_props, flow, meta, x_head, Out};
+use crate::emit::{closing, device_props, flow, meta, process_meta, x_head, Out};
 use crate::model::occupancy_text;
 
 /// Which events a pass writes (Kineto's order: one CPU thread's ops for the whole trace, then
@@ -406,14 +406,7 @@ fn nccl_kernel<W: Write>(o: &mut Out<W>, p: &HPlan, text: &Text, r: &RankRun, e:
 pub(crate) fn trailer<W: Write>(o: &mut Out<W>, p: &HPlan, r: &RankRun) {
     let off = offset(p, r);
     let meta_ts = r.first_step_start - 357_000 + off;
-    meta(o, "process_name", meta_ts, r.pid, 0, "name", Ok("python3.10"));
-    meta(o, "process_labels", meta_ts, r.pid, 0, "labels", Ok("CPU"));
-    meta(o, "process_sort_index", meta_ts, r.pid, 0, "sort_index", Err(r.pid));
-    for d in 0..u64::from(p.cfg.gpus_per_node) {
-        meta(o, "process_name", meta_ts, d, 0, "name", Ok("python3.10"));
-        meta(o, "process_labels", meta_ts, d, 0, "labels", Ok(&format!("GPU {d}")));
-        meta(o, "process_sort_index", meta_ts, d, 0, "sort_index", Err(16_777_216 + d));
-    }
+    process_meta(o, meta_ts, r.pid, p.cfg.gpus_per_node);
     let dev = u64::from(r.device);
     for s in &r.streams {
         let id = u64::from(s.cupti);
@@ -425,28 +418,5 @@ pub(crate) fn trailer<W: Write>(o: &mut Out<W>, p: &HPlan, r: &RankRun) {
         meta(o, "thread_name", meta_ts, r.pid, *tid, "name", Ok(&format!("thread {tid} ({label})")));
         meta(o, "thread_sort_index", meta_ts, r.pid, *tid, "sort_index", Err(*tid));
     }
-    let start = p.trace_start_ns + off;
-    let end = r.last_step_end + 2_314_000 + off;
-    o.sep();
-    o.s("  {\n    \"ph\": \"X\", \"cat\": \"Trace\", \"ts\": ");
-    o.us(start);
-    o.s(", \"dur\": ");
-    o.us(end - start);
-    o.s(",\n    \"pid\": \"Spans\", \"tid\": \"PyTorch Profiler\",\n    \"name\": \"PyTorch Profiler (0)\",\n    \"args\": {\n      \"Op count\": 0\n    }\n  }");
-    o.sep();
-    o.s("  {\n    \"name\": \"process_sort_index\", \"ph\": \"M\", \"ts\": ");
-    o.us(start);
-    o.s(",\n    \"pid\": \"Spans\", \"tid\": 0,\n    \"args\": {\n      \"sort_index\": 536870912\n    }\n  }");
-    o.sep();
-    o.s("  {\n    \"name\": \"Iteration Start: PyTorch Profiler\", \"ph\": \"i\", \"s\": \"g\",\n    \"pid\": \"Traces\", \"tid\": \"Trace PyTorch Profiler\", \"ts\": ");
-    o.us(start);
-    o.s("\n  }");
-    o.sep();
-    o.s("  {\n    \"name\": \"Record Window End\", \"ph\": \"i\", \"s\": \"g\",\n    \"pid\": \"\", \"tid\": \"\", \"ts\": ");
-    o.us(end);
-    o.s("\n  }\n  ],\n  \"traceName\": \"/tmp/libkineto_activities_");
-    o.u(r.pid);
-    o.s(".json\",\n  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": ");
-    o.i(p.base_time_ns);
-    o.s("\n}");
+    closing(o, p.trace_start_ns + off, r.last_step_end + 2_314_000 + off, r.pid, p.base_time_ns);
 }
