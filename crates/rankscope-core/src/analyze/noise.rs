@@ -19,6 +19,9 @@ pub const MIN_STEPS: usize = 3;
 pub const BURST_SIGMAS: f64 = 3.0;
 /// ...and beyond this share of the median step.
 pub const BURST_MIN_SHARE: f64 = 0.05;
+/// Lateness is burst-like when steps that stand out hold at least this share of the time it
+/// cost (the late rank's burst rule and the jitter's, in the judging layer).
+pub const BURST_SHARE: f64 = 2.0 / 3.0;
 
 /// The run's step-to-step variation.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -27,16 +27,17 @@ pub fn csv(a: &Analysis) -> String {
             }
         }
     }
+    // Each rank's cell once, its groups by role's name: one order on every row.
+    let cells: std::collections::BTreeMap<u32, String> = groups
+        .into_iter()
+        .map(|(r, mut v)| {
+            v.sort();
+            (r, v.join(";"))
+        })
+        .collect();
     for st in &a.steps {
         for r in &st.per_rank {
-            let gs = groups
-                .get(&r.rank)
-                .map(|v| {
-                    let mut v = v.clone();
-                    v.sort(); // by role's name: one order on every row
-                    v.join(";")
-                })
-                .unwrap_or_default();
+            let gs = cells.get(&r.rank).map_or("", String::as_str);
             let off = a.alignment.iter().find(|x| x.rank == r.rank).map_or(0, |x| x.offset_ns);
             let _ = writeln!(
                 s,
@@ -63,7 +64,7 @@ pub fn csv(a: &Analysis) -> String {
                 r.exposed_wait_ns,
                 r.cpu_bound_ns,
                 r.launch_overhead_ns,
-                csv_field(&gs)
+                csv_field(gs)
             );
         }
     }

@@ -9,10 +9,8 @@
 
 use super::prelude::*;
 use crate::analyze::attribution::StepWaits;
+use crate::analyze::noise::BURST_SHARE;
 
-/// The share of the time lost that steps standing out of the run must hold for the lateness to
-/// look like bursts of noise (the late rank's burst rule's, [`super::late_rank`]).
-const BURST_SHARE: f64 = 2.0 / 3.0;
 
 pub(super) static CAUSE: Cause = Cause {
     id: CauseId::ArrivalJitter,

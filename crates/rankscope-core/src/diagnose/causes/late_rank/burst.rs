@@ -6,7 +6,7 @@
 //! of a rank whose operators run at the others' speed. The lateness is a **burst** when
 //! - the run's noise is measured ([`crate::analyze::noise`]: three steps or more) and the step
 //!   stands out of the run's step times;
-//! - that step holds at least [`BURST_SHARE`] of all the time the others lost waiting for the
+//! - that step holds at least [`BURST_SHARE`](crate::analyze::noise::BURST_SHARE) of all the time the others lost waiting for the
 //!   group; and
 //! - without that step, the group is no late group ([`super::late_ranks_without`]: the same
 //!   consistency over the other steps finds no group, or another one).
@@ -19,9 +19,8 @@
 use super::super::prelude::*;
 use super::Late;
 use crate::analyze::attribution::OpGroup;
+use crate::analyze::noise::BURST_SHARE;
 
-/// The share of the group's lateness one step must hold to be a burst.
-pub(super) const BURST_SHARE: f64 = 2.0 / 3.0;
 
 /// The burst step and what the group's lateness cost in it, when the lateness is one.
 pub(super) fn burst(cx: &Ctx<'_>, late: &Late) -> Option<(u32, i64)> {
