@@ -222,6 +222,38 @@ SCENARIOS = [
         injected=None,
         expected={"first_finding": None, "ranks": [], "must_not": DP_FALSE_POSITIVES},
     ),
+    # ---------------------------------------------------------------- pairs (what-if)
+    # One job (small_buckets' model fed by a DataLoader) with none, either or both of two causes:
+    # rank 3's slow DataLoader and bucket_cap_mb=1 on every rank. The differences between the
+    # four runs' step times are the measured gains of each fix, alone and after the other
+    # (tests/zoo/pairs/, `--out tests/zoo/pairs --only pair_neither,pair_loader,pair_buckets,pair_both`).
+] + [
+    dict(
+        name=f"pair_{tag}", kind="dp", world_size=4, seed=5000 + i,
+        description=(
+            "What-if pair member: DDP MLP of 18 blocks of width 640 (~30 MB fp32), SGD with momentum, batch 32 "
+            "from a real DataLoader whose __getitem__ sleeps 3 ms per item; "
+            + ("rank 3's sleeps 12 ms per item (4x); " if loader else "every rank alike; ")
+            + ("bucket_cap_mb=1 on every rank (about one bucket per layer)." if buckets else "default 25 MB buckets.")
+        ),
+        cfg=dp(width=640, depth=18, batch=32, optimizer="sgd", dataloader=True, item_sleep_ms=3.0, active=5,
+               **({"bucket_cap_mb": 1} if buckets else {}),
+               **({"inject": {"kind": "slow_getitem", "ranks": [3], "factor": 4.0}} if loader else {})),
+        injected=(None if not (loader or buckets) else {
+            "cause": "+".join(c for c, on in (("input_bound", loader), ("small_collectives", buckets)) if on),
+            "ranks": [3] if loader else [0, 1, 2, 3],
+            "where": "; ".join(w for w, on in (("rank 3's DataLoader", loader), ("DDP bucketing", buckets)) if on),
+            "amount_ms": None,
+            "how": "; ".join(h for h, on in (("Dataset.__getitem__ sleeps 12 ms per item on rank 3 vs 3 ms elsewhere", loader),
+                                            ("DistributedDataParallel(model, bucket_cap_mb=1)", buckets)) if on)}),
+        expected={"first_finding": ("input_bound" if loader else "small_collectives" if buckets else None),
+                  "ranks": ([3] if loader else [0, 1, 2, 3] if buckets else []),
+                  "also": ("small_collectives, with its cost once the loader is fixed" if loader and buckets else None),
+                  "must_not": ["compute_imbalance", "host_stall"]},
+    )
+    for i, (tag, loader, buckets) in enumerate((("neither", False, False), ("loader", True, False),
+                                                ("buckets", False, True), ("both", True, True)))
+] + [
     # ---------------------------------------------------------------- pipelines
     dict(
         name="pipeline_gpipe", kind="pipeline", world_size=4, seed=3000,

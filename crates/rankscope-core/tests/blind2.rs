@@ -94,12 +94,13 @@ fn a_rank_last_by_a_hair_is_not_late_in_that_step() {
     }
 }
 
-/// Eighteen gradient buckets of 1.5-1.6 MiB whose times do not grow with their size: the trace
-/// cannot tell a fixed cost per call. No small-collectives finding claims a saving, and the
-/// exposed-transfer advice says how many calls there are instead of pointing at a finding that
-/// is not there.
+/// Eighteen gradient buckets of 1.5-1.6 MiB whose times do not grow with their size: no fit can
+/// tell a fixed cost per call. The trace still bounds it from below (a call takes at least its
+/// size at the best throughput any call reached; what is beyond is fixed cost): the
+/// small-collectives finding claims that floor and says it is one, no more, and the
+/// exposed-transfer advice points at it.
 #[test]
-fn small_calls_of_one_size_are_said_not_costed() {
+fn small_calls_of_one_size_are_costed_at_their_floor() {
     let world = 2;
     let dims = ["393216", "409600"]; // 1.5 MiB and 1.56 MiB of floats
     let traces = (0..world)
@@ -123,10 +124,15 @@ fn small_calls_of_one_size_are_said_not_costed() {
         })
         .collect();
     let a = run(traces);
-    assert!(!a.findings.iter().any(|f| f.id == "small_collectives"), "{:?}", ids(&a));
+    let small =
+        a.findings.iter().find(|f| f.id == "small_collectives").unwrap_or_else(|| panic!("{:?}", ids(&a)));
+    assert!(small.message.contains("at least"), "{}", small.message);
+    // The 3.0 ms calls are 0.22 ms beyond the 2.9 ms calls' throughput, those are at it: the
+    // floor is about 0.11 ms a call, 16 calls saved (18 become 2), one at a time.
+    let gain_ms = small.impact_ns as f64 / 1e6;
+    assert!((1.0..=2.5).contains(&gain_ms), "{gain_ms} ms: {}", small.message);
     let f = a.findings.iter().find(|f| f.id == "exposed_comm").unwrap_or_else(|| panic!("{:?}", ids(&a)));
-    assert!(!f.fix.contains("small-collectives finding"), "{}", f.fix);
-    assert!(f.fix.contains("18 calls"), "{}", f.fix);
+    assert!(f.fix.contains("small-collectives finding"), "{}", f.fix);
 }
 
 /// DDP broadcasts the module's buffers (BatchNorm statistics) from rank 0 at the start of every

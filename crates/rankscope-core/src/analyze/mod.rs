@@ -16,6 +16,7 @@ pub mod chain;
 pub mod collectives;
 pub mod critical_path;
 pub mod fabric;
+pub mod framework;
 pub mod gaps;
 pub mod idle;
 pub mod instances;
@@ -206,6 +207,10 @@ pub struct Analysis {
     /// absent with fewer than [`noise::MIN_STEPS`] steps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub noise: Option<noise::Noise>,
+    /// The training frameworks the trace's own annotations show ([`framework`]): advice is
+    /// given in their terms.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub frameworks: Vec<framework::FrameworkSeen>,
     /// Per rank × step: host time by annotation and by phase, collective waits taken out.
     pub regions: Vec<attribution::RegionRow>,
     pub phases: Vec<attribution::PhaseRow>,
@@ -705,6 +710,7 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
         waits: step_waits,
         wait_chain,
         noise,
+        frameworks: framework::seen(&region_rows, &origins),
         regions: region_rows,
         phases: phase_rows,
         comm_origins: origins,

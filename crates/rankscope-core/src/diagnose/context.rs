@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::analyze::breakdown::{MetricsFrom, StepRank};
 use crate::analyze::collectives::Op;
+use crate::analyze::framework::Framework;
 use crate::analyze::Analysis;
 use crate::finding::{Severity, Thresholds};
 
@@ -79,6 +80,39 @@ impl<'a> Ctx<'a> {
             }
         }
         acc.into_iter().map(|(r, (s, n))| (r, s / n.max(1) as f64)).collect()
+    }
+
+    /// Whether the trace shows the framework ([`crate::analyze::framework`]).
+    pub fn uses(&self, fw: Framework) -> bool {
+        self.a.frameworks.iter().any(|f| f.framework == fw)
+    }
+
+    /// Whether the job shards its parameters (FSDP, FSDP2): its all-gathers and
+    /// reduce-scatters are the framework's design, and DDP's buckets are no advice for it.
+    pub fn sharded(&self) -> bool {
+        self.a.frameworks.iter().any(|f| f.framework.shards())
+    }
+
+    /// "Use fewer, larger collectives" in the terms of the frameworks the job uses: DDP's
+    /// buckets, FSDP's units, DeepSpeed's bucket sizes; every one of them when none is seen.
+    pub fn fewer_larger_calls(&self) -> String {
+        let mut ways = Vec::new();
+        if self.uses(Framework::Ddp) {
+            ways.push("raise DDP `bucket_cap_mb` (default 25; the first bucket stays small so communication still starts early in backward)");
+        }
+        if self.sharded() {
+            ways.push("shard larger units (`fully_shard` / FSDP wrapping on whole blocks rather than single layers, so each all-gather and reduce-scatter carries more)");
+        }
+        if self.uses(Framework::DeepSpeed) {
+            ways.push("raise DeepSpeed `reduce_bucket_size` / `allgather_bucket_size`");
+        }
+        if ways.is_empty() {
+            ways.push("raise DDP `bucket_cap_mb` (default 25), DeepSpeed `reduce_bucket_size` / `allgather_bucket_size`, coarser FSDP wrapping");
+        }
+        format!(
+            "Use fewer, larger collectives: {}, or coalesce small tensors (`torch.distributed` coalescing, flattening before all_reduce).",
+            ways.join("; ")
+        )
     }
 
     pub fn rank_step_ns(&self, rank: u32) -> f64 {

@@ -204,6 +204,18 @@ pub fn section(s: &mut String, a: &Analysis) {
             );
         }
     }
+    if !a.frameworks.is_empty() {
+        let seen: Vec<String> = a
+            .frameworks
+            .iter()
+            .map(|f| format!("{} ({}, {} rank(s))", f.framework.name(), md_code(&f.evidence), f.ranks))
+            .collect();
+        let _ = writeln!(
+            s,
+            "- frameworks, from their own annotations: {}; advice is in their terms.",
+            seen.join(", ")
+        );
+    }
     let few = too_little(a);
     if !few.is_empty() {
         let _ = writeln!(

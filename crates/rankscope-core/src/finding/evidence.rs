@@ -60,6 +60,9 @@ evidence_keys! {
     BytesPerCall => "bytes_per_call",
     CallsPerStep => "calls_per_step",
     CommShareMax => "comm_share_max",
+    /// How many of the calls run at once on a rank (their summed time over the time any of
+    /// them runs: 2 for gloo's two work threads, about 1 on one NCCL stream).
+    ConcurrentCalls => "concurrent_calls",
     ComputeNs => "compute_ns",
     /// The share of the steps with a measurable spread in which the rank was late.
     Consistency => "consistency",
@@ -74,6 +77,9 @@ evidence_keys! {
     /// one host.
     InHostTransferNs => "in_host_transfer_ns",
     FixedCostNsPerStep => "fixed_cost_ns_per_step",
+    /// 1 when the fixed cost is a lower bound, not a fit: the calls are about one size, so
+    /// each call's time beyond the fastest call's throughput is taken as its fixed cost.
+    FixedCostBound => "fixed_cost_bound",
     /// 1 when the trace cannot tell the calls' fixed cost (no saving is claimed).
     FixedCostUnknown => "fixed_cost_unknown",
     Fraction => "fraction",

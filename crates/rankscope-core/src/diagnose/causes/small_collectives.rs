@@ -31,10 +31,85 @@ fn find(cx: &Ctx<'_>, found: &Found) -> Vec<Finding> {
         .of(CauseId::BlockingCollectives)
         .filter_map(|f| f.location.as_ref().and_then(|l| l.regions.last().cloned()))
         .collect();
-    small_collectives(cx, &blocking)
+    // The ranks the others wait for: the calls' cost is partly hidden behind that wait now.
+    let late: BTreeSet<u32> = found.of(CauseId::LateRank).flat_map(|f| f.ranks.iter().copied()).collect();
+    small_collectives(cx, &blocking, &late)
 }
 
-fn small_collectives(cx: &Ctx<'_>, exclude_origins: &[String]) -> Vec<Finding> {
+/// The fixed cost per call: the trace's own fit, or a lower bound when the calls are about one size.
+enum FixedCost {
+    /// The latency + size / bandwidth fit, and whether it pooled every group of the kind and size.
+    Fit(crate::nccl::fit::LatencyBandwidthFit, bool),
+    /// Calls of about one size cannot separate the fixed cost from the bandwidth. A call takes
+    /// at least its size over the bandwidth, so the bandwidth is at least the best throughput
+    /// any call achieved; each call's time beyond its size at that throughput is then at most
+    /// bandwidth and at least fixed cost. The median of those is a floor of the fixed cost
+    /// (µs), with the best throughput (GB/s).
+    Bound { alpha_us: f64, bw_gbps: f64 },
+}
+
+impl FixedCost {
+    fn alpha_us(&self) -> f64 {
+        match self {
+            FixedCost::Fit(f, _) => f.alpha_us,
+            FixedCost::Bound { alpha_us, .. } => *alpha_us,
+        }
+    }
+}
+
+/// [`FixedCost::Bound`] over `(bytes, µs)` points: `None` with fewer than 5 calls or no floor.
+fn fixed_cost_floor(pts: &[(f64, f64)]) -> Option<FixedCost> {
+    let pts: Vec<(f64, f64)> = pts.iter().copied().filter(|(s, t)| *s > 0.0 && *t > 0.0).collect();
+    if pts.len() < 5 {
+        return None;
+    }
+    // Bytes per µs of the fastest call.
+    let best = pts.iter().map(|(s, t)| s / t).fold(0.0_f64, f64::max);
+    let alpha_us = median_f(pts.iter().map(|(s, t)| (t - s / best).max(0.0)).collect());
+    (alpha_us > 0.0 && best.is_finite()).then_some(FixedCost::Bound { alpha_us, bw_gbps: best / 1e3 })
+}
+
+/// How many of the calls run at once on a rank: per rank and step, their summed time over the
+/// time any of them runs; the median over ranks and steps, at least 1. Fixed costs paid side by
+/// side (gloo's two work threads) cost the step once, not twice.
+fn concurrency(v: &[&Op]) -> f64 {
+    let mut by: BTreeMap<(u32, u32), Vec<(i64, i64)>> = BTreeMap::new();
+    for o in v {
+        for (k, &r) in o.ranks.iter().enumerate() {
+            let (Some(&s), Some(&d)) = (o.start_ns.get(k), o.dur_ns.get(k)) else { continue };
+            if d > 0 {
+                by.entry((r, o.step)).or_default().push((s, s + d));
+            }
+        }
+    }
+    let ratios: Vec<f64> = by
+        .into_values()
+        .filter_map(|mut iv| {
+            iv.sort_unstable();
+            let sum: i64 = iv.iter().map(|(a, b)| b - a).sum();
+            let mut union = 0i64;
+            let mut cur: Option<(i64, i64)> = None;
+            for (a, b) in iv {
+                match cur {
+                    Some((ca, cb)) if a <= cb => cur = Some((ca, cb.max(b))),
+                    _ => {
+                        union += cur.map_or(0, |(ca, cb)| cb - ca);
+                        cur = Some((a, b));
+                    }
+                }
+            }
+            union += cur.map_or(0, |(ca, cb)| cb - ca);
+            (union > 0).then(|| sum as f64 / union as f64)
+        })
+        .collect();
+    if ratios.is_empty() {
+        1.0
+    } else {
+        median_f(ratios).max(1.0)
+    }
+}
+
+fn small_collectives(cx: &Ctx<'_>, exclude_origins: &[String], late: &BTreeSet<u32>) -> Vec<Finding> {
     let ops = cx.ops;
     let n_steps = cx.all_steps.len().max(1) as f64;
     // Per kind, group and origin: a loss all_reduce issued from the training loop is not a
@@ -79,20 +154,24 @@ fn small_collectives(cx: &Ctx<'_>, exclude_origins: &[String]) -> Vec<Finding> {
             .collect();
         let factor = Some(busbw_factor(kind, group));
         let fitted = match crate::nccl::fit::fit_latency_bandwidth(&pts, factor) {
-            Ok(f) => Some((f, false)),
-            Err(_) => crate::nccl::fit::fit_latency_bandwidth(&pooled, factor).ok().map(|f| (f, true)),
+            Ok(f) if !f.alpha_clamped => Some(FixedCost::Fit(f, false)),
+            _ => match crate::nccl::fit::fit_latency_bandwidth(&pooled, factor) {
+                Ok(f) if !f.alpha_clamped => Some(FixedCost::Fit(f, true)),
+                // About one size, or times that do not grow with it: a floor of the fixed cost.
+                _ => fixed_cost_floor(&pts),
+            },
         };
-        // Calls of about one size whose times do not grow with it (the fit has no bandwidth
-        // term, or none without a negative fixed cost) cannot tell the fixed cost per call from
-        // the transfer: the trace says there are many small calls, not what they cost. Kept as
-        // a finding with no claimed saving, for the advice of `exposed_comm`.
-        let Some((fit, pooled_used)) = fitted.filter(|(f, _)| !f.alpha_clamped) else {
+        // Calls whose times say nothing of a fixed cost (fewer than five, or each at the
+        // fastest call's throughput) cannot tell it from the transfer: the trace says there are
+        // many small calls, not what they cost. Kept as a finding with no claimed saving, for
+        // the advice of `exposed_comm`.
+        let Some(cost) = fitted else {
             let hist = size_histogram(&sizes);
             out.push(Finding {
                     id: FindingId::SmallCollectives,
                     severity: Severity::Info,
                     message: format!(
-                        "{per_step:.0} {} calls per step of {:.2}–{:.2} MiB (median {:.2} MiB; {hist}): each pays a fixed cost that fewer, larger calls would pay once, but this trace cannot say how much (the calls are about one size and their times do not grow with it: its own latency + size/bandwidth fit has no fixed-cost term).",
+                        "{per_step:.0} {} calls per step of {:.2}–{:.2} MiB (median {:.2} MiB; {hist}): each pays a fixed cost that fewer, larger calls would pay once, but this trace cannot say how much (the calls are about one size and each runs at about the fastest one's throughput: nothing in their times is a fixed cost it can tell from the transfer).",
                         kind.name(),
                         sizes[0] as f64 / 1048576.0,
                         sizes.last().copied().unwrap_or(0) as f64 / 1048576.0,
@@ -114,54 +193,97 @@ fn small_collectives(cx: &Ctx<'_>, exclude_origins: &[String]) -> Vec<Finding> {
             continue;
         };
         let span = sizes.last().copied().unwrap_or(1) as f64 / sizes[0].max(1) as f64;
-        let caveat = if pooled_used {
-            " (fitted over every group's calls of this kind: these are all one size)".to_string()
-        } else if span < 2.0 {
-            format!(
-                " (sizes span only {span:.1}×, so the split between fixed cost and bandwidth is uncertain)"
-            )
-        } else {
-            String::new()
+        let alpha_ns = cost.alpha_us() * 1e3;
+        let (model, bound) = match &cost {
+            FixedCost::Fit(fit, pooled) => {
+                let caveat = if *pooled {
+                    " (fitted over every group's calls of this kind: these are all one size)".to_string()
+                } else if span < 2.0 {
+                    format!(" (sizes span only {span:.1}×, so the split between fixed cost and bandwidth is uncertain)")
+                } else {
+                    String::new()
+                };
+                (
+                    format!(
+                        "by this trace's own cost model (T ≈ {} + S / {:.2} GB/s over {} calls, rms error {:.0}%{caveat}), each pays {} of fixed cost",
+                        dur(alpha_ns),
+                        fit.bw_alg_gbps,
+                        fit.points,
+                        100.0 * fit.rms_rel_err,
+                        dur(alpha_ns)
+                    ),
+                    false,
+                )
+            }
+            FixedCost::Bound { bw_gbps, .. } => (
+                format!(
+                    "the calls are about one size, so this trace cannot fit a fixed cost; but a call takes at least its size at the best throughput any of them reached ({bw_gbps:.2} GB/s), and beyond that each of the {} calls takes {} (median): at least that much of each is fixed cost",
+                    pts.len(),
+                    dur(alpha_ns)
+                ),
+                true,
+            ),
+        };
+        let bw_gbps = match &cost {
+            FixedCost::Fit(fit, _) => fit.bw_alg_gbps,
+            FixedCost::Bound { bw_gbps, .. } => *bw_gbps,
         };
         let bytes_per_step = sizes.iter().sum::<i64>() as f64 / n_steps;
         let fewer = (bytes_per_step / cx.th.bucket_bytes.max(1.0)).ceil().max(1.0);
-        let alpha_ns = fit.alpha_us * 1e3;
-        let projected = (per_step - fewer).max(0.0) * alpha_ns;
+        // Fixed costs paid side by side cost the step once.
+        let side_by_side = concurrency(&v);
+        let projected = (per_step - fewer).max(0.0) * alpha_ns / side_by_side;
         // Only what is exposed costs step time: bounded by the ranks' exposed transfer.
         let exposed =
             median_f(cx.per_rank_mean(|r| r.exposed_transfer_ns).into_iter().map(|x| x.1).collect());
         let saving = projected.min(exposed);
         let mib = |b: f64| b / 1048576.0;
         let hist = size_histogram(&sizes);
+        let together = if side_by_side >= 1.2 {
+            format!(" ({side_by_side:.1} of them run at once, so the step pays {} of it)", dur(per_step * alpha_ns / side_by_side))
+        } else {
+            String::new()
+        };
+        // A late rank hides part of it now; the calls' own cost stays once the rank is fixed.
+        let hidden = if late.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " Part of it is hidden now behind the wait for {}; it is the calls' own cost, so it stays, and shows, once {} fixed.",
+                ranks_word(&late.iter().copied().collect::<Vec<_>>()).to_lowercase(),
+                if late.len() == 1 { "that rank is" } else { "those ranks are" }
+            )
+        };
+        let floor_word = if bound { "at least " } else { "" };
+        let mut evidence = Evidence::from([(K::CallsPerStep, per_step),
+            (K::MedianBytes, med),
+            (K::AlphaNs, alpha_ns),
+            (K::BwAlgGbps, bw_gbps),
+            (K::ProjectedCallsPerStep, fewer),
+            (K::FixedCostNsPerStep, per_step * alpha_ns / side_by_side),
+            (K::ConcurrentCalls, side_by_side),
+        ]);
+        if bound {
+            evidence.insert(K::FixedCostBound, 1.0);
+        }
         out.push(Finding {
                 id: FindingId::SmallCollectives,
                 severity: severity_for(saving, cx.step_ns),
                 message: format!(
-                    "{per_step:.0} {} calls per step of {:.2}–{:.2} MiB (median {:.2} MiB; {hist}): by this trace's own cost model (T ≈ {} + S / {:.2} GB/s over {} calls, rms error {:.0}%{caveat}), each pays {} of fixed cost, {} per step; {:.0} calls of {:.0} MiB would pay {}.",
+                    "{per_step:.0} {} calls per step of {:.2}–{:.2} MiB (median {:.2} MiB; {hist}): {model}, {floor_word}{} per step{together}; {:.0} calls of {:.0} MiB would pay {}.{hidden}",
                     kind.name(),
                     mib(sizes[0] as f64),
                     mib(*sizes.last().unwrap_or(&0) as f64),
                     mib(med),
-                    dur(alpha_ns),
-                    fit.bw_alg_gbps,
-                    fit.points,
-                    100.0 * fit.rms_rel_err,
-                    dur(alpha_ns),
                     dur(per_step * alpha_ns),
                     fewer,
                     mib(cx.th.bucket_bytes),
-                    dur(fewer * alpha_ns)
+                    dur(fewer * alpha_ns / side_by_side)
                 ),
-                fix: "Use fewer, larger collectives: raise DDP `bucket_cap_mb` (default 25; the first bucket stays small so communication still starts early in backward), DeepSpeed `reduce_bucket_size` / `allgather_bucket_size`, coarser FSDP wrapping, or coalesce small tensors (`torch.distributed` coalescing, flattening before all_reduce).".into(),
+                fix: cx.fewer_larger_calls(),
                 ranks: cx.ranks.clone(),
                 steps: cx.all_steps.clone(),
-                evidence: Evidence::from([(K::CallsPerStep, per_step),
-                    (K::MedianBytes, med),
-                    (K::AlphaNs, alpha_ns),
-                    (K::BwAlgGbps, fit.bw_alg_gbps),
-                    (K::ProjectedCallsPerStep, fewer),
-                    (K::FixedCostNsPerStep, per_step * alpha_ns),
-                ]),
+                evidence,
                 quotes: Vec::new(),
                 quotes_total: 0,
                 symptoms: Vec::new(),

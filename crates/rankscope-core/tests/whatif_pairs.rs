@@ -1,0 +1,145 @@
+//! Gains against paired real runs (`tests/zoo/pairs/`): one 4-rank DDP job (gloo, CPU) run four
+//! times, with none, either or both of two causes: rank 3's slow DataLoader and
+//! `bucket_cap_mb=1` on every rank. The runs timed their own steps (`measured` in each
+//! scenario.json, independent of the profiler); the difference between two runs' step times is
+//! what fixing the cause they differ by gives. A finding's gain must be within 25% of it
+//! (issue 35), and with both causes present both are named, the DataLoader first, the buckets
+//! with what they cost once it is fixed.
+
+// Tests read the zoo from disk; the core never does (its clippy.toml).
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+#![allow(clippy::expect_used, clippy::unwrap_used)] // a failed expectation is the test failing
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::ingest_chunked;
+use rankscope_core::analyze::{Analysis, Options};
+use rankscope_core::diagnose::analyze;
+use rankscope_core::finding::{Finding, FindingId};
+use rankscope_core::normalize::{assemble, Rules};
+
+fn dir(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/zoo/pairs").join(name)
+}
+
+fn analysis(name: &str) -> Analysis {
+    let traces: Vec<_> = (0..4)
+        .map(|r| {
+            let f = format!("rank{r}.pt.trace.json.gz");
+            let b = std::fs::read(dir(name).join(&f)).unwrap_or_else(|e| panic!("{name}/{f}: {e}"));
+            ingest_chunked(&f, &b, 1 << 20).expect("a trace")
+        })
+        .collect();
+    analyze(&assemble(traces, &[], &Rules::default()), &Options::default())
+}
+
+/// The run's own step time (ms): per profiled step the slowest rank's `step_ms` (a step ends
+/// when its last rank does), the median over the steps.
+fn measured_step_ms(name: &str) -> f64 {
+    let spec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir(name).join("scenario.json")).expect("scenario.json"))
+            .expect("json");
+    let per_rank = spec["measured"]["per_rank"].as_object().expect("per_rank");
+    let steps = |r: &serde_json::Value| r["steps"].as_array().expect("steps").clone();
+    let n = per_rank.values().map(|r| steps(r).len()).min().expect("ranks");
+    let mut per_step: Vec<f64> = (0..n)
+        .map(|i| {
+            per_rank.values().map(|r| steps(r)[i]["step_ms"].as_f64().expect("step_ms")).fold(0.0, f64::max)
+        })
+        .collect();
+    per_step.sort_by(f64::total_cmp);
+    per_step[(n - 1) / 2]
+}
+
+fn said(a: &Analysis) -> Vec<String> {
+    a.findings.iter().map(|f| format!("{} {:?} {:.1} ms", f.id, f.ranks, f.impact_ns as f64 / 1e6)).collect()
+}
+
+fn finding(a: &Analysis, id: FindingId) -> &Finding {
+    a.findings.iter().find(|f| f.id == id).unwrap_or_else(|| panic!("no {id}: {:?}", said(a)))
+}
+
+fn gain_ms(f: &Finding) -> f64 {
+    f.impact_ns as f64 / 1e6
+}
+
+/// `got` within `tol` (relative) of `want`.
+fn near(got: f64, want: f64, tol: f64) -> bool {
+    (got - want).abs() <= tol * want
+}
+
+#[test]
+fn each_cause_alone_gains_what_the_paired_run_measured() {
+    let neither = measured_step_ms("pair_neither");
+    // Rank 3's DataLoader: the loader run against the healthy one.
+    let a = analysis("pair_loader");
+    let f = &a.findings[0];
+    assert_eq!((f.id, f.ranks.as_slice()), (FindingId::InputBound, &[3u32][..]), "{:?}", said(&a));
+    let want = measured_step_ms("pair_loader") - neither;
+    assert!(
+        near(gain_ms(f), want, 0.25),
+        "input_bound gains {:.1} ms, the runs differ by {want:.1}",
+        gain_ms(f)
+    );
+    // The buckets: the bucket_cap_mb=1 run against the healthy one.
+    let a = analysis("pair_buckets");
+    let f = finding(&a, FindingId::SmallCollectives);
+    let want = measured_step_ms("pair_buckets") - neither;
+    assert!(
+        near(gain_ms(f), want, 0.25),
+        "small_collectives gains {:.1} ms, the runs differ by {want:.1}: {}",
+        gain_ms(f),
+        f.message
+    );
+}
+
+#[test]
+fn two_causes_are_both_named_the_late_rank_first_the_buckets_with_their_cost_later() {
+    let a = analysis("pair_both");
+    let first = &a.findings[0];
+    assert_eq!((first.id, first.ranks.as_slice()), (FindingId::InputBound, &[3u32][..]), "{:?}", said(&a));
+    // Fixing the loader first: the run with both causes against the buckets-only run.
+    let both = measured_step_ms("pair_both");
+    let want = both - measured_step_ms("pair_buckets");
+    assert!(
+        near(gain_ms(first), want, 0.25),
+        "input_bound gains {:.1} ms, the runs differ by {want:.1}",
+        gain_ms(first)
+    );
+    // The buckets are named too, after the loader, saying they stay once rank 3 is fixed.
+    let small = finding(&a, FindingId::SmallCollectives);
+    let pos = |id| a.findings.iter().position(|f| f.id == id).expect("found");
+    assert!(pos(FindingId::InputBound) < pos(FindingId::SmallCollectives), "{:?}", said(&a));
+    assert!(small.message.contains("hidden now behind the wait for rank 3"), "{}", small.message);
+    // Its gain lies between what fixing the buckets gives now (both against the loader-only
+    // run) and once the loader is fixed (the buckets-only run against the healthy one).
+    let now = both - measured_step_ms("pair_loader");
+    let later = measured_step_ms("pair_buckets") - measured_step_ms("pair_neither");
+    let (lo, hi) = (now.min(later) * 0.75, now.max(later) * 1.25);
+    assert!(
+        (lo..=hi).contains(&gain_ms(small)),
+        "small_collectives gains {:.1} ms; fixing the buckets gives {now:.1} ms now, {later:.1} ms once the loader is fixed",
+        gain_ms(small)
+    );
+}
+
+#[test]
+fn the_healthy_run_of_the_pair_blames_no_rank_and_no_buckets() {
+    let a = analysis("pair_neither");
+    for f in &a.findings {
+        assert!(
+            !matches!(
+                f.id,
+                FindingId::SmallCollectives
+                    | FindingId::Straggler
+                    | FindingId::HostStall
+                    | FindingId::SlowDevice
+            ),
+            "{:?}",
+            said(&a)
+        );
+        assert!(f.ranks.len() != 1, "a single rank blamed: {:?}", said(&a));
+    }
+}
