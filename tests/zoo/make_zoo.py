@@ -130,6 +130,30 @@ SCENARIOS = [
                   "must_not": ["straggler", "compute_imbalance", "input_bound", "host_stall"]},
     ),
     dict(
+        name="pair_mixed_buckets", kind="dp", world_size=4, seed=1450,
+        description=(
+            "DDP with bucket_cap_mb=1 on an MLP whose blocks cycle through widths 512, 724 and 1024 "
+            "(weights of 1, 2 and 4 MiB, a Linear between blocks of different widths; 12 blocks), SGD "
+            "with momentum, tensor inputs. Every weight exceeds the cap, so DDP makes about one bucket "
+            "per layer: ~24 all_reduces of 1-4 MiB per step instead of 2 with the default 25 MB."
+        ),
+        cfg=dp(widths=[512, 724, 1024] * 4, batch=32, optimizer="sgd", bucket_cap_mb=1),
+        injected={"cause": "small_collectives", "ranks": [0, 1, 2, 3], "where": "DDP bucketing",
+                  "amount_ms": None, "how": "DistributedDataParallel(model, bucket_cap_mb=1)"},
+        expected={"first_finding": "small_collectives", "ranks": [0, 1, 2, 3],
+                  "must_not": ["straggler", "compute_imbalance", "input_bound", "host_stall", "slow_device"]},
+    ),
+    dict(
+        name="pair_mixed_default", kind="dp", world_size=4, seed=1451,
+        description=(
+            "pair_mixed_buckets' job with DDP's default 25 MB buckets: the other half of its pair "
+            "(what fixing the buckets gives)."
+        ),
+        cfg=dp(widths=[512, 724, 1024] * 4, batch=32, optimizer="sgd"),
+        injected=None,
+        expected={"first_finding": None, "ranks": [], "must_not": ["straggler", "compute_imbalance", "host_stall", "slow_device", "small_collectives"]},
+    ),
+    dict(
         name="good_overlap", kind="dp", world_size=4, seed=1500,
         description=(
             "A DDP model built for overlap, default 25 MB buckets: a compute-heavy, parameter-light token-wise "
@@ -680,7 +704,7 @@ def validate(scn, measured):
                 problems.append(f"burst step {k}: rank {r} is not clearly late ({ {q: round(v) for q, v in st.items()} })")
             if k != i and st[r] - other > 0.05 * step_ms:
                 problems.append(f"step {k}: rank {r} late outside the burst ({ {q: round(v) for q, v in st.items()} })")
-    if scn["name"] == "small_buckets":
+    if scn["name"] in ("small_buckets", "pair_mixed_buckets"):
         nb = measured[ranks[0]]["extra"]["ddp_logging"].get("rebuilt_bucket_sizes", "").count(",") + 1
         if nb < 15:
             problems.append(f"only {nb} DDP buckets")

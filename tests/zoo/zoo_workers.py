@@ -102,11 +102,15 @@ def mlp_block(width):
 
 
 def build_mlp(cfg):
-    """in_proj (in_dim -> width), `depth` Linear/LayerNorm/GELU blocks, head -> classes."""
-    w = cfg["width"]
-    layers = [nn.Linear(cfg["in_dim"], w), nn.GELU()]
-    layers += [mlp_block(w) for _ in range(cfg["depth"])]
-    layers += [nn.Linear(w, cfg["classes"])]
+    """in_proj (in_dim -> width), `depth` Linear/LayerNorm/GELU blocks, head -> classes. With
+    `widths` (a list), one block per width, a Linear between blocks of different widths."""
+    widths = cfg.get("widths") or [cfg["width"]] * cfg["depth"]
+    layers = [nn.Linear(cfg["in_dim"], widths[0]), nn.GELU()]
+    for i, w in enumerate(widths):
+        if i and widths[i - 1] != w:
+            layers.append(nn.Linear(widths[i - 1], w))
+        layers.append(mlp_block(w))
+    layers += [nn.Linear(widths[-1], cfg["classes"])]
     return nn.Sequential(*layers)
 
 

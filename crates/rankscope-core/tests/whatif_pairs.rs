@@ -143,3 +143,19 @@ fn the_healthy_run_of_the_pair_blames_no_rank_and_no_buckets() {
         assert!(f.ranks.len() != 1, "a single rank blamed: {:?}", said(&a));
     }
 }
+
+/// `bucket_cap_mb=1` on a model of 1, 2 and 4 MiB weights: 24 all_reduces of 1–4 MiB a step, 4
+/// ranks on 2 cores with gloo's two work threads each. The buckets are named; the trace's own
+/// α–β fit over 1–4 MiB calls says little of what one 25 MiB call costs on this host, so the
+/// gain is an underestimate (about 23 ms against the 140 ms the paired run with default buckets
+/// measured, docs/metrics.md): it must not claim more than the pair shows.
+#[test]
+fn buckets_of_mixed_sizes_are_named_and_not_overclaimed() {
+    let a = analysis("pair_mixed_buckets");
+    let f = finding(&a, FindingId::SmallCollectives);
+    let want = measured_step_ms("pair_mixed_buckets") - measured_step_ms("pair_mixed_default");
+    assert!(gain_ms(f) > 0.0 && gain_ms(f) <= 1.25 * want, "{:.1} ms against {want:.1}: {}", gain_ms(f), f.message);
+    assert!(f.fix.contains("bucket_cap_mb"), "{}", f.fix);
+    // No finding blames one rank for what every rank does.
+    assert!(a.findings.iter().all(|f| f.ranks.len() != 1), "{:?}", said(&a));
+}
