@@ -246,6 +246,20 @@ SCENARIOS = [
         injected=None,
         expected={"first_finding": None, "ranks": [], "must_not": DP_FALSE_POSITIVES},
     ),
+    dict(
+        name="fsdp_exposed_gathers", kind="dp", world_size=4, seed=2050,
+        description=(
+            "FSDP2 (fully_shard per block + root) on 8 MLP blocks of width 1024 (~34 MB fp32), gloo on CPU, "
+            "AdamW, batch 16, forward/backward/optimizer annotated: with little compute per block, the "
+            "parameter all-gathers (forward and backward) and the gradient reductions are mostly exposed. "
+            "Nothing is injected: the finding is the exposed sharded traffic, in FSDP's terms."
+        ),
+        cfg=dp(width=1024, depth=8, batch=16, fsdp=True),
+        injected=None,
+        expected={"first_finding": "exposed_comm", "ranks": [0, 1, 2, 3],
+                  "must_not": ["host_sync", "straggler", "compute_imbalance", "slow_device", "input_bound"],
+                  "why": "FSDP's all-gathers and reductions are its design: advice in FSDP's terms (prefetch, reshard_after_forward, unit size), never DDP buckets, never host_sync"},
+    ),
     # ---------------------------------------------------------------- pairs (what-if)
     # One job (small_buckets' model fed by a DataLoader) with none, either or both of two causes:
     # rank 3's slow DataLoader and bucket_cap_mb=1 on every rank. The differences between the

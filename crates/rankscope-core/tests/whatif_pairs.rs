@@ -154,7 +154,12 @@ fn buckets_of_mixed_sizes_are_named_and_not_overclaimed() {
     let a = analysis("pair_mixed_buckets");
     let f = finding(&a, FindingId::SmallCollectives);
     let want = measured_step_ms("pair_mixed_buckets") - measured_step_ms("pair_mixed_default");
-    assert!(gain_ms(f) > 0.0 && gain_ms(f) <= 1.25 * want, "{:.1} ms against {want:.1}: {}", gain_ms(f), f.message);
+    assert!(
+        gain_ms(f) > 0.0 && gain_ms(f) <= 1.25 * want,
+        "{:.1} ms against {want:.1}: {}",
+        gain_ms(f),
+        f.message
+    );
     assert!(f.fix.contains("bucket_cap_mb"), "{}", f.fix);
     // No finding blames one rank for what every rank does.
     assert!(a.findings.iter().all(|f| f.ranks.len() != 1), "{:?}", said(&a));

@@ -941,3 +941,26 @@ fn an_all_gather_of_another_shape_is_named() {
         &["does not match across ranks (shape)", "rank 3 issued all_gather", "3 elements", "2 elements"],
     );
 }
+
+/// FSDP2 runs (issue 35, item 4): the framework is read from its own `FSDP::*` annotations,
+/// its parameter all-gathers and gradient reductions are never a host synchronization, and no
+/// finding gives DDP's advice (buckets, `no_sync`) to a job that does not use DDP.
+#[test]
+fn fsdp_runs_get_fsdp_advice_only() {
+    use rankscope_core::analyze::framework::Framework;
+    for name in ["fsdp_baseline", "fsdp_straggler", "fsdp_exposed_gathers"] {
+        let (a, _) = run(name);
+        assert!(a.frameworks.iter().any(|f| f.framework == Framework::Fsdp2), "{name}: {:?}", a.frameworks);
+        assert!(!a.frameworks.iter().any(|f| f.framework == Framework::Ddp), "{name}: {:?}", a.frameworks);
+        for f in &a.findings {
+            assert_ne!(f.id.as_str(), "host_sync", "{name}: {}", f.message);
+            for ddp in ["bucket_cap_mb", "no_sync", "DDP "] {
+                assert!(!f.fix.contains(ddp), "{name}: {} advises `{ddp}`: {}", f.id, f.fix);
+            }
+        }
+    }
+    // Where the exposed transfer is the finding, the advice is FSDP's.
+    let (a, _) = run("fsdp_exposed_gathers");
+    let f = a.findings.iter().find(|f| f.id.as_str() == "exposed_comm").expect("exposed_comm");
+    assert!(f.fix.contains("set_modules_to_forward_prefetch"), "{}", f.fix);
+}

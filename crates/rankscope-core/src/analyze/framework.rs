@@ -95,6 +95,11 @@ impl Sign {
     }
 }
 
+/// The framework whose own annotation `name` is, if any.
+pub fn of_name(name: &str) -> Option<Framework> {
+    SIGNS.iter().find(|(_, sign)| sign.shows(name)).map(|&(fw, _)| fw)
+}
+
 /// A framework the trace shows, with the name that shows it and on how many ranks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FrameworkSeen {

@@ -12,6 +12,7 @@
 
 use super::prelude::*;
 use crate::analyze::attribution;
+use crate::analyze::framework::{of_name, Framework};
 
 pub(super) static CAUSE: Cause = Cause {
     id: CauseId::BlockingCollectives,
@@ -56,6 +57,14 @@ fn groups<'a>(cx: &Ctx<'a>) -> BTreeMap<(String, CollKind), Vec<&'a attribution:
     let framework = framework_traffic(cx);
     for o in cx.a.comm_origins.iter().filter(|o| cx.per_step.contains_key(&o.step)) {
         if framework.contains(&(o.region.clone(), o.kind)) {
+            continue;
+        }
+        // A sharding framework's parameter gathers and gradient reductions (issued from its
+        // own `FSDP::*` regions, or any all-gather or reduce-scatter of a sharded job) are its
+        // design: their time is overlap or exposed transfer, never a synchronization to move.
+        let sharding_region = of_name(&o.region).is_some_and(Framework::shards);
+        let sharded_kind = cx.sharded() && matches!(o.kind, CollKind::AllGather | CollKind::ReduceScatter);
+        if sharding_region || sharded_kind {
             continue;
         }
         // A stage blocked in a receive waits for its neighbour: that is the pipeline's
