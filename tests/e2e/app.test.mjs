@@ -79,6 +79,8 @@ test('the demo opens: 8 synthetic ranks, every view renders', async () => {
   assert.ok(rows.every((r) => r.events > 10_000 && r.steps === 6 && r.commKernels > 0));
   assert.match(await page.textContent('.banner'), /[Ss]ynthetic/);
   assert.equal(await page.textContent('[data-testid=fact-world-size]'), '8');
+  // The run's noise floor, measured over its steps (issue 35): what a change must exceed.
+  assert.match(await page.textContent('[data-testid=fact-noise]'), /varying by .+ from step to step over 6 steps/);
   await shot(page, '02-demo-summary');
   // The analysis views of the demo (also the README's pictures).
   await page.click('[data-testid=nav-steps]');

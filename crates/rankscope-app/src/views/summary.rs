@@ -57,6 +57,12 @@ pub fn summary(p: &Props) -> Html {
                 { fact("Backend", if f.backends.is_empty() { "not recorded".into() } else { f.backends.join(", ") }, "fact-backend") }
                 { fact("Devices", devices, "fact-devices") }
                 { fact("Steps", steps, "fact-steps") }
+                if let Some(n) = &a.noise {
+                    { fact("Step time", noise_line(n), "fact-noise") }
+                }
+                if !a.frameworks.is_empty() {
+                    { fact("Frameworks", a.frameworks.iter().map(|f| format!("{} ({}, {} rank{})", f.framework.name(), f.evidence, f.ranks, if f.ranks == 1 { "" } else { "s" })).collect::<Vec<_>>().join(", "), "fact-frameworks") }
+                }
                 { fact("Span", format!("{} (raw clocks, not aligned)", format::duration((f.span_end_ns - f.span_start_ns) as f64)), "fact-span") }
                 { fact("Events", format::thousands(f.events), "fact-events") }
                 if let Some(name) = &p.job.digest {
@@ -121,6 +127,26 @@ pub fn summary(p: &Props) -> Html {
             </table>
         </section>
     }
+}
+
+/// The run's noise floor: the usual step, how much it varies, the steps that stand out.
+fn noise_line(n: &rankscope_core::analyze::noise::Noise) -> String {
+    let out = if n.outliers.is_empty() {
+        "no step stands out".to_string()
+    } else {
+        let steps: Vec<String> = n
+            .outliers
+            .iter()
+            .map(|o| format!("#{} (+{})", o.step, format::duration(o.excess_ns as f64)))
+            .collect();
+        format!("standing out: {}", steps.join(", "))
+    };
+    format!(
+        "{} (slowest rank), varying by {} from step to step over {} steps; {out}. Differences below this are noise.",
+        format::duration(n.step_ns as f64),
+        format::duration(n.spread_ns as f64),
+        n.steps
+    )
 }
 
 /// `s` with its first letter in capitals.
