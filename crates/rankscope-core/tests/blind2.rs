@@ -128,9 +128,11 @@ fn small_calls_of_one_size_are_costed_at_their_floor() {
         a.findings.iter().find(|f| f.id == "small_collectives").unwrap_or_else(|| panic!("{:?}", ids(&a)));
     assert!(small.message.contains("at least"), "{}", small.message);
     // The 3.0 ms calls are 0.22 ms beyond the 2.9 ms calls' throughput, those are at it: the
-    // floor is about 0.11 ms a call, 16 calls saved (18 become 2), one at a time.
+    // floor is about 0.11 ms a call, 16 calls saved (18 become 2), 1.7 ms a step if they ran
+    // back to back. The replay keeps the host's issue times (the host did its own work between
+    // the calls), so only the calls after the last issue come earlier: less than that.
     let gain_ms = small.impact_ns as f64 / 1e6;
-    assert!((1.0..=2.5).contains(&gain_ms), "{gain_ms} ms: {}", small.message);
+    assert!((0.5..=2.5).contains(&gain_ms), "{gain_ms} ms: {}", small.message);
     let f = a.findings.iter().find(|f| f.id == "exposed_comm").unwrap_or_else(|| panic!("{:?}", ids(&a)));
     assert!(f.fix.contains("small-collectives finding"), "{}", f.fix);
 }

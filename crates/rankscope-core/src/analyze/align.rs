@@ -593,6 +593,7 @@ mod tests {
             pipe: Default::default(),
             groups: Vec::new(),
             reading: Default::default(),
+            programs: Vec::new(),
             diagnostics: Vec::new(),
         }
     }

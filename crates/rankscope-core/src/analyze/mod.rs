@@ -32,6 +32,7 @@ pub mod report;
 pub mod roles;
 pub mod stats;
 pub mod waits;
+pub mod whatif;
 
 use serde::{Deserialize, Serialize};
 
@@ -207,6 +208,10 @@ pub struct Analysis {
     /// absent with fewer than [`noise::MIN_STEPS`] steps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub noise: Option<noise::Noise>,
+    /// The job replayed from its traces, and what taking causes away gives ([`whatif`]);
+    /// absent without collectives to replay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub whatif: Option<whatif::WhatIf>,
     /// The training frameworks the trace's own annotations show ([`framework`]): advice is
     /// given in their terms.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -283,6 +288,9 @@ pub struct RankPart {
     /// ([`reading`]).
     #[serde(default)]
     pub reading: reading::Reading,
+    /// Each step as a program for the what-if replay ([`whatif::program`]).
+    #[serde(default)]
+    pub programs: Vec<whatif::program::StepProgram>,
     pub diagnostics: Vec<FileDiagnostic>,
 }
 
@@ -383,13 +391,24 @@ pub fn rank_part_with(
     let steps: Vec<(u32, breakdown::StepRank)> = windows.iter().map(|w| w.0).zip(rows).collect();
     let side_work =
         std::mem::take(if side == crate::model::LaneKind::Gpu { &mut work.gpu } else { &mut work.cpu });
-    let ((launch, allocations), (pipe, comm_set, overlap_set, chains, segments)) = j.join(
+    let ((launch, allocations), (pipe, comm_set, overlap_set, chains, segments, programs)) = j.join(
         || (idle::launch_stats(r), idle::allocations(r)),
         || {
             let device_compute = (sets.source == breakdown::MetricsFrom::Gpu).then_some(&sets.compute);
             let pipe = pipeline::rank_pipe(r, strings, &windows, &instances, device_compute);
             let comm_set = sets.comm.intervals().to_vec();
             let overlap_set = sets.compute.intersect(&sets.comm).intervals().to_vec();
+            let busy = if sets.source == breakdown::MetricsFrom::Cpu {
+                whatif::program::host_busy(&r.trace, &blocked)
+            } else {
+                sets.compute.union(&sets.memory)
+            };
+            let programs = whatif::program::programs(
+                &windows,
+                &instances,
+                &busy,
+                sets.source == breakdown::MetricsFrom::Cpu,
+            );
             let ctx = critical_path::RankCtx::new(r, sets, windows, gaps, side_work);
             let chains: Vec<_> = ctx
                 .windows
@@ -397,7 +416,7 @@ pub fn rank_part_with(
                 .map(|&(step, lo, hi)| critical_path::chain(&ctx, strings, step, lo, hi))
                 .collect();
             let segments = critical_path::segments(&ctx, &instances);
-            (pipe, comm_set, overlap_set, chains, segments)
+            (pipe, comm_set, overlap_set, chains, segments, programs)
         },
     );
     let st = &r.norm.steps;
@@ -421,6 +440,7 @@ pub fn rank_part_with(
         pipe,
         groups: layout::rank_claims(&r.trace, strings),
         reading: reading::rank_reading(r, strings),
+        programs,
         diagnostics: r
             .trace
             .diagnostics
@@ -437,6 +457,8 @@ pub fn rank_part_with(
 pub struct Measured {
     pub analysis: Analysis,
     pub ops: Vec<collectives::Op>,
+    /// The job's what-if model, for the judging layer's counterfactuals ([`whatif`]).
+    pub model: whatif::Model,
 }
 
 /// The job half: matching, alignment, collectives, stragglers, balance, critical path and
@@ -681,6 +703,12 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
     let segments: Vec<(u32, Vec<critical_path::Segment>)> =
         parts.iter().map(|p| (p.info.rank, p.segments.clone())).collect();
     let critical_path = critical_path::paths(&chains, &segments, &ops, &stragglers, &alignment, &steps);
+    let model = whatif::model(&parts, &insts_ranked, &ops, &collectives::Offsets::new(&alignment));
+    let whatif = {
+        let late: std::collections::BTreeSet<u32> =
+            step_waits.iter().flat_map(|w| w.late.iter().copied()).collect();
+        whatif::measure(&model, &late)
+    };
     let mut a = Analysis {
         schema: AnalysisSchema::Analysis,
         schema_version: ANALYSIS_SCHEMA_VERSION,
@@ -710,6 +738,7 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
         waits: step_waits,
         wait_chain,
         noise,
+        whatif,
         frameworks: framework::seen(&region_rows, &origins),
         regions: region_rows,
         phases: phase_rows,
@@ -735,7 +764,7 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
         facts.devices.dedup();
         a.fabric = fabric::compare(&a.collectives, t, &facts);
     }
-    Measured { analysis: a, ops }
+    Measured { analysis: a, ops, model }
 }
 
 /// Every rank's collectives as sequences for the mismatch engine, each labelled with the

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::analyze::breakdown::{MetricsFrom, StepRank};
 use crate::analyze::collectives::Op;
 use crate::analyze::framework::Framework;
+use crate::analyze::whatif::{Model, MAX_REPLAY_ERROR, MAX_STEP_ERROR};
 use crate::analyze::Analysis;
 use crate::finding::{Severity, Thresholds};
 
@@ -28,6 +29,8 @@ pub struct Ctx<'a> {
     cpu_ranks: BTreeSet<u32>,
     /// Per rank: the mean of its steps' wall time (computed once; read per rank).
     rank_step: BTreeMap<u32, f64>,
+    /// The job's what-if model, for counterfactual replays ([`crate::analyze::whatif`]).
+    pub model: Option<&'a Model>,
 }
 
 impl<'a> Ctx<'a> {
@@ -55,6 +58,7 @@ impl<'a> Ctx<'a> {
                 .map(|r| r.rank)
                 .collect(),
             rank_step: BTreeMap::new(),
+            model: None,
         };
         cx.rank_step = cx.per_rank_mean(|r| r.wall_ns).into_iter().collect();
         cx
@@ -80,6 +84,16 @@ impl<'a> Ctx<'a> {
             }
         }
         acc.into_iter().map(|(r, (s, n))| (r, s / n.max(1) as f64)).collect()
+    }
+
+    /// Whether the replay holds well enough to give gains: it reproduces the recorded steps
+    /// within [`MAX_REPLAY_ERROR`] on average and [`MAX_STEP_ERROR`] in every step, and the job
+    /// has no point-to-point exchange it leaves out.
+    pub fn replay_usable(&self) -> bool {
+        self.a
+            .whatif
+            .as_ref()
+            .is_some_and(|w| w.mean_error <= MAX_REPLAY_ERROR && w.max_error <= MAX_STEP_ERROR && !w.p2p)
     }
 
     /// Whether the trace shows the framework ([`crate::analyze::framework`]).

@@ -177,6 +177,52 @@ fn header(s: &mut String, a: &Analysis) {
         let _ = writeln!(s, "Parallel layout: {} (see \"Parallel layout\").\n", l.mesh_words());
     }
     noise(s, a);
+    whatif(s, a);
+}
+
+/// The what-if replay: how well it reproduces the record, the ideal step, what each late rank
+/// costs (docs/metrics.md, "What-if").
+fn whatif(s: &mut String, a: &Analysis) {
+    let Some(w) = a.whatif.as_ref() else { return };
+    let mean_rec = if w.steps.is_empty() {
+        0.0
+    } else {
+        w.steps.iter().map(|x| x.recorded_ns as f64).sum::<f64>() / w.steps.len() as f64
+    };
+    let held = if w.p2p {
+        " (point-to-point exchanges are not modelled: its gains are not used)".to_string()
+    } else if w.mean_error > crate::analyze::whatif::MAX_REPLAY_ERROR
+        || w.max_error > crate::analyze::whatif::MAX_STEP_ERROR
+    {
+        " (too far from the record: its gains are not used)".to_string()
+    } else {
+        String::new()
+    };
+    let ideal = if w.replayed_ns > 0 {
+        format!(
+            "; with every rank at its peers' typical speed the step would take {} ms against {} ms replayed ({:.0}% less)",
+            ms_f(w.ideal_ns as f64),
+            ms_f(w.replayed_ns as f64),
+            100.0 * (1.0 - w.ideal_ns as f64 / w.replayed_ns as f64)
+        )
+    } else {
+        String::new()
+    };
+    let ranks: Vec<String> = w
+        .ranks
+        .iter()
+        .filter(|g| g.gain_ns > 0)
+        .map(|g| format!("rank {} {} ms", g.rank, ms_f(g.gain_ns as f64)))
+        .collect();
+    let _ = writeln!(
+        s,
+        "What-if: the job replayed from its traces gives its {} steps within {:.1}% of the recorded on average, {:.1}% at most (mean {} ms){held}{ideal}{}.\n",
+        w.steps.len(),
+        100.0 * w.mean_error,
+        100.0 * w.max_error,
+        ms_f(mean_rec),
+        if ranks.is_empty() { String::new() } else { format!("; bringing one rank to its peers gains {}", ranks.join(", ")) }
+    );
 }
 
 /// The run's noise floor: how much its steps vary, and the steps that stand out.

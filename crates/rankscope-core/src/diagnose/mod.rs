@@ -49,6 +49,7 @@ pub use causes::{CauseId, CAUSES};
 pub use context::{severity_for, Ctx};
 
 use crate::analyze::collectives::Op;
+use crate::analyze::whatif::Model;
 use crate::analyze::{self, Analysis, Options, RankPart};
 use crate::finding::{Finding, FindingId, Severity, Thresholds};
 use crate::normalize::{Job, JobError};
@@ -58,7 +59,7 @@ use crate::normalize::{Job, JobError};
 pub fn combine(parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) -> Analysis {
     let m = analyze::combine(parts, errors, opts);
     let mut a = m.analysis;
-    a.findings = findings(&a, &m.ops, &opts.thresholds);
+    a.findings = findings(&a, &m.ops, Some(&m.model), &opts.thresholds);
     a
 }
 
@@ -74,7 +75,7 @@ pub fn analyze(job: &Job, opts: &Options) -> Analysis {
 
 /// Every finding of the analysis, ranked: the causes of the registry run in the order of
 /// reasoning, and the arbitration settles what they found.
-pub fn findings(a: &Analysis, ops: &[Op], th: &Thresholds) -> Vec<Finding> {
+pub fn findings(a: &Analysis, ops: &[Op], model: Option<&Model>, th: &Thresholds) -> Vec<Finding> {
     // Files of different jobs ([`analyze::jobs`]) make no job to judge: the report says so first.
     if a.errors.iter().any(|e| matches!(e, JobError::MixedJobs { .. })) {
         return Vec::new();
@@ -99,11 +100,40 @@ pub fn findings(a: &Analysis, ops: &[Op], th: &Thresholds) -> Vec<Finding> {
         return arbitrate(found, every_step.floor_ns(), every_step.step_ns);
     }
     stopped.extend(capture);
-    let cx = Ctx::new(a, ops, th, &stopped);
+    let mut cx = Ctx::new(a, ops, th, &stopped);
+    cx.model = model;
     for c in CAUSES.iter().filter(|c| c.stage != Stage::Stopped) {
         run(c, &cx, &mut found);
     }
+    replayed(&cx, &mut found);
     arbitrate(found, cx.floor_ns(), cx.step_ns)
+}
+
+/// The gain of a late rank, where the what-if replay holds ([`Ctx::replay_usable`]): the
+/// replay of the job with the rank's own time brought to its peers' median, against the replay
+/// as recorded (docs/metrics.md, "What-if"). The cause's own estimate stays where the replay
+/// does not hold (a pipeline's exchanges, a replay far from the record).
+fn replayed(cx: &Ctx<'_>, found: &mut Found) {
+    let Some(w) = cx.a.whatif.as_ref().filter(|_| cx.replay_usable()) else { return };
+    let late = [
+        FindingId::HostStall,
+        FindingId::InputBound,
+        FindingId::Straggler,
+        FindingId::SlowDevice,
+        FindingId::ComputeImbalance,
+    ];
+    for c in found.list.iter_mut().filter(|c| c.cause == CauseId::LateRank && late.contains(&c.finding.id)) {
+        let f = &mut c.finding;
+        let [rank] = f.ranks[..] else { continue };
+        let Some(g) = w.ranks.iter().find(|g| g.rank == rank) else { continue };
+        f.message.push_str(&format!(
+            " Replayed from the traces with rank {rank}'s own time at its peers' median (everything else as recorded), the job's step is {} shorter.",
+            crate::words::dur(g.gain_ns as f64)
+        ));
+        f.evidence.insert(crate::finding::EvidenceKey::ReplayedGainNs, g.gain_ns as f64);
+        f.evidence.insert(crate::finding::EvidenceKey::ReplayError, w.max_error);
+        f.impact_ns = g.gain_ns;
+    }
 }
 
 /// Runs a cause unless one already found excludes it.

@@ -105,6 +105,10 @@ evidence_keys! {
     PartialCollectives => "partial_collectives",
     ProjectedCallsPerStep => "projected_calls_per_step",
     RecvWaitNs => "recv_wait_ns",
+    /// The what-if replay's largest error against the recorded steps.
+    ReplayError => "replay_error",
+    /// The gain the what-if replay gives (docs/metrics.md, "What-if").
+    ReplayedGainNs => "replayed_gain_ns",
     RegionActiveNs => "region_active_ns",
     SlowestExcess => "slowest_excess",
     SpanningTransferNs => "spanning_transfer_ns",

@@ -115,7 +115,8 @@ fn small_collectives(cx: &Ctx<'_>, exclude_origins: &[String], late: &BTreeSet<u
     // Per kind, group and origin: a loss all_reduce issued from the training loop is not a
     // gradient bucket, and blocking host synchronizations have their own finding.
     let mut groups: BTreeMap<(CollKind, String, String), Vec<&Op>> = BTreeMap::new();
-    for o in ops.iter().filter(|o| {
+    let mut index: BTreeMap<(CollKind, String, String), Vec<usize>> = BTreeMap::new();
+    for (k, o) in ops.iter().enumerate().filter(|(_, o)| {
         o.ranks.len() >= 2 && !matches!(o.kind, CollKind::Send | CollKind::Recv | CollKind::SendRecv)
     }) {
         if exclude_origins.contains(&o.origin) {
@@ -127,9 +128,12 @@ fn small_collectives(cx: &Ctx<'_>, exclude_origins: &[String], late: &BTreeSet<u
             }
         }
         groups.entry((o.kind, o.pg.clone(), o.origin.clone())).or_default().push(o);
+        index.entry((o.kind, o.pg.clone(), o.origin.clone())).or_default().push(k);
     }
     let mut out = Vec::new();
-    for ((kind, _pg, _origin), v) in groups {
+    for (key, v) in groups {
+        let kind = key.0;
+        let members = index.remove(&key).unwrap_or_default();
         let mut sizes: Vec<i64> = v.iter().filter_map(|o| o.bytes).filter(|&b| b > 0).collect();
         if sizes.is_empty() {
             continue;
@@ -236,7 +240,46 @@ fn small_collectives(cx: &Ctx<'_>, exclude_origins: &[String], late: &BTreeSet<u
         // Only what is exposed costs step time: bounded by the ranks' exposed transfer.
         let exposed =
             median_f(cx.per_rank_mean(|r| r.exposed_transfer_ns).into_iter().map(|x| x.1).collect());
-        let saving = projected.min(exposed);
+        let mut saving = projected.min(exposed);
+        // Where the replay holds, the gain is the replay's: the calls' transfers less the fixed
+        // cost the merged calls no longer pay (never below their bytes at the fit's bandwidth),
+        // now and once the late ranks are fixed.
+        let mut replayed = String::new();
+        if let Some(m) = cx.model.filter(|_| cx.replay_usable()) {
+            let keep = (fewer / per_step).min(1.0);
+            let bytes_per_ns = bw_gbps.max(1e-9);
+            let merged: BTreeMap<usize, i64> = members
+                .iter()
+                .filter_map(|&k| ops.get(k).map(|o| (k, o)))
+                .map(|(k, o)| {
+                    let floor = o.bytes.map_or(0.0, |b| b as f64 / bytes_per_ns);
+                    let t = (o.transfer_ns as f64 - alpha_ns * (1.0 - keep)).max(floor).min(o.transfer_ns as f64);
+                    (k, t as i64)
+                })
+                .collect();
+            let none = BTreeMap::new();
+            let no_rank = BTreeSet::new();
+            let gain = |late: &BTreeSet<u32>| {
+                let before = crate::analyze::whatif::Scenario::new(m, late, &none).mean_step_ns(m);
+                let after = crate::analyze::whatif::Scenario::new(m, late, &merged).mean_step_ns(m);
+                (before - after).max(0.0)
+            };
+            let now = gain(&no_rank);
+            saving = now;
+            replayed = format!(" Replayed from the traces with these calls merged: {} per step", dur(now));
+            if !late.is_empty() {
+                // In the order of fixing: the late ranks first, then these calls.
+                let later = gain(late);
+                saving = later;
+                replayed.push_str(&format!(
+                    " now, {} once {} {} fixed",
+                    dur(later),
+                    ranks_word(&late.iter().copied().collect::<Vec<_>>()).to_lowercase(),
+                    if late.len() == 1 { "is" } else { "are" }
+                ));
+            }
+            replayed.push('.');
+        }
         let mib = |b: f64| b / 1048576.0;
         let hist = size_histogram(&sizes);
         let together = if side_by_side >= 1.2 {
@@ -245,7 +288,7 @@ fn small_collectives(cx: &Ctx<'_>, exclude_origins: &[String], late: &BTreeSet<u
             String::new()
         };
         // A late rank hides part of it now; the calls' own cost stays once the rank is fixed.
-        let hidden = if late.is_empty() {
+        let hidden = if late.is_empty() || cx.replay_usable() {
             String::new()
         } else {
             format!(
@@ -270,7 +313,7 @@ fn small_collectives(cx: &Ctx<'_>, exclude_origins: &[String], late: &BTreeSet<u
                 id: FindingId::SmallCollectives,
                 severity: severity_for(saving, cx.step_ns),
                 message: format!(
-                    "{per_step:.0} {} calls per step of {:.2}–{:.2} MiB (median {:.2} MiB; {hist}): {model}, {floor_word}{} per step{together}; {:.0} calls of {:.0} MiB would pay {}.{hidden}",
+                    "{per_step:.0} {} calls per step of {:.2}–{:.2} MiB (median {:.2} MiB; {hist}): {model}, {floor_word}{} per step{together}; {:.0} calls of {:.0} MiB would pay {}.{hidden}{replayed}",
                     kind.name(),
                     mib(sizes[0] as f64),
                     mib(*sizes.last().unwrap_or(&0) as f64),
