@@ -1,0 +1,217 @@
+//! Issue 39: no input costs more than its size. Each test is one hostile claim or shape, named
+//! for it; sizes are asserted by what was built (world lists, diagnostics), never by time.
+
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)] // the tests read fixtures from disk
+
+mod common;
+
+use rankscope_core::analyze::Options;
+use rankscope_core::fr::{self, FrDump, MAX_PRESUMED_RANKS};
+use rankscope_core::job::{self, InputKind, TextRef};
+use rankscope_core::model::DiagKind;
+
+/// The healthy JSON dump of rank 0 (torch 2.15, gloo), as text.
+fn healthy_json() -> String {
+    let p = common::fixture("fr").join("healthy/json/fr_trace_rank_0.json");
+    String::from_utf8(common::read(&p)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A small dump with `extra` members spliced in at the top level.
+fn small_dump(extra: &str) -> String {
+    let h = healthy_json();
+    // The first entry only: `{"comm_lib_version":"","entries":[{...}` … `]` dropped after it.
+    let first_end = h.find("},{").unwrap_or_else(|| panic!("no second entry"));
+    format!(
+        r#"{{{extra}"comm_lib_version":"","entries":[{}}}],"pg_config":{{"0":{{"desc":"default_pg","name":"0","ranks":"[0, 1]"}}}},"version":"2.10"}}"#,
+        &h[h.find("[{").unwrap_or(0) + 1..first_end]
+    )
+}
+
+fn read(name: &str, text: &str) -> FrDump {
+    fr::read(name, text.as_bytes()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn has(d: &FrDump, kind: DiagKind, words: &str) -> bool {
+    d.diagnostics.iter().any(|x| x.kind == kind && x.message.contains(words))
+}
+
+#[test]
+fn fr_rank_member_beyond_any_world_is_a_diagnostic_not_a_size() {
+    let d = read("fr_dump.json", &small_dump(r#""rank":999999999,"#));
+    assert_eq!(d.rank, None);
+    assert!(has(&d, DiagKind::OutOfRange, "`rank` 999999999 is not a rank"), "{:?}", d.diagnostics);
+    let (dumps, skipped) = fr::decide_ranks(vec![d]);
+    assert!(skipped.is_empty());
+    assert_eq!(dumps[0].rank, 0);
+    assert_eq!(fr::options(&dumps).world, vec![0, 1]);
+}
+
+#[test]
+fn fr_file_name_rank_beyond_any_world_is_a_diagnostic_not_a_size() {
+    let d = read("fr_trace_rank_999999999.json", &small_dump(""));
+    let (dumps, _) = fr::decide_ranks(vec![d]);
+    assert_eq!(dumps[0].rank, 0);
+    assert!(
+        dumps[0]
+            .dump
+            .diagnostics
+            .iter()
+            .any(|x| x.kind == DiagKind::OutOfRange && x.message.contains("999999999")),
+        "{:?}",
+        dumps[0].dump.diagnostics
+    );
+    assert_eq!(fr::options(&dumps).world, vec![0, 1]);
+}
+
+#[test]
+fn fr_pg_config_rank_beyond_any_world_is_dropped() {
+    let text =
+        small_dump("").replace(r#""ranks":"[0, 1]""#, r#""ranks":"[0, 999999999, 99999999999999999999999]""#);
+    let d = read("fr_trace_rank_0.json", &text);
+    assert_eq!(d.pg_config[0].ranks, vec![0]);
+    assert!(
+        d.diagnostics.iter().any(|x| x.kind == DiagKind::OutOfRange && x.count == 2),
+        "{:?}",
+        d.diagnostics
+    );
+}
+
+#[test]
+fn fr_pg_config_of_many_ranks_presumes_none_beyond_the_cap() {
+    // 200,000 ranks listed (1.4 MB): more than the presumed-rank cap, so only the dump's rank is
+    // expected and a note says how many were claimed (each presumed rank is a report row).
+    let list: Vec<String> = (0..200_000).map(|r| r.to_string()).collect();
+    let text = small_dump("").replace(r#""ranks":"[0, 1]""#, &format!(r#""ranks":"[{}]""#, list.join(", ")));
+    let d = read("fr_trace_rank_0.json", &text);
+    assert_eq!(d.pg_config[0].ranks.len(), 200_000);
+    let (dumps, _) = fr::decide_ranks(vec![d]);
+    assert_eq!(fr::options(&dumps).world, vec![0]);
+    let r = fr::job_report(&dumps);
+    assert!(r.ranks.len() <= MAX_PRESUMED_RANKS, "{}", r.ranks.len());
+    assert!(r.notes.iter().any(|n| n.contains("at least 200000 ranks")), "{:?}", r.notes);
+}
+
+#[test]
+fn fr_many_ranks_without_a_dump_are_one_diagnosis() {
+    let text =
+        small_dump("").replace(r#""ranks":"[0, 1]""#, r#""ranks":"[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]""#);
+    let (dumps, _) = fr::decide_ranks(vec![read("fr_trace_rank_0.json", &text)]);
+    let r = fr::job_report(&dumps);
+    let none: Vec<_> =
+        r.diagnoses.iter().filter(|d| d.kind == rankscope_core::sequence::DiagnosisKind::NoInput).collect();
+    assert_eq!(none.len(), 1);
+    assert_eq!(none[0].ranks, (1..12).collect::<Vec<u32>>());
+    assert!(
+        none[0].sentence.starts_with("11 ranks (1–11) have no Flight Recorder dump"),
+        "{}",
+        none[0].sentence
+    );
+}
+
+#[test]
+fn fr_json_non_finite_numbers_keep_the_entries() {
+    let h = healthy_json();
+    let n = read("fr_trace_rank_0.json", &h).entries.len();
+    for bad in ["NaN", "1e400", "-Infinity", "Infinity"] {
+        let text = h.replacen(r#""timeout_ms":5000"#, &format!(r#""timeout_ms":{bad}"#), 2);
+        assert_ne!(text, h);
+        let d = read("fr_trace_rank_0.json", &text);
+        assert_eq!(d.entries.len(), n, "{bad}");
+        assert_eq!(d.entries[0].timeout_ms, None, "{bad}");
+        assert_eq!(d.entries[2].timeout_ms, Some(5000), "{bad}");
+        let x =
+            d.diagnostics.iter().find(|x| x.kind == DiagKind::OutOfRange).unwrap_or_else(|| panic!("{bad}"));
+        assert_eq!(x.count, 2, "{bad}");
+    }
+    // Inside a string it is text.
+    let text = h.replacen(r#""thread_name":"python""#, r#""thread_name":"NaN 1e400""#, 1);
+    let d = read("fr_trace_rank_0.json", &text);
+    assert_eq!(d.entries[0].thread_name, "NaN 1e400");
+    assert!(d.diagnostics.is_empty(), "{:?}", d.diagnostics);
+}
+
+#[test]
+fn fr_json_with_a_10_mb_name_is_read() {
+    let name = format!("gloo:all_reduce{}", "x".repeat(10 << 20));
+    let text = small_dump("").replacen("gloo:broadcast", &name, 1);
+    let d = read("fr_trace_rank_0.json", &text);
+    assert_eq!(d.entries.len(), 1);
+    assert_eq!(d.entries[0].profiling_name.len(), name.len());
+}
+
+#[test]
+fn fr_gzip_of_something_else_is_refused_from_its_head() {
+    use std::io::Write;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(br#"{"x": ""#).unwrap_or_else(|e| panic!("{e}"));
+    let block = vec![b'a'; 1 << 20];
+    for _ in 0..64 {
+        gz.write_all(&block).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let bytes = gz.finish().unwrap_or_else(|e| panic!("{e}"));
+    let e = fr::read("bomb.json.gz", &bytes).err().unwrap_or_else(|| panic!("read as a dump"));
+    assert!(e.what.contains("first 64 KiB inflated"), "{e}");
+}
+
+/// Synthetic parts of a 4-rank job, one file at a time.
+fn parts() -> Vec<(rankscope_core::view::RankClaim, rankscope_core::analyze::RankPart)> {
+    let cfg = rankscope_synth::SynthConfig {
+        ranks: 4,
+        steps: 2,
+        straggler_rank: None,
+        ..rankscope_synth::SynthConfig::default()
+    };
+    (0..4)
+        .map(|rank| {
+            let mut bytes = Vec::new();
+            rankscope_synth::write_rank(&cfg, rank, &mut bytes).unwrap_or_else(|e| panic!("{e}"));
+            let t = rankscope_core::parse::ingest_bytes(&rankscope_synth::file_name(rank, false), &bytes)
+                .unwrap_or_else(|e| panic!("{e}"));
+            job::part_of(t, &rankscope_core::normalize::Rules::default(), &Options::default())
+                .unwrap_or_else(|| panic!("no part"))
+        })
+        .collect()
+}
+
+#[test]
+fn part_claiming_a_world_of_a_billion_is_a_diagnostic_not_a_size() {
+    let mut files = parts();
+    files[3].1.world_size = Some(1_000_000_000);
+    files[3].1.info.world_size = Some(1_000_000_000);
+    let out = job::combine(files, &[], &[], &Options::default());
+    let r3 = out.analysis.ranks.iter().find(|r| r.rank == 3).unwrap_or_else(|| panic!("rank 3 lost"));
+    assert_eq!(r3.world_size, None);
+    assert_eq!(out.analysis.ranks.len(), 4);
+    assert!(
+        out.analysis.diagnostics.iter().any(|d| d.rank == 3
+            && d.diagnostic.kind == DiagKind::OutOfRange
+            && d.diagnostic.message.contains("1000000000")),
+        "{:?}",
+        out.analysis.diagnostics
+    );
+}
+
+#[test]
+fn part_claiming_a_rank_beyond_its_world_is_said() {
+    let mut files = parts();
+    files[2].0.claimed_rank = Some(1_000_000_000);
+    let out = job::combine(files, &[], &[], &Options::default());
+    assert!(
+        out.analysis.diagnostics.iter().any(|d| d.rank == 1_000_000_000
+            && d.diagnostic.kind == DiagKind::OutOfRange
+            && d.diagnostic.message.contains("world of 4")),
+        "{:?}",
+        out.analysis.diagnostics
+    );
+}
+
+#[test]
+fn dumps_beside_traces_keep_both() {
+    let text = small_dump(r#""rank":999999999,"#);
+    let texts =
+        [TextRef { name: "fr_dump.json", kinds: &[InputKind::FlightRecorder], bytes: text.as_bytes() }];
+    let out = job::combine(parts(), &[], &texts, &Options::default());
+    assert_eq!(out.analysis.ranks.len(), 4);
+    let f = out.flight_recorder.unwrap_or_else(|| panic!("no dumps"));
+    assert_eq!(f.dumps.len(), 1);
+}
