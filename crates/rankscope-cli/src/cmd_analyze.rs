@@ -82,12 +82,12 @@ impl JobFlags {
         if self.json {
             crate::out::emit(&out.json())?;
         } else if self.csv && out.has_traces() {
-            crate::out::emit(&out.csv())?;
+            crate::out::emit_text(&out.csv())?;
             if out.flight_recorder.is_some() {
                 eprintln!("rankscope: the Flight Recorder dumps are not part of the CSV: see --md or --json");
             }
         } else {
-            crate::out::emit(&out.markdown())?;
+            crate::out::emit_text(&out.markdown())?;
         }
         Ok(())
     }
@@ -120,11 +120,11 @@ pub fn run(a: Args) -> Result<u8> {
     line.end();
     load::print_notes(&notes);
     for f in &out.failed {
-        eprintln!("rankscope: {}", f.error);
+        crate::out::say(&f.error);
     }
     if let Some(f) = &out.flight_recorder {
         for m in f.messages() {
-            eprintln!("rankscope: {m}");
+            crate::out::say(&m);
         }
     }
     if !out.has_traces() {

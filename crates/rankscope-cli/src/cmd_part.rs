@@ -85,7 +85,7 @@ fn part(a: PartArgs) -> Result<u8> {
         },
         Ok(Loaded::Text(t)) => Piece::Text(t),
         Err(e) => {
-            eprintln!("rankscope: {e}");
+            crate::out::say(&e.to_string());
             return Ok(1);
         }
     };
@@ -116,7 +116,7 @@ fn combine(a: CombineArgs) -> Result<u8> {
             Ok(Piece::Text(t)) => texts.push(t),
             Err(e) => {
                 let error = format!("{e:#}");
-                eprintln!("rankscope: {error}");
+                crate::out::say(&error);
                 failed.push(FailedFile { file: path.display().to_string(), error });
             }
         }
@@ -141,7 +141,7 @@ fn combine(a: CombineArgs) -> Result<u8> {
     }
     if let Some(f) = &out.flight_recorder {
         for m in f.messages() {
-            eprintln!("rankscope: {m}");
+            crate::out::say(&m);
         }
     }
     if !out.has_traces() && out.flight_recorder.as_ref().is_none_or(|f| f.dumps.is_empty()) {

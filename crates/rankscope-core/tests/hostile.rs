@@ -215,3 +215,15 @@ fn dumps_beside_traces_keep_both() {
     let f = out.flight_recorder.unwrap_or_else(|| panic!("no dumps"));
     assert_eq!(f.dumps.len(), 1);
 }
+
+#[test]
+fn terminal_text_escapes_osc_title_hyperlink_clipboard_and_bidi() {
+    use rankscope_core::escape::terminal;
+    let s = "a\u{1b}]0;title\u{7}b\u{1b}]8;;http://x\u{1b}\\c\u{1b}]52;c;ZXZpbA==\u{7}\r\u{9b}\u{202e}d\n\te";
+    let t = terminal(s);
+    assert_eq!(
+        t,
+        "a\\x1b]0;title\\x07b\\x1b]8;;http://x\\x1b\\c\\x1b]52;c;ZXZpbA==\\x07\\x0d\\u{9b}\\u{202e}d\n\te"
+    );
+    assert!(matches!(terminal("plain ✓ text\n"), std::borrow::Cow::Borrowed(_)));
+}

@@ -30,7 +30,8 @@ pub struct Input {
 /// any case) or that is a Flight Recorder dump (sorted); what each is, is decided by content; a file named explicitly is taken whatever its
 /// name or kind (`<(zcat trace.gz)` is a pipe). The walk visits each real directory once (a
 /// symlink to `.` or to a parent is not a loop), takes each real file once however many links
-/// lead to it, and skips special files (a FIFO named `*.json` is never opened), with a note.
+/// lead to it, and skips special files (a FIFO named `*.json` is never opened), links named like
+/// an input that lead to a folder, and sub-folders it cannot list, each with a note.
 pub fn expand(paths: &[PathBuf], notes: &mut Vec<String>) -> Result<Vec<Input>> {
     let mut out = Vec::new();
     let mut dirs = std::collections::BTreeSet::new();
@@ -71,12 +72,24 @@ fn walk(
     for path in entries {
         // `metadata` follows symlinks: a link is what it points to (a dangling one is skipped).
         let Ok(meta) = std::fs::metadata(&path) else { continue };
-        if meta.is_dir() {
-            walk(&path, out, dirs, seen, notes)?;
-            continue;
-        }
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let json_name = rankscope_core::job::is_folder_candidate(name);
+        if meta.is_dir() {
+            // A link named like an input (`trace.json` → /tmp) is not a folder of this job:
+            // walking it pulled in other people's traces.
+            if json_name && std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+                notes.push(format!(
+                    "skipped {} (a link named like a file that leads to a folder)",
+                    path.display()
+                ));
+                continue;
+            }
+            // A sub-folder that cannot be listed is a note: the rest of the walk is the job.
+            if let Err(e) = walk(&path, out, dirs, seen, notes) {
+                notes.push(format!("skipped {}: {e:#}", path.display()));
+            }
+            continue;
+        }
         if !meta.is_file() {
             if json_name {
                 notes.push(format!("skipped {} (not a regular file)", path.display()));

@@ -36,17 +36,6 @@ pub(in crate::job) fn frame(
     gz.into_inner().ok().and_then(|g| g.finish().ok()).unwrap_or_default()
 }
 
-/// The inflated content of framed `bytes` whose magic (`magic_len` bytes, already checked) is
-/// followed by `version`; at most `limit` bytes.
-pub(in crate::job) fn unframe(
-    bytes: &[u8],
-    magic_len: usize,
-    version: u16,
-    limit: u64,
-) -> Result<Vec<u8>, Unframed> {
-    unframer(bytes, magic_len, version, limit)?.bytes(limit.saturating_add(1))
-}
-
 /// The framed content as a reader: the inflated content taken as it is needed, never held whole (a
 /// 1,024-rank job of 100 steps inflates to 1.1 GB). Every read past the content's end checks the
 /// gzip trailer, so [`Unframer::rest`] must end a reading.
@@ -122,6 +111,17 @@ impl Unframer<'_> {
         }
         self.took(out.len())?;
         Ok(out)
+    }
+
+    /// Appends the rest of the content to `out` (checking the gzip trailer), never beyond the
+    /// limit: what it appended.
+    pub(in crate::job) fn append_rest(&mut self, out: &mut Vec<u8>) -> Result<usize, Unframed> {
+        let n = match self.gz.read_to_end(out) {
+            Ok(n) => n,
+            Err(e) => return Err(self.fault(&e)),
+        };
+        self.took(n)?;
+        Ok(n)
     }
 
     /// Reads to the end of the content (checking the gzip trailer): the bytes that were left.

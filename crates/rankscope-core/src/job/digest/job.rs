@@ -239,7 +239,10 @@ fn read(name: &str, bytes: &[u8], limit: u64, lean: bool) -> Result<LeanDigest, 
     if head.schema != SCHEMA {
         return Err(damaged(0, format!("schema `{}`, expected `{SCHEMA}`", head.schema)));
     }
-    let mut files = Vec::with_capacity(head.ranks.min(1 << 20));
+    // Reserved for the ranks the head claims only as far as a part's line could be in the
+    // input (a few hundred bytes each at least, compressed): a head claiming a million ranks
+    // reserved a million parts, 2.1 GB, from a 2 MB digest.
+    let mut files = Vec::with_capacity(head.ranks.min(bytes.len() / 256));
     for i in 0..head.ranks {
         let start = line(&mut buf, &format!("part of rank {i}"))?;
         let f: FileLineOwned = serde_json::from_slice(&buf).map_err(|e| parse_err(start, e))?;
