@@ -125,6 +125,9 @@ fn combine(a: CombineArgs) -> Result<u8> {
         let hit = files.iter().any(|(c, _)| c.file == *f || c.file.ends_with(&format!("/{f}")));
         anyhow::ensure!(hit, "--rank {f}={r}: no part is of a file called `{f}`");
     }
+    let mut notes = Vec::new();
+    rankscope_host::drop_eventless(&mut files, &mut notes);
+    load::print_notes(&notes);
     let refs: Vec<TextRef<'_>> = texts.iter().map(Text::as_ref).collect();
     let (mut files, errors) = job::decided(files, &explicit);
     // The digest is written from the parts after the analysis: only then are they copied.
@@ -135,6 +138,7 @@ fn combine(a: CombineArgs) -> Result<u8> {
     };
     let mut out = job::combine_decided(parts, errors, &refs, &opts);
     out.failed = failed;
+    crate::cmd_analyze::offset_notes(&opts, &out);
     if let Some(path) = &a.digest {
         std::fs::write(path, job::digest::encode(&files, &refs, &out.analysis))
             .with_context(|| format!("cannot write {}", path.display()))?;

@@ -227,3 +227,69 @@ fn terminal_text_escapes_osc_title_hyperlink_clipboard_and_bidi() {
     );
     assert!(matches!(terminal("plain ✓ text\n"), std::borrow::Cow::Borrowed(_)));
 }
+
+#[test]
+fn nccl_log_with_cr_only_line_endings_reads_as_with_lf() {
+    let p = common::fixture("nccl").join("log_2.21_pxn_two-communicators.log");
+    let lf = common::read(&p);
+    let cr: Vec<u8> = lf.iter().map(|&b| if b == b'\n' { b'\r' } else { b }).collect();
+    let report = |b: &[u8]| {
+        let r =
+            rankscope_core::nccl::analyze_logs(&[rankscope_core::nccl::Input { name: "x.log", bytes: b }]);
+        serde_json::to_string(&r).unwrap_or_default()
+    };
+    assert_eq!(rankscope_core::nccl::sniff_input(&cr), vec![InputKind::NcclLog]);
+    assert_eq!(report(&cr), report(&lf));
+}
+
+fn refusal(name: &str, bytes: &[u8]) -> String {
+    match rankscope_core::parse::ingest_bytes(name, bytes) {
+        Ok(_) => panic!("{name} read as a trace"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn whitespace_and_a_lone_brace_are_not_called_empty() {
+    assert!(refusal("ws.json", b"  \n\t ").ends_with("the file holds only whitespace"));
+    assert!(refusal("brace.json", b" { \n")
+        .ends_with("the file ends right after its opening `{`: cut before any content"));
+    assert!(refusal("empty.json", b"").ends_with("the file is empty"));
+}
+
+#[test]
+fn utf16_traces_and_parts_are_named_with_what_to_do() {
+    let text = r#"{"traceEvents":[]}"#;
+    let le: Vec<u8> = text.encode_utf16().flat_map(u16::to_le_bytes).collect();
+    let be_bom: Vec<u8> =
+        [0xFE, 0xFF].into_iter().chain(text.encode_utf16().flat_map(u16::to_be_bytes)).collect();
+    for b in [le, be_bom] {
+        let e = refusal("u16.json", &b);
+        assert!(e.contains("UTF-16") && e.contains("iconv"), "{e}");
+    }
+    let e = refusal("rank0.part", b"RSPART\x01\x00\x1f\x8b");
+    assert!(e.contains("rankscope combine"), "{e}");
+}
+
+#[test]
+fn files_with_no_event_are_not_ranks_beyond_the_world() {
+    use rankscope_core::view::RankClaim;
+    let c = |file: &str, rank: Option<i64>| RankClaim { file: file.into(), claimed_rank: rank };
+    let (a, b, cut, lacking, beyond) = (
+        c("r0.json", Some(0)),
+        c("r1.json", Some(1)),
+        c("cut.json", None),
+        c("x.json", Some(2)),
+        c("rank9.json", None),
+    );
+    let files = vec![
+        (&a, 10, Some(4)),
+        (&b, 10, Some(4)),
+        (&cut, 0, None),     // load order: would be rank 2, a rank of nothing
+        (&lacking, 0, None), // claims rank 2 of 4, which no file holds: kept, it recorded nothing
+        (&beyond, 0, None),  // rank 9 of a world of 4
+    ];
+    assert_eq!(job::eventless(&files), vec![2, 4]);
+    // Nothing has events: nothing is dropped.
+    assert!(job::eventless(&[(&cut, 0, None)]).is_empty());
+}

@@ -10,9 +10,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use anyhow::{Context, Result};
+use rankscope_core::analyze::RankPart;
 use rankscope_core::inspect::FailedFile;
 pub use rankscope_core::job::InputKind;
-use rankscope_core::job::{self, JobOutput, Text, TextRef};
+use rankscope_core::job::{self, JobOutput, RankClaim, Text, TextRef};
 use rankscope_core::model::RankTrace;
 use rankscope_core::normalize::{assemble, assemble_with, Job, Rules};
 use rankscope_core::parse::FileIngest;
@@ -828,9 +829,18 @@ pub fn analyze_paths(req: &Request, progress: ProgressFn<'_>) -> Result<Outcome>
     let refs: Vec<TextRef<'_>> = texts.iter().map(Text::as_ref).collect();
     // With one thread (`RANKSCOPE_PARSE_THREADS=1`) `Threads` runs everything in line.
     let (job, mut out) = if req.keep_job {
-        let (traces, trace_failed, more) = load_traces(&traces, chunk, progress);
+        let (mut traces, trace_failed, more) = load_traces(&traces, chunk, progress);
         notes.extend(more);
         failed.extend(trace_failed);
+        let claims: Vec<RankClaim> = traces.iter().map(job::claim_of).collect();
+        let facts: Vec<_> = traces
+            .iter()
+            .zip(&claims)
+            .map(|(t, c)| (c, t.events.len() as u64, t.meta.distributed.as_ref().and_then(|d| d.world_size)))
+            .collect();
+        for i in job::eventless(&facts).into_iter().rev() {
+            notes.push(job::eventless_note(&traces.remove(i).source));
+        }
         let (job, out) = job::analyze_traces_with(traces, &explicit, &rules, &refs, &req.options, &Threads);
         (Some(job), out)
     } else {
@@ -848,10 +858,20 @@ pub fn analyze_paths(req: &Request, progress: ProgressFn<'_>) -> Result<Outcome>
         let (parts, trace_failed, more) = load_traces_then(&traces, chunk, progress, &part);
         notes.extend(more);
         failed.extend(trace_failed);
-        (None, job::combine(parts.into_iter().flatten().collect(), &explicit, &refs, &req.options))
+        let mut parts: Vec<(RankClaim, RankPart)> = parts.into_iter().flatten().collect();
+        drop_eventless(&mut parts, &mut notes);
+        (None, job::combine(parts, &explicit, &refs, &req.options))
     };
     out.failed = failed;
     Ok(Outcome { job, out, notes })
+}
+
+/// Leaves out the parts [`job::eventless`] names, each with its note.
+pub fn drop_eventless(parts: &mut Vec<(RankClaim, RankPart)>, notes: &mut Vec<String>) {
+    let facts: Vec<_> = parts.iter().map(|(c, p)| (c, p.info.events, p.world_size)).collect();
+    for i in job::eventless(&facts).into_iter().rev() {
+        notes.push(job::eventless_note(&parts.remove(i).0.file));
+    }
 }
 
 #[cfg(test)]
