@@ -293,3 +293,22 @@ fn files_with_no_event_are_not_ranks_beyond_the_world() {
     // Nothing has events: nothing is dropped.
     assert!(job::eventless(&[(&cut, 0, None)]).is_empty());
 }
+
+#[test]
+fn a_member_nested_past_128_before_trace_events_keeps_the_events() {
+    let events = r#""traceEvents":[{"ph":"X","name":"a","ts":1,"dur":2,"pid":1,"tid":1},{"ph":"X","name":"b","ts":5,"dur":2,"pid":1,"tid":1}]"#;
+    for (open, close) in [("[", "]"), (r#"{"a":"#, "}"), (r#"[{"a":"#, "}]")] {
+        for depth in [129, 300, 5000] {
+            let doc = format!(r#"{{"deep": {}1{}, {events}}}"#, open.repeat(depth), close.repeat(depth));
+            for chunk in [1, 7, 4096, 1 << 20] {
+                let t = common::ingest_chunked("deep.json", doc.as_bytes(), chunk)
+                    .unwrap_or_else(|e| panic!("{open} {depth} {chunk}: {e}"));
+                assert_eq!(t.events.len(), 2, "{open} {depth} {chunk}");
+                let d: Vec<_> = t.diagnostics.sorted();
+                assert_eq!(d.len(), 1, "{open} {depth} {chunk}: {d:?}");
+                assert_eq!(d[0].kind, DiagKind::OversizedValue);
+                assert!(d[0].message.contains("nests deeper than 128"), "{}", d[0].message);
+            }
+        }
+    }
+}
