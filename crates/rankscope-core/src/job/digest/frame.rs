@@ -113,6 +113,15 @@ impl Unframer<'_> {
         Ok(out)
     }
 
+    /// Appends the next `n` bytes (or fewer where the content ends) to `out`, in place.
+    pub(in crate::job) fn append(&mut self, out: &mut Vec<u8>, n: u64) -> Result<(), Unframed> {
+        let got = match (&mut self.gz).take(n).read_to_end(out) {
+            Ok(k) => k,
+            Err(e) => return Err(self.fault(&e)),
+        };
+        self.took(got)
+    }
+
     /// Appends the rest of the content to `out` (checking the gzip trailer), never beyond the
     /// limit: what it appended.
     pub(in crate::job) fn append_rest(&mut self, out: &mut Vec<u8>) -> Result<usize, Unframed> {

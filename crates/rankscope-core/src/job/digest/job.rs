@@ -257,7 +257,19 @@ fn read(name: &str, bytes: &[u8], limit: u64, lean: bool) -> Result<LeanDigest, 
     let mut texts = Vec::with_capacity(head.texts.len());
     for t in head.texts {
         let want = t.bytes;
-        let bytes = content.bytes(want).map_err(framing)?;
+        // Its head first, judged as a file's is (`job::detect`) before the rest inflates: 1 GB
+        // of blanks said to be a log is not held to be told it is not one.
+        let sniff = crate::job::read::SNIFF_BYTES as u64;
+        let mut bytes = content.bytes(want.min(sniff)).map_err(framing)?;
+        if bytes.len() as u64 >= sniff && crate::job::read::text_kinds(&bytes).is_empty() {
+            return Err(damaged(
+                content.at - bytes.len() as u64,
+                format!("the text `{}` does not begin as an NCCL log, nccl-tests output or a Flight Recorder dump", t.name),
+            ));
+        }
+        if want > sniff {
+            content.append(&mut bytes, want - sniff).map_err(framing)?;
+        }
         if (bytes.len() as u64) < want {
             return Err(damaged(content.at, format!("ends inside the text `{}`", t.name)));
         }
