@@ -42,6 +42,11 @@ pub const MIN_BLOCKED_GAP_NS: i64 = 200_000;
 
 /// At most this many region occurrences are kept per rank (the rest is counted).
 pub const MAX_OCCURRENCES: usize = 50_000;
+/// Regions nested deeper than this in counted regions are not kept either (counted in
+/// [`RankRegions::dropped`]): each occurrence's figures are folded into every ancestor's, so
+/// the fold's work is the occurrences times their depth (regions and operators alternating
+/// 16,000 deep took 17 s). Real annotations nest a few levels.
+pub const MAX_REGION_DEPTH: u32 = 64;
 
 /// A training phase (defined with the model: findings name it too).
 pub use crate::model::Phase;
@@ -144,7 +149,7 @@ pub struct RankRegions {
     /// and its host synchronizations: where a collective wait can hide.
     pub free_gaps: Vec<Iv>,
     pub sync_spans: Vec<Iv>,
-    /// Occurrences beyond [`MAX_OCCURRENCES`], not kept.
+    /// Occurrences beyond [`MAX_OCCURRENCES`] or [`MAX_REGION_DEPTH`], not kept.
     pub dropped: usize,
     /// The main thread's operators, each instance's typical duration (the longest
     /// [`MAX_OP_TYPICAL`]), and the names they index.
@@ -210,6 +215,8 @@ struct Open {
     outer_cover: Option<usize>,
     /// Whether an entry from here down to the nearest cover or region (exclusive) is a kid.
     kid_run: bool,
+    /// Kept regions at or below this entry.
+    depth: u32,
 }
 
 impl Open {
@@ -233,6 +240,7 @@ impl Open {
             enclosing: slot.or(below.and_then(|b| b.enclosing)),
             outer_cover: if region { None } else { below.and_then(|b| b.outer_cover).or(cover) },
             kid_run: cover.is_none() && !region && (kid || below.is_some_and(|b| b.kid_run)),
+            depth: below.map_or(0, |b| b.depth) + u32::from(slot.is_some()),
         }
     }
 }
@@ -373,7 +381,9 @@ pub fn rank_regions(
                     stack.push(Open::on(&stack, end, None, true, None, false));
                     continue;
                 }
-                if out.occurrences.len() >= MAX_OCCURRENCES {
+                if out.occurrences.len() >= MAX_OCCURRENCES
+                    || stack.last().is_some_and(|o| o.depth >= MAX_REGION_DEPTH)
+                {
                     out.dropped += 1;
                     stack.push(Open::on(&stack, end, None, true, None, false));
                     continue;
