@@ -364,3 +364,22 @@ fn nested(n: i64, alternate: bool) {
     assert_eq!(a.ranks.len(), 1);
     assert_eq!(a.steps.len(), 1);
 }
+
+/// A part inflates to at most 256 times its size (64 MiB at least), whatever its head says: a
+/// log line then 100 MiB of blanks (a 100 kB part) is refused, not held.
+#[test]
+fn a_part_inflating_far_beyond_its_size_is_refused() {
+    use rankscope_core::job::digest::part::{self, PartError, Piece};
+    let mut bytes = b"nodeA:100:100 [0] NCCL INFO NCCL version 2.19.3+cuda12.3\n".to_vec();
+    bytes.resize(100 << 20, b' ');
+    let enc = part::encode(&Piece::Text(job::Text {
+        name: "nccl.log".into(),
+        kinds: vec![InputKind::NcclLog],
+        bytes,
+    }));
+    assert!(enc.len() < 1 << 20, "{}", enc.len());
+    match part::decode("blank.part", &enc) {
+        Err(PartError::TooLarge { limit, .. }) => assert_eq!(limit, 64 << 20),
+        other => panic!("{:?}", other.map(|p| p.name().to_string())),
+    }
+}

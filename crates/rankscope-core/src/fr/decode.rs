@@ -28,10 +28,13 @@ pub(super) fn read(file: &str, bytes: &[u8]) -> Result<FrDump, FrError> {
         // Fed 4 KiB at a time: once the first 64 KiB have inflated, they must look like a dump
         // ([`sniff`]) before the rest is inflated (a 2 MB gzip of something else inflated whole,
         // 2.1 GB, only to be told "not a dump").
+        // As a part's: 256 times the file, 64 MiB at least (a dump's JSON or pickle shrinks far
+        // less; deflate allows about 1,000 to 1).
+        let cap = MAX_INFLATED.min((bytes.len() as u64).saturating_mul(256).max(64 << 20));
         let mut sniffed = false;
         for chunk in bytes.chunks(4 << 10) {
             z.feed(chunk, &mut |b| {
-                if out.len() as u64 + b.len() as u64 > MAX_INFLATED {
+                if out.len() as u64 + b.len() as u64 > cap {
                     too_big = true;
                 } else {
                     out.extend_from_slice(b);
@@ -63,7 +66,13 @@ pub(super) fn read(file: &str, bytes: &[u8]) -> Result<FrDump, FrError> {
             });
         }
         if too_big {
-            return Err(FrError { file: file.into(), offset: None, what: "inflates beyond 1 GiB".into() });
+            return Err(FrError {
+                file: file.into(),
+                offset: None,
+                what: format!(
+                    "inflates beyond {cap} bytes (256 times the file, 64 MiB at least, 1 GiB at most)"
+                ),
+            });
         }
         return read(file, &out);
     }

@@ -9,8 +9,8 @@ pub(in crate::job) enum Unframed {
     Damaged { offset: u64, reason: String },
     /// Another format version.
     Version(u16),
-    /// It inflates beyond the limit.
-    TooLarge,
+    /// It inflates beyond this limit (the caller's, or [`ratio_cap`] of its size).
+    TooLarge(u64),
 }
 
 /// The envelope of a part and of a job digest: `magic`, the format version (u16 little-endian),
@@ -47,6 +47,14 @@ pub(in crate::job) struct Unframer<'a> {
     pub(in crate::job) at: u64,
 }
 
+/// The most `n` framed bytes may inflate to, whatever the caller's limit: 256 times their size,
+/// and 64 MiB at least. deflate can reach about 1,000 to 1; the JSON of parts and digests
+/// shrinks about 10 to 1 (a trace part) and rarely 30, so a real input is far below, and a bomb
+/// (a 1 MB part of 1 GB of blanks) costs at most 256 times its size.
+pub(in crate::job) fn ratio_cap(n: usize) -> u64 {
+    (n as u64).saturating_mul(256).max(64 << 20)
+}
+
 /// The [`Unframer`] of framed `bytes` whose magic (`magic_len` bytes) was checked.
 pub(in crate::job) fn unframer(
     bytes: &[u8],
@@ -67,6 +75,7 @@ pub(in crate::job) fn unframer(
     if found != version {
         return Err(Unframed::Version(found));
     }
+    let limit = limit.min(ratio_cap(bytes.len()));
     let counted = Counted { inner: bytes.get(head..).unwrap_or_default(), read: 0 };
     let gz = flate2::read::GzDecoder::new(counted).take(limit.saturating_add(1));
     Ok(Unframer { gz: std::io::BufReader::with_capacity(1 << 16, gz), head, limit, at: 0 })
@@ -81,7 +90,7 @@ impl Unframer<'_> {
     fn took(&mut self, n: usize) -> Result<(), Unframed> {
         self.at += n as u64;
         if self.at > self.limit {
-            return Err(Unframed::TooLarge);
+            return Err(Unframed::TooLarge(self.limit));
         }
         Ok(())
     }

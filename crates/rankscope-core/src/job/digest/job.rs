@@ -215,7 +215,7 @@ fn read(name: &str, bytes: &[u8], limit: u64, lean: bool) -> Result<LeanDigest, 
             JobDigestError::Damaged { name: name_s(), at: "file", offset, reason }
         }
         Unframed::Version(found) => JobDigestError::Version { name: name_s(), found },
-        Unframed::TooLarge => JobDigestError::TooLarge { name: name_s(), limit },
+        Unframed::TooLarge(limit) => JobDigestError::TooLarge { name: name_s(), limit },
     };
     let mut content = frame::unframer(bytes, MAGIC.len(), VERSION, limit).map_err(framing)?;
     let damaged = |offset: u64, reason: String| JobDigestError::Damaged {

@@ -152,7 +152,7 @@ pub fn decode_with_limit(name: &str, bytes: &[u8], limit: u64) -> Result<Piece, 
             PartError::Damaged { name: name_s(), at: "encoded", offset, reason }
         }
         Unframed::Version(found) => PartError::Version { name: name_s(), found },
-        Unframed::TooLarge => PartError::TooLarge { name: name_s(), limit },
+        Unframed::TooLarge(limit) => PartError::TooLarge { name: name_s(), limit },
     };
     let damaged = |offset: usize, reason: String| PartError::Damaged {
         name: name.to_string(),
