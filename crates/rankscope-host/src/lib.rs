@@ -143,7 +143,11 @@ fn read_chunks(
     chunk: usize,
     each: &mut dyn FnMut(&[u8]) -> bool,
 ) -> Result<(), ReadError> {
-    let mut f = std::fs::File::open(path).map_err(|e| ReadError::io(format!("{name}: cannot open: {e}")))?;
+    let f = std::fs::File::open(path).map_err(|e| ReadError::io(format!("{name}: cannot open: {e}")))?;
+    // A regular file is read to the length it had when it was opened: one appended to faster
+    // than it is read (a profiler still writing) never ended. A pipe is read to its end.
+    let len = f.metadata().ok().filter(std::fs::Metadata::is_file).map_or(u64::MAX, |m| m.len());
+    let mut f = f.take(len);
     with_read_buf(chunk, |buf| loop {
         let n = match f.read(buf) {
             Ok(0) => return Ok(()),
