@@ -383,3 +383,39 @@ fn a_part_inflating_far_beyond_its_size_is_refused() {
         other => panic!("{:?}", other.map(|p| p.name().to_string())),
     }
 }
+
+/// What `fuzz/fuzz_targets/part_digest.rs` does, a few hundred times here: a real trace part's
+/// inflated head with bytes replaced (numbers and claims included), encoded again, decoded and
+/// combined; never a panic, never a world sized by a claim.
+#[test]
+fn damaged_part_heads_decode_or_fail_and_combine() {
+    use rankscope_core::job::digest::part::{self, Piece};
+    let (claim, p) = parts().swap_remove(1);
+    let head = serde_json::to_vec(&serde_json::json!({
+        "schema": "rankscope.part", "producer": "x", "kind": "trace", "claim": claim, "part": p,
+    }))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut rng = rankscope_synth::Rng::new(0x39);
+    let digits = b"0123456789-e.9999999999";
+    let (mut read, mut combined) = (0, 0);
+    for _ in 0..300 {
+        let mut h = head.clone();
+        for _ in 0..1 + rng.below(4) {
+            let at = rng.below(h.len());
+            h[at] = digits[rng.below(digits.len())];
+        }
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, &h).unwrap_or_else(|e| panic!("{e}"));
+        std::io::Write::write_all(&mut gz, b"\n").unwrap_or_else(|e| panic!("{e}"));
+        let mut enc = part::MAGIC.to_vec();
+        enc.extend_from_slice(&part::VERSION.to_le_bytes());
+        enc.extend(gz.finish().unwrap_or_else(|e| panic!("{e}")));
+        if let Ok(Piece::Trace { claim, part }) = part::decode("m.part", &enc) {
+            read += 1;
+            let out = job::combine(vec![(claim, *part)], &[], &[], &Options::default());
+            let _ = out.markdown();
+            combined += 1;
+        }
+    }
+    assert!(read > 0 && combined == read, "{read} {combined}");
+}
