@@ -82,12 +82,12 @@ impl JobFlags {
         if self.json {
             crate::out::emit(&out.json())?;
         } else if self.csv && out.has_traces() {
-            crate::out::emit(&out.csv())?;
+            crate::out::emit_text(&out.csv())?;
             if out.flight_recorder.is_some() {
                 eprintln!("rankscope: the Flight Recorder dumps are not part of the CSV: see --md or --json");
             }
         } else {
-            crate::out::emit(&out.markdown())?;
+            crate::out::emit_text(&out.markdown())?;
         }
         Ok(())
     }
@@ -119,12 +119,13 @@ pub fn run(a: Args) -> Result<u8> {
     let load::Outcome { job, out, notes } = load::analyze_paths(&req, &|d, t| line.update(d, t))?;
     line.end();
     load::print_notes(&notes);
+    offset_notes(&req.options, &out);
     for f in &out.failed {
-        eprintln!("rankscope: {}", f.error);
+        crate::out::say(&f.error);
     }
     if let Some(f) = &out.flight_recorder {
         for m in f.messages() {
-            eprintln!("rankscope: {m}");
+            crate::out::say(&m);
         }
     }
     if !out.has_traces() {
@@ -158,6 +159,18 @@ pub fn run(a: Args) -> Result<u8> {
     })
 }
 
+/// Says every `--offset` whose rank is not in the job (it would be ignored in silence).
+pub fn offset_notes(opts: &Options, out: &rankscope_core::job::JobOutput) {
+    if !out.has_traces() {
+        return;
+    }
+    for (r, ns) in &opts.offsets {
+        if !out.analysis.ranks.iter().any(|x| x.rank == *r) {
+            crate::out::say(&format!("note: --offset {r}={ns}: the job has no rank {r}; ignored"));
+        }
+    }
+}
+
 /// The analysis options from `--offset RANK=NS` and `--threshold NAME=VALUE` (shared by
 /// `analyze` and `combine`).
 fn options(offset: &[String], threshold: &[String]) -> Result<Options> {
@@ -168,9 +181,12 @@ fn options(offset: &[String], threshold: &[String]) -> Result<Options> {
             .trim()
             .parse()
             .map_err(|e| anyhow::anyhow!("--offset {o}: `{}` is not a rank ({e})", r.trim()))?;
-        let ns = ns.trim().parse().map_err(|e| {
+        let ns: i64 = ns.trim().parse().map_err(|e| {
             anyhow::anyhow!("--offset {o}: `{}` is not a whole number of ns ({e})", ns.trim())
         })?;
+        // The bound every time in a trace has: beyond it, aligned times overflow.
+        let max = rankscope_core::parse::kineto::MAX_TIME_NS;
+        anyhow::ensure!(ns.abs() <= max, "--offset {o}: {ns} ns is beyond ±{max} ns (about 126 years)");
         opts.offsets.push((r, ns));
     }
     for t in threshold {

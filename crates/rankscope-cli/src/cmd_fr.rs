@@ -62,13 +62,13 @@ pub fn report_files(files: &[PathBuf], json: bool) -> Result<u8> {
     }
     let refs: Vec<job::TextRef<'_>> = texts.iter().map(job::Text::as_ref).collect();
     for f in &unreadable {
-        eprintln!("rankscope: {}", f.error);
+        crate::out::say(&f.error);
     }
     let Some(mut fr) = job::flight_recorder(&refs) else {
         anyhow::bail!("no file could be read as a Flight Recorder dump");
     };
     for m in fr.messages() {
-        eprintln!("rankscope: {m}");
+        crate::out::say(&m);
     }
     fr.failed.splice(0..0, unreadable);
     if fr.dumps.is_empty() {
@@ -77,7 +77,7 @@ pub fn report_files(files: &[PathBuf], json: bool) -> Result<u8> {
     if json {
         crate::out::emit(&fr.json())?;
     } else {
-        crate::out::emit(&render(&fr.dumps, &fr.report))?;
+        crate::out::emit_text(&render(&fr.dumps, &fr.report))?;
     }
     Ok(if fr.failed.is_empty() { 0 } else { 1 })
 }

@@ -41,7 +41,7 @@ pub fn run(a: Args) -> Result<u8> {
     if a.json {
         crate::out::emit(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
     } else {
-        crate::out::emit(&inspect::render_text(&report))?;
+        crate::out::emit_text(&inspect::render_text(&report))?;
     }
     Ok(if report.failed.is_empty() && report.job.errors.is_empty() { 0 } else { 1 })
 }

@@ -64,7 +64,7 @@ pub fn run_log(a: LogArgs) -> anyhow::Result<u8> {
     if a.json {
         emit(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
     } else {
-        emit(&render_log(&report))?;
+        crate::out::emit_text(&render_log(&report))?;
     }
     if nccl_lines == 0 {
         eprintln!("rankscope: no NCCL_DEBUG lines found (is NCCL_DEBUG=INFO set?)");
@@ -83,7 +83,7 @@ pub fn run_tests(a: TestsArgs) -> anyhow::Result<u8> {
     if a.json {
         emit(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
     } else {
-        emit(&render_tests(&report, !a.no_rows))?;
+        crate::out::emit_text(&render_tests(&report, !a.no_rows))?;
     }
     if report.tests.is_empty() {
         eprintln!("rankscope: no nccl-tests output found");

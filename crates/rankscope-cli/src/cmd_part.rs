@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use rankscope_core::analyze::{Options, RankPart};
+use rankscope_core::inspect::FailedFile;
 use rankscope_core::job::digest::part::{self as digest, Piece};
 use rankscope_core::job::{self, Loaded, Reader, Text, TextRef};
 use rankscope_core::view::RankClaim;
@@ -84,7 +85,7 @@ fn part(a: PartArgs) -> Result<u8> {
         },
         Ok(Loaded::Text(t)) => Piece::Text(t),
         Err(e) => {
-            eprintln!("rankscope: {e}");
+            crate::out::say(&e.to_string());
             return Ok(1);
         }
     };
@@ -93,30 +94,40 @@ fn part(a: PartArgs) -> Result<u8> {
     Ok(0)
 }
 
-/// Exit codes as `analyze`'s: 0 fine; 1 two files claim one rank; 2 usage, I/O or a part that
-/// cannot be read.
+/// Exit codes as `analyze`'s: 0 fine; 1 two files claim one rank, or a part that cannot be read
+/// (left out: the others are combined); 2 usage, or no part holds a trace or a dump.
 fn combine(a: CombineArgs) -> Result<u8> {
     let opts = a.job.options()?;
     let explicit = load::parse_rank_map(&a.job.rank)?;
     let mut files: Vec<(RankClaim, RankPart)> = Vec::new();
     let mut texts: Vec<Text> = Vec::new();
     // Each part read and decoded on the host's threads (inflate and JSON: half of a 1,024-rank
-    // combine), in order; the first part in order that cannot be read is the error.
+    // combine), in order. A part that cannot be read is said and left out, as `analyze` leaves
+    // out a file it cannot read: the other parts are the job (exit 1).
     let decoded = rankscope_core::join::map(&load::Threads, a.parts.iter().collect(), &|p: &PathBuf| {
         let name = p.display().to_string();
         let bytes = std::fs::read(p).with_context(|| format!("cannot read {name}"))?;
         Ok::<_, anyhow::Error>(digest::decode(&name, &bytes)?)
     });
-    for piece in decoded {
-        match piece? {
-            Piece::Trace { claim, part } => files.push((claim, *part)),
-            Piece::Text(t) => texts.push(t),
+    let mut failed: Vec<FailedFile> = Vec::new();
+    for (piece, path) in decoded.into_iter().zip(&a.parts) {
+        match piece {
+            Ok(Piece::Trace { claim, part }) => files.push((claim, *part)),
+            Ok(Piece::Text(t)) => texts.push(t),
+            Err(e) => {
+                let error = format!("{e:#}");
+                crate::out::say(&error);
+                failed.push(FailedFile { file: path.display().to_string(), error });
+            }
         }
     }
     for (f, r) in &explicit {
         let hit = files.iter().any(|(c, _)| c.file == *f || c.file.ends_with(&format!("/{f}")));
         anyhow::ensure!(hit, "--rank {f}={r}: no part is of a file called `{f}`");
     }
+    let mut notes = Vec::new();
+    rankscope_host::drop_eventless(&mut files, &mut notes);
+    load::print_notes(&notes);
     let refs: Vec<TextRef<'_>> = texts.iter().map(Text::as_ref).collect();
     let (mut files, errors) = job::decided(files, &explicit);
     // The digest is written from the parts after the analysis: only then are they copied.
@@ -125,14 +136,16 @@ fn combine(a: CombineArgs) -> Result<u8> {
     } else {
         std::mem::take(&mut files).into_iter().map(|(_, p)| p).collect()
     };
-    let out = job::combine_decided(parts, errors, &refs, &opts);
+    let mut out = job::combine_decided(parts, errors, &refs, &opts);
+    out.failed = failed;
+    crate::cmd_analyze::offset_notes(&opts, &out);
     if let Some(path) = &a.digest {
         std::fs::write(path, job::digest::encode(&files, &refs, &out.analysis))
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     if let Some(f) = &out.flight_recorder {
         for m in f.messages() {
-            eprintln!("rankscope: {m}");
+            crate::out::say(&m);
         }
     }
     if !out.has_traces() && out.flight_recorder.as_ref().is_none_or(|f| f.dumps.is_empty()) {

@@ -9,7 +9,7 @@ pub use rankscope_host::*;
 /// Prints the host's notes on stderr.
 pub fn print_notes(notes: &[String]) {
     for n in notes {
-        eprintln!("rankscope: note: {n}");
+        crate::out::say(&format!("note: {n}"));
     }
 }
 

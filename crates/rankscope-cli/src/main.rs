@@ -57,7 +57,7 @@ fn main() -> std::process::ExitCode {
         Ok(code) => std::process::ExitCode::from(code),
         Err(e) if out::is_pipe_closed(&e) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("rankscope: error: {e:#}");
+            crate::out::say(&format!("error: {e:#}"));
             std::process::ExitCode::from(2)
         }
     }

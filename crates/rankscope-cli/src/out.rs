@@ -26,6 +26,18 @@ pub fn emit(text: &str) -> anyhow::Result<()> {
     }
 }
 
+/// Writes text for a person (text, Markdown, CSV) to stdout: control characters from the input
+/// escaped ([`rankscope_core::escape::terminal`]: a trace or file name holding `ESC ] 0 ;` would
+/// retitle the window, OSC 52 write the clipboard). JSON goes through [`emit`] (serde escapes).
+pub fn emit_text(text: &str) -> anyhow::Result<()> {
+    emit(&rankscope_core::escape::terminal(text))
+}
+
+/// A message to stderr, `rankscope: ` first, control characters from the input escaped.
+pub fn say(msg: &str) {
+    eprintln!("rankscope: {}", rankscope_core::escape::terminal(msg));
+}
+
 /// Whether an error (anywhere in its chain) is a closed stdout.
 pub fn is_pipe_closed(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {

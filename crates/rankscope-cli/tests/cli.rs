@@ -249,6 +249,11 @@ fn folders_walk_each_directory_once_and_skip_what_is_not_a_trace() {
     std::os::unix::fs::symlink(".", d.join("loop")).unwrap_or_else(|e| panic!("{e}"));
     std::os::unix::fs::symlink("..", d.join("up")).unwrap_or_else(|e| panic!("{e}"));
     std::os::unix::fs::symlink("rank2.json", d.join("again.json")).unwrap_or_else(|e| panic!("{e}"));
+    // A link named like a trace that leads to a folder (of other people's traces) is not walked.
+    let elsewhere = scratch("folder-walk-elsewhere");
+    std::fs::copy(fixtures("edge/truncated_mid_event.json"), elsewhere.join("rank7.json"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(&elsewhere, d.join("linked_dir.json")).unwrap_or_else(|e| panic!("{e}"));
     let fifo = Command::new("mkfifo").arg(d.join("pipe.json")).status();
     assert!(fifo.is_ok_and(|s| s.success()));
     let out = bin().args(["inspect", "--json"]).arg(&d).output().unwrap_or_else(|e| panic!("{e}"));
@@ -256,7 +261,7 @@ fn folders_walk_each_directory_once_and_skip_what_is_not_a_trace() {
     assert_eq!(out.status.code(), Some(0), "{err}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(v["files"].as_array().map(Vec::len), Some(1), "{v}");
-    for name in ["config.json", "settings.json", "pipe.json"] {
+    for name in ["config.json", "settings.json", "pipe.json", "linked_dir.json"] {
         assert!(err.contains(name), "no note for {name}: {err}");
     }
 }
@@ -350,5 +355,57 @@ fn synth_writes_a_hybrid_job_from_its_layout_and_cause() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_ne!(out.status.code(), Some(0), "{a:?}");
         assert!(err.contains(want), "{a:?}: {err}");
+    }
+}
+
+/// Control characters from the input never reach a terminal (issue 39): a file name and an
+/// event name holding OSC 0 (window title), OSC 8 (hyperlink) and OSC 52 (clipboard write), a
+/// Flight Recorder entry and an NCCL log line holding the same, through every human output.
+#[cfg(unix)]
+#[test]
+fn hostile_names_print_as_characters_not_terminal_commands() {
+    let d = scratch("hostile-names");
+    let evil = "k\u{1b}]0;pwned\u{7}\u{1b}]8;;http://evil\u{1b}\\click\u{1b}]8;;\u{1b}\\\u{1b}]52;c;ZXZpbA==\u{7}\u{9b}31m";
+    let json_evil = serde_json::to_string(evil).unwrap_or_else(|e| panic!("{e}"));
+    let trace = d.join("rank0_\u{1b}[31mred.json");
+    let event =
+        format!(r#"{{"traceEvents":[{{"ph":"X","name":{json_evil},"ts":1,"dur":2,"pid":1,"tid":1}}]}}"#);
+    std::fs::write(&trace, event).unwrap_or_else(|e| panic!("{e}"));
+    let dump = d.join("fr_trace_rank_\u{1b}]0;x\u{7}1.json");
+    let h = std::fs::read_to_string(fixtures("fr/healthy/json/fr_trace_rank_1.json"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        &dump,
+        h.replacen("gloo:broadcast", &format!("gloo:broadcast{}", &json_evil[1..json_evil.len() - 1]), 1),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let log = d.join("nccl_\u{1b}]52;c;eA==\u{7}.log");
+    std::fs::write(
+        &log,
+        format!(
+            "nodeA:100:100 [0] NCCL INFO NCCL version 2.19.3+cuda12.3\nnodeA:100:100 [0] NCCL WARN {evil}\n"
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let t = trace.as_os_str();
+    let runs: Vec<Vec<&std::ffi::OsStr>> = vec![
+        vec!["inspect".as_ref(), t],
+        vec!["analyze".as_ref(), t],
+        vec!["analyze".as_ref(), "--csv".as_ref(), t],
+        vec!["analyze".as_ref(), t, dump.as_os_str()],
+        vec!["fr".as_ref(), dump.as_os_str()],
+        vec!["nccl".as_ref(), log.as_os_str()],
+        vec!["inspect".as_ref(), d.join("missing\u{1b}]0;t\u{7}.json").as_os_str().to_owned().leak()],
+    ];
+    for args in runs {
+        let out = bin().args(&args).output().unwrap_or_else(|e| panic!("{e}"));
+        for (what, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+            let text = String::from_utf8_lossy(bytes);
+            assert!(
+                !text.chars().any(|c| c.is_control() && c != '\n' && c != '\t'),
+                "{args:?} {what}: {text:?}"
+            );
+        }
+        assert!(!out.stdout.is_empty() || !out.stderr.is_empty(), "{args:?}");
     }
 }

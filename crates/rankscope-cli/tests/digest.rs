@@ -83,3 +83,31 @@ fn a_digest_is_the_job_combine_printed_and_analyze_reads_it() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("cut.rsdigest: damaged rankscope job digest (at file byte "), "{err}");
 }
+
+/// One damaged part costs that part: `combine` says it and combines the others (exit 1), as
+/// `analyze` keeps the ranks it can read (issue 39).
+#[test]
+fn combine_keeps_the_good_parts_beside_a_damaged_one() {
+    let dir = scratch("combine-damaged-part");
+    let job = dir.join("job");
+    let (code, _, err) = run(&["synth", "--out", &s(&job), "--ranks", "3", "--steps", "2"]);
+    assert_eq!(code, Some(0), "{err}");
+    let mut parts = Vec::new();
+    for r in 0..3 {
+        let p = dir.join(format!("r{r}.part"));
+        let (code, _, err) = run(&["part", &s(&job.join(format!("rank{r}.pt.trace.json"))), "-o", &s(&p)]);
+        assert_eq!(code, Some(0), "{err}");
+        parts.push(p);
+    }
+    let bytes = std::fs::read(&parts[1]).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&parts[1], &bytes[..bytes.len() / 2]).unwrap_or_else(|e| panic!("{e}"));
+    let (code, out, err) = run(&["combine", "--json", &s(&parts[0]), &s(&parts[1]), &s(&parts[2])]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("r1.part: damaged rankscope part"), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap_or_else(|e| panic!("{e}"));
+    let ranks: Vec<i64> = v["ranks"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|r| r["rank"].as_i64()).collect())
+        .unwrap_or_default();
+    assert_eq!(ranks, vec![0, 2]);
+}

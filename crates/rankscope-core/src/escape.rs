@@ -4,7 +4,8 @@
 //! same characters, never as HTML, a table cell boundary or a new line of the report, and a CSV
 //! cell must never start a spreadsheet formula.
 //!
-//! (JSON needs nothing here: serde escapes; the app renders names as text nodes.)
+//! (JSON needs nothing here: serde escapes; the app renders names as text nodes.) What the CLI
+//! prints for a person (text, Markdown, CSV, messages) passes [`terminal`] last.
 
 /// Text for a Markdown paragraph, list item or table cell: the characters that Markdown or the
 /// HTML it may contain would interpret are backslash-escaped (CommonMark lets any ASCII
@@ -72,6 +73,33 @@ pub fn md_prose(s: &str) -> String {
         }
     }
     out
+}
+
+/// Text for a terminal: every control character but the line feed and the tab (C0, DEL, the
+/// C1 controls a terminal may take for `ESC [`, a carriage return that would overwrite the
+/// line), and the Unicode bidirectional overrides that reorder what is shown, written as a
+/// visible escape (`\x1b`, `\u{202e}`). A name holding `ESC ] 0 ; title BEL` (the window's
+/// title), an OSC 8 hyperlink or an OSC 52 clipboard write then prints as the characters it is
+/// made of, never as a command to the terminal. Borrowed when there is nothing to escape.
+pub fn terminal(s: &str) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| {
+        (c.is_control() && c != '\n' && c != '\t')
+            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !s.chars().any(bad) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        if !bad(c) {
+            out.push(c);
+        } else if (c as u32) < 0x80 {
+            out.push_str(&format!("\\x{:02x}", c as u32));
+        } else {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// One CSV cell (RFC 4180): quoted when it holds a `,`, `"` or line break (quotes doubled);

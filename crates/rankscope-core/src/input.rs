@@ -91,6 +91,17 @@ const PERFETTO: Foreign = Foreign {
     instead: "convert it to JSON with Perfetto's `traceconv json in.pftrace out.json` and pass that; from PyTorch, `prof.export_chrome_trace(path)` writes the Chrome / Kineto JSON directly",
 };
 
+const UTF16: Foreign = Foreign {
+    format: "UTF-16 text (a byte-order mark or every other byte NUL: PowerShell's `>` and Notepad's \"Unicode\" write it)",
+    instead: "convert it to UTF-8 and pass that: `iconv -f UTF-16 -t UTF-8 in.json > out.json`, or in PowerShell `Get-Content in.json | Set-Content -Encoding utf8 out.json`",
+};
+const PART: Foreign = Foreign {
+    format: "a rankscope part (`rankscope part` wrote it)",
+    instead: "parts are combined, not analysed: `rankscope combine *.part` gives the job's analysis",
+};
+const DIGEST_IN_TRACE_PATH: Foreign =
+    Foreign { format: "a rankscope job digest", instead: "pass it alone to `rankscope analyze`" };
+
 /// Which foreign format a file is, from its name and its first bytes (`raw`: as read, gzip or
 /// not; `text`: the decompressed text's first bytes, when the file was gzip, else `raw` again).
 /// `None` when nothing says: the trace reader's own message then stands.
@@ -105,6 +116,25 @@ pub fn identify(name: &str, raw: &[u8], text: &[u8]) -> Option<Foreign> {
     let base = base.strip_suffix(".gz").unwrap_or(base);
     if raw.starts_with(b"SQLite format 3\0") {
         return Some(SQLITE);
+    }
+    if raw.starts_with(b"RSPART") {
+        return Some(PART);
+    }
+    if raw.starts_with(b"RSDIGEST") {
+        return Some(DIGEST_IN_TRACE_PATH);
+    }
+    // UTF-16: a byte-order mark, or ASCII with a NUL beside each byte (`{\0"\0` / `\0{\0"`).
+    let utf16 = raw.starts_with(&[0xFF, 0xFE])
+        || raw.starts_with(&[0xFE, 0xFF])
+        || (raw.len() >= 8 && {
+            let even_nul = raw.iter().take(64).step_by(2).all(|&b| b == 0);
+            let odd_nul = raw.iter().skip(1).take(64).step_by(2).all(|&b| b == 0);
+            let ascii =
+                |skip: usize| raw.iter().skip(skip).take(64).step_by(2).all(|&b| b.is_ascii() && b != 0);
+            (odd_nul && ascii(0)) || (even_nul && ascii(1))
+        });
+    if utf16 && !raw.starts_with(&[0x1f, 0x8b]) {
+        return Some(UTF16);
     }
     let body = text.strip_prefix("\u{feff}".as_bytes()).unwrap_or(text);
     let first = body.iter().copied().find(|b| !b.is_ascii_whitespace());

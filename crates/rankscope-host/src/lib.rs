@@ -10,9 +10,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use anyhow::{Context, Result};
+use rankscope_core::analyze::RankPart;
 use rankscope_core::inspect::FailedFile;
 pub use rankscope_core::job::InputKind;
-use rankscope_core::job::{self, JobOutput, Text, TextRef};
+use rankscope_core::job::{self, JobOutput, RankClaim, Text, TextRef};
 use rankscope_core::model::RankTrace;
 use rankscope_core::normalize::{assemble, assemble_with, Job, Rules};
 use rankscope_core::parse::FileIngest;
@@ -30,7 +31,8 @@ pub struct Input {
 /// any case) or that is a Flight Recorder dump (sorted); what each is, is decided by content; a file named explicitly is taken whatever its
 /// name or kind (`<(zcat trace.gz)` is a pipe). The walk visits each real directory once (a
 /// symlink to `.` or to a parent is not a loop), takes each real file once however many links
-/// lead to it, and skips special files (a FIFO named `*.json` is never opened), with a note.
+/// lead to it, and skips special files (a FIFO named `*.json` is never opened), links named like
+/// an input that lead to a folder, and sub-folders it cannot list, each with a note.
 pub fn expand(paths: &[PathBuf], notes: &mut Vec<String>) -> Result<Vec<Input>> {
     let mut out = Vec::new();
     let mut dirs = std::collections::BTreeSet::new();
@@ -71,12 +73,24 @@ fn walk(
     for path in entries {
         // `metadata` follows symlinks: a link is what it points to (a dangling one is skipped).
         let Ok(meta) = std::fs::metadata(&path) else { continue };
-        if meta.is_dir() {
-            walk(&path, out, dirs, seen, notes)?;
-            continue;
-        }
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let json_name = rankscope_core::job::is_folder_candidate(name);
+        if meta.is_dir() {
+            // A link named like an input (`trace.json` → /tmp) is not a folder of this job:
+            // walking it pulled in other people's traces.
+            if json_name && std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+                notes.push(format!(
+                    "skipped {} (a link named like a file that leads to a folder)",
+                    path.display()
+                ));
+                continue;
+            }
+            // A sub-folder that cannot be listed is a note: the rest of the walk is the job.
+            if let Err(e) = walk(&path, out, dirs, seen, notes) {
+                notes.push(format!("skipped {}: {e:#}", path.display()));
+            }
+            continue;
+        }
         if !meta.is_file() {
             if json_name {
                 notes.push(format!("skipped {} (not a regular file)", path.display()));
@@ -129,7 +143,11 @@ fn read_chunks(
     chunk: usize,
     each: &mut dyn FnMut(&[u8]) -> bool,
 ) -> Result<(), ReadError> {
-    let mut f = std::fs::File::open(path).map_err(|e| ReadError::io(format!("{name}: cannot open: {e}")))?;
+    let f = std::fs::File::open(path).map_err(|e| ReadError::io(format!("{name}: cannot open: {e}")))?;
+    // A regular file is read to the length it had when it was opened: one appended to faster
+    // than it is read (a profiler still writing) never ended. A pipe is read to its end.
+    let len = f.metadata().ok().filter(std::fs::Metadata::is_file).map_or(u64::MAX, |m| m.len());
+    let mut f = f.take(len);
     with_read_buf(chunk, |buf| loop {
         let n = match f.read(buf) {
             Ok(0) => return Ok(()),
@@ -815,9 +833,18 @@ pub fn analyze_paths(req: &Request, progress: ProgressFn<'_>) -> Result<Outcome>
     let refs: Vec<TextRef<'_>> = texts.iter().map(Text::as_ref).collect();
     // With one thread (`RANKSCOPE_PARSE_THREADS=1`) `Threads` runs everything in line.
     let (job, mut out) = if req.keep_job {
-        let (traces, trace_failed, more) = load_traces(&traces, chunk, progress);
+        let (mut traces, trace_failed, more) = load_traces(&traces, chunk, progress);
         notes.extend(more);
         failed.extend(trace_failed);
+        let claims: Vec<RankClaim> = traces.iter().map(job::claim_of).collect();
+        let facts: Vec<_> = traces
+            .iter()
+            .zip(&claims)
+            .map(|(t, c)| (c, t.events.len() as u64, t.meta.distributed.as_ref().and_then(|d| d.world_size)))
+            .collect();
+        for i in job::eventless(&facts).into_iter().rev() {
+            notes.push(job::eventless_note(&traces.remove(i).source));
+        }
         let (job, out) = job::analyze_traces_with(traces, &explicit, &rules, &refs, &req.options, &Threads);
         (Some(job), out)
     } else {
@@ -835,10 +862,20 @@ pub fn analyze_paths(req: &Request, progress: ProgressFn<'_>) -> Result<Outcome>
         let (parts, trace_failed, more) = load_traces_then(&traces, chunk, progress, &part);
         notes.extend(more);
         failed.extend(trace_failed);
-        (None, job::combine(parts.into_iter().flatten().collect(), &explicit, &refs, &req.options))
+        let mut parts: Vec<(RankClaim, RankPart)> = parts.into_iter().flatten().collect();
+        drop_eventless(&mut parts, &mut notes);
+        (None, job::combine(parts, &explicit, &refs, &req.options))
     };
     out.failed = failed;
     Ok(Outcome { job, out, notes })
+}
+
+/// Leaves out the parts [`job::eventless`] names, each with its note.
+pub fn drop_eventless(parts: &mut Vec<(RankClaim, RankPart)>, notes: &mut Vec<String>) {
+    let facts: Vec<_> = parts.iter().map(|(c, p)| (c, p.info.events, p.world_size)).collect();
+    for i in job::eventless(&facts).into_iter().rev() {
+        notes.push(job::eventless_note(&parts.remove(i).0.file));
+    }
 }
 
 #[cfg(test)]

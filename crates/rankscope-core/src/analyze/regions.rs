@@ -42,6 +42,11 @@ pub const MIN_BLOCKED_GAP_NS: i64 = 200_000;
 
 /// At most this many region occurrences are kept per rank (the rest is counted).
 pub const MAX_OCCURRENCES: usize = 50_000;
+/// Regions nested deeper than this in counted regions are not kept either (counted in
+/// [`RankRegions::dropped`]): each occurrence's figures are folded into every ancestor's, so
+/// the fold's work is the occurrences times their depth (regions and operators alternating
+/// 16,000 deep took 17 s). Real annotations nest a few levels.
+pub const MAX_REGION_DEPTH: u32 = 64;
 
 /// A training phase (defined with the model: findings name it too).
 pub use crate::model::Phase;
@@ -144,7 +149,7 @@ pub struct RankRegions {
     /// and its host synchronizations: where a collective wait can hide.
     pub free_gaps: Vec<Iv>,
     pub sync_spans: Vec<Iv>,
-    /// Occurrences beyond [`MAX_OCCURRENCES`], not kept.
+    /// Occurrences beyond [`MAX_OCCURRENCES`] or [`MAX_REGION_DEPTH`], not kept.
     pub dropped: usize,
     /// The main thread's operators, each instance's typical duration (the longest
     /// [`MAX_OP_TYPICAL`]), and the names they index.
@@ -200,13 +205,44 @@ struct Open {
     end: i64,
     /// Slot in `occ` when the event is a region.
     slot: Option<usize>,
-    /// A region, counted or not (outside the steps, beyond the cap).
-    region: bool,
     /// Index in `covers` when the event is an operator covering its parent region's time.
     cover: Option<usize>,
-    /// In a covering operator's `kids`, or inside a slice that is: the union of its kids is
-    /// that of everything nested in it, so only the outermost are kept.
-    kid: bool,
+    /// What the scans down the stack found, kept per entry so each slice asks its top in O(1)
+    /// (a scan per slice was quadratic in the nesting depth: a 36 kB gzip of deeply nested
+    /// slices took a minute). The nearest region's slot at or below this entry.
+    enclosing: Option<usize>,
+    /// Among the entries above the nearest region (this one included), the outermost cover.
+    outer_cover: Option<usize>,
+    /// Whether an entry from here down to the nearest cover or region (exclusive) is a kid.
+    kid_run: bool,
+    /// Kept regions at or below this entry.
+    depth: u32,
+}
+
+impl Open {
+    /// The entry for a slice opened on top of `stack`, its cached scans made from the top's:
+    /// `region` when it is a region, counted or not (outside the steps, beyond the cap); `kid`
+    /// when it is in a covering operator's `kids`, or inside a slice that is (the union of its
+    /// kids is that of everything nested in it, so only the outermost are kept).
+    fn on(
+        stack: &[Open],
+        end: i64,
+        slot: Option<usize>,
+        region: bool,
+        cover: Option<usize>,
+        kid: bool,
+    ) -> Open {
+        let below = stack.last();
+        Open {
+            end,
+            slot,
+            cover,
+            enclosing: slot.or(below.and_then(|b| b.enclosing)),
+            outer_cover: if region { None } else { below.and_then(|b| b.outer_cover).or(cover) },
+            kid_run: cover.is_none() && !region && (kid || below.is_some_and(|b| b.kid_run)),
+            depth: below.map_or(0, |b| b.depth) + u32::from(slot.is_some()),
+        }
+    }
 }
 
 /// An operator that covers its parent region's time, and where it does not: the regions opened
@@ -329,7 +365,7 @@ pub fn rank_regions(
             }
             let parent_end = stack.last().map_or(i64::MAX, |o| o.end);
             let end = end.min(parent_end);
-            let enclosing_region = stack.iter().rev().find_map(|o| o.slot);
+            let enclosing_region = stack.last().and_then(|o| o.enclosing);
             let direct_region_parent = stack.last().and_then(|o| o.slot);
             if is_region(t, strings, i) {
                 // A region opened inside an operator (an autograd node running a hook that is
@@ -337,17 +373,19 @@ pub fn rank_regions(
                 // `autograd::engine::evaluate_function: …`): the operator does not cover it. Its
                 // time counts by what runs inside the region, so a hook blocked on a collective
                 // is a thread with no operator running, as it is at the top of a step.
-                let covering = stack.iter().rev().take_while(|o| !o.region).filter_map(|o| o.cover).last();
+                let covering = stack.last().and_then(|o| o.outer_cover);
                 if let Some(c) = covering.and_then(|c| covers.get_mut(c)) {
                     c.holes.push((ts, end));
                 }
                 if e.step[i] == NONE_U32 {
-                    stack.push(Open { end, slot: None, region: true, cover: None, kid: false });
+                    stack.push(Open::on(&stack, end, None, true, None, false));
                     continue;
                 }
-                if out.occurrences.len() >= MAX_OCCURRENCES {
+                if out.occurrences.len() >= MAX_OCCURRENCES
+                    || stack.last().is_some_and(|o| o.depth >= MAX_REGION_DEPTH)
+                {
                     out.dropped += 1;
-                    stack.push(Open { end, slot: None, region: true, cover: None, kid: false });
+                    stack.push(Open::on(&stack, end, None, true, None, false));
                     continue;
                 }
                 let raw = strings.get(e.name[i]);
@@ -377,7 +415,7 @@ pub fn rank_regions(
                 occ_ops.push(Vec::new());
                 occ_sync.push(Vec::new());
                 lane_occ[l].push(slot);
-                stack.push(Open { end, slot: Some(slot), region: true, cover: None, kid: false });
+                stack.push(Open::on(&stack, end, Some(slot), true, None, false));
             } else {
                 // A synchronization blocks the thread wherever it is nested (`aten::item` >
                 // `cudaStreamSynchronize`): it counts for the nearest region. Any other slice
@@ -413,24 +451,18 @@ pub fn rank_regions(
                         holes: Vec::new(),
                         kids: Vec::new(),
                     });
-                } else if let Some(c) = stack
-                    .iter()
-                    .rev()
-                    .take_while(|o| !o.region)
-                    .filter_map(|o| o.cover)
-                    .last()
-                    .and_then(|c| covers.get_mut(c))
+                } else if let Some(c) =
+                    stack.last().and_then(|o| o.outer_cover).and_then(|c| covers.get_mut(c))
                 {
                     // Between it and its operator only slices that are neither regions nor
                     // operators covering a region (one opens only under a region).
-                    let inside_kid =
-                        stack.iter().rev().take_while(|o| o.cover.is_none() && !o.region).any(|o| o.kid);
+                    let inside_kid = stack.last().is_some_and(|o| o.kid_run);
                     if !inside_kid {
                         c.kids.push((ts, end));
                     }
                     kid = true;
                 }
-                stack.push(Open { end, slot: None, region: false, cover, kid });
+                stack.push(Open::on(&stack, end, None, false, cover, kid));
             }
         }
     }

@@ -15,21 +15,45 @@ use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use super::pickle::{self, Builder, Node, NodeId, Pickle};
 use super::*;
 
-/// The most a gzip-compressed dump may inflate to.
-const MAX_INFLATED: u64 = 1 << 31;
+const MAX_WORLD_SIZE: i64 = MAX_RANK as i64;
+
+/// The most a gzip-compressed dump may inflate to (a part's limit: real dumps are tens of MB).
+const MAX_INFLATED: u64 = 1 << 30;
 
 pub(super) fn read(file: &str, bytes: &[u8]) -> Result<FrDump, FrError> {
     if bytes.starts_with(&[0x1f, 0x8b]) {
         let mut out = Vec::new();
         let mut too_big = false;
         let mut z = crate::parse::gzip::Gunzip::default();
-        z.feed(bytes, &mut |b| {
-            if out.len() as u64 + b.len() as u64 > MAX_INFLATED {
-                too_big = true;
-            } else {
-                out.extend_from_slice(b);
+        // Fed 4 KiB at a time: once the first 64 KiB have inflated, they must look like a dump
+        // ([`sniff`]) before the rest is inflated (a 2 MB gzip of something else inflated whole,
+        // 2.1 GB, only to be told "not a dump").
+        // As a part's: 256 times the file, 64 MiB at least (a dump's JSON or pickle shrinks far
+        // less; deflate allows about 1,000 to 1).
+        let cap = MAX_INFLATED.min((bytes.len() as u64).saturating_mul(256).max(64 << 20));
+        let mut sniffed = false;
+        for chunk in bytes.chunks(4 << 10) {
+            z.feed(chunk, &mut |b| {
+                if out.len() as u64 + b.len() as u64 > cap {
+                    too_big = true;
+                } else {
+                    out.extend_from_slice(b);
+                }
+            });
+            if !sniffed && out.len() >= 64 << 10 {
+                sniffed = true;
+                if !sniff(&out[..64 << 10]) {
+                    return Err(FrError {
+                        file: file.into(),
+                        offset: Some(0),
+                        what: "not a Flight Recorder dump (its first 64 KiB inflated are neither a dump's pickle nor its JSON)".into(),
+                    });
+                }
             }
-        });
+            if too_big {
+                break;
+            }
+        }
         let cut = z.finish();
         if let Some((at, what)) = z.fault.clone() {
             return Err(FrError { file: file.into(), offset: Some(at), what: format!("gzip: {what}") });
@@ -42,7 +66,13 @@ pub(super) fn read(file: &str, bytes: &[u8]) -> Result<FrDump, FrError> {
             });
         }
         if too_big {
-            return Err(FrError { file: file.into(), offset: None, what: "inflates beyond 2 GiB".into() });
+            return Err(FrError {
+                file: file.into(),
+                offset: None,
+                what: format!(
+                    "inflates beyond {cap} bytes (256 times the file, 64 MiB at least, 1 GiB at most)"
+                ),
+            });
         }
         return read(file, &out);
     }
@@ -57,14 +87,89 @@ pub(super) fn read(file: &str, bytes: &[u8]) -> Result<FrDump, FrError> {
                 "not a Flight Recorder dump (neither a pickle nor a JSON object)".into(),
             ));
         }
-        (json_tree(bytes).map_err(|(o, w)| err(o, w))?, DumpFormat::Json)
+        let text = bytes.strip_prefix(&[0xEF, 0xBB, 0xBF][..]).unwrap_or(bytes);
+        match json_tree(text) {
+            Ok(t) => (t, DumpFormat::Json),
+            // Python's `json` writes NaN and Infinity, and a number beyond f64 (`1e400`) is
+            // refused by serde_json: each such number is read as null (a field not seen), said
+            // once, and the dump's entries are kept.
+            Err(first) => match non_finite_as_null(text) {
+                Some((clean, n, at)) => {
+                    let tree = json_tree(&clean).map_err(|_| err(first.0, first.1))?;
+                    let mut dec = Dec::new(&tree, bytes.len());
+                    dec.diags.add_n(DiagKind::OutOfRange, n, Some(at), || {
+                        "a number that is not finite (NaN, Infinity, beyond 1.8e308): read as null".into()
+                    });
+                    return dec.dump(file, DumpFormat::Json);
+                }
+                None => return Err(err(first.0, first.1)),
+            },
+        }
     };
-    Dec::new(&tree).dump(file, format)
+    Dec::new(&tree, bytes.len()).dump(file, format)
+}
+
+/// The JSON text with every non-finite number outside strings (`NaN`, `Infinity`, `-Infinity`,
+/// a literal beyond f64 such as `1e400`) replaced by `null`, with how many there were and the
+/// byte offset of the first; `None` when there is none.
+fn non_finite_as_null(text: &[u8]) -> Option<(Vec<u8>, u64, u64)> {
+    let mut out = Vec::with_capacity(text.len());
+    let (mut n, mut first) = (0u64, 0u64);
+    let mut i = 0;
+    while i < text.len() {
+        let c = text[i];
+        if c == b'"' {
+            // Copy the string whole, escapes included.
+            let start = i;
+            i += 1;
+            while i < text.len() && text[i] != b'"' {
+                i += if text[i] == b'\\' { 2 } else { 1 };
+            }
+            i = (i + 1).min(text.len());
+            out.extend_from_slice(&text[start..i]);
+            continue;
+        }
+        let word = |w: &[u8]| text[i..].starts_with(w);
+        let len = if word(b"-Infinity") {
+            9
+        } else if word(b"Infinity") {
+            8
+        } else if word(b"NaN") || word(b"-NaN") {
+            if word(b"-") {
+                4
+            } else {
+                3
+            }
+        } else if c == b'-' || c.is_ascii_digit() {
+            let end = text[i..]
+                .iter()
+                .position(|b| !(b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E')))
+                .map_or(text.len(), |k| i + k);
+            let num = std::str::from_utf8(&text[i..end]).ok().and_then(|t| t.parse::<f64>().ok());
+            if num.is_some_and(|v| !v.is_finite()) {
+                end - i
+            } else {
+                out.extend_from_slice(&text[i..end]);
+                i = end;
+                continue;
+            }
+        } else {
+            out.push(c);
+            i += 1;
+            continue;
+        };
+        if n == 0 {
+            first = i as u64;
+        }
+        n += 1;
+        out.extend_from_slice(b"null");
+        i += len;
+    }
+    (n > 0).then_some((out, n, first))
 }
 
 /// Builds the arena from JSON text (serde_json's parser: its depth limit of 128 applies).
-fn json_tree(bytes: &[u8]) -> Result<Pickle, (Option<u64>, String)> {
-    let text = bytes.strip_prefix(&[0xEF, 0xBB, 0xBF][..]).unwrap_or(bytes);
+fn json_tree(text: &[u8]) -> Result<Pickle, (Option<u64>, String)> {
     let mut b = Builder::default();
     let mut de = serde_json::Deserializer::from_slice(text);
     let root = Seed(&mut b)
@@ -144,6 +249,7 @@ impl<'de> Visitor<'de> for Seed<'_> {
 struct Dec<'t> {
     t: &'t Pickle,
     budget: u64,
+    input_len: usize,
     diags: Diagnostics,
     frames: Vec<Frame>,
     frame_by_node: BTreeMap<NodeId, u32>,
@@ -156,10 +262,18 @@ struct Exhausted;
 type R<T> = Result<T, Exhausted>;
 
 impl<'t> Dec<'t> {
-    fn new(t: &'t Pickle) -> Self {
+    /// The budget: four per opcode (per value in JSON), 64 Ki, and one per 16 input bytes (a
+    /// string costs one per 64 of its bytes, and is in the input once: a 10 MB name is read,
+    /// not taken for shared references).
+    fn budget(t: &Pickle, input_len: usize) -> u64 {
+        t.ops.saturating_mul(4).saturating_add(64 << 10).saturating_add(input_len as u64 / 16)
+    }
+
+    fn new(t: &'t Pickle, input_len: usize) -> Self {
         Dec {
             t,
-            budget: t.ops.saturating_mul(4).saturating_add(64 << 10),
+            budget: Self::budget(t, input_len),
+            input_len,
             diags: Diagnostics::default(),
             frames: Vec::new(),
             frame_by_node: BTreeMap::new(),
@@ -287,7 +401,7 @@ impl<'t> Dec<'t> {
             offset: None,
             what: format!(
                 "the dump's shared references expand beyond {} values: not a dump torch wrote",
-                d.t.ops.saturating_mul(4).saturating_add(64 << 10)
+                Dec::budget(d.t, d.input_len)
             ),
         };
         match self.dump_inner(file, format) {
@@ -326,7 +440,18 @@ impl<'t> Dec<'t> {
             None => String::new(),
         };
         let rank = match self.get(root, "rank")? {
-            Some(v) => self.int(v)?.and_then(|r| u32::try_from(r).ok()),
+            Some(v) => match self.int(v)? {
+                Some(r) if (0..MAX_WORLD_SIZE).contains(&r) => u32::try_from(r).ok(),
+                Some(r) => {
+                    // A claim nothing else bears out sizes nothing: the rank is decided as if
+                    // the dump had none.
+                    self.diags.add(DiagKind::OutOfRange, self.t.offset(v), || {
+                        format!("`rank` {r} is not a rank (0 to {}); ignored", MAX_WORLD_SIZE - 1)
+                    });
+                    None
+                }
+                None => None,
+            },
             None => None,
         };
         let pg_config = match pg_config_id {
@@ -385,17 +510,37 @@ impl<'t> Dec<'t> {
                 c.desc = self.string(d)?.unwrap_or_default();
             }
             if let Some(r) = self.get(v, "ranks")? {
-                c.ranks = match self.node(r)? {
-                    Node::Str(s) => parse_ranks(s),
+                let listed = match self.node(r)? {
+                    Node::Str(s) => {
+                        self.charge(s.len() as u64 / 64)?;
+                        parse_ranks(s)
+                    }
                     Node::List(items) | Node::Tuple(items) => {
                         let mut v = Vec::new();
                         for &i in items {
-                            v.extend(self.int(i)?.and_then(|x| u32::try_from(x).ok()));
+                            v.extend(self.int(i)?);
                         }
                         v
                     }
                     _ => Vec::new(),
                 };
+                // A listed rank is a claim on the world's size: one beyond the limit is
+                // dropped (said once per group), never filled up to.
+                let n = listed.len();
+                c.ranks = listed
+                    .into_iter()
+                    .filter_map(|x| u32::try_from(x).ok().filter(|&x| x < MAX_RANK))
+                    .collect();
+                let dropped = (n - c.ranks.len()) as u64;
+                if dropped > 0 {
+                    let name = c.key.clone();
+                    self.diags.add_n(DiagKind::OutOfRange, dropped, self.t.offset(r), || {
+                        format!(
+                            "`pg_config` group `{name}` lists ranks that are not ranks (0 to {}): dropped",
+                            MAX_RANK - 1
+                        )
+                    });
+                }
             }
             out.push(c);
         }
@@ -560,7 +705,11 @@ impl<'t> Dec<'t> {
     }
 }
 
-/// `"[0, 1, 2]"` → `[0, 1, 2]` (every run of digits).
-fn parse_ranks(s: &str) -> Vec<u32> {
-    s.split(|c: char| !c.is_ascii_digit()).filter(|t| !t.is_empty()).filter_map(|t| t.parse().ok()).collect()
+/// `"[0, 1, 2]"` → `[0, 1, 2]` (every run of digits; one too long for `i64` as `i64::MAX`,
+/// which the caller drops as out of range).
+fn parse_ranks(s: &str) -> Vec<i64> {
+    s.split(|c: char| !c.is_ascii_digit())
+        .filter(|t| !t.is_empty())
+        .map(|t| t.parse().unwrap_or(i64::MAX))
+        .collect()
 }

@@ -50,6 +50,16 @@ mod decode;
 pub mod output;
 pub mod pickle;
 
+/// Ranks a dump may claim (its `rank`, its file name, `pg_config`) are below this: the limit a
+/// trace's world size has ([`crate::parse::kineto::MAX_WORLD_SIZE`], 2^24). A claim beyond it is
+/// an `out_of_range` diagnostic on the dump, never a size.
+pub const MAX_RANK: u32 = 1 << 24;
+
+/// The ranks below the highest one seen are presumed to be the job's (a world is `0..n`) only
+/// up to this many, or 16 per rank the inputs name, whichever is more: a rank number is a claim
+/// of a few bytes, the ranks it would presume are a report's rows.
+pub const MAX_PRESUMED_RANKS: usize = 1 << 16;
+
 /// The encoding of a dump file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -284,7 +294,22 @@ pub fn decide_ranks(dumps: Vec<FrDump>) -> (Vec<RankedDump>, Vec<SkippedDump>) {
             rank_from_name(&d.file).or_else(|| trailing_number(&d.file)).map(|r| (r, RankFrom::FileName))
         })
     };
-    let claims: Vec<Option<(u32, RankFrom)>> = dumps.iter().map(claim).collect();
+    // A file name's number beyond any world is not a rank ([`MAX_RANK`]): the dump is ranked as
+    // if its name had none, and says so.
+    let mut refused: Vec<Option<u32>> = Vec::with_capacity(dumps.len());
+    let claims: Vec<Option<(u32, RankFrom)>> = dumps
+        .iter()
+        .map(|d| match claim(d) {
+            Some((r, _)) if r >= MAX_RANK => {
+                refused.push(Some(r));
+                None
+            }
+            c => {
+                refused.push(None);
+                c
+            }
+        })
+        .collect();
     // The kept dump of each claimed rank.
     let mut keep: BTreeMap<u32, usize> = BTreeMap::new();
     for (i, c) in claims.iter().enumerate() {
@@ -304,6 +329,11 @@ pub fn decide_ranks(dumps: Vec<FrDump>) -> (Vec<RankedDump>, Vec<SkippedDump>) {
         let mut diags = Diagnostics::default();
         for x in d.diagnostics.drain(..) {
             diags.add_n(x.kind, x.count, x.first_offset, || x.message.clone());
+        }
+        if let Some(r) = refused.get(i).copied().flatten() {
+            diags.add(DiagKind::OutOfRange, None, || {
+                format!("the file name's number {r} is not a rank (0 to {}); ignored", MAX_RANK - 1)
+            });
         }
         let (rank, from) = match c {
             Some((r, from)) => {
@@ -355,15 +385,7 @@ fn trailing_number(path: &str) -> Option<u32> {
 /// lists, and every rank below the highest one seen: a world is `0..n`), the group that
 /// holds them all.
 pub fn options(dumps: &[RankedDump]) -> SeqOptions {
-    let mut world: BTreeSet<u32> = dumps.iter().map(|d| d.rank).collect();
-    for d in dumps {
-        for c in &d.dump.pg_config {
-            world.extend(c.ranks.iter().copied());
-        }
-    }
-    if let Some(&max) = world.iter().next_back() {
-        world.extend(0..max);
-    }
+    let world = presumed_world(dumps).0;
     // The group every dump has entries in and with the most entries is the default group
     // (`default_pg`); its name is "0" in torch.
     let mut counts: BTreeMap<String, (usize, usize)> = BTreeMap::new();
@@ -392,10 +414,41 @@ pub fn options(dumps: &[RankedDump]) -> SeqOptions {
     SeqOptions { world: world.into_iter().collect(), world_group, groups: BTreeMap::new(), timeout_ms: None }
 }
 
+/// The ranks the job is presumed to have (every rank `pg_config` lists, and every rank below the
+/// highest one seen), when they are at most [`MAX_PRESUMED_RANKS`] or 16 per dump; else only the
+/// ranks with a dump, and a note saying how many were claimed (each presumed rank is a row of the
+/// report: a few bytes of `pg_config` must not make a million).
+fn presumed_world(dumps: &[RankedDump]) -> (BTreeSet<u32>, Option<String>) {
+    let have: BTreeSet<u32> = dumps.iter().map(|d| d.rank).collect();
+    let cap = MAX_PRESUMED_RANKS.max(16 * dumps.len());
+    let mut world = have.clone();
+    for d in dumps {
+        for c in &d.dump.pg_config {
+            world.extend(c.ranks.iter().copied());
+            if world.len() > cap {
+                break;
+            }
+        }
+    }
+    let max = world.iter().next_back().copied().unwrap_or(0);
+    if world.len() > cap || max as usize >= cap {
+        let note = format!(
+            "the dumps claim a world of at least {} ranks (`pg_config`, a rank number): more than {cap} \
+             presumed ranks are not listed one by one; only the {} ranks with a dump are",
+            world.len().max(max as usize + 1),
+            have.len()
+        );
+        return (have, Some(note));
+    }
+    world.extend(0..max);
+    (world, None)
+}
+
 /// The hook for the analysis: the sequence report of a job's dumps (one per rank).
 pub fn job_report(dumps: &[RankedDump]) -> SequenceReport {
     let seqs: Vec<RankSeq> = dumps.iter().map(|d| d.dump.rank_seq(d.rank)).collect();
     let mut r = sequence::analyze(&seqs, &options(dumps));
+    r.notes.extend(presumed_world(dumps).1);
     let entries = dumps.iter().flat_map(|d| d.dump.entries.iter());
     if entries.clone().next().is_some() && entries.clone().all(|e| e.pg_name.is_empty()) {
         r.notes.push(

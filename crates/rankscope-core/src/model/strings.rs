@@ -19,8 +19,9 @@ impl StrId {
     pub const EMPTY: StrId = StrId(0);
 }
 
-/// A small, fast, non-cryptographic hasher (the multiply-rotate scheme of rustc's FxHash).
-/// Keys here are trace strings, not attacker-chosen map keys in a server, so HashDoS is moot.
+/// A small, fast, non-cryptographic hasher (the multiply-rotate scheme of rustc's FxHash, with a
+/// finalizer that spreads every bit). Its key is fixed (tables must be the same in every shell),
+/// so names crafted to collide can still slow a table; names that merely look alike do not.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct FxHasher {
     hash: u64,
@@ -67,9 +68,19 @@ impl Hasher for FxHasher {
     fn write_usize(&mut self, i: usize) {
         self.add(i as u64);
     }
+    /// The state's bits mixed into every bit of the result (murmur3's `fmix64`): the last step
+    /// of `add` is a multiply, whose low bits depend only on the low bits of what it multiplies,
+    /// and hashbrown picks buckets by the low bits; names that differ only past their first
+    /// byte (`k0` … `k399999`) all fell in a few buckets, and 400k distinct names took 6.6 s
+    /// against 0.18 s for one.
     #[inline]
     fn finish(&self) -> u64 {
-        self.hash
+        let mut h = self.hash;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
     }
 }
 

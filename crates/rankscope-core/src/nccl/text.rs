@@ -3,13 +3,19 @@
 
 use std::borrow::Cow;
 
-/// Split `bytes` into lines (`\n`, with an optional `\r` before it), numbered from 1, each
-/// decoded lossily (invalid UTF-8 becomes U+FFFD) and [`clean`]ed of what terminals and capture
-/// tools add.
+/// Split `bytes` into lines (`\n`, with an optional `\r` before it; a text with no `\n` at all
+/// but `\r`s, as classic Mac OS and some capture tools write it, is split at each `\r`),
+/// numbered from 1, each decoded lossily (invalid UTF-8 becomes U+FFFD) and [`clean`]ed of what
+/// terminals and capture tools add.
 pub(crate) fn lines(bytes: &[u8]) -> impl Iterator<Item = (u32, Cow<'_, str>)> {
+    let sep = if memchr::memchr(b'\n', bytes).is_none() && memchr::memchr(b'\r', bytes).is_some() {
+        b'\r'
+    } else {
+        b'\n'
+    };
     // A final newline ends the last line; it does not start an empty one.
-    let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
-    body.split(|&b| b == b'\n').enumerate().map(|(i, raw)| {
+    let body = bytes.strip_suffix(&[sep]).unwrap_or(bytes);
+    body.split(move |&b| b == sep).enumerate().map(|(i, raw)| {
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         let n = u32::try_from(i.saturating_add(1)).unwrap_or(u32::MAX);
         (n, clean(raw))

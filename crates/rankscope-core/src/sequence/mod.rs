@@ -104,6 +104,9 @@ pub fn analyze(seqs: &[RankSeq], opts: &SeqOptions) -> SequenceReport {
     seqs.dedup_by_key(|s| s.rank);
     let present: BTreeSet<u32> = seqs.iter().map(|s| s.rank).collect();
     let no_input: BTreeSet<u32> = opts.world.iter().copied().filter(|r| !present.contains(r)).collect();
+    // Membership asked once per rank and group: a set, not the list (a `pg_config` of a million
+    // ranks made `Vec::contains` here quadratic: 34–56 s).
+    let world: BTreeSet<u32> = opts.world.iter().copied().collect();
 
     // Step ordinals: per rank, per (pg, step), in issue order.
     let step_ordinals: BTreeMap<u32, Vec<Option<u32>>> = seqs
@@ -158,7 +161,7 @@ pub fn analyze(seqs: &[RankSeq], opts: &SeqOptions) -> SequenceReport {
         .collect();
     let mut groups = Vec::new();
     for (pg, desc) in &pgs {
-        groups.push(group_report(pg, desc, &seqs, &by_pg, &no_input, opts, &ctx));
+        groups.push(group_report(pg, desc, &seqs, &by_pg, &no_input, &world, opts, &ctx));
     }
 
     // Per rank, over all groups.
@@ -334,12 +337,14 @@ struct PgRecords {
     p2p: u32,
 }
 
+#[allow(clippy::too_many_arguments)]
 fn group_report(
     pg: &str,
     desc: &str,
     seqs: &[&RankSeq],
     by_pg: &[BTreeMap<&str, PgRecords>],
     no_input: &BTreeSet<u32>,
+    world: &BTreeSet<u32>,
     opts: &SeqOptions,
     ctx: &Ctx<'_>,
 ) -> GroupReport {
@@ -349,7 +354,7 @@ fn group_report(
         let in_group = p2p > 0
             || !coll.is_empty()
             || opts.groups.get(pg).is_some_and(|m| m.contains(&s.rank))
-            || (opts.world_group.as_deref() == Some(pg) && opts.world.contains(&s.rank));
+            || (opts.world_group.as_deref() == Some(pg) && world.contains(&s.rank));
         if !in_group {
             continue;
         }
@@ -380,7 +385,7 @@ fn group_report(
     let mut absent: Vec<u32> = Vec::new();
     for &r in no_input {
         let listed = opts.groups.get(pg).is_some_and(|m| m.contains(&r))
-            || (opts.world_group.as_deref() == Some(pg) && opts.world.contains(&r));
+            || (opts.world_group.as_deref() == Some(pg) && world.contains(&r));
         if listed {
             members.insert(r);
             absent.push(r);
@@ -790,16 +795,31 @@ fn diagnose(rep: &SequenceReport) -> Vec<Diagnosis> {
             waited_ns: None,
         });
     }
-    for r in rep.ranks.iter().filter(|r| r.no_input) {
+    let missing: Vec<u32> = rep.ranks.iter().filter(|r| r.no_input).map(|r| r.rank).collect();
+    if missing.len() > text::MANY_MISSING {
+        // One diagnosis for many: a world claimed by a `pg_config` of a million ranks is not a
+        // million sentences.
         out.push(Diagnosis {
             kind: DiagnosisKind::NoInput,
             pg: None,
             position: None,
-            ranks: vec![r.rank],
-            sentence: text::no_input(r.rank, &rep.sources),
+            sentence: text::no_input_many(&missing, &rep.sources),
+            ranks: missing,
             steps: Vec::new(),
             waited_ns: None,
         });
+    } else {
+        for r in missing {
+            out.push(Diagnosis {
+                kind: DiagnosisKind::NoInput,
+                pg: None,
+                position: None,
+                ranks: vec![r],
+                sentence: text::no_input(r, &rep.sources),
+                steps: Vec::new(),
+                waited_ns: None,
+            });
+        }
     }
     for r in rep.ranks.iter().filter(|r| r.ends_early && !explained.contains(&r.rank)) {
         out.push(Diagnosis {

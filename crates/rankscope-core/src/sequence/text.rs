@@ -434,6 +434,43 @@ pub fn divergence(d: &Divergence, rep: &SequenceReport) -> String {
     s
 }
 
+/// More ranks without input than this are said in one sentence, as runs.
+pub const MANY_MISSING: usize = 8;
+
+/// Sorted ranks as runs, `1–5, 9, 12–40`, the first 16 runs (then how many more).
+pub fn runs(r: &[u32]) -> String {
+    let mut spans: Vec<(u32, u32)> = Vec::new();
+    for &x in r {
+        match spans.last_mut() {
+            Some((_, b)) if b.checked_add(1) == Some(x) => *b = x,
+            _ => spans.push((x, x)),
+        }
+    }
+    let shown: Vec<String> = spans
+        .iter()
+        .take(16)
+        .map(|&(a, b)| if a == b { a.to_string() } else { format!("{a}–{b}") })
+        .collect();
+    let more = spans.len().saturating_sub(16);
+    let mut s = shown.join(", ");
+    if more > 0 {
+        s.push_str(&format!(" and {more} more runs"));
+    }
+    s
+}
+
+/// [`no_input`] for more than [`MANY_MISSING`] ranks.
+pub fn no_input_many(r: &[u32], sources: &[Source]) -> String {
+    match input_word(sources) {
+        "dump" => format!(
+            "{} ranks ({}) have no Flight Recorder dump: they may have crashed before writing one, or the world is smaller than the dumps claim.",
+            r.len(),
+            runs(r)
+        ),
+        w => format!("{} ranks ({}) have no {w}.", r.len(), runs(r)),
+    }
+}
+
 pub fn no_input(rank: u32, sources: &[Source]) -> String {
     match input_word(sources) {
         "dump" => format!("Rank {rank} has no Flight Recorder dump: it may have crashed before writing one."),
@@ -521,8 +558,13 @@ pub fn report(rep: &SequenceReport) -> String {
                 short(&r.last_completed)
             );
         }
-        for &r in &g.no_input {
-            let _ = writeln!(out, "  {:<5} {:>7}  (no {})", r, "-", input_word(&rep.sources));
+        if g.no_input.len() > MANY_MISSING {
+            let _ =
+                writeln!(out, "  {} ranks {:>7}  (no {})", runs(&g.no_input), "-", input_word(&rep.sources));
+        } else {
+            for &r in &g.no_input {
+                let _ = writeln!(out, "  {:<5} {:>7}  (no {})", r, "-", input_word(&rep.sources));
+            }
         }
     }
     if !rep.notes.is_empty() {

@@ -9,8 +9,8 @@ pub(in crate::job) enum Unframed {
     Damaged { offset: u64, reason: String },
     /// Another format version.
     Version(u16),
-    /// It inflates beyond the limit.
-    TooLarge,
+    /// It inflates beyond this limit (the caller's, or [`ratio_cap`] of its size).
+    TooLarge(u64),
 }
 
 /// The envelope of a part and of a job digest: `magic`, the format version (u16 little-endian),
@@ -36,17 +36,6 @@ pub(in crate::job) fn frame(
     gz.into_inner().ok().and_then(|g| g.finish().ok()).unwrap_or_default()
 }
 
-/// The inflated content of framed `bytes` whose magic (`magic_len` bytes, already checked) is
-/// followed by `version`; at most `limit` bytes.
-pub(in crate::job) fn unframe(
-    bytes: &[u8],
-    magic_len: usize,
-    version: u16,
-    limit: u64,
-) -> Result<Vec<u8>, Unframed> {
-    unframer(bytes, magic_len, version, limit)?.bytes(limit.saturating_add(1))
-}
-
 /// The framed content as a reader: the inflated content taken as it is needed, never held whole (a
 /// 1,024-rank job of 100 steps inflates to 1.1 GB). Every read past the content's end checks the
 /// gzip trailer, so [`Unframer::rest`] must end a reading.
@@ -56,6 +45,14 @@ pub(in crate::job) struct Unframer<'a> {
     limit: u64,
     /// Inflated bytes taken so far.
     pub(in crate::job) at: u64,
+}
+
+/// The most `n` framed bytes may inflate to, whatever the caller's limit: 256 times their size,
+/// and 64 MiB at least. deflate can reach about 1,000 to 1; the JSON of parts and digests
+/// shrinks about 10 to 1 (a trace part) and rarely 30, so a real input is far below, and a bomb
+/// (a 1 MB part of 1 GB of blanks) costs at most 256 times its size.
+pub(in crate::job) fn ratio_cap(n: usize) -> u64 {
+    (n as u64).saturating_mul(256).max(64 << 20)
 }
 
 /// The [`Unframer`] of framed `bytes` whose magic (`magic_len` bytes) was checked.
@@ -78,6 +75,7 @@ pub(in crate::job) fn unframer(
     if found != version {
         return Err(Unframed::Version(found));
     }
+    let limit = limit.min(ratio_cap(bytes.len()));
     let counted = Counted { inner: bytes.get(head..).unwrap_or_default(), read: 0 };
     let gz = flate2::read::GzDecoder::new(counted).take(limit.saturating_add(1));
     Ok(Unframer { gz: std::io::BufReader::with_capacity(1 << 16, gz), head, limit, at: 0 })
@@ -92,7 +90,7 @@ impl Unframer<'_> {
     fn took(&mut self, n: usize) -> Result<(), Unframed> {
         self.at += n as u64;
         if self.at > self.limit {
-            return Err(Unframed::TooLarge);
+            return Err(Unframed::TooLarge(self.limit));
         }
         Ok(())
     }
@@ -122,6 +120,26 @@ impl Unframer<'_> {
         }
         self.took(out.len())?;
         Ok(out)
+    }
+
+    /// Appends the next `n` bytes (or fewer where the content ends) to `out`, in place.
+    pub(in crate::job) fn append(&mut self, out: &mut Vec<u8>, n: u64) -> Result<(), Unframed> {
+        let got = match (&mut self.gz).take(n).read_to_end(out) {
+            Ok(k) => k,
+            Err(e) => return Err(self.fault(&e)),
+        };
+        self.took(got)
+    }
+
+    /// Appends the rest of the content to `out` (checking the gzip trailer), never beyond the
+    /// limit: what it appended.
+    pub(in crate::job) fn append_rest(&mut self, out: &mut Vec<u8>) -> Result<usize, Unframed> {
+        let n = match self.gz.read_to_end(out) {
+            Ok(n) => n,
+            Err(e) => return Err(self.fault(&e)),
+        };
+        self.took(n)?;
+        Ok(n)
     }
 
     /// Reads to the end of the content (checking the gzip trailer): the bytes that were left.

@@ -215,7 +215,7 @@ fn read(name: &str, bytes: &[u8], limit: u64, lean: bool) -> Result<LeanDigest, 
             JobDigestError::Damaged { name: name_s(), at: "file", offset, reason }
         }
         Unframed::Version(found) => JobDigestError::Version { name: name_s(), found },
-        Unframed::TooLarge => JobDigestError::TooLarge { name: name_s(), limit },
+        Unframed::TooLarge(limit) => JobDigestError::TooLarge { name: name_s(), limit },
     };
     let mut content = frame::unframer(bytes, MAGIC.len(), VERSION, limit).map_err(framing)?;
     let damaged = |offset: u64, reason: String| JobDigestError::Damaged {
@@ -239,7 +239,10 @@ fn read(name: &str, bytes: &[u8], limit: u64, lean: bool) -> Result<LeanDigest, 
     if head.schema != SCHEMA {
         return Err(damaged(0, format!("schema `{}`, expected `{SCHEMA}`", head.schema)));
     }
-    let mut files = Vec::with_capacity(head.ranks.min(1 << 20));
+    // Reserved for the ranks the head claims only as far as a part's line could be in the
+    // input (a few hundred bytes each at least, compressed): a head claiming a million ranks
+    // reserved a million parts, 2.1 GB, from a 2 MB digest.
+    let mut files = Vec::with_capacity(head.ranks.min(bytes.len() / 256));
     for i in 0..head.ranks {
         let start = line(&mut buf, &format!("part of rank {i}"))?;
         let f: FileLineOwned = serde_json::from_slice(&buf).map_err(|e| parse_err(start, e))?;
@@ -254,7 +257,19 @@ fn read(name: &str, bytes: &[u8], limit: u64, lean: bool) -> Result<LeanDigest, 
     let mut texts = Vec::with_capacity(head.texts.len());
     for t in head.texts {
         let want = t.bytes;
-        let bytes = content.bytes(want).map_err(framing)?;
+        // Its head first, judged as a file's is (`job::detect`) before the rest inflates: 1 GB
+        // of blanks said to be a log is not held to be told it is not one.
+        let sniff = crate::job::read::SNIFF_BYTES as u64;
+        let mut bytes = content.bytes(want.min(sniff)).map_err(framing)?;
+        if bytes.len() as u64 >= sniff && crate::job::read::text_kinds(&bytes).is_empty() {
+            return Err(damaged(
+                content.at - bytes.len() as u64,
+                format!("the text `{}` does not begin as an NCCL log, nccl-tests output or a Flight Recorder dump", t.name),
+            ));
+        }
+        if want > sniff {
+            content.append(&mut bytes, want - sniff).map_err(framing)?;
+        }
         if (bytes.len() as u64) < want {
             return Err(damaged(content.at, format!("ends inside the text `{}`", t.name)));
         }

@@ -147,27 +147,33 @@ pub fn decode_with_limit(name: &str, bytes: &[u8], limit: u64) -> Result<Piece, 
     if !bytes.starts_with(MAGIC) {
         return Err(PartError::NotAPart { name: name_s() });
     }
-    let inflated = frame::unframe(bytes, MAGIC.len(), VERSION, limit).map_err(|e| match e {
+    let unframed = |e: Unframed| match e {
         Unframed::Damaged { offset, reason } => {
             PartError::Damaged { name: name_s(), at: "encoded", offset, reason }
         }
         Unframed::Version(found) => PartError::Version { name: name_s(), found },
-        Unframed::TooLarge => PartError::TooLarge { name: name_s(), limit },
-    })?;
+        Unframed::TooLarge(limit) => PartError::TooLarge { name: name_s(), limit },
+    };
     let damaged = |offset: usize, reason: String| PartError::Damaged {
         name: name.to_string(),
         at: "inflated",
         offset: offset as u64,
         reason,
     };
-    let Some(nl) = memchr::memchr(b'\n', &inflated) else {
-        return Err(damaged(inflated.len(), "no end of the head line".into()));
-    };
-    let (line, payload) = (&inflated[..nl], inflated.get(nl + 1..).unwrap_or_default());
-    let head: HeadIn = serde_json::from_slice(line).map_err(|e| {
+    // The content is taken as a stream: the head line, then (for a text) its first
+    // `SNIFF_BYTES`, which must be a text rankscope reads before the rest is inflated (a 0.9 MB
+    // part of 1 GB of blanks cost 1.9 GB and a minute), then the rest appended in place.
+    let mut u = frame::unframer(bytes, MAGIC.len(), VERSION, limit).map_err(unframed)?;
+    let mut line = Vec::new();
+    if !u.line(&mut line).map_err(unframed)? {
+        return Err(damaged(line.len(), "no end of the head line".into()));
+    }
+    let nl = line.len();
+    let head: HeadIn = serde_json::from_slice(&line).map_err(|e| {
         // serde_json counts columns from 1 on the one line.
         damaged(e.column().saturating_sub(1), e.to_string())
     })?;
+    drop(line);
     if head.schema != SCHEMA {
         return Err(damaged(0, format!("schema `{}`, expected `{SCHEMA}`", head.schema)));
     }
@@ -176,8 +182,9 @@ pub fn decode_with_limit(name: &str, bytes: &[u8], limit: u64) -> Result<Piece, 
         Kind::Trace => {
             let claim = head.claim.ok_or_else(|| missing("trace", "claim"))?;
             let part = head.part.ok_or_else(|| missing("trace", "part"))?;
-            if !payload.is_empty() {
-                return Err(damaged(nl + 1, format!("{} bytes after a trace part", payload.len())));
+            let after = u.rest().map_err(unframed)?;
+            if after > 0 {
+                return Err(damaged(nl + 1, format!("{after} bytes after a trace part")));
             }
             Ok(Piece::Trace { claim, part })
         }
@@ -187,7 +194,19 @@ pub fn decode_with_limit(name: &str, bytes: &[u8], limit: u64) -> Result<Piece, 
             if kinds.is_empty() {
                 return Err(damaged(0, "a text part of no kind".into()));
             }
-            Ok(Piece::Text(Text { name, kinds, bytes: payload.to_vec() }))
+            let sniff = crate::job::read::SNIFF_BYTES;
+            let mut payload = u.bytes(sniff as u64).map_err(unframed)?;
+            // A text that ends within its head costs no more than its head: what it is, its
+            // reader says; a longer one is judged here, as a file is (`job::detect`).
+            if payload.len() >= sniff && crate::job::read::text_kinds(&payload).is_empty() {
+                return Err(damaged(
+                    nl + 1,
+                    "its text does not begin as an NCCL log, nccl-tests output or a Flight Recorder dump"
+                        .into(),
+                ));
+            }
+            u.append_rest(&mut payload).map_err(unframed)?;
+            Ok(Piece::Text(Text { name, kinds, bytes: payload }))
         }
     }
 }
@@ -216,6 +235,22 @@ mod tests {
             assert!(is_part(&enc));
             assert_eq!(decode("p", &enc), Ok(piece.clone()));
         }
+    }
+
+    #[test]
+    fn a_text_part_of_blanks_is_refused_from_its_head() {
+        // 64 MiB of blanks behind a text head: refused after its first 64 KiB, never held.
+        let bytes = vec![b' '; 64 << 20];
+        let junk = Piece::Text(Text { name: "nccl.log".into(), kinds: vec![InputKind::NcclLog], bytes });
+        let mut enc = encode(&junk);
+        let e = decode("blank.part", &enc).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains("does not begin as an NCCL log"), "{e}");
+        // A real log's head passes.
+        let mut log = b"nodeA:100:100 [0] NCCL INFO NCCL version 2.19.3+cuda12.3\n".repeat(2000);
+        log.extend_from_slice(&[b' '; 1 << 10]);
+        let good = Piece::Text(Text { name: "nccl.log".into(), kinds: vec![InputKind::NcclLog], bytes: log });
+        enc = encode(&good);
+        assert_eq!(decode("good.part", &enc), Ok(good));
     }
 
     #[test]

@@ -312,9 +312,12 @@ impl TraceParser {
                 format!("{n} bytes after the end of the JSON document ignored")
             });
         }
+        let lone_brace = matches!(self.state, State::Member { first: true });
         match self.state {
             State::Start => {
-                return Err(self.not_a_trace(end, "the file is empty"));
+                // Whitespace is not nothing: say what the file holds.
+                let what = if end == 0 { "the file is empty" } else { "the file holds only whitespace" };
+                return Err(self.not_a_trace(end, what));
             }
             State::Done => {}
             State::Resync { .. } => {
@@ -342,6 +345,11 @@ impl TraceParser {
             }
         }
         if self.out.meta.form == "object" && !self.saw_trace_events && !self.saw_kineto_key {
+            if lone_brace {
+                // A lone `{` (a file cut right after it opened) has no member to judge by.
+                return Err(self
+                    .not_a_trace(end, "the file ends right after its opening `{`: cut before any content"));
+            }
             return Err(self.not_a_trace(0, "a JSON object without `traceEvents` or any Kineto key"));
         }
         if self.out.meta.form == "array"

@@ -454,6 +454,10 @@ impl TraceParser {
             }
             State::MemberValue { key } => {
                 let at = *pos;
+                // A member nested deeper than the scanners' bracket stack (128) is skipped as
+                // a stream, which counts depth without bound, and the members after it (the
+                // events) are read: it made the whole file "without `traceEvents`".
+                let too_deep = |buf: &[u8], bad: usize| matches!(buf.get(bad), Some(b'{' | b'['));
                 match key {
                     MemberKey::TraceEvents => {
                         if json::peek(buf, pos)? == b'[' {
@@ -474,14 +478,24 @@ impl TraceParser {
                             Err(Stop::Incomplete) => return Err(Stop::Incomplete),
                             Err(Stop::Bad(_)) => {
                                 *pos = at;
-                                json::skip_value(buf, pos)?;
+                                match json::skip_value(buf, pos) {
+                                    Err(Stop::Bad(b)) if too_deep(buf, b) => {
+                                        return Ok(self.skip_deep_member(base, at, pos));
+                                    }
+                                    r => r?,
+                                }
                                 self.diag(DiagKind::BadMetadata, Some(base + at as u64), || {
                                     format!("top-level `{name}` could not be read; ignored")
                                 });
                             }
                         }
                     }
-                    MemberKey::Other => json::skip_value(buf, pos)?,
+                    MemberKey::Other => match json::skip_value(buf, pos) {
+                        Err(Stop::Bad(b)) if too_deep(buf, b) => {
+                            return Ok(self.skip_deep_member(base, at, pos))
+                        }
+                        r => r?,
+                    },
                 }
                 self.state = State::Member { first: false };
                 Ok(true)
@@ -626,6 +640,21 @@ impl TraceParser {
     }
 
     /// Starts skipping a damaged element of `traceEvents` that begins at `buf[start]`.
+    /// Starts skipping a top-level member value at `at` that nests deeper than the scanners'
+    /// bracket stack, as a stream ([`StreamSkip`]), and says so: the parse goes on after it.
+    fn skip_deep_member(&mut self, base: u64, at: usize, pos: &mut usize) -> bool {
+        let start = base + at as u64;
+        self.diag(DiagKind::OversizedValue, Some(start), || {
+            format!(
+                "a top-level member at byte {start} nests deeper than {} levels; skipped without being read",
+                json::MAX_DEPTH
+            )
+        });
+        *pos = at;
+        self.state = State::SkipMember { skip: StreamSkip { start, ..StreamSkip::default() } };
+        true
+    }
+
     pub(super) fn start_damage(
         &mut self,
         buf: &[u8],
