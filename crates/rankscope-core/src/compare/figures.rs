@@ -344,9 +344,17 @@ pub fn regions(base: &Analysis, new: &Analysis, floor_ns: i64) -> Vec<RegionDiff
         b.into_iter().map(|((r, p, name), v)| ((r, to_new(&p), to_new(&name)), v)).collect();
     let ranks_b: BTreeSet<u32> = base.steps.iter().flat_map(|s| s.per_rank.iter().map(|r| r.rank)).collect();
     let ranks_n: BTreeSet<u32> = new.steps.iter().flat_map(|s| s.per_rank.iter().map(|r| r.rank)).collect();
-    let steps = |a: &Analysis, rank: u32| {
-        a.steps.iter().filter(|s| s.per_rank.iter().any(|r| r.rank == rank)).count()
+    // Steps per rank, looked up by key (a scan per region would be quadratic in the ranks).
+    let count = |a: &Analysis| {
+        let mut m: BTreeMap<u32, usize> = BTreeMap::new();
+        for s in &a.steps {
+            for r in &s.per_rank {
+                *m.entry(r.rank).or_default() += 1;
+            }
+        }
+        m
     };
+    let (steps_b, steps_n) = (count(base), count(new));
     let keys: BTreeSet<&(u32, String, String)> = b.keys().chain(n.keys()).collect();
     let mut out = Vec::new();
     // Per region (parent, name): per step, the sums over ranks (divided by the ranks after).
@@ -365,11 +373,13 @@ pub fn regions(base: &Analysis, new: &Analysis, floor_ns: i64) -> Vec<RegionDiff
         if !(ranks_b.contains(rank) && ranks_n.contains(rank)) {
             continue;
         }
-        let zeros = |a: &Analysis| vec![0i64; steps(a, *rank)];
-        let (pb, ab, cb) =
-            b.get(key).map_or((None, zeros(base), zeros(base)), |x| (Some(x.0), x.1.clone(), x.2.clone()));
-        let (pn, an, cn) =
-            n.get(key).map_or((None, zeros(new), zeros(new)), |x| (Some(x.0), x.1.clone(), x.2.clone()));
+        let zeros = |m: &BTreeMap<u32, usize>| vec![0i64; m.get(rank).copied().unwrap_or(0)];
+        let (pb, ab, cb) = b
+            .get(key)
+            .map_or((None, zeros(&steps_b), zeros(&steps_b)), |x| (Some(x.0), x.1.clone(), x.2.clone()));
+        let (pn, an, cn) = n
+            .get(key)
+            .map_or((None, zeros(&steps_n), zeros(&steps_n)), |x| (Some(x.0), x.1.clone(), x.2.clone()));
         let phase = pn.or(pb).unwrap_or(Phase::Other);
         let presence = match (pb.is_some(), pn.is_some()) {
             (true, true) => Presence::Both,
