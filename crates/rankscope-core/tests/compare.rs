@@ -2,7 +2,8 @@
 //! injected cause against the healthy run must name that cause, its rank and about its size as
 //! the run measured it itself (`measured` in scenario.json, `time.perf_counter()` on each rank,
 //! independent of the profiler); two runs of one configuration (`tests/zoo/repeat/`) and a run
-//! against itself must say "no change beyond noise".
+//! against itself must say "no change beyond noise". GPU-shaped pairs come from the generator
+//! (`rankscope synth --scenario`), whose manifest says what was injected.
 
 // Tests read the zoo from disk; the core never does (its clippy.toml).
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
@@ -15,6 +16,7 @@ use rankscope_core::analyze::{Analysis, Options};
 use rankscope_core::compare::{self, gates, render, Change, Comparison, FindingChange, Presence};
 use rankscope_core::diagnose::analyze;
 use rankscope_core::normalize::{assemble, Rules};
+use rankscope_synth::{self as synth, Injected, Scenario, SynthConfig};
 use serde_json::Value;
 
 fn dir(name: &str) -> PathBuf {
@@ -229,4 +231,45 @@ fn the_json_is_versioned_and_reads_back() {
     assert!(render::markdown(&c).starts_with(&c.verdict.line));
     let csv = render::csv(&c);
     assert_eq!(csv.lines().count(), 2 + c.figures.len() + c.regions.len());
+}
+
+/// A generated GPU job (steps 8) and what its manifest says was injected.
+fn synthetic(s: Scenario, seed: u64) -> (Analysis, Injected) {
+    let cfg = SynthConfig { steps: 8, seed, ..s.config() };
+    let man = synth::manifest(&cfg);
+    let traces: Vec<_> = synth::write_ranks(&cfg, vec![Vec::new(); cfg.ranks as usize])
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_iter()
+        .enumerate()
+        .map(|(r, (b, _))| {
+            common::ingest_chunked(&synth::file_name(r as u32, false), &b, 1 << 20)
+                .unwrap_or_else(|e| panic!("{e}"))
+        })
+        .collect();
+    let job = assemble(traces, &[], &Rules::default());
+    (analyze(&job, &Options::default()), man.injected)
+}
+
+#[test]
+fn gpu_jobs_name_the_injected_rank_and_a_reseeded_baseline_is_noise() {
+    let (base, _) = synthetic(Scenario::Baseline, 7);
+    let (again, _) = synthetic(Scenario::Baseline, 8);
+    let c = diff(&base, &again);
+    assert_eq!(c.verdict.change, Change::NoChange, "{}", c.verdict.line);
+    for s in [Scenario::HostStall, Scenario::SlowDataloader, Scenario::SlowGpu, Scenario::UnevenBatch] {
+        let (new, inj) = synthetic(s, 7);
+        let c = diff(&base, &new);
+        let line = &c.verdict.line;
+        assert_eq!(c.verdict.change, Change::Slower, "{s:?}: {line}");
+        let cause = c.verdict.cause.as_ref().unwrap_or_else(|| panic!("{s:?}: no cause: {line}"));
+        assert_eq!(cause.ranks, inj.ranks, "{s:?}: {line}");
+        assert!(
+            !c.verdict.waiting_ranks.is_empty()
+                && !c.verdict.waiting_ranks.iter().any(|r| inj.ranks.contains(r))
+        );
+        if s == Scenario::HostStall {
+            assert_eq!(cause.region.last().map(String::as_str), Some("straggler_sleep"), "{line}");
+            within(cause.delta_ns, inj.amount_ns as f64, 0.1, "the generated stall");
+        }
+    }
 }

@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::figures::{is_top, path, Figure, FigureDiff, Presence, RegionDiff};
+use super::tables::CollectiveDiff;
 use super::Comparison;
 use crate::analyze::Analysis;
 use crate::words;
@@ -185,6 +186,7 @@ pub fn verdict(c: &Comparison, base: &Analysis, new: &Analysis) -> Verdict {
         if let Some(a) = also.first() {
             line.push_str(&format!("; inside the step: {}", cause_words(a)));
         }
+        line.push_str(&collective_words(&c.collectives));
         return Verdict { change: Change::NoChange, line, also, ..Verdict::default() };
     }
     let change = if dir > 0 { Change::Slower } else { Change::Faster };
@@ -214,12 +216,16 @@ pub fn verdict(c: &Comparison, base: &Analysis, new: &Analysis) -> Verdict {
         if !waits.is_empty() && dir > 0 {
             v.waiting_ranks = waits.iter().map(|r| r.rank).collect();
             v.waiting_delta_ns = median(waits.iter().map(|r| r.delta).collect());
-            line.push_str(&format!(
-                ", which {} {} for ({} per step)",
-                words::ranks_word(&v.waiting_ranks).to_lowercase(),
-                if v.waiting_ranks.len() == 1 { "waits" } else { "wait" },
-                signed_dur(v.waiting_delta_ns)
-            ));
+            let every_other =
+                v.waiting_ranks.len() + cause.ranks.len() == rank_count(&all) && v.waiting_ranks.len() > 1;
+            let who = if every_other {
+                "every other rank waits".to_string()
+            } else if v.waiting_ranks.len() == 1 {
+                format!("rank {} waits", v.waiting_ranks[0])
+            } else {
+                format!("ranks {} wait", compact(&v.waiting_ranks))
+            };
+            line.push_str(&format!(", which {who} for ({} per step)", signed_dur(v.waiting_delta_ns)));
         }
         v.also = others(&all, Some((cause, item.as_ref())), &v.waiting_ranks, &c.regions);
     } else {
@@ -246,6 +252,7 @@ pub fn verdict(c: &Comparison, base: &Analysis, new: &Analysis) -> Verdict {
             }
         }
     }
+    line.push_str(&collective_words(&c.collectives));
     v.line = line;
     v.cause = cause;
     v
@@ -345,7 +352,7 @@ fn others(
             Item::Figure(f) => f.is_cause(),
             Item::Region(..) => true,
         })
-        .filter(|r| !waiting.contains(&r.rank) || !matches!(r.item, Item::Figure(Figure::ExposedWait)))
+        .filter(|r| !(waiting.contains(&r.rank) && inherited(all, r)))
         .collect();
     // A region whose child holds most of its move is said by the child.
     let deepest = |r: &Row| match (&r.item, r.region) {
@@ -398,6 +405,29 @@ fn others(
     out
 }
 
+/// "0, 1 and 3", with runs of three or more as ranges: "0, 1 and 3–31".
+pub fn compact(ranks: &[u32]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut k = 0;
+    while k < ranks.len() {
+        let mut j = k;
+        while j + 1 < ranks.len() && ranks[j + 1] == ranks[j] + 1 {
+            j += 1;
+        }
+        if j >= k + 2 {
+            parts.push(format!("{}–{}", ranks[k], ranks[j]));
+        } else {
+            parts.extend(ranks[k..=j].iter().map(|r| r.to_string()));
+        }
+        k = j + 1;
+    }
+    match parts.len() {
+        0 => String::new(),
+        1 => parts[0].clone(),
+        n => format!("{} and {}", parts[..n - 1].join(", "), parts[n - 1]),
+    }
+}
+
 fn rank_count(all: &[Row]) -> usize {
     let mut r: Vec<u32> = all.iter().map(|x| x.rank).collect();
     r.sort_unstable();
@@ -408,6 +438,51 @@ fn rank_count(all: &[Row]) -> usize {
 fn median(mut v: Vec<i64>) -> i64 {
     v.sort_unstable();
     v.get(v.len() / 2).copied().unwrap_or(0)
+}
+
+/// "; collectives: all_reduce 1-4 MiB ×19 per step new, all_reduce 16-64 MiB ×1 gone": the
+/// collective classes (kind × group × size) only one run has, the most frequent two of each
+/// side; empty when both runs have the same classes.
+fn collective_words(colls: &[CollectiveDiff]) -> String {
+    let mut said: Vec<(f64, String)> = Vec::new();
+    for d in colls {
+        let (side, tag) = match (&d.base, &d.new) {
+            (None, Some(n)) => (n, "new"),
+            (Some(b), None) => (b, "gone"),
+            _ => continue,
+        };
+        said.push((
+            side.calls_per_step,
+            format!("{} {} ×{:.0} per step {tag}", d.kind.name(), d.size, side.calls_per_step),
+        ));
+    }
+    if said.is_empty() {
+        return String::new();
+    }
+    said.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let more = said.len().saturating_sub(3);
+    let mut text = said.iter().take(3).map(|x| x.1.clone()).collect::<Vec<_>>().join(", ");
+    if more > 0 {
+        text.push_str(&format!(" and {more} more"));
+    }
+    format!("; collectives: {text}")
+}
+
+/// On a rank that waits for the cause, a figure that is its wait: idle time or host
+/// synchronization (a GPU rank's host blocked on the collective) that moved the wait's way by
+/// no more than its wait did.
+fn inherited(all: &[Row], r: &Row) -> bool {
+    let Item::Figure(f) = r.item else { return false };
+    if f == Figure::ExposedWait {
+        return true;
+    }
+    let wait = all
+        .iter()
+        .find(|x| x.rank == r.rank && x.item == Item::Figure(Figure::ExposedWait))
+        .map_or(0, |x| x.delta);
+    matches!(f, Figure::Idle | Figure::HostSync)
+        && r.delta.signum() == wait.signum()
+        && r.delta.abs() as f64 <= 1.25 * wait.abs() as f64
 }
 
 /// "+402 ms", "−12 ms".
@@ -464,7 +539,7 @@ pub fn cause_words(c: &Cause) -> String {
     } else if c.ranks.len() == 1 {
         format!("rank {}'s", c.ranks[0])
     } else {
-        format!("ranks {}'s", words::rank_list(&c.ranks))
+        format!("ranks {}'s", compact(&c.ranks))
     };
     let what = match c.figure {
         Some(f) => f.words().to_string(),
@@ -482,4 +557,19 @@ pub fn cause_words(c: &Cause) -> String {
         signed_dur(c.delta_ns)
     };
     format!("{who} {what} {amount} per step{tag}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_lists_fold_runs_into_ranges() {
+        assert_eq!(compact(&[2]), "2");
+        assert_eq!(compact(&[0, 1, 3]), "0, 1 and 3");
+        assert_eq!(compact(&[0, 1, 3, 4, 5, 6, 9]), "0, 1, 3–6 and 9");
+        assert_eq!(signed_pct(0.341), "+34%");
+        assert_eq!(signed_pct(-0.021), "−2.1%");
+        assert_eq!(signed_dur(-12_000_000), "−12 ms");
+    }
 }
