@@ -109,3 +109,27 @@ fn a_job_digest_is_a_side_like_its_folder() {
     let figures = v["figures"].as_array().map_or(0, Vec::len);
     assert!(figures > 0 && v["figures"].as_array().is_some_and(|f| f.iter().all(|x| x["delta_ns"] == 0)));
 }
+
+#[test]
+fn runs_are_one_line_each_and_a_folder_of_runs_is_walked() {
+    let (code, text, err) = run(&["runs", &zoo("repeat")]);
+    assert_eq!(code, Some(0), "{err}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    assert!(
+        lines[0].starts_with("run ") && lines[0].contains("step p50") && lines[0].ends_with("lead finding")
+    );
+    let stall = lines.iter().find(|l| l.contains("host_stall_b")).unwrap_or_else(|| panic!("{text}"));
+    assert!(stall.contains("host_stall (rank 2)") && stall.contains("2026-12-06"), "{stall}");
+    let (code, json, _) = run(&["runs", "--json", &zoo("baseline"), &zoo("identical_2rank")]);
+    assert_eq!(code, Some(0));
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v["schema"], "rankscope.runs/1");
+    assert_eq!((v["runs"][0]["ranks"].as_u64(), v["runs"][1]["ranks"].as_u64()), (Some(4), Some(2)));
+    // The step time's median is the analysis' own (`noise.step_ns`, the same steps).
+    let (_, a, _) = run(&["analyze", "--json", &zoo("baseline")]);
+    let a: serde_json::Value = serde_json::from_str(&a).unwrap_or_else(|e| panic!("{e}"));
+    let p50 = v["runs"][0]["step_p50_ns"].as_i64().unwrap_or(0);
+    let med = a["noise"]["step_ns"].as_i64().unwrap_or(0);
+    assert!(p50 > 0 && (p50 - med).abs() * 10 < med, "{p50} vs {med}");
+}

@@ -22,6 +22,7 @@
 pub mod figures;
 pub mod gates;
 pub mod render;
+pub mod runs;
 pub mod shift;
 pub mod tables;
 pub mod verdict;
