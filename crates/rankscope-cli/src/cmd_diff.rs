@@ -1,17 +1,19 @@
 //! `rankscope diff BASE NEW`: what changed between two jobs, and why (`rankscope_core::compare`).
 //! Each side is anything `analyze` takes (a folder of rank traces, files, a job digest); a side
-//! of several paths joins them with commas (`rankscope diff a/,a_tests.txt b/,b_tests.txt`).
+//! of several paths joins them with commas (`rankscope diff a/,a_tests.txt b/,b_tests.txt`); a
+//! side may also be a saved `rankscope analyze --json` (a baseline kept for CI).
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use rankscope_core::compare::{self, gates, render};
 
 use crate::load;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The base run: a folder of rank traces, a job digest, or files (comma-separated).
+    /// The base run: a folder of rank traces, a job digest, files (comma-separated), or a saved
+    /// `rankscope analyze --json`.
     pub base: String,
     /// The new run, the same way.
     pub new: String,
@@ -40,8 +42,34 @@ pub struct Args {
     pub rules: Option<PathBuf>,
 }
 
+/// A saved `rankscope analyze --json` (a baseline kept from an earlier run), if `path` is one:
+/// its head names the schema.
+fn saved_analysis(path: &std::path::Path) -> Result<Option<rankscope_core::analyze::Analysis>> {
+    use std::io::Read;
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let mut head = [0u8; 256];
+    let mut f = std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let n = f.read(&mut head)?;
+    let text = String::from_utf8_lossy(&head[..n]);
+    if !text.trim_start().starts_with('{') || !text.contains("\"rankscope.analysis\"") {
+        return Ok(None);
+    }
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let a = serde_json::from_slice(&bytes)
+        .with_context(|| format!("{}: not a rankscope analysis this version reads", path.display()))?;
+    Ok(Some(a))
+}
+
 /// One side's analysis, and whether every input was read cleanly.
 fn analyze_side(which: &str, spec: &str, a: &Args) -> Result<(rankscope_core::analyze::Analysis, bool)> {
+    if !spec.contains(',') {
+        if let Some(saved) = saved_analysis(std::path::Path::new(spec))? {
+            let clean = saved.errors.is_empty();
+            return Ok((saved, clean));
+        }
+    }
     let mut options = rankscope_core::analyze::Options::default();
     if let Some(l) = &a.layout {
         options.layout = Some(

@@ -133,3 +133,19 @@ fn runs_are_one_line_each_and_a_folder_of_runs_is_walked() {
     let med = a["noise"]["step_ns"].as_i64().unwrap_or(0);
     assert!(p50 > 0 && (p50 - med).abs() * 10 < med, "{p50} vs {med}");
 }
+
+#[test]
+fn a_saved_analysis_is_a_side_like_its_folder() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("diff-saved");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let (base, new) = (zoo("baseline"), zoo("host_stall"));
+    let (code, saved, err) = run(&["analyze", "--json", &base]);
+    assert_eq!(code, Some(0), "{err}");
+    let file = dir.join("baseline.analysis.json");
+    std::fs::write(&file, saved).unwrap_or_else(|e| panic!("{e}"));
+    let (code, from_saved, err) = run(&["diff", "--json", &file.display().to_string(), &new]);
+    assert_eq!(code, Some(0), "{err}");
+    let (_, from_folder, _) = run(&["diff", "--json", &base, &new]);
+    assert_eq!(from_saved, from_folder);
+}

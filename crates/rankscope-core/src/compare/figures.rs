@@ -168,7 +168,7 @@ pub fn step_times(a: &Analysis) -> Vec<i64> {
 /// Whether a shift is beyond the noise: its interval excludes no change, it is at least
 /// `floor_ns`, and the interval holds at least [`super::MIN_CONFIDENCE`].
 pub fn beyond(s: &Shift, floor_ns: i64) -> bool {
-    s.excludes_zero() && s.delta_ns.abs() >= floor_ns && s.confidence >= super::MIN_CONFIDENCE
+    s.excludes_zero() && s.delta_ns.abs() >= floor_ns && s.confidence + 1e-9 >= super::MIN_CONFIDENCE
 }
 
 /// Per rank, per step (in step order), the figure.

@@ -165,9 +165,9 @@ pub fn verdict(c: &Comparison, base: &Analysis, new: &Analysis) -> Verdict {
     let Some(s) = st.shift else {
         return cannot("a run has no profiled step with a time".into());
     };
-    if s.confidence < super::MIN_CONFIDENCE {
+    if s.confidence + 1e-9 < super::MIN_CONFIDENCE {
         return cannot(format!(
-            "too few steps to tell a change from noise ({} vs {}; at least 3 each)",
+            "too few steps to tell a change from noise ({} vs {} steps)",
             s.n_base, s.n_new
         ));
     }
@@ -187,6 +187,7 @@ pub fn verdict(c: &Comparison, base: &Analysis, new: &Analysis) -> Verdict {
             line.push_str(&format!("; inside the step: {}", cause_words(a)));
         }
         line.push_str(&collective_words(&c.collectives));
+        line.push_str(&config_words(&c.config));
         return Verdict { change: Change::NoChange, line, also, ..Verdict::default() };
     }
     let change = if dir > 0 { Change::Slower } else { Change::Faster };
@@ -253,6 +254,7 @@ pub fn verdict(c: &Comparison, base: &Analysis, new: &Analysis) -> Verdict {
         }
     }
     line.push_str(&collective_words(&c.collectives));
+    line.push_str(&config_words(&c.config));
     v.line = line;
     v.cause = cause;
     v
@@ -466,6 +468,21 @@ fn collective_words(colls: &[CollectiveDiff]) -> String {
         text.push_str(&format!(" and {more} more"));
     }
     format!("; collectives: {text}")
+}
+
+/// "; configuration: world size 4 → 2": the facts of the job that say it is not the same
+/// setup (world size, backend, devices, mesh); the rest is in the table.
+fn config_words(config: &[super::ConfigDiff]) -> String {
+    let said: Vec<String> = config
+        .iter()
+        .filter(|d| matches!(d.key.as_str(), "world_size" | "backend" | "devices" | "mesh"))
+        .map(|d| format!("{} {} → {}", d.key.replace('_', " "), d.base, d.new))
+        .collect();
+    if said.is_empty() {
+        String::new()
+    } else {
+        format!("; configuration: {}", said.join(", "))
+    }
 }
 
 /// On a rank that waits for the cause, a figure that is its wait: idle time or host
