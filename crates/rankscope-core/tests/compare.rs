@@ -273,3 +273,28 @@ fn gpu_jobs_name_the_injected_rank_and_a_reseeded_baseline_is_noise() {
         }
     }
 }
+
+/// The words of a comparison as a reviewed file (`tests/diff_snapshots/*.md`; apart from
+/// `tests/snapshots/`, whose every file is one job's report): a change in
+/// wording is a diff in review. `UPDATE_SNAPSHOTS=1` rewrites them.
+#[test]
+fn the_markdown_of_zoo_pairs_matches_its_snapshots() {
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/diff_snapshots"));
+    let update = std::env::var_os("UPDATE_SNAPSHOTS").is_some_and(|v| !v.is_empty() && v != "0");
+    let (base, _) = run("baseline");
+    let mut stale = Vec::new();
+    for new in ["host_stall", "slow_dataloader"] {
+        let (a, _) = run(new);
+        let got = render::markdown(&diff(&base, &a));
+        let path = dir.join(format!("baseline_{new}.md"));
+        if update {
+            std::fs::write(&path, &got).unwrap_or_else(|e| panic!("{e}"));
+            continue;
+        }
+        let want = std::fs::read_to_string(&path).unwrap_or_default();
+        if want != got {
+            stale.push(path.display().to_string());
+        }
+    }
+    assert!(stale.is_empty(), "differ from their snapshots (UPDATE_SNAPSHOTS=1 rewrites): {stale:?}");
+}

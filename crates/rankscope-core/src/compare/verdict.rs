@@ -186,8 +186,8 @@ pub fn verdict(c: &Comparison, base: &Analysis, new: &Analysis) -> Verdict {
         if let Some(a) = also.first() {
             line.push_str(&format!("; inside the step: {}", cause_words(a)));
         }
-        line.push_str(&collective_words(&c.collectives));
         line.push_str(&config_words(&c.config));
+        line.push_str(&collective_words(&c.collectives));
         return Verdict { change: Change::NoChange, line, also, ..Verdict::default() };
     }
     let change = if dir > 0 { Change::Slower } else { Change::Faster };
@@ -253,8 +253,8 @@ pub fn verdict(c: &Comparison, base: &Analysis, new: &Analysis) -> Verdict {
             }
         }
     }
-    line.push_str(&collective_words(&c.collectives));
     line.push_str(&config_words(&c.config));
+    line.push_str(&collective_words(&c.collectives));
     v.line = line;
     v.cause = cause;
     v
