@@ -108,6 +108,9 @@ fn the_reverse_comparison_says_the_stall_is_gone() {
     let cause = c.verdict.cause.as_ref().unwrap_or_else(|| panic!("no cause: {}", c.verdict.line));
     assert_eq!((cause.ranks.as_slice(), cause.presence), (&[2u32][..], Some(Presence::Vanished)));
     assert_eq!(cause.region.last().map(String::as_str), Some("straggler_sleep"));
+    // The others no longer wait for it.
+    assert_eq!(c.verdict.waiting_ranks, [0, 1, 3], "{}", c.verdict.line);
+    assert!(c.verdict.waiting_delta_ns < 0 && c.verdict.line.contains("waited for"), "{}", c.verdict.line);
 }
 
 #[test]

@@ -214,19 +214,25 @@ pub fn verdict(c: &Comparison, base: &Analysis, new: &Analysis) -> Verdict {
                     && !cause.ranks.contains(&r.rank)
             })
             .collect();
-        if !waits.is_empty() && dir > 0 {
+        if !waits.is_empty() {
             v.waiting_ranks = waits.iter().map(|r| r.rank).collect();
             v.waiting_delta_ns = median(waits.iter().map(|r| r.delta).collect());
-            let every_other =
-                v.waiting_ranks.len() + cause.ranks.len() == rank_count(&all) && v.waiting_ranks.len() > 1;
+            let n = v.waiting_ranks.len();
+            let every_other = n + cause.ranks.len() == rank_count(&all) && n > 1;
             let who = if every_other {
-                "every other rank waits".to_string()
-            } else if v.waiting_ranks.len() == 1 {
-                format!("rank {} waits", v.waiting_ranks[0])
+                "every other rank".to_string()
+            } else if n == 1 {
+                format!("rank {}", v.waiting_ranks[0])
             } else {
-                format!("ranks {} wait", compact(&v.waiting_ranks))
+                format!("ranks {}", compact(&v.waiting_ranks))
             };
-            line.push_str(&format!(", which {who} for ({} per step)", signed_dur(v.waiting_delta_ns)));
+            // Slower: they wait for it now; faster: they waited for it before.
+            let verb = match (dir > 0, n == 1 || every_other) {
+                (true, true) => "waits",
+                (true, false) => "wait",
+                (false, _) => "waited",
+            };
+            line.push_str(&format!(", which {who} {verb} for ({} per step)", signed_dur(v.waiting_delta_ns)));
         }
         v.also = others(&all, Some((cause, item.as_ref())), &v.waiting_ranks, &c.regions);
     } else {
