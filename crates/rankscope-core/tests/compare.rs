@@ -301,3 +301,34 @@ fn the_markdown_of_zoo_pairs_matches_its_snapshots() {
     }
     assert!(stale.is_empty(), "differ from their snapshots (UPDATE_SNAPSHOTS=1 rewrites): {stale:?}");
 }
+
+#[test]
+fn hybrid_parallel_pairs_name_the_injected_rank_and_region() {
+    // Pairs of `tests/zoo/layout/` whose config differs only by the injection (and the seed).
+    for (healthy, injected) in
+        [("tp2_dp2_healthy", "tp2_dp2_stall"), ("hsdp_2x2_healthy", "hsdp_2x2_slow_loader")]
+    {
+        let (base, bspec) = run(&format!("layout/{healthy}"));
+        let (new, spec) = run(&format!("layout/{injected}"));
+        let (mut bc, mut nc) = (bspec["config"].clone(), spec["config"].clone());
+        for c in [&mut bc, &mut nc] {
+            if let Some(o) = c.as_object_mut() {
+                o.remove("inject");
+                o.remove("seed");
+            }
+        }
+        assert_eq!(bc, nc, "{healthy} and {injected} are not one configuration");
+        let c = diff(&base, &new);
+        let line = &c.verdict.line;
+        assert_eq!(c.verdict.change, Change::Slower, "{line}");
+        let cause = c.verdict.cause.as_ref().unwrap_or_else(|| panic!("{injected}: no cause: {line}"));
+        let inj = &spec["injected"];
+        let ranks: Vec<u32> = inj["ranks"]
+            .as_array()
+            .map_or(vec![], |v| v.iter().filter_map(|x| x.as_u64()).map(|x| x as u32).collect());
+        assert_eq!(cause.ranks, ranks, "{injected}: {line}");
+        assert_eq!(cause.region.last().map(String::as_str), inj["where"].as_str(), "{injected}: {line}");
+        let amount = inj["amount_ms"].as_f64().unwrap_or_else(|| panic!("{injected}: amount"));
+        within(cause.delta_ns, amount * 1e6, 0.15, injected);
+    }
+}
