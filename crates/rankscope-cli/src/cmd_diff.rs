@@ -123,6 +123,11 @@ pub fn run(a: Args) -> Result<u8> {
     if !(clean_base && clean_new) {
         return Ok(1);
     }
+    if !gates.is_empty() {
+        if let Some(why) = &c.verdict.reason {
+            eprintln!("rankscope: note: the gates cannot fail: {why}");
+        }
+    }
     let bad = gates::failed(&c, &gates);
     for (g, v) in &bad {
         let shown = match g.unit {
