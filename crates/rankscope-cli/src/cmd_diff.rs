@@ -125,7 +125,7 @@ pub fn run(a: Args) -> Result<u8> {
     }
     if !gates.is_empty() {
         if let Some(why) = &c.verdict.reason {
-            eprintln!("rankscope: note: the gates cannot fail: {why}");
+            eprintln!("rankscope: note: gates on per-step figures cannot fail: {why}");
         }
     }
     let bad = gates::failed(&c, &gates);
