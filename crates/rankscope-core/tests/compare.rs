@@ -332,3 +332,42 @@ fn hybrid_parallel_pairs_name_the_injected_rank_and_region() {
         within(cause.delta_ns, amount * 1e6, 0.15, injected);
     }
 }
+
+#[test]
+fn a_slower_fabric_is_every_ranks_transfer_with_its_bandwidth() {
+    // Generated GPU jobs whose gradient all_reduce is 30% exposed, on a fabric of 80 GB/s and
+    // then of 20 GB/s bus bandwidth.
+    let job = |busbw: f64, seed: u64| {
+        let cfg = SynthConfig {
+            ranks: 8,
+            steps: 8,
+            seed,
+            straggler_rank: None,
+            exposed_comm_fraction: 0.3,
+            busbw_gbps: busbw,
+            ..SynthConfig::default()
+        };
+        let traces: Vec<_> = synth::write_ranks(&cfg, vec![Vec::new(); cfg.ranks as usize])
+            .unwrap_or_else(|e| panic!("{e}"))
+            .into_iter()
+            .enumerate()
+            .map(|(r, (b, _))| {
+                common::ingest_chunked(&synth::file_name(r as u32, false), &b, 1 << 20)
+                    .unwrap_or_else(|e| panic!("{e}"))
+            })
+            .collect();
+        analyze(&assemble(traces, &[], &Rules::default()), &Options::default())
+    };
+    let c = diff(&job(80.0, 1), &job(20.0, 2));
+    let line = &c.verdict.line;
+    assert_eq!(c.verdict.change, Change::Slower, "{line}");
+    let cause = c.verdict.cause.as_ref().unwrap_or_else(|| panic!("no cause: {line}"));
+    assert_eq!(cause.figure, Some(compare::Figure::ExposedTransfer), "{line}");
+    assert!(cause.every_rank, "{line}");
+    let bw = c
+        .collectives
+        .iter()
+        .filter_map(|d| Some((d.base.as_ref()?.busbw_gbps?, d.new.as_ref()?.busbw_gbps?)));
+    assert!(bw.clone().any(|(x, y)| x > 3.0 * y), "{:?}", bw.collect::<Vec<_>>());
+    assert!(line.contains("GB/s bus bandwidth"), "{line}");
+}

@@ -205,6 +205,9 @@ pub fn verdict(c: &Comparison, base: &Analysis, new: &Analysis) -> Verdict {
     let mut line = format!("step time {head}");
     if let Some(cause) = &cause {
         line.push_str(&format!(": {}", cause_words(cause)));
+        if cause.figure == Some(Figure::ExposedTransfer) {
+            line.push_str(&bandwidth_words(&c.collectives));
+        }
         let waits: Vec<&Row> = all
             .iter()
             .filter(|r| {
@@ -474,6 +477,24 @@ fn collective_words(colls: &[CollectiveDiff]) -> String {
         text.push_str(&format!(" and {more} more"));
     }
     format!("; collectives: {text}")
+}
+
+/// " (all_reduce 16-64 MiB at 78.1 → 19.6 GB/s bus bandwidth)": for a transfer that moved, the
+/// collective class that takes the most time in both runs, when its bus bandwidth moved by more
+/// than a tenth.
+fn bandwidth_words(colls: &[CollectiveDiff]) -> String {
+    let busiest = colls
+        .iter()
+        .filter_map(|d| {
+            let (b, n) = (d.base.as_ref()?, d.new.as_ref()?);
+            let (x, y) = (b.busbw_gbps?, n.busbw_gbps?);
+            let weight = b.calls_per_step * b.dur_p50_ns as f64 + n.calls_per_step * n.dur_p50_ns as f64;
+            (x > 0.0 && (y / x - 1.0).abs() > 0.1).then_some((weight, d, x, y))
+        })
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    busiest.map_or(String::new(), |(_, d, x, y)| {
+        format!(" ({} {} at {x:.1} → {y:.1} GB/s bus bandwidth)", d.kind.name(), d.size)
+    })
 }
 
 /// "; configuration: world size 4 → 2": the facts of the job that say it is not the same
