@@ -371,3 +371,60 @@ fn a_slower_fabric_is_every_ranks_transfer_with_its_bandwidth() {
     assert!(bw.clone().any(|(x, y)| x > 3.0 * y), "{:?}", bw.collect::<Vec<_>>());
     assert!(line.contains("GB/s bus bandwidth"), "{line}");
 }
+
+/// `tests/zoo/pairs/`: one job (`make_pairs.py`) run as it is, again, and with one change each.
+#[test]
+fn pairs_of_one_job_with_one_change_each() {
+    let (base, bspec) = run("pairs/base");
+    let (again, _) = run("pairs/base_again");
+    for (x, y) in [(&base, &again), (&again, &base)] {
+        let c = diff(x, y);
+        assert_eq!(c.verdict.change, Change::NoChange, "{}", c.verdict.line);
+    }
+
+    // Rank 3's Dataset 6× slower: its DataLoader, by what its own clock measured.
+    let (new, spec) = run("pairs/slow_loader_r3");
+    let c = diff(&base, &new);
+    let cause = c.verdict.cause.as_ref().unwrap_or_else(|| panic!("no cause: {}", c.verdict.line));
+    assert_eq!(
+        (c.verdict.change, cause.ranks.as_slice()),
+        (Change::Slower, &[3u32][..]),
+        "{}",
+        c.verdict.line
+    );
+    assert!(cause.region.iter().any(|r| r.contains("DataLoader")), "{}", c.verdict.line);
+    let want = measured_ns(&spec, 3, "data_ms") - measured_ns(&bspec, 3, "data_ms");
+    within(cause.delta_ns, want, 0.15, "rank 3's data loading");
+
+    // Rank 0's batch doubled: more compute on rank 0 (its DataLoader also loads twice the
+    // items, a smaller change said after it).
+    let (new, spec) = run("pairs/uneven_r0");
+    let c = diff(&base, &new);
+    let cause = c.verdict.cause.as_ref().unwrap_or_else(|| panic!("no cause: {}", c.verdict.line));
+    assert_eq!(
+        (c.verdict.change, cause.ranks.as_slice()),
+        (Change::Slower, &[0u32][..]),
+        "{}",
+        c.verdict.line
+    );
+    assert_eq!(cause.figure, Some(compare::Figure::Compute), "{}", c.verdict.line);
+    let loader =
+        c.verdict.also.iter().find(|a| a.ranks == [0] && a.region.iter().any(|r| r.contains("DataLoader")));
+    let want = measured_ns(&spec, 0, "data_ms") - measured_ns(&bspec, 0, "data_ms");
+    within(loader.map_or(0, |l| l.delta_ns), want, 0.25, "rank 0's data loading");
+
+    // bucket_cap_mb 25 → 1: the one gradient all_reduce of 16-64 MiB becomes several smaller.
+    let (new, _) = run("pairs/buckets_1mb");
+    let c = diff(&base, &new);
+    let gone =
+        c.collectives.iter().find(|d| d.size == "16-64 MiB").unwrap_or_else(|| panic!("{:?}", c.collectives));
+    assert!(gone.base.is_some() && gone.new.is_none(), "{gone:?}");
+    let calls: f64 = c
+        .collectives
+        .iter()
+        .filter(|d| d.base.is_none())
+        .filter_map(|d| d.new.as_ref().map(|n| n.calls_per_step))
+        .sum();
+    assert!(calls >= 3.0, "{:?}", c.collectives);
+    assert!(c.verdict.line.contains("collectives: all_reduce"), "{}", c.verdict.line);
+}

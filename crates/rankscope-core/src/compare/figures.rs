@@ -151,6 +151,11 @@ pub struct RegionDiff {
     /// that vanished, and the one of that phase that is new: `forward` → `## forward ##`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub renamed_from: Option<String>,
+    /// On one rank: the breakdown figure its change is made of (its operators: `compute`; no
+    /// operator running: `idle`, or `input` in a data-loading region; synchronization:
+    /// `host_sync`; device work launched from it: `compute`). Absent for the mean over ranks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub made_of: Option<Figure>,
     /// Occurrences per step (median over the steps).
     pub count_base: f64,
     pub count_new: f64,
@@ -241,9 +246,42 @@ pub fn figures(base: &Analysis, new: &Analysis, floor_ns: i64) -> Vec<FigureDiff
     out
 }
 
-/// A region's rows of one run: per (rank, parent, name) its per-step active time and count,
-/// in the rank's step order, 0 where absent; and its phase.
-type RegionSamples = BTreeMap<(u32, String, String), (Phase, Vec<i64>, Vec<i64>)>;
+/// One region of one rank in one run: per step (the rank's step order, 0 where absent) its
+/// active time, count, and the parts of its time: operators, no operator running, host
+/// synchronization, device compute launched from it.
+#[derive(Debug, Clone)]
+struct Samples {
+    phase: Phase,
+    active: Vec<i64>,
+    count: Vec<i64>,
+    parts: [Vec<i64>; 4],
+}
+
+impl Samples {
+    fn zeros(phase: Phase, n: usize) -> Samples {
+        Samples { phase, active: vec![0; n], count: vec![0; n], parts: std::array::from_fn(|_| vec![0; n]) }
+    }
+}
+
+type RegionSamples = BTreeMap<(u32, String, String), Samples>;
+
+/// What a region's change is made of, as the breakdown figure that holds that time: the part
+/// (operators, no operator running, synchronization, device) whose median moved most the
+/// change's way. No operator running inside a data-loading region is input.
+fn made_of(b: &Samples, n: &Samples, delta: i64) -> Option<Figure> {
+    let moved: Vec<i64> =
+        (0..4).map(|k| median_f(&n.parts[k]) as i64 - median_f(&b.parts[k]) as i64).collect();
+    let (k, d) = moved.iter().enumerate().max_by_key(|(_, d)| **d * delta.signum())?;
+    if *d * delta.signum() <= 0 {
+        return None;
+    }
+    Some(match k {
+        0 | 3 => Figure::Compute,
+        1 if n.phase == Phase::DataLoading => Figure::Input,
+        1 => Figure::Idle,
+        _ => Figure::HostSync,
+    })
+}
 
 fn region_samples(a: &Analysis) -> RegionSamples {
     let mut steps_of: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
@@ -258,9 +296,12 @@ fn region_samples(a: &Analysis) -> RegionSamples {
         let Some(k) = steps.iter().position(|&s| s == row.step) else { continue };
         let e = out
             .entry((row.rank, row.parent.clone(), row.name.clone()))
-            .or_insert_with(|| (row.phase, vec![0; steps.len()], vec![0; steps.len()]));
-        e.1[k] += row.active_ns;
-        e.2[k] += i64::from(row.count);
+            .or_insert_with(|| Samples::zeros(row.phase, steps.len()));
+        e.active[k] += row.active_ns;
+        e.count[k] += i64::from(row.count);
+        for (part, v) in e.parts.iter_mut().zip([row.ops_ns, row.free_ns, row.sync_ns, row.device_ns]) {
+            part[k] += v;
+        }
     }
     out
 }
@@ -292,7 +333,7 @@ fn renames(b: &RegionSamples, n: &RegionSamples) -> BTreeMap<String, String> {
         let mut t: Top = BTreeMap::new();
         for ((_, p, name), v) in s.keys().zip(s.values()) {
             if is_top(p) && name != "ProfilerStep" {
-                t.entry(name.clone()).or_insert_with(|| (v.0, BTreeSet::new()));
+                t.entry(name.clone()).or_insert_with(|| (v.phase, BTreeSet::new()));
             }
         }
         for (_, p, name) in s.keys() {
@@ -373,14 +414,12 @@ pub fn regions(base: &Analysis, new: &Analysis, floor_ns: i64) -> Vec<RegionDiff
         if !(ranks_b.contains(rank) && ranks_n.contains(rank)) {
             continue;
         }
-        let zeros = |m: &BTreeMap<u32, usize>| vec![0i64; m.get(rank).copied().unwrap_or(0)];
-        let (pb, ab, cb) = b
-            .get(key)
-            .map_or((None, zeros(&steps_b), zeros(&steps_b)), |x| (Some(x.0), x.1.clone(), x.2.clone()));
-        let (pn, an, cn) = n
-            .get(key)
-            .map_or((None, zeros(&steps_n), zeros(&steps_n)), |x| (Some(x.0), x.1.clone(), x.2.clone()));
+        let (pb, pn) = (b.get(key).map(|x| x.phase), n.get(key).map(|x| x.phase));
         let phase = pn.or(pb).unwrap_or(Phase::Other);
+        let zeros = |m: &BTreeMap<u32, usize>| Samples::zeros(phase, m.get(rank).copied().unwrap_or(0));
+        let sb = b.get(key).cloned().unwrap_or_else(|| zeros(&steps_b));
+        let sn = n.get(key).cloned().unwrap_or_else(|| zeros(&steps_n));
+        let (ab, cb, an, cn) = (&sb.active, &sb.count, &sn.active, &sn.count);
         let presence = match (pb.is_some(), pn.is_some()) {
             (true, true) => Presence::Both,
             (false, _) => Presence::New,
@@ -389,20 +428,21 @@ pub fn regions(base: &Analysis, new: &Analysis, floor_ns: i64) -> Vec<RegionDiff
         let j = job
             .entry((parent.clone(), name.clone()))
             .or_insert_with(|| (phase, vec![], vec![], vec![], vec![]));
-        add(&mut j.1, &ab);
-        add(&mut j.2, &an);
-        add(&mut j.3, &cb);
-        add(&mut j.4, &cn);
-        if let Some(s) = shift(&ab, &an) {
+        add(&mut j.1, ab);
+        add(&mut j.2, an);
+        add(&mut j.3, cb);
+        add(&mut j.4, cn);
+        if let Some(s) = shift(ab, an) {
             out.push(RegionDiff {
+                made_of: made_of(&sb, &sn, s.delta_ns),
                 rank: Some(*rank),
                 parent: parent.clone(),
                 name: name.clone(),
                 phase,
                 presence,
                 renamed_from: from.get(name).cloned(),
-                count_base: median_f(&cb),
-                count_new: median_f(&cn),
+                count_base: median_f(cb),
+                count_new: median_f(cn),
                 beyond_noise: beyond(&s, floor_ns),
                 shift: s,
             });
@@ -419,6 +459,7 @@ pub fn regions(base: &Analysis, new: &Analysis, floor_ns: i64) -> Vec<RegionDiff
         if let Some(s) = shift(&per(&ab), &per(&an)) {
             let renamed_from = from.get(&name).cloned();
             out.push(RegionDiff {
+                made_of: None,
                 rank: None,
                 parent,
                 name,

@@ -8,9 +8,11 @@
 //!    direction: the others' waits follow it, so they are not causes.
 //! 4. **Where on it?** Its top-level region (below the step marker) that moved most, then down
 //!    the region tree while one child holds at least [`DESCEND`] of its parent's move. A region
-//!    is the cause when it holds at least [`REGION_SHARE`] of the rank's move and
-//!    [`FIGURE_SHARE`] of its breakdown figure (compute, input, idle, exposed transfer, host
-//!    synchronization) that moved most, else that figure.
+//!    is the cause when it holds at least [`REGION_SHARE`] of the rank's move and of the
+//!    breakdown figure (compute, input, idle, exposed transfer, host synchronization) that moved
+//!    most, [`DESCEND`] when the region's change is made of that figure's time
+//!    (`RegionDiff::made_of`: a sleep is idle time, a DataLoader input), else [`FIGURE_SHARE`];
+//!    otherwise that figure is.
 //! 5. **Where else?** The same region or figure on other ranks that moved at least half as much
 //!    (then "ranks 0, 1 and 3's …" or "every rank's …"); the ranks whose exposed wait moved the
 //!    same way ("which ranks … wait for"); and every other change beyond noise that is not a
@@ -31,7 +33,7 @@ pub const DESCEND: f64 = 0.6;
 /// A region explains the rank's move when it holds this share of it.
 pub const REGION_SHARE: f64 = 0.5;
 /// ... and at least this share of the rank's largest breakdown figure's move.
-pub const FIGURE_SHARE: f64 = 0.75;
+pub const FIGURE_SHARE: f64 = 0.9;
 /// Another change is named in the first line when it is at least this share of the cause's.
 pub const MENTION: f64 = 0.25;
 /// Another rank shares the cause when its move is at least this share of the origin's.
@@ -116,6 +118,8 @@ struct Row<'a> {
     beyond: bool,
     presence: Option<Presence>,
     region: Option<&'a RegionDiff>,
+    /// For a region on a rank: the figure its change is made of.
+    made_of: Option<Figure>,
 }
 
 fn rows<'a>(figs: &'a [FigureDiff], regs: &'a [RegionDiff]) -> Vec<Row<'a>> {
@@ -131,6 +135,7 @@ fn rows<'a>(figs: &'a [FigureDiff], regs: &'a [RegionDiff]) -> Vec<Row<'a>> {
                 beyond: f.beyond_noise,
                 presence: None,
                 region: None,
+                made_of: None,
             })
         })
         .collect();
@@ -144,6 +149,7 @@ fn rows<'a>(figs: &'a [FigureDiff], regs: &'a [RegionDiff]) -> Vec<Row<'a>> {
             beyond: r.beyond_noise,
             presence: Some(r.presence),
             region: Some(r),
+            made_of: r.made_of,
         })
     }));
     v
@@ -298,12 +304,16 @@ fn locate(all: &[Row], origin: &Row, dir: i64, regs: &[RegionDiff]) -> Option<(C
         .filter(|r| matches!(r.item, Item::Figure(f) if f.is_cause()))
         .max_by_key(|r| r.delta * dir);
     let fig_move = figure.map_or(0.0, |f| (f.delta * dir) as f64);
-    // A region when it holds the rank's move and about as much as its largest figure (more
-    // work spread over forward and backward is "compute", not the larger of the two).
+    // A region when it holds the rank's move and is where its largest figure's time went (its
+    // change is made of that figure), or about as large: more work spread over forward and
+    // backward is "compute", not the larger of the two; a DataLoader that grew beside more
+    // compute is not the compute.
+    let same_kind = |r: &Row| figure.is_some_and(|f| Some(f.item.clone()) == r.made_of.map(Item::Figure));
     let pick = match region {
         Some(r)
             if (r.delta * dir) as f64 >= REGION_SHARE * own
-                && (r.delta * dir) as f64 >= FIGURE_SHARE * fig_move =>
+                && ((same_kind(r) && (r.delta * dir) as f64 >= DESCEND * fig_move)
+                    || (r.delta * dir) as f64 >= FIGURE_SHARE * fig_move) =>
         {
             r
         }
@@ -375,26 +385,41 @@ fn others(
         }),
         _ => true,
     };
+    // On the cause's ranks: the cause itself, the regions around or inside it, and the time it
+    // is made of seen as the other kind of row (the sleep as idle time, the compute as the
+    // region that ran it), up to a quarter larger.
     let part_of_cause = |r: &Row| {
         cause.is_some_and(|(c, item)| {
-            c.ranks.contains(&r.rank)
-                && (item == Some(&r.item)
-                    || (r.delta.signum() == c.delta_ns.signum()
-                        && r.delta.abs() as f64 <= 1.25 * c.delta_ns.abs() as f64))
+            let same_time = r.delta.signum() == c.delta_ns.signum()
+                && r.delta.abs() as f64 <= 1.25 * c.delta_ns.abs() as f64;
+            let nested = match &r.item {
+                Item::Region(p, n) => c.region.contains(n) || c.region.last() == Some(p),
+                Item::Figure(_) => false,
+            };
+            let kind = match (&r.item, item) {
+                (Item::Figure(f), Some(Item::Region(..))) => c_made_of(all, c, item) == Some(*f),
+                (Item::Region(..), Some(Item::Figure(f))) => r.made_of == Some(*f),
+                _ => false,
+            };
+            c.ranks.contains(&r.rank) && (item == Some(&r.item) || (same_time && (nested || kind)))
         })
     };
     let mut kept: Vec<&Row> = cands.iter().copied().filter(|r| deepest(r) && !part_of_cause(r)).collect();
-    // The same time as a region and as a figure of its rank: said once, by the region.
-    let regions: Vec<(u32, i64)> =
-        kept.iter().filter(|r| matches!(r.item, Item::Region(..))).map(|r| (r.rank, r.delta)).collect();
+    // The same time as a region and as the figure it is made of on its rank: said once, by the
+    // region.
+    let regions: Vec<(u32, i64, Option<Figure>)> = kept
+        .iter()
+        .filter(|r| matches!(r.item, Item::Region(..)))
+        .map(|r| (r.rank, r.delta, r.made_of))
+        .collect();
     kept.retain(|r| {
-        matches!(r.item, Item::Region(..))
-            || !regions.iter().any(|&(rank, d)| {
-                rank == r.rank && d.signum() == r.delta.signum() && {
-                    let q = r.delta as f64 / d as f64;
-                    (0.6..=1.67).contains(&q)
-                }
-            })
+        let Item::Figure(f) = r.item else { return true };
+        !regions.iter().any(|&(rank, d, made)| {
+            rank == r.rank && made == Some(f) && d.signum() == r.delta.signum() && {
+                let q = r.delta as f64 / d as f64;
+                (0.6..=1.67).contains(&q)
+            }
+        })
     });
     let mut by_item: BTreeMap<Item, Vec<&Row>> = BTreeMap::new();
     for r in kept {
@@ -510,6 +535,12 @@ fn config_words(config: &[super::ConfigDiff]) -> String {
     } else {
         format!("; configuration: {}", said.join(", "))
     }
+}
+
+/// The figure the cause region's change is made of, on its first rank.
+fn c_made_of(all: &[Row], c: &Cause, item: Option<&Item>) -> Option<Figure> {
+    let first = c.ranks.first()?;
+    all.iter().find(|r| r.rank == *first && Some(&r.item) == item).and_then(|r| r.made_of)
 }
 
 /// On a rank that waits for the cause, a figure that is its wait: idle time or host
