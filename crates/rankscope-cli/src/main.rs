@@ -3,10 +3,12 @@
 use clap::{Parser, Subcommand};
 
 mod cmd_analyze;
+mod cmd_diff;
 mod cmd_fr;
 mod cmd_inspect;
 mod cmd_nccl;
 mod cmd_part;
+mod cmd_runs;
 mod cmd_synth;
 mod load;
 mod out;
@@ -28,6 +30,10 @@ enum Command {
     Inspect(cmd_inspect::Args),
     /// Per rank × step breakdown, clock alignment, collectives, stragglers, findings.
     Analyze(cmd_analyze::Args),
+    /// Compare two runs: what changed beyond the runs' own noise, and why.
+    Diff(cmd_diff::Args),
+    /// One line per run: date, ranks, layout, step time p50 / p95, communication, lead finding.
+    Runs(cmd_runs::Args),
     /// Read PyTorch Flight Recorder dumps (one per rank): who is stuck in which collective,
     /// who never issued it, mismatched shapes.
     Fr(cmd_fr::Args),
@@ -47,6 +53,8 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Inspect(a) => cmd_inspect::run(a),
         Command::Analyze(a) => cmd_analyze::run(a),
+        Command::Diff(a) => cmd_diff::run(a),
+        Command::Runs(a) => cmd_runs::run(a),
         Command::Fr(a) => cmd_fr::run(a),
         Command::Synth(a) => cmd_synth::run(a),
         Command::Nccl(a) => cmd_nccl::run_log(a),

@@ -14,6 +14,7 @@
 //! and for `wasm32-unknown-unknown`.
 
 pub mod analyze;
+pub mod compare;
 pub mod diagnose;
 pub mod escape;
 pub mod export;

@@ -59,6 +59,14 @@ fn analyze_never_imports_diagnose() {
 }
 
 #[test]
+fn compare_reads_the_figures_and_findings_never_the_judging() {
+    // Two runs are compared on what each analysis says (findings included), never by judging
+    // again: the comparison has its own rules (`compare::verdict`).
+    let bad = reaches("compare", &["diagnose", "job", "session"]);
+    assert!(bad.is_empty(), "compare reaches above the analysis:\n{}", bad.join("\n"));
+}
+
+#[test]
 fn the_vocabulary_and_the_model_sit_below_analyze_and_diagnose() {
     for dir in ["finding", "model", "words.rs"] {
         let bad = reaches(dir, &["analyze", "diagnose"]);

@@ -1,0 +1,300 @@
+//! A comparison as text, Markdown, CSV and JSON. The first line of the text and the Markdown
+//! is the verdict; the JSON is the [`Comparison`] as it serializes (docs/diff-schema.md).
+
+use super::figures::{FigureDiff, Presence, RegionDiff};
+use super::shift::Shift;
+use super::verdict::{cause_words, signed_dur, signed_pct};
+use super::Comparison;
+use crate::escape::{csv_field, md_code, md_text};
+use crate::words::dur;
+
+/// How tables are written.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Style {
+    Text,
+    Markdown,
+}
+
+/// Per-rank rows are all shown up to this many ranks; above it only the ones beyond noise.
+const ALL_RANKS_UP_TO: usize = 8;
+/// Rows of the region and collective tables shown (the JSON has them all).
+const MAX_ROWS: usize = 40;
+
+struct Table {
+    head: Vec<&'static str>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    fn write(&self, out: &mut String, style: Style) {
+        if self.rows.is_empty() {
+            out.push_str("(none)\n\n");
+            return;
+        }
+        match style {
+            Style::Markdown => {
+                out.push_str(&format!("| {} |\n", self.head.join(" | ")));
+                out.push_str(&format!("|{}\n", "---|".repeat(self.head.len())));
+                for r in &self.rows {
+                    out.push_str(&format!("| {} |\n", r.join(" | ")));
+                }
+            }
+            Style::Text => {
+                let mut w: Vec<usize> = self.head.iter().map(|h| h.chars().count()).collect();
+                for r in &self.rows {
+                    for (k, c) in r.iter().enumerate() {
+                        if let Some(x) = w.get_mut(k) {
+                            *x = (*x).max(c.chars().count());
+                        }
+                    }
+                }
+                let line = |cells: Vec<&str>| {
+                    let s: Vec<String> = cells
+                        .iter()
+                        .zip(&w)
+                        .map(|(c, &n)| format!("{c}{}", " ".repeat(n - c.chars().count())))
+                        .collect();
+                    format!("  {}\n", s.join("  ").trim_end())
+                };
+                out.push_str(&line(self.head.clone()));
+                for r in &self.rows {
+                    out.push_str(&line(r.iter().map(String::as_str).collect()));
+                }
+            }
+        }
+        out.push('\n');
+    }
+}
+
+fn heading(out: &mut String, style: Style, title: &str) {
+    match style {
+        Style::Markdown => out.push_str(&format!("## {title}\n\n")),
+        Style::Text => out.push_str(&format!("{title}\n")),
+    }
+}
+
+fn name(style: Style, s: &str) -> String {
+    match style {
+        Style::Markdown => md_code(s),
+        Style::Text => s.to_string(),
+    }
+}
+
+fn interval(s: &Shift) -> String {
+    format!("{}…{}", signed_dur(s.lo_ns), signed_dur(s.hi_ns))
+}
+
+fn judged(beyond: bool) -> String {
+    if beyond { "beyond noise" } else { "within noise" }.to_string()
+}
+
+fn figure_row(d: &FigureDiff) -> Vec<String> {
+    vec![
+        d.rank.map_or("job".into(), |r| format!("rank {r}")),
+        d.figure.as_str().to_string(),
+        dur(d.shift.base_ns as f64),
+        dur(d.shift.new_ns as f64),
+        signed_dur(d.shift.delta_ns),
+        interval(&d.shift),
+        judged(d.beyond_noise),
+    ]
+}
+
+fn region_row(style: Style, r: &RegionDiff) -> Vec<String> {
+    let presence = match r.presence {
+        Presence::Both => String::new(),
+        p => format!(" ({})", p.as_str()),
+    };
+    let parent = if r.parent.is_empty() { String::new() } else { format!("{} > ", name(style, &r.parent)) };
+    vec![
+        r.rank.map_or("mean".into(), |k| format!("rank {k}")),
+        format!("{parent}{}{presence}", name(style, &r.name)),
+        format!("{:.1} → {:.1}", r.count_base, r.count_new),
+        dur(r.shift.base_ns as f64),
+        dur(r.shift.new_ns as f64),
+        signed_dur(r.shift.delta_ns),
+        interval(&r.shift),
+        judged(r.beyond_noise),
+    ]
+}
+
+fn opt_dur(v: Option<i64>) -> String {
+    v.map_or("-".into(), |x| dur(x as f64))
+}
+
+fn write(c: &Comparison, style: Style) -> String {
+    let mut out = String::new();
+    out.push_str(&c.verdict.line);
+    out.push_str("\n\n");
+    if !c.verdict.also.is_empty() {
+        heading(&mut out, style, "Also beyond noise");
+        for a in c.verdict.also.iter().take(MAX_ROWS) {
+            let text = cause_words(a);
+            out.push_str(&format!("- {}\n", if style == Style::Markdown { md_text(&text) } else { text }));
+        }
+        out.push('\n');
+    }
+    heading(&mut out, style, "Step time");
+    let st = &c.step_time;
+    let mut t = Table {
+        head: vec!["run", "steps", "median step", "spread (1.4826 × MAD)", "steps that stand out"],
+        rows: vec![],
+    };
+    for (which, n, s) in [
+        ("base", &st.noise_base, st.shift.map(|s| (s.n_base, s.base_ns))),
+        ("new", &st.noise_new, st.shift.map(|s| (s.n_new, s.new_ns))),
+    ] {
+        let Some((steps, med)) = s else { continue };
+        t.rows.push(vec![
+            which.into(),
+            steps.to_string(),
+            dur(med as f64),
+            n.as_ref().map_or("-".into(), |n| dur(n.spread_ns as f64)),
+            n.as_ref().map_or("-".into(), |n| {
+                n.outliers.iter().map(|o| o.step.to_string()).collect::<Vec<_>>().join(", ")
+            }),
+        ]);
+    }
+    t.write(&mut out, style);
+    if let Some(s) = st.shift {
+        out.push_str(&format!(
+            "Change {} ({}), {:.0}% interval {}…{} ({}…{}); the floor is {}: {}.\n\n",
+            signed_dur(s.delta_ns),
+            signed_pct(st.ratio.unwrap_or(0.0)),
+            (100.0 * s.confidence).floor(),
+            signed_dur(s.lo_ns),
+            signed_dur(s.hi_ns),
+            signed_pct(st.ratio_lo.unwrap_or(0.0)),
+            signed_pct(st.ratio_hi.unwrap_or(0.0)),
+            dur(st.floor_ns as f64),
+            judged(st.beyond_noise)
+        ));
+    }
+    heading(&mut out, style, "Configuration");
+    if c.config.is_empty() {
+        out.push_str("Same world size, backend, devices, hosts, steps profiled and groups.\n\n");
+    } else {
+        let rows = c.config.iter().map(|d| vec![d.key.clone(), d.base.clone(), d.new.clone()]).collect();
+        Table { head: vec!["fact", "base", "new"], rows }.write(&mut out, style);
+    }
+    heading(&mut out, style, "Per step: the job and each rank");
+    let ranks = c.figures.iter().filter_map(|d| d.rank).max().map_or(0, |r| r as usize + 1);
+    let rows = c
+        .figures
+        .iter()
+        .filter(|d| {
+            d.rank.is_none()
+                || d.beyond_noise
+                || (ranks <= ALL_RANKS_UP_TO && !d.figure.as_str().starts_with("phase_"))
+        })
+        .map(figure_row)
+        .collect();
+    Table { head: vec!["who", "figure", "base", "new", "change", "interval", "judged"], rows }
+        .write(&mut out, style);
+    heading(&mut out, style, "Regions (per step; `mean` is per rank on average)");
+    let mut regs: Vec<&RegionDiff> =
+        c.regions.iter().filter(|r| r.rank.is_none() || r.beyond_noise).collect();
+    regs.sort_by_key(|r| (r.rank.is_some(), std::cmp::Reverse(r.shift.delta_ns.abs())));
+    let rows = regs.iter().take(MAX_ROWS).map(|r| region_row(style, r)).collect();
+    Table { head: vec!["who", "region", "count", "base", "new", "change", "interval", "judged"], rows }
+        .write(&mut out, style);
+    heading(&mut out, style, "Collectives (kind × group × median size)");
+    let rows = c
+        .collectives
+        .iter()
+        .take(MAX_ROWS)
+        .map(|d| {
+            let f = |s: &Option<super::tables::CollSide>, g: &dyn Fn(&super::tables::CollSide) -> String| {
+                s.as_ref().map_or("-".into(), g)
+            };
+            let pair = |g: &dyn Fn(&super::tables::CollSide) -> String| {
+                format!("{} → {}", f(&d.base, g), f(&d.new, g))
+            };
+            vec![
+                d.kind.name().to_string(),
+                d.group.clone(),
+                d.size.clone(),
+                pair(&|s| format!("{:.1}", s.calls_per_step)),
+                pair(&|s| dur(s.dur_p50_ns as f64)),
+                pair(&|s| opt_dur(s.transfer_mean_ns)),
+                pair(&|s| opt_dur(s.wait_mean_ns)),
+                pair(&|s| s.busbw_gbps.map_or("-".into(), |b| format!("{b:.2}"))),
+            ]
+        })
+        .collect();
+    Table {
+        head: vec!["kind", "group", "size", "calls/step", "p50", "transfer", "wait", "busbw GB/s"],
+        rows,
+    }
+    .write(&mut out, style);
+    heading(&mut out, style, "Findings");
+    let rows = c
+        .findings
+        .iter()
+        .map(|f| {
+            let ranks = f.ranks.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(",");
+            let loc =
+                f.location.iter().filter(|n| *n != "ProfilerStep").cloned().collect::<Vec<_>>().join(" > ");
+            vec![
+                f.id.as_str().to_string(),
+                ranks,
+                if loc.is_empty() { "-".into() } else { name(style, &loc) },
+                f.change.as_str().to_string(),
+                format!("{} → {}", opt_dur(f.impact_base_ns), opt_dur(f.impact_new_ns)),
+            ]
+        })
+        .collect();
+    Table { head: vec!["finding", "ranks", "where", "change", "saving per step"], rows }
+        .write(&mut out, style);
+    out
+}
+
+/// The comparison as plain text.
+pub fn text(c: &Comparison) -> String {
+    write(c, Style::Text)
+}
+
+/// The comparison as Markdown.
+pub fn markdown(c: &Comparison) -> String {
+    write(c, Style::Markdown)
+}
+
+/// The comparison as JSON (schema `rankscope.diff/1`).
+pub fn json(c: &Comparison) -> String {
+    let mut s = serde_json::to_string_pretty(c).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    s.push('\n');
+    s
+}
+
+/// Every per-step figure and region as CSV rows: `section,rank,item,parent,presence,
+/// base_ns,new_ns,delta_ns,lo_ns,hi_ns,confidence,beyond_noise` (`rank` empty for the job).
+pub fn csv(c: &Comparison) -> String {
+    let mut out = String::from(
+        "section,rank,item,parent,presence,base_ns,new_ns,delta_ns,lo_ns,hi_ns,confidence,beyond_noise\n",
+    );
+    let mut row =
+        |section: &str, rank: Option<u32>, item: &str, parent: &str, presence: &str, s: &Shift, b: bool| {
+            out.push_str(&format!(
+                "{section},{},{},{},{presence},{},{},{},{},{},{:.4},{b}\n",
+                rank.map_or(String::new(), |r| r.to_string()),
+                csv_field(item),
+                csv_field(parent),
+                s.base_ns,
+                s.new_ns,
+                s.delta_ns,
+                s.lo_ns,
+                s.hi_ns,
+                s.confidence
+            ));
+        };
+    if let Some(s) = &c.step_time.shift {
+        row("step_time", None, "step_time", "", "", s, c.step_time.beyond_noise);
+    }
+    for d in &c.figures {
+        row("figure", d.rank, d.figure.as_str(), "", "", &d.shift, d.beyond_noise);
+    }
+    for r in &c.regions {
+        row("region", r.rank, &r.name, &r.parent, r.presence.as_str(), &r.shift, r.beyond_noise);
+    }
+    out
+}
