@@ -701,7 +701,7 @@ fn loaded_claims(files: &[FileEntry]) -> (Vec<usize>, Vec<RankClaim>) {
     let claims: Vec<RankClaim> = loaded
         .iter()
         .filter_map(|&i| files[i].summary.as_ref())
-        .map(|s| RankClaim { file: s.file.clone(), claimed_rank: s.claimed_rank })
+        .map(|s| RankClaim { file: s.file.clone(), claimed_rank: s.claimed_rank, in_file: None })
         .collect();
     (loaded, claims)
 }
@@ -822,7 +822,10 @@ mod tests {
             let t = rankscope_core::parse::ingest_bytes(&synth::file_name(rank, false), &bytes)
                 .unwrap_or_else(|e| panic!("{e}"));
             files.push(
-                job::part_of(t, &Default::default(), &Default::default()).unwrap_or_else(|| panic!("part")),
+                job::part_of(t, &Default::default(), &Default::default())
+                    .into_iter()
+                    .next()
+                    .unwrap_or_else(|| panic!("part")),
             );
             traces.push(bytes);
         }

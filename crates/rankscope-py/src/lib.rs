@@ -213,8 +213,14 @@ fn analyze(
 /// What a read input becomes: a trace's part, or the text whole.
 fn piece_of(loaded: Loaded, rules: &Rules) -> Option<Piece> {
     match loaded {
-        Loaded::Trace(t) => job::part_of(*t, rules, &Options::default())
-            .map(|(claim, part)| Piece::Trace { claim, part: Box::new(part) }),
+        // A part is one rank's: a file of several ranks gives none (analyse it whole).
+        Loaded::Trace(t) => {
+            let mut parts = job::part_of(*t, rules, &Options::default());
+            (parts.len() == 1)
+                .then(|| parts.pop())
+                .flatten()
+                .map(|(claim, part)| Piece::Trace { claim, part: Box::new(part) })
+        }
         Loaded::Text(t) => Some(Piece::Text(t)),
     }
 }

@@ -126,10 +126,23 @@ pub fn host_key(name: &str) -> Option<String> {
     (!GENERIC.contains(&key.as_str()) && key != "unknown").then_some(key)
 }
 
+/// What puts a rank on a clock shared with others: its host's name, else the multi-rank file
+/// it was cut from (a merged file writes its ranks on one time axis; the collectives check it
+/// like a host's name).
+fn clock_key(p: &RankPart) -> Option<String> {
+    match (p.info.host.as_deref().and_then(host_key), &p.info.clock) {
+        (Some(h), _) => Some(h),
+        (None, Some(f)) => Some(format!("file:{f}")),
+        (None, None) => None,
+    }
+}
+
 /// One clock: the parts (indices into the sorted parts) that share it, lowest rank first.
 struct Clock {
     members: Vec<usize>,
     host: Option<String>,
+    /// The multi-rank file its ranks were cut from, when no host names it.
+    file: Option<String>,
 }
 
 /// Ranks the host name put on a clock that the collectives then took off it: (part, the
@@ -396,7 +409,7 @@ fn clock_leads(
         if i != 0 && given.contains_key(&p.info.rank) {
             continue;
         }
-        if let Some(key) = p.info.host.as_deref().and_then(host_key) {
+        if let Some(key) = clock_key(p) {
             lead[i] = *first_of.entry(key).or_insert(i);
         }
     }
@@ -458,7 +471,8 @@ fn clocks_of(parts: &[RankPart], lead: &[usize]) -> Vec<Clock> {
         .into_values()
         .map(|members| {
             let host = members.first().and_then(|&g| parts[g].info.host.clone());
-            Clock { members, host }
+            let file = members.first().and_then(|&g| parts[g].info.clock.clone());
+            Clock { members, host, file }
         })
         .collect()
 }
@@ -466,7 +480,12 @@ fn clocks_of(parts: &[RankPart], lead: &[usize]) -> Vec<Clock> {
 /// "host `vm`: one clock for ranks 0-3".
 fn clock_words(parts: &[RankPart], c: &Clock) -> String {
     let ranks: Vec<u32> = c.members.iter().map(|&i| parts[i].info.rank).collect();
-    format!("host `{}`: one clock for {}", c.host.as_deref().unwrap_or("?"), rank_list(&ranks))
+    match (&c.host, &c.file) {
+        (h, Some(f)) if h.as_deref().and_then(host_key).is_none() => {
+            format!("one file, `{f}`, on one clock: one clock for {}", rank_list(&ranks))
+        }
+        (h, _) => format!("host `{}`: one clock for {}", h.as_deref().unwrap_or("?"), rank_list(&ranks)),
+    }
 }
 
 fn same_host_note(clock: &str, own: Option<i64>, diffs: &[i64]) -> String {
@@ -574,6 +593,7 @@ mod tests {
                 metrics_from: MetricsFrom::Cpu,
                 devices: Vec::new(),
                 host: host.map(str::to_string),
+                clock: None,
             },
             world_size: None,
             instances: Vec::new(),

@@ -87,6 +87,10 @@ pub struct RankInfo {
     /// one host share one clock ([`align`]).
     #[serde(default)]
     pub host: Option<String>,
+    /// The file a rank was cut from when one file held several ranks
+    /// ([`crate::normalize::multirank`]): its ranks are on the file's one clock ([`align`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
@@ -341,6 +345,7 @@ pub fn rank_part_with(
             v
         },
         host: r.trace.meta.host_name.as_deref().map(str::trim).filter(|h| !h.is_empty()).map(str::to_string),
+        clock: r.trace.meta.in_file.as_ref().map(|f| f.file.clone()),
     };
     let sum = |f: fn(&breakdown::StepRank) -> i64| rows.iter().map(f).sum::<i64>();
     let wall = sum(|s| s.wall_ns);

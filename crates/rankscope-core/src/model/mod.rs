@@ -624,6 +624,10 @@ pub struct TraceMeta {
     pub process_names: Vec<(IdKey, String)>,
     /// `process_labels` metadata by pid, sorted.
     pub process_labels: Vec<(IdKey, String)>,
+    /// Set on a rank cut from a file that holds several ([`crate::normalize::multirank`]): its
+    /// rank there and the file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_file: Option<crate::normalize::multirank::InFile>,
 }
 
 /// Counts of what the file held, by `ph` and by category, as read (before any repair).

@@ -4,6 +4,7 @@
 pub mod classify;
 pub mod coverage;
 pub mod job;
+pub mod multirank;
 pub mod steps;
 
 pub use classify::{coll_kind_of, mem_kind_of, Rules};
@@ -34,6 +35,16 @@ pub const CUDA_RUNTIME_CATS: &[&str] = &["cuda_runtime", "cuda_driver", "runtime
 
 fn cat_in(cat: &str, list: &[&str]) -> bool {
     list.iter().any(|c| c.eq_ignore_ascii_case(cat))
+}
+
+/// Whether events of category `cat` run on a device (what makes a lane a GPU stream).
+pub(crate) fn is_gpu_cat(cat: &str) -> bool {
+    cat_in(cat, GPU_CATS)
+}
+
+/// Whether events of category `cat` are runtime or driver calls that launch device work.
+pub(crate) fn is_runtime_cat(cat: &str) -> bool {
+    cat_in(cat, RUNTIME_CATS)
 }
 
 /// Launch → GPU links, one row per GPU event whose launching runtime call was found.
