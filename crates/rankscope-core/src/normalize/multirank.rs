@@ -243,7 +243,7 @@ pub fn split(t: RankTrace) -> Vec<RankTrace> {
     for (k, (rank, pids, why)) in found.ranks.iter().enumerate() {
         let pids: BTreeSet<IdKey> = pids.iter().copied().collect();
         let mut p = take(&t, &pids);
-        p.source = format!("{} (rank {rank})", t.source);
+        p.source = part_name(&t.source, *rank);
         p.text_bytes = t.text_bytes * p.events.len() as u64 / total_events;
         p.input_bytes = t.input_bytes * p.events.len() as u64 / total_events;
         if let Some(d) = p.meta.distributed.as_mut() {
@@ -290,6 +290,20 @@ pub fn split(t: RankTrace) -> Vec<RankTrace> {
         parts.push(p);
     }
     parts
+}
+
+/// The name a part cut from `file` goes by (its `source`, what `--rank NAME=N` names):
+/// `FILE (rank N)`.
+pub fn part_name(file: &str, rank: u32) -> String {
+    format!("{file} (rank {rank})")
+}
+
+/// The file a name given to [`part_name`] came from (the name itself for a whole file).
+pub fn file_of(name: &str) -> &str {
+    name.strip_suffix(')')
+        .and_then(|s| s.rsplit_once(" (rank "))
+        .filter(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        .map_or(name, |(f, _)| f)
 }
 
 fn pid_words(t: &RankTrace, pid: IdKey) -> String {
@@ -423,6 +437,15 @@ fn take(t: &RankTrace, pids: &BTreeSet<IdKey>) -> RankTrace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn part_names_name_their_file() {
+        assert_eq!(part_name("a/job.json", 3), "a/job.json (rank 3)");
+        assert_eq!(file_of("a/job.json (rank 3)"), "a/job.json");
+        assert_eq!(file_of("job.json (rank 3)"), "job.json");
+        assert_eq!(file_of("job (rank x).json"), "job (rank x).json");
+        assert_eq!(file_of("rank3.json"), "rank3.json");
+    }
 
     #[test]
     fn ranks_in_labels() {
