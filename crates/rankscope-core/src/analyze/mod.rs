@@ -29,6 +29,7 @@ pub mod reading;
 pub mod regions;
 pub mod report;
 pub mod roles;
+pub mod serving;
 pub mod stats;
 pub mod waits;
 
@@ -184,6 +185,11 @@ pub struct Analysis {
     /// a step in which a rank captures is set-up, not judged.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub graphs: Vec<RankGraphs>,
+    /// Per rank whose steps are an inference engine's iterations (no `ProfilerStep#N`): the
+    /// iterations by phase, the decode iteration's time and communication, the host gaps
+    /// between iterations ([`serving`]). Empty for a training job.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub serving: Vec<serving::RankServing>,
     pub steps: Vec<StepEntry>,
     pub rank_totals: Vec<RankTotals>,
     pub alignment: Vec<align::RankAlignment>,
@@ -694,6 +700,7 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
             .filter(|p| p.reading.graphs.any())
             .map(|p| RankGraphs { rank: p.info.rank, graphs: p.reading.graphs.clone() })
             .collect(),
+        serving: serving::summarize(&parts),
         steps,
         rank_totals: parts.iter().map(|p| p.totals.clone()).collect(),
         alignment,

@@ -176,6 +176,10 @@ fn header(s: &mut String, a: &Analysis) {
     if let Some(l) = a.layout.as_ref().filter(|l| !l.mesh.is_empty()) {
         let _ = writeln!(s, "Parallel layout: {} (see \"Parallel layout\").\n", l.mesh_words());
     }
+    if let Some(line) = super::serving::summary_line(a) {
+        // Our own words and names from the engines' table (`normalize::iterations`).
+        let _ = writeln!(s, "{line}\n");
+    }
     noise(s, a);
 }
 

@@ -3,6 +3,7 @@
 
 pub mod classify;
 pub mod coverage;
+pub mod iterations;
 pub mod job;
 pub mod multirank;
 pub mod steps;
@@ -76,6 +77,9 @@ pub struct StepTable {
     pub synthetic: bool,
     /// Step numbers seen on the GPU (`gpu_user_annotation` `ProfilerStep#N`).
     pub gpu_numbers: Vec<u32>,
+    /// Set when the steps are an inference engine's iterations (no `ProfilerStep#N`:
+    /// [`iterations`]).
+    pub iterations: Option<iterations::Iterations>,
 }
 
 impl StepTable {

@@ -7,7 +7,9 @@
 //!   work launched in step N and run after step N's CPU marker ended is still step N's. GPU
 //!   events with no launch in the trace fall back to the GPU-side `ProfilerStep#N` marker that
 //!   holds them, and otherwise to the CPU interval that holds their start.
-//! - A trace without markers is one synthetic whole-trace step numbered 0 (a diagnostic says so).
+//! - A trace without markers whose host runs an inference engine's iterations has those as its
+//!   steps, numbered 0, 1, … in time order ([`super::iterations`]); any other trace without
+//!   markers is one synthetic whole-trace step numbered 0 (a diagnostic says so).
 
 use super::{Links, StepTable};
 use crate::model::*;
@@ -68,7 +70,23 @@ pub fn find(t: &RankTrace, span: (i64, i64)) -> Found {
             g.dedup();
             g
         },
+        iterations: None,
     };
+    if cpu.is_empty() {
+        // An inference engine's iterations, when the host runs them.
+        let (its, which) = super::iterations::find(t);
+        if let Some((engine, marker)) = which {
+            cpu = its.iter().zip(0u32..).map(|(&(lo, hi, _), k)| (lo, hi, k)).collect();
+            table.number = cpu.iter().map(|s| s.2).collect();
+            table.start_ns = cpu.iter().map(|s| s.0).collect();
+            table.end_ns = cpu.iter().map(|s| s.1).collect();
+            table.iterations = Some(super::iterations::Iterations {
+                engine: engine.to_string(),
+                marker: marker.to_string(),
+                phase: its.iter().map(|x| x.2).collect(),
+            });
+        }
+    }
     if cpu.is_empty() {
         // One whole-trace step.
         let (lo, hi) = span;
