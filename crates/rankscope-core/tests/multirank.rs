@@ -212,7 +212,12 @@ fn the_merged_export_round_trips() {
     // The export writes times in µs with three decimals: exact to the ns.
     same_figures(&a, &b, 1_000, "export");
     let clock = b.alignment.iter().find(|x| x.rank == 1).map(|x| x.note.clone()).unwrap_or_default();
-    assert!(clock.contains("one clock"), "{clock}");
+    assert!(clock.contains("file `export.json`: one clock for ranks 0-3"), "{clock}");
+    assert!(
+        b.alignment[1..].iter().all(|x| x.method == "same_file" && x.offset_ns == 0),
+        "{:?}",
+        b.alignment
+    );
 }
 
 /// A single rank's Kineto file (a host process, GPU streams as processes of their own, the

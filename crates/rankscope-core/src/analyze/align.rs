@@ -43,7 +43,8 @@
 //! one rank is the estimator rank by rank (its first leaver is itself).
 //!
 //! Methods, in order: `user` (`--offset RANK=NS`), `same_host` (the reference rank's clock
-//! group: offset 0), `collectives` (above), `step_starts` (median difference of the groups'
+//! group: offset 0; `same_file` when the group is the ranks of one multi-rank file that no host
+//! name places, [`crate::normalize::multirank`]), `collectives` (above), `step_starts` (median difference of the groups'
 //! earliest `ProfilerStep#N` starts, which synchronous data parallel aligns closely),
 //! `timestamps` (trust the file's clock: `baseTimeNanoseconds` / epoch µs). Pipeline stages
 //! (ranks with point-to-point exchanges or stage annotations) never anchor step starts: they
@@ -79,6 +80,9 @@ crate::named_enum! {
         Reference => "reference",
         /// On the reference rank's host, so on its clock (offset 0).
         SameHost => "same_host",
+        /// In the reference rank's multi-rank file, which writes its ranks on one clock, and
+        /// no host name says otherwise (offset 0).
+        SameFile => "same_file",
         /// Collective end times matched with the reference rank's clock group.
         Collectives => "collectives",
         /// `ProfilerStep#N` starts matched with the reference rank's clock group.
@@ -318,7 +322,9 @@ pub fn align(parts: &[RankPart], matched: &[Matched], user: &[(u32, i64)]) -> Ve
                 fixed(rank, AlignMethod::Reference, 0, note)
             } else if g == 0 {
                 let c_words = ref_clock.map(|c| clock_words(parts, c)).unwrap_or_default();
-                fixed(rank, AlignMethod::SameHost, 0, same_host_note(&c_words, own, &rank_diffs[i]))
+                let by_file = ref_clock.is_some_and(|c| c.host.as_deref().and_then(host_key).is_none());
+                let method = if by_file { AlignMethod::SameFile } else { AlignMethod::SameHost };
+                fixed(rank, method, 0, same_host_note(&c_words, own, &rank_diffs[i]))
             } else {
                 let mut row = estimates.get(&g).cloned().unwrap_or_else(|| {
                     fixed(rank, AlignMethod::Timestamps, 0, "timestamps trusted as written".into())
@@ -482,7 +488,7 @@ fn clock_words(parts: &[RankPart], c: &Clock) -> String {
     let ranks: Vec<u32> = c.members.iter().map(|&i| parts[i].info.rank).collect();
     match (&c.host, &c.file) {
         (h, Some(f)) if h.as_deref().and_then(host_key).is_none() => {
-            format!("one file, `{f}`, on one clock: one clock for {}", rank_list(&ranks))
+            format!("file `{f}`: one clock for {}", rank_list(&ranks))
         }
         (h, _) => format!("host `{}`: one clock for {}", h.as_deref().unwrap_or("?"), rank_list(&ranks)),
     }
