@@ -279,3 +279,42 @@ fn a_synthetic_gpu_job_in_one_file() {
         assert!(gpu_lanes.iter().all(|&n| n >= 2), "{gpu_lanes:?}");
     }
 }
+
+/// A merge that keeps each rank's device process apart and names only the host processes:
+/// the named processes are the ranks, the unnamed device processes are left out and counted.
+#[test]
+fn unnamed_device_processes_are_left_out_and_said() {
+    let mut ev = Vec::new();
+    for r in 0..2u32 {
+        let (host, dev) = (100 + r, 200 + r);
+        ev.push(format!(
+            r#"{{"ph":"M","name":"process_name","pid":{host},"tid":0,"args":{{"name":"Rank {r}"}}}}"#
+        ));
+        for s in 1..3 {
+            let ts = 1000 * s;
+            ev.push(format!(
+                r#"{{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{s}","pid":{host},"tid":1,"ts":{ts},"dur":900}}"#
+            ));
+            ev.push(format!(
+                r#"{{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":{host},"tid":1,"ts":{},"dur":5,"args":{{"correlation":{s}}}}}"#,
+                ts + 10
+            ));
+            ev.push(format!(
+                r#"{{"ph":"X","cat":"kernel","name":"gemm","pid":{dev},"tid":7,"ts":{},"dur":300,"args":{{"correlation":{s}}}}}"#,
+                ts + 20
+            ));
+        }
+    }
+    let bytes = format!("[{}]", ev.join(","));
+    let t = ingest("two.json", bytes.as_bytes());
+    let found = rankscope_core::normalize::multirank::ranks_in(&t).unwrap_or_else(|| panic!("not split"));
+    assert_eq!(found.ranks.iter().map(|r| r.0).collect::<Vec<_>>(), vec![0, 1]);
+    assert_eq!(found.left_out.len(), 2);
+    let job = assemble(vec![t], &[], &Rules::default());
+    assert_eq!(job.ranks.len(), 2);
+    let d = job.ranks[0].trace.diagnostics.get(DiagKind::ProcessesLeftOut).map(|d| d.message.clone());
+    let d = d.unwrap_or_else(|| panic!("nothing said"));
+    assert!(d.starts_with("4 event(s) on 2 process(es) of `two.json` that belong to no rank were left out: pid 200 (2), pid 201 (2)"), "{d}");
+    assert!(job.ranks[1].trace.diagnostics.get(DiagKind::ProcessesLeftOut).is_none());
+    assert_eq!(job.ranks[1].norm.steps.number, vec![1, 2]);
+}
