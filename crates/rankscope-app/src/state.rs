@@ -611,8 +611,8 @@ fn job_view(
     // without their trace have none), in the job's order, under the rank each is filed under.
     let first_ns = |f: FileId| files.get(f as usize).and_then(|e| e.first_ns);
     let export_files: Vec<FileId> = a.ranks.iter().map(|(f, _)| *f).filter(|f| *f < DIGEST_FILES).collect();
-    let export = ExportPlan::new(
-        &analysis.alignment,
+    let export = ExportPlan::of(
+        &analysis,
         export_files.iter().map(|f| (a.decisions.get(f).map_or(0, |d| d.rank), first_ns(*f))),
     );
     let events = export_files.iter().any(|f| first_ns(*f).is_some());
