@@ -38,24 +38,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::{Deserialize, Serialize};
-
 use crate::model::*;
 
-/// What a part cut from a multi-rank file knows about where it came from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct InFile {
-    /// The rank the file gives this part (its process's name, or the assumption said in the
-    /// part's diagnostics).
-    pub rank: u32,
-    /// The file it was cut from: its ranks share the file's clock.
-    pub file: String,
-    /// How many ranks the file held.
-    pub ranks: u32,
-    /// Whether the rank number is the file's word (a process named `rank N`) rather than an
-    /// assumption from the pids.
-    pub named: bool,
-}
+pub use crate::model::InFile;
 
 /// How the ranks of a file were told apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
