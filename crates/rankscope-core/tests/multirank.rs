@@ -318,3 +318,62 @@ fn unnamed_device_processes_are_left_out_and_said() {
     assert!(job.ranks[1].trace.diagnostics.get(DiagKind::ProcessesLeftOut).is_none());
     assert_eq!(job.ranks[1].norm.steps.number, vec![1, 2]);
 }
+
+/// No trace of shared/traces (each one rank's file: HTA's, TraceLens', the Kineto plugin's,
+/// PARAM's DLRM, gloo CPU runs) is cut into ranks, by any of the rules.
+#[test]
+fn no_shared_single_rank_trace_is_cut() {
+    fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.to_string_lossy().ends_with(".json") || p.to_string_lossy().ends_with(".json.gz") {
+                out.push(p);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&common::shared().join("traces"), &mut files);
+    files.sort();
+    let mut cut = Vec::new();
+    let mut read = 0;
+    for p in &files {
+        let name = p.display().to_string();
+        let Ok(t) = common::ingest_chunked(&name, &common::read(p), 1 << 20) else { continue };
+        read += 1;
+        if let Some(f) = rankscope_core::normalize::multirank::ranks_in(&t) {
+            cut.push(format!("{name}: {:?}", f.ranks.iter().map(|r| (r.0, r.2.clone())).collect::<Vec<_>>()));
+        }
+    }
+    assert!(read >= 20 || files.is_empty(), "read {read} of {}", files.len());
+    assert!(cut.is_empty(), "cut:\n{}", cut.join("\n"));
+}
+
+/// A cluster tool's export: one bare array, `pid` = rank, categories no rule knows, no steps
+/// and no launches: the pids 0..n are taken for the ranks, and the report says it assumed so
+/// and that too little was understood to judge, instead of a confident "No finding".
+#[test]
+fn pids_numbered_like_ranks_are_ranks_said_as_assumed() {
+    let mut ev = Vec::new();
+    for r in 0..4u32 {
+        for k in 0..120u32 {
+            let ts = 1000 * k + r;
+            ev.push(format!(
+                r#"{{"ph":"X","cat":"tool_slice","name":"region_{k}","pid":{r},"tid":{},"ts":{ts},"dur":800}}"#,
+                1000 + r
+            ));
+        }
+    }
+    let bytes = format!("[{}]", ev.join(","));
+    let job = assemble(vec![ingest("cluster.json", bytes.as_bytes())], &[], &Rules::default());
+    assert_eq!(job.ranks.iter().map(|r| r.rank).collect::<Vec<_>>(), vec![0, 1, 2, 3]);
+    let d = job.ranks[2].trace.diagnostics.get(DiagKind::RanksInFileAssumed).map(|d| d.message.clone());
+    let d = d.unwrap_or_default();
+    assert!(d.contains("this is rank 2, process 2 holds 120 events, numbered among pids 0..4"), "{d}");
+    let a = analyze(&job, &Options::default());
+    let md = rankscope_core::diagnose::markdown::markdown(&a);
+    assert!(md.contains("holds rank(s) 0–3: told apart by the shape of their processes"), "{md}");
+    assert!(md.contains("Too little was understood to judge rank(s) 0–3"), "{md}");
+    assert!(!md.contains("No finding crossed its threshold"), "{md}");
+}

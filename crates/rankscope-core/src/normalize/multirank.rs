@@ -181,6 +181,10 @@ pub fn ranks_in(t: &RankTrace) -> Option<FileRanks> {
             _ => None,
         })
         .collect();
+    // 3. Numbered like ranks: the integer pids that hold events are exactly 0..n, each with
+    // host-side events and its share of them (a cluster tool's export writes `pid` = rank with
+    // categories no rule knows, so neither steps nor launches show).
+    let shaped = if shaped.len() >= 2 { shaped } else { numbered(&procs).unwrap_or_default() };
     if shaped.len() < 2 {
         return None;
     }
@@ -194,8 +198,11 @@ pub fn ranks_in(t: &RankTrace) -> Option<FileRanks> {
         .map(|(k, &p)| {
             let x = procs.get(&IdKey::Int(p));
             let what = match x {
-                Some(x) if x.gpu_lanes > 0 => format!("{} GPU stream(s) beside its CPU threads", x.gpu_lanes),
-                Some(x) => format!("`ProfilerStep#` spans {}", step_words(&x.steps)),
+                Some(x) if x.gpu_lanes > 0 && x.launches > 0 => {
+                    format!("{} GPU stream(s) beside its CPU threads", x.gpu_lanes)
+                }
+                Some(x) if !x.steps.is_empty() => format!("`ProfilerStep#` spans {}", step_words(&x.steps)),
+                Some(x) => format!("{} events, numbered among pids 0..{n}", x.events),
                 None => String::new(),
             };
             let r = if pid_is_rank { p as u32 } else { k as u32 };
@@ -204,6 +211,32 @@ pub fn ranks_in(t: &RankTrace) -> Option<FileRanks> {
         .collect();
     let taken: BTreeSet<IdKey> = shaped.iter().map(|&p| IdKey::Int(p)).collect();
     Some(FileRanks { how, ranks, left_out: left_out(&taken) })
+}
+
+/// Events each process must hold for rule 3: a rank's timeline, not a stray event without a
+/// `pid` (read as pid 0).
+const NUMBERED_MIN_EVENTS: u64 = 100;
+
+/// The pids of rule 3 (module doc), when they hold: every integer pid with events is one of
+/// `0..n` (n ≥ 2, all present), each with events on its CPU threads, at least
+/// [`NUMBERED_MIN_EVENTS`] of them and a quarter of the mean events per pid. A single Kineto file's device processes (`pid` = device) hold device
+/// work only, and its host process has an OS pid: it never looks like this.
+fn numbered(procs: &BTreeMap<IdKey, Proc>) -> Option<Vec<i64>> {
+    let ints: Vec<(i64, &Proc)> = procs
+        .iter()
+        .filter(|(_, x)| x.events > 0)
+        .filter_map(|(p, x)| match p {
+            IdKey::Int(v) => Some((*v, x)),
+            IdKey::Str(_) => None,
+        })
+        .collect();
+    let n = ints.len();
+    let total: u64 = ints.iter().map(|x| x.1.events).sum();
+    let contiguous = n >= 2 && ints.iter().enumerate().all(|(k, (p, _))| *p == k as i64);
+    let even = ints.iter().all(|(_, x)| {
+        x.cpu_events > 0 && x.events >= NUMBERED_MIN_EVENTS && x.events * 4 * n as u64 >= total
+    });
+    (contiguous && even).then(|| ints.iter().map(|x| x.0).collect())
 }
 
 fn step_words(steps: &BTreeSet<u32>) -> String {
