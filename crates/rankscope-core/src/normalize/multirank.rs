@@ -310,6 +310,17 @@ pub fn split(t: RankTrace) -> Vec<RankTrace> {
     parts
 }
 
+/// For a shell that reads a file as one rank whatever it holds (the web app's workers, which
+/// hold one view per file): when the file holds several ranks, a warning on it says so and
+/// what reads it as its ranks.
+pub fn note_unsplit(t: &mut RankTrace) {
+    let Some(found) = ranks_in(t) else { return };
+    let n = found.ranks.len();
+    t.diagnostics.add(DiagKind::RanksInFileNotSplit, None, || {
+        format!("this file holds {n} ranks, read here as one: `rankscope analyze` (and the Python and npm packages) read it as its ranks")
+    });
+}
+
 /// The name a part cut from `file` goes by (its `source`, what `--rank NAME=N` names):
 /// `FILE (rank N)`.
 pub fn part_name(file: &str, rank: u32) -> String {
