@@ -125,6 +125,44 @@ fn profiler_steps_win_and_training_is_not_serving() {
     assert_eq!(a.steps.iter().map(|s| s.step).collect::<Vec<_>>(), vec![1, 2, 3]);
 }
 
+/// vLLM steps the profiler once per iteration: the `ProfilerStep#N` stay the steps, each with
+/// the phase of the `execute_context_…` span in it, and the job is read as serving.
+#[test]
+fn profiler_steps_around_engine_iterations_are_iterations() {
+    // Each iteration (1,030 µs, then 300 µs of host gap) in a `ProfilerStep#N` that starts 1 µs
+    // before its `execute_context_…` span.
+    let names: Vec<String> = [
+        "execute_context_1(512)_generation_0(0)",
+        "execute_context_0(0)_generation_1(1)",
+        "execute_context_0(0)_generation_1(1)",
+    ]
+    .iter()
+    .map(|n| n.to_string())
+    .collect();
+    let mut bytes = String::from_utf8(engine_trace(&names, 300)).unwrap_or_default();
+    let mut t = 1_000u64;
+    let mut steps = Vec::new();
+    for k in 0..3 {
+        steps.push(format!(
+            r#"{{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{}","pid":10,"tid":10,"ts":{},"dur":1320}}"#,
+            k + 7,
+            t - 1
+        ));
+        t += 1_330;
+    }
+    bytes = bytes.replacen("\"traceEvents\":[", &format!("\"traceEvents\":[{},", steps.join(",")), 1);
+    let a = analysed(bytes.as_bytes());
+    assert_eq!(a.steps.iter().map(|s| s.step).collect::<Vec<_>>(), vec![7, 8, 9]);
+    let s = a.serving.first().unwrap_or_else(|| panic!("not read as serving"));
+    assert!(s.profiler_steps);
+    assert_eq!((s.prefill, s.decode), (1, 2));
+    let md = markdown(&a);
+    assert!(
+        md.contains("the steps (`ProfilerStep#N`, one per iteration) are 3 vLLM engine iteration(s)"),
+        "{md}"
+    );
+}
+
 /// TraceLens' B200 vLLM trace: one `execute_context_1(888_788544)_generation_0(0)` span, a
 /// prefill; the advice is a serving engine's.
 #[test]

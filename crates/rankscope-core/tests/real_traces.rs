@@ -95,7 +95,7 @@ fn check(x: &Expect, chunk: usize) -> Vec<String> {
     eq("x_lanes", x_lanes.len().to_string(), x.x_lanes.to_string());
     // The independent parser knows `ProfilerStep#N`; an inference engine's iterations
     // (normalize::iterations) are ours.
-    let ours = f.steps_synthetic || r.norm.steps.iterations.is_some();
+    let ours = f.steps_synthetic || r.norm.steps.iterations.as_ref().is_some_and(|i| !i.profiler_steps);
     let steps: Vec<u32> = if ours { vec![] } else { f.steps.iter().map(|s| s.step).collect() };
     eq("steps", format!("{steps:?}"), format!("{:?}", x.steps));
     eq("gpu_steps", format!("{:?}", f.gpu_steps), format!("{:?}", x.gpu_steps));

@@ -33,6 +33,9 @@ pub struct RankServing {
     pub engine: String,
     /// The span name family its iterations were read from.
     pub marker: String,
+    /// Whether the steps are `ProfilerStep#N` (one per iteration) rather than the spans.
+    #[serde(default)]
+    pub profiler_steps: bool,
     pub iterations: u32,
     pub prefill: u32,
     pub decode: u32,
@@ -83,6 +86,7 @@ fn rank_serving(p: &RankPart) -> Option<RankServing> {
         rank: p.info.rank,
         engine: it.iterations.engine.clone(),
         marker: it.iterations.marker.clone(),
+        profiler_steps: it.iterations.profiler_steps,
         iterations: phases.len() as u32,
         prefill: count(IterPhase::Prefill),
         decode: count(IterPhase::Decode),

@@ -150,7 +150,12 @@ pub fn summary_line(a: &Analysis) -> Option<String> {
         }
     }
     let mut s = format!(
-        "**Inference**: no `ProfilerStep#N`; the steps are {} {engine} engine iteration(s) (`{}` spans{}): {}.",
+        "**Inference**: {} {} {engine} engine iteration(s) (`{}` spans{}): {}.",
+        if r.profiler_steps {
+            "the steps (`ProfilerStep#N`, one per iteration) are"
+        } else {
+            "no `ProfilerStep#N`; the steps are"
+        },
         r.iterations,
         r.marker,
         if a.serving.len() > 1 { format!(", rank {}", r.rank) } else { String::new() },

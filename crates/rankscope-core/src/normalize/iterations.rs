@@ -52,6 +52,10 @@ pub struct Iterations {
     pub marker: String,
     /// Per step (in step order): what it ran.
     pub phase: Vec<IterPhase>,
+    /// Whether the steps are the trace's `ProfilerStep#N` (an engine that steps the profiler
+    /// once per iteration) rather than the iteration spans themselves.
+    #[serde(default)]
+    pub profiler_steps: bool,
 }
 
 /// What a span's name says: the engine, the name family, the phase.
