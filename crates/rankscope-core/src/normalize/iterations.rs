@@ -8,9 +8,10 @@
 //! numbered in time order from 0, and each says, where its name allows, what it ran.
 //!
 //! The names, as the engines write them (docs/metrics.md "Inference traces"):
-//! - vLLM (V1 worker, `vllm/v1/worker/gpu_worker.py`, with the profiler on): a
-//!   `record_function` named `execute_context_{C}({ctx tokens})_generation_{G}({gen tokens})`
-//!   around each `execute_model`: C requests in prefill (context) and G in decode
+//! - vLLM (V1 worker, `vllm/v1/worker/gpu_worker.py`, `annotate_profile()`, with the profiler
+//!   on): the profiler stepped once per iteration and an annotation named
+//!   `execute_context_{C}({ctx tokens})_generation_{G}({gen tokens})` around each
+//!   `execute_model` (C = `num_ctx_requests`, G = `num_generation_requests`): C requests in prefill (context) and G in decode
 //!   (generation). C > 0, G = 0: prefill; C = 0, G > 0: decode; both: mixed (chunked prefill).
 //!   A real B200 trace of TraceLens' (`execute_context_1(888_788544)_generation_0(0)`) writes
 //!   the token counts of the context requests joined by `_`. Inside it,
@@ -22,7 +23,8 @@
 //!
 //! The rule is structural once a name says "iteration": only spans on CPU threads, only the
 //! outermost of them (an `execute_model` frame inside an `execute_context_…` span is the same
-//! iteration), only when no `ProfilerStep#N` exists.
+//! iteration); they are the steps only when no `ProfilerStep#N` exists, and otherwise give
+//! each step its phase ([`super::steps`]).
 
 use serde::{Deserialize, Serialize};
 
