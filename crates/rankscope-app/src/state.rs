@@ -611,8 +611,8 @@ fn job_view(
     // without their trace have none), in the job's order, under the rank each is filed under.
     let first_ns = |f: FileId| files.get(f as usize).and_then(|e| e.first_ns);
     let export_files: Vec<FileId> = a.ranks.iter().map(|(f, _)| *f).filter(|f| *f < DIGEST_FILES).collect();
-    let export = ExportPlan::new(
-        &analysis.alignment,
+    let export = ExportPlan::of(
+        &analysis,
         export_files.iter().map(|f| (a.decisions.get(f).map_or(0, |d| d.rank), first_ns(*f))),
     );
     let events = export_files.iter().any(|f| first_ns(*f).is_some());
@@ -701,7 +701,7 @@ fn loaded_claims(files: &[FileEntry]) -> (Vec<usize>, Vec<RankClaim>) {
     let claims: Vec<RankClaim> = loaded
         .iter()
         .filter_map(|&i| files[i].summary.as_ref())
-        .map(|s| RankClaim { file: s.file.clone(), claimed_rank: s.claimed_rank })
+        .map(|s| RankClaim { file: s.file.clone(), claimed_rank: s.claimed_rank, in_file: None })
         .collect();
     (loaded, claims)
 }
@@ -822,7 +822,10 @@ mod tests {
             let t = rankscope_core::parse::ingest_bytes(&synth::file_name(rank, false), &bytes)
                 .unwrap_or_else(|e| panic!("{e}"));
             files.push(
-                job::part_of(t, &Default::default(), &Default::default()).unwrap_or_else(|| panic!("part")),
+                job::part_of(t, &Default::default(), &Default::default())
+                    .into_iter()
+                    .next()
+                    .unwrap_or_else(|| panic!("part")),
             );
             traces.push(bytes);
         }

@@ -70,6 +70,7 @@ pub fn start() {
                 let claim = rankscope_core::view::RankClaim {
                     file: summary.file,
                     claimed_rank: summary.claimed_rank,
+                    in_file: None,
                 };
                 RUNNING.with(|r| r.borrow_mut().as_mut().map(|run| run.parts.push((claim, *part))));
             }

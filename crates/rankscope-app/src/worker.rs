@@ -286,7 +286,10 @@ fn finish(state: &Rc<RefCell<State>>, file: FileId, result: Result<Outcome, Stri
         Err(error) => return post(&FromWorker::Failed { file, error }),
     };
     match trace {
-        Ok(trace) => {
+        Ok(mut trace) => {
+            // A file of several ranks is read as one here (a worker holds one rank's view);
+            // the CLI, Python and the npm package read it as its ranks. Said on the file.
+            rankscope_core::normalize::multirank::note_unsplit(&mut trace);
             let view = RankView::new(trace, &Rules::default());
             match (view.summary(), view.analysis_part()) {
                 (Some(summary), Some(part)) => {

@@ -207,8 +207,8 @@ fn plan_of(
     job: &rankscope_core::normalize::Job,
     a: &analyze::Analysis,
 ) -> rankscope_core::export::ExportPlan {
-    rankscope_core::export::ExportPlan::new(
-        &a.alignment,
+    rankscope_core::export::ExportPlan::of(
+        a,
         job.ranks.iter().map(|r| (r.rank, r.trace.events.ts_ns.iter().min().copied())),
     )
 }

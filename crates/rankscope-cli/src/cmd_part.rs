@@ -79,10 +79,18 @@ fn part(a: PartArgs) -> Result<u8> {
         }
     }
     let piece = match reader.finish() {
-        Ok(Loaded::Trace(t)) => match job::part_of(*t, &rules, &Options::default()) {
-            Some((claim, part)) => Piece::Trace { claim, part: Box::new(part) },
-            None => anyhow::bail!("{name}: no rank"),
-        },
+        Ok(Loaded::Trace(t)) => {
+            let mut parts = job::part_of(*t, &rules, &Options::default());
+            match (parts.pop(), parts.len()) {
+                (Some((claim, part)), 0) => Piece::Trace { claim, part: Box::new(part) },
+                (None, _) => anyhow::bail!("{name}: no rank"),
+                // A part is one rank's: a file of several ranks is a job of its own.
+                (Some(_), n) => anyhow::bail!(
+                    "{name} holds {} ranks: a part is one rank's; analyse the file with `rankscope analyze`",
+                    n + 1
+                ),
+            }
+        }
         Ok(Loaded::Text(t)) => Piece::Text(t),
         Err(e) => {
             crate::out::say(&e.to_string());

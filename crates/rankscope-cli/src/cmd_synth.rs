@@ -145,6 +145,11 @@ pub struct Args {
     /// Write `.json.gz` instead of `.json`.
     #[arg(long)]
     pub gzip: bool,
+    /// Write the whole job as one file (`job.pt.trace.json`), as a Perfetto / Chrome merge tool
+    /// does: pid = rank, each process named `rank N` (`--merged bare`: the processes keep the
+    /// names the ranks gave them). The manifest's `merged` says so. Holds every rank in memory.
+    #[arg(long, num_args = 0..=1, default_missing_value = "named", value_parser = ["named", "bare"])]
+    pub merged: Option<String>,
     /// The slow rank (default: 5, or the last rank in smaller jobs).
     #[arg(long, conflicts_with = "no_straggler")]
     pub straggler: Option<u32>,
@@ -468,6 +473,9 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     let t0 = Instant::now();
 
     let ranks = synth::world_size(&cfg);
+    if let Some(how) = &a.merged {
+        return run_merged(&a, &cfg, ranks, how == "named", t0);
+    }
     let paths: Vec<PathBuf> = (0..ranks).map(|r| a.out.join(synth::file_name(r, a.gzip))).collect();
     // The ranks are simulated together and their files written at once; beyond FILES_AT_ONCE
     // files, in batches (each simulates the job again, the bytes are the same), so that a
@@ -663,6 +671,40 @@ fn hybrid_summary(
         mb(total) / gen_secs.max(1e-9)
     );
     out
+}
+
+/// `--merged`: every rank's document made in memory, merged into one file
+/// ([`synth::merged::merge`]), and the manifest with its `merged` truth.
+fn run_merged(a: &Args, cfg: &SynthConfig, ranks: u32, named: bool, t0: Instant) -> anyhow::Result<u8> {
+    let docs =
+        synth::write_ranks(cfg, (0..ranks).map(|_| Vec::new()).collect()).context("generating traces")?;
+    let docs: Vec<Vec<u8>> = docs.into_iter().map(|(d, _)| d).collect();
+    let mut man = synth::manifest(cfg);
+    let offsets: Vec<i64> = man.ranks.iter().map(|r| r.clock_offset_ns).collect();
+    let merged = synth::merged::merge(&docs, &offsets, named).context("merging the ranks")?;
+    let name = if a.gzip { "job.pt.trace.json.gz" } else { "job.pt.trace.json" };
+    let path = a.out.join(name);
+    let f = File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+    let mut sink = if a.gzip {
+        Sink::Gzip(GzEncoder::new(BufWriter::new(f), Compression::default()))
+    } else {
+        Sink::Plain(BufWriter::new(f))
+    };
+    sink.write_all(&merged).with_context(|| format!("writing {}", path.display()))?;
+    sink.finish().with_context(|| format!("finishing {}", path.display()))?;
+    man.merged =
+        Some(synth::merged::ManifestMerged { file: name.to_string(), ranks, pid_is_rank: true, named });
+    let man_path = a.out.join("manifest.json");
+    write_manifest(&man_path, &man)?;
+    crate::out::emit(&format!(
+        "{}  {:.1} MB: {ranks} ranks in one file (pid = rank{}) in {:.2} s\n{}  ground truth\n",
+        path.display(),
+        mb(merged.len() as u64),
+        if named { ", processes named `rank N`" } else { "" },
+        t0.elapsed().as_secs_f64(),
+        man_path.display()
+    ))?;
+    Ok(0)
 }
 
 fn write_manifest(path: &Path, man: &synth::Manifest) -> anyhow::Result<()> {

@@ -409,3 +409,47 @@ fn hostile_names_print_as_characters_not_terminal_commands() {
         assert!(!out.stdout.is_empty() || !out.stderr.is_empty(), "{args:?}");
     }
 }
+
+/// `synth --merged` writes the job as one file; `analyze` reads it as its ranks (named, or by
+/// shape with the assumption said), and `--rank 'FILE (rank K)=N'` names one of them.
+#[test]
+fn a_merged_job_is_analysed_as_its_ranks() {
+    for how in ["named", "bare"] {
+        let dir = scratch(&format!("merged-{how}")).display().to_string();
+        let out = bin()
+            .args(["synth", "--out", &dir, "--ranks", "3", "--steps", "2", "--merged", how])
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        let man: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(format!("{dir}/manifest.json")).unwrap_or_default())
+                .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(man["merged"]["ranks"], 3);
+        assert_eq!(man["merged"]["named"], how == "named");
+        let file = format!("{dir}/job.pt.trace.json");
+        let out = bin()
+            .args(["analyze", "--json", &file, "--rank", "job.pt.trace.json (rank 2)=7"])
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+        let ranks: Vec<(u64, String)> = v["ranks"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|r| {
+                        (
+                            r["rank"].as_u64().unwrap_or(99),
+                            r["rank_source"].as_str().unwrap_or("").to_string(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert_eq!(ranks, vec![(0, "in_file".into()), (1, "in_file".into()), (7, "user".into())], "{how}");
+        let kinds: Vec<&str> =
+            v["diagnostics"].as_array().into_iter().flatten().filter_map(|d| d["kind"].as_str()).collect();
+        let want = if how == "named" { "ranks_in_file" } else { "ranks_in_file_assumed" };
+        assert!(kinds.contains(&want), "{how}: {kinds:?}");
+    }
+}

@@ -5,7 +5,9 @@
 //! time moved onto the aligned clock (rank time − the rank's offset) and written relative to the
 //! job's first event, in microseconds with three decimals (ns resolution), launch → kernel
 //! flows (`ac2g`), and `args` holding rankscope's class, step and the original ids. The
-//! alignment used is recorded under `otherData.rankscope`.
+//! alignment used is recorded under `otherData.rankscope`, the job's world size and backend in
+//! a top-level `distributedInfo` without a rank. Read back, the file is its ranks again
+//! ([`crate::normalize::multirank`]: processes named `rank N`).
 //!
 //! Written as a stream, rank by rank, so the app can build the file from per-worker pieces:
 //! [`write_header`], then [`write_rank`] for every rank (each writes a leading comma when it is
@@ -58,9 +60,22 @@ fn us<W: Write>(out: &mut W, ns: i64) -> io::Result<()> {
     write!(out, "{sign}{}.{:03}", a / 1000, a % 1000)
 }
 
+/// What the merged trace's head says of the job: the top-level `distributedInfo` without a rank
+/// (the ranks are the processes, `rank N · file`), when the ranks state them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobInfo {
+    pub world_size: Option<i64>,
+    pub backend: Option<String>,
+}
+
 /// The document's opening, with the alignment used. `origin_ns` is the aligned time written
 /// as 0 ([`ExportPlan::origin_ns`]).
-pub fn write_header<W: Write>(out: &mut W, origin_ns: i64, offsets: &[(u32, i64, &str)]) -> io::Result<()> {
+pub fn write_header<W: Write>(
+    out: &mut W,
+    origin_ns: i64,
+    offsets: &[(u32, i64, &str)],
+    job: &JobInfo,
+) -> io::Result<()> {
     out.write_all(
         b"{\"displayTimeUnit\": \"ms\", \"otherData\": {\"rankscope\": {\"generator\": \"rankscope ",
     )?;
@@ -74,7 +89,20 @@ pub fn write_header<W: Write>(out: &mut W, origin_ns: i64, offsets: &[(u32, i64,
         esc(out, method)?;
         out.write_all(b"}")?;
     }
-    out.write_all(b"]}},\n\"traceEvents\": [\n")
+    out.write_all(b"]}},\n")?;
+    if job.world_size.is_some() || job.backend.is_some() {
+        out.write_all(b"\"distributedInfo\": {")?;
+        if let Some(b) = &job.backend {
+            out.write_all(b"\"backend\": ")?;
+            esc(out, b)?;
+        }
+        if let Some(w) = job.world_size {
+            let sep = if job.backend.is_some() { ", " } else { "" };
+            write!(out, "{sep}\"world_size\": {w}")?;
+        }
+        out.write_all(b"},\n")?;
+    }
+    out.write_all(b"\"traceEvents\": [\n")
 }
 
 /// One rank's events, written as rank `rank` (the job's key for the file, [`Planned::rank`]:

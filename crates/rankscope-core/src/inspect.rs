@@ -384,6 +384,7 @@ pub fn render_text(r: &InspectReport) -> String {
             match f.rank_source {
                 RankSource::User => "given by user",
                 RankSource::DistributedInfo => "distributedInfo",
+                RankSource::InFile => "from its process in a multi-rank file",
                 RankSource::FileName => "from file name",
                 RankSource::LoadOrder => "by load order",
             },

@@ -108,15 +108,18 @@ impl Session {
         self.names.push(file.clone());
         match reader.finish() {
             Ok(Loaded::Trace(t)) => {
-                let claim = job::claim_of(&t);
                 if self.keep_tables {
-                    let view = RankView::new(*t, &self.rules);
-                    if let Some(part) = view.analysis_part() {
-                        self.files.push((claim, part));
-                        self.views.push(view);
+                    // A file of several ranks is its ranks, each a view of its own.
+                    for t in crate::normalize::multirank::split(*t) {
+                        let claim = job::claim_of(&t);
+                        let view = RankView::new(t, &self.rules);
+                        if let Some(part) = view.analysis_part() {
+                            self.files.push((claim, part));
+                            self.views.push(view);
+                        }
                     }
-                } else if let Some(f) = job::part_of(*t, &self.rules, &self.opts) {
-                    self.files.push(f);
+                } else {
+                    self.files.extend(job::part_of(*t, &self.rules, &self.opts));
                 }
                 Added { file, kind: Some(InputKind::Trace), error: None, skipped: false }
             }

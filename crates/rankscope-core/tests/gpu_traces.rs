@@ -30,7 +30,7 @@ fn fixture(name: &str) -> Vec<u8> {
 fn analyze_with(name: &str, rules: &Rules) -> (Analysis, String) {
     let opts = Options::default();
     let t = common::ingest_chunked(name, &fixture(name), 1 << 16).unwrap_or_else(|e| panic!("{e}"));
-    let part = job::part_of(t, rules, &opts).unwrap_or_else(|| panic!("{name}: no part"));
+    let part = job::part_of(t, rules, &opts).into_iter().next().unwrap_or_else(|| panic!("{name}: no part"));
     let out = job::combine(vec![part], &[], &[], &opts);
     let md = out.markdown();
     (out.analysis, md)
@@ -143,7 +143,8 @@ fn host_coverage_decides_without_device_work() {
         let opts = Options::default();
         let t =
             common::ingest_chunked("cpu.json", json.as_bytes(), 1 << 16).unwrap_or_else(|e| panic!("{e}"));
-        let part = job::part_of(t, &Rules::default(), &opts).unwrap_or_else(|| panic!("no part"));
+        let part =
+            job::part_of(t, &Rules::default(), &opts).into_iter().next().unwrap_or_else(|| panic!("no part"));
         let out = job::combine(vec![part], &[], &[], &opts);
         let md = out.markdown();
         (out.analysis, md)
@@ -237,7 +238,10 @@ fn real_traces_that_replay_graphs() {
         let bytes = common::read(&common::shared().join(path));
         let opts = Options::default();
         let t = common::ingest_chunked(path, &bytes, 1 << 20).unwrap_or_else(|e| panic!("{e}"));
-        let part = job::part_of(t, &Rules::default(), &opts).unwrap_or_else(|| panic!("{path}: no part"));
+        let part = job::part_of(t, &Rules::default(), &opts)
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| panic!("{path}: no part"));
         let out = job::combine(vec![part], &[], &[], &opts);
         let g = &out.analysis.graphs[0].graphs;
         assert_eq!(

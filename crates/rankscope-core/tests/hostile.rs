@@ -168,6 +168,8 @@ fn parts() -> Vec<(rankscope_core::view::RankClaim, rankscope_core::analyze::Ran
             let t = rankscope_core::parse::ingest_bytes(&rankscope_synth::file_name(rank, false), &bytes)
                 .unwrap_or_else(|e| panic!("{e}"));
             job::part_of(t, &rankscope_core::normalize::Rules::default(), &Options::default())
+                .into_iter()
+                .next()
                 .unwrap_or_else(|| panic!("no part"))
         })
         .collect()
@@ -274,7 +276,8 @@ fn utf16_traces_and_parts_are_named_with_what_to_do() {
 #[test]
 fn files_with_no_event_are_not_ranks_beyond_the_world() {
     use rankscope_core::view::RankClaim;
-    let c = |file: &str, rank: Option<i64>| RankClaim { file: file.into(), claimed_rank: rank };
+    let c =
+        |file: &str, rank: Option<i64>| RankClaim { file: file.into(), claimed_rank: rank, in_file: None };
     let (a, b, cut, lacking, beyond) = (
         c("r0.json", Some(0)),
         c("r1.json", Some(1)),

@@ -44,7 +44,10 @@ fn remote_parts(traces: Vec<RankTrace>, opts: &Options) -> Vec<(rankscope_core::
         .into_iter()
         .rev()
         .map(|t| {
-            let (c, p) = job::part_of(t, &Rules::default(), opts).unwrap_or_else(|| panic!("no part"));
+            let (c, p) = job::part_of(t, &Rules::default(), opts)
+                .into_iter()
+                .next()
+                .unwrap_or_else(|| panic!("no part"));
             let p: RankPart = serde_json::from_str(&serde_json::to_string(&p).unwrap_or_default())
                 .unwrap_or_else(|e| panic!("{e}"));
             (c, p)

@@ -57,7 +57,7 @@ fn outputs(label: &str, traces: &[PathBuf]) -> (String, String) {
             let name = format!("{label}/{}", p.file_name().unwrap_or_default().to_string_lossy());
             let t =
                 common::ingest_chunked(&name, &common::read(p), 1 << 20).unwrap_or_else(|e| panic!("{e}"));
-            job::part_of(t, &rules, &opts).unwrap_or_else(|| panic!("{name}: no part"))
+            job::part_of(t, &rules, &opts).into_iter().next().unwrap_or_else(|| panic!("{name}: no part"))
         })
         .collect();
     let out = job::combine(parts, &[], &[], &opts);

@@ -750,7 +750,9 @@ pub fn inputs(
     }
     let map = parse_rank_map(rank)?;
     for (f, r) in &map {
-        // The core matches a mapping to a file by its whole name or a trailing path part.
+        // The core matches a mapping to a file by its whole name or a trailing path part (a
+        // rank of a file that holds several is `FILE (rank K)`).
+        let f = &rankscope_core::normalize::multirank::file_of(f).to_string();
         let hit = files.iter().any(|i| {
             let s = i.path.display().to_string();
             s == *f || s.ends_with(&format!("/{f}"))

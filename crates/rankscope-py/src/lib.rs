@@ -210,12 +210,23 @@ fn analyze(
     Ok(Output { out: outcome.out, notes: outcome.notes })
 }
 
-/// What a read input becomes: a trace's part, or the text whole.
-fn piece_of(loaded: Loaded, rules: &Rules) -> Option<Piece> {
+/// What a read input becomes: a trace's part, or the text whole; else why not (`name` names
+/// the input).
+fn piece_of(loaded: Loaded, rules: &Rules, name: &str) -> Result<Piece, PartFailure> {
     match loaded {
-        Loaded::Trace(t) => job::part_of(*t, rules, &Options::default())
-            .map(|(claim, part)| Piece::Trace { claim, part: Box::new(part) }),
-        Loaded::Text(t) => Some(Piece::Text(t)),
+        // A part is one rank's: a file of several ranks gives none (analyse it whole).
+        Loaded::Trace(t) => {
+            let mut parts = job::part_of(*t, rules, &Options::default());
+            match (parts.pop(), parts.len()) {
+                (Some((claim, part)), 0) => Ok(Piece::Trace { claim, part: Box::new(part) }),
+                (None, _) => Err(PartFailure::Empty(format!("{name}: no rank"))),
+                (Some(_), n) => Err(PartFailure::Empty(format!(
+                    "{name} holds {} ranks: a part is one rank's; analyse the file with rankscope.analyze",
+                    n + 1
+                ))),
+            }
+        }
+        Loaded::Text(t) => Ok(Piece::Text(t)),
     }
 }
 
@@ -263,7 +274,7 @@ fn part<'py>(
             }
         }
         let loaded = reader.finish().map_err(PartFailure::NotATrace)?;
-        let piece = piece_of(loaded, &rules).ok_or_else(|| PartFailure::Empty(format!("{path}: no rank")))?;
+        let piece = piece_of(loaded, &rules, &path)?;
         Ok(digest::encode(&piece))
     });
     match done {
@@ -310,8 +321,7 @@ impl PartReader {
         let rules = &self.rules;
         let done = py.detach(|| -> Result<Vec<u8>, PartFailure> {
             let loaded = r.finish().map_err(PartFailure::NotATrace)?;
-            let piece =
-                piece_of(loaded, rules).ok_or_else(|| PartFailure::Empty(format!("{}: no rank", name)))?;
+            let piece = piece_of(loaded, rules, &name)?;
             Ok(digest::encode(&piece))
         });
         match done {

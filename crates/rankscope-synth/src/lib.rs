@@ -63,6 +63,7 @@ mod config;
 mod emit;
 mod hybrid;
 mod manifest;
+pub mod merged;
 mod model;
 mod plan;
 mod rng;

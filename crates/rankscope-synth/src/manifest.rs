@@ -73,6 +73,9 @@ pub struct Manifest {
     /// The layout, clocks, cause, waits and chain of a hybrid job (`hybrid` set), else absent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hybrid: Option<ManifestHybrid>,
+    /// Set by `rankscope synth --merged`: the job is one file ([`crate::merged`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merged: Option<crate::merged::ManifestMerged>,
     /// What was injected and where; the per rank × step numbers are in `ranks`.
     pub injected: Injected,
     pub ranks: Vec<ManifestRank>,
@@ -448,6 +451,7 @@ pub fn manifest(cfg: &SynthConfig) -> Manifest {
         scenario: plan.cfg.scenario,
         pipeline,
         hybrid: None,
+        merged: None,
         injected,
         ranks,
         collectives,
@@ -549,6 +553,7 @@ fn hybrid_manifest(cfg: SynthConfig, mut adjustments: Vec<String>) -> Manifest {
         scenario: cfg.scenario,
         pipeline: None,
         hybrid: hy,
+        merged: None,
         injected,
         ranks,
         collectives: Vec::new(),

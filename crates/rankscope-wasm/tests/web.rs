@@ -153,7 +153,10 @@ fn a_job_digest_opens_as_the_whole_job() {
         .map(|r| {
             let t = rankscope_core::parse::ingest_bytes(&synth::file_name(r, false), &demo_rank(r))
                 .unwrap_or_else(|e| panic!("{e}"));
-            job::part_of(t, &Default::default(), &Default::default()).unwrap_or_else(|| panic!("part"))
+            job::part_of(t, &Default::default(), &Default::default())
+                .into_iter()
+                .next()
+                .unwrap_or_else(|| panic!("part"))
         })
         .collect();
     let (files, errors) = job::decided(parts, &[]);

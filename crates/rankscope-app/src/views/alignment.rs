@@ -15,6 +15,7 @@ fn method_text(m: &str) -> &'static str {
     match m {
         "reference" => "reference clock (the lowest rank)",
         "same_host" => "the reference rank's host clock",
+        "same_file" => "the reference rank's file's clock (one file, several ranks)",
         "user" => "given by the user",
         "collectives" => "matched collectives' end times",
         "step_starts" => "step starts",

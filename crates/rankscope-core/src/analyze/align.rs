@@ -43,7 +43,8 @@
 //! one rank is the estimator rank by rank (its first leaver is itself).
 //!
 //! Methods, in order: `user` (`--offset RANK=NS`), `same_host` (the reference rank's clock
-//! group: offset 0), `collectives` (above), `step_starts` (median difference of the groups'
+//! group: offset 0; `same_file` when the group is the ranks of one multi-rank file that no host
+//! name places, [`crate::normalize::multirank`]), `collectives` (above), `step_starts` (median difference of the groups'
 //! earliest `ProfilerStep#N` starts, which synchronous data parallel aligns closely),
 //! `timestamps` (trust the file's clock: `baseTimeNanoseconds` / epoch µs). Pipeline stages
 //! (ranks with point-to-point exchanges or stage annotations) never anchor step starts: they
@@ -79,6 +80,9 @@ crate::named_enum! {
         Reference => "reference",
         /// On the reference rank's host, so on its clock (offset 0).
         SameHost => "same_host",
+        /// In the reference rank's multi-rank file, which writes its ranks on one clock, and
+        /// no host name says otherwise (offset 0).
+        SameFile => "same_file",
         /// Collective end times matched with the reference rank's clock group.
         Collectives => "collectives",
         /// `ProfilerStep#N` starts matched with the reference rank's clock group.
@@ -126,10 +130,23 @@ pub fn host_key(name: &str) -> Option<String> {
     (!GENERIC.contains(&key.as_str()) && key != "unknown").then_some(key)
 }
 
+/// What puts a rank on a clock shared with others: its host's name, else the multi-rank file
+/// it was cut from (a merged file writes its ranks on one time axis; the collectives check it
+/// like a host's name).
+fn clock_key(p: &RankPart) -> Option<String> {
+    match (p.info.host.as_deref().and_then(host_key), &p.info.clock) {
+        (Some(h), _) => Some(h),
+        (None, Some(f)) => Some(format!("file:{f}")),
+        (None, None) => None,
+    }
+}
+
 /// One clock: the parts (indices into the sorted parts) that share it, lowest rank first.
 struct Clock {
     members: Vec<usize>,
     host: Option<String>,
+    /// The multi-rank file its ranks were cut from, when no host names it.
+    file: Option<String>,
 }
 
 /// Ranks the host name put on a clock that the collectives then took off it: (part, the
@@ -305,7 +322,9 @@ pub fn align(parts: &[RankPart], matched: &[Matched], user: &[(u32, i64)]) -> Ve
                 fixed(rank, AlignMethod::Reference, 0, note)
             } else if g == 0 {
                 let c_words = ref_clock.map(|c| clock_words(parts, c)).unwrap_or_default();
-                fixed(rank, AlignMethod::SameHost, 0, same_host_note(&c_words, own, &rank_diffs[i]))
+                let by_file = ref_clock.is_some_and(|c| c.host.as_deref().and_then(host_key).is_none());
+                let method = if by_file { AlignMethod::SameFile } else { AlignMethod::SameHost };
+                fixed(rank, method, 0, same_host_note(&c_words, own, &rank_diffs[i]))
             } else {
                 let mut row = estimates.get(&g).cloned().unwrap_or_else(|| {
                     fixed(rank, AlignMethod::Timestamps, 0, "timestamps trusted as written".into())
@@ -396,7 +415,7 @@ fn clock_leads(
         if i != 0 && given.contains_key(&p.info.rank) {
             continue;
         }
-        if let Some(key) = p.info.host.as_deref().and_then(host_key) {
+        if let Some(key) = clock_key(p) {
             lead[i] = *first_of.entry(key).or_insert(i);
         }
     }
@@ -458,7 +477,8 @@ fn clocks_of(parts: &[RankPart], lead: &[usize]) -> Vec<Clock> {
         .into_values()
         .map(|members| {
             let host = members.first().and_then(|&g| parts[g].info.host.clone());
-            Clock { members, host }
+            let file = members.first().and_then(|&g| parts[g].info.clock.clone());
+            Clock { members, host, file }
         })
         .collect()
 }
@@ -466,7 +486,12 @@ fn clocks_of(parts: &[RankPart], lead: &[usize]) -> Vec<Clock> {
 /// "host `vm`: one clock for ranks 0-3".
 fn clock_words(parts: &[RankPart], c: &Clock) -> String {
     let ranks: Vec<u32> = c.members.iter().map(|&i| parts[i].info.rank).collect();
-    format!("host `{}`: one clock for {}", c.host.as_deref().unwrap_or("?"), rank_list(&ranks))
+    match (&c.host, &c.file) {
+        (h, Some(f)) if h.as_deref().and_then(host_key).is_none() => {
+            format!("file `{f}`: one clock for {}", rank_list(&ranks))
+        }
+        (h, _) => format!("host `{}`: one clock for {}", h.as_deref().unwrap_or("?"), rank_list(&ranks)),
+    }
 }
 
 fn same_host_note(clock: &str, own: Option<i64>, diffs: &[i64]) -> String {
@@ -574,6 +599,7 @@ mod tests {
                 metrics_from: MetricsFrom::Cpu,
                 devices: Vec::new(),
                 host: host.map(str::to_string),
+                clock: None,
             },
             world_size: None,
             instances: Vec::new(),

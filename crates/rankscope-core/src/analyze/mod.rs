@@ -30,6 +30,7 @@ pub mod reading;
 pub mod regions;
 pub mod report;
 pub mod roles;
+pub mod serving;
 pub mod stats;
 pub mod waits;
 pub mod whatif;
@@ -89,6 +90,10 @@ pub struct RankInfo {
     /// one host share one clock ([`align`]).
     #[serde(default)]
     pub host: Option<String>,
+    /// The file a rank was cut from when one file held several ranks
+    /// ([`crate::normalize::multirank`]): its ranks are on the file's one clock ([`align`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
@@ -182,6 +187,11 @@ pub struct Analysis {
     /// a step in which a rank captures is set-up, not judged.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub graphs: Vec<RankGraphs>,
+    /// Per rank whose steps are an inference engine's iterations (no `ProfilerStep#N`): the
+    /// iterations by phase, the decode iteration's time and communication, the host gaps
+    /// between iterations ([`serving`]). Empty for a training job.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub serving: Vec<serving::RankServing>,
     pub steps: Vec<StepEntry>,
     pub rank_totals: Vec<RankTotals>,
     pub alignment: Vec<align::RankAlignment>,
@@ -354,6 +364,7 @@ pub fn rank_part_with(
             v
         },
         host: r.trace.meta.host_name.as_deref().map(str::trim).filter(|h| !h.is_empty()).map(str::to_string),
+        clock: r.trace.meta.in_file.as_ref().map(|f| f.file.clone()),
     };
     let sum = |f: fn(&breakdown::StepRank) -> i64| rows.iter().map(f).sum::<i64>();
     let wall = sum(|s| s.wall_ns);
@@ -722,6 +733,7 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
             .filter(|p| p.reading.graphs.any())
             .map(|p| RankGraphs { rank: p.info.rank, graphs: p.reading.graphs.clone() })
             .collect(),
+        serving: serving::summarize(&parts),
         steps,
         rank_totals: parts.iter().map(|p| p.totals.clone()).collect(),
         alignment,

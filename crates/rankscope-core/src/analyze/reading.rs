@@ -25,6 +25,61 @@ use crate::normalize::job::RankEntry;
 pub struct Reading {
     pub coverage: Coverage,
     pub graphs: Graphs,
+    /// Set when the rank's steps are an inference engine's iterations
+    /// ([`crate::normalize::iterations`]): what each ran and its host span.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iterations: Option<IterationSpans>,
+}
+
+/// An inference rank's iterations (its steps, in step order): the engine, what each ran and
+/// where each lay on the host (the span the engine named).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IterationSpans {
+    #[serde(flatten)]
+    pub iterations: crate::normalize::iterations::Iterations,
+    pub start_ns: Vec<i64>,
+    pub end_ns: Vec<i64>,
+    /// Per gap between consecutive iterations (host span end to the next start): the time in it
+    /// the device ran nothing (the whole gap on a rank without device work).
+    #[serde(default)]
+    pub gap_idle_ns: Vec<i64>,
+}
+
+/// Per gap between consecutive iterations (`ends[k]` to `starts[k + 1]`): the time in it no
+/// device work runs (the union of the GPU lanes' slices taken off the gap).
+fn gap_idle(t: &RankTrace, starts: &[i64], ends: &[i64]) -> Vec<i64> {
+    let e = &t.events;
+    let mut busy: Vec<(i64, i64)> = (0..e.len())
+        .filter(|&i| {
+            e.kind[i] == EventKind::Slice && t.lanes.kind.get(e.lane[i].0 as usize) == Some(&LaneKind::Gpu)
+        })
+        .map(|i| (e.ts_ns[i], e.end_ns(i)))
+        .collect();
+    busy.sort_unstable();
+    let mut union: Vec<(i64, i64)> = Vec::new();
+    for (lo, hi) in busy {
+        match union.last_mut() {
+            Some(last) if lo <= last.1 => last.1 = last.1.max(hi),
+            _ => union.push((lo, hi)),
+        }
+    }
+    starts
+        .iter()
+        .skip(1)
+        .zip(ends)
+        .map(|(&next, &end)| {
+            let (lo, hi) = (end, next.max(end));
+            // The first busy interval that may reach into the gap.
+            let from = union.partition_point(|b| b.1 <= lo);
+            let covered: i64 = union[from..]
+                .iter()
+                .take_while(|b| b.0 < hi)
+                .map(|b| b.1.min(hi) - b.0.max(lo))
+                .filter(|&d| d > 0)
+                .sum();
+            hi - lo - covered
+        })
+        .collect()
 }
 
 /// One rank's CUDA / HIP graphs (module doc).
@@ -157,5 +212,12 @@ pub fn graphs(r: &RankEntry, strings: &StringTable) -> Graphs {
 
 /// The reading of one normalized rank.
 pub fn rank_reading(r: &RankEntry, strings: &StringTable) -> Reading {
-    Reading { coverage: r.norm.coverage.clone(), graphs: graphs(r, strings) }
+    let st = &r.norm.steps;
+    let iterations = st.iterations.clone().map(|iterations| IterationSpans {
+        iterations,
+        start_ns: st.start_ns.clone(),
+        end_ns: st.end_ns.clone(),
+        gap_idle_ns: gap_idle(&r.trace, &st.start_ns, &st.end_ns),
+    });
+    Reading { coverage: r.norm.coverage.clone(), graphs: graphs(r, strings), iterations }
 }

@@ -176,6 +176,10 @@ fn header(s: &mut String, a: &Analysis) {
     if let Some(l) = a.layout.as_ref().filter(|l| !l.mesh.is_empty()) {
         let _ = writeln!(s, "Parallel layout: {} (see \"Parallel layout\").\n", l.mesh_words());
     }
+    if let Some(line) = super::serving::summary_line(a) {
+        // Our own words and names from the engines' table (`normalize::iterations`).
+        let _ = writeln!(s, "{line}\n");
+    }
     noise(s, a);
     whatif(s, a);
 }
@@ -625,7 +629,20 @@ fn alignment(s: &mut String, a: &Analysis) {
 /// Which ranks share a clock (one host), and so one offset: the first thing a reader of the
 /// alignment needs, and the reason an offset was not applied.
 fn clocks_sentence(a: &Analysis) -> String {
-    let host = |rank: u32| a.ranks.iter().find(|r| r.rank == rank).and_then(|r| r.host.clone());
+    // What a shared clock is: a host's, else a multi-rank file's (`RankInfo::clock`).
+    let place = |rank: u32| {
+        let r = a.ranks.iter().find(|r| r.rank == rank)?;
+        match (r.host.as_deref().and_then(crate::analyze::align::host_key), &r.clock) {
+            (None, Some(f)) => {
+                let base = f.rsplit(['/', '\\']).next().unwrap_or(f);
+                Some((format!("come from one file, {}", md_code(base)), format!("file {}", md_code(base))))
+            }
+            _ => r
+                .host
+                .as_ref()
+                .map(|h| (format!("report host {}", md_code(h)), format!("host {}", md_code(h)))),
+        }
+    };
     let mut clocks: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
     for x in &a.alignment {
         clocks.entry(x.clock_group).or_default().push(x.rank);
@@ -639,19 +656,19 @@ fn clocks_sentence(a: &Analysis) -> String {
         };
     }
     if clocks.len() == 1 {
-        let name = host(*clocks.keys().next().unwrap_or(&0)).unwrap_or_default();
+        let (what, _) = place(*clocks.keys().next().unwrap_or(&0))
+            .unwrap_or_else(|| (format!("report host {}", md_code("")), String::new()));
         return format!(
-            "All {} ranks report host {}: one clock, so no offset is applied (differences between their collective end times are the collectives' end skew, not clock offsets).",
+            "All {} ranks {what}: one clock, so no offset is applied (differences between their collective end times are the collectives' end skew, not clock offsets).",
             a.alignment.len(),
-            md_code(&name)
         );
     }
     let parts: Vec<String> = clocks
         .iter()
         .map(|(g, v)| {
             let who = crate::analyze::align::rank_list(v);
-            match host(*g).filter(|_| v.len() > 1) {
-                Some(h) => format!("host {} ({who})", md_code(&h)),
+            match place(*g).filter(|_| v.len() > 1) {
+                Some((_, p)) => format!("{p} ({who})"),
                 None => who,
             }
         })

@@ -40,6 +40,7 @@ pub mod causes;
 mod context;
 pub mod gates;
 pub mod markdown;
+pub mod serving;
 pub mod understood;
 
 use std::collections::BTreeSet;
@@ -59,7 +60,7 @@ use crate::normalize::{Job, JobError};
 pub fn combine(parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) -> Analysis {
     let m = analyze::combine(parts, errors, opts);
     let mut a = m.analysis;
-    a.findings = findings(&a, &m.ops, Some(&m.model), &opts.thresholds);
+    a.findings = serving::for_serving(&a, findings(&a, &m.ops, Some(&m.model), &opts.thresholds));
     a
 }
 

@@ -169,6 +169,7 @@ pub fn section(s: &mut String, a: &Analysis) {
             let _ = writeln!(s, "- {} rank(s) {}: {sig}", ranks.len(), super::markdown::list_of(&ranks));
         }
     }
+    files_of_ranks(s, a);
     if a.graphs.len() <= 8 {
         for g in &a.graphs {
             let _ = writeln!(s, "- rank {} CUDA / HIP graphs: {}.", g.rank, graphs_line(&g.graphs));
@@ -225,6 +226,37 @@ pub fn section(s: &mut String, a: &Analysis) {
         );
     }
     let _ = writeln!(s);
+}
+
+/// One line per file that held several ranks ([`crate::normalize::multirank`]): which ranks,
+/// told apart how, and the assumption when their numbers were not the file's word.
+fn files_of_ranks(s: &mut String, a: &Analysis) {
+    use crate::model::DiagKind;
+    use crate::normalize::RankSource;
+    let mut files: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
+    for r in a.ranks.iter().filter(|r| r.rank_source == RankSource::InFile) {
+        if let Some(f) = r.clock.as_deref() {
+            files.entry(f).or_default().push(r.rank);
+        }
+    }
+    for (file, ranks) in files {
+        let base = file.rsplit(['/', '\\']).next().unwrap_or(file);
+        let assumed = a
+            .diagnostics
+            .iter()
+            .any(|d| d.diagnostic.kind == DiagKind::RanksInFileAssumed && ranks.contains(&d.rank));
+        let how = if assumed {
+            "told apart by the shape of their processes (each with its own steps or GPU streams); which process is which rank was assumed (see the diagnostics): map them with `--rank` if this is wrong"
+        } else {
+            "told apart by processes named for their ranks"
+        };
+        let _ = writeln!(
+            s,
+            "- One file, {}, holds rank(s) {}: {how}. Its ranks are taken to share its clock.",
+            md_code(base),
+            super::markdown::list_of(&ranks)
+        );
+    }
 }
 
 /// A rank's line with its figures rounded (for grouping many ranks).

@@ -42,6 +42,9 @@ pub struct ExportPlan {
     pub origin_ns: i64,
     /// Every rank's alignment `(rank, offset, method)`, as the merged trace's header records it.
     alignment: Vec<(u32, i64, String)>,
+    /// What the job's ranks say of it (`distributedInfo` without a rank: world size, backend),
+    /// written in the merged trace's head so that reading it back knows them.
+    job: super::JobInfo,
 }
 
 impl ExportPlan {
@@ -70,7 +73,21 @@ impl ExportPlan {
             .collect();
         let alignment =
             alignment.iter().map(|x| (x.rank, x.offset_ns, x.method.as_str().to_string())).collect();
-        ExportPlan { ranks, origin_ns: origin.unwrap_or(0), alignment }
+        ExportPlan { ranks, origin_ns: origin.unwrap_or(0), alignment, job: super::JobInfo::default() }
+    }
+
+    /// [`ExportPlan::new`] for a job's analysis: its alignment, and the world size and backend
+    /// its ranks state (the merged trace's head records them; every shell plans this way).
+    pub fn of(
+        a: &crate::analyze::Analysis,
+        ranks: impl IntoIterator<Item = (u32, Option<i64>)>,
+    ) -> ExportPlan {
+        let mut plan = ExportPlan::new(&a.alignment, ranks);
+        plan.job = super::JobInfo {
+            world_size: a.ranks.iter().filter_map(|r| r.world_size).max(),
+            backend: a.ranks.iter().find_map(|r| r.backend.clone()),
+        };
+        plan
     }
 
     /// Whether the plan has no rank (then time 0 is no event's, and an export holds no events).
@@ -84,7 +101,7 @@ impl ExportPlan {
             self.alignment.iter().map(|(r, o, m)| (*r, *o, m.as_str())).collect();
         let mut out = Vec::new();
         // Writing into a Vec cannot fail.
-        let _ = super::write_header(&mut out, self.origin_ns, &methods);
+        let _ = super::write_header(&mut out, self.origin_ns, &methods, &self.job);
         out
     }
 

@@ -169,24 +169,30 @@ pub fn decide(claims: &[RankClaim], explicit: &[(String, u32)]) -> (Vec<RankDeci
 pub use crate::normalize::claim_of;
 
 /// The per-file half for a host that holds one trace: normalizes it alone and computes its
-/// part (its rank is the job's to decide: [`combine`] files the part under it). `None` never
-/// happens in practice (normalizing keeps every trace it is given).
-pub fn part_of(trace: RankTrace, rules: &Rules, opts: &Options) -> Option<(RankClaim, RankPart)> {
+/// part (its rank is the job's to decide: [`combine`] files the part under it). A file that
+/// holds several ranks ([`normalize::multirank`]) gives one part per rank, each with its own
+/// claim; a file of one rank gives one.
+pub fn part_of(trace: RankTrace, rules: &Rules, opts: &Options) -> Vec<(RankClaim, RankPart)> {
     part_of_with(trace, rules, opts, &crate::join::Serial)
 }
 
 /// [`part_of`], the passes of normalizing and of the part handed to `j` two at a time (a host
-/// with idle cores runs them side by side): the same part.
+/// with idle cores runs them side by side): the same parts.
 pub fn part_of_with(
     trace: RankTrace,
     rules: &Rules,
     opts: &Options,
     j: &impl crate::join::Join,
-) -> Option<(RankClaim, RankPart)> {
-    let claim = claim_of(&trace);
-    let job = normalize::assemble_with(vec![trace], &[], rules, j);
-    let r = job.ranks.first()?;
-    Some((claim, analyze::rank_part_with(r, &job.strings, opts.kernel_wait_threshold_ns, j)))
+) -> Vec<(RankClaim, RankPart)> {
+    normalize::multirank::split(trace)
+        .into_iter()
+        .filter_map(|t| {
+            let claim = claim_of(&t);
+            let job = normalize::assemble_with(vec![t], &[], rules, j);
+            let r = job.ranks.first()?;
+            Some((claim, analyze::rank_part_with(r, &job.strings, opts.kernel_wait_threshold_ns, j)))
+        })
+        .collect()
 }
 
 /// A job's outputs: the analysis and what the NCCL text and Flight Recorder dumps say.

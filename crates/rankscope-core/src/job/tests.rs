@@ -143,7 +143,7 @@ fn traces_added_find_their_rank_by_name_then_by_claim() {
         texts: Vec::new(),
         analysis: std::sync::Arc::new(combine(parts(3), &[], &[], &Options::default()).analysis),
     };
-    let c = |f: &str, r: Option<i64>| RankClaim { file: f.into(), claimed_rank: r };
+    let c = |f: &str, r: Option<i64>| RankClaim { file: f.into(), claimed_rank: r, in_file: None };
     let got: Vec<Option<u32>> = d
         .place(&[
             c("/elsewhere/rank2.pt.trace.json", None),
@@ -173,7 +173,7 @@ fn the_lean_digest_places_and_summarizes_as_the_whole_one() {
     assert_eq!(std::sync::Arc::strong_count(&alone.analysis), 1);
     assert_eq!(alone.into_output().json(), out.json());
     assert_eq!(lean.reports(), (out.fabric.clone(), out.flight_recorder.clone()));
-    let c = |f: &str, r: Option<i64>| RankClaim { file: f.into(), claimed_rank: r };
+    let c = |f: &str, r: Option<i64>| RankClaim { file: f.into(), claimed_rank: r, in_file: None };
     let claims = [c("/elsewhere/rank2.pt.trace.json", None), c("renamed.json", Some(1))];
     assert_eq!(lean.place(&claims), whole.place(&claims));
     for i in 0..3 {

@@ -58,6 +58,15 @@ crate::named_enum! {
         RankFromUser => "rank_from_user",
         /// Two files claim the same rank.
         DuplicateRank => "duplicate_rank",
+        /// The file holds several ranks, told apart by processes named `rank N`; this is one.
+        RanksInFile => "ranks_in_file",
+        /// The file holds several ranks, told apart by the shape of its processes; which rank
+        /// each is was assumed (pid = rank, or pid order).
+        RanksInFileAssumed => "ranks_in_file_assumed",
+        /// Events of a multi-rank file on processes that belong to no rank; left out.
+        ProcessesLeftOut => "processes_left_out",
+        /// A file of several ranks read as one (a shell that holds one view per file: the app).
+        RanksInFileNotSplit => "ranks_in_file_not_split",
         /// A GPU event whose launching runtime call could not be found.
         UnlinkedGpuEvent => "unlinked_gpu_event",
         /// A top-level member longer than the parser's unit limit; skipped without being read.
@@ -91,7 +100,9 @@ impl DiagKind {
             BareWord | IntOverflow | InvalidUtf8 | MissingDuration | NegativeDuration | UnclosedBegin
             | LongString | OutOfRange | TimeOutlier => Severity::REPAIRED,
             DuplicateRank => Severity::ERROR,
-            TestsInterleavedTables => Severity::WARNING,
+            TestsInterleavedTables | RanksInFileAssumed | ProcessesLeftOut | RanksInFileNotSplit => {
+                Severity::WARNING
+            }
             LogHeadlessLines | TestsOrphanAverage | TestsRowsRestarted => Severity::Info,
             UnsupportedPhase
             | TrailingData
@@ -101,6 +112,7 @@ impl DiagKind {
             | RankFromFileName
             | RankFromLoadOrder
             | RankFromUser
+            | RanksInFile
             | UnlinkedGpuEvent => Severity::Info,
         }
     }

@@ -606,6 +606,22 @@ pub struct Device {
     pub compute_capability: Option<String>,
 }
 
+/// What a part cut from a multi-rank file knows about where it came from
+/// ([`crate::normalize::multirank`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct InFile {
+    /// The rank the file gives this part (its process's name, or the assumption said in the
+    /// part's diagnostics).
+    pub rank: u32,
+    /// The file it was cut from: its ranks share the file's clock.
+    pub file: String,
+    /// How many ranks the file held.
+    pub ranks: u32,
+    /// Whether the rank number is the file's word (a process named `rank N`) rather than an
+    /// assumption from the pids.
+    pub named: bool,
+}
+
 /// Top-level facts of the file.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct TraceMeta {
@@ -624,6 +640,10 @@ pub struct TraceMeta {
     pub process_names: Vec<(IdKey, String)>,
     /// `process_labels` metadata by pid, sorted.
     pub process_labels: Vec<(IdKey, String)>,
+    /// Set on a rank cut from a file that holds several ([`crate::normalize::multirank`]): its
+    /// rank there and the file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_file: Option<InFile>,
 }
 
 /// Counts of what the file held, by `ph` and by category, as read (before any repair).

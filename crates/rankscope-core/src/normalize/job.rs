@@ -4,7 +4,9 @@
 //! its name and `distributedInfo.rank`), so a job can be decided where its files are not (the
 //! app's page, a combine of parts from other machines) by the same code that [`assemble`] runs.
 //! Rank of a file, in order of trust: the user's explicit mapping (`--rank FILE=N`);
-//! `distributedInfo.rank`; a number in the file name (`rank-3`, `rank3`, `rank_3`,
+//! the rank a multi-rank file gives the part cut from it ([`super::multirank`]: a file of
+//! several ranks is cut into one part per rank before anything else, and each part is
+//! decided like a file of its own); `distributedInfo.rank`; a number in the file name (`rank-3`, `rank3`, `rank_3`,
 //! `worker3`, ...); the load order (the smallest ranks nobody claimed, in the order the files
 //! came). Every fallback is a diagnostic on the file. Two files claiming one rank is an error
 //! naming both, unless the user mapped ranks explicitly.
@@ -22,6 +24,9 @@ crate::named_enum! {
         User => "user",
         /// `distributedInfo.rank`.
         DistributedInfo => "distributed_info",
+        /// The rank a file of several ranks gives this part of it (a process named `rank N`,
+        /// or the assumption its diagnostics say).
+        InFile => "in_file",
         /// A number in the file name.
         FileName => "file_name",
         /// The smallest rank nobody claimed, in load order.
@@ -30,16 +35,23 @@ crate::named_enum! {
 }
 
 /// What one file says about its rank: the input of [`decide`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RankClaim {
     pub file: String,
     /// `distributedInfo.rank`, when the file has it.
     pub claimed_rank: Option<i64>,
+    /// The rank a file of several ranks gives this part of it ([`super::multirank`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_file: Option<u32>,
 }
 
 /// A trace's claim on its rank.
 pub fn claim_of(t: &RankTrace) -> RankClaim {
-    RankClaim { file: t.source.clone(), claimed_rank: t.meta.distributed.as_ref().and_then(|d| d.rank) }
+    RankClaim {
+        file: t.source.clone(),
+        claimed_rank: t.meta.distributed.as_ref().and_then(|d| d.rank),
+        in_file: t.meta.in_file.as_ref().map(|f| f.rank),
+    }
 }
 
 /// The rank decided for one file, with the diagnostics the decision adds to it: the key a
@@ -73,6 +85,8 @@ pub fn decide(claims: &[RankClaim], explicit: &[(String, u32)]) -> (Vec<RankDeci
                 .map(|(_, r)| *r);
             if let Some(r) = user {
                 (Some(r), RankSource::User)
+            } else if let Some(r) = c.in_file {
+                (Some(r), RankSource::InFile)
             } else if let Some(r) = c.claimed_rank.and_then(|r| u32::try_from(r).ok()) {
                 (Some(r), RankSource::DistributedInfo)
             } else if let Some(r) = rank_from_name(&c.file) {
@@ -107,7 +121,8 @@ pub fn decide(claims: &[RankClaim], explicit: &[(String, u32)]) -> (Vec<RankDeci
                     format!("neither `distributedInfo.rank` nor the file name tells the rank: rank {rank} given by load order")
                 }),
                 RankSource::User => d.add(DiagKind::RankFromUser, None, || format!("rank {rank} given by the user")),
-                RankSource::DistributedInfo => {}
+                // A part of a multi-rank file says how its rank was told (its own diagnostic).
+                RankSource::DistributedInfo | RankSource::InFile => {}
             }
             if let Some(first) = seen.get(&rank) {
                 let err = JobError::DuplicateRank { rank, first: first.to_string(), second: c.file.clone() };
@@ -198,6 +213,8 @@ pub fn assemble_with(
     rules: &Rules,
     j: &impl crate::join::Join,
 ) -> Job {
+    // A file of several ranks is its ranks.
+    let traces: Vec<RankTrace> = traces.into_iter().flat_map(super::multirank::split).collect();
     let traces = crate::join::map(j, traces, &|mut t: RankTrace| {
         let norm = normalize_rank_with(&mut t, rules, j);
         (t, norm)
@@ -220,13 +237,18 @@ pub fn assemble_with(
 fn remap_strings(t: &mut RankTrace, global: &mut StringTable) {
     let local = std::mem::take(&mut t.strings);
     let map = global.merge(&local);
-    let m = |s: &mut StrId| {
+    map_str_ids(t, &mut |s: &mut StrId| {
         if let Some(&g) = map.get(s.0 as usize) {
             *s = g;
         }
-    };
-    t.events.name.iter_mut().for_each(m);
-    t.events.cat.iter_mut().for_each(m);
+    });
+}
+
+/// Calls `m` on every string id a trace's tables and metadata hold (the one list of them).
+pub(crate) fn map_str_ids(t: &mut RankTrace, m: &mut impl FnMut(&mut StrId)) {
+    let mut m = |s: &mut StrId| m(s);
+    t.events.name.iter_mut().for_each(&mut m);
+    t.events.cat.iter_mut().for_each(&mut m);
     for col in [
         &mut t.comm.collective,
         &mut t.comm.dtype,
@@ -238,7 +260,7 @@ fn remap_strings(t: &mut RankTrace, global: &mut StringTable) {
         &mut t.counters.name,
         &mut t.counters.series,
     ] {
-        col.iter_mut().for_each(m);
+        col.iter_mut().for_each(&mut m);
     }
     for k in t.lanes.pid.iter_mut().chain(t.lanes.tid.iter_mut()).chain(t.counters.pid.iter_mut()) {
         if let IdKey::Str(s) = k {
@@ -261,7 +283,7 @@ mod tests {
     /// claims that are no rank (negative, beyond `u32`), names and load order, and duplicates.
     #[test]
     fn the_rule_over_claims_is_the_rule_over_traces() {
-        let c = |f: &str, r: Option<i64>| RankClaim { file: f.to_string(), claimed_rank: r };
+        let c = |f: &str, r: Option<i64>| RankClaim { file: f.to_string(), claimed_rank: r, in_file: None };
         let claims = [
             c("a.json", Some(3)),
             c("run/foo.json", None),

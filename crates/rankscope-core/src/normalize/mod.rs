@@ -3,7 +3,9 @@
 
 pub mod classify;
 pub mod coverage;
+pub mod iterations;
 pub mod job;
+pub mod multirank;
 pub mod steps;
 
 pub use classify::{coll_kind_of, mem_kind_of, Rules};
@@ -36,6 +38,16 @@ fn cat_in(cat: &str, list: &[&str]) -> bool {
     list.iter().any(|c| c.eq_ignore_ascii_case(cat))
 }
 
+/// Whether events of category `cat` run on a device (what makes a lane a GPU stream).
+pub(crate) fn is_gpu_cat(cat: &str) -> bool {
+    cat_in(cat, GPU_CATS)
+}
+
+/// Whether events of category `cat` are runtime or driver calls that launch device work.
+pub(crate) fn is_runtime_cat(cat: &str) -> bool {
+    cat_in(cat, RUNTIME_CATS)
+}
+
 /// Launch → GPU links, one row per GPU event whose launching runtime call was found.
 #[derive(Debug, Clone, Default)]
 pub struct Links {
@@ -65,6 +77,9 @@ pub struct StepTable {
     pub synthetic: bool,
     /// Step numbers seen on the GPU (`gpu_user_annotation` `ProfilerStep#N`).
     pub gpu_numbers: Vec<u32>,
+    /// Set when the steps are an inference engine's iterations (no `ProfilerStep#N`:
+    /// [`iterations`]).
+    pub iterations: Option<iterations::Iterations>,
 }
 
 impl StepTable {

@@ -7,7 +7,11 @@
 //!   work launched in step N and run after step N's CPU marker ended is still step N's. GPU
 //!   events with no launch in the trace fall back to the GPU-side `ProfilerStep#N` marker that
 //!   holds them, and otherwise to the CPU interval that holds their start.
-//! - A trace without markers is one synthetic whole-trace step numbered 0 (a diagnostic says so).
+//! - A trace without markers whose host runs an inference engine's iterations has those as its
+//!   steps, numbered 0, 1, … in time order ([`super::iterations`]); any other trace without
+//!   markers is one synthetic whole-trace step numbered 0 (a diagnostic says so). A trace with
+//!   markers and an engine's iterations (vLLM steps the profiler once per iteration) keeps its
+//!   markers as steps, each with the phase of the iteration that starts in it.
 
 use super::{Links, StepTable};
 use crate::model::*;
@@ -68,7 +72,42 @@ pub fn find(t: &RankTrace, span: (i64, i64)) -> Found {
             g.dedup();
             g
         },
+        iterations: None,
     };
+    // An inference engine's iterations, when the host runs them: the steps of a trace without
+    // `ProfilerStep#N`; with them (vLLM steps the profiler once per iteration), each step takes
+    // the phase of the iteration that starts in it.
+    let (its, which) = super::iterations::find(t);
+    if let (Some((engine, marker)), false) = (which, cpu.is_empty()) {
+        let phase = cpu
+            .iter()
+            .map(|&(lo, hi, _)| {
+                its.iter()
+                    .find(|x| x.0 >= lo && x.0 < hi)
+                    .map_or(super::iterations::IterPhase::Unknown, |x| x.2)
+            })
+            .collect();
+        table.iterations = Some(super::iterations::Iterations {
+            engine: engine.to_string(),
+            marker: marker.to_string(),
+            phase,
+            profiler_steps: true,
+        });
+    }
+    if cpu.is_empty() {
+        if let Some((engine, marker)) = which {
+            cpu = its.iter().zip(0u32..).map(|(&(lo, hi, _), k)| (lo, hi, k)).collect();
+            table.number = cpu.iter().map(|s| s.2).collect();
+            table.start_ns = cpu.iter().map(|s| s.0).collect();
+            table.end_ns = cpu.iter().map(|s| s.1).collect();
+            table.iterations = Some(super::iterations::Iterations {
+                engine: engine.to_string(),
+                marker: marker.to_string(),
+                phase: its.iter().map(|x| x.2).collect(),
+                profiler_steps: false,
+            });
+        }
+    }
     if cpu.is_empty() {
         // One whole-trace step.
         let (lo, hi) = span;

@@ -191,7 +191,7 @@ fn real_trace_lod_holds() {
 
 #[test]
 fn ranks_are_decided_as_the_cli_decides_them() {
-    let c = |f: &str, r: Option<i64>| RankClaim { file: f.to_string(), claimed_rank: r };
+    let c = |f: &str, r: Option<i64>| RankClaim { file: f.to_string(), claimed_rank: r, in_file: None };
     let d = crate::normalize::decide(
         &[c("a.json", Some(3)), c("foo.json", None), c("dir/worker1.json", None), c("bar.json", None)],
         &[],

@@ -43,10 +43,7 @@ pub(crate) mod tests {
                 synth::write_rank(&cfg, rank, &mut bytes).unwrap_or_else(|e| panic!("{e}"));
                 let t = crate::parse::ingest_bytes(&synth::file_name(rank, false), &bytes)
                     .unwrap_or_else(|e| panic!("{e}"));
-                let claim = RankClaim {
-                    file: t.source.clone(),
-                    claimed_rank: t.meta.distributed.as_ref().and_then(|d| d.rank),
-                };
+                let claim = crate::normalize::claim_of(&t);
                 let job = assemble(vec![t], &[], &Rules::default());
                 let r = job.ranks.first().unwrap_or_else(|| panic!("no rank"));
                 let part =
