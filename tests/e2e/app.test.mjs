@@ -81,6 +81,17 @@ test('the demo opens: 8 synthetic ranks, every view renders', async () => {
   assert.equal(await page.textContent('[data-testid=fact-world-size]'), '8');
   // The run's noise floor, measured over its steps (issue 35): what a change must exceed.
   assert.match(await page.textContent('[data-testid=fact-noise]'), /varying by .+ from step to step over 6 steps/);
+  // What if (issue 35): the replay against the record, the ideal step, the fixes as toggles
+  // whose projected step follows them.
+  await page.waitForSelector('[data-testid=whatif]');
+  assert.match(await page.textContent('[data-testid=whatif-accuracy]'), /within [\d.]+% of the recorded on average/);
+  const projected = async () => Number(await page.getAttribute('[data-testid=whatif-projected]', 'data-projected-ns'));
+  const withAll = await projected();
+  await page.locator('[data-testid=whatif-toggle]').first().click();
+  const withoutFirst = await projected();
+  assert.ok(withoutFirst > withAll, `unchecking the first fix: ${withAll} -> ${withoutFirst}`);
+  await page.locator('[data-testid=whatif-toggle]').first().click();
+  assert.equal(await projected(), withAll);
   await shot(page, '02-demo-summary');
   // The analysis views of the demo (also the README's pictures).
   await page.click('[data-testid=nav-steps]');

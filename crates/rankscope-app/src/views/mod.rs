@@ -20,6 +20,7 @@ pub mod steps;
 pub mod summary;
 pub mod timeline;
 pub mod topbar;
+pub mod whatif;
 
 use std::cell::RefCell;
 use std::rc::Rc;

@@ -47,6 +47,7 @@ pub fn summary(p: &Props) -> Html {
                 <p class="error" data-testid="mixed-jobs">{format!("{}. No finding is given over files of different jobs.", capitalized(&e.to_string()))}</p>
             }) }
             <Findings job={p.job.clone()} />
+            <super::whatif::WhatIf job={p.job.clone()} />
             if let Some(fr) = &p.job.flight_recorder {
                 <super::flight::FlightRecorder fr={fr.clone()} />
             }
