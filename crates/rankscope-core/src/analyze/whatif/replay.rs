@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 
 use super::program::Item;
 use super::Model;
+use crate::model::FxHashMap;
 
 /// What a replay changes: a rank's own time by (rank, step, slot), a collective's transfer by
 /// its index.
@@ -77,127 +78,163 @@ pub fn recorded(m: &Model) -> Vec<(u32, i64)> {
 }
 
 /// Per rank: where it is in its program.
-struct Cursor {
+struct Cursor<'m> {
+    rank: u32,
+    prog: &'m super::Prog,
     t: i64,
     pc: usize,
     step_start: i64,
 }
 
-pub fn replay(m: &Model, change: &dyn Change) -> Replayed {
-    let mut out = Replayed::default();
-    let mut prev_step_end: Option<i64> = None;
-    // Per rank: the end of its previous step (replayed) and of the recorded one.
-    let mut prev_end: BTreeMap<u32, (i64, i64)> = BTreeMap::new();
-    for (&step, ranks) in &m.steps {
-        let n_ops = m.ops.len();
-        let mut ready: BTreeMap<(usize, u32), i64> = BTreeMap::new();
-        let mut started: BTreeMap<(usize, u32), i64> = BTreeMap::new();
-        let mut done: Vec<Option<i64>> = vec![None; n_ops];
-        let mut open: std::collections::BTreeSet<usize> = std::collections::BTreeSet::new();
-        let mut cursors: BTreeMap<u32, Cursor> = BTreeMap::new();
-        for (&rank, p) in ranks {
-            let start = match prev_end.get(&rank) {
-                Some(&(replayed, recorded)) => replayed + (p.start_ns - recorded).max(0),
-                None => p.start_ns,
-            };
-            cursors.insert(rank, Cursor { t: start, pc: 0, step_start: start });
-        }
-        // The ops of this step's programs, for the starts to resolve.
-        let mut pending: Vec<(usize, u32)> = Vec::new();
-        loop {
-            let mut progress = false;
-            for (&rank, p) in ranks {
-                let Some(c) = cursors.get_mut(&rank) else { continue };
-                while let Some(item) = p.items.get(c.pc) {
-                    match *item {
-                        Item::Own(d) => {
-                            c.t += change.own(rank, step, p.slots[c.pc], d).max(0);
-                        }
-                        Item::Issue(inst) => {
-                            if let Some(&op) = m.op_of.get(&(rank, inst)) {
-                                ready.insert((op, rank), c.t);
-                                pending.push((op, rank));
-                                open.insert(op);
-                            }
-                        }
-                        Item::Wait { inst, .. } => match m.op_of.get(&(rank, inst)).map(|&op| done[op]) {
-                            Some(Some(end)) => c.t = c.t.max(end),
-                            Some(None) => break,
-                            // Not a matched collective: its wait is the rank's own.
-                            None => {
-                                if let Item::Wait { recorded_ns, .. } = *item {
-                                    c.t += recorded_ns;
-                                }
-                            }
-                        },
-                    }
-                    c.pc += 1;
-                    progress = true;
+/// One step's replay state: event-driven, each item, issue and completion handled once (the
+/// work is linear in the model's size, whatever the number of ranks).
+struct StepRun<'m, 'c> {
+    m: &'m Model,
+    change: &'c dyn Change,
+    step: u32,
+    cursors: Vec<Cursor<'m>>,
+    /// (collective, rank) → when the rank issued it.
+    ready: FxHashMap<(usize, u32), i64>,
+    /// Collective → members started and the latest start.
+    started: FxHashMap<usize, (usize, i64)>,
+    done: FxHashMap<usize, i64>,
+    /// Collective → the cursors waiting for it.
+    waiting: FxHashMap<usize, Vec<usize>>,
+    /// Collective → the (collective, rank) starts waiting for its lane to be free of it.
+    lane_waiting: FxHashMap<usize, Vec<(usize, u32)>>,
+    work: Vec<usize>,
+    to_start: Vec<(usize, u32)>,
+}
+
+impl StepRun<'_, '_> {
+    /// Runs cursor `ci` as far as its program goes without a collective it has to wait for.
+    fn advance(&mut self, ci: usize) {
+        let Some(c) = self.cursors.get_mut(ci) else { return };
+        while let Some(item) = c.prog.items.get(c.pc) {
+            match *item {
+                Item::Own(d) => {
+                    let slot = c.prog.slots.get(c.pc).copied().unwrap_or(Slot::Tail);
+                    c.t += self.change.own(c.rank, self.step, slot, d).max(0);
                 }
-            }
-            // Starts: ready, and the lane's previous collective completed.
-            let mut still = Vec::new();
-            for (op, rank) in pending.drain(..) {
-                let lane_free = match m.lane_prev.get(&(op, rank)) {
-                    Some(&prev) => match done[prev] {
-                        Some(e) => Some(e),
-                        None if started.contains_key(&(prev, rank)) || ready.contains_key(&(prev, rank)) => {
-                            None
+                Item::Issue(inst) => {
+                    if let Some(&op) = self.m.op_of.get(&(c.rank, inst)) {
+                        self.ready.insert((op, c.rank), c.t);
+                        self.to_start.push((op, c.rank));
+                    }
+                }
+                Item::Wait { inst, recorded_ns } => match self.m.op_of.get(&(c.rank, inst)) {
+                    Some(&op) => match self.done.get(&op) {
+                        Some(&end) => c.t = c.t.max(end),
+                        None => {
+                            self.waiting.entry(op).or_default().push(ci);
+                            return;
                         }
-                        // The previous collective on the lane is not this step's: free.
-                        None => Some(i64::MIN),
                     },
-                    None => Some(i64::MIN),
-                };
-                match (lane_free, ready.get(&(op, rank))) {
-                    (Some(free), Some(&r)) => {
-                        started.insert((op, rank), r.max(free));
-                        progress = true;
-                    }
-                    _ => still.push((op, rank)),
-                }
-            }
-            pending = still;
-            // Completions: every member started (only the collectives issued and not done).
-            let mut closed = Vec::new();
-            for &op in &open {
-                let Some(o) = m.ops.get(op) else { continue };
-                let starts: Option<Vec<i64>> =
-                    o.ranks.iter().map(|r| started.get(&(op, *r)).copied()).collect();
-                if let Some(s) = starts.filter(|s| !s.is_empty()) {
-                    let last = s.iter().copied().max().unwrap_or(0);
-                    done[op] = Some(last + change.transfer(op, o.transfer_ns).max(0));
-                    closed.push(op);
-                    progress = true;
-                }
-            }
-            for op in closed {
-                open.remove(&op);
-            }
-            if progress {
-                continue;
-            }
-            // Stuck: the rank blocked longest ago takes its wait as recorded.
-            let blocked = cursors
-                .iter()
-                .filter(|(r, c)| ranks.get(r).is_some_and(|p| c.pc < p.items.len()))
-                .min_by_key(|(_, c)| c.t)
-                .map(|(&r, _)| r);
-            let Some(r) = blocked else { break };
-            let (Some(c), Some(p)) = (cursors.get_mut(&r), ranks.get(&r)) else { break };
-            if let Some(Item::Wait { recorded_ns, .. }) = p.items.get(c.pc) {
-                c.t += recorded_ns;
+                    // Not a matched collective: its wait is the rank's own.
+                    None => c.t += recorded_ns,
+                },
             }
             c.pc += 1;
-            out.unresolved += 1;
         }
-        let end = cursors.values().map(|c| c.t).max().unwrap_or(0);
-        let from =
-            prev_step_end.unwrap_or_else(|| cursors.values().map(|c| c.step_start).min().unwrap_or(end));
-        for (&rank, c) in &cursors {
-            if let Some(p) = ranks.get(&rank) {
-                prev_end.insert(rank, (c.t, p.end_ns));
+    }
+
+    /// Starts `op` on `rank` once its lane is free; completes it once every member started.
+    fn start(&mut self, op: usize, rank: u32) {
+        let Some(&ready) = self.ready.get(&(op, rank)) else { return };
+        let free = match self.m.lane_prev.get(&(op, rank)) {
+            Some(&prev) => match self.done.get(&prev) {
+                Some(&e) => e,
+                // The lane's previous collective was issued in this step and is not done.
+                None if self.ready.contains_key(&(prev, rank)) => {
+                    self.lane_waiting.entry(prev).or_default().push((op, rank));
+                    return;
+                }
+                // Not this step's, or not issued yet: the lane is free.
+                None => i64::MIN,
+            },
+            None => i64::MIN,
+        };
+        let Some(o) = self.m.ops.get(op) else { return };
+        let e = self.started.entry(op).or_insert((0, i64::MIN));
+        e.0 += 1;
+        e.1 = e.1.max(ready.max(free));
+        if e.0 == o.ranks.len() {
+            let end = e.1 + self.change.transfer(op, o.transfer_ns).max(0);
+            self.done.insert(op, end);
+            self.work.extend(self.waiting.remove(&op).unwrap_or_default());
+            self.to_start.extend(self.lane_waiting.remove(&op).unwrap_or_default());
+        }
+    }
+
+    /// Runs the step to its end; the waits it cannot resolve take their recorded time.
+    fn run(&mut self) -> u32 {
+        let mut unresolved = 0;
+        self.work = (0..self.cursors.len()).collect();
+        loop {
+            while !self.work.is_empty() || !self.to_start.is_empty() {
+                while let Some(ci) = self.work.pop() {
+                    self.advance(ci);
+                }
+                while let Some((op, rank)) = self.to_start.pop() {
+                    self.start(op, rank);
+                }
             }
+            // Stuck: the rank blocked earliest takes its wait as recorded.
+            let blocked = self
+                .cursors
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.pc < c.prog.items.len())
+                .min_by_key(|(_, c)| c.t)
+                .map(|(k, _)| k);
+            let Some(ci) = blocked else { return unresolved };
+            if let Some(c) = self.cursors.get_mut(ci) {
+                if let Some(Item::Wait { recorded_ns, .. }) = c.prog.items.get(c.pc) {
+                    c.t += recorded_ns;
+                }
+                c.pc += 1;
+            }
+            unresolved += 1;
+            self.work.push(ci);
+        }
+    }
+}
+
+pub fn replay(m: &Model, change: &dyn Change) -> Replayed {
+    let mut out = Replayed::default();
+    // Per rank: the end of its previous step (replayed) and of the recorded one.
+    let mut prev_end: BTreeMap<u32, (i64, i64)> = BTreeMap::new();
+    let mut prev_step_end: Option<i64> = None;
+    for (&step, ranks) in &m.steps {
+        let cursors = ranks
+            .iter()
+            .map(|(&rank, prog)| {
+                let start = match prev_end.get(&rank) {
+                    Some(&(replayed, recorded)) => replayed + (prog.start_ns - recorded).max(0),
+                    None => prog.start_ns,
+                };
+                Cursor { rank, prog, t: start, pc: 0, step_start: start }
+            })
+            .collect();
+        let mut run = StepRun {
+            m,
+            change,
+            step,
+            cursors,
+            ready: FxHashMap::default(),
+            started: FxHashMap::default(),
+            done: FxHashMap::default(),
+            waiting: FxHashMap::default(),
+            lane_waiting: FxHashMap::default(),
+            work: Vec::new(),
+            to_start: Vec::new(),
+        };
+        out.unresolved += run.run();
+        let end = run.cursors.iter().map(|c| c.t).max().unwrap_or(0);
+        let from =
+            prev_step_end.unwrap_or_else(|| run.cursors.iter().map(|c| c.step_start).min().unwrap_or(end));
+        for c in &run.cursors {
+            prev_end.insert(c.rank, (c.t, c.prog.end_ns));
         }
         out.steps.push((step, end - from));
         prev_step_end = Some(end);
