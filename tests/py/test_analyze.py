@@ -76,6 +76,19 @@ def test_tables_hold_the_reports_rows(a_dlrm, a_gloo):
             assert row["source"] == info["source"]
 
 
+def test_whatif_is_the_replay_step_by_step(a_gloo):
+    """The what-if replay (docs/metrics.md, "What-if"): one row per step of the report's
+    ``whatif.steps``, its relative error computed from the two times."""
+    w = a_gloo.report["whatif"]
+    rows = a_gloo.whatif(form="records")
+    assert [r["step"] for r in rows] == [s["step"] for s in w["steps"]]
+    for r, s in zip(rows, w["steps"]):
+        assert (r["recorded_ns"], r["replayed_ns"]) == (s["recorded_ns"], s["replayed_ns"])
+        assert abs(r["error"] - (s["replayed_ns"] - s["recorded_ns"]) / s["recorded_ns"]) < 1e-12
+    assert max(abs(r["error"]) for r in rows) == pytest.approx(w["max_error"])
+    assert list(a_gloo.whatif().columns) == ["step", "recorded_ns", "replayed_ns", "error"]
+
+
 def test_forms(a_dlrm):
     arrow = a_dlrm.gpu_idle(form="arrow")
     assert isinstance(arrow, pa.Table)

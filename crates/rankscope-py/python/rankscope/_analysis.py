@@ -231,6 +231,19 @@ class Analysis:
         count, runtime-call and launch-delay percentiles, outliers."""
         return self.table("launches", form)
 
+    def whatif(self, form: str = "auto"):
+        """One row per step of the what-if replay (docs/metrics.md, "What-if"): the recorded
+        step time against the job replayed from its traces (``error`` relative). The rest —
+        ``mean_error``, ``max_error``, ``ideal_ns`` (every rank at its peers' typical speed),
+        the late ranks' ``ranks[].gain_ns`` — is ``report['whatif']``; empty without
+        collectives to replay."""
+        w = self.report.get("whatif") or {}
+        rows = [
+            dict(s, error=((s["replayed_ns"] - s["recorded_ns"]) / s["recorded_ns"]) if s.get("recorded_ns") else None)
+            for s in w.get("steps", [])
+        ]
+        return _frame(rows, ["step", "recorded_ns", "replayed_ns", "error"], form)
+
     def diagnostics(self, form: str = "auto"):
         """What the reading found wrong in each file, counted (never an exception)."""
         return self.table("diagnostics", form)
