@@ -16,11 +16,13 @@ pub struct Props {
 #[function_component(WhatIf)]
 pub fn whatif(p: &Props) -> Html {
     let a = &p.job.analysis;
+    // A job that stopped has no steady state to project (a hang's figure is how long it waited).
+    let stopped = a.findings.iter().any(|f| f.id == rankscope_core::finding::FindingId::CollectiveMismatch);
     let fixes: Vec<(usize, &rankscope_core::finding::Finding)> = a
         .findings
         .iter()
         .enumerate()
-        .filter(|(_, f)| f.impact_ns > 0 && f.severity != rankscope_core::finding::Severity::Info)
+        .filter(|(_, f)| !stopped && f.impact_ns > 0 && f.severity != rankscope_core::finding::Severity::Info)
         .collect();
     // Which fixes are on (all, at first).
     let on = use_state(|| vec![true; fixes.len()]);

@@ -227,6 +227,32 @@ fn whatif(s: &mut String, a: &Analysis) {
         ms_f(mean_rec),
         if ranks.is_empty() { String::new() } else { format!("; bringing one rank to its peers gains {}", ranks.join(", ")) }
     );
+    // The fixes in the order the findings rank them: each gain as its finding says (a secondary
+    // cause's is the one left once the causes before it are fixed).
+    // A job that stopped has no steady state to project (a hang's figure is how long it waited).
+    let stopped = a.findings.iter().any(|f| f.id == FindingId::CollectiveMismatch);
+    let fixes: Vec<&Finding> = a
+        .findings
+        .iter()
+        .filter(|f| f.impact_ns > 0 && f.severity != crate::finding::Severity::Info)
+        .collect();
+    if !stopped && fixes.len() >= 2 && mean_rec > 0.0 {
+        let saved: i64 = fixes.iter().map(|f| f.impact_ns).sum();
+        let each: Vec<String> = fixes
+            .iter()
+            .map(|f| {
+                let who = if f.ranks.len() == 1 { format!(" (rank {})", f.ranks[0]) } else { String::new() };
+                format!("{}{who} {} ms", f.id, ms_f(f.impact_ns as f64))
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "In the order of fixing: {}: about {} ms a step against {} ms recorded.\n",
+            each.join(", then "),
+            ms_f((mean_rec - saved as f64).max(0.0)),
+            ms_f(mean_rec)
+        );
+    }
 }
 
 /// The run's noise floor: how much its steps vary, and the steps that stand out.
