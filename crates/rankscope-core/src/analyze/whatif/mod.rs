@@ -9,10 +9,16 @@
 //! replay with some durations changed, their gain the difference of the two replays' mean
 //! step (replay against replay, so the model's own error cancels):
 //! - **a late rank brought to its peers**: each of its own times no longer than the median of
-//!   the other ranks' own time in the same place of the same step (before the same collective,
-//!   or in the tail);
+//!   the other ranks' own time in the same place of the same step (before issuing the same
+//!   collective, before waiting for it, or in the tail);
 //! - **every rank at the typical speed**: the same for every rank: the job's *ideal* step, what
-//!   it would take without a rank slower than its peers anywhere.
+//!   it would take without a rank slower than its peers anywhere;
+//! - the judging layer's own ([`Scenario`]): some ranks brought to their peers and some
+//!   collectives' transfers changed (small collectives merged, now and once the late ranks are
+//!   fixed).
+//!
+//! Point-to-point exchanges are not in the model yet: a job that has them says so (`p2p`) and
+//! takes no gain from the replay.
 
 pub mod program;
 pub mod replay;
