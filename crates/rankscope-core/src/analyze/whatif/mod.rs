@@ -30,7 +30,6 @@ use serde::{Deserialize, Serialize};
 
 use super::collectives::{Offsets, Op};
 use super::instances::Instance;
-use super::stats::median_f;
 use super::RankPart;
 use program::Item;
 use replay::{replay, AsRecorded, Change, Slot};
@@ -65,6 +64,30 @@ pub struct Model {
     pub lane_prev: FxHashMap<(usize, u32), usize>,
     /// Some rank has point-to-point exchanges (not modelled).
     pub p2p: bool,
+    /// (step, slot) → the ranks' own time there, for the counterfactuals that bring a rank to
+    /// its peers (computed once, read by every replay).
+    pub own: BTreeMap<(u32, Slot), OwnAt>,
+}
+
+/// The ranks' own time in one place of one step (summed when a rank has several there).
+#[derive(Debug, Clone, Default)]
+pub struct OwnAt {
+    by_rank: FxHashMap<u32, i64>,
+    /// Every rank's, sorted.
+    sorted: Vec<i64>,
+}
+
+impl OwnAt {
+    /// The rank's own time here and the median of the other ranks' (the convention of
+    /// `median_f`: the mean of the two middle ones for an even count); `None` without others.
+    fn mine_and_peers(&self, rank: u32) -> Option<(i64, f64)> {
+        let mine = *self.by_rank.get(&rank)?;
+        let n = self.sorted.len().checked_sub(1).filter(|&n| n > 0)?;
+        // The others: the sorted list without one entry of the rank's value.
+        let skip = self.sorted.partition_point(|&x| x < mine);
+        let at = |j: usize| self.sorted.get(if j < skip { j } else { j + 1 }).copied().unwrap_or(0) as f64;
+        Some((mine, if n % 2 == 1 { at(n / 2) } else { (at(n / 2 - 1) + at(n / 2)) / 2.0 }))
+    }
 }
 
 /// The replay against the record, and what taking causes away gives.
@@ -166,11 +189,20 @@ pub fn model(parts: &[RankPart], insts: &[(u32, Vec<Instance>)], ops: &[Op], off
                 }
                 slots[i] = next;
             }
+            for (item, slot) in sp.items.iter().zip(&slots) {
+                if let Item::Own(d) = item {
+                    *m.own.entry((sp.step, *slot)).or_default().by_rank.entry(rank).or_default() += d;
+                }
+            }
             m.steps.entry(sp.step).or_default().insert(
                 rank,
                 Prog { start_ns: sp.start_ns - off, end_ns: sp.end_ns - off, items: sp.items.clone(), slots },
             );
         }
+    }
+    for at in m.own.values_mut() {
+        at.sorted = at.by_rank.values().copied().collect();
+        at.sorted.sort_unstable();
     }
     m
 }
@@ -178,18 +210,18 @@ pub fn model(parts: &[RankPart], insts: &[(u32, Vec<Instance>)], ops: &[Op], off
 /// A counterfactual for the judging layer: some ranks brought to their peers, some collectives'
 /// transfers changed (by their index in the job's matched collectives).
 #[derive(Debug)]
-pub struct Scenario {
-    peers: Option<ToPeers>,
+pub struct Scenario<'m> {
+    peers: Option<ToPeers<'m>>,
     transfer: FxHashMap<usize, i64>,
 }
 
-impl Scenario {
+impl<'m> Scenario<'m> {
     /// `late` brought to their peers (none: as recorded), the collectives of `transfer`
     /// (index in the job's matched collectives → new transfer) changed.
-    pub fn new(m: &Model, late: &BTreeSet<u32>, transfer: &BTreeMap<usize, i64>) -> Scenario {
+    pub fn new(m: &'m Model, late: &BTreeSet<u32>, transfer: &BTreeMap<usize, i64>) -> Scenario<'m> {
         let by_src: FxHashMap<usize, usize> = m.ops.iter().enumerate().map(|(k, o)| (o.src, k)).collect();
         Scenario {
-            peers: (!late.is_empty()).then(|| ToPeers::new(m, late.clone())),
+            peers: (!late.is_empty()).then(|| ToPeers { m, who: late.clone() }),
             transfer: transfer.iter().filter_map(|(src, &t)| by_src.get(src).map(|&k| (k, t))).collect(),
         }
     }
@@ -200,7 +232,7 @@ impl Scenario {
     }
 }
 
-impl Change for Scenario {
+impl Change for Scenario<'_> {
     fn own(&self, rank: u32, step: u32, slot: Slot, recorded_ns: i64) -> i64 {
         self.peers.as_ref().map_or(recorded_ns, |p| p.own(rank, step, slot, recorded_ns))
     }
@@ -211,41 +243,21 @@ impl Change for Scenario {
 
 /// Own times no longer than the peers' median in the same place (the ranks in `who`).
 #[derive(Debug)]
-struct ToPeers {
+struct ToPeers<'m> {
+    m: &'m Model,
     who: BTreeSet<u32>,
-    /// (step, slot) → per rank, the own time there (summed when a rank has several).
-    own: BTreeMap<(u32, Slot), BTreeMap<u32, i64>>,
 }
 
-impl ToPeers {
-    fn new(m: &Model, who: BTreeSet<u32>) -> ToPeers {
-        let mut own: BTreeMap<(u32, Slot), BTreeMap<u32, i64>> = BTreeMap::new();
-        for (&step, ranks) in &m.steps {
-            for (&rank, p) in ranks {
-                for (item, slot) in p.items.iter().zip(&p.slots) {
-                    if let Item::Own(d) = item {
-                        *own.entry((step, *slot)).or_default().entry(rank).or_default() += d;
-                    }
-                }
-            }
-        }
-        ToPeers { who, own }
-    }
-}
-
-impl Change for ToPeers {
+impl Change for ToPeers<'_> {
     fn own(&self, rank: u32, step: u32, slot: Slot, recorded_ns: i64) -> i64 {
         if !self.who.contains(&rank) {
             return recorded_ns;
         }
-        let Some(by) = self.own.get(&(step, slot)) else { return recorded_ns };
-        let mine = by.get(&rank).copied().unwrap_or(0);
-        let peers: Vec<f64> = by.iter().filter(|(r, _)| **r != rank).map(|(_, &d)| d as f64).collect();
-        if peers.is_empty() || mine <= 0 {
+        let Some((mine, typical)) = self.m.own.get(&(step, slot)).and_then(|at| at.mine_and_peers(rank))
+        else {
             return recorded_ns;
-        }
-        let typical = median_f(peers.clone());
-        if (mine as f64) <= typical {
+        };
+        if mine <= 0 || (mine as f64) <= typical {
             return recorded_ns;
         }
         // The rank's own time in this place, scaled down to the peers' median.
@@ -276,12 +288,12 @@ pub fn measure(m: &Model, late: &BTreeSet<u32>) -> Option<WhatIf> {
     let max_error = errors.iter().copied().fold(0.0, f64::max);
     let mean_error = if errors.is_empty() { 0.0 } else { errors.iter().sum::<f64>() / errors.len() as f64 };
     let all: BTreeSet<u32> = m.steps.values().flat_map(|r| r.keys().copied()).collect();
-    let ideal = replay(m, &ToPeers::new(m, all));
+    let ideal = replay(m, &ToPeers { m, who: all });
     let ranks = late
         .iter()
         .take(8)
         .map(|&rank| {
-            let fixed = replay(m, &ToPeers::new(m, BTreeSet::from([rank])));
+            let fixed = replay(m, &ToPeers { m, who: BTreeSet::from([rank]) });
             RankGain { rank, gain_ns: (base.mean_ns() - fixed.mean_ns()).max(0.0) as i64 }
         })
         .collect();
@@ -295,4 +307,29 @@ pub fn measure(m: &Model, late: &BTreeSet<u32>) -> Option<WhatIf> {
         ideal_ns: ideal.mean_ns() as i64,
         ranks,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyze::stats::median_f;
+
+    #[test]
+    fn the_peers_median_is_median_f_of_the_others() {
+        let cases: [&[i64]; 5] =
+            [&[5, 1], &[3, 3, 3], &[9, 1, 4, 4, 7], &[2, 8, 6, 6], &[10, 20, 30, 40, 50, 60]];
+        for vals in cases {
+            let by_rank: FxHashMap<u32, i64> = vals.iter().enumerate().map(|(r, &v)| (r as u32, v)).collect();
+            let mut sorted = vals.to_vec();
+            sorted.sort_unstable();
+            let at = OwnAt { by_rank, sorted };
+            for (r, &v) in vals.iter().enumerate() {
+                let others: Vec<f64> =
+                    vals.iter().enumerate().filter(|(q, _)| *q != r).map(|(_, &x)| x as f64).collect();
+                assert_eq!(at.mine_and_peers(r as u32), Some((v, median_f(others))), "{vals:?} rank {r}");
+            }
+        }
+        let lone = OwnAt { by_rank: FxHashMap::from_iter([(0, 5)]), sorted: vec![5] };
+        assert_eq!(lone.mine_and_peers(0), None);
+    }
 }

@@ -14,6 +14,7 @@
 use super::prelude::*;
 use crate::analyze::attribution;
 use crate::analyze::collectives::{busbw_factor, Op};
+use crate::analyze::intervals::Set;
 
 pub(super) static CAUSE: Cause = Cause {
     id: CauseId::SmallCollectives,
@@ -55,6 +56,14 @@ impl FixedCost {
             FixedCost::Bound { alpha_us, .. } => *alpha_us,
         }
     }
+
+    /// The bandwidth (GB/s): the fit's, or the best throughput of the bound.
+    fn bw_gbps(&self) -> f64 {
+        match self {
+            FixedCost::Fit(f, _) => f.bw_alg_gbps,
+            FixedCost::Bound { bw_gbps, .. } => *bw_gbps,
+        }
+    }
 }
 
 /// [`FixedCost::Bound`] over `(bytes, µs)` points: `None` with fewer than 5 calls or no floor.
@@ -84,21 +93,9 @@ fn concurrency(v: &[&Op]) -> f64 {
     }
     let ratios: Vec<f64> = by
         .into_values()
-        .filter_map(|mut iv| {
-            iv.sort_unstable();
+        .filter_map(|iv| {
             let sum: i64 = iv.iter().map(|(a, b)| b - a).sum();
-            let mut union = 0i64;
-            let mut cur: Option<(i64, i64)> = None;
-            for (a, b) in iv {
-                match cur {
-                    Some((ca, cb)) if a <= cb => cur = Some((ca, cb.max(b))),
-                    _ => {
-                        union += cur.map_or(0, |(ca, cb)| cb - ca);
-                        cur = Some((a, b));
-                    }
-                }
-            }
-            union += cur.map_or(0, |(ca, cb)| cb - ca);
+            let union = Set::from_unsorted(iv).len_ns();
             (union > 0).then(|| sum as f64 / union as f64)
         })
         .collect();
@@ -114,8 +111,8 @@ fn small_collectives(cx: &Ctx<'_>, exclude_origins: &[String], late: &BTreeSet<u
     let n_steps = cx.all_steps.len().max(1) as f64;
     // Per kind, group and origin: a loss all_reduce issued from the training loop is not a
     // gradient bucket, and blocking host synchronizations have their own finding.
-    let mut groups: BTreeMap<(CollKind, String, String), Vec<&Op>> = BTreeMap::new();
-    let mut index: BTreeMap<(CollKind, String, String), Vec<usize>> = BTreeMap::new();
+    // Each call by its index in the job's collectives (the replay names them so).
+    let mut groups: BTreeMap<(CollKind, String, String), Vec<usize>> = BTreeMap::new();
     for (k, o) in ops.iter().enumerate().filter(|(_, o)| {
         o.ranks.len() >= 2 && !matches!(o.kind, CollKind::Send | CollKind::Recv | CollKind::SendRecv)
     }) {
@@ -127,13 +124,11 @@ fn small_collectives(cx: &Ctx<'_>, exclude_origins: &[String], late: &BTreeSet<u
                 continue;
             }
         }
-        groups.entry((o.kind, o.pg.clone(), o.origin.clone())).or_default().push(o);
-        index.entry((o.kind, o.pg.clone(), o.origin.clone())).or_default().push(k);
+        groups.entry((o.kind, o.pg.clone(), o.origin.clone())).or_default().push(k);
     }
     let mut out = Vec::new();
-    for (key, v) in groups {
-        let kind = key.0;
-        let members = index.remove(&key).unwrap_or_default();
+    for ((kind, _pg, _origin), members) in groups {
+        let v: Vec<&Op> = members.iter().filter_map(|&k| ops.get(k)).collect();
         let mut sizes: Vec<i64> = v.iter().filter_map(|o| o.bytes).filter(|&b| b > 0).collect();
         if sizes.is_empty() {
             continue;
@@ -228,10 +223,7 @@ fn small_collectives(cx: &Ctx<'_>, exclude_origins: &[String], late: &BTreeSet<u
                 true,
             ),
         };
-        let bw_gbps = match &cost {
-            FixedCost::Fit(fit, _) => fit.bw_alg_gbps,
-            FixedCost::Bound { bw_gbps, .. } => *bw_gbps,
-        };
+        let bw_gbps = cost.bw_gbps();
         let bytes_per_step = sizes.iter().sum::<i64>() as f64 / n_steps;
         let fewer = (bytes_per_step / cx.th.bucket_bytes.max(1.0)).ceil().max(1.0);
         // Fixed costs paid side by side cost the step once.
