@@ -3,7 +3,8 @@
 //! `bucket_cap_mb=1` on every rank. The runs timed their own steps (`measured` in each
 //! scenario.json, independent of the profiler); the difference between two runs' step times is
 //! what fixing the cause they differ by gives. A finding's gain must be within 25% of it
-//! (issue 35), and with both causes present both are named, the DataLoader first, the buckets
+//! (issue 35), or within the runs' own noise where that is wider (twice the standard error of the
+//! difference of their mean step times: the runs are 4 or 5 steps on a shared 2-core host), and with both causes present both are named, the DataLoader first, the buckets
 //! with what they cost once it is fixed.
 
 // Tests read the zoo from disk; the core never does (its clippy.toml).
@@ -35,22 +36,54 @@ fn analysis(name: &str) -> Analysis {
     analyze(&assemble(traces, &[], &Rules::default()), &Options::default())
 }
 
-/// The run's own step time (ms): per profiled step the slowest rank's `step_ms` (a step ends
-/// when its last rank does), the median over the steps.
-fn measured_step_ms(name: &str) -> f64 {
+/// The run's job step times (ms): per profiled step the slowest rank's `step_ms` (a step ends
+/// when its last rank does).
+fn job_steps_ms(name: &str) -> Vec<f64> {
     let spec: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir(name).join("scenario.json")).expect("scenario.json"))
             .expect("json");
     let per_rank = spec["measured"]["per_rank"].as_object().expect("per_rank");
     let steps = |r: &serde_json::Value| r["steps"].as_array().expect("steps").clone();
     let n = per_rank.values().map(|r| steps(r).len()).min().expect("ranks");
-    let mut per_step: Vec<f64> = (0..n)
+    (0..n)
         .map(|i| {
             per_rank.values().map(|r| steps(r)[i]["step_ms"].as_f64().expect("step_ms")).fold(0.0, f64::max)
         })
-        .collect();
+        .collect()
+}
+
+/// The run's own step time (ms): the median of [`job_steps_ms`].
+fn measured_step_ms(name: &str) -> f64 {
+    let mut per_step = job_steps_ms(name);
     per_step.sort_by(f64::total_cmp);
-    per_step[(n - 1) / 2]
+    per_step[(per_step.len() - 1) / 2]
+}
+
+/// What two runs' step times differ by, and how far their own noise lets that be off.
+#[derive(Debug, Clone, Copy)]
+struct Gap {
+    /// The difference of their [`measured_step_ms`].
+    ms: f64,
+    /// Twice the standard error of the difference of their mean step times.
+    noise_ms: f64,
+}
+
+fn gap(slow: &str, fast: &str) -> Gap {
+    let se2 = |name: &str| {
+        let v = job_steps_ms(name);
+        let n = v.len() as f64;
+        let mean = v.iter().sum::<f64>() / n;
+        v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0) / n
+    };
+    Gap {
+        ms: measured_step_ms(slow) - measured_step_ms(fast),
+        noise_ms: 2.0 * (se2(slow) + se2(fast)).sqrt(),
+    }
+}
+
+/// `got` within 25% of the gap, or within its noise where that is wider.
+fn holds(got: f64, g: Gap) -> bool {
+    (got - g.ms).abs() <= (0.25 * g.ms).max(g.noise_ms)
 }
 
 fn said(a: &Analysis) -> Vec<String> {
@@ -65,31 +98,21 @@ fn gain_ms(f: &Finding) -> f64 {
     f.impact_ns as f64 / 1e6
 }
 
-/// `got` within `tol` (relative) of `want`.
-fn near(got: f64, want: f64, tol: f64) -> bool {
-    (got - want).abs() <= tol * want
-}
-
 #[test]
 fn each_cause_alone_gains_what_the_paired_run_measured() {
-    let neither = measured_step_ms("pair_neither");
     // Rank 3's DataLoader: the loader run against the healthy one.
     let a = analysis("pair_loader");
     let f = &a.findings[0];
     assert_eq!((f.id, f.ranks.as_slice()), (FindingId::InputBound, &[3u32][..]), "{:?}", said(&a));
-    let want = measured_step_ms("pair_loader") - neither;
-    assert!(
-        near(gain_ms(f), want, 0.25),
-        "input_bound gains {:.1} ms, the runs differ by {want:.1}",
-        gain_ms(f)
-    );
+    let want = gap("pair_loader", "pair_neither");
+    assert!(holds(gain_ms(f), want), "input_bound gains {:.1} ms, the runs differ by {want:?}", gain_ms(f));
     // The buckets: the bucket_cap_mb=1 run against the healthy one.
     let a = analysis("pair_buckets");
     let f = finding(&a, FindingId::SmallCollectives);
-    let want = measured_step_ms("pair_buckets") - neither;
+    let want = gap("pair_buckets", "pair_neither");
     assert!(
-        near(gain_ms(f), want, 0.25),
-        "small_collectives gains {:.1} ms, the runs differ by {want:.1}: {}",
+        holds(gain_ms(f), want),
+        "small_collectives gains {:.1} ms, the runs differ by {want:?}: {}",
         gain_ms(f),
         f.message
     );
@@ -102,10 +125,10 @@ fn two_causes_are_both_named_the_late_rank_first_the_buckets_with_their_cost_lat
     assert_eq!((first.id, first.ranks.as_slice()), (FindingId::InputBound, &[3u32][..]), "{:?}", said(&a));
     // Fixing the loader first: the run with both causes against the buckets-only run.
     let both = measured_step_ms("pair_both");
-    let want = both - measured_step_ms("pair_buckets");
+    let want = gap("pair_both", "pair_buckets");
     assert!(
-        near(gain_ms(first), want, 0.25),
-        "input_bound gains {:.1} ms, the runs differ by {want:.1}",
+        holds(gain_ms(first), want),
+        "input_bound gains {:.1} ms, the runs differ by {want:?}",
         gain_ms(first)
     );
     // The buckets are named too, after the loader, saying they stay once rank 3 is fixed.
@@ -145,21 +168,23 @@ fn the_healthy_run_of_the_pair_blames_no_rank_and_no_buckets() {
 }
 
 /// `bucket_cap_mb=1` on a model of 1, 2 and 4 MiB weights: 24 all_reduces of 1–4 MiB a step, 4
-/// ranks on 2 cores with gloo's two work threads each. The buckets are named; the trace's own
-/// α–β fit over 1–4 MiB calls says little of what one 25 MiB call costs on this host, so the
-/// gain is an underestimate (about 23 ms against the 140 ms the paired run with default buckets
-/// measured, docs/metrics.md): it must not claim more than the pair shows.
+/// ranks on 2 cores with gloo's two work threads each. The first buckets of backward run 3–8×
+/// slower beside its compute, which pulls a fit of the calls' times towards a low fixed cost;
+/// the calls' own times prove ~10 ms a call (docs/metrics.md, "The fixed cost of small
+/// collectives"). The buckets are named first, ahead of the hosts' jitter, with a gain between
+/// half and 1.25× what the paired run with default buckets measured (140 ms).
 #[test]
-fn buckets_of_mixed_sizes_are_named_and_not_overclaimed() {
+fn buckets_of_mixed_sizes_are_named_first_and_not_overclaimed() {
     let a = analysis("pair_mixed_buckets");
     let f = finding(&a, FindingId::SmallCollectives);
     let want = measured_step_ms("pair_mixed_buckets") - measured_step_ms("pair_mixed_default");
     assert!(
-        gain_ms(f) > 0.0 && gain_ms(f) <= 1.25 * want,
+        gain_ms(f) >= 0.5 * want && gain_ms(f) <= 1.25 * want,
         "{:.1} ms against {want:.1}: {}",
         gain_ms(f),
         f.message
     );
+    assert_eq!(a.findings.first().map(|f| f.id), Some(FindingId::SmallCollectives), "{:?}", said(&a));
     assert!(f.fix.contains("bucket_cap_mb"), "{}", f.fix);
     // No finding blames one rank for what every rank does.
     assert!(a.findings.iter().all(|f| f.ranks.len() != 1), "{:?}", said(&a));
@@ -188,20 +213,19 @@ fn the_replay_holds_and_its_gains_match_the_pairs() {
         let w = a.whatif.expect("what-if");
         w.ranks.iter().find(|g| g.rank == rank).map_or(0.0, |g| g.gain_ns as f64 / 1e6)
     };
-    let neither = measured_step_ms("pair_neither");
-    let want = measured_step_ms("pair_loader") - neither;
+    let want = gap("pair_loader", "pair_neither");
     let got = gain_of("pair_loader", 3);
-    assert!(near(got, want, 0.25), "loader alone: replay {got:.1} ms, measured {want:.1}");
-    let want = measured_step_ms("pair_both") - measured_step_ms("pair_buckets");
+    assert!(holds(got, want), "loader alone: replay {got:.1} ms, measured {want:?}");
+    let want = gap("pair_both", "pair_buckets");
     let got = gain_of("pair_both", 3);
-    assert!(near(got, want, 0.25), "loader with the buckets: replay {got:.1} ms, measured {want:.1}");
+    assert!(holds(got, want), "loader with the buckets: replay {got:.1} ms, measured {want:?}");
     // The buckets, in the order of fixing: once the loader is fixed.
     let a = analysis("pair_both");
     let small = finding(&a, FindingId::SmallCollectives);
-    let want = measured_step_ms("pair_buckets") - neither;
+    let want = gap("pair_buckets", "pair_neither");
     assert!(
-        near(gain_ms(small), want, 0.25),
-        "buckets after the loader: {:.1} ms, measured {want:.1}: {}",
+        holds(gain_ms(small), want),
+        "buckets after the loader: {:.1} ms, measured {want:?}: {}",
         gain_ms(small),
         small.message
     );

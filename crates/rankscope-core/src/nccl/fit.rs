@@ -24,6 +24,14 @@
 //! **Derived sizes.** With `n½ = α · B` (the Hockney half-performance length), the model's
 //! bandwidth `S / T(S)` reaches 50% of `B` at `S = n½` and 80% at `S = 4·n½`.
 //!
+//! **Robust fit.** Calls timed inside a job ([`fit_latency_bandwidth_robust`]) are not a clean
+//! sweep: a call issued while compute runs beside it, or while other calls share its links or
+//! its host's cores, takes longer than its size says, and only longer. Least squares follows
+//! those calls; the Theil–Sen estimator does not: the slope `β` is the median of the slopes
+//! between every two calls of different sizes, the latency `α` the median of `Tᵢ − β·Sᵢ`.
+//! Up to ~29% of the calls can be slowed by anything without moving it, and `α` is what a
+//! typical call pays beyond its bytes, the cost fewer, larger calls save.
+//!
 //! **Quality.** `rms_rel_err` and `max_rel_err` report how well the model reproduces the measured
 //! times (relative errors `(T_model − T_measured) / T_measured`). Real curves bend where NCCL
 //! switches protocol (LL → LL128 → Simple) or algorithm (tree → ring), so a two-parameter model
@@ -61,6 +69,8 @@ crate::named_enum! {
     pub enum FitMethod {
         /// Least squares on relative time errors (weights 1/T²).
         WlsRelative => "wls-relative",
+        /// Theil–Sen: the median of pairwise slopes, the median intercept.
+        TheilSen => "theil-sen",
     }
 }
 
@@ -169,6 +179,82 @@ pub fn fit_latency_bandwidth(
     Ok(fit)
 }
 
+/// At most this many points enter [`fit_latency_bandwidth_robust`]'s pairwise slopes (evenly
+/// spaced in size order beyond it): the pairs grow with the square of the points.
+pub const MAX_ROBUST_POINTS: usize = 1024;
+
+/// Fit `T(S) = α + S/B` robustly (Theil–Sen; module docs) to `(bytes, time_us)` points timed
+/// inside a job. Fails as [`fit_latency_bandwidth`] does: fewer than two sizes, or times that do
+/// not grow with size (`β ≤ 0`: no bandwidth term). `α` below 0 is clamped to 0 and said so.
+pub fn fit_latency_bandwidth_robust(
+    points: &[(f64, f64)],
+    busbw_factor: Option<f64>,
+) -> Result<LatencyBandwidthFit, FitError> {
+    let mut pts: Vec<(f64, f64)> = points
+        .iter()
+        .copied()
+        .filter(|(s, t)| s.is_finite() && *s >= 0.0 && t.is_finite() && *t > 0.0)
+        .collect();
+    pts.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    if pts.len() > MAX_ROBUST_POINTS {
+        let n = pts.len();
+        pts = (0..MAX_ROBUST_POINTS).map(|k| pts[k * (n - 1) / (MAX_ROBUST_POINTS - 1)]).collect();
+    }
+    let mut slopes: Vec<f64> = Vec::new();
+    for (i, a) in pts.iter().enumerate() {
+        for b in &pts[i + 1..] {
+            if b.0 > a.0 {
+                slopes.push((b.1 - a.1) / (b.0 - a.0));
+            }
+        }
+    }
+    if slopes.is_empty() {
+        return Err(FitError::TooFewPoints);
+    }
+    let beta = median(slopes); // µs per byte
+    if !(beta > 0.0 && beta.is_finite()) {
+        return Err(FitError::NoBandwidthTerm);
+    }
+    let mut alpha = median(pts.iter().map(|(s, t)| t - beta * s).collect());
+    let clamped = alpha < 0.0;
+    if clamped {
+        alpha = 0.0;
+    }
+    let bw = 1.0 / (beta * 1e3);
+    let mut fit = LatencyBandwidthFit {
+        alpha_us: alpha,
+        bw_alg_gbps: bw,
+        busbw_factor,
+        bw_bus_gbps: busbw_factor.map(|f| bw * f),
+        n_half_bytes: alpha * bw * 1e3,
+        points: u32::try_from(pts.len()).unwrap_or(u32::MAX),
+        rms_rel_err: 0.0,
+        max_rel_err: 0.0,
+        alpha_clamped: clamped,
+        method: FitMethod::TheilSen,
+    };
+    let (mut sq, mut mx) = (0.0_f64, 0.0_f64);
+    for &(s, t) in &pts {
+        let e = (fit.time_at(s) - t) / t;
+        sq += e * e;
+        mx = mx.max(e.abs());
+    }
+    fit.rms_rel_err = (sq / pts.len() as f64).sqrt();
+    fit.max_rel_err = mx;
+    Ok(fit)
+}
+
+/// The median of `v` (the mean of the middle two for an even count); `v` is not empty.
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
@@ -199,5 +285,38 @@ mod tests {
         );
         assert_eq!(fit_latency_bandwidth(&[(8.0, 1.0)], None), Err(FitError::TooFewPoints));
         assert_eq!(fit_latency_bandwidth(&[(8.0, 1.0), (8.0, 2.0)], None), Err(FitError::TooFewPoints));
+    }
+
+    /// Calls of 1-4 MiB paying 10 ms each beyond 1 GB/s, half of the 4 MiB ones slowed 3-8x by
+    /// work beside them (the first buckets of backward): least squares follows the slowed calls
+    /// (a bandwidth 30% low), the robust fit recovers what a typical call pays.
+    #[test]
+    fn robust_fit_ignores_calls_slowed_beside_compute() {
+        let mut pts = Vec::new();
+        for k in 0..100 {
+            let s = (1 + k % 4) as f64 * 1048576.0;
+            let t = 10_000.0 + s / 1e3 + (k % 7) as f64 * 50.0;
+            let slowed = k % 4 == 3 && (k / 4) % 2 == 0;
+            pts.push((s, if slowed { t * (3.0 + (k % 6) as f64) } else { t }));
+        }
+        let robust = fit_latency_bandwidth_robust(&pts, None).expect("fit");
+        assert!((robust.alpha_us - 10_000.0).abs() < 200.0, "{robust:?}");
+        assert!((robust.bw_alg_gbps - 1.0).abs() < 0.06, "{robust:?}");
+        assert_eq!(robust.method, FitMethod::TheilSen);
+        let wls = fit_latency_bandwidth(&pts, None).expect("fit");
+        assert!(wls.bw_alg_gbps < 0.8, "{wls:?}");
+        // Exact data: the same model.
+        let exact: Vec<(f64, f64)> = (10..30).map(|k| 2f64.powi(k)).map(|s| (s, 20.0 + s / 100e3)).collect();
+        let f = fit_latency_bandwidth_robust(&exact, None).expect("fit");
+        assert!((f.alpha_us - 20.0).abs() < 1e-6 && (f.bw_alg_gbps - 100.0).abs() < 1e-6, "{f:?}");
+        // Flat times: no bandwidth term; one size: too few.
+        assert_eq!(
+            fit_latency_bandwidth_robust(&[(8.0, 1.0), (16.0, 1.0), (32.0, 0.9)], None),
+            Err(FitError::NoBandwidthTerm)
+        );
+        assert_eq!(
+            fit_latency_bandwidth_robust(&[(8.0, 1.0), (8.0, 2.0)], None),
+            Err(FitError::TooFewPoints)
+        );
     }
 }

@@ -37,16 +37,18 @@ fn find(cx: &Ctx<'_>, found: &Found) -> Vec<Finding> {
     small_collectives(cx, &blocking, &late)
 }
 
-/// The fixed cost per call: the trace's own fit, or a lower bound when the calls are about one size.
+/// The fixed cost per call: the trace's own fit, or a lower bound when the calls are about one
+/// size or the fit's latency lies below what the calls' times prove.
 enum FixedCost {
     /// The latency + size / bandwidth fit, and whether it pooled every group of the kind and size.
     Fit(crate::nccl::fit::LatencyBandwidthFit, bool),
-    /// Calls of about one size cannot separate the fixed cost from the bandwidth. A call takes
-    /// at least its size over the bandwidth, so the bandwidth is at least the best throughput
-    /// any call achieved; each call's time beyond its size at that throughput is then at most
-    /// bandwidth and at least fixed cost. The median of those is a floor of the fixed cost
-    /// (µs), with the best throughput (GB/s).
-    Bound { alpha_us: f64, bw_gbps: f64 },
+    /// A call takes at least its size over the bandwidth, so the bandwidth is at least the best
+    /// throughput the calls achieved; each call's time beyond its size at that throughput is
+    /// then at most bandwidth and at least fixed cost. The median of those is a floor of the
+    /// fixed cost (µs), with the best throughput (GB/s). `fit`: the fit it overrules, whose
+    /// latency lies below the floor (calls of different sizes slowed unevenly, e.g. the
+    /// first buckets of backward beside its compute); none when the calls are about one size.
+    Bound { alpha_us: f64, bw_gbps: f64, fit: Option<crate::nccl::fit::LatencyBandwidthFit> },
 }
 
 impl FixedCost {
@@ -75,7 +77,18 @@ fn fixed_cost_floor(pts: &[(f64, f64)]) -> Option<FixedCost> {
     // Bytes per µs of the fastest call.
     let best = pts.iter().map(|(s, t)| s / t).fold(0.0_f64, f64::max);
     let alpha_us = median_f(pts.iter().map(|(s, t)| (t - s / best).max(0.0)).collect());
-    (alpha_us > 0.0 && best.is_finite()).then_some(FixedCost::Bound { alpha_us, bw_gbps: best / 1e3 })
+    (alpha_us > 0.0 && best.is_finite()).then_some(FixedCost::Bound { alpha_us, bw_gbps: best / 1e3, fit: None })
+}
+
+/// The fit, unless the calls' own times prove more fixed cost than its latency: then the floor,
+/// naming the fit it overrules.
+fn fit_or_floor(fit: crate::nccl::fit::LatencyBandwidthFit, pooled: bool, pts: &[(f64, f64)]) -> FixedCost {
+    match fixed_cost_floor(pts) {
+        Some(FixedCost::Bound { alpha_us, bw_gbps, .. }) if alpha_us > fit.alpha_us => {
+            FixedCost::Bound { alpha_us, bw_gbps, fit: Some(fit) }
+        }
+        _ => FixedCost::Fit(fit, pooled),
+    }
 }
 
 /// How many of the calls run at once on a rank: per rank and step, their summed time over the
@@ -152,10 +165,10 @@ fn small_collectives(cx: &Ctx<'_>, exclude_origins: &[String], late: &BTreeSet<u
             .filter_map(|o| Some((o.bytes? as f64, o.transfer_ns as f64 / 1e3)))
             .collect();
         let factor = Some(busbw_factor(kind, group));
-        let fitted = match crate::nccl::fit::fit_latency_bandwidth(&pts, factor) {
-            Ok(f) if !f.alpha_clamped => Some(FixedCost::Fit(f, false)),
-            _ => match crate::nccl::fit::fit_latency_bandwidth(&pooled, factor) {
-                Ok(f) if !f.alpha_clamped => Some(FixedCost::Fit(f, true)),
+        let fitted = match crate::nccl::fit::fit_latency_bandwidth_robust(&pts, factor) {
+            Ok(f) if !f.alpha_clamped => Some(fit_or_floor(f, false, &pts)),
+            _ => match crate::nccl::fit::fit_latency_bandwidth_robust(&pooled, factor) {
+                Ok(f) if !f.alpha_clamped => Some(fit_or_floor(f, true, &pts)),
                 // About one size, or times that do not grow with it: a floor of the fixed cost.
                 _ => fixed_cost_floor(&pts),
             },
@@ -214,14 +227,27 @@ fn small_collectives(cx: &Ctx<'_>, exclude_origins: &[String], late: &BTreeSet<u
                     false,
                 )
             }
-            FixedCost::Bound { bw_gbps, .. } => (
-                format!(
-                    "the calls are about one size, so this trace cannot fit a fixed cost; but a call takes at least its size at the best throughput any of them reached ({bw_gbps:.2} GB/s), and beyond that each of the {} calls takes {} (median): at least that much of each is fixed cost",
-                    pts.len(),
-                    dur(alpha_ns)
-                ),
-                true,
-            ),
+            FixedCost::Bound { bw_gbps, fit, .. } => {
+                let why = match fit {
+                    None => "the calls are about one size, so this trace cannot fit a fixed cost".to_string(),
+                    Some(f) => format!(
+                        "this trace's own cost model (T ≈ {} + S / {:.2} GB/s over {} calls, rms error {:.0}%) says {} of fixed cost, but the calls' times prove more",
+                        dur(f.alpha_us * 1e3),
+                        f.bw_alg_gbps,
+                        f.points,
+                        100.0 * f.rms_rel_err,
+                        dur(f.alpha_us * 1e3)
+                    ),
+                };
+                (
+                    format!(
+                        "{why}: a call takes at least its size at the best throughput any of them reached ({bw_gbps:.2} GB/s), and beyond that each of the {} calls takes {} (median): at least that much of each is fixed cost",
+                        pts.len(),
+                        dur(alpha_ns)
+                    ),
+                    true,
+                )
+            }
         };
         let bw_gbps = cost.bw_gbps();
         let bytes_per_step = sizes.iter().sum::<i64>() as f64 / n_steps;
