@@ -45,9 +45,13 @@ pub struct JobFlags {
     /// The per rank × step table as CSV.
     #[arg(long, conflicts_with = "md")]
     pub csv: bool,
-    /// A Markdown report (the default).
+    /// The report as Markdown (the default prints it laid out for a terminal).
     #[arg(long)]
     pub md: bool,
+    /// Every row of every table in the terminal report (by default a table shows its first
+    /// 24 rows and says how many more there are).
+    #[arg(long, conflicts_with_all = ["json", "csv", "md"])]
+    pub all: bool,
     /// Give a file its rank explicitly: `--rank path/to/file.json=3` (repeatable).
     #[arg(long = "rank", value_name = "FILE=N")]
     pub rank: Vec<String>,
@@ -77,7 +81,8 @@ impl JobFlags {
         Ok(opts)
     }
 
-    /// Prints the job's output in the form asked for (Markdown unless `--json` or `--csv`).
+    /// Prints the job's output in the form asked for: JSON, CSV, Markdown, or (by default) the
+    /// report laid out for a terminal ([`rankscope_core::terminal`]).
     pub fn emit(&self, out: &rankscope_core::job::JobOutput) -> Result<()> {
         if self.json {
             crate::out::emit(&out.json())?;
@@ -86,8 +91,10 @@ impl JobFlags {
             if out.flight_recorder.is_some() {
                 eprintln!("rankscope: the Flight Recorder dumps are not part of the CSV: see --md or --json");
             }
-        } else {
+        } else if self.md {
             crate::out::emit_text(&out.markdown())?;
+        } else {
+            crate::out::emit_report(&out.markdown(), self.all)?;
         }
         Ok(())
     }

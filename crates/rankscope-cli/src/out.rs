@@ -33,6 +33,23 @@ pub fn emit_text(text: &str) -> anyhow::Result<()> {
     emit(&rankscope_core::escape::terminal(text))
 }
 
+/// Writes a Markdown report laid out for a terminal ([`rankscope_core::terminal`]): bold and
+/// tables cut to the width (`$COLUMNS`, else 120) when stdout is a terminal (no bold with
+/// `NO_COLOR`), plain and whole when it is a pipe or a file; long tables shortened unless
+/// `all`. Control characters from the input are escaped by the layout itself.
+pub fn emit_report(md: &str, all: bool) -> anyhow::Result<()> {
+    use std::io::IsTerminal as _;
+    let tty = std::io::stdout().is_terminal();
+    let columns =
+        std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse::<usize>().ok()).filter(|&c| c >= 20);
+    let style = rankscope_core::terminal::Style {
+        width: if tty { Some(columns.unwrap_or(120)) } else { columns },
+        all_rows: all,
+        bold: tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+    };
+    emit(&rankscope_core::terminal::from_markdown(md, &style))
+}
+
 /// A message to stderr, `rankscope: ` first, control characters from the input escaped.
 pub fn say(msg: &str) {
     eprintln!("rankscope: {}", rankscope_core::escape::terminal(msg));

@@ -29,7 +29,29 @@ fn analyze_formats_and_gates() {
     assert!(lines[1].starts_with("1,0,gpu,"), "{}", lines[1]);
 
     let out = bin().args(["analyze", "--md", &dir]).output().unwrap_or_else(|e| panic!("{e}"));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("## Findings"));
+    let md = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(md.contains("## Findings"));
+    // Without --md: the same report laid out for a terminal (here a pipe: plain, whole width),
+    // no Markdown left in it, every finding id as written.
+    let out = bin().args(["analyze", &dir]).output().unwrap_or_else(|e| panic!("{e}"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("rankscope analysis\n==="), "{text}");
+    assert!(!text.contains("\\_") && !text.contains("**") && !text.contains("| rank |"), "{text}");
+    assert!(!text.contains('\x1b'), "no bold on a pipe: {text}");
+    let v: serde_json::Value = serde_json::from_slice(
+        &bin().args(["analyze", "--json", &dir]).output().unwrap_or_else(|e| panic!("{e}")).stdout,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    for f in v["findings"].as_array().into_iter().flatten() {
+        let id = f["id"].as_str().unwrap_or_default();
+        assert!(text.contains(&format!(" {id} — ")), "{id} not in {text}");
+    }
+    let narrow =
+        bin().args(["analyze", &dir]).env("COLUMNS", "60").output().unwrap_or_else(|e| panic!("{e}"));
+    let narrow = String::from_utf8_lossy(&narrow.stdout);
+    // A table's rule (dashes under each column, two spaces apart), not a heading's underline.
+    let rules: Vec<&str> = narrow.lines().filter(|l| l.starts_with("----") && l.contains("  ")).collect();
+    assert!(!rules.is_empty() && rules.iter().all(|l| l.chars().count() <= 60), "{narrow}");
 
     // Rank 0 exposes 100 of 300 µs: a 0.3 gate passes, a 0.2 gate fails with exit code 3.
     let ok = bin().args(["analyze", "--json", &dir, "--fail-on", "exposed_comm_ratio>0.5"]).output();
@@ -160,9 +182,16 @@ fn analyze_takes_traces_and_dumps_together() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(v["schema"], "rankscope.analysis");
     assert_eq!(v["flight_recorder"]["report"]["diagnoses"][0]["kind"], "mismatch");
-    let out = bin().args(["analyze", &traces, &dumps]).output().unwrap_or_else(|e| panic!("{e}"));
+    let out = bin().args(["analyze", "--md", &traces, &dumps]).output().unwrap_or_else(|e| panic!("{e}"));
     let md = String::from_utf8_lossy(&out.stdout);
     assert!(md.contains("## Flight Recorder") && md.contains("does not match across ranks (shape)"), "{md}");
+    // The default report, laid out for a terminal, says the same without Markdown.
+    let out = bin().args(["analyze", &traces, &dumps]).output().unwrap_or_else(|e| panic!("{e}"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Flight Recorder\n---") && text.contains("does not match across ranks (shape)"),
+        "{text}"
+    );
 }
 
 fn shared(rel: &str) -> String {

@@ -31,5 +31,6 @@ pub mod normalize;
 pub mod parse;
 pub mod sequence;
 pub mod session;
+pub mod terminal;
 pub mod view;
 pub mod words;

@@ -84,6 +84,14 @@ impl Role {
             Role::Unknown => "process",
         }
     }
+
+    /// Its traffic is the model's activations (a tensor-parallel layer's all_reduce, a context
+    /// ring's keys and values, experts' tokens, a stage's output): the model needs each call
+    /// where it is, so their number and size follow from the model and its micro-batches, never
+    /// from a bucketing knob or a synchronization the loop could take out.
+    pub fn moves_activations(self) -> bool {
+        matches!(self, Role::Tensor | Role::Context | Role::Expert | Role::Pipeline)
+    }
 }
 
 crate::named_enum! {

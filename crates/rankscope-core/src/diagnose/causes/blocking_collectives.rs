@@ -44,7 +44,8 @@ fn framework_traffic(cx: &Ctx<'_>) -> BTreeSet<(String, CollKind)> {
     for o in cx.ops {
         let e = by.entry((o.origin.clone(), o.kind)).or_default();
         e.0 += 1;
-        if matches!(layout.role_of(&o.pg), Role::Tensor | Role::Context | Role::Expert | Role::Shard | Role::Pipeline) {
+        let role = layout.role_of(&o.pg);
+        if role.moves_activations() || role == Role::Shard {
             e.1 += 1;
         }
     }

@@ -8,7 +8,9 @@
 //! bounded by the exposed transfer. Calls of about one size whose times do not grow with it
 //! have no fixed-cost term: a candidate with no saving (`fixed_cost_unknown`), never reported,
 //! which the exposed-transfer advice reads. The regions the blocking calls come from
-//! ([`super::blocking_collectives`]) are theirs. Their time is part of the exposed
+//! ([`super::blocking_collectives`]) are theirs, and the calls of groups that move activations
+//! ([`crate::analyze::layout::Role::moves_activations`]: tensor, context, expert, pipeline) are
+//! not small collectives at all: no bucket merges them. Their time is part of the exposed
 //! communication's.
 
 use super::prelude::*;
@@ -126,8 +128,13 @@ fn small_collectives(cx: &Ctx<'_>, exclude_origins: &[String], late: &BTreeSet<u
     // gradient bucket, and blocking host synchronizations have their own finding.
     // Each call by its index in the job's collectives (the replay names them so).
     let mut groups: BTreeMap<(CollKind, String, String), Vec<usize>> = BTreeMap::new();
+    // A group whose traffic is the model's activations makes as many calls as its layers and
+    // micro-batches need: no bucket merges them (their cost is the exposed communication's).
+    let activations = |pg: &str| cx.a.layout.as_ref().is_some_and(|l| l.role_of(pg).moves_activations());
     for (k, o) in ops.iter().enumerate().filter(|(_, o)| {
-        o.ranks.len() >= 2 && !matches!(o.kind, CollKind::Send | CollKind::Recv | CollKind::SendRecv)
+        o.ranks.len() >= 2
+            && !matches!(o.kind, CollKind::Send | CollKind::Recv | CollKind::SendRecv)
+            && !activations(&o.pg)
     }) {
         if exclude_origins.contains(&o.origin) {
             // Outside any annotation a blocking finding takes only the calls of a few bytes
