@@ -19,7 +19,13 @@ pub struct Args {
     pub paths: Vec<PathBuf>,
     #[command(flatten)]
     pub job: JobFlags,
-    /// Fail (exit 3) when a job metric crosses a bound, e.g. `--fail-on 'exposed_comm_ratio>0.3'`.
+    /// Fail (exit 3) when a job metric crosses a bound, e.g.
+    /// `--fail-on 'worst_rank_exposed_transfer_share>0.3'` (also `<`, `>=`, `<=`; repeatable).
+    /// Metrics: step_time_ms, slowest_rank_step_p50_ms, slowest_rank_step_max_ms,
+    /// worst_rank_step_jitter, worst_rank_exposed_transfer_share, worst_rank_exposed_comm_share,
+    /// worst_rank_comm_share, worst_rank_overlap_share, worst_rank_idle_share,
+    /// compute_imbalance, findings_high, findings; `rankscope gates` says what each measures.
+    /// An input that could not be read exits 1 even when a gate fails (the gate is still said).
     #[arg(long = "fail-on", value_name = "METRIC>VALUE")]
     pub fail_on: Vec<String>,
     /// Also write every rank into one aligned Chrome trace (one process per rank, offsets
@@ -100,8 +106,9 @@ impl JobFlags {
     }
 }
 
-/// Exit codes: 0 fine; 1 a file is not a trace or two files claim one rank; 2 usage or I/O
-/// error; 3 a `--fail-on` gate failed.
+/// Exit codes: 0 fine; 1 a file is not a trace or two files claim one rank (before a failed
+/// gate: a gate on a job missing some of its inputs is no verdict); 2 usage or I/O error; 3 a
+/// `--fail-on` gate failed.
 pub fn run(a: Args) -> Result<u8> {
     let opts = a.job.options()?;
     let gates: Vec<gates::Gate> = a
@@ -111,6 +118,13 @@ pub fn run(a: Args) -> Result<u8> {
             let gate = g.parse::<gates::Gate>().map_err(|e| anyhow::anyhow!("--fail-on {e}"))?;
             // `x>NaN` would parse and never fail: a gate that cannot fire is a mistake.
             anyhow::ensure!(gate.value.is_finite(), "--fail-on `{g}`: the bound must be a finite number");
+            if let Some(old) = gate.renamed_from {
+                crate::out::say(&format!(
+                    "note: --fail-on `{old}` is now `{}` ({}); the old name still works",
+                    gate.metric,
+                    gate.metric.describe()
+                ));
+            }
             Ok(gate)
         })
         .collect::<Result<_>>()?;
@@ -157,12 +171,12 @@ pub fn run(a: Args) -> Result<u8> {
     for (g, v) in &bad {
         eprintln!("rankscope: gate failed: {} {} {} (measured {v:.4})", g.metric, g.op, g.value);
     }
-    Ok(if !bad.is_empty() {
-        3
-    } else if out.clean() {
-        0
-    } else {
+    Ok(if !out.clean() {
         1
+    } else if !bad.is_empty() {
+        3
+    } else {
+        0
     })
 }
 
@@ -252,4 +266,26 @@ fn write_merged(
     })?;
     out.flush()?;
     Ok(())
+}
+
+/// `rankscope gates`: the metrics `analyze --fail-on` and `diff --fail-on` test, what each
+/// measures, and the first release's names.
+#[derive(Debug, clap::Args)]
+pub struct GatesArgs {}
+
+pub fn run_gates(_: GatesArgs) -> Result<u8> {
+    let mut s = String::from("rankscope analyze --fail-on 'METRIC>VALUE' (also <, >=, <=):\n");
+    for m in gates::GateMetric::ALL {
+        s.push_str(&format!("  {:<36} {}\n", m.as_str(), m.describe()));
+    }
+    s.push_str("\nFirst-release names, still read as:\n");
+    for (old, m) in gates::renamed() {
+        s.push_str(&format!("  {old:<36} {m}\n"));
+    }
+    s.push_str("\nrankscope diff --fail-on 'METRIC>VALUE' (a change between two runs, counted only beyond their noise):\n");
+    for (m, what) in rankscope_core::compare::gates::DESCRIBED {
+        s.push_str(&format!("  {m:<36} {what}\n"));
+    }
+    crate::out::emit_text(&s)?;
+    Ok(0)
 }

@@ -30,6 +30,8 @@ enum Command {
     Inspect(cmd_inspect::Args),
     /// Per rank × step breakdown, clock alignment, collectives, stragglers, findings.
     Analyze(cmd_analyze::Args),
+    /// The metrics `--fail-on` gates test, and what each measures.
+    Gates(cmd_analyze::GatesArgs),
     /// Compare two runs: what changed beyond the runs' own noise, and why.
     Diff(cmd_diff::Args),
     /// One line per run: date, ranks, layout, step time p50 / p95, communication, lead finding.
@@ -54,6 +56,7 @@ fn main() -> std::process::ExitCode {
         Command::Inspect(a) => cmd_inspect::run(a),
         Command::Analyze(a) => cmd_analyze::run(a),
         Command::Diff(a) => cmd_diff::run(a),
+        Command::Gates(a) => cmd_analyze::run_gates(a),
         Command::Runs(a) => cmd_runs::run(a),
         Command::Fr(a) => cmd_fr::run(a),
         Command::Synth(a) => cmd_synth::run(a),

@@ -61,7 +61,35 @@ fn analyze_formats_and_gates() {
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(bad.status.code(), Some(3));
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("gate failed: exposed_comm_ratio"));
+    // The first release's name is the same figure, said under its new name.
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("gate failed: worst_rank_exposed_comm_share > 0.2"), "{err}");
+    assert!(err.contains("`exposed_comm_ratio` is now `worst_rank_exposed_comm_share`"), "{err}");
+    // The gates and the headline read one step: the report's "a step takes 0.300 ms".
+    let step = bin()
+        .args(["analyze", "--json", &dir, "--fail-on", "step_time_ms>0.299", "--fail-on", "step_time_ms>0.3"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let err = String::from_utf8_lossy(&step.stderr);
+    assert!(
+        err.contains("gate failed: step_time_ms > 0.299 (measured 0.3000)") && !err.contains("> 0.3 "),
+        "{err}"
+    );
+    // An input that is not a trace exits 1 before a failed gate's 3; the gate is still said.
+    let not_trace = fixtures("edge/not_a_trace_binary.json");
+    let both = bin()
+        .args(["analyze", "--json", &dir, &not_trace, "--fail-on", "findings>=0"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(both.status.code(), Some(1), "{}", String::from_utf8_lossy(&both.stderr));
+    assert!(String::from_utf8_lossy(&both.stderr).contains("gate failed: findings >= 0"));
+    // `rankscope gates` lists every metric with what it measures.
+    let list = bin().args(["gates"]).output().unwrap_or_else(|e| panic!("{e}"));
+    let list = String::from_utf8_lossy(&list.stdout);
+    for m in rankscope_core::diagnose::gates::GateMetric::ALL {
+        assert!(list.contains(&format!("  {:<36} {}", m.as_str(), m.describe())), "{m}: {list}");
+    }
+    assert!(list.contains("step_time") && list.contains("new_high_findings"), "{list}");
     let usage =
         bin().args(["analyze", &dir, "--fail-on", "nonsense>1"]).output().unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(usage.status.code(), Some(2));

@@ -27,13 +27,6 @@ fn evidence_value(k: &str, v: f64) -> String {
     }
 }
 
-/// The median step over ranks and steps, the reference a gain is read against.
-fn typical_step_ns(a: &rankscope_core::analyze::Analysis) -> f64 {
-    let mut v: Vec<i64> = a.steps.iter().flat_map(|s| s.per_rank.iter().map(|r| r.wall_ns)).collect();
-    v.sort_unstable();
-    v.get(v.len() / 2).copied().unwrap_or(0) as f64
-}
-
 /// "Where: ProfilerStep › forward › straggler_sleep (forward): 402 ms per step on rank 2
 /// against 0 µs on the others; no operator running 402 ms".
 fn location(l: &rankscope_core::finding::Location, ranks: &[u32], world: usize) -> String {
@@ -109,7 +102,7 @@ fn stopped(seq: &rankscope_core::sequence::SequenceReport) -> Html {
 pub fn findings(p: &Props) -> Html {
     let findings = &p.job.analysis.findings;
     let few = rankscope_core::diagnose::understood::too_little(&p.job.analysis);
-    let step = typical_step_ns(&p.job.analysis);
+    let step = p.job.analysis.typical_step_ns();
     // The hang / mismatch on the timeline, when its ranks are loaded as traces.
     let ctx = use_context::<super::Ctx>();
     let open = crate::divergence::open(&p.job)

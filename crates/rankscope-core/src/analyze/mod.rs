@@ -257,6 +257,15 @@ pub struct Analysis {
     pub errors: Vec<JobError>,
 }
 
+impl Analysis {
+    /// The job's step time: the median over ranks and steps of the step windows (the mean of
+    /// the middle two for an even count). The one "step" every shell reads a gain against: the
+    /// report's headline, the gate `step_time_ms`, the app's "% of the step".
+    pub fn typical_step_ns(&self) -> f64 {
+        stats::median_f(self.steps.iter().flat_map(|s| s.per_rank.iter().map(|r| r.wall_ns as f64)).collect())
+    }
+}
+
 /// Everything the analysis needs from one rank, computed where the rank's tables live (a Web
 /// Worker in the app, one thread per file in the CLI) and small enough to send between threads:
 /// instances, per-step rows, totals, idle and launch figures, and the rank's chain per step.

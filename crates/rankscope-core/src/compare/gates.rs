@@ -18,6 +18,20 @@ use crate::finding::Severity;
 pub const METRICS: &[&str] =
     &["step_time", "new_findings", "new_high_findings", "comm_exposed", "compute", "input", "idle"];
 
+/// Each metric of [`METRICS`] with what it measures (`rankscope gates`).
+pub const DESCRIBED: &[(&str, &str)] = &[
+    (
+        "step_time",
+        "the change of the job's step time, as a share of the base's median step (+5%) or a duration (+50ms)",
+    ),
+    ("new_findings", "how many findings appeared"),
+    ("new_high_findings", "how many findings of high severity appeared"),
+    ("comm_exposed", "the change of the exposed communication per step (mean over ranks)"),
+    ("compute", "the change of the compute per step (mean over ranks)"),
+    ("input", "the change of the input (data loading) time per step (mean over ranks)"),
+    ("idle", "the change of the idle time per step (mean over ranks)"),
+];
+
 /// What a bound is measured in.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Unit {
@@ -129,6 +143,12 @@ pub fn failed(c: &Comparison, gates: &[Gate]) -> Vec<(Gate, f64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_metric_is_described_once() {
+        let described: Vec<&str> = DESCRIBED.iter().map(|d| d.0).collect();
+        assert_eq!(described, METRICS);
+    }
 
     #[test]
     fn gates_parse_shares_durations_and_counts() {

@@ -97,10 +97,6 @@ fn means(a: &Analysis) -> BTreeMap<u32, Means> {
     m
 }
 
-fn typical_step_ns(a: &Analysis) -> f64 {
-    median(a.steps.iter().flat_map(|s| s.per_rank.iter().map(|r| r.wall_ns as f64)).collect())
-}
-
 /// A Markdown report.
 pub fn markdown(a: &Analysis) -> String {
     let mut s = String::new();
@@ -158,7 +154,7 @@ fn header(s: &mut String, a: &Analysis) {
     let backend =
         a.ranks.iter().find_map(|r| r.backend.as_deref().map(md_text)).unwrap_or_else(|| "?".into());
     let steps: Vec<u32> = a.steps.iter().map(|x| x.step).collect();
-    let step = typical_step_ns(a);
+    let step = a.typical_step_ns();
     let _ = writeln!(
         s,
         "{} rank(s){}, backend {backend}, {} step(s){}{}; time figures from {} lanes.\n",
@@ -369,7 +365,7 @@ fn findings(s: &mut String, a: &Analysis) {
         );
         return;
     }
-    let step = typical_step_ns(a);
+    let step = a.typical_step_ns();
     for (i, f) in a.findings.iter().enumerate() {
         finding(s, i + 1, f, step, a.ranks.len());
     }
