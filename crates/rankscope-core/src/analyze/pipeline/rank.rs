@@ -122,7 +122,6 @@ pub fn rank_pipe(
             }
         }
     }
-    let fb_at = |i: usize| fb_of.get(&e.name[i]).copied().flatten();
     if lanes.is_empty() {
         for &i in &annotated {
             *lanes.entry(e.lane[i]).or_default() += 1;
@@ -132,140 +131,157 @@ pub fn rank_pipe(
         return RankPipe::default();
     }
     let lane = lanes.iter().max_by_key(|(l, n)| (**n, std::cmp::Reverse(**l))).map(|(l, _)| *l);
-    let mut out = RankPipe::default();
-    for &(step, lo, hi) in windows {
-        let mut row = StageStepPart { step, start_ns: lo, end_ns: hi, ..Default::default() };
-        let mut ops: Vec<Iv> = Vec::new();
-        let mut barriers: Vec<Iv> = Vec::new();
-        let mut backend: Vec<Iv> = Vec::new();
-        let mut recvs: Vec<Iv> = Vec::new();
-        let mut opt: Vec<Iv> = Vec::new();
-        let mut fb: Vec<(i64, char)> = Vec::new();
-        let (mut f_ivs, mut b_ivs): (Vec<Iv>, Vec<Iv>) = (Vec::new(), Vec::new());
-        let mut vstages: BTreeSet<u32> = BTreeSet::new();
-        let mut busy: Vec<Iv> = Vec::new();
-        for i in 0..e.len() {
-            if e.kind[i] != EventKind::Slice || Some(e.lane[i]) != lane {
-                continue;
+    let view = RankView { t, strings, fb_of: &fb_of, lane, p2p: &p2p, device_compute };
+    RankPipe { steps: windows.iter().map(|&(step, lo, hi)| step_part(&view, step, lo, hi)).collect() }
+}
+
+/// What each step window of one rank reads: its trace, the lane of its exchanges, the stage
+/// annotation of each name, its point-to-point instances and the device's compute.
+struct RankView<'a> {
+    t: &'a RankTrace,
+    strings: &'a StringTable,
+    fb_of: &'a FxHashMap<StrId, Option<(char, Option<u32>)>>,
+    lane: Option<LaneId>,
+    p2p: &'a [&'a Instance],
+    device_compute: Option<&'a Set>,
+}
+
+/// One rank × step window: span, compute, recv wait, own host time, annotations and the
+/// drawing's blocks (see the parent module's doc).
+fn step_part(view: &RankView<'_>, step: u32, lo: i64, hi: i64) -> StageStepPart {
+    let RankView { t, strings, fb_of, lane, p2p, device_compute } = *view;
+    let e = &t.events;
+    let fb_at = |i: usize| fb_of.get(&e.name[i]).copied().flatten();
+    let mut row = StageStepPart { step, start_ns: lo, end_ns: hi, ..Default::default() };
+    let mut ops: Vec<Iv> = Vec::new();
+    let mut barriers: Vec<Iv> = Vec::new();
+    let mut backend: Vec<Iv> = Vec::new();
+    let mut recvs: Vec<Iv> = Vec::new();
+    let mut opt: Vec<Iv> = Vec::new();
+    let mut fb: Vec<(i64, char)> = Vec::new();
+    let (mut f_ivs, mut b_ivs): (Vec<Iv>, Vec<Iv>) = (Vec::new(), Vec::new());
+    let mut vstages: BTreeSet<u32> = BTreeSet::new();
+    let mut busy: Vec<Iv> = Vec::new();
+    for i in 0..e.len() {
+        if e.kind[i] != EventKind::Slice || Some(e.lane[i]) != lane {
+            continue;
+        }
+        let (s, end) = (e.ts_ns[i], e.end_ns(i));
+        if end <= lo || s >= hi {
+            continue;
+        }
+        if matches!(e.class[i], Class::Communication | Class::Compute | Class::Memory) {
+            busy.push((s, end));
+        }
+        if let Some((c, stage)) = fb_at(i) {
+            if s >= lo {
+                fb.push((s, c));
+                vstages.extend(stage);
             }
-            let (s, end) = (e.ts_ns[i], e.end_ns(i));
-            if end <= lo || s >= hi {
-                continue;
-            }
-            if matches!(e.class[i], Class::Communication | Class::Compute | Class::Memory) {
-                busy.push((s, end));
-            }
-            if let Some((c, stage)) = fb_at(i) {
-                if s >= lo {
-                    fb.push((s, c));
-                    vstages.extend(stage);
-                }
-                let ivs = if c == 'F' { &mut f_ivs } else { &mut b_ivs };
-                ivs.push((s, end));
-                continue;
-            }
-            if is_optimizer(strings, e, i) {
-                opt.push((s, end));
-                continue;
-            }
-            match e.class[i] {
-                Class::Communication => {
-                    let recv = e.coll_kind(i) == CollKind::Recv;
-                    if crate::analyze::roles::is_backend_span(t, strings, i) {
-                        backend.push((s, end));
-                        if recv {
-                            recvs.push((s, end));
-                        }
-                    } else {
-                        barriers.push((s, end));
-                        if recv {
-                            recvs.push((s, end));
-                        }
+            let ivs = if c == 'F' { &mut f_ivs } else { &mut b_ivs };
+            ivs.push((s, end));
+            continue;
+        }
+        if is_optimizer(strings, e, i) {
+            opt.push((s, end));
+            continue;
+        }
+        match e.class[i] {
+            Class::Communication => {
+                let recv = e.coll_kind(i) == CollKind::Recv;
+                if crate::analyze::roles::is_backend_span(t, strings, i) {
+                    backend.push((s, end));
+                    if recv {
+                        recvs.push((s, end));
+                    }
+                } else {
+                    barriers.push((s, end));
+                    if recv {
+                        recvs.push((s, end));
                     }
                 }
-                Class::Compute | Class::Memory => ops.push((s, end)),
-                _ => {}
             }
+            Class::Compute | Class::Memory => ops.push((s, end)),
+            _ => {}
         }
-        let opt = Set::from_unsorted(opt);
-        row.span_ns = (hi - lo) - opt.len_within(lo, hi);
-        // Operators nested in a `c10d::*` op belong to it.
-        let host_ops = Set::from_unsorted(barriers.clone());
-        ops.retain(|&(s, end)| !host_ops.intervals().iter().any(|&(a, b)| a <= s && end <= b));
-        ops.sort_unstable();
-        // A backend span is blocking when no operator starts inside it.
-        for &(a, b) in &backend {
-            let k = ops.partition_point(|o| o.0 <= a);
-            let inside = ops.get(k).is_some_and(|o| o.0 < b);
-            if !inside {
-                barriers.push((a, b));
-            }
-        }
-        barriers.extend(opt.intervals().iter().copied());
-        barriers.sort_unstable();
-        let blocking = Set::from_unsorted(barriers.clone());
-        ops.retain(|&(s, end)| !blocking.intervals().iter().any(|&(a, b)| a <= s && end <= b));
-        let compute = match device_compute {
-            Some(c) => c.clip(lo, hi).subtract(&opt),
-            None => {
-                // Runs of operators with no blocking exchange in between.
-                let mut runs: Vec<Iv> = Vec::new();
-                let mut j = 0;
-                let mut max_end = i64::MIN;
-                for &(s, end) in &ops {
-                    while j < barriers.len() && barriers[j].0 < s {
-                        max_end = max_end.max(barriers[j].1);
-                        j += 1;
-                    }
-                    match runs.last_mut() {
-                        Some(cur) if max_end <= cur.1 => cur.1 = cur.1.max(end),
-                        _ => runs.push((s, end)),
-                    }
-                }
-                Set::from_unsorted(runs).subtract(&opt).clip(lo, hi)
-            }
-        };
-        row.compute_ns = compute.len_ns();
-        row.host_free_ns =
-            ((hi - lo) - Set::from_unsorted(busy).union(&compute).union(&opt).len_within(lo, hi)).max(0);
-        let mut recv_set = Set::from_unsorted(recvs);
-        if let Some(c) = device_compute {
-            // Device recv kernels: the part not under compute is what the stage waited.
-            let dev: Vec<Iv> = p2p
-                .iter()
-                .filter(|x| x.kind == CollKind::Recv && x.step == step)
-                .map(|x| (x.start_ns, x.end_ns))
-                .collect();
-            recv_set = recv_set.union(&Set::from_unsorted(dev).subtract(c));
-        }
-        let recv_set = recv_set.subtract(&opt).clip(lo, hi);
-        row.recv_wait_ns = recv_set.len_ns();
-        // The drawing: compute placed by the annotations (host compute only), recv waits,
-        // optimizer.
-        let mut placed: Vec<PipeBlock> = if device_compute.is_some() {
-            blocks_of(&compute, BlockKind::Compute).collect()
-        } else {
-            let f = Set::from_unsorted(f_ivs);
-            let b = Set::from_unsorted(b_ivs).subtract(&f);
-            let mut v: Vec<PipeBlock> = blocks_of(&compute.intersect(&f), BlockKind::Forward)
-                .chain(blocks_of(&compute.intersect(&b), BlockKind::Backward))
-                .chain(blocks_of(&compute.subtract(&f).subtract(&b), BlockKind::Compute))
-                .collect();
-            v.sort_by_key(|x| (x.start_ns, x.kind));
-            v
-        };
-        placed = coarsen(placed, MAX_BLOCKS);
-        placed.extend(coarsen(blocks_of(&recv_set, BlockKind::RecvWait).collect(), MAX_BLOCKS));
-        placed.extend(coarsen(blocks_of(&opt.clip(lo, hi), BlockKind::Optimizer).collect(), MAX_BLOCKS));
-        row.blocks = placed;
-        fb.sort_unstable();
-        row.forwards = fb.iter().filter(|x| x.1 == 'F').count() as u32;
-        row.backwards = fb.iter().filter(|x| x.1 == 'B').count() as u32;
-        row.order = fb.iter().map(|x| x.1).collect();
-        row.virtual_stages = vstages.len() as u32;
-        out.steps.push(row);
     }
-    out
+    let opt = Set::from_unsorted(opt);
+    row.span_ns = (hi - lo) - opt.len_within(lo, hi);
+    // Operators nested in a `c10d::*` op belong to it.
+    let host_ops = Set::from_unsorted(barriers.clone());
+    ops.retain(|&(s, end)| !host_ops.intervals().iter().any(|&(a, b)| a <= s && end <= b));
+    ops.sort_unstable();
+    // A backend span is blocking when no operator starts inside it.
+    for &(a, b) in &backend {
+        let k = ops.partition_point(|o| o.0 <= a);
+        let inside = ops.get(k).is_some_and(|o| o.0 < b);
+        if !inside {
+            barriers.push((a, b));
+        }
+    }
+    barriers.extend(opt.intervals().iter().copied());
+    barriers.sort_unstable();
+    let blocking = Set::from_unsorted(barriers.clone());
+    ops.retain(|&(s, end)| !blocking.intervals().iter().any(|&(a, b)| a <= s && end <= b));
+    let compute = match device_compute {
+        Some(c) => c.clip(lo, hi).subtract(&opt),
+        None => {
+            // Runs of operators with no blocking exchange in between.
+            let mut runs: Vec<Iv> = Vec::new();
+            let mut j = 0;
+            let mut max_end = i64::MIN;
+            for &(s, end) in &ops {
+                while j < barriers.len() && barriers[j].0 < s {
+                    max_end = max_end.max(barriers[j].1);
+                    j += 1;
+                }
+                match runs.last_mut() {
+                    Some(cur) if max_end <= cur.1 => cur.1 = cur.1.max(end),
+                    _ => runs.push((s, end)),
+                }
+            }
+            Set::from_unsorted(runs).subtract(&opt).clip(lo, hi)
+        }
+    };
+    row.compute_ns = compute.len_ns();
+    row.host_free_ns =
+        ((hi - lo) - Set::from_unsorted(busy).union(&compute).union(&opt).len_within(lo, hi)).max(0);
+    let mut recv_set = Set::from_unsorted(recvs);
+    if let Some(c) = device_compute {
+        // Device recv kernels: the part not under compute is what the stage waited.
+        let dev: Vec<Iv> = p2p
+            .iter()
+            .filter(|x| x.kind == CollKind::Recv && x.step == step)
+            .map(|x| (x.start_ns, x.end_ns))
+            .collect();
+        recv_set = recv_set.union(&Set::from_unsorted(dev).subtract(c));
+    }
+    let recv_set = recv_set.subtract(&opt).clip(lo, hi);
+    row.recv_wait_ns = recv_set.len_ns();
+    // The drawing: compute placed by the annotations (host compute only), recv waits,
+    // optimizer.
+    let mut placed: Vec<PipeBlock> = if device_compute.is_some() {
+        blocks_of(&compute, BlockKind::Compute).collect()
+    } else {
+        let f = Set::from_unsorted(f_ivs);
+        let b = Set::from_unsorted(b_ivs).subtract(&f);
+        let mut v: Vec<PipeBlock> = blocks_of(&compute.intersect(&f), BlockKind::Forward)
+            .chain(blocks_of(&compute.intersect(&b), BlockKind::Backward))
+            .chain(blocks_of(&compute.subtract(&f).subtract(&b), BlockKind::Compute))
+            .collect();
+        v.sort_by_key(|x| (x.start_ns, x.kind));
+        v
+    };
+    placed = coarsen(placed, MAX_BLOCKS);
+    placed.extend(coarsen(blocks_of(&recv_set, BlockKind::RecvWait).collect(), MAX_BLOCKS));
+    placed.extend(coarsen(blocks_of(&opt.clip(lo, hi), BlockKind::Optimizer).collect(), MAX_BLOCKS));
+    row.blocks = placed;
+    fb.sort_unstable();
+    row.forwards = fb.iter().filter(|x| x.1 == 'F').count() as u32;
+    row.backwards = fb.iter().filter(|x| x.1 == 'B').count() as u32;
+    row.order = fb.iter().map(|x| x.1).collect();
+    row.virtual_stages = vstages.len() as u32;
+    row
 }
 
 #[cfg(test)]
