@@ -293,6 +293,7 @@ impl<'a> Reader<'a> {
         }
     }
 
+    // Long on purpose: one match over the pickle opcodes, each arm a few lines of one opcode's operands.
     fn run(mut self) -> Result<Pickle, PickleError> {
         let mut protocol = 0u8;
         let mut ops = 0u64;

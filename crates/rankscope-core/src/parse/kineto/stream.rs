@@ -393,6 +393,7 @@ impl TraceParser {
     }
 
     /// Parses one unit. `Ok(false)` when there is nothing more to do in this buffer.
+    // Long on purpose: one match over the tokenizer's states ([`State`]), each arm one unit of the format.
     pub(super) fn step(&mut self, buf: &[u8], pos: &mut usize, base: u64, at_eof: bool) -> Res<bool> {
         match self.state {
             State::Start => {

@@ -1,0 +1,167 @@
+//! Each rank's operators against the same operators on the other ranks, per phase group
+//! ([`op_speed`]): which rank runs the same work slower.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::analyze::regions::Phase;
+use crate::analyze::RankPart;
+
+/// The operators a phase group holds: the work that grows with the batch (forward, backward,
+/// the rest of the step) and the optimizer's, whose work depends on the parameters only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpGroup {
+    Work,
+    Optimizer,
+}
+
+impl OpGroup {
+    fn of(ph: Phase) -> Option<OpGroup> {
+        match ph {
+            Phase::Optimizer => Some(OpGroup::Optimizer),
+            Phase::DataLoading => None,
+            _ => Some(OpGroup::Work),
+        }
+    }
+}
+
+/// How long a rank's operators typically take against the same operators on the other ranks.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct OpSpeed {
+    pub rank: u32,
+    pub group: OpGroup,
+    /// The duration-weighted median, over the operator instances this rank shares with the
+    /// others, of (its typical duration / the other ranks' median of theirs); weights are the
+    /// others' durations. 1 = the same operators run as long as elsewhere.
+    pub ratio: f64,
+    /// Instances compared.
+    pub instances: u32,
+    /// Sums of the compared instances' typical durations: this rank's, the others' medians'.
+    pub rank_ns: i64,
+    pub others_ns: i64,
+    /// The instance of the group whose typical duration exceeds the others' the most.
+    #[serde(default)]
+    pub top: Option<OpExcess>,
+}
+
+/// One operator instance of a rank against the same instance on the other ranks.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct OpExcess {
+    pub phase: Phase,
+    pub name: String,
+    pub ordinal: u32,
+    /// Typical duration here, and the other ranks' median of theirs.
+    pub rank_ns: i64,
+    pub others_ns: i64,
+    /// The same for its own time (no operator nested in it running).
+    pub own_rank_ns: i64,
+    pub own_others_ns: i64,
+    /// It runs other operators (a frame, as an autograd node around its hooks), not a leaf.
+    pub nests: bool,
+}
+
+/// At least this many shared operator instances make a ratio.
+pub const MIN_OP_INSTANCES: usize = 8;
+
+/// Per rank and [`OpGroup`]: its operators' typical durations against the same operator
+/// instances on the other ranks ([`crate::analyze::regions::OpTypical`]: median over the steps of each
+/// instance).
+///
+/// **Why.** A rank late because it has more work (a larger batch, longer sequences) runs the
+/// same operators on larger inputs: each of its forward and backward operators takes longer
+/// every step, while its optimizer's, whose work depends on the parameters only, take as long as
+/// elsewhere. A slower device slows every operator alike, the optimizer's too. Preemption on an
+/// oversubscribed host lengthens *some* instances in *some* steps, which the median over steps
+/// and the weighted median over instances both leave out: a rank whose operators typically run
+/// as fast as elsewhere but whose phases took longer lost that time in bursts, not in larger
+/// work. Phase totals cannot tell these apart: the rank that computed longest is also the one the
+/// host's scheduler lets wait in its next phase.
+pub fn op_speed(parts: &[RankPart]) -> Vec<OpSpeed> {
+    // Instance (group, phase, name, ordinal) → (rank, its typical figures).
+    type Instance<'a> = (OpGroup, Phase, &'a str, u32);
+    let mut by_key: BTreeMap<Instance<'_>, Vec<(u32, &crate::analyze::regions::OpTypical)>> = BTreeMap::new();
+    let mut seen: BTreeSet<u32> = BTreeSet::new();
+    for p in parts {
+        if !seen.insert(p.info.rank) {
+            continue;
+        }
+        let rr = &p.regions;
+        for o in &rr.op_typical {
+            let (Some(g), Some(name)) = (OpGroup::of(o.phase), rr.op_names.get(o.name as usize)) else {
+                continue;
+            };
+            by_key.entry((g, o.phase, name.as_str(), o.ordinal)).or_default().push((p.info.rank, o));
+        }
+    }
+    // The median of the others' values: `sorted` less one occurrence of `mine`.
+    fn others_median(sorted: &[i64], mine: i64) -> i64 {
+        let p = sorted.partition_point(|&x| x < mine);
+        let at = |i: usize| sorted.get(if i < p { i } else { i + 1 }).copied().unwrap_or(0);
+        let m = sorted.len().saturating_sub(1);
+        match m {
+            0 => 0,
+            m if m % 2 == 1 => at(m / 2),
+            m => (at(m / 2 - 1) + at(m / 2)) / 2,
+        }
+    }
+    // Per (rank, group): (ratio, weight) per shared instance, the sums, the largest excess.
+    #[derive(Default)]
+    struct Acc {
+        ratios: Vec<(f64, f64)>,
+        rank_ns: i64,
+        others_ns: i64,
+        top: Option<OpExcess>,
+    }
+    let mut acc: BTreeMap<(u32, OpGroup), Acc> = BTreeMap::new();
+    // An instance only one rank runs (a hook registered on that rank only) took 0 on the
+    // others: it has an excess but no ratio.
+    for ((g, phase, name, ordinal), v) in &by_key {
+        let mut sorted: Vec<i64> = v.iter().map(|x| x.1.median_ns).collect();
+        sorted.sort_unstable();
+        let mut own_sorted: Vec<i64> = v.iter().map(|x| x.1.own_median_ns).collect();
+        own_sorted.sort_unstable();
+        let nests = v.iter().any(|x| x.1.nests);
+        for &(rank, o) in v {
+            let mine = o.median_ns;
+            let others = others_median(&sorted, mine);
+            let e = acc.entry((rank, *g)).or_default();
+            if e.top.as_ref().is_none_or(|t| mine - others > t.rank_ns - t.others_ns) {
+                e.top = Some(OpExcess {
+                    phase: *phase,
+                    name: name.to_string(),
+                    ordinal: *ordinal,
+                    rank_ns: mine,
+                    others_ns: others,
+                    own_rank_ns: o.own_median_ns,
+                    own_others_ns: others_median(&own_sorted, o.own_median_ns),
+                    nests,
+                });
+            }
+            if others <= 0 {
+                continue;
+            }
+            e.ratios.push((mine as f64 / others as f64, others as f64));
+            e.rank_ns += mine;
+            e.others_ns += others;
+        }
+    }
+    acc.into_iter()
+        .filter(|(_, a)| a.ratios.len() >= MIN_OP_INSTANCES)
+        .map(|((rank, group), a)| {
+            let Acc { ratios: mut r, rank_ns, others_ns, top } = a;
+            r.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let half = r.iter().map(|x| x.1).sum::<f64>() / 2.0;
+            let mut run = 0.0;
+            let ratio = r
+                .iter()
+                .find(|x| {
+                    run += x.1;
+                    run >= half
+                })
+                .map_or(1.0, |x| x.0);
+            OpSpeed { rank, group, ratio, instances: r.len() as u32, rank_ns, others_ns, top }
+        })
+        .collect()
+}
