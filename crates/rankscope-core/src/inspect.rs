@@ -92,6 +92,9 @@ pub struct EventSummary {
     pub instants: u64,
     pub flows: u64,
     pub counter_samples: u64,
+    /// The caching allocator's `[memory]` instants read (`profile_memory=True`).
+    #[serde(default)]
+    pub memory_samples: u64,
     /// GPU kernels and memory operations (categories kernel, gpu_memcpy, gpu_memset, and the
     /// 2021 spellings Kernel, Memcpy, Memset).
     pub gpu_ops: u64,
@@ -311,6 +314,7 @@ fn file_report(
         .filter(|&(_, n)| n > 0)
         .map(|(c, n)| (c.name().to_string(), n))
         .collect();
+    let is_memory = |k: usize| strings.get(t.counters.name[k]) == MEMORY_EVENT;
     FileReport {
         file: t.source.clone(),
         rank: r.rank,
@@ -339,7 +343,10 @@ fn file_report(
             slices,
             instants,
             flows: t.flows.len() as u64,
-            counter_samples: t.counters.len() as u64,
+            counter_samples: (0..t.counters.len()).filter(|&k| !is_memory(k)).count() as u64,
+            memory_samples: (0..t.counters.len())
+                .filter(|&k| is_memory(k) && strings.get(t.counters.series[k]) == "Bytes")
+                .count() as u64,
             gpu_ops,
             gpu_ops_linked: linked,
             nccl_kernels: nccl,

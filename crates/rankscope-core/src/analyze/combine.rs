@@ -290,6 +290,7 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
         gpu_idle: parts.iter().flat_map(|p| p.gpu_idle.iter().cloned()).collect(),
         launches: parts.iter().filter_map(|p| p.launch.clone()).collect(),
         allocations: parts.iter().flat_map(|p| p.allocations.iter().cloned()).collect(),
+        memory: parts.iter().flat_map(|p| p.memory.iter().cloned()).collect(),
         critical_path,
         waits: step_waits,
         wait_chain,

@@ -25,6 +25,7 @@ pub mod intervals;
 pub mod issued;
 pub mod jobs;
 pub mod layout;
+pub mod memory;
 pub mod noise;
 pub mod pipeline;
 pub mod reading;
@@ -210,6 +211,10 @@ pub struct Analysis {
     pub gpu_idle: Vec<idle::StreamIdle>,
     pub launches: Vec<idle::LaunchStats>,
     pub allocations: Vec<idle::AllocInStep>,
+    /// Per rank, device and step: memory allocated and reserved from the allocator's `[memory]`
+    /// instants ([`memory::per_step`]); absent when the traces have none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub memory: Vec<memory::MemoryStep>,
     pub critical_path: Vec<critical_path::StepPath>,
     /// Per step: who waited for whom (see [`attribution`]).
     pub waits: Vec<attribution::StepWaits>,
@@ -283,6 +288,9 @@ pub struct RankPart {
     pub gpu_idle: Vec<idle::StreamIdle>,
     pub launch: Option<idle::LaunchStats>,
     pub allocations: Vec<idle::AllocInStep>,
+    /// Memory per device and step ([`memory::per_step`]).
+    #[serde(default)]
+    pub memory: Vec<memory::MemoryStep>,
     /// This rank's chain for every step (the job level picks the bounding rank's).
     pub chains: Vec<critical_path::StepPath>,
     /// This rank's work before each of its collectives, for the cross-rank critical path.
@@ -414,6 +422,7 @@ pub fn rank_part_with(
     let steps: Vec<(u32, breakdown::StepRank)> = windows.iter().map(|w| w.0).zip(rows).collect();
     let side_work =
         std::mem::take(if side == crate::model::LaneKind::Gpu { &mut work.gpu } else { &mut work.cpu });
+    let memory = memory::per_step(r, strings, &windows);
     let ((launch, allocations), (pipe, comm_set, overlap_set, chains, segments, programs)) = j.join(
         || (idle::launch_stats(r), idle::allocations(r)),
         || {
@@ -454,6 +463,7 @@ pub fn rank_part_with(
         gpu_idle,
         launch,
         allocations,
+        memory,
         chains,
         segments,
         comm_set,

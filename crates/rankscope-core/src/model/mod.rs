@@ -556,7 +556,9 @@ impl FlowTable {
     }
 }
 
-/// Counter samples (`C` events): one row per series value.
+/// Counter samples: one row per series value of a `C` event, and the caching allocator's
+/// `[memory]` instants as the series of their arguments ([`MEMORY_EVENT`]: `Bytes`, and where
+/// the trace has them `Total Allocated` / `Total Reserved`) on their device.
 #[derive(Debug, Clone, Default)]
 pub struct CounterTable {
     pub name: Vec<StrId>,
@@ -564,7 +566,15 @@ pub struct CounterTable {
     pub ts_ns: Vec<i64>,
     pub value: Vec<f64>,
     pub pid: Vec<IdKey>,
+    /// A `[memory]` sample's device: the CUDA device index, [`HOST_MEMORY`] for the host's
+    /// memory; [`HOST_MEMORY`] for a `C` event too.
+    pub device: Vec<i32>,
 }
+
+/// The name of the caching allocator's instants (`profile_memory=True`).
+pub const MEMORY_EVENT: &str = "[memory]";
+/// [`CounterTable::device`] of host memory (and of `C` events, which have no device).
+pub const HOST_MEMORY: i32 = -1;
 
 impl CounterTable {
     pub fn len(&self) -> usize {
@@ -683,7 +693,7 @@ impl RankTrace {
         self.events.len() * EventTable::BYTES_PER_ROW
             + self.comm.len() * CommArgs::BYTES_PER_ROW
             + self.flows.len() * (8 + 1 + 4 + 8 + 4 + 1)
-            + self.counters.len() * (4 + 4 + 8 + 8 + 16)
+            + self.counters.len() * (4 + 4 + 8 + 8 + 16 + 4)
             + self.lanes.len() * 64
     }
 }

@@ -440,6 +440,7 @@ fn take(t: &RankTrace, pids: &BTreeSet<IdKey>) -> RankTrace {
             d.series.push(s.series[k]);
             d.ts_ns.push(s.ts_ns[k]);
             d.value.push(s.value[k]);
+            d.device.push(s.device.get(k).copied().unwrap_or(crate::model::HOST_MEMORY));
             d.pid.push(s.pid[k]);
         }
     }

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use crate::model::*;
 
 const MAGIC: &[u8; 4] = b"RSPC";
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
 
 /// A value of a column.
 trait Wire: Sized + Copy {
@@ -256,6 +256,7 @@ pub fn encode_piece(t: &RankTrace) -> Option<Vec<u8>> {
     w.col(&k.ts_ns);
     w.col(&k.value);
     w.col(&k.pid);
+    w.col(&k.device);
     t.counts.total.put(&mut w.0);
     w.counts(&t.counts.by_ph);
     w.counts(&t.counts.by_cat);
@@ -331,8 +332,14 @@ pub fn decode_piece(source_name: &str, bytes: &[u8]) -> Option<RankTrace> {
         lane: r.col()?,
         bind_enclosing: r.col()?,
     };
-    let counters =
-        CounterTable { name: r.col()?, series: r.col()?, ts_ns: r.col()?, value: r.col()?, pid: r.col()? };
+    let counters = CounterTable {
+        name: r.col()?,
+        series: r.col()?,
+        ts_ns: r.col()?,
+        value: r.col()?,
+        pid: r.col()?,
+        device: r.col()?,
+    };
     let counts = EventCounts { total: r.one()?, by_ph: r.counts()?, by_cat: r.counts()? };
     let text_bytes = r.one::<u64>()?;
     if !r.0.is_empty() {
@@ -343,52 +350,53 @@ pub fn decode_piece(source_name: &str, bytes: &[u8]) -> Option<RankTrace> {
     let l = &lanes;
     let f = &flows;
     let k = &counters;
-    let agree = all(
-        e.ts_ns.len(),
-        &[
-            e.kind.len(),
-            e.dur_ns.len(),
-            e.name.len(),
-            e.cat.len(),
-            e.lane.len(),
-            e.correlation.len(),
-            e.external_id.len(),
-            e.args.len(),
-        ],
-    ) && all(
-        c.event.len(),
-        &[
-            c.collective.len(),
-            c.in_nelems.len(),
-            c.out_nelems.len(),
-            c.in_bytes.len(),
-            c.out_bytes.len(),
-            c.dtype.len(),
-            c.group_size.len(),
-            c.pg_name.len(),
-            c.pg_desc.len(),
-            c.pg_ranks.len(),
-            c.seq.len(),
-            c.src_rank.len(),
-            c.dst_rank.len(),
-            c.tag.len(),
-            c.input_elems.len(),
-        ],
-    ) && all(
-        l.pid.len(),
-        &[
-            l.tid.len(),
-            l.kind.len(),
-            l.name.len(),
-            l.sort_index.len(),
-            l.device.len(),
-            l.stream.len(),
-            l.events.len(),
-        ],
-    ) && all(
-        f.id.len(),
-        &[f.phase.len(), f.cat.len(), f.ts_ns.len(), f.lane.len(), f.bind_enclosing.len()],
-    ) && all(k.name.len(), &[k.series.len(), k.ts_ns.len(), k.value.len(), k.pid.len()]);
+    let agree =
+        all(
+            e.ts_ns.len(),
+            &[
+                e.kind.len(),
+                e.dur_ns.len(),
+                e.name.len(),
+                e.cat.len(),
+                e.lane.len(),
+                e.correlation.len(),
+                e.external_id.len(),
+                e.args.len(),
+            ],
+        ) && all(
+            c.event.len(),
+            &[
+                c.collective.len(),
+                c.in_nelems.len(),
+                c.out_nelems.len(),
+                c.in_bytes.len(),
+                c.out_bytes.len(),
+                c.dtype.len(),
+                c.group_size.len(),
+                c.pg_name.len(),
+                c.pg_desc.len(),
+                c.pg_ranks.len(),
+                c.seq.len(),
+                c.src_rank.len(),
+                c.dst_rank.len(),
+                c.tag.len(),
+                c.input_elems.len(),
+            ],
+        ) && all(
+            l.pid.len(),
+            &[
+                l.tid.len(),
+                l.kind.len(),
+                l.name.len(),
+                l.sort_index.len(),
+                l.device.len(),
+                l.stream.len(),
+                l.events.len(),
+            ],
+        ) && all(
+            f.id.len(),
+            &[f.phase.len(), f.cat.len(), f.ts_ns.len(), f.lane.len(), f.bind_enclosing.len()],
+        ) && all(k.name.len(), &[k.series.len(), k.ts_ns.len(), k.value.len(), k.pid.len(), k.device.len()]);
     if !agree {
         return None;
     }

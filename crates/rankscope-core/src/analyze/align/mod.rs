@@ -451,6 +451,7 @@ mod tests {
             gpu_idle: Vec::new(),
             launch: None,
             allocations: Vec::new(),
+            memory: Vec::new(),
             chains: Vec::new(),
             segments: Vec::new(),
             comm_set: Vec::new(),

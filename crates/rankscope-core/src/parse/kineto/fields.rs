@@ -28,6 +28,14 @@ pub(super) struct Args {
     pub(super) tag: Option<i64>,
     pub(super) input_elems: Option<i64>,
     pub(super) input_type: Option<StrId>,
+    /// The caching allocator's `[memory]` instants (`profile_memory=True`): the change
+    /// (`Bytes`), the totals after it (`Total Allocated`, `Total Reserved`; newer PyTorch) and
+    /// the device (`Device Type`: 0 the host, 1 CUDA; `Device Id`).
+    pub(super) mem_bytes: Option<i64>,
+    pub(super) mem_allocated: Option<i64>,
+    pub(super) mem_reserved: Option<i64>,
+    pub(super) mem_device_type: Option<i64>,
+    pub(super) mem_device_id: Option<i64>,
     // Metadata (`M`) event arguments.
     pub(super) m_name: Option<StrId>,
     pub(super) m_labels: Option<StrId>,
@@ -394,6 +402,11 @@ impl TraceParser {
                 }
                 b"Input Dims" => a.input_elems = self.first_dims_product(buf, pos, base)?,
                 b"Input type" => a.input_type = self.first_string(buf, pos, base)?,
+                b"Bytes" => a.mem_bytes = self.read_num(buf, pos, base, 0)?,
+                b"Total Allocated" => a.mem_allocated = self.read_num(buf, pos, base, 0)?,
+                b"Total Reserved" => a.mem_reserved = self.read_num(buf, pos, base, 0)?,
+                b"Device Type" => a.mem_device_type = self.read_num(buf, pos, base, 0)?,
+                b"Device Id" => a.mem_device_id = self.read_num(buf, pos, base, 0)?,
                 b"name" => a.m_name = self.read_str(buf, pos, base)?,
                 b"labels" => a.m_labels = self.read_str(buf, pos, base)?,
                 b"sort_index" => a.m_sort_index = self.read_num(buf, pos, base, 0)?,

@@ -176,6 +176,9 @@ impl TraceParser {
                 let row = self.out.events.len() as u32;
                 let args = self.push_args(row, &ev.args, name);
                 self.push_row(EventKind::Instant, ts.unwrap_or(0), 0, name, cat, lane, corr, ext, args);
+                if ev.args.mem_bytes.is_some() && self.out.strings.get(name) == MEMORY_EVENT {
+                    self.memory_sample(name, ts.unwrap_or(0), pid, &ev.args);
+                }
             }
             b'B' => {
                 let lane = self.lane(pid, tid);
@@ -234,6 +237,7 @@ impl TraceParser {
                     c.ts_ns.push(ts.unwrap_or(0));
                     c.value.push(v);
                     c.pid.push(pid);
+                    c.device.push(HOST_MEMORY);
                 }
                 self.counter_vals = vals;
                 self.counter_vals.clear();
@@ -252,6 +256,32 @@ impl TraceParser {
                     format!("events of phase `{p}` are counted but not modelled")
                 });
             }
+        }
+    }
+
+    /// A `[memory]` instant as counter samples of its device: `Bytes`, and the totals after it
+    /// where the trace has them.
+    fn memory_sample(&mut self, name: StrId, ts: i64, pid: IdKey, a: &Args) {
+        // Device Type 0 is the host; any other type with an index is that device.
+        let device = match (a.mem_device_type, a.mem_device_id) {
+            (Some(t), Some(d)) if t != 0 && d >= 0 => i32::try_from(d).unwrap_or(HOST_MEMORY),
+            _ => HOST_MEMORY,
+        };
+        let series = [
+            ("Bytes", a.mem_bytes),
+            ("Total Allocated", a.mem_allocated),
+            ("Total Reserved", a.mem_reserved),
+        ];
+        for (key, v) in series {
+            let Some(v) = v else { continue };
+            let series = self.out.strings.intern(key);
+            let c = &mut self.out.counters;
+            c.name.push(name);
+            c.series.push(series);
+            c.ts_ns.push(ts);
+            c.value.push(v as f64);
+            c.pid.push(pid);
+            c.device.push(device);
         }
     }
 

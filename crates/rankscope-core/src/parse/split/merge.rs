@@ -150,6 +150,7 @@ fn append(
         ok.series.push(p.s(k.series[i]));
         ok.ts_ns.push(k.ts_ns[i].saturating_add(p.shift));
         ok.value.push(k.value[i]);
+        ok.device.push(k.device.get(i).copied().unwrap_or(HOST_MEMORY));
         ok.pid.push(p.key(k.pid[i]));
     }
 }
@@ -353,6 +354,7 @@ impl Merger {
             k.ts_ns.reserve_exact(n);
             k.value.reserve_exact(n);
             k.pid.reserve_exact(n);
+            k.device.reserve_exact(n);
         }
     }
 
