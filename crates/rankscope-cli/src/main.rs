@@ -9,6 +9,7 @@ mod cmd_inspect;
 mod cmd_nccl;
 mod cmd_part;
 mod cmd_runs;
+mod cmd_steplog;
 mod cmd_synth;
 mod load;
 mod out;
@@ -46,6 +47,9 @@ enum Command {
     Nccl(cmd_nccl::LogArgs),
     /// Read nccl-tests (`*_perf`) output: bandwidth tables and latency-bandwidth fit.
     NcclTests(cmd_nccl::TestsArgs),
+    /// Read a training framework's step log (Megatron-LM's iteration lines and timers): the
+    /// iteration time over the whole run, its spikes, timers uneven across ranks.
+    Steplog(cmd_steplog::Args),
     #[command(flatten)]
     Split(cmd_part::Command),
 }
@@ -62,6 +66,7 @@ fn main() -> std::process::ExitCode {
         Command::Synth(a) => cmd_synth::run(a),
         Command::Nccl(a) => cmd_nccl::run_log(a),
         Command::NcclTests(a) => cmd_nccl::run_tests(a),
+        Command::Steplog(a) => cmd_steplog::run(a),
         Command::Split(c) => cmd_part::run(c),
     };
     match result {

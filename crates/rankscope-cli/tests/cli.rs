@@ -510,3 +510,53 @@ fn a_merged_job_is_analysed_as_its_ranks() {
         assert!(kinds.contains(&want), "{how}: {kinds:?}");
     }
 }
+
+/// `rankscope steplog`: Megatron's iteration lines and timers over the run; a file without
+/// either exits 1 and says so.
+#[test]
+fn steplog_reads_megatron_iterations_and_timers() {
+    let d = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("steplog");
+    std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("{e}"));
+    let mut log = String::new();
+    for (k, ms) in [1001.0, 998.5, 1003.2, 2510.0, 999.9].iter().enumerate() {
+        let it = 10 * (k + 1);
+        log.push_str(&format!(
+            " [2025-01-01 00:00:{k:02}] iteration {it:>8}/     500 | consumed samples: {} | elapsed time per iteration (ms): {ms} | throughput per GPU (TFLOP/s/GPU): 300.0 | global batch size:   128 | number of skipped iterations:   0 | number of nan iterations:   0 |\n(min, max) time across ranks (ms):\n    forward-backward ...............................: (950.00, 990.00)\n    batch-generator ................................: (0.50, 120.00)\n",
+            it * 128
+        ));
+    }
+    let path = d.join("train.log");
+    std::fs::write(&path, log).unwrap_or_else(|e| panic!("{e}"));
+    let out =
+        bin().args(["steplog", path.to_str().unwrap_or_default()]).output().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("5 iteration lines (iterations 10–50), elapsed per iteration: median 1001.0 ms"),
+        "{text}"
+    );
+    assert!(
+        text.contains("`batch-generator` takes up to 120.0 ms on its slowest rank, 119.5 ms more"),
+        "{text}"
+    );
+    assert!(
+        text.contains("1 of 5 logged iterations took at least 1.5x the median 1001.0 ms: 40 (2510 ms)"),
+        "{text}"
+    );
+    let json = bin()
+        .args(["steplog", "--json", path.to_str().unwrap_or_default()])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v[0]["schema"], "rankscope.steplog");
+    assert_eq!(v[0]["iterations"].as_array().map(Vec::len), Some(5));
+    assert_eq!(v[0]["timers"][1]["name"], "batch-generator");
+    let other = d.join("other.log");
+    std::fs::write(&other, "nothing here\n").unwrap_or_else(|e| panic!("{e}"));
+    let out = bin()
+        .args(["steplog", other.to_str().unwrap_or_default()])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a Megatron-style training log"));
+}

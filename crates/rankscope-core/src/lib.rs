@@ -31,6 +31,7 @@ pub mod normalize;
 pub mod parse;
 pub mod sequence;
 pub mod session;
+pub mod steplog;
 pub mod terminal;
 pub mod view;
 pub mod words;
