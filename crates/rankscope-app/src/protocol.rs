@@ -31,7 +31,7 @@
 //! the file) and named as the CLI names it (`FILE (rank N)`, `multirank::part_name`). A file of
 //! one rank is `{file, 0}`.
 //!
-//! One large file on every worker (see `worker.rs`): its reader cuts the `traceEvents` array at
+//! One large file on every worker (see `worker/`): its reader cuts the `traceEvents` array at
 //! event starts (`parse::split`) and hands pieces on; the UI relays each to another worker,
 //! which parses it and sends its columns back as bytes (`parse::wire`) to merge:
 //!
