@@ -4,7 +4,7 @@
 // names it (`FILE (rank N)`) with the CLI's step time, the lead finding is the CLI's, the JSON
 // export and the merged trace are the CLI's byte for byte, and the timeline has a rank group per
 // rank, each asked of the one worker holding the file. A large one is read on every worker and
-// cut after the pieces are merged. Screenshots in target/e2e-screenshots/ (70-).
+// cut after the pieces are merged. Screenshots in target/e2e-screenshots/ (70-73).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -90,9 +90,15 @@ async function checkAgainstCli(page, file, ranks) {
 }
 
 test('a merged 8-rank file, large enough to be read on every worker, is its 8 ranks: the CLI\'s figures, finding and exports', async () => {
-  // 8 ranks of ~5 MB: ~40 MB of plain JSON, above the size at which a file read alone is cut
-  // into ranges for the other workers (pool.rs SPLIT_MIN_BYTES).
-  const file = mergedJob('large', '--ranks', '8', '--steps', '4', '--target-mb', '5', '--seed', '34');
+  // 8 ranks of ~5 MB: ~42 MB of plain JSON, above the size at which a file read alone is cut
+  // into ranges for the other workers (pool.rs SPLIT_MIN_BYTES). The merge writes each rank's
+  // `M` metadata among its events; a middle piece holding metadata makes the pieces doubt (and
+  // the file read again alone, as the bare file below is), so here it is moved first, as a
+  // merge tool that writes the processes' names up front does: the pieces merge, then the cut.
+  const file = mergedJob('large', '--ranks', '8', '--steps', '4', '--target-mb', '7', '--seed', '34');
+  const doc = JSON.parse(fs.readFileSync(file, 'utf8'));
+  doc.traceEvents = [...doc.traceEvents.filter((e) => e.ph === 'M'), ...doc.traceEvents.filter((e) => e.ph !== 'M')];
+  fs.writeFileSync(file, JSON.stringify(doc));
   assert.ok(fs.statSync(file).size > 32 * 1024 * 1024, 'large enough to be read in pieces');
   const { page, ms } = await openFiles(context, origin, [file], pageErrors, 180_000);
   const workers = await page.evaluate(() => navigator.hardwareConcurrency);
@@ -103,7 +109,11 @@ test('a merged 8-rank file, large enough to be read on every worker, is its 8 ra
   await shot(page, '70-merged-file-summary');
   const cli = await checkAgainstCli(page, file, 8);
   console.log(`lead finding: ${cli.findings[0].id} on rank(s) ${cli.findings[0].ranks}`);
-  await shot(page, '71-merged-file-timeline');
+  await shot(page, '72-merged-file-timeline');
+  // The rank table and the file row under it: eight ranks of one file.
+  await page.click('[data-testid=nav-summary]');
+  await page.locator('[data-testid=rank-row]').last().scrollIntoViewIfNeeded();
+  await shot(page, '71-merged-file-ranks');
   await page.close();
 });
 
@@ -116,7 +126,7 @@ test('a bare merged 4-rank file, gzipped (pids taken for ranks, said as assumed)
   const said = await page.$$eval('[data-testid=diag-file]', (els) => els.map((e) => e.textContent));
   assert.equal(said.length, 4);
   for (const t of said) assert.match(t, /ranks_in_file_assumed/);
-  await shot(page, '72-merged-bare-diagnostics');
+  await shot(page, '73-merged-bare-diagnostics');
   await page.close();
   assert.deepEqual(pageErrors, []);
 });
