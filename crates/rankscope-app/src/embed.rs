@@ -151,8 +151,8 @@ fn apply_show(show: &Show, job: &JobView, dispatch: &Callback<Action>) {
             .iter()
             .find(|s| s.step == step)
             .and_then(|s| s.per_rank.iter().find(|r| r.rank == rank));
-        if let (Some(r), Some(file)) = (row, job.file_of(rank)) {
-            dispatch.emit(Action::Open { file, step: Some(step), start_ns: r.start_ns, end_ns: r.end_ns });
+        if let (Some(r), Some(id)) = (row, job.id_of(rank)) {
+            dispatch.emit(Action::Open { id, step: Some(step), start_ns: r.start_ns, end_ns: r.end_ns });
         }
     } else if show.rank.is_some() {
         dispatch.emit(Action::SetFocus(show.rank, None));
@@ -300,7 +300,7 @@ pub fn use_embed(
                     .map(|f| {
                         let (bytes, events) = match &f.status {
                             FileStatus::Loading { input_bytes, events, .. } => (*input_bytes, *events),
-                            FileStatus::Ready => (f.size, f.summary.as_ref().map_or(0, |s| s.events)),
+                            FileStatus::Ready => (f.size, f.events()),
                             _ => (0, 0),
                         };
                         json!({ "name": f.name, "status": status_name(&f.status), "size": f.size, "bytes": bytes, "events": events })
@@ -348,9 +348,9 @@ pub fn use_embed(
         let job = state.job.clone();
         use_effect_with(state.selections, move |_| {
             if let (Some(s), Some(j)) = (sel, job) {
-                let rank = j.ranks.iter().find(|(f, _)| *f == s.file).map(|(_, r)| r.rank);
-                let file = j.ranks.iter().find(|(f, _)| *f == s.file).map(|(_, r)| r.file.clone());
-                let at = |t: i64| t - j.offset(s.file) - j.facts.span_start_ns;
+                let rank = j.ranks.iter().find(|(id, _)| *id == s.id).map(|(_, r)| r.rank);
+                let file = j.ranks.iter().find(|(id, _)| *id == s.id).map(|(_, r)| r.file.clone());
+                let at = |t: i64| t - j.offset(s.id) - j.facts.span_start_ns;
                 let mut body = json!({
                     "event": "selection", "rank": rank, "file": file,
                     "t0_ns": at(s.start_ns), "t1_ns": at(s.end_ns), "start_ns": s.start_ns, "end_ns": s.end_ns,

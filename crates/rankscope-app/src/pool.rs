@@ -1,8 +1,8 @@
 //! The workers, seen from the UI: start them, hand out loads, route their answers.
 //!
 //! Up to `navigator.hardwareConcurrency` workers (or the page's `?workers=N`); each reads one
-//! file at a time and keeps every rank it read, so a question about a rank goes to the worker
-//! that holds it. Loads wait in a queue for a free worker. Answers about loads become reducer
+//! file at a time and keeps every rank it read (a file may hold several), so a question about a
+//! rank goes to the worker that read its file. Loads wait in a queue for a free worker. Answers about loads become reducer
 //! [`Action`]s; the answers to questions about a loaded file ([`Query`]) go to the reply the
 //! asker gave with it, found by the request id the pool gave the question (they are drawing
 //! data and export bytes, not UI state). A question no live worker can answer, or whose worker
@@ -57,9 +57,9 @@ impl Task {
     }
 }
 
-/// Where the answers to one question go: `(file, answer, what travelled beside it)` (the bytes
+/// Where the answers to one question go: `(rank, answer, what travelled beside it)` (the bytes
 /// of an export's `Chunk`, else `undefined`). Called once, or for an export once per piece.
-pub type Reply = Rc<dyn Fn(FileId, Answer, JsValue)>;
+pub type Reply = Rc<dyn Fn(RankId, Answer, JsValue)>;
 
 struct Slot {
     worker: Worker,
@@ -80,8 +80,8 @@ struct Inner {
     holder: BTreeMap<FileId, usize>,
     /// Every load started, to start it again when the worker holding its tables dies.
     loads: BTreeMap<FileId, Task>,
-    /// Questions asked and not fully answered: request id → (file, reply).
-    pending: BTreeMap<u32, (FileId, Reply)>,
+    /// Questions asked and not fully answered: request id → (rank, reply).
+    pending: BTreeMap<u32, (RankId, Reply)>,
     next_req: u32,
     /// Files whose worker died while reading them: not loaded again (they may be what killed it).
     fatal: std::collections::BTreeSet<FileId>,
@@ -166,25 +166,28 @@ impl Pool {
         }
     }
 
-    /// Asks the worker holding `file` a question; its answers go to `reply` (none: nobody
-    /// waits for the answer). A file no live worker holds is answered `Failed` at once (after
-    /// the caller's turn, so the reply may borrow what the caller holds now).
-    pub fn ask(&self, file: FileId, query: Query, reply: Option<Reply>) {
+    /// Asks the worker holding rank `id` (the worker that read its file) a question; its
+    /// answers go to `reply` (none: nobody waits for the answer). A rank no live worker holds is
+    /// answered `Failed` at once (after the caller's turn, so the reply may borrow what the
+    /// caller holds now).
+    pub fn ask(&self, id: RankId, query: Query, reply: Option<Reply>) {
         let mut inner = self.inner.borrow_mut();
         inner.next_req = inner.next_req.wrapping_add(1);
         let req = inner.next_req;
-        let slot = inner.holder.get(&file).copied().filter(|&s| inner.slots.get(s).is_some_and(|x| !x.dead));
+        let slot =
+            inner.holder.get(&id.file).copied().filter(|&s| inner.slots.get(s).is_some_and(|x| !x.dead));
         match slot {
             Some(s) => {
                 if let Some(r) = reply {
-                    inner.pending.insert(req, (file, r));
+                    inner.pending.insert(req, (id, r));
                 }
-                send(&mut inner.slots[s], message(&ToWorker::Ask { file, req, query }, None));
+                send(&mut inner.slots[s], message(&ToWorker::Ask { id, req, query }, None));
             }
             None => {
                 if let Some(r) = reply {
+                    let file = id.file;
                     wasm_bindgen_futures::spawn_local(async move {
-                        r(file, Answer::Failed(format!("file {file} is not loaded (the worker that held it stopped; it is being read again): ask again once it is back")), JsValue::UNDEFINED);
+                        r(id, Answer::Failed(format!("file {file} is not loaded (the worker that held it stopped; it is being read again): ask again once it is back")), JsValue::UNDEFINED);
                     });
                 }
             }
@@ -357,10 +360,16 @@ fn on_message(inner_rc: &Rc<RefCell<Inner>>, index: usize, m: FromWorker, extra:
         FromWorker::Progress { file, phase, input_bytes, events, workers, .. } => {
             dispatch.emit(Action::Progress { file, phase, input_bytes, events, workers, now_ms: now_ms() });
         }
-        FromWorker::Loaded { file, summary, part, first_ns } => {
-            done(file, true);
-            dispatch.emit(Action::Loaded { file, summary, part, first_ns });
-            pump(inner_rc);
+        FromWorker::Loaded { id, of, claim, summary, part, first_ns } => {
+            // The worker is free once the file's last rank is in.
+            let last = id.index + 1 >= of;
+            if last {
+                done(id.file, true);
+            }
+            dispatch.emit(Action::Loaded { id, of, claim, summary, part, first_ns });
+            if last {
+                pump(inner_rc);
+            }
         }
         FromWorker::Digest { file, mut digest } => {
             done(file, false);
@@ -382,7 +391,7 @@ fn on_message(inner_rc: &Rc<RefCell<Inner>>, index: usize, m: FromWorker, extra:
             dispatch.emit(Action::Text { file, kinds, bytes: Rc::new(bytes) });
             pump(inner_rc);
         }
-        FromWorker::Answer { file, req, answer } => {
+        FromWorker::Answer { id, req, answer } => {
             let reply = {
                 let mut inner = inner_rc.borrow_mut();
                 if answer.is_final() {
@@ -391,8 +400,8 @@ fn on_message(inner_rc: &Rc<RefCell<Inner>>, index: usize, m: FromWorker, extra:
                     inner.pending.get(&req).cloned()
                 }
             };
-            if let Some((_, reply)) = reply.filter(|(f, _)| *f == file) {
-                reply(file, answer, extra);
+            if let Some((_, reply)) = reply.filter(|(r, _)| *r == id) {
+                reply(id, answer, extra);
             }
         }
         FromWorker::Failed { file, error } => {
@@ -503,8 +512,8 @@ fn on_worker_error(inner_rc: &Rc<RefCell<Inner>>, index: usize, text: String) {
         let mut unreadable = Vec::new();
         // Questions the dead worker will never answer.
         let orphan_reqs: Vec<u32> =
-            inner.pending.iter().filter(|(_, (f, _))| held.contains(f)).map(|(&r, _)| r).collect();
-        let orphans: Vec<(FileId, Reply)> =
+            inner.pending.iter().filter(|(_, (id, _))| held.contains(&id.file)).map(|(&r, _)| r).collect();
+        let orphans: Vec<(RankId, Reply)> =
             orphan_reqs.iter().filter_map(|r| inner.pending.remove(r)).collect();
         for f in held.into_iter().filter(|f| Some(*f) != busy) {
             match inner.loads.get(&f).and_then(Task::again) {
@@ -529,8 +538,8 @@ fn on_worker_error(inner_rc: &Rc<RefCell<Inner>>, index: usize, text: String) {
     for file in reload {
         dispatch.emit(Action::Lost { file });
     }
-    for (file, reply) in orphans {
-        reply(file, Answer::Failed(format!("the worker holding file {file} stopped ({text}); it is being read again: ask again once it is back")), JsValue::UNDEFINED);
+    for (id, reply) in orphans {
+        reply(id, Answer::Failed(format!("the worker holding file {} stopped ({text}); it is being read again: ask again once it is back", id.file)), JsValue::UNDEFINED);
     }
     if let Some(file) = busy {
         let why = if text.contains("unreachable") || text.to_lowercase().contains("memory") {

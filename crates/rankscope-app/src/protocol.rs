@@ -8,21 +8,30 @@
 //!
 //! ```text
 //! worker → UI   Ready                          once its wasm is running (the pool queues until then)
-//! UI → worker   Load {file, name, helpers} + File  read, ingest, normalize; keep the RankView
-//!               (helpers > 0: a large file alone; it is cut into pieces the others parse)
+//! UI → worker   Load {file, name, helpers} + File  read, ingest, cut into its ranks, normalize;
+//!               keep a RankView per rank (helpers > 0: a large file alone; it is cut into
+//!               pieces the others parse)
 //!               Demo {file, rank}              generate the demo rank, then the same as Load
 //! worker → UI   Progress {file, phase, bytes…} at most every PROGRESS_MS while reading
 //!               Text {file, kinds} + Uint8Array  not a trace but NCCL text (an NCCL_DEBUG log,
 //!               nccl-tests output), recognised by content: its bytes, for the job's Fabric
-//!               Loaded {file, summary}         RankSummary (a few kB)
+//!               Loaded {id, of, claim, summary, part}  one per rank the file holds (`of` of
+//!               them, ids {file, 0..of}): its claim, RankSummary (a few kB) and analysis part
 //!               Failed {file, error}           not a trace at all / unreadable; the rest go on
 //! UI → worker   Cancel {file}                  stop reading after the current chunk
 //! worker → UI   Cancelled {file}
-//! UI → worker   Ask {file, req, query}         a question about a loaded file ([`Query`])
-//! worker → UI   Answer {file, req, answer}     its answer ([`Answer`]), with the same `req`
+//! UI → worker   Ask {id, req, query}           a question about a loaded rank ([`Query`])
+//! worker → UI   Answer {id, req, answer}       its answer ([`Answer`]), with the same `req`
 //! ```
 //!
-//! One large file on every worker (see `worker.rs`): its reader cuts the `traceEvents` array at
+//! **A file holds one rank or several.** A Perfetto/Chrome merge of a job (one process per rank)
+//! or rankscope's own merged export is cut into its ranks by the core, after the pieces of a
+//! file read on several workers are merged, exactly as `rankscope analyze` cuts it
+//! (`normalize::multirank::split`); each rank is then a [`RankId`] (its file and its place in
+//! the file) and named as the CLI names it (`FILE (rank N)`, `multirank::part_name`). A file of
+//! one rank is `{file, 0}`.
+//!
+//! One large file on every worker (see `worker/`): its reader cuts the `traceEvents` array at
 //! event starts (`parse::split`) and hands pieces on; the UI relays each to another worker,
 //! which parses it and sends its columns back as bytes (`parse::wire`) to merge:
 //!
@@ -34,13 +43,12 @@
 //! UI → reader     Parsed {file, index, ok} + Uint8Array  the same, to merge
 //! ```
 //!
-//! Every question about a loaded file is one [`Query`] arm, answered by [`Answer`]s carrying its
+//! Every question about a loaded rank is one [`Query`] arm, answered by [`Answer`]s carrying its
 //! request id: the pool keeps the reply of each pending request (see `pool.rs`) and fails it if
-//! the worker holding the file dies. Questions: `Tile` (level-of-detail boxes of one lane over one
+//! the worker holding the rank's file dies. Questions: `Tile` (level-of-detail boxes of one lane over one
 //! tile), `Pick` (what is under the pointer), `Search` (events whose name contains the query: how
 //! many, and where the first [`SEARCH_LIMIT`] are drawn), `Export` (this rank's piece of the merged
-//! Chrome trace, as the job's export plan says: under the job's rank for the file, on its
-//! offset) and `Perfetto` (its member of the Perfetto archive, which names its rank), both
+//! Chrome trace, as the job's export plan says: under the job's rank for it, on its offset) and `Perfetto` (its member of the Perfetto archive, which names its rank), both
 //! answered by `Chunk`s of ≤ [`CHUNK_BYTES`] whose bytes are transferred beside the message,
 //! never a JS string. A worker never learns the job's rank decision: the rank is a key the page
 //! keeps, and the questions that write a rank carry it.
@@ -51,11 +59,27 @@
 //! [`RankView`]: rankscope_core::view::RankView
 
 use rankscope_core::analyze::RankPart;
-use rankscope_core::view::{EventDetail, Found, RankSummary, Tile, TileKey};
+use rankscope_core::view::{EventDetail, Found, RankClaim, RankSummary, Tile, TileKey};
 use serde::{Deserialize, Serialize};
 
 /// A file of the current job: its position in load order.
 pub type FileId = u32;
+
+/// A rank a worker holds: the file it was read from and its place among the ranks that file
+/// holds, in the order the core cuts them (`normalize::multirank::split`); `index` is 0 for a
+/// file of one rank. The job's rank number is not in it: the page decides that across files.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct RankId {
+    pub file: FileId,
+    pub index: u32,
+}
+
+impl RankId {
+    /// The one rank of a file of one rank.
+    pub fn whole(file: FileId) -> RankId {
+        RankId { file, index: 0 }
+    }
+}
 
 /// Bytes handed to the parser at a time: stream chunks are gathered up to this size.
 pub const CHUNK_BYTES: usize = 4 << 20;
@@ -99,13 +123,13 @@ pub enum ToWorker {
         file: FileId,
     },
     Ask {
-        file: FileId,
+        id: RankId,
         req: u32,
         query: Query,
     },
 }
 
-/// A question about one loaded file, for the worker holding it.
+/// A question about one loaded rank, for the worker holding its file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Query {
     Tile { key: TileKey },
@@ -174,8 +198,13 @@ pub enum FromWorker {
         file: FileId,
         digest: Box<rankscope_core::job::digest::LeanDigest>,
     },
+    /// One rank of a file that holds `of` ranks (their `id.index` is 0..of, posted in order:
+    /// the file is read once the last is in). `claim` is what the rank says of its number (for
+    /// a rank cut from a file of several, the rank the file gives it), for the job's decision.
     Loaded {
-        file: FileId,
+        id: RankId,
+        of: u32,
+        claim: RankClaim,
         summary: Box<RankSummary>,
         part: Box<RankPart>,
         first_ns: Option<i64>,
@@ -188,7 +217,7 @@ pub enum FromWorker {
         file: FileId,
     },
     Answer {
-        file: FileId,
+        id: RankId,
         req: u32,
         answer: Answer,
     },
@@ -234,13 +263,13 @@ mod tests {
     fn messages_round_trip_with_exact_nanoseconds() {
         let key = TileKey { lane: 3, level: 12, index: 1_716_404_512_093_771_204 / (256 << 12) };
         let m = ToWorker::Ask {
-            file: 2,
+            id: RankId { file: 2, index: 63 },
             req: 9,
             query: Query::Pick { lane: 3, depth: 1, t_ns: 1_716_404_512_093_771_205, slop_ns: 40 },
         };
         assert_eq!(decode::<ToWorker>(&encode(&m)), Ok(m));
         let t = FromWorker::Answer {
-            file: 1,
+            id: RankId::whole(1),
             req: 4,
             answer: Answer::Tile(Box::new(Tile { key, start_ns: vec![i64::MAX - 1], ..Tile::default() })),
         };

@@ -66,12 +66,7 @@ pub fn start() {
                     }
                 });
             }
-            Ok(FromWorker::Loaded { summary, part, .. }) => {
-                let claim = rankscope_core::view::RankClaim {
-                    file: summary.file,
-                    claimed_rank: summary.claimed_rank,
-                    in_file: None,
-                };
+            Ok(FromWorker::Loaded { claim, part, .. }) => {
                 RUNNING.with(|r| r.borrow_mut().as_mut().map(|run| run.parts.push((claim, *part))));
             }
             Ok(FromWorker::Warmed { ms }) => {

@@ -226,10 +226,8 @@ fn the_merged_export_round_trips() {
 fn one_rank_files_stay_whole() {
     for r in 0..4 {
         let (n, b) = zoo_file("host_stall", r);
-        let mut t = ingest(&n, &b);
+        let t = ingest(&n, &b);
         assert!(rankscope_core::normalize::multirank::ranks_in(&t).is_none(), "{n}");
-        rankscope_core::normalize::multirank::note_unsplit(&mut t);
-        assert!(t.diagnostics.get(DiagKind::RanksInFileNotSplit).is_none());
     }
     let cfg = rankscope_synth::SynthConfig { ranks: 2, steps: 3, straggler_rank: None, ..Default::default() };
     for rank in 0..2 {
@@ -369,11 +367,15 @@ fn pids_numbered_like_ranks_are_ranks_said_as_assumed() {
         }
     }
     let bytes = format!("[{}]", ev.join(","));
-    // A shell that reads one rank per file (the app) says what it did not split.
-    let mut whole = ingest("cluster.json", bytes.as_bytes());
-    rankscope_core::normalize::multirank::note_unsplit(&mut whole);
-    let said = whole.diagnostics.get(DiagKind::RanksInFileNotSplit).map(|d| d.message.clone());
-    assert!(said.is_some_and(|m| m.starts_with("this file holds 4 ranks, read here as one")));
+    // A part is never cut again: a shell that reads each part as a job of its own (the app's
+    // workers) gets these ranks.
+    let parts = rankscope_core::normalize::multirank::split(ingest("cluster.json", bytes.as_bytes()));
+    assert_eq!(parts.len(), 4);
+    for p in parts {
+        let name = p.source.clone();
+        let again = rankscope_core::normalize::multirank::split(p);
+        assert_eq!(again.iter().map(|t| t.source.as_str()).collect::<Vec<_>>(), [name.as_str()]);
+    }
     let job = assemble(vec![ingest("cluster.json", bytes.as_bytes())], &[], &Rules::default());
     assert_eq!(job.ranks.iter().map(|r| r.rank).collect::<Vec<_>>(), vec![0, 1, 2, 3]);
     let d = job.ranks[2].trace.diagnostics.get(DiagKind::RanksInFileAssumed).map(|d| d.message.clone());

@@ -111,8 +111,8 @@ pub fn collectives(p: &Props) -> Html {
                     let onclick = {
                         let ctx = ctx.clone();
                         Callback::from(move |_| {
-                            if let (Some(ctx), Some((file, start_ns, end_ns))) = (&ctx, first) {
-                                ctx.dispatch.emit(Action::Open { file, step: None, start_ns, end_ns });
+                            if let (Some(ctx), Some((id, start_ns, end_ns))) = (&ctx, first) {
+                                ctx.dispatch.emit(Action::Open { id, step: None, start_ns, end_ns });
                             }
                         })
                     };

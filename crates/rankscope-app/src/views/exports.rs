@@ -21,7 +21,7 @@ use yew::prelude::*;
 
 use super::Ctx;
 use crate::download;
-use crate::protocol::{Answer, FileId, Query};
+use crate::protocol::{Answer, Query, RankId};
 use crate::state::JobView;
 
 #[derive(Properties, PartialEq, Debug)]
@@ -45,9 +45,9 @@ enum Kind {
 struct TraceExport {
     req: u32,
     kind: Kind,
-    /// Files in rank order.
-    order: Vec<FileId>,
-    pieces: BTreeMap<FileId, Vec<Uint8Array>>,
+    /// Ranks in rank order (the worker holding each writes its piece).
+    order: Vec<RankId>,
+    pieces: BTreeMap<RankId, Vec<Uint8Array>>,
     done: usize,
     /// Ranks in the export (for the Perfetto tab's title).
     order_len: usize,
@@ -103,20 +103,20 @@ fn save(text: &str, mime: &str, name: &str) -> Status {
     }
 }
 
-/// Pieces of an export: `(file, req, Ok((bytes, last)) | Err(why))`.
-type ExportSink = Rc<dyn Fn(FileId, u32, Result<(Uint8Array, bool), String>)>;
+/// Pieces of an export: `(rank, req, Ok((bytes, last)) | Err(why))`.
+type ExportSink = Rc<dyn Fn(RankId, u32, Result<(Uint8Array, bool), String>)>;
 
 /// The pool's reply for one export request: its pieces, or why there are none, to the sink.
 fn reply_to(sink: &Rc<RefCell<Option<ExportSink>>>, req: u32) -> crate::pool::Reply {
     let sink = sink.clone();
-    Rc::new(move |file, answer, extra| {
+    Rc::new(move |id, answer, extra| {
         let Some(s) = sink.borrow().clone() else { return };
         match answer {
             Answer::Chunk { last } => match extra.dyn_into::<Uint8Array>() {
-                Ok(bytes) => s(file, req, Ok((bytes, last))),
-                Err(_) => s(file, req, Err("a piece of the export came without its bytes".into())),
+                Ok(bytes) => s(id, req, Ok((bytes, last))),
+                Err(_) => s(id, req, Err("a piece of the export came without its bytes".into())),
             },
-            Answer::Failed(e) => s(file, req, Err(e)),
+            Answer::Failed(e) => s(id, req, Err(e)),
             _ => {}
         }
     })
@@ -136,7 +136,7 @@ pub fn exports(p: &Props) -> Html {
         let cell = sink.clone();
         use_effect_with(p.job.clone(), move |_| {
             {
-                let sink: ExportSink = Rc::new(move |file, req, piece| {
+                let sink: ExportSink = Rc::new(move |id, req, piece| {
                     let mut t = trace.borrow_mut();
                     if req != t.req || t.failed {
                         return;
@@ -147,7 +147,7 @@ pub fn exports(p: &Props) -> Html {
                             status.set(Status::Failed(e));
                         }
                         Ok((bytes, last)) => {
-                            t.pieces.entry(file).or_default().push(bytes);
+                            t.pieces.entry(id).or_default().push(bytes);
                             if !last {
                                 return;
                             }
@@ -231,7 +231,7 @@ pub fn exports(p: &Props) -> Html {
         Callback::from(move |_| {
             let Some(pool) = &pool else { return };
             let plan = &job.export;
-            let order: Vec<FileId> = job.export_files.clone();
+            let order: Vec<RankId> = job.export_ids.clone();
             let req = {
                 let mut t = trace.borrow_mut();
                 let req = t.req.wrapping_add(1);
@@ -261,7 +261,7 @@ pub fn exports(p: &Props) -> Html {
             let Some(pool) = &pool else { return };
             let plan = job.export.perfetto();
             let tail = job.export.perfetto_tail();
-            let order: Vec<FileId> = job.export_files.clone();
+            let order: Vec<RankId> = job.export_ids.clone();
             let req = {
                 let mut t = trace.borrow_mut();
                 let req = t.req.wrapping_add(1);

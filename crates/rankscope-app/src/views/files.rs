@@ -57,6 +57,10 @@ pub fn files(p: &Props) -> Html {
                                     format::bytes(*input_bytes), format::bytes(f.size), mb_per_s, format::thousands(*events),
                                     on_workers(f.workers, "on")
                                 ),
+                                Phase::Normalizing if f.holds > 1 => format!(
+                                    "normalizing {} events · {} of {} ranks",
+                                    format::thousands(*events), f.ranks.len(), f.holds
+                                ),
                                 Phase::Normalizing => format!("normalizing {} events", format::thousands(*events)),
                             };
                             html! { <>
@@ -76,11 +80,15 @@ pub fn files(p: &Props) -> Html {
                             html! { <span class="ok">{format!("{kinds} · see {}", if fr { "Summary" } else { "Fabric" })}</span> }
                         }
                         FileStatus::Ready => {
-                            let s = f.summary.as_ref();
-                            html! { <span class="ok">{format!(
-                                "rank {} · {} events{}",
-                                s.map_or(0, |s| s.rank),
-                                format::thousands(s.map_or(0, |s| s.events)),
+                            let mut ranks: Vec<u32> = f.ranks.iter().map(|r| r.summary.rank).collect();
+                            ranks.sort_unstable();
+                            let which = match ranks.len() {
+                                1 => format!("rank {}", ranks[0]),
+                                n => format!("{n} ranks ({})", format::ranges(&ranks)),
+                            };
+                            html! { <span class="ok" data-testid="file-ranks" data-ranks={f.ranks.len().to_string()}>{format!(
+                                "{which} · {} events{}",
+                                format::thousands(f.events()),
                                 on_workers(f.workers, "read on")
                             )}</span> }
                         }

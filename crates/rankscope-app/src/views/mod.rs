@@ -30,7 +30,15 @@ use wasm_bindgen::JsCast;
 use yew::Callback;
 
 use crate::pool::Pool;
+use crate::protocol::RankId;
 use crate::state::{Action, View};
+
+/// A rank's key in a list: its file and its place in the file.
+impl From<RankId> for yew::virtual_dom::Key {
+    fn from(id: RankId) -> Self {
+        format!("{}.{}", id.file, id.index).into()
+    }
+}
 
 /// The views the bar offers, in its order: Layout only when the analysis has a layout.
 pub fn tabs(layout: bool) -> impl Iterator<Item = View> {

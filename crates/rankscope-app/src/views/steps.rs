@@ -23,7 +23,7 @@ use super::rows::{Hit, RowCanvas, Rows};
 use super::Ctx;
 use crate::format;
 use crate::groups::Filter;
-use crate::protocol::FileId;
+use crate::protocol::RankId;
 use crate::state::{Action, JobView};
 use crate::tokens::{HEAT_BINS, HEAT_CELL_H, HEAT_LABEL_W, HEAT_WIDTH};
 
@@ -174,7 +174,7 @@ struct Cell {
 /// The heatmap as rows: ranks × steps, cells row-major.
 struct Heat {
     ranks: Vec<u32>,
-    files: Vec<Option<FileId>>,
+    ids: Vec<Option<RankId>>,
     steps: Vec<u32>,
     cells: Vec<Option<Cell>>,
     metric: Metric,
@@ -210,8 +210,8 @@ impl Heat {
             (lo, hi) = (0, 0);
         }
         let cell_w = ((HEAT_WIDTH - HEAT_LABEL_W) / cols.max(1) as f64).clamp(3.0, 160.0);
-        let files = ranks.iter().map(|&r| job.file_of(r)).collect();
-        Heat { ranks, files, steps, cells, metric, lo, hi, cell_w, ctx }
+        let ids = ranks.iter().map(|&r| job.id_of(r)).collect();
+        Heat { ranks, ids, steps, cells, metric, lo, hi, cell_w, ctx }
     }
 
     fn bin(&self, v: i64) -> usize {
@@ -321,17 +321,12 @@ impl Rows for Heat {
     }
 
     fn click(&self, hit: &Hit) {
-        let (Some(c), Some(ctx), Some(Some(file)), Some(&step)) =
-            (self.cell(hit.row, hit.col), &self.ctx, self.files.get(hit.row), self.steps.get(hit.col))
+        let (Some(c), Some(ctx), Some(Some(id)), Some(&step)) =
+            (self.cell(hit.row, hit.col), &self.ctx, self.ids.get(hit.row), self.steps.get(hit.col))
         else {
             return;
         };
-        ctx.dispatch.emit(Action::Open {
-            file: *file,
-            step: Some(step),
-            start_ns: c.start_ns,
-            end_ns: c.end_ns,
-        });
+        ctx.dispatch.emit(Action::Open { id: *id, step: Some(step), start_ns: c.start_ns, end_ns: c.end_ns });
     }
 
     fn layout(&self) -> String {

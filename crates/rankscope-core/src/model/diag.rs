@@ -65,8 +65,6 @@ crate::named_enum! {
         RanksInFileAssumed => "ranks_in_file_assumed",
         /// Events of a multi-rank file on processes that belong to no rank; left out.
         ProcessesLeftOut => "processes_left_out",
-        /// A file of several ranks read as one (a shell that holds one view per file: the app).
-        RanksInFileNotSplit => "ranks_in_file_not_split",
         /// A GPU event whose launching runtime call could not be found.
         UnlinkedGpuEvent => "unlinked_gpu_event",
         /// A top-level member longer than the parser's unit limit; skipped without being read.
@@ -100,9 +98,7 @@ impl DiagKind {
             BareWord | IntOverflow | InvalidUtf8 | MissingDuration | NegativeDuration | UnclosedBegin
             | LongString | OutOfRange | TimeOutlier => Severity::REPAIRED,
             DuplicateRank => Severity::ERROR,
-            TestsInterleavedTables | RanksInFileAssumed | ProcessesLeftOut | RanksInFileNotSplit => {
-                Severity::WARNING
-            }
+            TestsInterleavedTables | RanksInFileAssumed | ProcessesLeftOut => Severity::WARNING,
             LogHeadlessLines | TestsOrphanAverage | TestsRowsRestarted => Severity::Info,
             UnsupportedPhase
             | TrailingData

@@ -252,7 +252,13 @@ fn step_words(steps: &BTreeSet<u32>) -> String {
 /// metadata (its own process names; `distributedInfo` without the file's rank), a share of the
 /// file's bytes by events, the file's parse diagnostics (on the first part only: they are the
 /// file's) and a diagnostic saying how its rank was told.
+///
+/// A part is never cut again: a shell that cuts a file and then reads each part as a job of its
+/// own (the app's workers, [`crate::job::part_of`]) gets the ranks [`super::assemble`] gets.
 pub fn split(t: RankTrace) -> Vec<RankTrace> {
+    if t.meta.in_file.is_some() {
+        return vec![t];
+    }
     let Some(found) = ranks_in(&t) else { return vec![t] };
     let total_events = t.events.len().max(1) as u64;
     let n = found.ranks.len() as u32;
@@ -308,17 +314,6 @@ pub fn split(t: RankTrace) -> Vec<RankTrace> {
         parts.push(p);
     }
     parts
-}
-
-/// For a shell that reads a file as one rank whatever it holds (the web app's workers, which
-/// hold one view per file): when the file holds several ranks, a warning on it says so and
-/// what reads it as its ranks.
-pub fn note_unsplit(t: &mut RankTrace) {
-    let Some(found) = ranks_in(t) else { return };
-    let n = found.ranks.len();
-    t.diagnostics.add(DiagKind::RanksInFileNotSplit, None, || {
-        format!("this file holds {n} ranks, read here as one: `rankscope analyze` (and the Python and npm packages) read it as its ranks")
-    });
 }
 
 /// The name a part cut from `file` goes by (its `source`, what `--rank NAME=N` names):

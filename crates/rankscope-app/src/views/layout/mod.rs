@@ -268,14 +268,14 @@ fn rank_panel(
     let Some(place) = info.grid.places.get(i) else { return html! {} };
     let host = info.host_of.get(i).copied().flatten().and_then(|h| info.hosts.get(h as usize)).cloned();
     let open = {
-        let (ctx, file) = (ctx.clone(), job.file_of(rank));
+        let (ctx, id) = (ctx.clone(), job.id_of(rank));
         let step =
             job.analysis.steps.first().and_then(|s| {
                 s.per_rank.iter().find(|r| r.rank == rank).map(|r| (s.step, r.start_ns, r.end_ns))
             });
         Callback::from(move |_: MouseEvent| {
-            if let (Some(file), Some((step, start_ns, end_ns))) = (file, step) {
-                emit(&ctx, Action::Open { file, step: Some(step), start_ns, end_ns });
+            if let (Some(id), Some((step, start_ns, end_ns))) = (id, step) {
+                emit(&ctx, Action::Open { id, step: Some(step), start_ns, end_ns });
             }
         })
     };
@@ -291,7 +291,7 @@ fn rank_panel(
                     </button>
                 }) }
             </div>
-            if job.file_of(rank).is_some_and(|f| f < crate::state::digest_file(0)) {
+            if job.id_of(rank).is_some_and(crate::state::held) {
                 <button class="small" data-testid="layout-rank-timeline" onclick={open}>{"Its first step in the timeline"}</button>
             }
         </div>
@@ -394,8 +394,8 @@ fn picked_panel(job: &JobView, layout: &Layout, filter: Option<&Filter>, ctx: &O
                         let onclick = {
                             let ctx = ctx.clone();
                             Callback::from(move |_: MouseEvent| {
-                                if let Some((file, start_ns, end_ns)) = first {
-                                    emit(&ctx, Action::Open { file, step: None, start_ns, end_ns });
+                                if let Some((id, start_ns, end_ns)) = first {
+                                    emit(&ctx, Action::Open { id, step: None, start_ns, end_ns });
                                 }
                             })
                         };

@@ -84,7 +84,7 @@ impl Ctl {
         // The lanes' places, as a test hook on the canvas (`data-layout`): the e2e tests aim at
         // events with it.
         let mut places: Vec<String> = Vec::new();
-        for (file, r) in &job.ranks {
+        for (id, r) in &job.ranks {
             // A digest's rank without its trace has no events to draw (the bar above says so).
             if job.digest.is_some() && r.lanes.is_empty() {
                 continue;
@@ -94,13 +94,13 @@ impl Ctl {
                 continue;
             }
             let start = rows.len();
-            let offset_ns = if self.aligned { -job.offset(*file) } else { 0 };
+            let offset_ns = if self.aligned { -job.offset(*id) } else { 0 };
             rows.push(Row {
                 kind: RowKind::Rank {
-                    file: *file,
+                    id: *id,
                     label: format!(
                         "{} rank {} · {}",
-                        if self.collapsed.contains(file) { "▸" } else { "▾" },
+                        if self.collapsed.contains(id) { "▸" } else { "▾" },
                         r.rank,
                         r.file
                     ),
@@ -116,22 +116,16 @@ impl Ctl {
                 group_end: 0.0,
             });
             y += RANK_H;
-            let lanes = if self.collapsed.contains(file) { &r.lanes[..0] } else { &r.lanes[..] };
+            let lanes = if self.collapsed.contains(id) { &r.lanes[..0] } else { &r.lanes[..] };
             for l in lanes.iter().filter(|l| l.events > 0) {
                 let depth = l.depth.max(1);
                 let h = f64::from(depth) * ROW_H + LANE_GAP;
                 places.push(format!(
-                    r#"{{"rank":{},"file":{},"lane":{},"gpu":{},"y":{y},"h":{h},"offset_ns":{offset_ns}}}"#,
-                    r.rank, file, l.lane, l.gpu
+                    r#"{{"rank":{},"file":{},"index":{},"lane":{},"gpu":{},"y":{y},"h":{h},"offset_ns":{offset_ns}}}"#,
+                    r.rank, id.file, id.index, l.lane, l.gpu
                 ));
                 rows.push(Row {
-                    kind: RowKind::Lane {
-                        file: *file,
-                        lane: l.lane,
-                        label: l.label.clone(),
-                        depth,
-                        offset_ns,
-                    },
+                    kind: RowKind::Lane { id: *id, lane: l.lane, label: l.label.clone(), depth, offset_ns },
                     y,
                     h,
                     group_end: 0.0,
@@ -151,18 +145,18 @@ impl Ctl {
     }
 
     /// The rank group whose header is at canvas y.
-    pub(super) fn header_at(&self, y: f64) -> Option<FileId> {
+    pub(super) fn header_at(&self, y: f64) -> Option<RankId> {
         let cy = y + self.view.scroll_y;
         self.rows.iter().find(|r| cy >= r.y && cy < r.y + r.h).and_then(|r| match r.kind {
-            RowKind::Rank { file, .. } => Some(file),
+            RowKind::Rank { id, .. } => Some(id),
             RowKind::Lane { .. } => None,
         })
     }
 
     /// Folds or unfolds a rank group.
-    pub(super) fn toggle(&mut self, file: FileId) {
-        if !self.collapsed.remove(&file) {
-            self.collapsed.insert(file);
+    pub(super) fn toggle(&mut self, id: RankId) {
+        if !self.collapsed.remove(&id) {
+            self.collapsed.insert(id);
         }
         if let Some(job) = self.job.clone() {
             self.layout(&job);
@@ -170,34 +164,34 @@ impl Ctl {
         }
     }
 
-    /// The lane row and nesting depth under content y, with its file.
-    pub(super) fn lane_at(&self, y: f64) -> Option<(FileId, u32, u32, i64)> {
+    /// The lane row and nesting depth under content y, with its rank.
+    pub(super) fn lane_at(&self, y: f64) -> Option<(RankId, u32, u32, i64)> {
         let cy = y + self.view.scroll_y;
         let row = self.rows.iter().find(|r| cy >= r.y && cy < r.y + r.h)?;
         match &row.kind {
-            RowKind::Lane { file, lane, depth, offset_ns, .. } => {
+            RowKind::Lane { id, lane, depth, offset_ns, .. } => {
                 let d = ((cy - row.y) / ROW_H).floor() as u32;
-                (d < *depth).then_some((*file, *lane, d, *offset_ns))
+                (d < *depth).then_some((*id, *lane, d, *offset_ns))
             }
             RowKind::Rank { .. } => None,
         }
     }
 
-    /// Canvas y of the middle of nesting row `depth` of `lane` of `file` (None: folded away).
-    pub(super) fn row_mid(&self, file: FileId, lane: u32, depth: u32) -> Option<f64> {
+    /// Canvas y of the middle of nesting row `depth` of `lane` of rank `id` (None: folded away).
+    pub(super) fn row_mid(&self, id: RankId, lane: u32, depth: u32) -> Option<f64> {
         self.rows.iter().find_map(|r| match r.kind {
-            RowKind::Lane { file: f, lane: l, .. } if f == file && l == lane => {
+            RowKind::Lane { id: f, lane: l, .. } if f == id && l == lane => {
                 Some(r.y - self.view.scroll_y + f64::from(depth) * ROW_H + ROW_H / 2.0)
             }
             _ => None,
         })
     }
 
-    pub(super) fn offset_of(&self, file: FileId) -> i64 {
+    pub(super) fn offset_of(&self, id: RankId) -> i64 {
         self.rows
             .iter()
             .find_map(|r| match r.kind {
-                RowKind::Rank { file: f, offset_ns, .. } if f == file => Some(offset_ns),
+                RowKind::Rank { id: f, offset_ns, .. } if f == id => Some(offset_ns),
                 _ => None,
             })
             .unwrap_or(0)
@@ -205,10 +199,8 @@ impl Ctl {
 
     /// Scrolls so that `rank`'s group is at the top.
     pub(super) fn scroll_to_rank(&mut self, rank: u32) {
-        let Some(file) = self.job.as_ref().and_then(|j| j.file_of(rank)) else { return };
-        if let Some(r) =
-            self.rows.iter().find(|r| matches!(r.kind, RowKind::Rank { file: f, .. } if f == file))
-        {
+        let Some(id) = self.job.as_ref().and_then(|j| j.id_of(rank)) else { return };
+        if let Some(r) = self.rows.iter().find(|r| matches!(r.kind, RowKind::Rank { id: f, .. } if f == id)) {
             self.view.scroll_y = r.y - RULER_H;
             self.view.clamp();
         }

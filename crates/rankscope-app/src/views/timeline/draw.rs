@@ -93,7 +93,7 @@ pub(super) fn draw(c: &Shared) {
 
     let level = level_for(ctl.view.ns_per_px);
     let (t0, t1) = (ctl.view.t0, ctl.view.t0 + ctl.view.plot_w() * ctl.view.ns_per_px);
-    let mut wanted: Vec<(FileId, TileKey)> = Vec::new();
+    let mut wanted: Vec<(RankId, TileKey)> = Vec::new();
     let rows = ctl.rows.clone();
     for (i, row) in rows.iter().enumerate() {
         let y = row.y - ctl.view.scroll_y;
@@ -101,7 +101,7 @@ pub(super) fn draw(c: &Shared) {
             continue;
         }
         match &row.kind {
-            RowKind::Rank { label, file, .. } => {
+            RowKind::Rank { label, id, .. } => {
                 g.set_fill_style_str(&col.header);
                 g.fill_rect(0.0, y, w, row.h);
                 if ctl.focus.is_some()
@@ -109,7 +109,7 @@ pub(super) fn draw(c: &Shared) {
                         == ctl
                             .job
                             .as_ref()
-                            .and_then(|j| j.ranks.iter().find(|(f, _)| f == file))
+                            .and_then(|j| j.ranks.iter().find(|(f, _)| f == id))
                             .map(|(_, r)| r.rank)
                 {
                     g.set_fill_style_str(&col.select);
@@ -120,7 +120,7 @@ pub(super) fn draw(c: &Shared) {
                     g.fill_text(&t, 6.0, y + row.h / 2.0).ok();
                 }
             }
-            RowKind::Lane { file, lane, depth, offset_ns, label } => {
+            RowKind::Lane { id, lane, depth, offset_ns, label } => {
                 if i % 2 == 0 {
                     g.set_fill_style_str(&col.lane_alt);
                     g.fill_rect(GUTTER_W, y, w - GUTTER_W, row.h - LANE_GAP);
@@ -132,10 +132,10 @@ pub(super) fn draw(c: &Shared) {
                 let abs0 = ctl.view.origin + t0.floor() as i64 - offset_ns;
                 let abs1 = ctl.view.origin + t1.ceil() as i64 - offset_ns;
                 for key in tiles_covering(*lane, level, abs0, abs1) {
-                    let tile = match ctl.tiles.cache.get(&(*file, key)) {
+                    let tile = match ctl.tiles.cache.get(&(*id, key)) {
                         Some(t) => Some(t.clone()),
                         None => {
-                            wanted.push((*file, key));
+                            wanted.push((*id, key));
                             (1..=8u8)
                                 .filter(|k| level + k <= MAX_LEVEL)
                                 .map(|k| TileKey {
@@ -143,14 +143,14 @@ pub(super) fn draw(c: &Shared) {
                                     level: level + k,
                                     index: key.index.div_euclid(1 << k),
                                 })
-                                .find_map(|k2| ctl.tiles.cache.get(&(*file, k2)).cloned())
+                                .find_map(|k2| ctl.tiles.cache.get(&(*id, k2)).cloned())
                         }
                     };
                     if let Some(t) = tile {
                         draw_tile(&g, ctl, &t, y, *offset_ns, &col);
                     }
                 }
-                if let Some(found) = ctl.search.found.get(file) {
+                if let Some(found) = ctl.search.found.get(id) {
                     g.set_stroke_style_str(&col.highlight);
                     g.set_line_width(2.0);
                     for hit in found.hits.iter().filter(|h| h.lane == *lane) {
@@ -158,7 +158,7 @@ pub(super) fn draw(c: &Shared) {
                     }
                 }
                 if let Some((f, l, d, sel)) = &ctl.pointer.selected {
-                    if f == file && l == lane {
+                    if f == id && l == lane {
                         g.set_stroke_style_str(&col.select);
                         g.set_line_width(2.0);
                         let hit = Hit {
@@ -246,8 +246,8 @@ pub(super) fn draw(c: &Shared) {
     }
     drop(guard);
     if let (Some(p), Some(reply)) = (pool, tile_reply) {
-        for (file, key) in asks {
-            p.ask(file, Query::Tile { key }, Some(reply.clone()));
+        for (id, key) in asks {
+            p.ask(id, Query::Tile { key }, Some(reply.clone()));
         }
     }
 }
@@ -259,8 +259,8 @@ pub(super) fn draw(c: &Shared) {
 pub(super) fn draw_marks(g: &CanvasRenderingContext2d, ctl: &Ctl, w: f64, h: f64, col: &Colors) -> String {
     let mut places: Vec<serde_json::Value> = Vec::new();
     for row in &ctl.rows {
-        let RowKind::Rank { file, offset_ns, .. } = &row.kind else { continue };
-        for (_, m) in ctl.marks.iter().filter(|(f, _)| f == file) {
+        let RowKind::Rank { id, offset_ns, .. } = &row.kind else { continue };
+        for (_, m) in ctl.marks.iter().filter(|(f, _)| f == id) {
             let (Some(a), Some(b)) = (m.start_ns, m.end_ns) else { continue };
             let x0 = ctl.view.x_of(a, *offset_ns);
             let x1 = ctl.view.x_of(b, *offset_ns).max(x0);
@@ -341,11 +341,11 @@ pub(super) fn outline(g: &CanvasRenderingContext2d, ctl: &Ctl, hit: &Hit, y: f64
 
 /// The selected event's launch → kernel flow: an arrow from the launch to the GPU work.
 pub(super) fn draw_flow(g: &CanvasRenderingContext2d, ctl: &Ctl, col: &Colors) {
-    let Some((file, lane, depth, d)) = &ctl.pointer.selected else { return };
+    let Some((id, lane, depth, d)) = &ctl.pointer.selected else { return };
     let Some(link) = &d.link else { return };
-    let off = ctl.offset_of(*file);
+    let off = ctl.offset_of(*id);
     let (Some(ya), Some(yb)) =
-        (ctl.row_mid(*file, *lane, *depth), ctl.row_mid(*file, link.place.lane, link.place.depth))
+        (ctl.row_mid(*id, *lane, *depth), ctl.row_mid(*id, link.place.lane, link.place.depth))
     else {
         return;
     };

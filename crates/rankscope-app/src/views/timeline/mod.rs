@@ -32,7 +32,7 @@ use yew::prelude::*;
 use super::{Ctx, Listener};
 use crate::format;
 use crate::pool::{Pool, Reply};
-use crate::protocol::{Answer, FileId, Query};
+use crate::protocol::{Answer, Query, RankId};
 use crate::state::{Action, JobView};
 use crate::tokens::*;
 
@@ -62,8 +62,8 @@ pub struct Props {
 
 #[derive(Debug, Clone)]
 enum RowKind {
-    Rank { file: FileId, label: String, steps: Vec<(u32, i64, i64)>, offset_ns: i64 },
-    Lane { file: FileId, lane: u32, label: String, depth: u32, offset_ns: i64 },
+    Rank { id: RankId, label: String, steps: Vec<(u32, i64, i64)>, offset_ns: i64 },
+    Lane { id: RankId, lane: u32, label: String, depth: u32, offset_ns: i64 },
 }
 
 #[derive(Debug, Clone)]
@@ -109,8 +109,8 @@ struct Viewport {
 /// Level-of-detail tiles received, and the ones asked for.
 #[derive(Default)]
 struct Tiles {
-    cache: HashMap<(FileId, TileKey), Rc<Tile>>,
-    inflight: HashSet<(FileId, TileKey)>,
+    cache: HashMap<(RankId, TileKey), Rc<Tile>>,
+    inflight: HashSet<(RankId, TileKey)>,
 }
 
 /// The pointer and what it found.
@@ -118,20 +118,20 @@ struct Tiles {
 struct Pointer {
     /// Canvas position.
     at: Option<(f64, f64)>,
-    /// The event under the pointer: file, lane, nesting row, details.
-    hover: Option<(FileId, u32, u32, EventDetail)>,
-    /// Where the pending pick asked (file, lane, row), and its request number.
-    asked: (FileId, u32, u32),
+    /// The event under the pointer: rank, lane, nesting row, details.
+    hover: Option<(RankId, u32, u32, EventDetail)>,
+    /// Where the pending pick asked (rank, lane, row), and its request number.
+    asked: (RankId, u32, u32),
     req: u32,
-    /// The clicked event (file, lane, row, details): outlined, with its launch → kernel flow.
-    selected: Option<(FileId, u32, u32, EventDetail)>,
+    /// The clicked event (rank, lane, row, details): outlined, with its launch → kernel flow.
+    selected: Option<(RankId, u32, u32, EventDetail)>,
     drag: Option<(f64, f64, f64, f64, bool)>,
 }
 
-/// Search matches per file, for the current request.
+/// Search matches per rank, for the current request.
 #[derive(Default)]
 struct Search {
-    found: HashMap<FileId, Found>,
+    found: HashMap<RankId, Found>,
     req: u32,
 }
 
@@ -157,7 +157,7 @@ struct Sinks {
 }
 
 /// An answer with the timeline's own request number.
-type Sink = Rc<dyn Fn(FileId, u32, Answer)>;
+type Sink = Rc<dyn Fn(RankId, u32, Answer)>;
 
 struct Ctl {
     canvas: NodeRef,
@@ -172,13 +172,13 @@ struct Ctl {
     search: Search,
     frames: Frames,
     /// Rank groups folded to their header (click the header to fold or unfold).
-    collapsed: HashSet<FileId>,
+    collapsed: HashSet<RankId>,
     job: Option<Rc<JobView>>,
     aligned: bool,
     /// The rank opened from another view: its header is marked.
     focus: Option<u32>,
     /// The first hang / mismatch on each rank ([`crate::divergence`]), own clocks.
-    marks: Vec<(FileId, Mark)>,
+    marks: Vec<(RankId, Mark)>,
     /// The marks' places as last written to the canvas' `data-marks` (a test hook).
     marks_attr: String,
     /// The `opened` count last shown.
@@ -195,13 +195,13 @@ fn pick_at(c: &Shared, x: f64, y: f64) {
         ctl.pointer.at = Some((x, y));
         let hit = if x > GUTTER_W && y > RULER_H { ctl.lane_at(y) } else { None };
         match hit {
-            Some((file, lane, depth, offset_ns)) => {
+            Some((id, lane, depth, offset_ns)) => {
                 let t = ctl.view.origin + (ctl.view.t0 + (x - GUTTER_W) * ctl.view.ns_per_px).round() as i64
                     - offset_ns;
                 let slop = (3.0 * ctl.view.ns_per_px).ceil() as i64;
                 ctl.pointer.req = ctl.pointer.req.wrapping_add(1);
-                ctl.pointer.asked = (file, lane, depth);
-                (ctl.pool.clone(), Some((file, ctl.pointer.req, lane, depth, t, slop)))
+                ctl.pointer.asked = (id, lane, depth);
+                (ctl.pool.clone(), Some((id, ctl.pointer.req, lane, depth, t, slop)))
             }
             None => {
                 ctl.pointer.hover = None;
@@ -210,9 +210,9 @@ fn pick_at(c: &Shared, x: f64, y: f64) {
         }
     };
     let sink = c.borrow().sinks.as_ref().map(|s| s.pick.clone());
-    if let (Some(p), Some((file, req, lane, depth, t, slop)), Some(sink)) = (pool, ask, sink) {
-        let reply: Reply = Rc::new(move |file, answer, _| sink(file, req, answer));
-        p.ask(file, Query::Pick { lane, depth, t_ns: t, slop_ns: slop }, Some(reply));
+    if let (Some(p), Some((id, req, lane, depth, t, slop)), Some(sink)) = (pool, ask, sink) {
+        let reply: Reply = Rc::new(move |id, answer, _| sink(id, req, answer));
+        p.ask(id, Query::Pick { lane, depth, t_ns: t, slop_ns: slop }, Some(reply));
     }
     request_frame(c);
 }
@@ -280,22 +280,22 @@ pub fn timeline(p: &Props) -> Html {
             }
             if pool.is_some() {
                 let weak = Rc::downgrade(&ctl);
-                let tile: Reply = Rc::new(move |file, answer, _| {
+                let tile: Reply = Rc::new(move |id, answer, _| {
                     let Answer::Tile(tile) = answer else { return };
                     if let Some(c) = weak.upgrade() {
                         {
                             let mut cm = c.borrow_mut();
-                            cm.tiles.inflight.remove(&(file, tile.key));
+                            cm.tiles.inflight.remove(&(id, tile.key));
                             if cm.tiles.cache.len() > 50_000 {
                                 cm.tiles.cache.clear();
                             }
-                            cm.tiles.cache.insert((file, tile.key), Rc::new(*tile));
+                            cm.tiles.cache.insert((id, tile.key), Rc::new(*tile));
                         }
                         request_frame(&c);
                     }
                 });
                 let weak = Rc::downgrade(&ctl);
-                let pick: Sink = Rc::new(move |file, req, answer| {
+                let pick: Sink = Rc::new(move |id, req, answer| {
                     let Answer::Picked(detail) = answer else { return };
                     if let Some(c) = weak.upgrade() {
                         {
@@ -304,14 +304,14 @@ pub fn timeline(p: &Props) -> Html {
                                 return;
                             }
                             let (f, lane, depth) = cm.pointer.asked;
-                            cm.pointer.hover = detail.filter(|_| f == file).map(|d| (file, lane, depth, *d));
+                            cm.pointer.hover = detail.filter(|_| f == id).map(|d| (id, lane, depth, *d));
                         }
                         request_frame(&c);
                     }
                 });
                 let weak = Rc::downgrade(&ctl);
                 let matches = matches.clone();
-                let found: Sink = Rc::new(move |file, req, answer| {
+                let found: Sink = Rc::new(move |id, req, answer| {
                     let Answer::Found(found) = answer else { return };
                     if let Some(c) = weak.upgrade() {
                         let total = {
@@ -319,7 +319,7 @@ pub fn timeline(p: &Props) -> Html {
                             if req != cm.search.req {
                                 return;
                             }
-                            cm.search.found.insert(file, *found);
+                            cm.search.found.insert(id, *found);
                             cm.search.found.values().map(|f| f.total).sum::<u64>()
                         };
                         matches.set(Some(total));
@@ -502,8 +502,8 @@ pub fn timeline(p: &Props) -> Html {
                 let was = c.pointer.drag.take();
                 match was {
                     Some((_, y, _, _, false)) => match c.header_at(y) {
-                        Some(file) if y > RULER_H => {
-                            c.toggle(file);
+                        Some(id) if y > RULER_H => {
+                            c.toggle(id);
                             false
                         }
                         _ => true,
@@ -514,9 +514,9 @@ pub fn timeline(p: &Props) -> Html {
             if click {
                 let hover = ctl.borrow().pointer.hover.clone();
                 ctl.borrow_mut().pointer.selected = hover.clone();
-                if let (Some((file, _, _, d)), Some(c)) = (&hover, &ctx) {
+                if let (Some((id, _, _, d)), Some(c)) = (&hover, &ctx) {
                     c.dispatch.emit(Action::Select(crate::state::Selection {
-                        file: *file,
+                        id: *id,
                         start_ns: d.start_ns,
                         end_ns: d.start_ns + d.dur_ns,
                         name: Some(d.name.clone()),
@@ -552,11 +552,11 @@ pub fn timeline(p: &Props) -> Html {
             }
         })
     };
-    let focus_file = p.focus.and_then(|r| p.job.file_of(r));
+    let focus_id = p.focus.and_then(|r| p.job.id_of(r));
     let on_search = {
         let ctl = ctl.clone();
         let matches = matches.clone();
-        let files: Vec<FileId> = p.job.ranks.iter().map(|(f, _)| *f).collect();
+        let files: Vec<RankId> = p.job.ranks.iter().map(|(f, _)| *f).collect();
         Callback::from(move |e: InputEvent| {
             let input: web_sys::HtmlInputElement = e.target_unchecked_into();
             let q = input.value();
@@ -576,7 +576,7 @@ pub fn timeline(p: &Props) -> Html {
                 for &f in &files {
                     let reply: Option<Reply> = sink
                         .clone()
-                        .map(|sink| -> Reply { Rc::new(move |file, answer, _| sink(file, req, answer)) });
+                        .map(|sink| -> Reply { Rc::new(move |id, answer, _| sink(id, req, answer)) });
                     pool.ask(f, Query::Search { query: q.clone() }, reply);
                 }
             }
@@ -656,7 +656,7 @@ pub fn timeline(p: &Props) -> Html {
                 </div>
             }
             <div class="timeline" data-testid="timeline" data-clock={if p.aligned { "aligned" } else { "raw" }}
-                data-focus-rank={p.focus.map(|r| r.to_string())} data-focus-file={focus_file.map(|f| f.to_string())}>
+                data-focus-rank={p.focus.map(|r| r.to_string())} data-focus-file={focus_id.map(|id| id.file.to_string())}>
                 <canvas ref={canvas} tabindex="0" aria-label="Timeline of every rank's threads and streams"
                     onmousedown={on_down} onmousemove={on_move} onmouseup={on_up} onmouseleave={on_leave}></canvas>
             </div>
