@@ -155,6 +155,19 @@ pub fn fit_latency_bandwidth(
         return Err(FitError::NoBandwidthTerm);
     }
     let beta = beta_scaled / s_max; // µs per byte
+    Ok(model(alpha, beta, clamped, FitMethod::WlsRelative, busbw_factor, &pts))
+}
+
+/// The fitted model of latency `alpha` (µs) and `beta` (µs per byte) with its quality over
+/// `pts`.
+fn model(
+    alpha: f64,
+    beta: f64,
+    clamped: bool,
+    method: FitMethod,
+    busbw_factor: Option<f64>,
+    pts: &[(f64, f64)],
+) -> LatencyBandwidthFit {
     let bw = 1.0 / (beta * 1e3);
     let mut fit = LatencyBandwidthFit {
         alpha_us: alpha,
@@ -166,17 +179,17 @@ pub fn fit_latency_bandwidth(
         rms_rel_err: 0.0,
         max_rel_err: 0.0,
         alpha_clamped: clamped,
-        method: FitMethod::WlsRelative,
+        method,
     };
     let (mut sq, mut mx) = (0.0_f64, 0.0_f64);
-    for &(s, t) in &pts {
+    for &(s, t) in pts {
         let e = (fit.time_at(s) - t) / t;
         sq += e * e;
         mx = mx.max(e.abs());
     }
-    fit.rms_rel_err = (sq / pts.len() as f64).sqrt();
+    fit.rms_rel_err = (sq / pts.len().max(1) as f64).sqrt();
     fit.max_rel_err = mx;
-    Ok(fit)
+    fit
 }
 
 /// At most this many points enter [`fit_latency_bandwidth_robust`]'s pairwise slopes (evenly
@@ -220,28 +233,7 @@ pub fn fit_latency_bandwidth_robust(
     if clamped {
         alpha = 0.0;
     }
-    let bw = 1.0 / (beta * 1e3);
-    let mut fit = LatencyBandwidthFit {
-        alpha_us: alpha,
-        bw_alg_gbps: bw,
-        busbw_factor,
-        bw_bus_gbps: busbw_factor.map(|f| bw * f),
-        n_half_bytes: alpha * bw * 1e3,
-        points: u32::try_from(pts.len()).unwrap_or(u32::MAX),
-        rms_rel_err: 0.0,
-        max_rel_err: 0.0,
-        alpha_clamped: clamped,
-        method: FitMethod::TheilSen,
-    };
-    let (mut sq, mut mx) = (0.0_f64, 0.0_f64);
-    for &(s, t) in &pts {
-        let e = (fit.time_at(s) - t) / t;
-        sq += e * e;
-        mx = mx.max(e.abs());
-    }
-    fit.rms_rel_err = (sq / pts.len() as f64).sqrt();
-    fit.max_rel_err = mx;
-    Ok(fit)
+    Ok(model(alpha, beta, clamped, FitMethod::TheilSen, busbw_factor, &pts))
 }
 
 /// The median of `v` (the mean of the middle two for an even count); `v` is not empty.
