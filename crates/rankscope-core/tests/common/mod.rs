@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod gloo_job;
+pub mod zoo;
 
 use std::path::PathBuf;
 
