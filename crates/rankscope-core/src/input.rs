@@ -99,6 +99,10 @@ const PART: Foreign = Foreign {
     format: "a rankscope part (`rankscope part` wrote it)",
     instead: "parts are combined, not analysed: `rankscope combine *.part` gives the job's analysis",
 };
+const STEP_LOG: Foreign = Foreign {
+    format: "a training framework's step log (Megatron-LM's `iteration N/M | ... elapsed time per iteration (ms)` lines and timer blocks)",
+    instead: "read it with `rankscope steplog FILE`: the iteration time over the whole run, its spikes and the timers uneven across ranks; `analyze` takes the profiler's traces of the run",
+};
 const DIGEST_IN_TRACE_PATH: Foreign =
     Foreign { format: "a rankscope job digest", instead: "pass it alone to `rankscope analyze`" };
 
@@ -150,6 +154,9 @@ pub fn identify(name: &str, raw: &[u8], text: &[u8]) -> Option<Foreign> {
     }
     // What is not text is told by the name its tool gives it.
     let binary = body.iter().take(512).any(|&b| b == 0 || (b < 0x20 && !b.is_ascii_whitespace()));
+    if !binary && crate::steplog::looks_like(&String::from_utf8_lossy(body)) {
+        return Some(STEP_LOG);
+    }
     let by_name = if base.ends_with(".nsys-rep") || base.ends_with(".qdrep") {
         Some(NSYS)
     } else if base.ends_with("xplane.pb") {
@@ -202,6 +209,8 @@ mod tests {
         assert_eq!(identify("rank0.json", kineto, kineto), None);
         assert_eq!(identify("notes.json", b"hello", b"hello"), None);
         assert_eq!(identify("x.et", b"hello", b"hello"), None);
+        let log = b" [2025-01-01 00:00:00] iteration       10/     500 | elapsed time per iteration (ms): 1001.0 |\n";
+        assert_eq!(identify("train.log", log, log), Some(STEP_LOG));
         let msg = EXECUTION_TRACE.to_string();
         assert!(msg.contains("pass the Kineto trace written beside it"), "{msg}");
     }
