@@ -48,104 +48,14 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
     let (complete, partial): (Vec<instances::Matched>, Vec<instances::Matched>) =
         matched.into_iter().partition(|m| !instances::is_partial(m, &members) && !stuck_in(m));
     let alignment = align::align(&parts, &complete, &opts.offsets);
-    // Exchanges that are not a pipeline's: a context-parallel ring, expert dispatch. Their
-    // waits are a late neighbour's, as at a collective, and they chain no stages.
-    let not_pipeline = |x: &instances::Instance| {
-        x.p2p
-            && layout.group(&x.pg).is_some_and(|g| {
-                !matches!(g.role, layout::Role::Pipeline | layout::Role::Unknown | layout::Role::World)
-            })
-    };
-    let pipe_report = {
-        let pipes: Vec<&pipeline::RankPipe> = parts.iter().map(|p| &p.pipe).collect();
-        let offsets: Vec<(u32, i64)> = alignment.iter().map(|a| (a.rank, a.offset_ns)).collect();
-        let pipe_insts: Vec<Vec<instances::Instance>> =
-            insts.iter().map(|v| v.iter().filter(|x| !not_pipeline(x)).cloned().collect()).collect();
-        let any_ring = insts.iter().flatten().any(not_pipeline);
-        if any_ring && pipe_insts.iter().all(|v| v.iter().all(|x| !x.p2p)) {
-            None
-        } else {
-            pipeline::report(&ranks, &pipe_insts, &pipes, &offsets)
-        }
-    };
-    // Each rank's pipeline stage (its place in its pipeline group, else in the one chain the
-    // exchanges make), to tell a stage's usual wait for its neighbour (the bubble) from a
-    // delay it inherited: the stage's other replicas wait the usual amount.
-    let stage_of: std::collections::BTreeMap<u32, usize> = {
-        // Pipeline groups that each hold one whole pipeline (every rank in one of them:
-        // Megatron's); groups per pair of neighbours say no stage by themselves.
-        let pipes: Vec<&layout::Group> = layout
-            .groups
-            .iter()
-            .filter(|g| g.role == layout::Role::Pipeline && g.ranks.len() < parts.len())
-            .collect();
-        let mut m: std::collections::BTreeMap<u32, usize> = std::collections::BTreeMap::new();
-        let mut once = true;
-        for g in &pipes {
-            for (k, &r) in g.ranks.iter().enumerate() {
-                once &= m.insert(r, k).is_none();
-            }
-        }
-        if !once || pipes.len() < 2 {
-            m.clear();
-        }
-        if m.is_empty() {
-            if let Some(p) = &pipe_report {
-                m = p.stages.iter().enumerate().map(|(k, &r)| (r, k)).collect();
-            }
-        }
-        m
-    };
-    let mut ops = collectives::ops(&complete, &alignment, world);
-    for mut o in collectives::ops(&partial, &alignment, world) {
-        o.partial = true;
-        o.transfer_ns = 0;
-        o.sync_wait_ns = o.dur_ns.clone();
-        ops.push(o);
-    }
-    ops.sort_by_key(|o| {
-        (o.start_ns.first().copied().unwrap_or(0) + o.dur_ns.first().copied().unwrap_or(0), o.kind, o.key)
-    });
-    // A group's size is its member count when the layout lists them (gloo's collectives say
-    // none, and the world's size is not a tensor pair's).
-    for o in &mut ops {
-        if let Some(g) = layout.group(&o.pg).filter(|g| g.source != layout::GroupSource::Collectives) {
-            o.group_size = g.ranks.len() as i64;
-        }
-    }
-    // Instances that matched no other rank, in a job whose collectives otherwise match.
-    let in_ops: std::collections::BTreeSet<(u32, u32)> =
-        ops.iter().flat_map(|o| o.ranks.iter().copied().zip(o.events.iter().map(|e| e.0))).collect();
-    let orphans: Vec<Vec<intervals::Iv>> = ranks
-        .iter()
-        .zip(&insts)
-        .map(|(&r, v)| {
-            if ops.is_empty() {
-                return Vec::new();
-            }
-            v.iter()
-                .filter(|x| !x.kind.is_p2p() && !in_ops.contains(&(r, x.event.0)))
-                .map(|x| (x.start_ns, x.end_ns))
-                .collect()
-        })
-        .collect();
+    let pipe_report = pipeline_report(&parts, &ranks, &insts, &alignment, &layout);
+    let stage_of = stages(&layout, parts.len(), pipe_report.as_ref());
+    let mut ops = job_ops(&complete, &partial, &alignment, world, &layout);
+    let mut orphans = orphans(&ranks, &insts, &ops);
     let insts_ranked: Vec<(u32, Vec<instances::Instance>)> = ranks.iter().copied().zip(insts).collect();
     let colls_ranked: Vec<(u32, Vec<instances::Instance>)> = ranks.iter().copied().zip(colls_only).collect();
     let colls = collectives::stats(&ops, &colls_ranked, world);
-    // A stage's time in its exchanges is waiting for its neighbour (the bubble), never a
-    // transfer to overlap: it joins the wait like an orphan's.
-    let p2p_sets: Vec<intervals::Set> =
-        insts_ranked.iter().map(|(_, v)| intervals::Set::from_unsorted(pipeline::p2p_intervals(v))).collect();
-    // Of those, the pipeline's exchanges (the bubble's candidates).
-    let pipe_sets: Vec<intervals::Set> = insts_ranked
-        .iter()
-        .map(|(_, v)| {
-            intervals::Set::from_unsorted(
-                v.iter().filter(|x| x.p2p && !not_pipeline(x)).map(|x| (x.start_ns, x.end_ns)).collect(),
-            )
-        })
-        .collect();
-    let mut orphans = orphans;
+    let (p2p_sets, pipe_sets) = exchange_sets(&insts_ranked, &layout);
     orphans.resize(parts.len(), Vec::new());
     for (o, s) in orphans.iter_mut().zip(&p2p_sets) {
         o.extend(s.intervals().iter().copied());
@@ -159,62 +69,9 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
         let n_steps = parts.iter().map(|p| p.steps.len()).max().unwrap_or(0);
         layout::fill_costs(&mut layout, &insts_ranked, &waits, n_steps);
     }
-    let mut per_step: std::collections::BTreeMap<u32, Vec<breakdown::StepRank>> = Default::default();
-    // Who waited for whom at collectives: a pipeline stage's usual wait for its neighbour is the
-    // pipeline's (the bubble), not a late rank's; what it waits beyond its replicas, a late
-    // rank up the chain made it wait, as does a ring neighbour.
-    let mut per_step_colls: std::collections::BTreeMap<u32, Vec<breakdown::StepRank>> = Default::default();
-    // Per (step, rank): the pipeline exchanges' wait and exposed wait.
-    let mut pipe_wait: std::collections::BTreeMap<(u32, u32), (i64, i64)> = Default::default();
-    for ((p, w), s) in parts.iter().zip(&waits).zip(&pipe_sets) {
-        let p2p_wait = w.wait.intersect(s);
-        let p2p_exposed = w.exposed_wait.intersect(s);
-        for (step, row) in &p.steps {
-            let (lo, hi) = (row.start_ns, row.end_ns);
-            pipe_wait
-                .insert((*step, p.info.rank), (p2p_wait.len_within(lo, hi), p2p_exposed.len_within(lo, hi)));
-        }
-    }
-    // The usual pipeline wait of a stage in a step: the least over its replicas (the stage's
-    // ranks in the other pipelines), when it has any; else all of a rank's is the bubble's.
-    let usual = |step: u32, rank: u32| -> (i64, i64) {
-        let own = pipe_wait.get(&(step, rank)).copied().unwrap_or((0, 0));
-        let Some(&stage) = stage_of.get(&rank) else { return own };
-        let replicas: Vec<(i64, i64)> = stage_of
-            .iter()
-            .filter(|&(&r, &st)| st == stage && r != rank)
-            .filter_map(|(&r, _)| pipe_wait.get(&(step, r)).copied())
-            .collect();
-        if replicas.is_empty() {
-            return own;
-        }
-        let least = |f: fn(&(i64, i64)) -> i64| replicas.iter().map(f).min().unwrap_or(0);
-        (own.0.min(least(|x| x.0)), own.1.min(least(|x| x.1)))
-    };
-    for p in &parts {
-        for (step, row) in &p.steps {
-            per_step.entry(*step).or_default().push(row.clone());
-            let mut r = row.clone();
-            let (wait, exposed) = usual(*step, p.info.rank);
-            r.comm_wait_ns = (r.comm_wait_ns - wait).max(0);
-            r.exposed_wait_ns = (r.exposed_wait_ns - exposed).max(0);
-            per_step_colls.entry(*step).or_default().push(r);
-        }
-    }
+    let (per_step, per_step_colls) = step_rows(&parts, &waits, &pipe_sets, &stage_of);
     let step_waits = attribution::step_waits(&per_step_colls, WAIT_NOISE_NS);
-    let wait_chain = {
-        let walls: Vec<i64> = per_step.values().flatten().map(|r| r.wall_ns).collect();
-        let step_ns = walls.iter().sum::<i64>() as f64 / walls.len().max(1) as f64;
-        chain::wait_chain(
-            &insts_ranked,
-            &ops,
-            &collectives::Offsets::new(&alignment),
-            &step_waits,
-            &stage_of,
-            &layout,
-            step_ns,
-        )
-    };
+    let wait_chain = wait_chain(&per_step, &insts_ranked, &ops, &alignment, &step_waits, &stage_of, &layout);
     let (region_rows, phase_rows) = attribution::host_rows(&parts, &waits);
     let (origins, origin_of) = attribution::comm_origins(
         &parts,
@@ -234,21 +91,8 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
         per_step.into_iter().map(|(step, per_rank)| StepEntry { step, per_rank }).collect();
     // One job or several ([`jobs`]): files of different jobs are said to be, first.
     let mut errors = errors;
-    {
-        let mut window: std::collections::BTreeMap<u32, (i64, i64)> = Default::default();
-        for s in &steps {
-            for r in &s.per_rank {
-                let w = window.entry(r.rank).or_insert((r.start_ns, r.end_ns));
-                *w = (w.0.min(r.start_ns), w.1.max(r.end_ns));
-            }
-        }
-        let claims: Vec<jobs::Claim<'_>> = parts
-            .iter()
-            .map(|p| jobs::Claim { info: &p.info, window: window.get(&p.info.rank).copied() })
-            .collect();
-        if let (split, Some(why)) = jobs::split(&claims) {
-            errors.insert(0, JobError::MixedJobs { jobs: split, why });
-        }
+    if let Some(mixed) = mixed_jobs(&parts, &steps) {
+        errors.insert(0, mixed);
     }
     let noise = noise::measure(
         steps.iter().filter_map(|s| s.per_rank.iter().map(|r| r.wall_ns).max().map(|w| (s.step, w))),
@@ -309,19 +153,268 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
         errors,
     };
     if let Some(t) = &opts.fabric {
-        let mut facts = fabric::TraceFacts {
-            backends: a.ranks.iter().filter_map(|r| r.backend.clone()).collect(),
-            devices: a.ranks.iter().flat_map(|r| r.devices.iter().cloned()).collect(),
-            cpu_only: !a.ranks.is_empty()
-                && a.ranks.iter().all(|r| r.metrics_from == breakdown::MetricsFrom::Cpu),
-        };
-        facts.backends.sort();
-        facts.backends.dedup();
-        facts.devices.sort();
-        facts.devices.dedup();
-        a.fabric = fabric::compare(&a.collectives, t, &facts);
+        a.fabric = fabric_join(&a, t);
     }
     Measured { analysis: a, ops, model }
+}
+
+/// Whether `x` is an exchange that is not a pipeline's: a context-parallel ring, expert
+/// dispatch. Their waits are a late neighbour's, as at a collective, and they chain no stages.
+fn not_pipeline(layout: &layout::Layout, x: &instances::Instance) -> bool {
+    x.p2p
+        && layout.group(&x.pg).is_some_and(|g| {
+            !matches!(g.role, layout::Role::Pipeline | layout::Role::Unknown | layout::Role::World)
+        })
+}
+
+/// The pipeline report from the exchanges that are a pipeline's ([`not_pipeline`]); none when
+/// every exchange is a ring's.
+fn pipeline_report(
+    parts: &[RankPart],
+    ranks: &[u32],
+    insts: &[Vec<instances::Instance>],
+    alignment: &[align::RankAlignment],
+    layout: &layout::Layout,
+) -> Option<pipeline::PipelineReport> {
+    let pipes: Vec<&pipeline::RankPipe> = parts.iter().map(|p| &p.pipe).collect();
+    let offsets: Vec<(u32, i64)> = alignment.iter().map(|a| (a.rank, a.offset_ns)).collect();
+    let pipe_insts: Vec<Vec<instances::Instance>> =
+        insts.iter().map(|v| v.iter().filter(|x| !not_pipeline(layout, x)).cloned().collect()).collect();
+    let any_ring = insts.iter().flatten().any(|x| not_pipeline(layout, x));
+    if any_ring && pipe_insts.iter().all(|v| v.iter().all(|x| !x.p2p)) {
+        None
+    } else {
+        pipeline::report(ranks, &pipe_insts, &pipes, &offsets)
+    }
+}
+
+/// Each rank's pipeline stage (its place in its pipeline group, else in the one chain the
+/// exchanges make), to tell a stage's usual wait for its neighbour (the bubble) from a delay it
+/// inherited: the stage's other replicas wait the usual amount.
+fn stages(
+    layout: &layout::Layout,
+    n_parts: usize,
+    pipe_report: Option<&pipeline::PipelineReport>,
+) -> std::collections::BTreeMap<u32, usize> {
+    // Pipeline groups that each hold one whole pipeline (every rank in one of them:
+    // Megatron's); groups per pair of neighbours say no stage by themselves.
+    let pipes: Vec<&layout::Group> = layout
+        .groups
+        .iter()
+        .filter(|g| g.role == layout::Role::Pipeline && g.ranks.len() < n_parts)
+        .collect();
+    let mut m: std::collections::BTreeMap<u32, usize> = std::collections::BTreeMap::new();
+    let mut once = true;
+    for g in &pipes {
+        for (k, &r) in g.ranks.iter().enumerate() {
+            once &= m.insert(r, k).is_none();
+        }
+    }
+    if !once || pipes.len() < 2 {
+        m.clear();
+    }
+    if m.is_empty() {
+        if let Some(p) = pipe_report {
+            m = p.stages.iter().enumerate().map(|(k, &r)| (r, k)).collect();
+        }
+    }
+    m
+}
+
+/// The job's collectives: the complete matches, then the partial ones (all their time a wait,
+/// no transfer), sorted by end, each group's size from the layout where it lists the members.
+fn job_ops(
+    complete: &[instances::Matched],
+    partial: &[instances::Matched],
+    alignment: &[align::RankAlignment],
+    world: i64,
+    layout: &layout::Layout,
+) -> Vec<collectives::Op> {
+    let mut ops = collectives::ops(complete, alignment, world);
+    for mut o in collectives::ops(partial, alignment, world) {
+        o.partial = true;
+        o.transfer_ns = 0;
+        o.sync_wait_ns = o.dur_ns.clone();
+        ops.push(o);
+    }
+    ops.sort_by_key(|o| {
+        (o.start_ns.first().copied().unwrap_or(0) + o.dur_ns.first().copied().unwrap_or(0), o.kind, o.key)
+    });
+    // A group's size is its member count when the layout lists them (gloo's collectives say
+    // none, and the world's size is not a tensor pair's).
+    for o in &mut ops {
+        if let Some(g) = layout.group(&o.pg).filter(|g| g.source != layout::GroupSource::Collectives) {
+            o.group_size = g.ranks.len() as i64;
+        }
+    }
+    ops
+}
+
+/// Per rank, the intervals of its collective instances that matched no other rank, in a job
+/// whose collectives otherwise match (none when nothing matched).
+fn orphans(
+    ranks: &[u32],
+    insts: &[Vec<instances::Instance>],
+    ops: &[collectives::Op],
+) -> Vec<Vec<intervals::Iv>> {
+    let in_ops: std::collections::BTreeSet<(u32, u32)> =
+        ops.iter().flat_map(|o| o.ranks.iter().copied().zip(o.events.iter().map(|e| e.0))).collect();
+    ranks
+        .iter()
+        .zip(insts)
+        .map(|(&r, v)| {
+            if ops.is_empty() {
+                return Vec::new();
+            }
+            v.iter()
+                .filter(|x| !x.kind.is_p2p() && !in_ops.contains(&(r, x.event.0)))
+                .map(|x| (x.start_ns, x.end_ns))
+                .collect()
+        })
+        .collect()
+}
+
+/// Per rank, the intervals of its point-to-point exchanges, and of those the pipeline's (the
+/// bubble's candidates, [`not_pipeline`]).
+fn exchange_sets(
+    insts_ranked: &[(u32, Vec<instances::Instance>)],
+    layout: &layout::Layout,
+) -> (Vec<intervals::Set>, Vec<intervals::Set>) {
+    // A stage's time in its exchanges is waiting for its neighbour (the bubble), never a
+    // transfer to overlap: it joins the wait like an orphan's.
+    let p2p_sets: Vec<intervals::Set> =
+        insts_ranked.iter().map(|(_, v)| intervals::Set::from_unsorted(pipeline::p2p_intervals(v))).collect();
+    // Of those, the pipeline's exchanges (the bubble's candidates).
+    let pipe_sets: Vec<intervals::Set> = insts_ranked
+        .iter()
+        .map(|(_, v)| {
+            intervals::Set::from_unsorted(
+                v.iter()
+                    .filter(|x| x.p2p && !not_pipeline(layout, x))
+                    .map(|x| (x.start_ns, x.end_ns))
+                    .collect(),
+            )
+        })
+        .collect();
+    (p2p_sets, pipe_sets)
+}
+
+/// Per step, every rank's row as measured, and the same rows for who waited for whom at
+/// collectives: less the stage's usual pipeline wait (the least over its replicas), which is
+/// the pipeline's bubble, not a late rank's.
+#[allow(clippy::type_complexity)]
+fn step_rows(
+    parts: &[RankPart],
+    waits: &[waits::RankWait],
+    pipe_sets: &[intervals::Set],
+    stage_of: &std::collections::BTreeMap<u32, usize>,
+) -> (
+    std::collections::BTreeMap<u32, Vec<breakdown::StepRank>>,
+    std::collections::BTreeMap<u32, Vec<breakdown::StepRank>>,
+) {
+    let mut per_step: std::collections::BTreeMap<u32, Vec<breakdown::StepRank>> = Default::default();
+    // Who waited for whom at collectives: a pipeline stage's usual wait for its neighbour is the
+    // pipeline's (the bubble), not a late rank's; what it waits beyond its replicas, a late
+    // rank up the chain made it wait, as does a ring neighbour.
+    let mut per_step_colls: std::collections::BTreeMap<u32, Vec<breakdown::StepRank>> = Default::default();
+    // Per (step, rank): the pipeline exchanges' wait and exposed wait.
+    let mut pipe_wait: std::collections::BTreeMap<(u32, u32), (i64, i64)> = Default::default();
+    for ((p, w), s) in parts.iter().zip(waits).zip(pipe_sets) {
+        let p2p_wait = w.wait.intersect(s);
+        let p2p_exposed = w.exposed_wait.intersect(s);
+        for (step, row) in &p.steps {
+            let (lo, hi) = (row.start_ns, row.end_ns);
+            pipe_wait
+                .insert((*step, p.info.rank), (p2p_wait.len_within(lo, hi), p2p_exposed.len_within(lo, hi)));
+        }
+    }
+    // The usual pipeline wait of a stage in a step: the least over its replicas (the stage's
+    // ranks in the other pipelines), when it has any; else all of a rank's is the bubble's.
+    let usual = |step: u32, rank: u32| -> (i64, i64) {
+        let own = pipe_wait.get(&(step, rank)).copied().unwrap_or((0, 0));
+        let Some(&stage) = stage_of.get(&rank) else { return own };
+        let replicas: Vec<(i64, i64)> = stage_of
+            .iter()
+            .filter(|&(&r, &st)| st == stage && r != rank)
+            .filter_map(|(&r, _)| pipe_wait.get(&(step, r)).copied())
+            .collect();
+        if replicas.is_empty() {
+            return own;
+        }
+        let least = |f: fn(&(i64, i64)) -> i64| replicas.iter().map(f).min().unwrap_or(0);
+        (own.0.min(least(|x| x.0)), own.1.min(least(|x| x.1)))
+    };
+    for p in parts {
+        for (step, row) in &p.steps {
+            per_step.entry(*step).or_default().push(row.clone());
+            let mut r = row.clone();
+            let (wait, exposed) = usual(*step, p.info.rank);
+            r.comm_wait_ns = (r.comm_wait_ns - wait).max(0);
+            r.exposed_wait_ns = (r.exposed_wait_ns - exposed).max(0);
+            per_step_colls.entry(*step).or_default().push(r);
+        }
+    }
+    (per_step, per_step_colls)
+}
+
+/// The chains of waits through the groups ([`chain::wait_chain`]), against the mean step wall
+/// time over every rank and step.
+fn wait_chain(
+    per_step: &std::collections::BTreeMap<u32, Vec<breakdown::StepRank>>,
+    insts_ranked: &[(u32, Vec<instances::Instance>)],
+    ops: &[collectives::Op],
+    alignment: &[align::RankAlignment],
+    step_waits: &[attribution::StepWaits],
+    stage_of: &std::collections::BTreeMap<u32, usize>,
+    layout: &layout::Layout,
+) -> Option<chain::WaitChain> {
+    let walls: Vec<i64> = per_step.values().flatten().map(|r| r.wall_ns).collect();
+    let step_ns = walls.iter().sum::<i64>() as f64 / walls.len().max(1) as f64;
+    chain::wait_chain(
+        insts_ranked,
+        ops,
+        &collectives::Offsets::new(alignment),
+        step_waits,
+        stage_of,
+        layout,
+        step_ns,
+    )
+}
+
+/// The error that the files are of different jobs ([`jobs::split`]), judged from each rank's
+/// identity and the window its steps span; `None` when they are one job.
+fn mixed_jobs(parts: &[RankPart], steps: &[StepEntry]) -> Option<JobError> {
+    let mut window: std::collections::BTreeMap<u32, (i64, i64)> = Default::default();
+    for s in steps {
+        for r in &s.per_rank {
+            let w = window.entry(r.rank).or_insert((r.start_ns, r.end_ns));
+            *w = (w.0.min(r.start_ns), w.1.max(r.end_ns));
+        }
+    }
+    let claims: Vec<jobs::Claim<'_>> = parts
+        .iter()
+        .map(|p| jobs::Claim { info: &p.info, window: window.get(&p.info.rank).copied() })
+        .collect();
+    if let (split, Some(why)) = jobs::split(&claims) {
+        return Some(JobError::MixedJobs { jobs: split, why });
+    }
+    None
+}
+
+/// The fabric join: the analysis's collectives against the fabric's test results `t`, with the
+/// backends and devices the traces name.
+fn fabric_join(a: &Analysis, t: &crate::nccl::TestsReport) -> Vec<fabric::FabricComparison> {
+    let mut facts = fabric::TraceFacts {
+        backends: a.ranks.iter().filter_map(|r| r.backend.clone()).collect(),
+        devices: a.ranks.iter().flat_map(|r| r.devices.iter().cloned()).collect(),
+        cpu_only: !a.ranks.is_empty()
+            && a.ranks.iter().all(|r| r.metrics_from == breakdown::MetricsFrom::Cpu),
+    };
+    facts.backends.sort();
+    facts.backends.dedup();
+    facts.devices.sort();
+    facts.devices.dedup();
+    fabric::compare(&a.collectives, t, &facts)
 }
 
 /// Every rank's collectives as sequences for the mismatch engine, each labelled with the

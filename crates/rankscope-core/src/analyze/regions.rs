@@ -28,6 +28,8 @@
 //! that waits 400 ms at the end of `backward` for a late peer does not look like a rank whose
 //! `backward` is slow.
 
+mod walk;
+
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -35,6 +37,7 @@ use serde::{Deserialize, Serialize};
 use super::intervals::{Iv, Set};
 use crate::model::*;
 use crate::normalize::job::RankEntry;
+use walk::{Runs, Walk};
 
 /// Operator-free gaps at least this long are shipped as intervals (so collective waits can be
 /// subtracted at the job level); shorter ones (Python between ops) only count in `free_ns`.
@@ -201,64 +204,6 @@ pub(crate) fn is_region(t: &RankTrace, strings: &StringTable, i: usize) -> bool 
     e.class[i] != Class::Annotation || !cat.eq_ignore_ascii_case("gpu_user_annotation")
 }
 
-struct Open {
-    end: i64,
-    /// Slot in `occ` when the event is a region.
-    slot: Option<usize>,
-    /// Index in `covers` when the event is an operator covering its parent region's time.
-    cover: Option<usize>,
-    /// What the scans down the stack found, kept per entry so each slice asks its top in O(1)
-    /// (a scan per slice was quadratic in the nesting depth: a 36 kB gzip of deeply nested
-    /// slices took a minute). The nearest region's slot at or below this entry.
-    enclosing: Option<usize>,
-    /// Among the entries above the nearest region (this one included), the outermost cover.
-    outer_cover: Option<usize>,
-    /// Whether an entry from here down to the nearest cover or region (exclusive) is a kid.
-    kid_run: bool,
-    /// Kept regions at or below this entry.
-    depth: u32,
-}
-
-impl Open {
-    /// The entry for a slice opened on top of `stack`, its cached scans made from the top's:
-    /// `region` when it is a region, counted or not (outside the steps, beyond the cap); `kid`
-    /// when it is in a covering operator's `kids`, or inside a slice that is (the union of its
-    /// kids is that of everything nested in it, so only the outermost are kept).
-    fn on(
-        stack: &[Open],
-        end: i64,
-        slot: Option<usize>,
-        region: bool,
-        cover: Option<usize>,
-        kid: bool,
-    ) -> Open {
-        let below = stack.last();
-        Open {
-            end,
-            slot,
-            cover,
-            enclosing: slot.or(below.and_then(|b| b.enclosing)),
-            outer_cover: if region { None } else { below.and_then(|b| b.outer_cover).or(cover) },
-            kid_run: cover.is_none() && !region && (kid || below.is_some_and(|b| b.kid_run)),
-            depth: below.map_or(0, |b| b.depth) + u32::from(slot.is_some()),
-        }
-    }
-}
-
-/// An operator that covers its parent region's time, and where it does not: the regions opened
-/// inside it (`holes`), whose time counts by what runs inside them.
-struct Cover {
-    iv: Iv,
-    /// The region whose ops it counts for, if any.
-    parent: Option<usize>,
-    main: bool,
-    /// On the main thread under a region: the instance it is (phase, name, ordinal in the step).
-    instance: Option<(Phase, StrId, u32)>,
-    holes: Vec<Iv>,
-    /// The slices nested in it (not in a region inside it): what it runs besides its own code.
-    kids: Vec<Iv>,
-}
-
 /// The regions of one rank, per step window.
 pub fn rank_regions(
     r: &RankEntry,
@@ -267,10 +212,29 @@ pub fn rank_regions(
     blocked: &[(LaneId, Iv)],
 ) -> RankRegions {
     let t = &r.trace;
+    let main = main_lane(t, strings);
+    let mut walk = Walk::new(t, strings, blocked, main);
+    for (l, rows) in cpu_slices_by_lane(t).iter().enumerate() {
+        walk.lane(l, rows);
+    }
+    let Walk { mut out, occ_ops, occ_sync, durations, own_phase, main_ops, main_sync, lane_occ, .. } = walk;
+    keep_op_typical(&mut out, durations, strings);
+    fold_occurrences(&mut out.occurrences, occ_ops, occ_sync);
+    add_device_time(&mut out.occurrences, r, &lane_occ, main);
+    // The main thread: phases per step window, and where a wait can hide.
+    if let Some(m) = main {
+        main_thread_spans(&mut out, windows, main_sync, main_ops);
+        main_thread_phases(&mut out, windows, &lane_occ[m], &own_phase);
+    }
+    out
+}
+
+/// The main thread: the CPU lane holding the step markers, else the one with most regions (the
+/// lowest such lane on a tie); `None` when no CPU lane has either.
+fn main_lane(t: &RankTrace, strings: &StringTable) -> Option<usize> {
     let e = &t.events;
     let n_lanes = t.lanes.len();
     let cpu_lane = |l: usize| t.lanes.kind.get(l) == Some(&LaneKind::Cpu);
-    // The main thread: the CPU lane holding the step markers, else the one with most regions.
     let mut marker_count = vec![0usize; n_lanes];
     let mut region_count = vec![0usize; n_lanes];
     // Each distinct name of the rank looked at once, not each row's.
@@ -287,185 +251,38 @@ pub fn rank_regions(
             region_count[l] += 1;
         }
     }
-    let main = (0..n_lanes)
+    (0..n_lanes)
         .filter(|&l| cpu_lane(l))
         .max_by_key(|&l| (marker_count[l], region_count[l], std::cmp::Reverse(l)))
-        .filter(|&l| marker_count[l] + region_count[l] > 0);
+        .filter(|&l| marker_count[l] + region_count[l] > 0)
+}
 
-    let mut out = RankRegions::default();
-    let mut name_ids: FxHashMap<StrId, u32> = FxHashMap::default();
-    // Per occurrence: the intervals of its direct non-region children (operators) and syncs.
-    let mut occ_ops: Vec<Vec<Iv>> = Vec::new();
-    // The covering operators still open (a stack: one opens inside another only under a region
-    // inside it), each finished when it closes (`finish`), so only the open ones are held.
-    let mut covers: Vec<Cover> = Vec::new();
-    // Each covering operator, less the regions opened inside it; the main thread's, per
-    // instance (phase, name, ordinal in the step), with their durations over the steps.
-    let mut instance_of: BTreeMap<(u32, Phase, StrId), u32> = BTreeMap::new();
-    // Per instance, per step: (duration, time with nothing nested running, slices nested).
-    type Runs = Vec<(i64, i64, usize)>;
-    let mut durations: BTreeMap<(Phase, StrId, u32), Runs> = BTreeMap::new();
-    let mut own_phase: Vec<Option<Phase>> = Vec::new();
-    let mut occ_sync: Vec<Vec<Iv>> = Vec::new();
-    let mut main_ops: Vec<Iv> = Vec::new();
-    let mut main_sync: Vec<Iv> = Vec::new();
+/// Per lane, the rows of its CPU slices with a non-negative duration, in row order (empty for a
+/// lane that is not a CPU thread).
+fn cpu_slices_by_lane(t: &RankTrace) -> Vec<Vec<usize>> {
+    let e = &t.events;
+    let n_lanes = t.lanes.len();
     let mut by_lane: Vec<Vec<usize>> = vec![Vec::new(); n_lanes];
     for i in 0..e.len() {
         let l = e.lane[i].0 as usize;
-        if l < n_lanes && cpu_lane(l) && e.kind[i] == EventKind::Slice && e.dur_ns[i] >= 0 {
+        if l < n_lanes
+            && t.lanes.kind.get(l) == Some(&LaneKind::Cpu)
+            && e.kind[i] == EventKind::Slice
+            && e.dur_ns[i] >= 0
+        {
             by_lane[l].push(i);
         }
     }
-    // Region occurrences per lane, sorted by start, for attributing GPU launches.
-    let mut lane_occ: Vec<Vec<usize>> = vec![Vec::new(); n_lanes];
-    for (l, rows) in by_lane.iter().enumerate() {
-        let mut stack: Vec<Open> = Vec::new();
-        let mut finish = |mut c: Cover, occ_ops: &mut Vec<Vec<Iv>>, main_ops: &mut Vec<Iv>| {
-            // Blocked on a collective it issued: the operator does not cover that time either
-            // ([`super::roles::blocked_waits`]); the thread waits there with no operator running.
-            let mut one = [(c.iv, std::mem::take(&mut c.holes))];
-            super::breakdown::add_blocked(&mut one, blocked, LaneId(l as u32));
-            let [(_, holes)] = one;
-            c.holes = holes;
-            let pieces = if c.holes.is_empty() {
-                vec![c.iv]
-            } else {
-                Set::from_sorted(vec![c.iv]).subtract(&Set::from_unsorted(c.holes)).intervals().to_vec()
-            };
-            if let Some(k) = c.instance {
-                let own =
-                    Set::from_sorted(pieces.iter().copied()).subtract(&Set::from_unsorted(c.kids.clone()));
-                durations.entry(k).or_default().push((
-                    pieces.iter().map(|x| x.1 - x.0).sum(),
-                    own.len_ns(),
-                    c.kids.len(),
-                ));
-            }
-            if let Some(p) = c.parent {
-                if let Some(o) = occ_ops.get_mut(p) {
-                    o.extend_from_slice(&pieces);
-                }
-            }
-            if c.main {
-                main_ops.extend(pieces);
-            }
-        };
-        for &i in rows.iter().chain(std::iter::once(&usize::MAX)) {
-            // (A last turn past the lane's rows closes what is still open.)
-            let (ts, end) = if i == usize::MAX { (i64::MAX, i64::MAX) } else { (e.ts_ns[i], e.end_ns(i)) };
-            while stack.last().is_some_and(|o| o.end <= ts || i == usize::MAX) {
-                if let Some(Open { cover: Some(_), .. }) = stack.pop() {
-                    if let Some(c) = covers.pop() {
-                        finish(c, &mut occ_ops, &mut main_ops);
-                    }
-                }
-            }
-            if i == usize::MAX {
-                break;
-            }
-            let parent_end = stack.last().map_or(i64::MAX, |o| o.end);
-            let end = end.min(parent_end);
-            let enclosing_region = stack.last().and_then(|o| o.enclosing);
-            let direct_region_parent = stack.last().and_then(|o| o.slot);
-            if is_region(t, strings, i) {
-                // A region opened inside an operator (an autograd node running a hook that is
-                // annotated, as FSDP's `FSDP::pre_backward` > `FSDP::all_gather` inside
-                // `autograd::engine::evaluate_function: …`): the operator does not cover it. Its
-                // time counts by what runs inside the region, so a hook blocked on a collective
-                // is a thread with no operator running, as it is at the top of a step.
-                let covering = stack.last().and_then(|o| o.outer_cover);
-                if let Some(c) = covering.and_then(|c| covers.get_mut(c)) {
-                    c.holes.push((ts, end));
-                }
-                if e.step[i] == NONE_U32 {
-                    stack.push(Open::on(&stack, end, None, true, None, false));
-                    continue;
-                }
-                if out.occurrences.len() >= MAX_OCCURRENCES
-                    || stack.last().is_some_and(|o| o.depth >= MAX_REGION_DEPTH)
-                {
-                    out.dropped += 1;
-                    stack.push(Open::on(&stack, end, None, true, None, false));
-                    continue;
-                }
-                let raw = strings.get(e.name[i]);
-                let next = name_ids.len() as u32;
-                let id = *name_ids.entry(e.name[i]).or_insert_with(|| {
-                    out.names.push(region_name(raw).to_string());
-                    next
-                });
-                let own = phase_of(raw, e.class[i]);
-                own_phase.push(own);
-                let inherited = enclosing_region.and_then(|p| out.occurrences.get(p)).map(|o| o.phase);
-                let phase = own.or(inherited).unwrap_or(Phase::Other);
-                let slot = out.occurrences.len();
-                out.occurrences.push(Occurrence {
-                    name: id,
-                    parent: enclosing_region.map(|p| p as u32),
-                    phase,
-                    step: e.step[i],
-                    main: Some(l) == main,
-                    start_ns: ts,
-                    end_ns: end,
-                    ops_ns: 0,
-                    sync_ns: 0,
-                    free_ns: 0,
-                    device_ns: 0,
-                });
-                occ_ops.push(Vec::new());
-                occ_sync.push(Vec::new());
-                lane_occ[l].push(slot);
-                stack.push(Open::on(&stack, end, Some(slot), true, None, false));
-            } else {
-                // A synchronization blocks the thread wherever it is nested (`aten::item` >
-                // `cudaStreamSynchronize`): it counts for the nearest region. Any other slice
-                // directly under a region (or at the top) is an operator covering its time,
-                // whatever it contains.
-                let is_sync = e.class[i] == Class::Sync;
-                let mut cover = None;
-                let mut kid = false;
-                if is_sync {
-                    if let Some(p) = enclosing_region {
-                        occ_sync[p].push((ts, end));
-                    }
-                    if Some(l) == main {
-                        main_sync.push((ts, end));
-                    }
-                } else if stack.last().is_none_or(|o| o.slot.is_some()) {
-                    cover = Some(covers.len());
-                    let is_main = Some(l) == main;
-                    // Its ordinal among the same operators of its step and phase, in start order.
-                    let instance = direct_region_parent
-                        .and_then(|p| out.occurrences.get(p))
-                        .filter(|_| is_main)
-                        .map(|o| {
-                            let k = instance_of.entry((o.step, o.phase, e.name[i])).or_insert(0);
-                            *k += 1;
-                            (o.phase, e.name[i], *k - 1)
-                        });
-                    covers.push(Cover {
-                        iv: (ts, end),
-                        parent: direct_region_parent,
-                        main: is_main,
-                        instance,
-                        holes: Vec::new(),
-                        kids: Vec::new(),
-                    });
-                } else if let Some(c) =
-                    stack.last().and_then(|o| o.outer_cover).and_then(|c| covers.get_mut(c))
-                {
-                    // Between it and its operator only slices that are neither regions nor
-                    // operators covering a region (one opens only under a region).
-                    let inside_kid = stack.last().is_some_and(|o| o.kid_run);
-                    if !inside_kid {
-                        c.kids.push((ts, end));
-                    }
-                    kid = true;
-                }
-                stack.push(Open::on(&stack, end, None, false, cover, kid));
-            }
-        }
-    }
+    by_lane
+}
+
+/// The main thread's operator instances' typical durations ([`OpTypical`]): the longest
+/// [`MAX_OP_TYPICAL`] by median, kept in instance order, with the names they index.
+fn keep_op_typical(
+    out: &mut RankRegions,
+    durations: BTreeMap<(Phase, StrId, u32), Runs>,
+    strings: &StringTable,
+) {
     let mut typical: Vec<((Phase, StrId, u32), OpTypical)> = durations
         .into_iter()
         .map(|((phase, name, ordinal), v)| {
@@ -493,9 +310,14 @@ pub fn rank_regions(
         });
         out.op_typical.push(t);
     }
+}
+
+/// Each occurrence's `ops_ns`, `sync_ns` and `free_ns` from its own intervals (`occ_ops`,
+/// `occ_sync`) and its child regions' results.
+fn fold_occurrences(occurrences: &mut [Occurrence], occ_ops: Vec<Vec<Iv>>, occ_sync: Vec<Vec<Iv>>) {
     // Children regions cover their parent like operators do, by their own ops and syncs: fold
     // each occurrence's figures up into its ancestors after computing its own.
-    let n = out.occurrences.len();
+    let n = occurrences.len();
     // Each occurrence's raw intervals are its own plus its children's results, appended by each
     // child and made a set once when the occurrence's turn comes: one union per occurrence, not
     // one per child (a region with thousands of child regions re-merged its growing set for
@@ -504,14 +326,14 @@ pub fn rank_regions(
     let mut sub_sync: Vec<Vec<Iv>> = occ_sync;
     // Occurrences are pushed in start order, parents before children: fold from the end.
     for k in (0..n).rev() {
-        let o = &out.occurrences[k];
+        let o = &occurrences[k];
         let (lo, hi) = (o.start_ns, o.end_ns);
         let sync = Set::from_unsorted(std::mem::take(&mut sub_sync[k])).clip(lo, hi);
         let ops = Set::from_unsorted(std::mem::take(&mut sub_ops[k])).clip(lo, hi).subtract(&sync);
         let ops_ns = ops.len_ns();
         let sync_ns = sync.len_ns();
         let parent = o.parent;
-        let o = &mut out.occurrences[k];
+        let o = &mut occurrences[k];
         o.ops_ns = ops_ns;
         o.sync_ns = sync_ns;
         o.free_ns = (hi - lo - ops_ns - sync_ns).max(0);
@@ -520,13 +342,25 @@ pub fn rank_regions(
             sub_sync[p].extend_from_slice(sync.intervals());
         }
     }
-    // GPU compute launched from inside each occurrence (inclusive: added to every ancestor).
+}
+
+/// Each occurrence's `device_ns`: the GPU compute launched from inside it (inclusive: added to
+/// every ancestor), a launch from a thread without regions counting for the main thread's
+/// region open at the launch.
+fn add_device_time(
+    occurrences: &mut [Occurrence],
+    r: &RankEntry,
+    lane_occ: &[Vec<usize>],
+    main: Option<usize>,
+) {
+    let e = &r.trace.events;
+    let n = occurrences.len();
     let main_occ: &[usize] = main.map_or(&[], |m| lane_occ[m].as_slice());
     let deepest = |list: &[usize], ts: i64| -> Option<usize> {
-        let k = list.partition_point(|&o| out.occurrences[o].start_ns <= ts);
+        let k = list.partition_point(|&o| occurrences[o].start_ns <= ts);
         let mut cur = k.checked_sub(1).map(|k| list[k]);
         while let Some(c) = cur {
-            let o = &out.occurrences[c];
+            let o = &occurrences[c];
             if ts < o.end_ns {
                 return Some(c);
             }
@@ -546,60 +380,78 @@ pub fn rank_regions(
         let Some(mut cur) = own.or_else(|| deepest(main_occ, ts)) else { continue };
         loop {
             device[cur] += e.dur_ns[g].max(0);
-            match out.occurrences[cur].parent {
+            match occurrences[cur].parent {
                 Some(p) if (p as usize) < cur => cur = p as usize,
                 _ => break,
             }
         }
     }
-    for (o, d) in out.occurrences.iter_mut().zip(device) {
+    for (o, d) in occurrences.iter_mut().zip(device) {
         o.device_ns = d;
     }
-    // The main thread: phases per step window, and where a wait can hide.
-    if let Some(m) = main {
-        let sync = Set::from_unsorted(main_sync);
-        let ops = Set::from_unsorted(main_ops).subtract(&sync);
-        let mut cands: Vec<Iv> = Vec::new();
-        for &(_, lo, hi) in windows {
-            for &(a, b) in ops.gaps(lo, hi).intervals() {
-                if b - a >= MIN_BLOCKED_GAP_NS {
-                    cands.push((a, b));
-                }
+}
+
+/// The main thread's [`RankRegions::free_gaps`] (operator-free gaps of at least
+/// [`MIN_BLOCKED_GAP_NS`] in the step windows, outside synchronizations) and
+/// [`RankRegions::sync_spans`]: where a wait can hide.
+fn main_thread_spans(
+    out: &mut RankRegions,
+    windows: &[(u32, i64, i64)],
+    main_sync: Vec<Iv>,
+    main_ops: Vec<Iv>,
+) {
+    let sync = Set::from_unsorted(main_sync);
+    let ops = Set::from_unsorted(main_ops).subtract(&sync);
+    let mut cands: Vec<Iv> = Vec::new();
+    for &(_, lo, hi) in windows {
+        for &(a, b) in ops.gaps(lo, hi).intervals() {
+            if b - a >= MIN_BLOCKED_GAP_NS {
+                cands.push((a, b));
             }
-        }
-        out.free_gaps = Set::from_unsorted(cands).subtract(&sync).intervals().to_vec();
-        out.sync_spans = sync.intervals().to_vec();
-        // The main thread's occurrences of each step, in start order.
-        let mut by_step: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
-        for &k in &lane_occ[m] {
-            if let Some(o) = out.occurrences.get(k) {
-                by_step.entry(o.step).or_default().push(k);
-            }
-        }
-        for &(step, lo, hi) in windows {
-            // Innermost phase-bearing occurrence wins: paint occurrences in start order
-            // (parents before children), each overwriting what it covers.
-            let mut painted: Vec<(Iv, Phase)> = vec![((lo, hi), Phase::Other)];
-            for &k in by_step.get(&step).map_or(&[][..], Vec::as_slice) {
-                let o = &out.occurrences[k];
-                if o.end_ns <= lo || o.start_ns >= hi {
-                    continue;
-                }
-                let Some(ph) = own_phase[k] else { continue };
-                paint(&mut painted, o.start_ns.max(lo), o.end_ns.min(hi), ph);
-            }
-            let mut spans: Vec<(Phase, Vec<Iv>)> = Vec::new();
-            for ph in Phase::ALL {
-                let ivs: Vec<Iv> = painted.iter().filter(|x| x.1 == ph).map(|x| x.0).collect();
-                let set = Set::from_unsorted(ivs);
-                if !set.is_empty() {
-                    spans.push((ph, set.intervals().to_vec()));
-                }
-            }
-            out.phases.push(StepPhases { step, spans });
         }
     }
-    out
+    out.free_gaps = Set::from_unsorted(cands).subtract(&sync).intervals().to_vec();
+    out.sync_spans = sync.intervals().to_vec();
+}
+
+/// The main thread's phase partition of each step window ([`RankRegions::phases`]): each
+/// instant goes to the innermost of its occurrences (`main_occ`, in start order) whose own name
+/// names a phase, else to `other`.
+fn main_thread_phases(
+    out: &mut RankRegions,
+    windows: &[(u32, i64, i64)],
+    main_occ: &[usize],
+    own_phase: &[Option<Phase>],
+) {
+    // The main thread's occurrences of each step, in start order.
+    let mut by_step: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+    for &k in main_occ {
+        if let Some(o) = out.occurrences.get(k) {
+            by_step.entry(o.step).or_default().push(k);
+        }
+    }
+    for &(step, lo, hi) in windows {
+        // Innermost phase-bearing occurrence wins: paint occurrences in start order
+        // (parents before children), each overwriting what it covers.
+        let mut painted: Vec<(Iv, Phase)> = vec![((lo, hi), Phase::Other)];
+        for &k in by_step.get(&step).map_or(&[][..], Vec::as_slice) {
+            let o = &out.occurrences[k];
+            if o.end_ns <= lo || o.start_ns >= hi {
+                continue;
+            }
+            let Some(ph) = own_phase[k] else { continue };
+            paint(&mut painted, o.start_ns.max(lo), o.end_ns.min(hi), ph);
+        }
+        let mut spans: Vec<(Phase, Vec<Iv>)> = Vec::new();
+        for ph in Phase::ALL {
+            let ivs: Vec<Iv> = painted.iter().filter(|x| x.1 == ph).map(|x| x.0).collect();
+            let set = Set::from_unsorted(ivs);
+            if !set.is_empty() {
+                spans.push((ph, set.intervals().to_vec()));
+            }
+        }
+        out.phases.push(StepPhases { step, spans });
+    }
 }
 
 /// Paints `[a, b)` with `ph` over `painted`, a partition of the step window into non-empty

@@ -13,6 +13,9 @@ pub(super) struct PgRecords {
     pub(super) p2p: u32,
 }
 
+/// One process group's report: its members, the positions its members' collectives take (by
+/// sequence number when every record has one, else by ordinal), the divergences among them,
+/// the timeout and the waits near it, and where each rank stands.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn group_report(
     pg: &str,
@@ -24,45 +27,15 @@ pub(super) fn group_report(
     opts: &SeqOptions,
     ctx: &Ctx<'_>,
 ) -> GroupReport {
-    let mut lanes: Vec<Lane<'_>> = Vec::new();
-    for (s, mine) in seqs.iter().zip(by_pg) {
-        let (coll, p2p): (&[usize], u32) = mine.get(pg).map_or((&[], 0), |x| (x.coll.as_slice(), x.p2p));
-        let in_group = p2p > 0
-            || !coll.is_empty()
-            || opts.groups.get(pg).is_some_and(|m| m.contains(&s.rank))
-            || (opts.world_group.as_deref() == Some(pg) && world.contains(&s.rank));
-        if !in_group {
-            continue;
-        }
-        let trust_state = s.backend != Backend::Gloo
-            && coll.iter().any(|&i| matches!(s.records[i].state, State::Started | State::Completed));
-        lanes.push(Lane {
-            rank: s.rank,
-            seq: s,
-            recs: coll.iter().map(|&i| ((0, 0), i)).collect(),
-            by_key: BTreeMap::new(),
-            p2p,
-            trust_state,
-        });
-    }
-    let by_seq = lanes.iter().all(|l| l.recs.iter().all(|&(_, i)| l.seq.records[i].seq.is_some()))
-        && lanes.iter().any(|l| !l.recs.is_empty());
-    for l in &mut lanes {
-        let mut sub: BTreeMap<i64, u32> = BTreeMap::new();
-        for (n, (key, i)) in l.recs.iter_mut().enumerate() {
-            let pos = if by_seq { l.seq.records[*i].seq.unwrap_or(0) } else { n as i64 + 1 };
-            let s = sub.entry(pos).or_insert(0);
-            *key = (pos, *s);
-            *s += 1;
-            l.by_key.insert(*key, *i);
-        }
-    }
+    let listed = |r: u32| {
+        opts.groups.get(pg).is_some_and(|m| m.contains(&r))
+            || (opts.world_group.as_deref() == Some(pg) && world.contains(&r))
+    };
+    let (lanes, by_seq) = group_lanes(pg, seqs, by_pg, &listed);
     let mut members: BTreeSet<u32> = lanes.iter().map(|l| l.rank).collect();
     let mut absent: Vec<u32> = Vec::new();
     for &r in no_input {
-        let listed = opts.groups.get(pg).is_some_and(|m| m.contains(&r))
-            || (opts.world_group.as_deref() == Some(pg) && world.contains(&r));
-        if listed {
+        if listed(r) {
             members.insert(r);
             absent.push(r);
         }
@@ -115,12 +88,80 @@ pub(super) fn group_report(
     if let Some(first) = divergences.first_mut() {
         first.shifts = shifts(first, &lanes, ctx);
     }
+    let near_timeout = near_timeout_records(&lanes, &divergences, timeout, ctx);
+    let ranks = group_ranks(&lanes, &silent, &keys, &clean, ctx);
+    GroupReport {
+        pg: pg.to_string(),
+        pg_desc: desc.to_string(),
+        members: members.into_iter().collect(),
+        aligned_by: if by_seq { Alignment::SeqId } else { Alignment::Ordinal },
+        positions: keys.len() as u32,
+        ranks,
+        divergences,
+        diverging_positions: diverging,
+        silent,
+        no_input: absent,
+        timeout,
+        near_timeout,
+    }
+}
+
+/// The lanes of group `pg`'s members (ranks with records in it, or `listed` as members), each
+/// record keyed by its position; and whether the positions are sequence numbers (every record
+/// has one) rather than ordinals.
+fn group_lanes<'a>(
+    pg: &str,
+    seqs: &[&'a RankSeq],
+    by_pg: &[BTreeMap<&str, PgRecords>],
+    listed: &dyn Fn(u32) -> bool,
+) -> (Vec<Lane<'a>>, bool) {
+    let mut lanes: Vec<Lane<'a>> = Vec::new();
+    for (s, mine) in seqs.iter().zip(by_pg) {
+        let (coll, p2p): (&[usize], u32) = mine.get(pg).map_or((&[], 0), |x| (x.coll.as_slice(), x.p2p));
+        let in_group = p2p > 0 || !coll.is_empty() || listed(s.rank);
+        if !in_group {
+            continue;
+        }
+        let trust_state = s.backend != Backend::Gloo
+            && coll.iter().any(|&i| matches!(s.records[i].state, State::Started | State::Completed));
+        lanes.push(Lane {
+            rank: s.rank,
+            seq: s,
+            recs: coll.iter().map(|&i| ((0, 0), i)).collect(),
+            by_key: BTreeMap::new(),
+            p2p,
+            trust_state,
+        });
+    }
+    let by_seq = lanes.iter().all(|l| l.recs.iter().all(|&(_, i)| l.seq.records[i].seq.is_some()))
+        && lanes.iter().any(|l| !l.recs.is_empty());
+    for l in &mut lanes {
+        let mut sub: BTreeMap<i64, u32> = BTreeMap::new();
+        for (n, (key, i)) in l.recs.iter_mut().enumerate() {
+            let pos = if by_seq { l.seq.records[*i].seq.unwrap_or(0) } else { n as i64 + 1 };
+            let s = sub.entry(pos).or_insert(0);
+            *key = (pos, *s);
+            *s += 1;
+            l.by_key.insert(*key, *i);
+        }
+    }
+    (lanes, by_seq)
+}
+
+/// The records (at most [`MAX_LISTED`]) that waited near the timeout, outside the positions a
+/// divergence already lists for their rank.
+fn near_timeout_records(
+    lanes: &[Lane<'_>],
+    divergences: &[Divergence],
+    timeout: Option<Timeout>,
+    ctx: &Ctx<'_>,
+) -> Vec<RecordRef> {
     let at_divergence: BTreeSet<(u32, i64)> = divergences
         .iter()
         .flat_map(|d| d.sides.iter().flat_map(move |s| s.ranks.iter().map(move |&r| (r, d.position))))
         .collect();
     let mut near_timeout = Vec::new();
-    for l in &lanes {
+    for l in lanes {
         for &(k, i) in &l.recs {
             let r = &l.seq.records[i];
             let w = r.start_ns.zip(r.end_ns).map(|(s, e)| e - s);
@@ -130,9 +171,21 @@ pub(super) fn group_report(
             }
         }
     }
+    near_timeout
+}
 
+/// Where each rank stands (its last entered and last completed record), the `silent` ones with
+/// none, by rank. A rank whose states cannot be trusted completed the last record at a clean
+/// position (of `keys`, those in `clean`) that a later position or its own end follows.
+fn group_ranks(
+    lanes: &[Lane<'_>],
+    silent: &[u32],
+    keys: &BTreeSet<Key>,
+    clean: &BTreeSet<Key>,
+    ctx: &Ctx<'_>,
+) -> Vec<GroupRank> {
     let mut ranks = Vec::new();
-    for l in &lanes {
+    for l in lanes {
         let last_key = l.last();
         let last_entered = last_key.and_then(|k| ctx.record_ref(l, k, *l.by_key.get(&k)?));
         let (last_completed, completed_basis) = if l.trust_state {
@@ -166,7 +219,7 @@ pub(super) fn group_report(
             p2p_records: l.p2p,
         });
     }
-    for &r in &silent {
+    for &r in silent {
         ranks.push(GroupRank {
             rank: r,
             records: 0,
@@ -178,20 +231,7 @@ pub(super) fn group_report(
         });
     }
     ranks.sort_by_key(|r| r.rank);
-    GroupReport {
-        pg: pg.to_string(),
-        pg_desc: desc.to_string(),
-        members: members.into_iter().collect(),
-        aligned_by: if by_seq { Alignment::SeqId } else { Alignment::Ordinal },
-        positions: keys.len() as u32,
-        ranks,
-        divergences,
-        diverging_positions: diverging,
-        silent,
-        no_input: absent,
-        timeout,
-        near_timeout,
-    }
+    ranks
 }
 
 fn near(waited_ns: Option<i64>, t: Option<Timeout>) -> bool {

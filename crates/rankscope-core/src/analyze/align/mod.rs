@@ -69,7 +69,7 @@ use super::instances::{Instance, Matched};
 use super::stats::lower_median;
 use super::RankPart;
 
-use clocks::{chain_clocks, clock_leads, clock_words, clocks_of, Doubt};
+use clocks::{chain_clocks, clock_leads, clock_words, clocks_of, Clock, Doubt, Link};
 
 /// The noise floor below which an estimated offset is not applied.
 pub const MIN_APPLIED_OFFSET_NS: i64 = 10_000;
@@ -154,137 +154,16 @@ pub fn align(parts: &[RankPart], matched: &[Matched], user: &[(u32, i64)]) -> Ve
     for &(k, off) in user {
         given.entry(k).or_insert(off);
     }
-    // Each collective on each of its ranks, by part index (the first place of a part counts).
-    // Every lookup below is by key, never by a scan of the collective's ranks: alignment stays
-    // linear in the ranks.
-    let places: Vec<BTreeMap<usize, &Instance>> = matched
-        .iter()
-        .map(|m| {
-            let mut at = BTreeMap::new();
-            for (r, x) in m.ranks.iter().zip(&m.per_rank) {
-                if let Some(&i) = index.get(r) {
-                    at.entry(i).or_insert(x);
-                }
-            }
-            at
-        })
-        .collect();
+    let places = places(matched, &index);
 
     let (lead, doubts) = clock_leads(parts, &places, &given);
     let clocks = clocks_of(parts, &lead);
+    let rank_diffs = rank_diffs(parts.len(), &places);
+    let chained = chain_clocks(&pair_diffs(&places, &lead));
+    let step_firsts = step_firsts(parts, &lead);
 
-    // Per rank, its collective ends against the reference rank's (the estimator rank by rank).
-    let mut rank_diffs: Vec<Vec<i64>> = vec![Vec::new(); parts.len()];
-    for at in &places {
-        let Some(a) = at.get(&0) else { continue };
-        for (&i, x) in at {
-            if i != 0 {
-                rank_diffs[i].push(x.end_ns - a.end_ns);
-            }
-        }
-    }
-    // Per pair of clocks that shared a collective, the first leavers' end differences: a star
-    // from the lowest clock of each collective to the others (what a group of ranks on several
-    // hosts can tell), then a tree of the best-anchored pairs from the reference clock
-    // ([`chain_clocks`]): a host that shares collectives with the reference only through
-    // another host (its tensor group on one host, its data-parallel peers on a second, the
-    // reference on a third) is placed through it.
-    let mut pair_diffs: BTreeMap<(usize, usize), Vec<i64>> = BTreeMap::new();
-    for at in &places {
-        let mut first: BTreeMap<usize, i64> = BTreeMap::new();
-        for (&i, x) in at {
-            let end = x.end_ns;
-            first.entry(lead[i]).and_modify(|e| *e = (*e).min(end)).or_insert(end);
-        }
-        // The reference clock's first leaver anchors every collective it is in.
-        let Some((&a, &ea)) = first.get_key_value(&0).or_else(|| first.iter().next()) else { continue };
-        for (&g, &end) in &first {
-            if g != a {
-                pair_diffs.entry((a, g)).or_default().push(end - ea);
-            }
-        }
-    }
-    let chained = chain_clocks(&pair_diffs);
-    // Per clock, its earliest start of each step, from the ranks whose step starts are anchors:
-    // pipeline stages start their steps apart by design (a stage waits for its neighbour's
-    // activations; the optimizer runs when its own backward ends), synthetic steps are ours.
-    let mut step_firsts: BTreeMap<usize, BTreeMap<u32, i64>> = BTreeMap::new();
-    for (i, p) in parts.iter().enumerate() {
-        if p.steps_synthetic || !p.pipe.steps.is_empty() {
-            continue;
-        }
-        let at = step_firsts.entry(lead[i]).or_default();
-        for &(n, start) in &p.step_starts {
-            at.entry(n).and_modify(|s| *s = (*s).min(start)).or_insert(start);
-        }
-    }
-    let ref_steps = step_firsts.get(&0).cloned().unwrap_or_default();
-
-    // One estimate per clock other than the reference's.
     let ref_clock = clocks.iter().find(|c| c.members.first() == Some(&0));
-    let (ref_name, ref_end) = if ref_clock.is_some_and(|c| c.members.len() > 1) {
-        ("the reference clock", "the reference clock's first leaver")
-    } else {
-        ("the reference rank", "the reference rank")
-    };
-    let mut estimates: BTreeMap<usize, RankAlignment> = BTreeMap::new();
-    for c in &clocks {
-        let Some(&g) = c.members.first().filter(|&&g| g != 0) else { continue };
-        let rank = parts[g].info.rank;
-        // A clock of several ranks is named with its host; one rank alone reads as before.
-        let whose = |what: &str| {
-            if c.members.len() > 1 {
-                format!("{}: {what}", clock_words(parts, c))
-            } else {
-                what.to_string()
-            }
-        };
-        if let Some(link) = chained.get(&g) {
-            let via = match link.via {
-                None => String::new(),
-                Some(v) => format!(
-                    ", through {} ({} hop{})",
-                    clocks.iter().find(|c| c.members.first() == Some(&v)).map_or_else(
-                        || format!("rank {}", parts[v].info.rank),
-                        |c| if c.members.len() > 1 {
-                            format!("host `{}`", c.host.as_deref().unwrap_or("?"))
-                        } else {
-                            format!("rank {}", parts[v].info.rank)
-                        }
-                    ),
-                    link.hops,
-                    if link.hops == 1 { "" } else { "s" }
-                ),
-            };
-            let why = if c.members.len() > 1 {
-                whose(&format!("its first leaver's collective end times matched with {ref_end}'s{via}"))
-            } else {
-                format!("collective end times matched with {ref_end}{via}")
-            };
-            let mut row = estimate(rank, AlignMethod::Collectives, link.diffs.clone(), &why);
-            if link.base_ns != 0 {
-                row.estimate_ns += link.base_ns;
-                let noise = (3 * row.residual_ns).max(MIN_APPLIED_OFFSET_NS);
-                row.offset_ns = if row.estimate_ns.abs() > noise { row.estimate_ns } else { 0 };
-            }
-            estimates.insert(g, row);
-            continue;
-        }
-        let d: Vec<i64> = step_firsts
-            .get(&g)
-            .map(|s| s.iter().filter_map(|(n, &start)| Some(start - ref_steps.get(n)?)).collect())
-            .unwrap_or_default();
-        if !d.is_empty() {
-            let why = whose(&format!("no collective matched with {}: step starts used as anchors", ref_name));
-            estimates.insert(g, estimate(rank, AlignMethod::StepStarts, d, &why));
-            continue;
-        }
-        let why = whose(&format!(
-            "no collective or step in common with {}: timestamps trusted as written",
-            ref_name
-        ));
-        estimates.insert(g, fixed(rank, AlignMethod::Timestamps, 0, why));
-    }
+    let estimates = clock_estimates(parts, &clocks, ref_clock, &chained, &step_firsts);
 
     let size: BTreeMap<usize, usize> =
         clocks.iter().filter_map(|c| Some((*c.members.first()?, c.members.len()))).collect();
@@ -333,6 +212,164 @@ pub fn align(parts: &[RankPart], matched: &[Matched], user: &[(u32, i64)]) -> Ve
             row
         })
         .collect()
+}
+
+/// Each collective on each of its ranks, by part index (`index`: part by rank; the first place
+/// of a part counts). Every lookup is then by key, never by a scan of the collective's ranks:
+/// alignment stays linear in the ranks.
+fn places<'a>(matched: &'a [Matched], index: &BTreeMap<u32, usize>) -> Vec<BTreeMap<usize, &'a Instance>> {
+    matched
+        .iter()
+        .map(|m| {
+            let mut at = BTreeMap::new();
+            for (r, x) in m.ranks.iter().zip(&m.per_rank) {
+                if let Some(&i) = index.get(r) {
+                    at.entry(i).or_insert(x);
+                }
+            }
+            at
+        })
+        .collect()
+}
+
+/// Per part, its collective ends against the reference rank's (the estimator rank by rank).
+fn rank_diffs(n_parts: usize, places: &[BTreeMap<usize, &Instance>]) -> Vec<Vec<i64>> {
+    let mut rank_diffs: Vec<Vec<i64>> = vec![Vec::new(); n_parts];
+    for at in places {
+        let Some(a) = at.get(&0) else { continue };
+        for (&i, x) in at {
+            if i != 0 {
+                rank_diffs[i].push(x.end_ns - a.end_ns);
+            }
+        }
+    }
+    rank_diffs
+}
+
+/// Per pair of clocks (by lead part, `lead`) that shared a collective, the first leavers' end
+/// differences: a star from the lowest clock of each collective to the others (the reference
+/// clock's when it is in it).
+fn pair_diffs(places: &[BTreeMap<usize, &Instance>], lead: &[usize]) -> BTreeMap<(usize, usize), Vec<i64>> {
+    // What a group of ranks on several hosts can tell; [`chain_clocks`] then makes a tree of the
+    // best-anchored pairs from the reference clock: a host that shares collectives with the
+    // reference only through another host (its tensor group on one host, its data-parallel
+    // peers on a second, the reference on a third) is placed through it.
+    let mut pair_diffs: BTreeMap<(usize, usize), Vec<i64>> = BTreeMap::new();
+    for at in places {
+        let mut first: BTreeMap<usize, i64> = BTreeMap::new();
+        for (&i, x) in at {
+            let end = x.end_ns;
+            first.entry(lead[i]).and_modify(|e| *e = (*e).min(end)).or_insert(end);
+        }
+        // The reference clock's first leaver anchors every collective it is in.
+        let Some((&a, &ea)) = first.get_key_value(&0).or_else(|| first.iter().next()) else { continue };
+        for (&g, &end) in &first {
+            if g != a {
+                pair_diffs.entry((a, g)).or_default().push(end - ea);
+            }
+        }
+    }
+    pair_diffs
+}
+
+/// Per clock (by lead part), its earliest start of each step, from the ranks whose step starts
+/// are anchors: pipeline stages start their steps apart by design (a stage waits for its
+/// neighbour's activations; the optimizer runs when its own backward ends), synthetic steps are
+/// ours.
+fn step_firsts(parts: &[RankPart], lead: &[usize]) -> BTreeMap<usize, BTreeMap<u32, i64>> {
+    let mut step_firsts: BTreeMap<usize, BTreeMap<u32, i64>> = BTreeMap::new();
+    for (i, p) in parts.iter().enumerate() {
+        if p.steps_synthetic || !p.pipe.steps.is_empty() {
+            continue;
+        }
+        let at = step_firsts.entry(lead[i]).or_default();
+        for &(n, start) in &p.step_starts {
+            at.entry(n).and_modify(|s| *s = (*s).min(start)).or_insert(start);
+        }
+    }
+    step_firsts
+}
+
+/// One estimate per clock other than the reference's (by lead part): from the chained
+/// collective ends, else from common step starts, else none (timestamps trusted as written).
+fn clock_estimates(
+    parts: &[RankPart],
+    clocks: &[Clock],
+    ref_clock: Option<&Clock>,
+    chained: &BTreeMap<usize, Link>,
+    step_firsts: &BTreeMap<usize, BTreeMap<u32, i64>>,
+) -> BTreeMap<usize, RankAlignment> {
+    let ref_steps = step_firsts.get(&0).cloned().unwrap_or_default();
+    let (ref_name, ref_end) = if ref_clock.is_some_and(|c| c.members.len() > 1) {
+        ("the reference clock", "the reference clock's first leaver")
+    } else {
+        ("the reference rank", "the reference rank")
+    };
+    let mut estimates: BTreeMap<usize, RankAlignment> = BTreeMap::new();
+    for c in clocks {
+        let Some(&g) = c.members.first().filter(|&&g| g != 0) else { continue };
+        let rank = parts[g].info.rank;
+        // A clock of several ranks is named with its host; one rank alone reads as before.
+        let whose = |what: &str| {
+            if c.members.len() > 1 {
+                format!("{}: {what}", clock_words(parts, c))
+            } else {
+                what.to_string()
+            }
+        };
+        if let Some(link) = chained.get(&g) {
+            let via = via_words(parts, clocks, link);
+            let why = if c.members.len() > 1 {
+                whose(&format!("its first leaver's collective end times matched with {ref_end}'s{via}"))
+            } else {
+                format!("collective end times matched with {ref_end}{via}")
+            };
+            let mut row = estimate(rank, AlignMethod::Collectives, link.diffs.clone(), &why);
+            if link.base_ns != 0 {
+                row.estimate_ns += link.base_ns;
+                let noise = (3 * row.residual_ns).max(MIN_APPLIED_OFFSET_NS);
+                row.offset_ns = if row.estimate_ns.abs() > noise { row.estimate_ns } else { 0 };
+            }
+            estimates.insert(g, row);
+            continue;
+        }
+        let d: Vec<i64> = step_firsts
+            .get(&g)
+            .map(|s| s.iter().filter_map(|(n, &start)| Some(start - ref_steps.get(n)?)).collect())
+            .unwrap_or_default();
+        if !d.is_empty() {
+            let why = whose(&format!("no collective matched with {}: step starts used as anchors", ref_name));
+            estimates.insert(g, estimate(rank, AlignMethod::StepStarts, d, &why));
+            continue;
+        }
+        let why = whose(&format!(
+            "no collective or step in common with {}: timestamps trusted as written",
+            ref_name
+        ));
+        estimates.insert(g, fixed(rank, AlignMethod::Timestamps, 0, why));
+    }
+    estimates
+}
+
+/// The words for the clock a chained estimate went through (`, through host `b` (2 hops)`);
+/// empty for a clock linked to the reference directly.
+fn via_words(parts: &[RankPart], clocks: &[Clock], link: &Link) -> String {
+    match link.via {
+        None => String::new(),
+        Some(v) => format!(
+            ", through {} ({} hop{})",
+            clocks.iter().find(|c| c.members.first() == Some(&v)).map_or_else(
+                || format!("rank {}", parts[v].info.rank),
+                |c| if c.members.len() > 1 {
+                    format!("host `{}`", c.host.as_deref().unwrap_or("?"))
+                } else {
+                    format!("rank {}", parts[v].info.rank)
+                }
+            ),
+            link.hops,
+            if link.hops == 1 { "" } else { "s" }
+        ),
+    }
 }
 
 fn same_host_note(clock: &str, own: Option<i64>, diffs: &[i64]) -> String {

@@ -17,28 +17,9 @@ pub fn report(
     offsets: &[(u32, i64)],
 ) -> Option<PipelineReport> {
     let (pairs, links) = match_p2p(ranks, insts);
-    let (stages, detected_from, ring) = match chain(ranks, &pairs, insts) {
-        Some((c, ring)) => (c, PipeSource::P2pChain, ring),
-        None if pairs.is_empty() => {
-            let annotated: Vec<u32> = ranks
-                .iter()
-                .zip(pipes)
-                .filter(|(_, p)| p.steps.iter().any(|s| s.forwards > 0))
-                .map(|(&r, _)| r)
-                .collect();
-            if annotated.len() < 2 {
-                return None;
-            }
-            (annotated, PipeSource::Annotations, false)
-        }
-        None => return None,
-    };
+    let (stages, detected_from, ring) = stages_of(ranks, insts, pipes, &pairs)?;
     let p = stages.len() as u32;
     let slot = |rank: u32| ranks.iter().position(|&r| r == rank);
-    // Aligned = rank clock − offset.
-    let off = |rank: u32| offsets.iter().find(|o| o.0 == rank).map_or(0, |o| o.1);
-    // Per stage × step: micro-batches and the order of forward / backward work.
-    let mut steps: Vec<StageStep> = Vec::new();
     let mut vs: Vec<i64> = stages
         .iter()
         .filter_map(|&r| slot(r))
@@ -47,93 +28,16 @@ pub fn report(
         .collect();
     let v = (!vs.is_empty()).then(|| crate::analyze::stats::lower_median(&mut vs) as u32).filter(|&v| v > 0);
     let per_v = v.unwrap_or(1);
-    let mut gpipe_votes = 0usize;
-    let mut one_f_votes = 0usize;
-    for (stage, &rank) in stages.iter().enumerate() {
-        let Some(k) = slot(rank) else { continue };
-        let next = stages.get(stage + 1).copied();
-        let prev = stage.checked_sub(1).and_then(|s| stages.get(s).copied());
-        for row in &pipes[k].steps {
-            // Exchanges of this stage in this step: forward and backward direction, with the
-            // instant each tells about (a send when posted, a recv when its data arrived).
-            let mut fwd: Vec<i64> = Vec::new();
-            let mut bwd: Vec<i64> = Vec::new();
-            for q in pairs.iter().filter(|q| q.0 == rank || q.1 == rank) {
-                let (mine, other, send) = if q.0 == rank { (q.2, q.1, true) } else { (q.3, q.0, false) };
-                if mine.step != row.step {
-                    continue;
-                }
-                let t = if send { mine.start_ns } else { mine.end_ns };
-                let forward = (send && Some(other) == next) || (!send && Some(other) == prev);
-                let backward = (send && Some(other) == prev) || (!send && Some(other) == next);
-                if forward {
-                    fwd.push(t);
-                } else if backward {
-                    bwd.push(t);
-                }
-            }
-            // Stage 0 sends its outputs forward; the last stage receives its inputs.
-            let dir_count = if next.is_some() {
-                pairs.iter().filter(|q| q.0 == rank && Some(q.1) == next && q.2.step == row.step).count()
-            } else {
-                pairs.iter().filter(|q| q.1 == rank && Some(q.0) == prev && q.3.step == row.step).count()
-            } as u32;
-            // Interleaved: each micro-batch passes a rank once per virtual stage.
-            let m = if row.forwards > 0 {
-                Some(row.forwards / per_v).filter(|&m| m > 0)
-            } else {
-                (dir_count > 0 && !ring).then_some(dir_count / per_v).filter(|&m| m > 0)
-            };
-            if row.forwards > 0 && row.backwards > 0 {
-                let last_f = row.order.rfind('F');
-                let first_b = row.order.find('B');
-                match (last_f, first_b) {
-                    (Some(f), Some(b)) if f < b => gpipe_votes += 1,
-                    (Some(_), Some(_)) => one_f_votes += 1,
-                    _ => {}
-                }
-            } else if let (Some(&first_b), Some(m)) = (bwd.iter().min(), m) {
-                let before = fwd.iter().filter(|&&t| t < first_b).count() as u32;
-                if before >= m {
-                    gpipe_votes += 1;
-                } else if p > 1 {
-                    one_f_votes += 1;
-                }
-            }
-            let bubble = (row.span_ns - row.compute_ns).max(0);
-            steps.push(StageStep {
-                stage: stage as u32,
-                rank,
-                step: row.step,
-                span_ns: row.span_ns,
-                compute_ns: row.compute_ns,
-                bubble_ns: bubble,
-                bubble_share: if row.span_ns > 0 { bubble as f64 / row.span_ns as f64 } else { 0.0 },
-                recv_wait_ns: row.recv_wait_ns,
-                host_free_ns: row.host_free_ns,
-                micro_batches: m,
-                start_ns: row.start_ns - off(rank),
-                end_ns: row.end_ns - off(rank),
-                blocks: row
-                    .blocks
-                    .iter()
-                    .map(|b| PipeBlock {
-                        start_ns: b.start_ns - off(rank),
-                        end_ns: b.end_ns - off(rank),
-                        ..*b
-                    })
-                    .collect(),
-            });
-        }
-    }
+    let walk = StageWalk { ranks, pipes, offsets, pairs: &pairs, stages: &stages, per_v, ring };
+    let (mut steps, votes) = walk.stage_steps();
     // A stage whose steps saw no exchange (outside the profiled window) has nothing to say.
     steps.retain(|s| s.span_ns > 0);
     steps.sort_by_key(|s| (s.step, s.stage));
     let schedule = if ring || v.is_some_and(|v| v > 1) {
         Schedule::Interleaved1f1b
-    } else if one_f_votes > 0 && one_f_votes >= gpipe_votes / 4 {
+    } else if votes.one_f > 0 && votes.one_f >= votes.gpipe / 4 {
         Schedule::OneFOneB
-    } else if gpipe_votes > 0 {
+    } else if votes.gpipe > 0 {
         Schedule::Gpipe
     } else {
         Schedule::Unknown
@@ -144,31 +48,7 @@ pub fn report(
         let (p, m, v) = (f64::from(p), f64::from(m), f64::from(per_v));
         (p - 1.0) / (m * v + p - 1.0)
     };
-    let per_stage: Vec<StageSummary> = stages
-        .iter()
-        .enumerate()
-        .filter_map(|(stage, &rank)| {
-            let v: Vec<&StageStep> = steps.iter().filter(|s| s.rank == rank).collect();
-            if v.is_empty() {
-                return None;
-            }
-            let n = v.len() as i64;
-            let mean = |f: fn(&StageStep) -> i64| v.iter().copied().map(f).sum::<i64>() / n;
-            let mut m: Vec<i64> = v.iter().filter_map(|s| s.micro_batches.map(i64::from)).collect();
-            Some(StageSummary {
-                stage: stage as u32,
-                rank,
-                steps: v.len(),
-                span_ns: mean(|s| s.span_ns),
-                compute_ns: mean(|s| s.compute_ns),
-                bubble_ns: mean(|s| s.bubble_ns),
-                bubble_share: v.iter().map(|s| s.bubble_share).sum::<f64>() / v.len() as f64,
-                recv_wait_ns: mean(|s| s.recv_wait_ns),
-                host_free_ns: mean(|s| s.host_free_ns),
-                micro_batches: (!m.is_empty()).then(|| crate::analyze::stats::lower_median(&mut m) as u32),
-            })
-        })
-        .collect();
+    let per_stage = stage_summaries(&stages, &steps);
     let slowest = per_stage.iter().max_by_key(|s| (s.compute_ns, std::cmp::Reverse(s.stage)));
     let mean_compute =
         per_stage.iter().map(|s| s.compute_ns as f64).sum::<f64>() / per_stage.len().max(1) as f64;
@@ -194,6 +74,188 @@ pub fn report(
         links,
         stages,
     })
+}
+
+/// The stages in pipeline order, how they were found, and whether the exchanges make a ring:
+/// the chain the exchanges make, else (with no exchange at all) the ranks whose steps count
+/// forward passes; `None` when neither gives two stages.
+fn stages_of(
+    ranks: &[u32],
+    insts: &[Vec<Instance>],
+    pipes: &[&RankPipe],
+    pairs: &[Pair<'_>],
+) -> Option<(Vec<u32>, PipeSource, bool)> {
+    match chain(ranks, pairs, insts) {
+        Some((c, ring)) => Some((c, PipeSource::P2pChain, ring)),
+        None if pairs.is_empty() => {
+            let annotated: Vec<u32> = ranks
+                .iter()
+                .zip(pipes)
+                .filter(|(_, p)| p.steps.iter().any(|s| s.forwards > 0))
+                .map(|(&r, _)| r)
+                .collect();
+            if annotated.len() < 2 {
+                return None;
+            }
+            Some((annotated, PipeSource::Annotations, false))
+        }
+        None => None,
+    }
+}
+
+/// Steps whose order of work reads as GPipe (every forward before the first backward) or as
+/// 1F1B.
+#[derive(Default)]
+struct Votes {
+    gpipe: usize,
+    one_f: usize,
+}
+
+/// What the per stage × step figures are read from.
+struct StageWalk<'a> {
+    ranks: &'a [u32],
+    pipes: &'a [&'a RankPipe],
+    /// Aligned = rank clock − offset.
+    offsets: &'a [(u32, i64)],
+    pairs: &'a [Pair<'a>],
+    stages: &'a [u32],
+    /// Virtual stages per rank (1 when not interleaved).
+    per_v: u32,
+    ring: bool,
+}
+
+impl StageWalk<'_> {
+    /// Per stage × step: micro-batches and the order of forward / backward work, with the
+    /// schedule votes of the steps.
+    fn stage_steps(&self) -> (Vec<StageStep>, Votes) {
+        let (pairs, stages) = (self.pairs, self.stages);
+        let p = stages.len() as u32;
+        let mut steps: Vec<StageStep> = Vec::new();
+        let mut votes = Votes::default();
+        for (stage, &rank) in stages.iter().enumerate() {
+            let Some(k) = self.ranks.iter().position(|&r| r == rank) else { continue };
+            let next = stages.get(stage + 1).copied();
+            let prev = stage.checked_sub(1).and_then(|s| stages.get(s).copied());
+            for row in &self.pipes[k].steps {
+                let (fwd, bwd) = self.exchange_instants(rank, row.step, next, prev);
+                // Stage 0 sends its outputs forward; the last stage receives its inputs.
+                let dir_count = if next.is_some() {
+                    pairs.iter().filter(|q| q.0 == rank && Some(q.1) == next && q.2.step == row.step).count()
+                } else {
+                    pairs.iter().filter(|q| q.1 == rank && Some(q.0) == prev && q.3.step == row.step).count()
+                } as u32;
+                // Interleaved: each micro-batch passes a rank once per virtual stage.
+                let m = if row.forwards > 0 {
+                    Some(row.forwards / self.per_v).filter(|&m| m > 0)
+                } else {
+                    (dir_count > 0 && !self.ring).then_some(dir_count / self.per_v).filter(|&m| m > 0)
+                };
+                if row.forwards > 0 && row.backwards > 0 {
+                    let last_f = row.order.rfind('F');
+                    let first_b = row.order.find('B');
+                    match (last_f, first_b) {
+                        (Some(f), Some(b)) if f < b => votes.gpipe += 1,
+                        (Some(_), Some(_)) => votes.one_f += 1,
+                        _ => {}
+                    }
+                } else if let (Some(&first_b), Some(m)) = (bwd.iter().min(), m) {
+                    let before = fwd.iter().filter(|&&t| t < first_b).count() as u32;
+                    if before >= m {
+                        votes.gpipe += 1;
+                    } else if p > 1 {
+                        votes.one_f += 1;
+                    }
+                }
+                steps.push(self.stage_step(stage, rank, row, m));
+            }
+        }
+        (steps, votes)
+    }
+
+    /// Exchanges of `rank` in `step`, forward and backward direction (by its `next` and `prev`
+    /// stages), with the instant each tells about (a send when posted, a recv when its data
+    /// arrived).
+    fn exchange_instants(
+        &self,
+        rank: u32,
+        step: u32,
+        next: Option<u32>,
+        prev: Option<u32>,
+    ) -> (Vec<i64>, Vec<i64>) {
+        let mut fwd: Vec<i64> = Vec::new();
+        let mut bwd: Vec<i64> = Vec::new();
+        for q in self.pairs.iter().filter(|q| q.0 == rank || q.1 == rank) {
+            let (mine, other, send) = if q.0 == rank { (q.2, q.1, true) } else { (q.3, q.0, false) };
+            if mine.step != step {
+                continue;
+            }
+            let t = if send { mine.start_ns } else { mine.end_ns };
+            let forward = (send && Some(other) == next) || (!send && Some(other) == prev);
+            let backward = (send && Some(other) == prev) || (!send && Some(other) == next);
+            if forward {
+                fwd.push(t);
+            } else if backward {
+                bwd.push(t);
+            }
+        }
+        (fwd, bwd)
+    }
+
+    /// The figures of `rank` (stage `stage`) in one step `row`, with its micro-batches `m`, on
+    /// the aligned clock.
+    fn stage_step(&self, stage: usize, rank: u32, row: &super::StageStepPart, m: Option<u32>) -> StageStep {
+        let off = self.offsets.iter().find(|o| o.0 == rank).map_or(0, |o| o.1);
+        let bubble = (row.span_ns - row.compute_ns).max(0);
+        StageStep {
+            stage: stage as u32,
+            rank,
+            step: row.step,
+            span_ns: row.span_ns,
+            compute_ns: row.compute_ns,
+            bubble_ns: bubble,
+            bubble_share: if row.span_ns > 0 { bubble as f64 / row.span_ns as f64 } else { 0.0 },
+            recv_wait_ns: row.recv_wait_ns,
+            host_free_ns: row.host_free_ns,
+            micro_batches: m,
+            start_ns: row.start_ns - off,
+            end_ns: row.end_ns - off,
+            blocks: row
+                .blocks
+                .iter()
+                .map(|b| PipeBlock { start_ns: b.start_ns - off, end_ns: b.end_ns - off, ..*b })
+                .collect(),
+        }
+    }
+}
+
+/// Per stage with figures, the mean of its steps' figures (the lower median of their
+/// micro-batches).
+fn stage_summaries(stages: &[u32], steps: &[StageStep]) -> Vec<StageSummary> {
+    stages
+        .iter()
+        .enumerate()
+        .filter_map(|(stage, &rank)| {
+            let v: Vec<&StageStep> = steps.iter().filter(|s| s.rank == rank).collect();
+            if v.is_empty() {
+                return None;
+            }
+            let n = v.len() as i64;
+            let mean = |f: fn(&StageStep) -> i64| v.iter().copied().map(f).sum::<i64>() / n;
+            let mut m: Vec<i64> = v.iter().filter_map(|s| s.micro_batches.map(i64::from)).collect();
+            Some(StageSummary {
+                stage: stage as u32,
+                rank,
+                steps: v.len(),
+                span_ns: mean(|s| s.span_ns),
+                compute_ns: mean(|s| s.compute_ns),
+                bubble_ns: mean(|s| s.bubble_ns),
+                bubble_share: v.iter().map(|s| s.bubble_share).sum::<f64>() / v.len() as f64,
+                recv_wait_ns: mean(|s| s.recv_wait_ns),
+                host_free_ns: mean(|s| s.host_free_ns),
+                micro_batches: (!m.is_empty()).then(|| crate::analyze::stats::lower_median(&mut m) as u32),
+            })
+        })
+        .collect()
 }
 
 /// The critical path of each step, walked backwards from the stage whose step ends last: on

@@ -61,23 +61,7 @@ fn exposed_comm(cx: &Ctx<'_>, small_calls: SmallCalls) -> Option<Finding> {
     let cp = cx.per_rank_mean(|r| r.compute_ns);
     let wall = cx.per_rank_mean(|r| r.wall_ns);
     let comm = cx.per_rank_mean(|r| r.comm_ns);
-    let mut flagged = Vec::new();
-    let mut savings = Vec::new();
-    let mut worst: f64 = 0.0;
-    for (k, &(rank, e)) in et.iter().enumerate() {
-        let w = wall.get(k).map_or(0.0, |x| x.1);
-        if w <= 0.0 {
-            continue;
-        }
-        // With perfect overlap only the transfer beyond the compute stays exposed.
-        let hideable =
-            (e - (tr.get(k).map_or(0.0, |x| x.1) - cp.get(k).map_or(0.0, |x| x.1)).max(0.0)).max(0.0);
-        savings.push(hideable);
-        if e / w > cx.th.exposed_comm_ratio {
-            flagged.push(rank);
-            worst = worst.max(e / w);
-        }
-    }
+    let (flagged, savings, worst) = rank_savings(cx, &et, &tr, &cp, &wall);
     if flagged.is_empty() {
         return None;
     }
@@ -95,6 +79,104 @@ fn exposed_comm(cx: &Ctx<'_>, small_calls: SmallCalls) -> Option<Finding> {
     let comm_share =
         comm.iter().zip(&wall).map(|(c, w)| if w.1 > 0.0 { c.1 / w.1 } else { 0.0 }).fold(0.0, f64::max);
     // Where the exposed transfer comes from: the collectives' origin with the most of it.
+    let (mut origin_words, mut one_bucket) = top_origin(cx, &hidden, small);
+    // Buckets are DDP's: FSDP's gradients are reduce-scattered per unit, DeepSpeed's and
+    // Megatron's have their own sizes.
+    if cx.sharded() || (!cx.a.frameworks.is_empty() && !cx.uses(Framework::Ddp)) {
+        one_bucket = None;
+    }
+    if let Some((calls, _)) = one_bucket {
+        origin_words.push_str(&format!(
+            " The gradients travel in {calls:.0} bucket(s) that are all_reduced only once backward is nearly done, so there is no compute left to hide them behind."
+        ));
+    }
+    let bucket_advice = advice_on_buckets(cx, one_bucket, small, small_calls);
+    let gpu_part = if cx.cpu_only {
+        ""
+    } else {
+        " Keep NCCL on its own high-priority stream so compute kernels do not starve it."
+    };
+    // Whose traffic it is: the layout's role with the most exposed transfer says what to turn.
+    let (role, role_words) = dominant_role(cx);
+    if !role_words.is_empty() {
+        origin_words.push_str(&role_words);
+    }
+    let bucket_advice = match role_advice(cx, role) {
+        Some(a) => a,
+        None => bucket_advice,
+    };
+    let bucket_advice = comm_bound_advice(cx, &tr, &cp, bucket_advice);
+    // One story: the gain is the part of the exposed transfer that overlap can hide, as
+    // overlap achieves it in practice.
+    origin_words.push_str(&format!(
+        " Overlap can hide at most the transfer that compute could run beside ({} per step on the median rank); overlap achieves about {:.0}% of that in practice: {} per step.",
+        dur(median_f(savings_copy)),
+        OVERLAP_ACHIEVABLE * 100.0,
+        dur(saving)
+    ));
+    Some(Finding {
+        id: FindingId::ExposedComm,
+        severity: severity_for(saving, cx.step_ns),
+        message: format!(
+            "Communication transfer is not hidden behind compute: {} per step of transfer runs with no compute beside it on any rank (up to {} of the step; waiting for other ranks excluded), on {} of {} ranks; {} of the transfer is hidden.{origin_words}",
+            dur_range(per_rank),
+            pct(worst),
+            flagged.len(),
+            cx.ranks.len(),
+            pct(median_f(hidden.clone()))
+        ),
+        fix: format!(
+            "Overlap the transfer with compute: {bucket_advice}.{gpu_part} If the transfer itself is slow for its size, see the Fabric evidence (nccl-tests, NCCL_DEBUG)."
+        ),
+        ranks: flagged,
+        steps: cx.all_steps.clone(),
+        evidence: Evidence::from([(K::MaxExposedTransferRatio, worst),
+            (K::CommShareMax, comm_share),
+            (K::HiddenTransferShare, median_f(hidden)),
+            (K::Threshold, cx.th.exposed_comm_ratio),
+        ]),
+        quotes: Vec::new(),
+        quotes_total: 0,
+        symptoms: vec![FindingId::LowOverlap, FindingId::CommHeavy],
+        location: None,
+        impact_ns: saving as i64,
+    })
+}
+
+/// Per rank above the threshold, its number; per rank, the exposed transfer that perfect
+/// overlap would hide (beyond the transfer that exceeds its compute); and the worst exposed
+/// share of the step. Inputs are per rank, per step means.
+fn rank_savings(
+    cx: &Ctx<'_>,
+    et: &[(u32, f64)],
+    tr: &[(u32, f64)],
+    cp: &[(u32, f64)],
+    wall: &[(u32, f64)],
+) -> (Vec<u32>, Vec<f64>, f64) {
+    let mut flagged = Vec::new();
+    let mut savings = Vec::new();
+    let mut worst: f64 = 0.0;
+    for (k, &(rank, e)) in et.iter().enumerate() {
+        let w = wall.get(k).map_or(0.0, |x| x.1);
+        if w <= 0.0 {
+            continue;
+        }
+        // With perfect overlap only the transfer beyond the compute stays exposed.
+        let hideable =
+            (e - (tr.get(k).map_or(0.0, |x| x.1) - cp.get(k).map_or(0.0, |x| x.1)).max(0.0)).max(0.0);
+        savings.push(hideable);
+        if e / w > cx.th.exposed_comm_ratio {
+            flagged.push(rank);
+            worst = worst.max(e / w);
+        }
+    }
+    (flagged, savings, worst)
+}
+
+/// The words naming the collectives' origin with the most exposed transfer, and, when it is a
+/// DDP gradient all_reduce of one or two buckets at the end of backward mostly exposed (and no
+/// small-collectives finding is reported), its calls and MiB per step.
+fn top_origin(cx: &Ctx<'_>, hidden: &[f64], small: bool) -> (String, Option<(f64, f64)>) {
     let n_steps = cx.all_steps.len().max(1) as f64;
     struct Origin {
         exposed: f64,
@@ -138,7 +220,7 @@ fn exposed_comm(cx: &Ctx<'_>, small_calls: SmallCalls) -> Option<Finding> {
         } else if o.exposed > 0.0 {
             origin_words = format!(" Most of it is {} ({calls:.0} call(s) per step, {size}).", kind.name());
         }
-        let hidden_share = median_f(hidden.clone());
+        let hidden_share = median_f(hidden.to_vec());
         if *kind == CollKind::AllReduce
             && o.phase == Phase::Backward
             && calls <= 2.0
@@ -148,17 +230,13 @@ fn exposed_comm(cx: &Ctx<'_>, small_calls: SmallCalls) -> Option<Finding> {
             one_bucket = Some((calls, mib));
         }
     }
-    // Buckets are DDP's: FSDP's gradients are reduce-scattered per unit, DeepSpeed's and
-    // Megatron's have their own sizes.
-    if cx.sharded() || (!cx.a.frameworks.is_empty() && !cx.uses(Framework::Ddp)) {
-        one_bucket = None;
-    }
-    if let Some((calls, _)) = one_bucket {
-        origin_words.push_str(&format!(
-            " The gradients travel in {calls:.0} bucket(s) that are all_reduced only once backward is nearly done, so there is no compute left to hide them behind."
-        ));
-    }
-    let bucket_advice = if let Some((_, mib)) = one_bucket {
+    (origin_words, one_bucket)
+}
+
+/// The advice on the buckets: split a single bucket, follow the small-collectives finding, fewer
+/// larger buckets for many small calls, else make the buckets fire during backward.
+fn advice_on_buckets(cx: &Ctx<'_>, one_bucket: Option<(f64, f64)>, small: bool, small_calls: SmallCalls) -> String {
+    if let Some((_, mib)) = one_bucket {
         format!("split the gradients into smaller buckets so the first ones are all_reduced while backward still computes (DDP `bucket_cap_mb` around {:.0}, a quarter of the {mib:.0} MiB of gradients per step; the default 25 MiB holds them all)", (mib / 4.0).max(1.0))
     } else if small {
         "raise the bucket size as the small-collectives finding says (fewer, larger all_reduces launched during backward)".to_string()
@@ -171,27 +249,17 @@ fn exposed_comm(cx: &Ctx<'_>, small_calls: SmallCalls) -> Option<Finding> {
             (true, false) => ddp.to_string(),
             (false, false) => format!("{ddp}, and for FSDP enable forward/backward prefetch"),
         }
-    };
-    let gpu_part = if cx.cpu_only {
-        ""
-    } else {
-        " Keep NCCL on its own high-priority stream so compute kernels do not starve it."
-    };
-    // Whose traffic it is: the layout's role with the most exposed transfer says what to turn.
-    let (role, role_words) = dominant_role(cx);
-    if !role_words.is_empty() {
-        origin_words.push_str(&role_words);
     }
-    let bucket_advice = match role_advice(cx, role) {
-        Some(a) => a,
-        None => bucket_advice,
-    };
-    // Too little compute to hide it behind: the median rank's transfer exceeds its compute.
-    let beyond: Vec<f64> = tr.iter().zip(&cp).map(|(t, c)| t.1 - c.1).collect();
+}
+
+/// `bucket_advice`, preceded by the advice to send less per unit of compute when there is too
+/// little compute to hide the transfer behind (the median rank's transfer exceeds its compute).
+fn comm_bound_advice(cx: &Ctx<'_>, tr: &[(u32, f64)], cp: &[(u32, f64)], bucket_advice: String) -> String {
+    let beyond: Vec<f64> = tr.iter().zip(cp).map(|(t, c)| t.1 - c.1).collect();
     let comm_bound = median_f(beyond) > 0.0;
     let (median_compute, median_transfer) =
         (median_f(cp.iter().map(|x| x.1).collect()), median_f(tr.iter().map(|x| x.1).collect()));
-    let bucket_advice = if comm_bound {
+    if comm_bound {
         format!(
             "there is too little compute to hide it behind ({} of compute per step against {} of transfer), so send less per unit of compute: a larger batch per rank, gradient accumulation that synchronizes once every few micro-batches ({}), {}, fewer ranks for this model size, or a faster fabric; then {bucket_advice}",
             dur(median_compute),
@@ -213,42 +281,7 @@ fn exposed_comm(cx: &Ctx<'_>, small_calls: SmallCalls) -> Option<Finding> {
         )
     } else {
         bucket_advice
-    };
-    // One story: the gain is the part of the exposed transfer that overlap can hide, as
-    // overlap achieves it in practice.
-    origin_words.push_str(&format!(
-        " Overlap can hide at most the transfer that compute could run beside ({} per step on the median rank); overlap achieves about {:.0}% of that in practice: {} per step.",
-        dur(median_f(savings_copy)),
-        OVERLAP_ACHIEVABLE * 100.0,
-        dur(saving)
-    ));
-    Some(Finding {
-        id: FindingId::ExposedComm,
-        severity: severity_for(saving, cx.step_ns),
-        message: format!(
-            "Communication transfer is not hidden behind compute: {} per step of transfer runs with no compute beside it on any rank (up to {} of the step; waiting for other ranks excluded), on {} of {} ranks; {} of the transfer is hidden.{origin_words}",
-            dur_range(per_rank),
-            pct(worst),
-            flagged.len(),
-            cx.ranks.len(),
-            pct(median_f(hidden.clone()))
-        ),
-        fix: format!(
-            "Overlap the transfer with compute: {bucket_advice}.{gpu_part} If the transfer itself is slow for its size, see the Fabric evidence (nccl-tests, NCCL_DEBUG)."
-        ),
-        ranks: flagged,
-        steps: cx.all_steps.clone(),
-        evidence: Evidence::from([(K::MaxExposedTransferRatio, worst),
-            (K::CommShareMax, comm_share),
-            (K::HiddenTransferShare, median_f(hidden)),
-            (K::Threshold, cx.th.exposed_comm_ratio),
-        ]),
-        quotes: Vec::new(),
-        quotes_total: 0,
-        symptoms: vec![FindingId::LowOverlap, FindingId::CommHeavy],
-        location: None,
-        impact_ns: saving as i64,
-    })
+    }
 }
 
 /// The role of the layout's groups that holds the most exposed transfer (summed over the groups'

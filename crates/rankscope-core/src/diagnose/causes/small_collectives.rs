@@ -121,9 +121,20 @@ fn concurrency(v: &[&Op]) -> f64 {
     }
 }
 
+/// The findings of the small-collectives cause: per kind, group and origin of collective, many
+/// calls per step of a small median size, with their fixed cost and what merging them saves.
 fn small_collectives(cx: &Ctx<'_>, exclude_origins: &[String], late: &BTreeSet<u32>) -> Vec<Finding> {
+    call_groups(cx, exclude_origins)
+        .into_iter()
+        .filter_map(|((kind, _pg, _origin), members)| group_finding(cx, kind, &members, late))
+        .collect()
+}
+
+/// The collectives that may be small calls, by their indices in the job's collectives, per kind,
+/// group and origin: not point-to-point, not a group that moves activations, not the calls a
+/// blocking-collectives finding took (`exclude_origins`).
+fn call_groups(cx: &Ctx<'_>, exclude_origins: &[String]) -> BTreeMap<(CollKind, String, String), Vec<usize>> {
     let ops = cx.ops;
-    let n_steps = cx.all_steps.len().max(1) as f64;
     // Per kind, group and origin: a loss all_reduce issued from the training loop is not a
     // gradient bucket, and blocking host synchronizations have their own finding.
     // Each call by its index in the job's collectives (the replay names them so).
@@ -146,220 +157,257 @@ fn small_collectives(cx: &Ctx<'_>, exclude_origins: &[String], late: &BTreeSet<u
         }
         groups.entry((o.kind, o.pg.clone(), o.origin.clone())).or_default().push(k);
     }
-    let mut out = Vec::new();
-    for ((kind, _pg, _origin), members) in groups {
-        let v: Vec<&Op> = members.iter().filter_map(|&k| ops.get(k)).collect();
-        let mut sizes: Vec<i64> = v.iter().filter_map(|o| o.bytes).filter(|&b| b > 0).collect();
-        if sizes.is_empty() {
-            continue;
-        }
-        sizes.sort_unstable();
-        let med = sizes[(sizes.len() - 1) / 2] as f64;
-        // Calls of unknown size are not counted: they may be anything.
-        let per_step = v.iter().filter(|o| o.bytes.is_some_and(|b| b > 0)).count() as f64 / n_steps;
-        if med >= cx.th.small_collective_bytes || per_step < cx.th.small_collectives_per_step {
-            continue;
-        }
-        let pts: Vec<(f64, f64)> =
-            v.iter().filter_map(|o| Some((o.bytes? as f64, o.transfer_ns as f64 / 1e3))).collect();
-        let group = v.iter().map(|o| o.group_size).max().unwrap_or(2);
-        // Calls of one size cannot tell the fixed cost from the bandwidth: then the fit pools
-        // every group of the same kind and size (the same fabric), e.g. a loss all_reduce of a
-        // few bytes next to 1 MiB buckets.
-        let pooled: Vec<(f64, f64)> = ops
-            .iter()
-            .filter(|o| o.kind == kind && o.group_size == group && o.ranks.len() >= 2)
-            .filter_map(|o| Some((o.bytes? as f64, o.transfer_ns as f64 / 1e3)))
-            .collect();
-        let factor = Some(busbw_factor(kind, group));
-        let fitted = match crate::nccl::fit::fit_latency_bandwidth_robust(&pts, factor) {
-            Ok(f) if !f.alpha_clamped => Some(fit_or_floor(f, false, &pts)),
-            _ => match crate::nccl::fit::fit_latency_bandwidth_robust(&pooled, factor) {
-                Ok(f) if !f.alpha_clamped => Some(fit_or_floor(f, true, &pts)),
-                // About one size, or times that do not grow with it: a floor of the fixed cost.
-                _ => fixed_cost_floor(&pts),
-            },
-        };
-        // Calls whose times say nothing of a fixed cost (fewer than five, or each at the
-        // fastest call's throughput) cannot tell it from the transfer: the trace says there are
-        // many small calls, not what they cost. Kept as a finding with no claimed saving, for
-        // the advice of `exposed_comm`.
-        let Some(cost) = fitted else {
-            let hist = size_histogram(&sizes);
-            out.push(Finding {
-                    id: FindingId::SmallCollectives,
-                    severity: Severity::Info,
-                    message: format!(
-                        "{per_step:.0} {} calls per step of {:.2}–{:.2} MiB (median {:.2} MiB; {hist}): each pays a fixed cost that fewer, larger calls would pay once, but this trace cannot say how much (the calls are about one size and each runs at about the fastest one's throughput: nothing in their times is a fixed cost it can tell from the transfer).",
-                        kind.name(),
-                        sizes[0] as f64 / 1048576.0,
-                        sizes.last().copied().unwrap_or(0) as f64 / 1048576.0,
-                        med / 1048576.0
-                    ),
-                    fix: "Measure the fixed cost of one call on this fabric (nccl-tests, or a timed 1-element all_reduce) before tuning; fewer, larger collectives (DDP `bucket_cap_mb`, default 25) pay it fewer times.".into(),
-                    ranks: cx.ranks.clone(),
-                    steps: cx.all_steps.clone(),
-                    evidence: Evidence::from([(K::CallsPerStep, per_step),
-                        (K::MedianBytes, med),
-                        (K::FixedCostUnknown, 1.0),
-                    ]),
-                    quotes: Vec::new(),
-                    quotes_total: 0,
-                    symptoms: Vec::new(),
-                    location: None,
-                    impact_ns: 0,
-                });
-            continue;
-        };
-        let span = sizes.last().copied().unwrap_or(1) as f64 / sizes[0].max(1) as f64;
-        let alpha_ns = cost.alpha_us() * 1e3;
-        let (model, bound) = match &cost {
-            FixedCost::Fit(fit, pooled) => {
-                let caveat = if *pooled {
-                    " (fitted over every group's calls of this kind: these are all one size)".to_string()
-                } else if span < 2.0 {
-                    format!(" (sizes span only {span:.1}×, so the split between fixed cost and bandwidth is uncertain)")
-                } else {
-                    String::new()
-                };
-                (
-                    format!(
-                        "by this trace's own cost model (T ≈ {} + S / {:.2} GB/s over {} calls, rms error {:.0}%{caveat}), each pays {} of fixed cost",
-                        dur(alpha_ns),
-                        fit.bw_alg_gbps,
-                        fit.points,
-                        100.0 * fit.rms_rel_err,
-                        dur(alpha_ns)
-                    ),
-                    false,
-                )
-            }
-            FixedCost::Bound { bw_gbps, fit, .. } => {
-                let why = match fit {
-                    None => "the calls are about one size, so this trace cannot fit a fixed cost".to_string(),
-                    Some(f) => format!(
-                        "this trace's own cost model (T ≈ {} + S / {:.2} GB/s over {} calls, rms error {:.0}%) says {} of fixed cost, but the calls' times prove more",
-                        dur(f.alpha_us * 1e3),
-                        f.bw_alg_gbps,
-                        f.points,
-                        100.0 * f.rms_rel_err,
-                        dur(f.alpha_us * 1e3)
-                    ),
-                };
-                (
-                    format!(
-                        "{why}: a call takes at least its size at the best throughput any of them reached ({bw_gbps:.2} GB/s), and beyond that each of the {} calls takes {} (median): at least that much of each is fixed cost",
-                        pts.len(),
-                        dur(alpha_ns)
-                    ),
-                    true,
-                )
-            }
-        };
-        let bw_gbps = cost.bw_gbps();
-        let bytes_per_step = sizes.iter().sum::<i64>() as f64 / n_steps;
-        let fewer = (bytes_per_step / cx.th.bucket_bytes.max(1.0)).ceil().max(1.0);
-        // Fixed costs paid side by side cost the step once.
-        let side_by_side = concurrency(&v);
-        let projected = (per_step - fewer).max(0.0) * alpha_ns / side_by_side;
-        // Only what is exposed costs step time: bounded by the ranks' exposed transfer.
-        let exposed =
-            median_f(cx.per_rank_mean(|r| r.exposed_transfer_ns).into_iter().map(|x| x.1).collect());
-        let mut saving = projected.min(exposed);
-        // Where the replay holds, the gain is the replay's: the calls' transfers less the fixed
-        // cost the merged calls no longer pay (never below their bytes at the fit's bandwidth),
-        // now and once the late ranks are fixed.
-        let mut replayed = String::new();
-        if let Some(m) = cx.model.filter(|_| cx.replay_usable()) {
-            let keep = (fewer / per_step).min(1.0);
-            let bytes_per_ns = bw_gbps.max(1e-9);
-            let merged: BTreeMap<usize, i64> = members
-                .iter()
-                .filter_map(|&k| ops.get(k).map(|o| (k, o)))
-                .map(|(k, o)| {
-                    let floor = o.bytes.map_or(0.0, |b| b as f64 / bytes_per_ns);
-                    let t = (o.transfer_ns as f64 - alpha_ns * (1.0 - keep)).max(floor).min(o.transfer_ns as f64);
-                    (k, t as i64)
-                })
-                .collect();
-            let none = BTreeMap::new();
-            let no_rank = BTreeSet::new();
-            let gain = |late: &BTreeSet<u32>| {
-                let before = crate::analyze::whatif::Scenario::new(m, late, &none).mean_step_ns(m);
-                let after = crate::analyze::whatif::Scenario::new(m, late, &merged).mean_step_ns(m);
-                (before - after).max(0.0)
-            };
-            let now = gain(&no_rank);
-            saving = now;
-            replayed = format!(" Replayed from the traces with these calls merged: {} per step", dur(now));
-            if !late.is_empty() {
-                // In the order of fixing: the late ranks first, then these calls.
-                let later = gain(late);
-                saving = later;
-                replayed.push_str(&format!(
-                    " now, {} once {} {} fixed",
-                    dur(later),
-                    ranks_word(&late.iter().copied().collect::<Vec<_>>()).to_lowercase(),
-                    if late.len() == 1 { "is" } else { "are" }
-                ));
-            }
-            replayed.push('.');
-        }
-        let mib = |b: f64| b / 1048576.0;
-        let hist = size_histogram(&sizes);
-        let together = if side_by_side >= 1.2 {
-            format!(" ({side_by_side:.1} of them run at once, so the step pays {} of it)", dur(per_step * alpha_ns / side_by_side))
-        } else {
-            String::new()
-        };
-        // A late rank hides part of it now; the calls' own cost stays once the rank is fixed.
-        let hidden = if late.is_empty() || cx.replay_usable() {
-            String::new()
-        } else {
-            format!(
-                " Part of it is hidden now behind the wait for {}; it is the calls' own cost, so it stays, and shows, once {} fixed.",
-                ranks_word(&late.iter().copied().collect::<Vec<_>>()).to_lowercase(),
-                if late.len() == 1 { "that rank is" } else { "those ranks are" }
-            )
-        };
-        let floor_word = if bound { "at least " } else { "" };
-        let mut evidence = Evidence::from([(K::CallsPerStep, per_step),
-            (K::MedianBytes, med),
-            (K::AlphaNs, alpha_ns),
-            (K::BwAlgGbps, bw_gbps),
-            (K::ProjectedCallsPerStep, fewer),
-            (K::FixedCostNsPerStep, per_step * alpha_ns / side_by_side),
-            (K::ConcurrentCalls, side_by_side),
-        ]);
-        if bound {
-            evidence.insert(K::FixedCostBound, 1.0);
-        }
-        out.push(Finding {
-                id: FindingId::SmallCollectives,
-                severity: severity_for(saving, cx.step_ns),
-                message: format!(
-                    "{per_step:.0} {} calls per step of {:.2}–{:.2} MiB (median {:.2} MiB; {hist}): {model}, {floor_word}{} per step{together}; {:.0} calls of {:.0} MiB would pay {}.{hidden}{replayed}",
-                    kind.name(),
-                    mib(sizes[0] as f64),
-                    mib(*sizes.last().unwrap_or(&0) as f64),
-                    mib(med),
-                    dur(per_step * alpha_ns),
-                    fewer,
-                    mib(cx.th.bucket_bytes),
-                    dur(fewer * alpha_ns / side_by_side)
-                ),
-                fix: cx.fewer_larger_calls(),
-                ranks: cx.ranks.clone(),
-                steps: cx.all_steps.clone(),
-                evidence,
-                quotes: Vec::new(),
-                quotes_total: 0,
-                symptoms: Vec::new(),
-                location: None,
-                impact_ns: saving as i64,
-            });
+    groups
+}
+
+/// The finding for one group of calls of kind `kind` (`members`: indices in the job's
+/// collectives), if they are many and small: their fixed cost (fitted, or a floor the times
+/// prove), what fewer larger calls would pay, and the saving (the replay's where it holds, with
+/// the `late` ranks fixed first).
+fn group_finding(cx: &Ctx<'_>, kind: CollKind, members: &[usize], late: &BTreeSet<u32>) -> Option<Finding> {
+    let ops = cx.ops;
+    let n_steps = cx.all_steps.len().max(1) as f64;
+    let v: Vec<&Op> = members.iter().filter_map(|&k| ops.get(k)).collect();
+    let mut sizes: Vec<i64> = v.iter().filter_map(|o| o.bytes).filter(|&b| b > 0).collect();
+    if sizes.is_empty() {
+        return None;
     }
-    out
+    sizes.sort_unstable();
+    let med = sizes[(sizes.len() - 1) / 2] as f64;
+    // Calls of unknown size are not counted: they may be anything.
+    let per_step = v.iter().filter(|o| o.bytes.is_some_and(|b| b > 0)).count() as f64 / n_steps;
+    if med >= cx.th.small_collective_bytes || per_step < cx.th.small_collectives_per_step {
+        return None;
+    }
+    let pts: Vec<(f64, f64)> =
+        v.iter().filter_map(|o| Some((o.bytes? as f64, o.transfer_ns as f64 / 1e3))).collect();
+    let group = v.iter().map(|o| o.group_size).max().unwrap_or(2);
+    // Calls whose times say nothing of a fixed cost (fewer than five, or each at the
+    // fastest call's throughput) cannot tell it from the transfer: the trace says there are
+    // many small calls, not what they cost. Kept as a finding with no claimed saving, for
+    // the advice of `exposed_comm`.
+    let Some(cost) = fitted_cost(ops, kind, group, &pts) else {
+        return Some(unknown_cost_finding(cx, kind, per_step, &sizes, med));
+    };
+    let alpha_ns = cost.alpha_us() * 1e3;
+    let (model, bound) = cost_model_words(&cost, &sizes, pts.len(), alpha_ns);
+    let bw_gbps = cost.bw_gbps();
+    let bytes_per_step = sizes.iter().sum::<i64>() as f64 / n_steps;
+    let fewer = (bytes_per_step / cx.th.bucket_bytes.max(1.0)).ceil().max(1.0);
+    // Fixed costs paid side by side cost the step once.
+    let side_by_side = concurrency(&v);
+    let projected = (per_step - fewer).max(0.0) * alpha_ns / side_by_side;
+    // Only what is exposed costs step time: bounded by the ranks' exposed transfer.
+    let exposed = median_f(cx.per_rank_mean(|r| r.exposed_transfer_ns).into_iter().map(|x| x.1).collect());
+    let mut saving = projected.min(exposed);
+    let mut replayed = String::new();
+    if let Some((s, words)) = replayed_saving(cx, members, fewer / per_step, bw_gbps, alpha_ns, late) {
+        saving = s;
+        replayed = words;
+    }
+    let mib = |b: f64| b / 1048576.0;
+    let hist = size_histogram(&sizes);
+    let together = if side_by_side >= 1.2 {
+        format!(" ({side_by_side:.1} of them run at once, so the step pays {} of it)", dur(per_step * alpha_ns / side_by_side))
+    } else {
+        String::new()
+    };
+    // A late rank hides part of it now; the calls' own cost stays once the rank is fixed.
+    let hidden = if late.is_empty() || cx.replay_usable() {
+        String::new()
+    } else {
+        format!(
+            " Part of it is hidden now behind the wait for {}; it is the calls' own cost, so it stays, and shows, once {} fixed.",
+            ranks_word(&late.iter().copied().collect::<Vec<_>>()).to_lowercase(),
+            if late.len() == 1 { "that rank is" } else { "those ranks are" }
+        )
+    };
+    let floor_word = if bound { "at least " } else { "" };
+    let mut evidence = Evidence::from([(K::CallsPerStep, per_step),
+        (K::MedianBytes, med),
+        (K::AlphaNs, alpha_ns),
+        (K::BwAlgGbps, bw_gbps),
+        (K::ProjectedCallsPerStep, fewer),
+        (K::FixedCostNsPerStep, per_step * alpha_ns / side_by_side),
+        (K::ConcurrentCalls, side_by_side),
+    ]);
+    if bound {
+        evidence.insert(K::FixedCostBound, 1.0);
+    }
+    Some(Finding {
+            id: FindingId::SmallCollectives,
+            severity: severity_for(saving, cx.step_ns),
+            message: format!(
+                "{per_step:.0} {} calls per step of {:.2}–{:.2} MiB (median {:.2} MiB; {hist}): {model}, {floor_word}{} per step{together}; {:.0} calls of {:.0} MiB would pay {}.{hidden}{replayed}",
+                kind.name(),
+                mib(sizes[0] as f64),
+                mib(*sizes.last().unwrap_or(&0) as f64),
+                mib(med),
+                dur(per_step * alpha_ns),
+                fewer,
+                mib(cx.th.bucket_bytes),
+                dur(fewer * alpha_ns / side_by_side)
+            ),
+            fix: cx.fewer_larger_calls(),
+            ranks: cx.ranks.clone(),
+            steps: cx.all_steps.clone(),
+            evidence,
+            quotes: Vec::new(),
+            quotes_total: 0,
+            symptoms: Vec::new(),
+            location: None,
+            impact_ns: saving as i64,
+        })
+}
+
+/// The calls' fixed cost: the latency + size / bandwidth fit of the group's calls `pts` (bytes,
+/// µs), else of every group's calls of the kind and size (the same fabric), else the floor the
+/// times prove; `None` when the times say nothing of a fixed cost.
+fn fitted_cost(ops: &[Op], kind: CollKind, group: i64, pts: &[(f64, f64)]) -> Option<FixedCost> {
+    // Calls of one size cannot tell the fixed cost from the bandwidth: then the fit pools
+    // every group of the same kind and size (the same fabric), e.g. a loss all_reduce of a
+    // few bytes next to 1 MiB buckets.
+    let pooled: Vec<(f64, f64)> = ops
+        .iter()
+        .filter(|o| o.kind == kind && o.group_size == group && o.ranks.len() >= 2)
+        .filter_map(|o| Some((o.bytes? as f64, o.transfer_ns as f64 / 1e3)))
+        .collect();
+    let factor = Some(busbw_factor(kind, group));
+    match crate::nccl::fit::fit_latency_bandwidth_robust(pts, factor) {
+        Ok(f) if !f.alpha_clamped => Some(fit_or_floor(f, false, pts)),
+        _ => match crate::nccl::fit::fit_latency_bandwidth_robust(&pooled, factor) {
+            Ok(f) if !f.alpha_clamped => Some(fit_or_floor(f, true, pts)),
+            // About one size, or times that do not grow with it: a floor of the fixed cost.
+            _ => fixed_cost_floor(pts),
+        },
+    }
+}
+
+/// The finding for many small calls whose fixed cost the trace cannot tell: no saving claimed.
+fn unknown_cost_finding(cx: &Ctx<'_>, kind: CollKind, per_step: f64, sizes: &[i64], med: f64) -> Finding {
+    let hist = size_histogram(sizes);
+    Finding {
+            id: FindingId::SmallCollectives,
+            severity: Severity::Info,
+            message: format!(
+                "{per_step:.0} {} calls per step of {:.2}–{:.2} MiB (median {:.2} MiB; {hist}): each pays a fixed cost that fewer, larger calls would pay once, but this trace cannot say how much (the calls are about one size and each runs at about the fastest one's throughput: nothing in their times is a fixed cost it can tell from the transfer).",
+                kind.name(),
+                sizes[0] as f64 / 1048576.0,
+                sizes.last().copied().unwrap_or(0) as f64 / 1048576.0,
+                med / 1048576.0
+            ),
+            fix: "Measure the fixed cost of one call on this fabric (nccl-tests, or a timed 1-element all_reduce) before tuning; fewer, larger collectives (DDP `bucket_cap_mb`, default 25) pay it fewer times.".into(),
+            ranks: cx.ranks.clone(),
+            steps: cx.all_steps.clone(),
+            evidence: Evidence::from([(K::CallsPerStep, per_step),
+                (K::MedianBytes, med),
+                (K::FixedCostUnknown, 1.0),
+            ]),
+            quotes: Vec::new(),
+            quotes_total: 0,
+            symptoms: Vec::new(),
+            location: None,
+            impact_ns: 0,
+        }
+}
+
+/// The words for the cost model (the fit, or the floor the calls' times prove, and why), and
+/// whether the fixed cost is a floor. `sizes` sorted; `n_calls` the calls with a known size.
+fn cost_model_words(cost: &FixedCost, sizes: &[i64], n_calls: usize, alpha_ns: f64) -> (String, bool) {
+    let span = sizes.last().copied().unwrap_or(1) as f64 / sizes[0].max(1) as f64;
+    match cost {
+        FixedCost::Fit(fit, pooled) => {
+            let caveat = if *pooled {
+                " (fitted over every group's calls of this kind: these are all one size)".to_string()
+            } else if span < 2.0 {
+                format!(" (sizes span only {span:.1}×, so the split between fixed cost and bandwidth is uncertain)")
+            } else {
+                String::new()
+            };
+            (
+                format!(
+                    "by this trace's own cost model (T ≈ {} + S / {:.2} GB/s over {} calls, rms error {:.0}%{caveat}), each pays {} of fixed cost",
+                    dur(alpha_ns),
+                    fit.bw_alg_gbps,
+                    fit.points,
+                    100.0 * fit.rms_rel_err,
+                    dur(alpha_ns)
+                ),
+                false,
+            )
+        }
+        FixedCost::Bound { bw_gbps, fit, .. } => {
+            let why = match fit {
+                None => "the calls are about one size, so this trace cannot fit a fixed cost".to_string(),
+                Some(f) => format!(
+                    "this trace's own cost model (T ≈ {} + S / {:.2} GB/s over {} calls, rms error {:.0}%) says {} of fixed cost, but the calls' times prove more",
+                    dur(f.alpha_us * 1e3),
+                    f.bw_alg_gbps,
+                    f.points,
+                    100.0 * f.rms_rel_err,
+                    dur(f.alpha_us * 1e3)
+                ),
+            };
+            (
+                format!(
+                    "{why}: a call takes at least its size at the best throughput any of them reached ({bw_gbps:.2} GB/s), and beyond that each of the {} calls takes {} (median): at least that much of each is fixed cost",
+                    n_calls,
+                    dur(alpha_ns)
+                ),
+                true,
+            )
+        }
+    }
+}
+
+/// Where the replay holds, the saving is the replay's: the calls' transfers less the fixed cost
+/// the merged calls no longer pay (never below their bytes at the fit's bandwidth), now and once
+/// the `late` ranks are fixed; with the words saying so. `keep` is the share of the calls the
+/// merged ones still make (capped at 1).
+fn replayed_saving(
+    cx: &Ctx<'_>,
+    members: &[usize],
+    keep: f64,
+    bw_gbps: f64,
+    alpha_ns: f64,
+    late: &BTreeSet<u32>,
+) -> Option<(f64, String)> {
+    let ops = cx.ops;
+    let m = cx.model.filter(|_| cx.replay_usable())?;
+    let keep = keep.min(1.0);
+    let bytes_per_ns = bw_gbps.max(1e-9);
+    let merged: BTreeMap<usize, i64> = members
+        .iter()
+        .filter_map(|&k| ops.get(k).map(|o| (k, o)))
+        .map(|(k, o)| {
+            let floor = o.bytes.map_or(0.0, |b| b as f64 / bytes_per_ns);
+            let t = (o.transfer_ns as f64 - alpha_ns * (1.0 - keep)).max(floor).min(o.transfer_ns as f64);
+            (k, t as i64)
+        })
+        .collect();
+    let none = BTreeMap::new();
+    let no_rank = BTreeSet::new();
+    let gain = |late: &BTreeSet<u32>| {
+        let before = crate::analyze::whatif::Scenario::new(m, late, &none).mean_step_ns(m);
+        let after = crate::analyze::whatif::Scenario::new(m, late, &merged).mean_step_ns(m);
+        (before - after).max(0.0)
+    };
+    let now = gain(&no_rank);
+    let mut saving = now;
+    let mut replayed = format!(" Replayed from the traces with these calls merged: {} per step", dur(now));
+    if !late.is_empty() {
+        // In the order of fixing: the late ranks first, then these calls.
+        let later = gain(late);
+        saving = later;
+        replayed.push_str(&format!(
+            " now, {} once {} {} fixed",
+            dur(later),
+            ranks_word(&late.iter().copied().collect::<Vec<_>>()).to_lowercase(),
+            if late.len() == 1 { "is" } else { "are" }
+        ));
+    }
+    replayed.push('.');
+    Some((saving, replayed))
 }
 
 /// "6 × 1–2 MiB, 12 × 2–4 MiB": counts per power-of-two size band.

@@ -3,10 +3,61 @@
 
 use super::*;
 
+/// The report from everything read: versions attributed, networks filled in, communicators
+/// resolved, peers and rings with their hosts, the findings.
 pub(super) fn finish(mut st: State) -> LogReport {
-    // Versions printed without a header: attribute them through RCCL's `Hostname` line, else the
-    // launcher's rank tag (`[1,0]<stdout>:NCCL version 2.9.9+cuda11.2` → the process tagged rank
-    // 0), else to `?`.
+    attribute_loose_versions(&mut st);
+    label_rocm_builds(&mut st);
+    // Which warnings are teardown (docs/nccl.md, "Teardown").
+    teardown(&mut st);
+    fill_networks(&mut st);
+    let (conns, mut rings) = resolve_comms(&mut st);
+    let hosts_of = RankHosts::new(&st, &conns);
+    let (peers, transports) = peer_links(&conns, &hosts_of);
+    ring_crossings(&mut rings, &hosts_of);
+    drop(hosts_of);
+    st.conns = conns;
+    let rings: Vec<NcclRing> = rings.into_values().collect();
+
+    let mut hosts: BTreeSet<String> = st.procs.keys().map(|k| k.0.clone()).collect();
+    hosts.extend(st.ranks.values().map(|r| r.host.clone()));
+    let n_nodes = u32::try_from(hosts.len()).unwrap_or(u32::MAX).max(st.max_nodes);
+
+    let peers: Vec<PeerLink> = peers.into_values().collect();
+    let findings = {
+        let mut f = log_findings(&st, &peers, &rings, &hosts, n_nodes);
+        sort_findings(&mut f);
+        f
+    };
+    let nccl_versions = st.versions.iter().map(|(v, hs)| (v.clone(), hs.iter().cloned().collect())).collect();
+    let mut ranks: Vec<NcclRank> = st.ranks.into_values().collect();
+    ranks.sort_by(|a, b| {
+        a.comm.cmp(&b.comm).then(a.rank.cmp(&b.rank)).then(a.host.cmp(&b.host)).then(a.pid.cmp(&b.pid))
+    });
+    let mut rings = rings;
+    rings.sort_by(|a, b| a.channel.cmp(&b.channel).then(a.comm.cmp(&b.comm)).then(a.ranks.cmp(&b.ranks)));
+    LogReport {
+        version: REPORT_VERSION,
+        files: st.files,
+        hosts: hosts.into_iter().collect(),
+        n_nodes,
+        nccl_versions,
+        processes: st.procs.into_values().collect(),
+        ranks,
+        rings,
+        trees: st.trees.into_values().collect(),
+        peers,
+        transports,
+        warnings: st.warnings,
+        findings,
+        diagnostics: st.diagnostics,
+    }
+}
+
+/// Attributes the versions printed without a header to their process: through RCCL's `Hostname`
+/// line, else the launcher's rank tag (`[1,0]<stdout>:NCCL version 2.9.9+cuda11.2` → the
+/// process tagged rank 0), else to `?`; and records each version's host and build label.
+fn attribute_loose_versions(st: &mut State) {
     for lv in std::mem::take(&mut st.loose_versions) {
         let by_tag = |p: &NcclProcess| {
             lv.launcher_rank.is_some() && p.launcher_rank == lv.launcher_rank && p.file == lv.ev.file
@@ -45,8 +96,11 @@ pub(super) fn finish(mut st: State) -> LogReport {
         st.versions.entry(lv.version.clone()).or_default().insert(host.clone());
         st.ev_version.entry((host, lv.version)).or_insert(lv.ev);
     }
-    // RCCL builds carry the ROCm stack they run on: one version on different ROCm releases is a
-    // build difference too.
+}
+
+/// Adds the ROCm release to the build labels of RCCL builds: RCCL builds carry the ROCm stack
+/// they run on, so one version on different ROCm releases is a build difference too.
+fn label_rocm_builds(st: &mut State) {
     let rocm: BTreeMap<String, String> = st
         .procs
         .values()
@@ -61,10 +115,12 @@ pub(super) fn finish(mut st: State) -> LogReport {
             None => ((h, v, l), e),
         })
         .collect();
-    // Which warnings are teardown (docs/nccl.md, "Teardown").
-    teardown(&mut st);
-    // The network of versions that do not print `Using network`: from the devices NCCL listed
-    // or, failing that, from the process's own network connections.
+}
+
+/// Each process's network for versions that do not print `Using network` (from the devices
+/// NCCL listed or, failing that, from the process's own network connections), and its GDRDMA
+/// as seen on network connections.
+fn fill_networks(st: &mut State) {
     let mut conn_nets: BTreeMap<(String, u64), String> = BTreeMap::new();
     for c in &st.conns {
         if let Some((name, _)) = net_of(&c.via) {
@@ -96,6 +152,14 @@ pub(super) fn finish(mut st: State) -> LogReport {
             }
         }
     }
+}
+
+/// Rings keyed by communicator, channel and ranks (the first of duplicates kept).
+type RingMap = BTreeMap<(Option<String>, u32, Vec<u32>), NcclRing>;
+
+/// Takes the connection and ring lines out of `st`, each with the communicator it belongs to,
+/// the rings deduplicated.
+fn resolve_comms(st: &mut State) -> (Vec<Conn>, RingMap) {
     // Which communicator a connection or ring line belongs to: rank numbers are per
     // communicator, and a training job has many (DP, TP, PP groups). NCCL prints connection and
     // ring lines from the thread that initialises the communicator, so the writing thread names
@@ -138,47 +202,69 @@ pub(super) fn finish(mut st: State) -> LogReport {
         };
         c.comm = resolve(&c.host, c.pid, c.tid, Some(local));
     }
-    let mut rings: BTreeMap<(Option<String>, u32, Vec<u32>), NcclRing> = BTreeMap::new();
+    let mut rings: RingMap = BTreeMap::new();
     for (mut ring, (h, pid, tid)) in std::mem::take(&mut st.rings) {
         ring.comm = resolve(&h, pid, tid, None);
         rings.entry((ring.comm.clone(), ring.channel, ring.ranks.clone())).or_insert(ring);
     }
+    (conns, rings)
+}
 
-    // Rank → host, per communicator (from comm lines and banners), with a job-wide fallback
-    // (ranks of multi-rank communicators and the local end of connection lines; a rank number
-    // claimed by two hosts is left out).
-    let comm_rank_host: BTreeMap<(&str, u32), &str> =
-        st.ranks.values().map(|r| ((r.comm.as_str(), r.rank), r.host.as_str())).collect();
-    let mut rank_host: BTreeMap<u32, BTreeSet<String>> = BTreeMap::new();
-    for r in st.ranks.values().filter(|r| r.nranks.is_none_or(|n| n > 1)) {
-        rank_host.entry(r.rank).or_default().insert(r.host.clone());
+/// Rank → host, per communicator (from comm lines and banners), with a job-wide fallback
+/// (ranks of multi-rank communicators and the local end of connection lines; a rank number
+/// claimed by two hosts is left out).
+struct RankHosts<'a> {
+    by_comm: BTreeMap<(&'a str, u32), &'a str>,
+    job: BTreeMap<u32, BTreeSet<String>>,
+}
+
+impl<'a> RankHosts<'a> {
+    /// The hosts of `st`'s ranks and of the local ends of `conns`.
+    fn new(st: &'a State, conns: &[Conn]) -> Self {
+        let by_comm: BTreeMap<(&str, u32), &str> =
+            st.ranks.values().map(|r| ((r.comm.as_str(), r.rank), r.host.as_str())).collect();
+        let mut rank_host: BTreeMap<u32, BTreeSet<String>> = BTreeMap::new();
+        for r in st.ranks.values().filter(|r| r.nranks.is_none_or(|n| n > 1)) {
+            rank_host.entry(r.rank).or_default().insert(r.host.clone());
+        }
+        let mut from_conns: BTreeMap<u32, BTreeSet<String>> = BTreeMap::new();
+        for c in conns {
+            let local = match c.dir {
+                Some(false) => c.to,
+                _ => c.from,
+            };
+            from_conns.entry(local).or_default().insert(c.host.clone());
+        }
+        for (r, hs) in from_conns {
+            rank_host.entry(r).or_insert(hs);
+        }
+        RankHosts { by_comm, job: rank_host }
     }
-    let mut from_conns: BTreeMap<u32, BTreeSet<String>> = BTreeMap::new();
-    for c in &conns {
-        let local = match c.dir {
-            Some(false) => c.to,
-            _ => c.from,
-        };
-        from_conns.entry(local).or_default().insert(c.host.clone());
-    }
-    for (r, hs) in from_conns {
-        rank_host.entry(r).or_insert(hs);
-    }
-    let host_of = |comm: Option<&str>, r: u32| -> Option<String> {
-        if let Some(h) = comm.and_then(|c| comm_rank_host.get(&(c, r))) {
+
+    /// The host of rank `r` of communicator `comm`, else of rank number `r` job-wide when one
+    /// host claims it.
+    fn host_of(&self, comm: Option<&str>, r: u32) -> Option<String> {
+        if let Some(h) = comm.and_then(|c| self.by_comm.get(&(c, r))) {
             return Some(h.to_string());
         }
-        rank_host.get(&r).filter(|s| s.len() == 1).and_then(|s| s.iter().next().cloned())
-    };
+        self.job.get(&r).filter(|s| s.len() == 1).and_then(|s| s.iter().next().cloned())
+    }
+}
 
-    // Peers.
+/// The peer links the connection lines describe (one per communicator and direction, with its
+/// hosts, paths, transport classes and channels), and the count of lines per path.
+#[allow(clippy::type_complexity)]
+fn peer_links(
+    conns: &[Conn],
+    hosts: &RankHosts<'_>,
+) -> (BTreeMap<(Option<String>, u32, u32), PeerLink>, BTreeMap<String, u32>) {
     let mut peers: BTreeMap<(Option<String>, u32, u32), PeerLink> = BTreeMap::new();
     let mut transports: BTreeMap<String, u32> = BTreeMap::new();
-    for c in &conns {
+    for c in conns {
         *transports.entry(c.via.clone()).or_default() += 1;
         let e = peers.entry((c.comm.clone(), c.from, c.to)).or_insert_with(|| {
-            let fh = host_of(c.comm.as_deref(), c.from);
-            let th = host_of(c.comm.as_deref(), c.to);
+            let fh = hosts.host_of(c.comm.as_deref(), c.from);
+            let th = hosts.host_of(c.comm.as_deref(), c.to);
             let same = match (&fh, &th) {
                 (Some(a), Some(b)) => Some(a == b),
                 _ => None,
@@ -211,53 +297,20 @@ pub(super) fn finish(mut st: State) -> LogReport {
             e.channels.sort_unstable();
         }
     }
+    (peers, transports)
+}
 
-    // Rings: host crossings when every rank's host is known.
+/// Each ring's host crossings and distinct hosts, when every rank's host is known.
+fn ring_crossings(rings: &mut RingMap, hosts: &RankHosts<'_>) {
     for ring in rings.values_mut() {
         let hosts: Option<Vec<String>> =
-            ring.ranks.iter().map(|&r| host_of(ring.comm.as_deref(), r)).collect();
+            ring.ranks.iter().map(|&r| hosts.host_of(ring.comm.as_deref(), r)).collect();
         if let Some(hs) = hosts.filter(|h| h.len() > 1) {
             let distinct: BTreeSet<&String> = hs.iter().collect();
             let crossings = (0..hs.len()).filter(|&i| hs.get(i) != hs.get((i + 1) % hs.len())).count();
             ring.host_crossings = u32::try_from(crossings).ok();
             ring.hosts = u32::try_from(distinct.len()).ok();
         }
-    }
-    st.conns = conns;
-    let rings: Vec<NcclRing> = rings.into_values().collect();
-
-    let mut hosts: BTreeSet<String> = st.procs.keys().map(|k| k.0.clone()).collect();
-    hosts.extend(st.ranks.values().map(|r| r.host.clone()));
-    let n_nodes = u32::try_from(hosts.len()).unwrap_or(u32::MAX).max(st.max_nodes);
-
-    let peers: Vec<PeerLink> = peers.into_values().collect();
-    let findings = {
-        let mut f = log_findings(&st, &peers, &rings, &hosts, n_nodes);
-        sort_findings(&mut f);
-        f
-    };
-    let nccl_versions = st.versions.iter().map(|(v, hs)| (v.clone(), hs.iter().cloned().collect())).collect();
-    let mut ranks: Vec<NcclRank> = st.ranks.into_values().collect();
-    ranks.sort_by(|a, b| {
-        a.comm.cmp(&b.comm).then(a.rank.cmp(&b.rank)).then(a.host.cmp(&b.host)).then(a.pid.cmp(&b.pid))
-    });
-    let mut rings = rings;
-    rings.sort_by(|a, b| a.channel.cmp(&b.channel).then(a.comm.cmp(&b.comm)).then(a.ranks.cmp(&b.ranks)));
-    LogReport {
-        version: REPORT_VERSION,
-        files: st.files,
-        hosts: hosts.into_iter().collect(),
-        n_nodes,
-        nccl_versions,
-        processes: st.procs.into_values().collect(),
-        ranks,
-        rings,
-        trees: st.trees.into_values().collect(),
-        peers,
-        transports,
-        warnings: st.warnings,
-        findings,
-        diagnostics: st.diagnostics,
     }
 }
 
