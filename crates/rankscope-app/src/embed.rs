@@ -185,6 +185,10 @@ fn now_ms() -> f64 {
     web_sys::window().and_then(|w| w.performance()).map_or(0.0, |p| p.now())
 }
 
+/// The app's memory of the protocol: the peer answers go to, the job a `show` applies to, and a
+/// `show` that waits for the job.
+type Memory<'a> = (&'a RefCell<Option<Peer>>, &'a RefCell<Option<Rc<JobView>>>, &'a RefCell<Option<Show>>);
+
 /// Runs the protocol for the app: listens for host messages, opens what they hand over with
 /// `open`, and tells the host page what happens.
 #[hook]
@@ -203,55 +207,7 @@ pub fn use_embed(
         use_effect_with((), move |_| {
             let l = web_sys::window().map(|w| {
                 Listener::new(w.into(), "message", move |e| {
-                    let Some(ev) = e.dyn_ref::<MessageEvent>() else { return };
-                    let origin = ev.origin();
-                    // A cross-origin window is no `instanceof Window` here: take it as one unchecked
-                    // (only `postMessage` is called on it, which any window allows).
-                    let source = ev.source().map(|s| s.unchecked_into::<Window>());
-                    // The Perfetto UI we opened answers our PINGs: that is not a host page.
-                    if source.as_ref().is_some_and(crate::perfetto::is_ours) {
-                        return;
-                    }
-                    if !page.trusts(&origin) {
-                        dispatch.emit(Action::Untrusted(origin));
-                        return;
-                    }
-                    let data = ev.data();
-                    let Some(source) = source else { return };
-                    let me = Some(Peer { window: source, origin });
-                    if data.as_string().as_deref() == Some("PING") {
-                        post(&me, &JsValue::from_str("PONG"));
-                        *peer.borrow_mut() = me;
-                        return;
-                    }
-                    let Ok(body) = Reflect::get(&data, &"rankscope".into()) else { return };
-                    if body.is_undefined() || body.is_null() {
-                        return; // someone else's message on the same channel
-                    }
-                    *peer.borrow_mut() = me.clone();
-                    let files = Reflect::get(&body, &"files".into()).unwrap_or(JsValue::UNDEFINED);
-                    let show = Reflect::get(&body, &"show".into()).unwrap_or(JsValue::UNDEFINED);
-                    let fail = |message: String| {
-                        post(&me, &event(json!({ "event": "error", "file": null, "message": message })))
-                    };
-                    if !files.is_undefined() {
-                        match parse_files(&files) {
-                            Ok(sources) => open.emit((sources, str_field(&body, "title"))),
-                            Err(m) => fail(m),
-                        }
-                    }
-                    if !show.is_undefined() {
-                        match parse_show(&show) {
-                            Ok(s) => match job.borrow().as_ref() {
-                                Some(j) if files.is_undefined() => apply_show(&s, j, &dispatch),
-                                _ => *pending.borrow_mut() = Some(s),
-                            },
-                            Err(m) => fail(m),
-                        }
-                    }
-                    if files.is_undefined() && show.is_undefined() {
-                        fail("a rankscope message needs `files` or `show`".into());
-                    }
+                    on_message(&page, (&peer, &job, &pending), &dispatch, &open, &e)
                 })
             });
             move || drop(l)
@@ -269,48 +225,9 @@ pub fn use_embed(
     // Progress and errors, as files move.
     {
         let peer = peer.clone();
-        let last: Rc<RefCell<(f64, usize, Vec<u32>)>> =
-            use_mut_ref(|| (f64::NEG_INFINITY, usize::MAX, Vec::new()));
+        let last: Rc<RefCell<Progress>> = use_mut_ref(|| (f64::NEG_INFINITY, usize::MAX, Vec::new()));
         use_effect_with(state.files.clone(), move |files| {
-            if files.is_empty() {
-                *last.borrow_mut() = (f64::NEG_INFINITY, usize::MAX, Vec::new());
-                return;
-            }
-            let peer = peer.borrow().clone();
-            let done = files.iter().filter(|f| f.status.is_done()).count();
-            let mut l = last.borrow_mut();
-            if done == 0 {
-                // A new job (ids start again at 0): its failures are new.
-                l.2.clear();
-            }
-            for f in files {
-                if let FileStatus::Failed(m) = &f.status {
-                    if !l.2.contains(&f.id) {
-                        l.2.push(f.id);
-                        post(&peer, &event(json!({ "event": "error", "file": f.name, "message": m })));
-                    }
-                }
-            }
-            let t = now_ms();
-            if done != l.1 || t - l.0 >= PROGRESS_MS {
-                l.0 = t;
-                l.1 = done;
-                let list: Vec<serde_json::Value> = files
-                    .iter()
-                    .map(|f| {
-                        let (bytes, events) = match &f.status {
-                            FileStatus::Loading { input_bytes, events, .. } => (*input_bytes, *events),
-                            FileStatus::Ready => (f.size, f.events()),
-                            _ => (0, 0),
-                        };
-                        json!({ "name": f.name, "status": status_name(&f.status), "size": f.size, "bytes": bytes, "events": events })
-                    })
-                    .collect();
-                post(
-                    &peer,
-                    &event(json!({ "event": "progress", "done": done, "total": files.len(), "files": list })),
-                );
-            }
+            post_progress(&peer.borrow(), &mut last.borrow_mut(), files);
         });
     }
 
@@ -324,15 +241,7 @@ pub fn use_embed(
                 // The report is built only for a host page to post it to (it is the whole
                 // analysis as JSON: on 8 ranks of 240 MB, 0.1 s of the page's main thread).
                 if !j.ranks.is_empty() && peer.borrow().is_some() {
-                    let dumps = j.flight_recorder.as_deref().map(crate::state::FlightRecorder::as_input);
-                    let text = rankscope_core::analyze::report::json(&j.analysis, dumps);
-                    let report = js_sys::JSON::parse(&text).unwrap_or(JsValue::NULL);
-                    let msg = event(json!({ "event": "analysis" }));
-                    if let Ok(body) = Reflect::get(&msg, &"rankscope".into()) {
-                        let _ = Reflect::set(&body, &"report".into(), &report);
-                        let _ = Reflect::set(&body, &"json".into(), &JsValue::from_str(&text));
-                    }
-                    post(&peer.borrow(), &msg);
+                    post(&peer.borrow(), &analysis_event(j));
                 }
                 if let Some(s) = pending.borrow_mut().take() {
                     apply_show(&s, j, &dispatch);
@@ -348,18 +257,152 @@ pub fn use_embed(
         let job = state.job.clone();
         use_effect_with(state.selections, move |_| {
             if let (Some(s), Some(j)) = (sel, job) {
-                let rank = j.ranks.iter().find(|(id, _)| *id == s.id).map(|(_, r)| r.rank);
-                let file = j.ranks.iter().find(|(id, _)| *id == s.id).map(|(_, r)| r.file.clone());
-                let at = |t: i64| t - j.offset(s.id) - j.facts.span_start_ns;
-                let mut body = json!({
-                    "event": "selection", "rank": rank, "file": file,
-                    "t0_ns": at(s.start_ns), "t1_ns": at(s.end_ns), "start_ns": s.start_ns, "end_ns": s.end_ns,
-                });
-                if let Some(n) = s.name {
-                    body["name"] = json!(n);
-                }
-                post(&peer.borrow(), &event(body));
+                post(&peer.borrow(), &selection_event(s, &j));
             }
         });
     }
+}
+
+/// A message to the window: from a trusted origin (else counted), a `PING` is answered and
+/// `{rankscope: …}` is read by [`on_request`]; the Perfetto UI's answers and other messages are
+/// ignored.
+fn on_message(
+    page: &Page,
+    (peer, job, pending): Memory,
+    dispatch: &Callback<Action>,
+    open: &Callback<(Vec<Source>, Option<String>)>,
+    e: &web_sys::Event,
+) {
+    let Some(ev) = e.dyn_ref::<MessageEvent>() else { return };
+    let origin = ev.origin();
+    // A cross-origin window is no `instanceof Window` here: take it as one unchecked
+    // (only `postMessage` is called on it, which any window allows).
+    let source = ev.source().map(|s| s.unchecked_into::<Window>());
+    // The Perfetto UI we opened answers our PINGs: that is not a host page.
+    if source.as_ref().is_some_and(crate::perfetto::is_ours) {
+        return;
+    }
+    if !page.trusts(&origin) {
+        dispatch.emit(Action::Untrusted(origin));
+        return;
+    }
+    let data = ev.data();
+    let Some(source) = source else { return };
+    let me = Some(Peer { window: source, origin });
+    if data.as_string().as_deref() == Some("PING") {
+        post(&me, &JsValue::from_str("PONG"));
+        *peer.borrow_mut() = me;
+        return;
+    }
+    let Ok(body) = Reflect::get(&data, &"rankscope".into()) else { return };
+    if body.is_undefined() || body.is_null() {
+        return; // someone else's message on the same channel
+    }
+    *peer.borrow_mut() = me.clone();
+    on_request(&body, &me, (job, pending), dispatch, open);
+}
+
+/// A `{rankscope: {files?, show?}}` from the peer `me`: files are opened, a `show` applied (or
+/// kept until the job is there); what cannot be read is answered with an `error` event.
+fn on_request(
+    body: &JsValue,
+    me: &Option<Peer>,
+    (job, pending): (&RefCell<Option<Rc<JobView>>>, &RefCell<Option<Show>>),
+    dispatch: &Callback<Action>,
+    open: &Callback<(Vec<Source>, Option<String>)>,
+) {
+    let files = Reflect::get(body, &"files".into()).unwrap_or(JsValue::UNDEFINED);
+    let show = Reflect::get(body, &"show".into()).unwrap_or(JsValue::UNDEFINED);
+    let fail =
+        |message: String| post(me, &event(json!({ "event": "error", "file": null, "message": message })));
+    if !files.is_undefined() {
+        match parse_files(&files) {
+            Ok(sources) => open.emit((sources, str_field(body, "title"))),
+            Err(m) => fail(m),
+        }
+    }
+    if !show.is_undefined() {
+        match parse_show(&show) {
+            Ok(s) => match job.borrow().as_ref() {
+                Some(j) if files.is_undefined() => apply_show(&s, j, dispatch),
+                _ => *pending.borrow_mut() = Some(s),
+            },
+            Err(m) => fail(m),
+        }
+    }
+    if files.is_undefined() && show.is_undefined() {
+        fail("a rankscope message needs `files` or `show`".into());
+    }
+}
+
+/// What the last `progress` event said: when (ms), how many files were done, and the files
+/// whose failure was posted.
+type Progress = (f64, usize, Vec<u32>);
+
+/// Posts the files' failures (each once) and their progress (when a file finished, or at most
+/// every [`PROGRESS_MS`]); no files: a new start.
+fn post_progress(peer: &Option<Peer>, l: &mut Progress, files: &[crate::state::FileEntry]) {
+    if files.is_empty() {
+        *l = (f64::NEG_INFINITY, usize::MAX, Vec::new());
+        return;
+    }
+    let done = files.iter().filter(|f| f.status.is_done()).count();
+    if done == 0 {
+        // A new job (ids start again at 0): its failures are new.
+        l.2.clear();
+    }
+    for f in files {
+        if let FileStatus::Failed(m) = &f.status {
+            if !l.2.contains(&f.id) {
+                l.2.push(f.id);
+                post(peer, &event(json!({ "event": "error", "file": f.name, "message": m })));
+            }
+        }
+    }
+    let t = now_ms();
+    if done != l.1 || t - l.0 >= PROGRESS_MS {
+        l.0 = t;
+        l.1 = done;
+        let list: Vec<serde_json::Value> = files
+            .iter()
+            .map(|f| {
+                let (bytes, events) = match &f.status {
+                    FileStatus::Loading { input_bytes, events, .. } => (*input_bytes, *events),
+                    FileStatus::Ready => (f.size, f.events()),
+                    _ => (0, 0),
+                };
+                json!({ "name": f.name, "status": status_name(&f.status), "size": f.size, "bytes": bytes, "events": events })
+            })
+            .collect();
+        post(peer, &event(json!({ "event": "progress", "done": done, "total": files.len(), "files": list })));
+    }
+}
+
+/// The `analysis` event: the report (`rankscope analyze --json`) as a value and as its text.
+fn analysis_event(j: &JobView) -> JsValue {
+    let dumps = j.flight_recorder.as_deref().map(crate::state::FlightRecorder::as_input);
+    let text = rankscope_core::analyze::report::json(&j.analysis, dumps);
+    let report = js_sys::JSON::parse(&text).unwrap_or(JsValue::NULL);
+    let msg = event(json!({ "event": "analysis" }));
+    if let Ok(body) = Reflect::get(&msg, &"rankscope".into()) {
+        let _ = Reflect::set(&body, &"report".into(), &report);
+        let _ = Reflect::set(&body, &"json".into(), &JsValue::from_str(&text));
+    }
+    msg
+}
+
+/// The `selection` event of a click: the rank and file, the window on the timeline's clock and
+/// the event's times on the rank's own.
+fn selection_event(s: crate::state::Selection, j: &JobView) -> JsValue {
+    let rank = j.ranks.iter().find(|(id, _)| *id == s.id).map(|(_, r)| r.rank);
+    let file = j.ranks.iter().find(|(id, _)| *id == s.id).map(|(_, r)| r.file.clone());
+    let at = |t: i64| t - j.offset(s.id) - j.facts.span_start_ns;
+    let mut body = json!({
+        "event": "selection", "rank": rank, "file": file,
+        "t0_ns": at(s.start_ns), "t1_ns": at(s.end_ns), "start_ns": s.start_ns, "end_ns": s.end_ns,
+    });
+    if let Some(n) = s.name {
+        body["name"] = json!(n);
+    }
+    event(body)
 }

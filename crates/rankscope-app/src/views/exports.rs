@@ -136,64 +136,8 @@ pub fn exports(p: &Props) -> Html {
         let cell = sink.clone();
         use_effect_with(p.job.clone(), move |_| {
             {
-                let sink: ExportSink = Rc::new(move |id, req, piece| {
-                    let mut t = trace.borrow_mut();
-                    if req != t.req || t.failed {
-                        return;
-                    }
-                    match piece {
-                        Err(e) => {
-                            t.failed = true;
-                            status.set(Status::Failed(e));
-                        }
-                        Ok((bytes, last)) => {
-                            t.pieces.entry(id).or_default().push(bytes);
-                            if !last {
-                                return;
-                            }
-                            t.done += 1;
-                            if t.done < t.order.len() {
-                                status.set(Status::Writing { done: t.done, of: t.order.len() });
-                                return;
-                            }
-                            let parts = Array::new();
-                            parts.push(&Uint8Array::from(&t.header[..]));
-                            let order = std::mem::take(&mut t.order);
-                            for f in &order {
-                                for b in t.pieces.remove(f).unwrap_or_default() {
-                                    parts.push(&b);
-                                }
-                            }
-                            match std::mem::take(&mut t.kind) {
-                                Kind::Merged => {
-                                    parts.push(&Uint8Array::from(&t.tail[..]));
-                                    let name = "rankscope-merged-trace.json";
-                                    status.set(
-                                        match download::save_parts(&parts, "application/json", name) {
-                                            Ok(()) => Status::Saved(name.to_string()),
-                                            Err(e) => Status::Failed(crate::worker::js_text(&e)),
-                                        },
-                                    );
-                                }
-                                Kind::Perfetto { tail, to } => {
-                                    parts.push(&Uint8Array::from(&tail[..]));
-                                    let name = "rankscope-perfetto.tar";
-                                    match to {
-                                        None => status.set(
-                                            match download::save_parts(&parts, "application/x-tar", name) {
-                                                Ok(()) => Status::Saved(name.to_string()),
-                                                Err(e) => Status::Failed(crate::worker::js_text(&e)),
-                                            },
-                                        ),
-                                        Some((win, origin)) => {
-                                            send(parts, win, origin, t.order_len, status.clone())
-                                        }
-                                    }
-                                }
-                            }
-                        }
-                    }
-                });
+                let sink: ExportSink =
+                    Rc::new(move |id, req, piece| on_piece(&mut trace.borrow_mut(), &status, id, req, piece));
                 *cell.borrow_mut() = Some(sink);
             }
             move || {
@@ -230,27 +174,7 @@ pub fn exports(p: &Props) -> Html {
         let pool = ctx.as_ref().and_then(Ctx::pool);
         Callback::from(move |_| {
             let Some(pool) = &pool else { return };
-            let plan = &job.export;
-            let order: Vec<RankId> = job.export_ids.clone();
-            let req = {
-                let mut t = trace.borrow_mut();
-                let req = t.req.wrapping_add(1);
-                *t = TraceExport {
-                    req,
-                    order: order.clone(),
-                    order_len: order.len(),
-                    header: plan.merged_head(),
-                    tail: plan.merged_tail(),
-                    ..TraceExport::default()
-                };
-                req
-            };
-            status.set(Status::Writing { done: 0, of: order.len() });
-            for (k, (f, p)) in order.iter().zip(&plan.ranks).enumerate() {
-                let query =
-                    Query::Export { planned: Box::new(p.clone()), origin_ns: plan.origin_ns, first: k == 0 };
-                pool.ask(*f, query, Some(reply_to(&sink, req)));
-            }
+            start_merged(pool, &job, &trace, &sink, &status);
         })
     };
     // The Perfetto archive: every rank's member from its worker, then the manifest.
@@ -259,26 +183,7 @@ pub fn exports(p: &Props) -> Html {
         let pool = ctx.as_ref().and_then(Ctx::pool);
         move |to: Option<(web_sys::Window, String)>| {
             let Some(pool) = &pool else { return };
-            let plan = job.export.perfetto();
-            let tail = job.export.perfetto_tail();
-            let order: Vec<RankId> = job.export_ids.clone();
-            let req = {
-                let mut t = trace.borrow_mut();
-                let req = t.req.wrapping_add(1);
-                *t = TraceExport {
-                    req,
-                    kind: Kind::Perfetto { tail, to },
-                    order: order.clone(),
-                    order_len: order.len(),
-                    ..TraceExport::default()
-                };
-                req
-            };
-            status.set(Status::Writing { done: 0, of: order.len() });
-            for (f, m) in order.iter().zip(plan.members) {
-                let query = Query::Perfetto { member: Box::new(m), shift_ns: plan.shift_ns };
-                pool.ask(*f, query, Some(reply_to(&sink, req)));
-            }
+            start_archive(pool, &job, (&trace, &sink), &status, to);
         }
     };
     let on_tar = {
@@ -290,10 +195,6 @@ pub fn exports(p: &Props) -> Html {
     let on_ask = {
         let confirm = confirm.clone();
         Callback::from(move |_| confirm.set(!*confirm))
-    };
-    let on_ui = {
-        let ui = ui.clone();
-        Callback::from(move |e: InputEvent| ui.set(e.target_unchecked_into::<HtmlInputElement>().value()))
     };
     let ui_origin = crate::host::origin_of(&ui);
     let on_send = {
@@ -313,10 +214,6 @@ pub fn exports(p: &Props) -> Html {
             }
         })
     };
-    let on_ask_cancel = {
-        let confirm = confirm.clone();
-        Callback::from(move |_| confirm.set(false))
-    };
     let busy = matches!(*status, Status::Writing { .. } | Status::Sending(_));
     html! {
         <div class="exports" data-testid="exports">
@@ -330,30 +227,194 @@ pub fn exports(p: &Props) -> Html {
                 title="rankscope analyze --perfetto: a tar of one trace per rank and a perfetto_manifest.json with our alignment">{"Perfetto archive"}</button>
             <button class="small" data-testid="open-perfetto" onclick={on_ask} disabled={busy}
                 title="Send the Perfetto archive to a Perfetto UI in a new tab (asks first)">{"Open in Perfetto…"}</button>
-            { match &*status {
-                Status::Idle => html! {},
-                Status::Writing { done, of } => html! { <span class="muted" data-testid="export-status">{format!("writing the merged trace: {done} of {of} ranks…")}</span> },
-                Status::Saved(n) => html! { <span class="ok" data-testid="export-status">{format!("saved {n}")}</span> },
-                Status::Sending(o) => html! { <span class="muted" data-testid="export-status">{format!("waiting for {o} to answer…")}</span> },
-                Status::Sent(o) => html! { <span class="ok" data-testid="export-status">{format!("sent to {o}")}</span> },
-                Status::Failed(e) => html! { <span class="error" data-testid="export-status">{format!("export failed: {e}")}</span> },
-            } }
+            { status_html(&status) }
             if *confirm {
-                <div class="perfetto-confirm" data-testid="perfetto-confirm">
-                    <p>
-                        {"This sends the Perfetto archive of this job (every rank's events, with rankscope's alignment) to "}
-                        <strong>{ui_origin.clone().unwrap_or_else(|| "—".into())}</strong>
-                        {" in a new tab. From then on that page holds your trace, outside rankscope: send it only to a Perfetto UI you trust (ui.perfetto.dev keeps traces in the browser; a self-hosted copy is yours)."}
-                    </p>
-                    <label>{"Perfetto UI "}
-                        <input type="url" data-testid="perfetto-url" value={(*ui).clone()} oninput={on_ui} size="40" />
-                    </label>
-                    <button class="small primary" data-testid="perfetto-send" onclick={on_send} disabled={ui_origin.is_none()}>
-                        {format!("Send to {}", ui_origin.as_deref().unwrap_or("…"))}
-                    </button>
-                    <button class="small" onclick={on_ask_cancel}>{"Cancel"}</button>
-                </div>
+                { perfetto_confirm(&ui, ui_origin.as_deref(), &confirm, on_send) }
             }
+        </div>
+    }
+}
+
+/// One piece of a trace export (for the current request, unless it failed already): kept until
+/// every rank's last piece is in, then the file is assembled and saved or sent.
+fn on_piece(
+    t: &mut TraceExport,
+    status: &UseStateHandle<Status>,
+    id: RankId,
+    req: u32,
+    piece: Result<(Uint8Array, bool), String>,
+) {
+    if req != t.req || t.failed {
+        return;
+    }
+    match piece {
+        Err(e) => {
+            t.failed = true;
+            status.set(Status::Failed(e));
+        }
+        Ok((bytes, last)) => {
+            t.pieces.entry(id).or_default().push(bytes);
+            if !last {
+                return;
+            }
+            t.done += 1;
+            if t.done < t.order.len() {
+                status.set(Status::Writing { done: t.done, of: t.order.len() });
+                return;
+            }
+            finish(t, status);
+        }
+    }
+}
+
+/// Every rank's pieces are in: the header, the pieces in rank order and the tail become the
+/// merged trace or the Perfetto archive, saved or sent to the Perfetto tab.
+fn finish(t: &mut TraceExport, status: &UseStateHandle<Status>) {
+    let parts = Array::new();
+    parts.push(&Uint8Array::from(&t.header[..]));
+    let order = std::mem::take(&mut t.order);
+    for f in &order {
+        for b in t.pieces.remove(f).unwrap_or_default() {
+            parts.push(&b);
+        }
+    }
+    match std::mem::take(&mut t.kind) {
+        Kind::Merged => {
+            parts.push(&Uint8Array::from(&t.tail[..]));
+            status.set(save_parts(&parts, "application/json", "rankscope-merged-trace.json"));
+        }
+        Kind::Perfetto { tail, to } => {
+            parts.push(&Uint8Array::from(&tail[..]));
+            match to {
+                None => status.set(save_parts(&parts, "application/x-tar", "rankscope-perfetto.tar")),
+                Some((win, origin)) => send(parts, win, origin, t.order_len, status.clone()),
+            }
+        }
+    }
+}
+
+/// Saves the assembled parts of an export under `name`.
+fn save_parts(parts: &Array, mime: &str, name: &str) -> Status {
+    match download::save_parts(parts, mime, name) {
+        Ok(()) => Status::Saved(name.to_string()),
+        Err(e) => Status::Failed(crate::worker::js_text(&e)),
+    }
+}
+
+/// Starts the merged Chrome trace: a new request, and each rank's worker asked for its piece as
+/// the job's export plan says.
+fn start_merged(
+    pool: &crate::pool::Pool,
+    job: &JobView,
+    trace: &RefCell<TraceExport>,
+    sink: &Rc<RefCell<Option<ExportSink>>>,
+    status: &UseStateHandle<Status>,
+) {
+    let plan = &job.export;
+    let order: Vec<RankId> = job.export_ids.clone();
+    let req = {
+        let mut t = trace.borrow_mut();
+        let req = t.req.wrapping_add(1);
+        *t = TraceExport {
+            req,
+            order: order.clone(),
+            order_len: order.len(),
+            header: plan.merged_head(),
+            tail: plan.merged_tail(),
+            ..TraceExport::default()
+        };
+        req
+    };
+    status.set(Status::Writing { done: 0, of: order.len() });
+    for (k, (f, p)) in order.iter().zip(&plan.ranks).enumerate() {
+        let query = Query::Export { planned: Box::new(p.clone()), origin_ns: plan.origin_ns, first: k == 0 };
+        pool.ask(*f, query, Some(reply_to(sink, req)));
+    }
+}
+
+/// Starts the Perfetto archive: a new request, and each rank's worker asked for its member; the
+/// archive is saved (`to` None) or sent to the Perfetto tab `to`.
+fn start_archive(
+    pool: &crate::pool::Pool,
+    job: &JobView,
+    (trace, sink): (&RefCell<TraceExport>, &Rc<RefCell<Option<ExportSink>>>),
+    status: &UseStateHandle<Status>,
+    to: Option<(web_sys::Window, String)>,
+) {
+    let plan = job.export.perfetto();
+    let tail = job.export.perfetto_tail();
+    let order: Vec<RankId> = job.export_ids.clone();
+    let req = {
+        let mut t = trace.borrow_mut();
+        let req = t.req.wrapping_add(1);
+        *t = TraceExport {
+            req,
+            kind: Kind::Perfetto { tail, to },
+            order: order.clone(),
+            order_len: order.len(),
+            ..TraceExport::default()
+        };
+        req
+    };
+    status.set(Status::Writing { done: 0, of: order.len() });
+    for (f, m) in order.iter().zip(plan.members) {
+        let query = Query::Perfetto { member: Box::new(m), shift_ns: plan.shift_ns };
+        pool.ask(*f, query, Some(reply_to(sink, req)));
+    }
+}
+
+/// What the export bar says about the last export.
+fn status_html(status: &Status) -> Html {
+    match status {
+        Status::Idle => html! {},
+        Status::Writing { done, of } => {
+            html! { <span class="muted" data-testid="export-status">{format!("writing the merged trace: {done} of {of} ranks…")}</span> }
+        }
+        Status::Saved(n) => {
+            html! { <span class="ok" data-testid="export-status">{format!("saved {n}")}</span> }
+        }
+        Status::Sending(o) => {
+            html! { <span class="muted" data-testid="export-status">{format!("waiting for {o} to answer…")}</span> }
+        }
+        Status::Sent(o) => {
+            html! { <span class="ok" data-testid="export-status">{format!("sent to {o}")}</span> }
+        }
+        Status::Failed(e) => {
+            html! { <span class="error" data-testid="export-status">{format!("export failed: {e}")}</span> }
+        }
+    }
+}
+
+/// The question before the archive goes to a Perfetto UI: where it goes (the UI's address,
+/// editable), what that means, and Send / Cancel.
+fn perfetto_confirm(
+    ui: &UseStateHandle<String>,
+    ui_origin: Option<&str>,
+    confirm: &UseStateHandle<bool>,
+    on_send: Callback<MouseEvent>,
+) -> Html {
+    let on_ui = {
+        let ui = ui.clone();
+        Callback::from(move |e: InputEvent| ui.set(e.target_unchecked_into::<HtmlInputElement>().value()))
+    };
+    let on_ask_cancel = {
+        let confirm = confirm.clone();
+        Callback::from(move |_| confirm.set(false))
+    };
+    html! {
+        <div class="perfetto-confirm" data-testid="perfetto-confirm">
+            <p>
+                {"This sends the Perfetto archive of this job (every rank's events, with rankscope's alignment) to "}
+                <strong>{ui_origin.unwrap_or("—").to_string()}</strong>
+                {" in a new tab. From then on that page holds your trace, outside rankscope: send it only to a Perfetto UI you trust (ui.perfetto.dev keeps traces in the browser; a self-hosted copy is yours)."}
+            </p>
+            <label>{"Perfetto UI "}
+                <input type="url" data-testid="perfetto-url" value={(**ui).clone()} oninput={on_ui} size="40" />
+            </label>
+            <button class="small primary" data-testid="perfetto-send" onclick={on_send} disabled={ui_origin.is_none()}>
+                {format!("Send to {}", ui_origin.unwrap_or("…"))}
+            </button>
+            <button class="small" onclick={on_ask_cancel}>{"Cancel"}</button>
         </div>
     }
 }

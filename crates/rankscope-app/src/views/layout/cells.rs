@@ -443,43 +443,33 @@ impl Cells {
     }
 }
 
-impl Rows for Cells {
-    fn rows(&self) -> usize {
-        self.info.geom.height.ceil() as usize
-    }
-    fn row_h(&self) -> f64 {
-        1.0
-    }
-    fn top(&self) -> f64 {
-        0.0
-    }
-    fn width(&self) -> f64 {
-        self.info.geom.width
-    }
-    fn colors(&self) -> &'static [(&'static str, &'static str)] {
-        &COLORS
-    }
+/// A colour of [`COLORS`] as the canvas read it (grey when missing).
+fn color_of(col: &[String], i: usize) -> &str {
+    col.get(i).map_or("#888888", String::as_str)
+}
 
-    fn draw(&self, g: &CanvasRenderingContext2d, col: &[String], first: usize, last: usize, scroll: f64) {
-        let color = |i: usize| col.get(i).map_or("#888888", String::as_str);
-        let (info, gm) = (&*self.info, self.info.geom);
+/// The pieces of [`Cells`]' drawing, in the order `draw` paints them.
+impl Cells {
+    /// The cells in sight: those that meet the band `y0..=y1` (content px).
+    fn visible(&self, y0: f64, y1: f64) -> Vec<usize> {
+        let (info, c) = (&*self.info, self.info.geom.cell);
         let gr = &info.grid;
-        let (y0, y1) = (first as f64 - gm.cell, last as f64 + gm.cell);
-        let c = gm.cell;
-        g.set_font(FONT);
-        g.set_text_baseline("middle");
-        // The cells in sight.
-        let visible: Vec<usize> = (0..gr.places.len())
+        (0..gr.places.len())
             .filter(|&i| {
                 gr.places.get(i).is_some_and(|p| {
                     let y = info.xy(p).1;
                     y + c >= y0 && y <= y1
                 })
             })
-            .collect();
-        g.set_text_align("center");
-        for &i in &visible {
-            let Some(p) = gr.places.get(i) else { continue };
+            .collect()
+    }
+
+    /// Each visible cell filled with its figure's bin (faded outside the filter).
+    fn draw_fills(&self, g: &CanvasRenderingContext2d, col: &[String], visible: &[usize], scroll: f64) {
+        let color = |i: usize| color_of(col, i);
+        let (info, c) = (&*self.info, self.info.geom.cell);
+        for &i in visible {
+            let Some(p) = info.grid.places.get(i) else { continue };
             let (x, y) = info.xy(p);
             let y = y - scroll;
             let member = self.member(i);
@@ -492,12 +482,16 @@ impl Rows for Cells {
             g.fill_rect(x + 0.5, y + 0.5, c - 1.0, c - 1.0);
             g.set_global_alpha(1.0);
         }
-        // Host boundaries: a thick line where a neighbour in the block is on another host.
-        g.set_stroke_style_str(color(FG));
+    }
+
+    /// Host boundaries: a thick line where a neighbour in the block is on another host.
+    fn draw_hosts(&self, g: &CanvasRenderingContext2d, col: &[String], visible: &[usize], scroll: f64) {
+        let (info, c) = (&*self.info, self.info.geom.cell);
+        g.set_stroke_style_str(color_of(col, FG));
         g.set_line_width(if c >= 20.0 { 3.0 } else { 2.0 });
         g.begin_path();
-        for &i in &visible {
-            let (Some(p), Some(Some(h))) = (gr.places.get(i), info.host_of.get(i)) else { continue };
+        for &i in visible {
+            let (Some(p), Some(Some(h))) = (info.grid.places.get(i), info.host_of.get(i)) else { continue };
             let (x, y) = info.xy(p);
             let y = y - scroll;
             let other = |j: Option<usize>| {
@@ -513,7 +507,14 @@ impl Rows for Cells {
             }
         }
         g.stroke();
-        // The filter's members, the clicked rank, the lead finding's ranks, the origins.
+    }
+
+    /// The filter's members, the clicked rank and the lead finding's ranks outlined; where the
+    /// delay starts, a filled corner in the lead colour.
+    fn draw_outlines(&self, g: &CanvasRenderingContext2d, col: &[String], visible: &[usize], scroll: f64) {
+        let color = |i: usize| color_of(col, i);
+        let (info, c) = (&*self.info, self.info.geom.cell);
+        let gr = &info.grid;
         let outline = |i: usize, color: &str, w: f64, dash: bool| {
             let Some(p) = gr.places.get(i) else { return };
             let (x, y) = info.xy(p);
@@ -553,8 +554,20 @@ impl Rows for Cells {
             g.close_path();
             g.fill();
         }
-        // The chain of waits, the faint ones (other groups than the filter's) first; an arrow
-        // down or up passes beside the labels (below: the rank's, and its figure's from 56 px).
+    }
+
+    /// The chain of waits that can meet the band `y0..y1`, the faint ones (other groups than
+    /// the filter's) first; an arrow down or up passes beside the labels (below: the rank's,
+    /// and its figure's from 56 px). Returns where each family's arrow has its count.
+    fn draw_chain(
+        &self,
+        g: &CanvasRenderingContext2d,
+        col: &[String],
+        (y0, y1): (f64, f64),
+        scroll: f64,
+    ) -> Vec<((f64, f64), u32)> {
+        let color = |i: usize| color_of(col, i);
+        let c = self.info.geom.cell;
         let clear = if c >= 56.0 {
             (LABEL_CHARS * CHAR_W + 6.0).min(c - 4.0) / 2.0
         } else if c >= 26.0 {
@@ -586,63 +599,105 @@ impl Rows for Cells {
                 }
             }
         }
-        self.draw_axes(g, col, y0, y1, scroll);
-        // Labels next, on a patch of their cell's colour, so that no arrow hides them: the rank
-        // at the top, its figure at the bottom (the middle band is the arrows').
-        if c >= 26.0 {
-            g.set_text_align("center");
-            for &i in &visible {
-                let Some(p) = gr.places.get(i) else { continue };
-                let (x, y) = info.xy(p);
-                let y = y - scroll;
-                let b = self.values.get(i).copied().flatten().map(|v| self.bin(v));
-                let fill = b.map_or(color(BORDER), |b| color(HEAT0 + b));
-                // A faded cell is light whatever its colour: dark text on it.
-                let ink = if self.member(i) && b.is_some_and(|b| b >= HEAT_BINS / 2) {
-                    "#ffffff"
-                } else {
-                    "#000000"
-                };
-                // Outside the filter, the patch is its faded cell again (the background, then the
-                // colour as faint as the cell's), the text a little less faint.
-                let member = self.member(i);
-                let text = if member { 1.0 } else { 0.55 };
-                let label = |t: &str, ty: f64| {
-                    let w = (t.chars().count() as f64 * CHAR_W + 6.0).min(c - 4.0);
-                    if !member {
-                        g.set_global_alpha(1.0);
-                        g.set_fill_style_str(color(BG));
-                        g.fill_rect(x + (c - w) / 2.0, ty - 7.0, w, 14.0);
-                    }
-                    g.set_global_alpha(if member { 1.0 } else { FADED });
-                    g.set_fill_style_str(fill);
+        families
+    }
+
+    /// Labels, on a patch of their cell's colour so that no arrow hides them: the rank at the
+    /// top, its figure at the bottom (the middle band is the arrows').
+    fn draw_labels(&self, g: &CanvasRenderingContext2d, col: &[String], visible: &[usize], scroll: f64) {
+        let color = |i: usize| color_of(col, i);
+        let (info, c) = (&*self.info, self.info.geom.cell);
+        g.set_text_align("center");
+        for &i in visible {
+            let Some(p) = info.grid.places.get(i) else { continue };
+            let (x, y) = info.xy(p);
+            let y = y - scroll;
+            let b = self.values.get(i).copied().flatten().map(|v| self.bin(v));
+            let fill = b.map_or(color(BORDER), |b| color(HEAT0 + b));
+            // A faded cell is light whatever its colour: dark text on it.
+            let ink =
+                if self.member(i) && b.is_some_and(|b| b >= HEAT_BINS / 2) { "#ffffff" } else { "#000000" };
+            // Outside the filter, the patch is its faded cell again (the background, then the
+            // colour as faint as the cell's), the text a little less faint.
+            let member = self.member(i);
+            let text = if member { 1.0 } else { 0.55 };
+            let label = |t: &str, ty: f64| {
+                let w = (t.chars().count() as f64 * CHAR_W + 6.0).min(c - 4.0);
+                if !member {
+                    g.set_global_alpha(1.0);
+                    g.set_fill_style_str(color(BG));
                     g.fill_rect(x + (c - w) / 2.0, ty - 7.0, w, 14.0);
-                    g.set_global_alpha(text);
-                    g.set_fill_style_str(ink);
-                    let _ = g.fill_text(t, x + c / 2.0, ty);
-                };
-                label(&format!("r{}", p.rank), y + 11.0);
-                if c >= 56.0 {
-                    let v = self.values.get(i).copied().flatten();
-                    label(&v.map_or("–".to_string(), |v| format::duration(v as f64)), y + c - 11.0);
                 }
+                g.set_global_alpha(if member { 1.0 } else { FADED });
+                g.set_fill_style_str(fill);
+                g.fill_rect(x + (c - w) / 2.0, ty - 7.0, w, 14.0);
+                g.set_global_alpha(text);
+                g.set_fill_style_str(ink);
+                let _ = g.fill_text(t, x + c / 2.0, ty);
+            };
+            label(&format!("r{}", p.rank), y + 11.0);
+            if c >= 56.0 {
+                let v = self.values.get(i).copied().flatten();
+                label(&v.map_or("–".to_string(), |v| format::duration(v as f64)), y + c - 11.0);
             }
         }
-        g.set_global_alpha(1.0);
-        // How many edges a family's arrow stands for, on the arrow (over the labels: a count is
-        // read first).
+    }
+}
+
+/// How many edges a family's arrow stands for, on the arrow (over the labels: a count is read
+/// first).
+fn draw_counts(g: &CanvasRenderingContext2d, col: &[String], families: Vec<((f64, f64), u32)>) {
+    let color = |i: usize| color_of(col, i);
+    g.set_text_align("center");
+    for ((x, y), n) in families {
+        let t = format!("×{n}");
+        let w = t.chars().count() as f64 * CHAR_W + 8.0;
+        g.set_fill_style_str(color(BG));
+        g.fill_rect(x - w / 2.0, y - 7.5, w, 15.0);
+        g.set_stroke_style_str(color(SELECT));
+        g.set_line_width(1.0);
+        g.stroke_rect(x - w / 2.0 + 0.5, y - 7.0, w - 1.0, 14.0);
+        g.set_fill_style_str(color(FG));
+        let _ = g.fill_text(&t, x, y);
+    }
+}
+
+impl Rows for Cells {
+    fn rows(&self) -> usize {
+        self.info.geom.height.ceil() as usize
+    }
+    fn row_h(&self) -> f64 {
+        1.0
+    }
+    fn top(&self) -> f64 {
+        0.0
+    }
+    fn width(&self) -> f64 {
+        self.info.geom.width
+    }
+    fn colors(&self) -> &'static [(&'static str, &'static str)] {
+        &COLORS
+    }
+
+    /// Paints the cells in the band `first..last` (CSS px): fills, host boundaries, outlines and
+    /// origins, the chain of waits, the axes, the labels and the arrows' counts, in that order.
+    fn draw(&self, g: &CanvasRenderingContext2d, col: &[String], first: usize, last: usize, scroll: f64) {
+        let c = self.info.geom.cell;
+        let (y0, y1) = (first as f64 - c, last as f64 + c);
+        g.set_font(FONT);
+        g.set_text_baseline("middle");
+        let visible = self.visible(y0, y1);
         g.set_text_align("center");
-        for ((x, y), n) in families {
-            let t = format!("×{n}");
-            let w = t.chars().count() as f64 * CHAR_W + 8.0;
-            g.set_fill_style_str(color(BG));
-            g.fill_rect(x - w / 2.0, y - 7.5, w, 15.0);
-            g.set_stroke_style_str(color(SELECT));
-            g.set_line_width(1.0);
-            g.stroke_rect(x - w / 2.0 + 0.5, y - 7.0, w - 1.0, 14.0);
-            g.set_fill_style_str(color(FG));
-            let _ = g.fill_text(&t, x, y);
+        self.draw_fills(g, col, &visible, scroll);
+        self.draw_hosts(g, col, &visible, scroll);
+        self.draw_outlines(g, col, &visible, scroll);
+        let families = self.draw_chain(g, col, (y0, y1), scroll);
+        self.draw_axes(g, col, y0, y1, scroll);
+        if c >= 26.0 {
+            self.draw_labels(g, col, &visible, scroll);
         }
+        g.set_global_alpha(1.0);
+        draw_counts(g, col, families);
     }
 
     fn hit(&self, x: f64, y: f64) -> Option<Hit> {

@@ -59,6 +59,16 @@ pub(super) fn fit_text(s: &str, width: f64) -> Option<String> {
     }
 }
 
+/// One frame's drawing surface: the 2D context, the canvas' size in CSS px and the colours.
+struct Paint<'a> {
+    g: &'a CanvasRenderingContext2d,
+    w: f64,
+    h: f64,
+    col: &'a Colors,
+}
+
+/// Paints one frame: sizes the canvas to its box, draws the rows, the step lines, the marks,
+/// the flow, the ruler and the hover, then asks the workers for the tiles the frame lacked.
 pub(super) fn draw(c: &Shared) {
     let mut guard = c.borrow_mut();
     let ctl = &mut *guard;
@@ -91,104 +101,140 @@ pub(super) fn draw(c: &Shared) {
     g.set_font(FONT);
     g.set_text_baseline("middle");
 
-    let level = level_for(ctl.view.ns_per_px);
-    let (t0, t1) = (ctl.view.t0, ctl.view.t0 + ctl.view.plot_w() * ctl.view.ns_per_px);
+    let p = Paint { g: &g, w, h, col: &col };
+    let wanted = draw_rows(&p, ctl);
+    draw_steps(&p, ctl);
+    let places = draw_marks(&g, ctl, w, h, &col);
+    if places != ctl.marks_attr {
+        let _ = canvas.set_attribute("data-marks", &places);
+        ctl.marks_attr = places;
+    }
+    draw_flow(&g, ctl, &col);
+    draw_ruler(&g, ctl, w, &col);
+    draw_hover(&g, ctl, w, h, &col);
+
+    // Ask for the tiles this frame lacked (nearest to the centre first is not needed: a worker
+    // answers a tile in well under a frame).
+    let pool = ctl.pool.clone();
+    let tile_reply = ctl.sinks.as_ref().map(|s| s.tile.clone());
+    let mut asks = Vec::new();
+    for k in wanted {
+        if ctl.tiles.inflight.insert(k) {
+            asks.push(k);
+        }
+    }
+    drop(guard);
+    if let (Some(p), Some(reply)) = (pool, tile_reply) {
+        for (id, key) in asks {
+            p.ask(id, Query::Tile { key }, Some(reply.clone()));
+        }
+    }
+}
+
+/// Draws every row on screen (a rank's header or a lane with its tiles) and returns the tiles
+/// it lacked.
+fn draw_rows(p: &Paint, ctl: &Ctl) -> Vec<(RankId, TileKey)> {
     let mut wanted: Vec<(RankId, TileKey)> = Vec::new();
-    let rows = ctl.rows.clone();
-    for (i, row) in rows.iter().enumerate() {
+    for (i, row) in ctl.rows.iter().enumerate() {
         let y = row.y - ctl.view.scroll_y;
-        if y + row.h < RULER_H || y > h {
+        if y + row.h < RULER_H || y > p.h {
             continue;
         }
         match &row.kind {
-            RowKind::Rank { label, id, .. } => {
-                g.set_fill_style_str(&col.header);
-                g.fill_rect(0.0, y, w, row.h);
-                if ctl.focus.is_some()
-                    && ctl.focus
-                        == ctl
-                            .job
-                            .as_ref()
-                            .and_then(|j| j.ranks.iter().find(|(f, _)| f == id))
-                            .map(|(_, r)| r.rank)
-                {
-                    g.set_fill_style_str(&col.select);
-                    g.fill_rect(0.0, y, 4.0, row.h);
-                }
-                g.set_fill_style_str(&col.fg);
-                if let Some(t) = fit_text(label, GUTTER_W - 4.0) {
-                    g.fill_text(&t, 6.0, y + row.h / 2.0).ok();
-                }
-            }
-            RowKind::Lane { id, lane, depth, offset_ns, label } => {
-                if i % 2 == 0 {
-                    g.set_fill_style_str(&col.lane_alt);
-                    g.fill_rect(GUTTER_W, y, w - GUTTER_W, row.h - LANE_GAP);
-                }
-                g.save();
-                g.begin_path();
-                g.rect(GUTTER_W, y, w - GUTTER_W, row.h);
-                g.clip();
-                let abs0 = ctl.view.origin + t0.floor() as i64 - offset_ns;
-                let abs1 = ctl.view.origin + t1.ceil() as i64 - offset_ns;
-                for key in tiles_covering(*lane, level, abs0, abs1) {
-                    let tile = match ctl.tiles.cache.get(&(*id, key)) {
-                        Some(t) => Some(t.clone()),
-                        None => {
-                            wanted.push((*id, key));
-                            (1..=8u8)
-                                .filter(|k| level + k <= MAX_LEVEL)
-                                .map(|k| TileKey {
-                                    lane: *lane,
-                                    level: level + k,
-                                    index: key.index.div_euclid(1 << k),
-                                })
-                                .find_map(|k2| ctl.tiles.cache.get(&(*id, k2)).cloned())
-                        }
-                    };
-                    if let Some(t) = tile {
-                        draw_tile(&g, ctl, &t, y, *offset_ns, &col);
-                    }
-                }
-                if let Some(found) = ctl.search.found.get(id) {
-                    g.set_stroke_style_str(&col.highlight);
-                    g.set_line_width(2.0);
-                    for hit in found.hits.iter().filter(|h| h.lane == *lane) {
-                        outline(&g, ctl, hit, y, *offset_ns);
-                    }
-                }
-                if let Some((f, l, d, sel)) = &ctl.pointer.selected {
-                    if f == id && l == lane {
-                        g.set_stroke_style_str(&col.select);
-                        g.set_line_width(2.0);
-                        let hit = Hit {
-                            lane: *l,
-                            depth: *d,
-                            start_ns: sel.start_ns,
-                            end_ns: sel.start_ns + sel.dur_ns,
-                        };
-                        outline(&g, ctl, &hit, y, *offset_ns);
-                    }
-                }
-                g.restore();
-                // Gutter label.
-                g.set_fill_style_str(&col.bg);
-                g.fill_rect(0.0, y, GUTTER_W, row.h);
-                g.set_fill_style_str(&col.muted);
-                if let Some(t) = fit_text(label, GUTTER_W - 10.0) {
-                    g.fill_text(&t, 12.0, y + ROW_H / 2.0).ok();
-                }
-                if *depth > 1 {
-                    g.set_fill_style_str(&col.ruler);
-                    g.fill_rect(0.0, y + row.h - 1.0, GUTTER_W, 1.0);
-                }
-            }
+            RowKind::Rank { label, id, .. } => draw_header(p, ctl, row, (id, label), y),
+            RowKind::Lane { .. } => draw_lane(p, ctl, (i, row), y, &mut wanted),
         }
     }
-    // Step boundaries: a line at each step start (and the last end) across the rank's lanes.
+    wanted
+}
+
+/// A rank's header row: its label, marked on the left when it is the rank opened from another
+/// view.
+fn draw_header(p: &Paint, ctl: &Ctl, row: &Row, (id, label): (&RankId, &str), y: f64) {
+    let (g, col) = (p.g, p.col);
+    g.set_fill_style_str(&col.header);
+    g.fill_rect(0.0, y, p.w, row.h);
+    if ctl.focus.is_some()
+        && ctl.focus
+            == ctl.job.as_ref().and_then(|j| j.ranks.iter().find(|(f, _)| f == id)).map(|(_, r)| r.rank)
+    {
+        g.set_fill_style_str(&col.select);
+        g.fill_rect(0.0, y, 4.0, row.h);
+    }
+    g.set_fill_style_str(&col.fg);
+    if let Some(t) = fit_text(label, GUTTER_W - 4.0) {
+        g.fill_text(&t, 6.0, y + row.h / 2.0).ok();
+    }
+}
+
+/// A lane row (the `i`th row): its tiles at the zoom's level (or the nearest coarser ones while
+/// they come; the missing ones are pushed to `wanted`), the search's and the selection's
+/// outlines, and its label in the gutter.
+fn draw_lane(p: &Paint, ctl: &Ctl, (i, row): (usize, &Row), y: f64, wanted: &mut Vec<(RankId, TileKey)>) {
+    let RowKind::Lane { id, lane, depth, offset_ns, label } = &row.kind else { return };
+    let (g, col, w) = (p.g, p.col, p.w);
+    if i % 2 == 0 {
+        g.set_fill_style_str(&col.lane_alt);
+        g.fill_rect(GUTTER_W, y, w - GUTTER_W, row.h - LANE_GAP);
+    }
+    g.save();
+    g.begin_path();
+    g.rect(GUTTER_W, y, w - GUTTER_W, row.h);
+    g.clip();
+    let level = level_for(ctl.view.ns_per_px);
+    let (t0, t1) = (ctl.view.t0, ctl.view.t0 + ctl.view.plot_w() * ctl.view.ns_per_px);
+    let abs0 = ctl.view.origin + t0.floor() as i64 - offset_ns;
+    let abs1 = ctl.view.origin + t1.ceil() as i64 - offset_ns;
+    for key in tiles_covering(*lane, level, abs0, abs1) {
+        let tile = match ctl.tiles.cache.get(&(*id, key)) {
+            Some(t) => Some(t.clone()),
+            None => {
+                wanted.push((*id, key));
+                (1..=8u8)
+                    .filter(|k| level + k <= MAX_LEVEL)
+                    .map(|k| TileKey { lane: *lane, level: level + k, index: key.index.div_euclid(1 << k) })
+                    .find_map(|k2| ctl.tiles.cache.get(&(*id, k2)).cloned())
+            }
+        };
+        if let Some(t) = tile {
+            draw_tile(g, ctl, &t, y, *offset_ns, col);
+        }
+    }
+    if let Some(found) = ctl.search.found.get(id) {
+        g.set_stroke_style_str(&col.highlight);
+        g.set_line_width(2.0);
+        for hit in found.hits.iter().filter(|h| h.lane == *lane) {
+            outline(g, ctl, hit, y, *offset_ns);
+        }
+    }
+    if let Some((f, l, d, sel)) = &ctl.pointer.selected {
+        if f == id && l == lane {
+            g.set_stroke_style_str(&col.select);
+            g.set_line_width(2.0);
+            let hit = Hit { lane: *l, depth: *d, start_ns: sel.start_ns, end_ns: sel.start_ns + sel.dur_ns };
+            outline(g, ctl, &hit, y, *offset_ns);
+        }
+    }
+    g.restore();
+    // Gutter label.
+    g.set_fill_style_str(&col.bg);
+    g.fill_rect(0.0, y, GUTTER_W, row.h);
+    g.set_fill_style_str(&col.muted);
+    if let Some(t) = fit_text(label, GUTTER_W - 10.0) {
+        g.fill_text(&t, 12.0, y + ROW_H / 2.0).ok();
+    }
+    if *depth > 1 {
+        g.set_fill_style_str(&col.ruler);
+        g.fill_rect(0.0, y + row.h - 1.0, GUTTER_W, 1.0);
+    }
+}
+
+/// Step boundaries: a line at each step start (and the last end) across the rank's lanes.
+fn draw_steps(p: &Paint, ctl: &Ctl) {
+    let (g, col, w, h) = (p.g, p.col, p.w, p.h);
     g.set_stroke_style_str(&col.step);
     g.set_line_width(1.0);
-    for row in &rows {
+    for row in &ctl.rows {
         let RowKind::Rank { steps, offset_ns, .. } = &row.kind else { continue };
         let y0 = (row.y - ctl.view.scroll_y).max(RULER_H);
         let y1 = (row.group_end - ctl.view.scroll_y).min(h);
@@ -224,31 +270,6 @@ pub(super) fn draw(c: &Shared) {
             }
         }
         let _ = g.set_line_dash(&js_sys::Array::new());
-    }
-    let places = draw_marks(&g, ctl, w, h, &col);
-    if places != ctl.marks_attr {
-        let _ = canvas.set_attribute("data-marks", &places);
-        ctl.marks_attr = places;
-    }
-    draw_flow(&g, ctl, &col);
-    draw_ruler(&g, ctl, w, &col);
-    draw_hover(&g, ctl, w, h, &col);
-
-    // Ask for the tiles this frame lacked (nearest to the centre first is not needed: a worker
-    // answers a tile in well under a frame).
-    let pool = ctl.pool.clone();
-    let tile_reply = ctl.sinks.as_ref().map(|s| s.tile.clone());
-    let mut asks = Vec::new();
-    for k in wanted {
-        if ctl.tiles.inflight.insert(k) {
-            asks.push(k);
-        }
-    }
-    drop(guard);
-    if let (Some(p), Some(reply)) = (pool, tile_reply) {
-        for (id, key) in asks {
-            p.ask(id, Query::Tile { key }, Some(reply.clone()));
-        }
     }
 }
 

@@ -14,7 +14,8 @@
 //!
 //! **Layout.** This file holds the component and the control's state, grouped by concern
 //! (`Viewport`, `Tiles`, `Pointer`, `Search`, `Frames`); `ctl` moves the view and lays out the
-//! rows, `draw` paints a frame.
+//! rows, `draw` paints a frame, `input` turns the mouse, the wheel, the keys and the search box
+//! into moves and requests.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -38,6 +39,7 @@ use crate::tokens::*;
 
 mod ctl;
 mod draw;
+mod input;
 
 use ctl::*;
 use draw::*;
@@ -251,83 +253,10 @@ pub fn timeline(p: &Props) -> Html {
     {
         let ctl = ctl.clone();
         let ctx = ctx.clone();
-        let focus = p.focus;
-        let has_window = p.window.is_some();
+        let place = (p.focus, p.window.is_some());
         let matches = matches.clone();
         use_effect_with((p.job.clone(), p.aligned, p.filter.clone()), move |(job, aligned, filter)| {
-            let pool = ctx.as_ref().and_then(Ctx::pool);
-            {
-                let mut c = ctl.borrow_mut();
-                c.aligned = *aligned;
-                c.only = filter.as_ref().and_then(|f| f.members(job.analysis.layout.as_ref()));
-                c.pool = pool.clone();
-                c.dispatch = ctx.as_ref().map(|x| x.dispatch.clone());
-                c.job = Some(job.clone());
-                c.collapsed.clear();
-                c.layout(job);
-                c.tiles.cache.clear();
-                c.tiles.inflight.clear();
-                if let Some(canvas) = c.canvas.cast::<HtmlCanvasElement>().and_then(|e| e.parent_element()) {
-                    c.view.width = f64::from(canvas.client_width()).max(200.0);
-                    c.view.height = f64::from(canvas.client_height()).max(200.0);
-                }
-                if !has_window {
-                    c.view.fit();
-                }
-                if let Some(r) = focus {
-                    c.scroll_to_rank(r);
-                }
-            }
-            if pool.is_some() {
-                let weak = Rc::downgrade(&ctl);
-                let tile: Reply = Rc::new(move |id, answer, _| {
-                    let Answer::Tile(tile) = answer else { return };
-                    if let Some(c) = weak.upgrade() {
-                        {
-                            let mut cm = c.borrow_mut();
-                            cm.tiles.inflight.remove(&(id, tile.key));
-                            if cm.tiles.cache.len() > 50_000 {
-                                cm.tiles.cache.clear();
-                            }
-                            cm.tiles.cache.insert((id, tile.key), Rc::new(*tile));
-                        }
-                        request_frame(&c);
-                    }
-                });
-                let weak = Rc::downgrade(&ctl);
-                let pick: Sink = Rc::new(move |id, req, answer| {
-                    let Answer::Picked(detail) = answer else { return };
-                    if let Some(c) = weak.upgrade() {
-                        {
-                            let mut cm = c.borrow_mut();
-                            if req != cm.pointer.req {
-                                return;
-                            }
-                            let (f, lane, depth) = cm.pointer.asked;
-                            cm.pointer.hover = detail.filter(|_| f == id).map(|d| (id, lane, depth, *d));
-                        }
-                        request_frame(&c);
-                    }
-                });
-                let weak = Rc::downgrade(&ctl);
-                let matches = matches.clone();
-                let found: Sink = Rc::new(move |id, req, answer| {
-                    let Answer::Found(found) = answer else { return };
-                    if let Some(c) = weak.upgrade() {
-                        let total = {
-                            let mut cm = c.borrow_mut();
-                            if req != cm.search.req {
-                                return;
-                            }
-                            cm.search.found.insert(id, *found);
-                            cm.search.found.values().map(|f| f.total).sum::<u64>()
-                        };
-                        matches.set(Some(total));
-                        request_frame(&c);
-                    }
-                });
-                ctl.borrow_mut().sinks = Some(Sinks { tile, pick, found });
-            }
+            follow_job(&ctl, ctx.as_ref(), (job, *aligned, filter.as_ref()), place, matches);
             request_frame(&ctl);
             move || {
                 ctl.borrow_mut().sinks = None;
@@ -340,32 +269,7 @@ pub fn timeline(p: &Props) -> Html {
     {
         let ctl = ctl.clone();
         use_effect_with((p.window, p.focus, p.opened), move |(win, focus, opened)| {
-            // Opened again from another view (maybe the same place): shown again, even after
-            // the user moved; a window we published ourselves moves nothing.
-            let fresh = {
-                let mut c = ctl.borrow_mut();
-                let fresh = c.opened_seen != *opened || c.focus != *focus;
-                c.opened_seen = *opened;
-                fresh
-            };
-            if let Some((a, b)) = *win {
-                let mine = ctl.borrow().frames.published == Some((a, b));
-                if (fresh || !mine) && b > a {
-                    {
-                        let mut c = ctl.borrow_mut();
-                        c.view.ns_per_px = (b - a) as f64 / c.view.plot_w();
-                        c.view.clamp();
-                        c.view.t0 = a as f64;
-                        c.view.clamp();
-                    }
-                    request_frame(&ctl);
-                }
-            }
-            ctl.borrow_mut().focus = *focus;
-            if let (Some(r), true) = (*focus, fresh) {
-                ctl.borrow_mut().scroll_to_rank(r);
-            }
-            request_frame(&ctl);
+            show_opened(&ctl, *win, *focus, *opened);
         });
     }
 
@@ -375,174 +279,15 @@ pub fn timeline(p: &Props) -> Html {
         let canvas = canvas.clone();
         let selected = selected.clone();
         use_effect_with((), move |_| {
-            let mut keep: Vec<Listener> = Vec::new();
-            if let Some(el) = canvas.cast::<HtmlCanvasElement>() {
-                let c = ctl.clone();
-                keep.push(Listener::active(el.into(), "wheel", move |e: web_sys::Event| {
-                    let Some(w) = e.dyn_ref::<web_sys::WheelEvent>() else { return };
-                    e.prevent_default();
-                    let scale = match w.delta_mode() {
-                        1 => 16.0,
-                        2 => 400.0,
-                        _ => 1.0,
-                    };
-                    let (dx, dy) = (w.delta_x() * scale, w.delta_y() * scale);
-                    {
-                        let mut cm = c.borrow_mut();
-                        if w.ctrl_key() || w.meta_key() {
-                            cm.view.zoom_at((dy * 0.002).exp(), f64::from(w.offset_x()));
-                        } else if w.shift_key() || dx.abs() > dy.abs() {
-                            let d = if dx.abs() > dy.abs() { dx } else { dy };
-                            cm.view.t0 += d * cm.view.ns_per_px;
-                        } else {
-                            cm.view.scroll_y += dy;
-                        }
-                    }
-                    moved(&c);
-                }));
-            }
-            if let Some(win) = web_sys::window() {
-                let c = ctl.clone();
-                let selected = selected.clone();
-                keep.push(Listener::active(win.clone().into(), "keydown", move |e: web_sys::Event| {
-                    let Some(k) = e.dyn_ref::<web_sys::KeyboardEvent>() else { return };
-                    if k.ctrl_key() || k.meta_key() || k.alt_key() {
-                        return;
-                    }
-                    let typing = e
-                        .target()
-                        .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
-                        .is_some_and(|el| matches!(el.tag_name().as_str(), "INPUT" | "TEXTAREA" | "SELECT"));
-                    if typing {
-                        return;
-                    }
-                    if k.key() == "Escape" {
-                        selected.set(None);
-                        c.borrow_mut().pointer.selected = None;
-                        request_frame(&c);
-                    }
-                    if key_action(&c, &k.key()) {
-                        e.prevent_default();
-                    }
-                }));
-                let c = ctl.clone();
-                keep.push(Listener::new(win.clone().into(), "resize", move |_| request_frame(&c)));
-                if let Ok(Some(mq)) = win.match_media("(prefers-color-scheme: dark)") {
-                    let c = ctl.clone();
-                    keep.push(Listener::new(mq.into(), "change", move |_| {
-                        c.borrow_mut().colors = Colors::default();
-                        request_frame(&c);
-                    }));
-                }
-            }
+            let keep = input::listen(&ctl, &canvas, &selected);
             let ctl = ctl.clone();
             move || {
                 drop(keep);
-                // The frame and settle closures die with the timeline: nothing may call them after.
-                let mut c = ctl.borrow_mut();
-                if let Some(w) = web_sys::window() {
-                    if let (true, Some(id)) = (c.frames.pending, c.frames.id.take()) {
-                        let _ = w.cancel_animation_frame(id);
-                    }
-                    if let Some((id, _)) = c.frames.settle.take() {
-                        w.clear_timeout_with_handle(id);
-                    }
-                }
-                c.frames.pending = false;
+                input::stop_frames(&ctl);
             }
         });
     }
 
-    let on_down = {
-        let ctl = ctl.clone();
-        Callback::from(move |e: MouseEvent| {
-            if e.button() != 0 {
-                return;
-            }
-            let mut c = ctl.borrow_mut();
-            c.pointer.drag =
-                Some((f64::from(e.offset_x()), f64::from(e.offset_y()), c.view.t0, c.view.scroll_y, false));
-        })
-    };
-    let on_move = {
-        let ctl = ctl.clone();
-        Callback::from(move |e: MouseEvent| {
-            let (x, y) = (f64::from(e.offset_x()), f64::from(e.offset_y()));
-            let dragging = {
-                let mut c = ctl.borrow_mut();
-                let npp = c.view.ns_per_px;
-                match c.pointer.drag.as_mut() {
-                    Some((x0, y0, t0, s0, moved_any)) => {
-                        if (x - *x0).abs() + (y - *y0).abs() > 3.0 {
-                            *moved_any = true;
-                        }
-                        let (nt, ns) = (*t0 - (x - *x0) * npp, *s0 - (y - *y0));
-                        c.view.t0 = nt;
-                        c.view.scroll_y = ns;
-                        c.pointer.at = Some((x, y));
-                        true
-                    }
-                    None => false,
-                }
-            };
-            if dragging {
-                moved(&ctl);
-            } else {
-                pick_at(&ctl, x, y);
-            }
-        })
-    };
-    let on_up = {
-        let ctl = ctl.clone();
-        let selected = selected.clone();
-        let ctx = ctx.clone();
-        Callback::from(move |_e: MouseEvent| {
-            let click = {
-                let mut c = ctl.borrow_mut();
-                let was = c.pointer.drag.take();
-                match was {
-                    Some((_, y, _, _, false)) => match c.header_at(y) {
-                        Some(id) if y > RULER_H => {
-                            c.toggle(id);
-                            false
-                        }
-                        _ => true,
-                    },
-                    _ => false,
-                }
-            };
-            if click {
-                let hover = ctl.borrow().pointer.hover.clone();
-                ctl.borrow_mut().pointer.selected = hover.clone();
-                if let (Some((id, _, _, d)), Some(c)) = (&hover, &ctx) {
-                    c.dispatch.emit(Action::Select(crate::state::Selection {
-                        id: *id,
-                        start_ns: d.start_ns,
-                        end_ns: d.start_ns + d.dur_ns,
-                        name: Some(d.name.clone()),
-                    }));
-                }
-                selected.set(hover.map(|(_, _, _, d)| d));
-            }
-            request_frame(&ctl);
-        })
-    };
-    let on_leave = {
-        let ctl = ctl.clone();
-        Callback::from(move |_e: MouseEvent| {
-            {
-                let mut c = ctl.borrow_mut();
-                c.pointer.drag = None;
-                c.pointer.at = None;
-                c.pointer.hover = None;
-            }
-            request_frame(&ctl);
-        })
-    };
-
-    let legend = Class::ALL.iter().filter(|c| !matches!(c, Class::Other)).map(|&c| {
-        html! { <span class="legend-item"><span class={classes!("swatch", format!("c-{}", c.name().replace('_', "-")))}></span>{c.name().replace('_', " ")}</span> }
-    });
     let toggle_clock = {
         let ctx = ctx.clone();
         let aligned = p.aligned;
@@ -553,59 +298,7 @@ pub fn timeline(p: &Props) -> Html {
         })
     };
     let focus_id = p.focus.and_then(|r| p.job.id_of(r));
-    let on_search = {
-        let ctl = ctl.clone();
-        let matches = matches.clone();
-        let files: Vec<RankId> = p.job.ranks.iter().map(|(f, _)| *f).collect();
-        Callback::from(move |e: InputEvent| {
-            let input: web_sys::HtmlInputElement = e.target_unchecked_into();
-            let q = input.value();
-            let pool = {
-                let mut c = ctl.borrow_mut();
-                c.search.req = c.search.req.wrapping_add(1);
-                c.search.found.clear();
-                c.pool.clone()
-            };
-            if q.trim().is_empty() {
-                matches.set(None);
-            } else if let Some(pool) = pool {
-                let (req, sink) = {
-                    let c = ctl.borrow();
-                    (c.search.req, c.sinks.as_ref().map(|s| s.found.clone()))
-                };
-                for &f in &files {
-                    let reply: Option<Reply> = sink
-                        .clone()
-                        .map(|sink| -> Reply { Rc::new(move |id, answer, _| sink(id, req, answer)) });
-                    pool.ask(f, Query::Search { query: q.clone() }, reply);
-                }
-            }
-            request_frame(&ctl);
-        })
-    };
-    let on_png = {
-        let canvas = canvas.clone();
-        Callback::from(move |_| {
-            let Some(el) = canvas.cast::<HtmlCanvasElement>() else { return };
-            let cb = Closure::once_into_js(move |blob: JsValue| {
-                if let Ok(b) = blob.dyn_into::<web_sys::Blob>() {
-                    if let Err(e) = crate::download::save_blob(&b, "rankscope-timeline.png") {
-                        web_sys::console::error_2(&"rankscope: cannot save the PNG".into(), &e);
-                    }
-                }
-            });
-            if let Err(e) = el.to_blob(cb.unchecked_ref()) {
-                web_sys::console::error_2(&"rankscope: cannot draw the PNG".into(), &e);
-            }
-        })
-    };
-    // The first hang / mismatch, when there is one: its sentence, and a button to show it.
-    let diverged = p.job.analysis.sequence.as_ref().and_then(|seq| {
-        use rankscope_core::sequence::DiagnosisKind;
-        let d =
-            seq.diagnoses.iter().find(|d| matches!(d.kind, DiagnosisKind::Hang | DiagnosisKind::Mismatch))?;
-        (!crate::divergence::placed(&p.job).is_empty()).then(|| d.sentence.clone())
-    });
+    let on_search = input::on_search(&ctl, matches.clone(), p.job.ranks.iter().map(|(f, _)| *f).collect());
     let show_divergence = {
         let ctx = ctx.clone();
         let job = p.job.clone();
@@ -631,12 +324,171 @@ pub fn timeline(p: &Props) -> Html {
                         {format!("{} match{}", format::thousands(n), if n == 1 { "" } else { "es" })}
                     </span>
                 }
-                <span class="legend">{ for legend }</span>
+                <span class="legend">{ legend() }</span>
                 <span class="spacer"></span>
                 <span class="muted keys" title="Ctrl+wheel or W/S zoom · drag, Shift+wheel or A/D pan · 0 fits · click a rank's header to fold it · click an event for its details and flow">{"keys: ?"}</span>
-                <button class="small" data-testid="export-png" onclick={on_png} title="Save what the timeline shows as a PNG">{"PNG"}</button>
+                <button class="small" data-testid="export-png" onclick={input::on_png(&canvas)} title="Save what the timeline shows as a PNG">{"PNG"}</button>
             </div>
-            if let Some(sentence) = diverged {
+            { notice_bars(p, show_divergence) }
+            <div class="timeline" data-testid="timeline" data-clock={if p.aligned { "aligned" } else { "raw" }}
+                data-focus-rank={p.focus.map(|r| r.to_string())} data-focus-file={focus_id.map(|id| id.file.to_string())}>
+                <canvas ref={canvas} tabindex="0" aria-label="Timeline of every rank's threads and streams"
+                    onmousedown={input::on_down(&ctl)} onmousemove={input::on_move(&ctl)}
+                    onmouseup={input::on_up(&ctl, selected.clone(), ctx)} onmouseleave={input::on_leave(&ctl)}></canvas>
+            </div>
+            if let Some(d) = &*selected {
+                { selection_aside(d) }
+            }
+        </section>
+    }
+}
+
+/// Follows a new job, clock or filter: lays out the rows, empties the tile cache, sizes the
+/// canvas, fits the view (unless a window was given, `place.1`) or scrolls to the focused rank
+/// (`place.0`), and with a pool installs the sinks the workers answer into.
+fn follow_job(
+    ctl: &Shared,
+    ctx: Option<&Ctx>,
+    (job, aligned, filter): (&Rc<JobView>, bool, Option<&crate::groups::Filter>),
+    (focus, has_window): (Option<u32>, bool),
+    matches: UseStateHandle<Option<u64>>,
+) {
+    let pool = ctx.and_then(Ctx::pool);
+    {
+        let mut c = ctl.borrow_mut();
+        c.aligned = aligned;
+        c.only = filter.and_then(|f| f.members(job.analysis.layout.as_ref()));
+        c.pool = pool.clone();
+        c.dispatch = ctx.map(|x| x.dispatch.clone());
+        c.job = Some(job.clone());
+        c.collapsed.clear();
+        c.layout(job);
+        c.tiles.cache.clear();
+        c.tiles.inflight.clear();
+        if let Some(canvas) = c.canvas.cast::<HtmlCanvasElement>().and_then(|e| e.parent_element()) {
+            c.view.width = f64::from(canvas.client_width()).max(200.0);
+            c.view.height = f64::from(canvas.client_height()).max(200.0);
+        }
+        if !has_window {
+            c.view.fit();
+        }
+        if let Some(r) = focus {
+            c.scroll_to_rank(r);
+        }
+    }
+    if pool.is_some() {
+        let s = sinks(ctl, matches);
+        ctl.borrow_mut().sinks = Some(s);
+    }
+}
+
+/// The sinks for the workers' answers: a tile goes to the cache; a pick becomes the hover, and
+/// a search's matches are counted into `matches`, each only if it answers the current request.
+fn sinks(ctl: &Shared, matches: UseStateHandle<Option<u64>>) -> Sinks {
+    let weak = Rc::downgrade(ctl);
+    let tile: Reply = Rc::new(move |id, answer, _| {
+        let Answer::Tile(tile) = answer else { return };
+        if let Some(c) = weak.upgrade() {
+            {
+                let mut cm = c.borrow_mut();
+                cm.tiles.inflight.remove(&(id, tile.key));
+                if cm.tiles.cache.len() > 50_000 {
+                    cm.tiles.cache.clear();
+                }
+                cm.tiles.cache.insert((id, tile.key), Rc::new(*tile));
+            }
+            request_frame(&c);
+        }
+    });
+    let weak = Rc::downgrade(ctl);
+    let pick: Sink = Rc::new(move |id, req, answer| {
+        let Answer::Picked(detail) = answer else { return };
+        if let Some(c) = weak.upgrade() {
+            {
+                let mut cm = c.borrow_mut();
+                if req != cm.pointer.req {
+                    return;
+                }
+                let (f, lane, depth) = cm.pointer.asked;
+                cm.pointer.hover = detail.filter(|_| f == id).map(|d| (id, lane, depth, *d));
+            }
+            request_frame(&c);
+        }
+    });
+    let weak = Rc::downgrade(ctl);
+    let found: Sink = Rc::new(move |id, req, answer| {
+        let Answer::Found(found) = answer else { return };
+        if let Some(c) = weak.upgrade() {
+            let total = {
+                let mut cm = c.borrow_mut();
+                if req != cm.search.req {
+                    return;
+                }
+                cm.search.found.insert(id, *found);
+                cm.search.found.values().map(|f| f.total).sum::<u64>()
+            };
+            matches.set(Some(total));
+            request_frame(&c);
+        }
+    });
+    Sinks { tile, pick, found }
+}
+
+/// Shows a window and a rank opened from the URL hash or another view. Opened again (a new
+/// `opened` count or focus, maybe the same place): shown again, even after the user moved; a
+/// window we published ourselves moves nothing.
+fn show_opened(ctl: &Shared, win: Option<(i64, i64)>, focus: Option<u32>, opened: u32) {
+    let fresh = {
+        let mut c = ctl.borrow_mut();
+        let fresh = c.opened_seen != opened || c.focus != focus;
+        c.opened_seen = opened;
+        fresh
+    };
+    if let Some((a, b)) = win {
+        let mine = ctl.borrow().frames.published == Some((a, b));
+        if (fresh || !mine) && b > a {
+            {
+                let mut c = ctl.borrow_mut();
+                c.view.ns_per_px = (b - a) as f64 / c.view.plot_w();
+                c.view.clamp();
+                c.view.t0 = a as f64;
+                c.view.clamp();
+            }
+            request_frame(ctl);
+        }
+    }
+    ctl.borrow_mut().focus = focus;
+    if let (Some(r), true) = (focus, fresh) {
+        ctl.borrow_mut().scroll_to_rank(r);
+    }
+    request_frame(ctl);
+}
+
+/// The legend: one swatch per event class (but `other`).
+fn legend() -> Html {
+    Class::ALL
+        .iter()
+        .filter(|c| !matches!(c, Class::Other))
+        .map(|&c| {
+            html! { <span class="legend-item"><span class={classes!("swatch", format!("c-{}", c.name().replace('_', "-")))}></span>{c.name().replace('_', " ")}</span> }
+        })
+        .collect()
+}
+
+/// The first hang / mismatch's sentence, when there is one and it is placed on the timeline.
+fn divergence_sentence(job: &JobView) -> Option<String> {
+    use rankscope_core::sequence::DiagnosisKind;
+    let seq = job.analysis.sequence.as_ref()?;
+    let d = seq.diagnoses.iter().find(|d| matches!(d.kind, DiagnosisKind::Hang | DiagnosisKind::Mismatch))?;
+    (!crate::divergence::placed(job).is_empty()).then(|| d.sentence.clone())
+}
+
+/// The bars under the toolbar: the first divergence with a button to show it, the group filter,
+/// and a digest's note that it has no events.
+fn notice_bars(p: &Props, show_divergence: Callback<MouseEvent>) -> Html {
+    html! {
+        <>
+            if let Some(sentence) = divergence_sentence(&p.job) {
                 <div class="divergence-bar" data-testid="divergence-bar">
                     <span class="divergence-text" title={sentence.clone()}>{sentence}</span>
                     <button class="small" data-testid="divergence-show" onclick={show_divergence}
@@ -655,27 +507,26 @@ pub fn timeline(p: &Props) -> Html {
                     {digest_sentence(name, &p.job)}
                 </div>
             }
-            <div class="timeline" data-testid="timeline" data-clock={if p.aligned { "aligned" } else { "raw" }}
-                data-focus-rank={p.focus.map(|r| r.to_string())} data-focus-file={focus_id.map(|id| id.file.to_string())}>
-                <canvas ref={canvas} tabindex="0" aria-label="Timeline of every rank's threads and streams"
-                    onmousedown={on_down} onmousemove={on_move} onmouseup={on_up} onmouseleave={on_leave}></canvas>
-            </div>
-            if let Some(d) = &*selected {
-                <aside class="selection" data-testid="selection">
-                    <strong>{d.name.clone()}</strong>
-                    <span>{format!(" · {} · {} · starts at {} ns{}", d.class.replace('_', " "),
-                        if d.instant { "instant".to_string() } else { format::duration(d.dur_ns as f64) },
-                        d.start_ns, d.step.map(|s| format!(" · step {s}")).unwrap_or_default())}</span>
-                    if let Some(l) = &d.launch { <span>{format!(" · launched by {l}")}</span> }
-                    if let Some(l) = &d.link {
-                        <span data-testid="selection-link">{
-                            if d.gpu { format!(" · flow: {} → this kernel", l.name) } else { format!(" · flow: this launch → {}", l.name) }
-                        }</span>
-                    }
-                    { for d.args.iter().map(|(k, v)| html! { <span class="arg">{format!(" · {k}: {v}")}</span> }) }
-                </aside>
+        </>
+    }
+}
+
+/// The selected event's details under the canvas.
+fn selection_aside(d: &EventDetail) -> Html {
+    html! {
+        <aside class="selection" data-testid="selection">
+            <strong>{d.name.clone()}</strong>
+            <span>{format!(" · {} · {} · starts at {} ns{}", d.class.replace('_', " "),
+                if d.instant { "instant".to_string() } else { format::duration(d.dur_ns as f64) },
+                d.start_ns, d.step.map(|s| format!(" · step {s}")).unwrap_or_default())}</span>
+            if let Some(l) = &d.launch { <span>{format!(" · launched by {l}")}</span> }
+            if let Some(l) = &d.link {
+                <span data-testid="selection-link">{
+                    if d.gpu { format!(" · flow: {} → this kernel", l.name) } else { format!(" · flow: this launch → {}", l.name) }
+                }</span>
             }
-        </section>
+            { for d.args.iter().map(|(k, v)| html! { <span class="arg">{format!(" · {k}: {v}")}</span> }) }
+        </aside>
     }
 }
 
