@@ -122,7 +122,7 @@ fn a_merged_job_is_read_as_its_ranks_and_blames_the_same_rank() {
     for how in [Merge::Named, Merge::Bare, Merge::PidOrder] {
         let bytes = merge("host_stall", 4, how);
         let t = ingest("job.json", &bytes);
-        let job = assemble(vec![t], &[], &Rules::default());
+        let job = common::checked(assemble(vec![t], &[], &Rules::default()));
         assert_eq!(job.ranks.len(), 4, "{how:?}");
         assert!(job.errors.is_empty(), "{how:?}: {:?}", job.errors);
         for (k, r) in job.ranks.iter().enumerate() {
@@ -182,7 +182,7 @@ fn the_merged_export_round_trips() {
             ingest(&n, &b)
         })
         .collect();
-    let job = assemble(traces, &[], &Rules::default());
+    let job = common::checked(assemble(traces, &[], &Rules::default()));
     let a = analyze(&job, &Options::default());
     let plan = rankscope_core::export::ExportPlan::new(
         &a.alignment,
@@ -264,7 +264,8 @@ fn a_synthetic_gpu_job_in_one_file() {
     assert_eq!(lead, Some(("slow_device", vec![3])), "the per-rank files");
     for named in [true, false] {
         let bytes = rankscope_synth::merged::merge(&docs, &offsets, named).unwrap_or_else(|e| panic!("{e}"));
-        let job = assemble(vec![ingest("job.pt.trace.json", &bytes)], &[], &Rules::default());
+        let job =
+            common::checked(assemble(vec![ingest("job.pt.trace.json", &bytes)], &[], &Rules::default()));
         let merged = analyze(&job, &Options::default());
         // The per-file analysis estimates each clock's offset from the collectives (within a
         // µs of the truth); the merged file is on the true clock: figures within 20 µs.
@@ -311,7 +312,7 @@ fn unnamed_device_processes_are_left_out_and_said() {
     let found = rankscope_core::normalize::multirank::ranks_in(&t).unwrap_or_else(|| panic!("not split"));
     assert_eq!(found.ranks.iter().map(|r| r.0).collect::<Vec<_>>(), vec![0, 1]);
     assert_eq!(found.left_out.len(), 2);
-    let job = assemble(vec![t], &[], &Rules::default());
+    let job = common::checked(assemble(vec![t], &[], &Rules::default()));
     assert_eq!(job.ranks.len(), 2);
     let d = job.ranks[0].trace.diagnostics.get(DiagKind::ProcessesLeftOut).map(|d| d.message.clone());
     let d = d.unwrap_or_else(|| panic!("nothing said"));
@@ -376,7 +377,8 @@ fn pids_numbered_like_ranks_are_ranks_said_as_assumed() {
         let again = rankscope_core::normalize::multirank::split(p);
         assert_eq!(again.iter().map(|t| t.source.as_str()).collect::<Vec<_>>(), [name.as_str()]);
     }
-    let job = assemble(vec![ingest("cluster.json", bytes.as_bytes())], &[], &Rules::default());
+    let job =
+        common::checked(assemble(vec![ingest("cluster.json", bytes.as_bytes())], &[], &Rules::default()));
     assert_eq!(job.ranks.iter().map(|r| r.rank).collect::<Vec<_>>(), vec![0, 1, 2, 3]);
     let d = job.ranks[2].trace.diagnostics.get(DiagKind::RanksInFileAssumed).map(|d| d.message.clone());
     let d = d.unwrap_or_default();

@@ -6,6 +6,7 @@
 //! [`StringTable`]; indices are typed `u32`s so native and wasm32 tables have the same size.
 
 pub mod diag;
+mod integrity;
 mod phase;
 pub mod severity;
 pub mod strings;

@@ -19,13 +19,24 @@ pub fn fixture(name: &str) -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures")).join(name)
 }
 
-/// Ingests bytes fed in chunks of `chunk` bytes.
+/// Ingests bytes fed in chunks of `chunk` bytes; a trace read is held to its tables'
+/// invariants ([`RankTrace::check`]).
 pub fn ingest_chunked(name: &str, bytes: &[u8], chunk: usize) -> Result<RankTrace, IngestError> {
     let mut f = FileIngest::new(name);
     for c in bytes.chunks(chunk.max(1)) {
         f.feed(c);
     }
-    f.finish()
+    let t = f.finish()?;
+    t.check(&t.strings).unwrap_or_else(|e| panic!("{name}: {e}"));
+    Ok(t)
+}
+
+/// Every rank of an assembled job held to its tables' invariants against the job's strings.
+pub fn checked(job: Job) -> Job {
+    for r in &job.ranks {
+        r.trace.check(&job.strings).unwrap_or_else(|e| panic!("rank {} ({}): {e}", r.rank, r.trace.source));
+    }
+    job
 }
 
 pub fn read(path: &std::path::Path) -> Vec<u8> {
@@ -35,7 +46,7 @@ pub fn read(path: &std::path::Path) -> Vec<u8> {
 /// One file as a one-rank job.
 pub fn job_of(name: &str, bytes: &[u8], chunk: usize) -> Job {
     let t = ingest_chunked(name, bytes, chunk).unwrap_or_else(|e| panic!("{e}"));
-    assemble(vec![t], &[], &Rules::default())
+    checked(assemble(vec![t], &[], &Rules::default()))
 }
 
 /// Every file of a folder under `shared/`, sorted, ingested in 1 MiB chunks.

@@ -22,7 +22,7 @@ pub fn run(name: &str) -> (Analysis, Value) {
 /// The scenario's job and its scenario.json.
 pub fn load(name: &str) -> (rankscope_core::normalize::Job, Value) {
     let (traces, spec) = traces(name);
-    let job = assemble(traces, &[], &Rules::default());
+    let job = super::checked(assemble(traces, &[], &Rules::default()));
     assert!(job.errors.is_empty(), "{name}: {:?}", job.errors);
     (job, spec)
 }
