@@ -13,6 +13,25 @@ pub struct Props {
     pub job: Rc<crate::state::JobView>,
 }
 
+/// A finding's prose as the report writes it: the names between backticks as code, the rest as
+/// text; an unpaired backtick stays a character (as `escape::md_prose` reads it).
+fn prose(text: &str) -> Html {
+    let pieces: Vec<&str> = text.split('`').collect();
+    let paired = pieces.len() % 2 == 1;
+    let last = pieces.len() - 1;
+    html! {
+        { for pieces.iter().enumerate().map(|(i, p)| {
+            if i % 2 == 1 && (paired || i != last) {
+                html! { <code>{*p}</code> }
+            } else if i % 2 == 1 {
+                html! { {format!("`{p}")} }
+            } else {
+                html! { {*p} }
+            }
+        }) }
+    }
+}
+
 fn evidence_value(k: &str, v: f64) -> String {
     if k.ends_with("_ns") || k.contains("_ns_") {
         format::duration(v)
@@ -127,7 +146,7 @@ pub fn findings(p: &Props) -> Html {
                         data-impact-ns={f.impact_ns.to_string()}>
                         <div class="finding-head">
                             <span class={classes!("sev", format!("sev-{sev}"))}>{sev}</span>
-                            <span class="finding-message">{f.message.clone()}</span>
+                            <span class="finding-message">{prose(&f.message)}</span>
                             if let Some(g) = gain { <span class="muted" data-testid="finding-gain">{g}</span> }
                         </div>
                         if let Some(l) = &f.location {
@@ -142,7 +161,7 @@ pub fn findings(p: &Props) -> Html {
                             if !f.steps.is_empty() { <span>{format!(" · step{} {}", if f.steps.len() == 1 { "" } else { "s" }, ranges(&f.steps))}</span> }
                             { for f.evidence.iter().map(|(k, v)| html! { <span>{format!(" · {}: {}", k.name().replace("_ns", "").replace('_', " "), evidence_value(&k.name(), v))}</span> }) }
                         </div>
-                        <div class="finding-fix"><strong>{"Fix: "}</strong>{f.fix.clone()}</div>
+                        <div class="finding-fix"><strong>{"Fix: "}</strong>{prose(&f.fix)}</div>
                         if f.id == FindingId::CollectiveMismatch {
                             if let Some(seq) = &p.job.analysis.sequence { { stopped(seq) } }
                             if let Some(open) = open.clone() {
