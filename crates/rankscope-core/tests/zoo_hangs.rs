@@ -313,3 +313,37 @@ fn an_all_gather_of_another_shape_is_named() {
         &["does not match across ranks (shape)", "rank 3 issued all_gather", "3 elements", "2 elements"],
     );
 }
+
+/// A pipeline's exchanges are replayed as pairs (docs/metrics.md, "What-if"): the replay of
+/// each pipeline run with its recorded durations comes within the bounds the judging layer
+/// holds any replay to (5% on average, 15% in every step), every exchange of theirs paired; the
+/// judging layer still takes no gain from it (`p2p`), so the late stage's finding keeps its own.
+#[test]
+fn pipelines_replay_with_their_exchanges_paired() {
+    for name in ["pipeline_gpipe", "pipeline_1f1b", "pipeline_slow_stage", "pp_stall_stage"] {
+        let (a, _) = run(name);
+        let w =
+            a.whatif.as_ref().unwrap_or_else(|| panic!("{name}: a pipeline of exchanges only is replayed"));
+        assert!(w.p2p, "{name}: said to have exchanges");
+        let sends: usize =
+            a.pipeline.as_ref().map_or(0, |p| p.links.iter().map(|l| l.matched as usize).sum());
+        assert!(
+            w.exchanges as usize == sends && sends > 0,
+            "{name}: {} exchanges replayed, {sends} matched",
+            w.exchanges
+        );
+        assert!(
+            w.mean_error <= 0.05 && w.max_error <= 0.15,
+            "{name}: replay {:.1}% off on average, {:.1}% at worst",
+            100.0 * w.mean_error,
+            100.0 * w.max_error
+        );
+        for f in &a.findings {
+            assert!(
+                !f.evidence.contains(EvidenceKey::ReplayedGainNs),
+                "{name}: {:?} took the replay's gain",
+                f.id
+            );
+        }
+    }
+}

@@ -102,7 +102,13 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
     let segments: Vec<(u32, Vec<critical_path::Segment>)> =
         parts.iter().map(|p| (p.info.rank, p.segments.clone())).collect();
     let critical_path = critical_path::paths(&chains, &segments, &ops, &stragglers, &alignment, &steps);
-    let model = whatif::model(&parts, &insts_ranked, &ops, &collectives::Offsets::new(&alignment));
+    // An exchange lines up with the stage's replicas, a ring's with the ring ([`whatif::Line`]).
+    let line = |rank: u32, x: &instances::Instance| match stage_of.get(&rank) {
+        Some(&s) if !not_pipeline(&layout, x) => whatif::Line::Stage(s as u32),
+        _ if not_pipeline(&layout, x) => whatif::Line::Ring,
+        _ => whatif::Line::Alone(rank),
+    };
+    let model = whatif::model(&parts, &insts_ranked, &ops, &collectives::Offsets::new(&alignment), &line);
     let whatif = {
         let late: std::collections::BTreeSet<u32> =
             step_waits.iter().flat_map(|w| w.late.iter().copied()).collect();

@@ -66,7 +66,7 @@
 //! tables live; [`p2p`] matches the exchanges across ranks and finds the stage chain; [`report`]
 //! puts the job's pipeline together (stages, schedule, theory, critical paths).
 
-mod p2p;
+pub(crate) mod p2p;
 mod rank;
 mod report;
 

@@ -16,7 +16,7 @@ struct End<'a> {
 }
 
 /// Matched exchanges: `(src, dst, send, recv, inferred)`.
-pub(super) type Pair<'a> = (u32, u32, &'a Instance, &'a Instance, bool);
+pub(crate) type Pair<'a> = (u32, u32, &'a Instance, &'a Instance, bool);
 
 type Links = BTreeMap<(String, u32, u32), P2pLink>;
 
@@ -37,7 +37,7 @@ fn link<'l>(links: &'l mut Links, pg: &str, src: u32, dst: u32) -> &'l mut P2pLi
 }
 
 /// Matches sends to recvs (see the module doc). `insts[k]` belongs to rank `ranks[k]`.
-pub(super) fn match_p2p<'a>(ranks: &[u32], insts: &'a [Vec<Instance>]) -> (Vec<Pair<'a>>, Vec<P2pLink>) {
+pub(crate) fn match_p2p<'a>(ranks: &[u32], insts: &'a [Vec<Instance>]) -> (Vec<Pair<'a>>, Vec<P2pLink>) {
     let slot = |rank: u32| ranks.iter().position(|&r| r == rank);
     let mut sends: Vec<Vec<End>> = Vec::new();
     let mut recvs: Vec<Vec<End>> = Vec::new();

@@ -17,30 +17,37 @@
 //!   collectives' transfers changed (small collectives merged, now and once the late ranks are
 //!   fixed).
 //!
-//! Point-to-point exchanges are not in the model yet: a job that has them says so (`p2p`) and
-//! takes no gain from the replay.
+//! Point-to-point exchanges are synchronization points of their two ends: a send paired with
+//! its recv ([`crate::analyze::pipeline::p2p::match_p2p`]) completes the recorded transfer
+//! after both ends started. A job with exchanges says so (`p2p`) and takes no gain from the
+//! replay yet ([`WhatIf::p2p`]).
 
 pub mod program;
 pub mod replay;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::model::FxHashMap;
+use crate::model::{CollKind, FxHashMap};
 use serde::{Deserialize, Serialize};
 
 use super::collectives::{Offsets, Op};
 use super::instances::Instance;
 use super::RankPart;
 use program::Item;
+pub use replay::Line;
 use replay::{replay, AsRecorded, Change, Slot};
 
-/// A collective of the model: its members and its transfer.
+/// A collective or a point-to-point exchange of the model: its members and its transfer.
 #[derive(Debug, Clone)]
 pub struct ModelOp {
     pub ranks: Vec<u32>,
     pub transfer_ns: i64,
-    /// Its index in the job's matched collectives (`Measured::ops`).
-    pub src: usize,
+    /// Its index in the job's matched collectives (`Measured::ops`); none for an exchange.
+    pub src: Option<usize>,
+    /// An exchange whose send ended before its recv started (sent eagerly, into the peer's
+    /// buffers): the sender (the first member) is done this long after it started, whatever the
+    /// receiver does.
+    pub eager_ns: Option<i64>,
 }
 
 /// One rank's step, on the aligned clock, with the slot of each item.
@@ -62,8 +69,10 @@ pub struct Model {
     pub op_of: FxHashMap<(u32, u32), usize>,
     /// (collective, rank) → the collective before it on the rank's lane.
     pub lane_prev: FxHashMap<(usize, u32), usize>,
-    /// Some rank has point-to-point exchanges (not modelled).
+    /// Some rank has point-to-point exchanges ([`WhatIf::p2p`]).
     pub p2p: bool,
+    /// Exchanges paired into the model.
+    pub exchanges: u32,
     /// (step, slot) → the ranks' own time there, for the counterfactuals that bring a rank to
     /// its peers (computed once, read by every replay).
     pub own: BTreeMap<(u32, Slot), OwnAt>,
@@ -101,8 +110,14 @@ pub struct WhatIf {
     pub mean_error: f64,
     /// Waits the replay could not resolve (they kept their recorded time).
     pub unresolved: u32,
-    /// The job has point-to-point exchanges, which the model leaves to the ranks' own time.
+    /// The job has point-to-point exchanges. They are replayed as pairs (`exchanges` of them),
+    /// but a rank that waits inside a receive's span (gloo's `gloo:recv` on the issuing thread)
+    /// is busy there in the model: the replay holds the recorded waits, and bringing a rank to
+    /// its peers would not shorten them; so such a job takes no gain from the replay.
     pub p2p: bool,
+    /// Point-to-point exchanges paired into the replay.
+    #[serde(default)]
+    pub exchanges: u32,
     /// The mean step as replayed, and with every rank at the typical speed (the ideal step).
     pub replayed_ns: i64,
     pub ideal_ns: i64,
@@ -123,14 +138,26 @@ pub struct RankGain {
     pub gain_ns: i64,
 }
 
+/// A send that ended this long before its receiver even posted the recv went eagerly (into the
+/// peer's buffers); closer than that, the two clocks' alignment cannot tell it from a send that
+/// waited for the recv (gloo's and NCCL's larger messages do).
+pub const EAGER_MARGIN_NS: i64 = 100_000;
+
 /// Replays further than this from the record, on average over the steps, are not used for
 /// gains; nor those further than [`MAX_STEP_ERROR`] in some step.
 pub const MAX_REPLAY_ERROR: f64 = 0.05;
 pub const MAX_STEP_ERROR: f64 = 0.15;
 
 /// The model of the job: the parts' programs on the aligned clock, each rank's instances (in
-/// the order its part listed them: the programs' indices), the matched collectives.
-pub fn model(parts: &[RankPart], insts: &[(u32, Vec<Instance>)], ops: &[Op], offsets: &Offsets) -> Model {
+/// the order its part listed them: the programs' indices), the matched collectives, and each
+/// rank's [`Line`] for an exchange (`line`).
+pub fn model(
+    parts: &[RankPart],
+    insts: &[(u32, Vec<Instance>)],
+    ops: &[Op],
+    offsets: &Offsets,
+    line: &dyn Fn(u32, &Instance) -> Line,
+) -> Model {
     let mut m = Model::default();
     // (rank, event) → instance index, per rank.
     let mut inst_of: FxHashMap<(u32, u32), u32> = FxHashMap::default();
@@ -140,55 +167,47 @@ pub fn model(parts: &[RankPart], insts: &[(u32, Vec<Instance>)], ops: &[Op], off
         }
     }
     let no_insts: Vec<Instance> = Vec::new();
-    m.p2p = insts.iter().any(|(_, v)| v.iter().any(|x| x.p2p));
     for (src, o) in
         ops.iter().enumerate().filter(|(_, o)| !o.partial && o.ranks.len() >= 2 && !o.kind.is_p2p())
     {
         let idx = m.ops.len();
-        m.ops.push(ModelOp { ranks: o.ranks.clone(), transfer_ns: o.transfer_ns, src });
+        m.ops.push(ModelOp {
+            ranks: o.ranks.clone(),
+            transfer_ns: o.transfer_ns,
+            src: Some(src),
+            eager_ns: None,
+        });
         for (r, ev) in o.ranks.iter().zip(&o.events) {
             if let Some(&k) = inst_of.get(&(*r, ev.0)) {
                 m.op_of.insert((*r, k), idx);
             }
         }
     }
+    exchanges(&mut m, insts, &inst_of, offsets);
     for p in parts {
         let rank = p.info.rank;
         let off = offsets.of(rank);
-        // The lane order of the rank's collectives.
-        let mut by_lane: BTreeMap<u32, Vec<(i64, u32)>> = BTreeMap::new();
+        // The lane order of the rank's collectives and exchanges: one waits for the one before
+        // it on its lane where it did (spans of a lane that overlap ran at once: gloo's async
+        // sends and recvs are spans on the thread that issued them).
+        let mut by_lane: BTreeMap<u32, Vec<(i64, i64, u32)>> = BTreeMap::new();
         let mine = insts.iter().find(|(r, _)| *r == rank).map_or(&no_insts, |(_, v)| v);
         for (k, x) in mine.iter().enumerate() {
-            by_lane.entry(x.lane).or_default().push((x.start_ns, k as u32));
+            by_lane.entry(x.lane).or_default().push((x.start_ns, x.end_ns, k as u32));
         }
         for v in by_lane.values_mut() {
             v.sort_unstable();
             for w in v.windows(2) {
-                if let (Some(&a), Some(&b)) = (m.op_of.get(&(rank, w[0].1)), m.op_of.get(&(rank, w[1].1))) {
+                if w[0].1 > w[1].0 {
+                    continue;
+                }
+                if let (Some(&a), Some(&b)) = (m.op_of.get(&(rank, w[0].2)), m.op_of.get(&(rank, w[1].2))) {
                     m.lane_prev.insert((b, rank), a);
                 }
             }
         }
         for sp in &p.programs {
-            // An own time's slot: the collective of the next issue or wait, else the tail.
-            let mut slots = vec![Slot::Tail; sp.items.len()];
-            let mut next = Slot::Tail;
-            for (i, item) in sp.items.iter().enumerate().rev() {
-                match item {
-                    Item::Issue(inst) => {
-                        if let Some(&op) = m.op_of.get(&(rank, *inst)) {
-                            next = Slot::BeforeIssue(op);
-                        }
-                    }
-                    Item::Wait { inst, .. } => {
-                        if let Some(&op) = m.op_of.get(&(rank, *inst)) {
-                            next = Slot::BeforeWait(op);
-                        }
-                    }
-                    Item::Own(_) => {}
-                }
-                slots[i] = next;
-            }
+            let slots = slots(&m, rank, &sp.items, mine, line);
             for (item, slot) in sp.items.iter().zip(&slots) {
                 if let Item::Own(d) = item {
                     *m.own.entry((sp.step, *slot)).or_default().by_rank.entry(rank).or_default() += d;
@@ -207,6 +226,87 @@ pub fn model(parts: &[RankPart], insts: &[(u32, Vec<Instance>)], ops: &[Op], off
     m
 }
 
+/// Each send paired with its recv, a two-member op of the model: it completes after both ends
+/// started, by the recorded transfer (the recv's end after the later start, on the aligned
+/// clock); a send that ended before its recv was posted was eager ([`ModelOp::eager_ns`]).
+/// An end in two pairs (a batch exchanged with two peers) keeps its first; an end left
+/// unpaired keeps its recorded wait as the rank's own time.
+fn exchanges(
+    m: &mut Model,
+    insts: &[(u32, Vec<Instance>)],
+    inst_of: &FxHashMap<(u32, u32), u32>,
+    offsets: &Offsets,
+) {
+    let ranks: Vec<u32> = insts.iter().map(|(r, _)| *r).collect();
+    let lists: Vec<Vec<Instance>> = insts.iter().map(|(_, v)| v.clone()).collect();
+    let (pairs, _) = crate::analyze::pipeline::p2p::match_p2p(&ranks, &lists);
+    for (src, dst, send, recv, _) in pairs {
+        let (Some(&ks), Some(&kr)) = (inst_of.get(&(src, send.event.0)), inst_of.get(&(dst, recv.event.0)))
+        else {
+            continue;
+        };
+        if src == dst || m.op_of.contains_key(&(src, ks)) || m.op_of.contains_key(&(dst, kr)) {
+            continue;
+        }
+        let (os, or) = (offsets.of(src), offsets.of(dst));
+        let both = (send.start_ns - os).max(recv.start_ns - or);
+        let eager = send.kind == CollKind::Send && send.end_ns - os + EAGER_MARGIN_NS < recv.issued_ns - or;
+        let idx = m.ops.len();
+        m.ops.push(ModelOp {
+            ranks: vec![src, dst],
+            transfer_ns: (recv.end_ns - or - both).max(0),
+            src: None,
+            eager_ns: eager.then(|| (send.end_ns - send.start_ns).max(0)),
+        });
+        m.op_of.insert((src, ks), idx);
+        m.op_of.insert((dst, kr), idx);
+        m.exchanges += 1;
+    }
+    m.p2p = insts.iter().any(|(_, v)| v.iter().any(|x| x.p2p));
+}
+
+/// An own time's slot: the collective of the next issue or wait, the rank's next exchange item
+/// on its line, else the tail.
+fn slots(
+    m: &Model,
+    rank: u32,
+    items: &[Item],
+    mine: &[Instance],
+    line: &dyn Fn(u32, &Instance) -> Line,
+) -> Vec<Slot> {
+    let inst = |item: &Item| match *item {
+        Item::Issue(k) | Item::Wait { inst: k, .. } => Some(k),
+        Item::Own(_) => None,
+    };
+    // Each exchange's place among the rank's exchanges of the step, in the order it issued them
+    // (a stage's replicas issue the same ones in the same order; a wait is seen or not).
+    let mut nth_of: FxHashMap<u32, u32> = FxHashMap::default();
+    for item in items {
+        if let Item::Issue(k) = *item {
+            if mine.get(k as usize).is_some_and(|x| x.p2p) {
+                let n = nth_of.len() as u32;
+                nth_of.entry(k).or_insert(n);
+            }
+        }
+    }
+    let mut slots = vec![Slot::Tail; items.len()];
+    let mut next = Slot::Tail;
+    for (i, item) in items.iter().enumerate().rev() {
+        if let Some((k, op)) = inst(item).and_then(|k| m.op_of.get(&(rank, k)).map(|&op| (k, op))) {
+            let wait = matches!(item, Item::Wait { .. });
+            next = match (mine.get(k as usize).filter(|x| x.p2p), nth_of.get(&k)) {
+                (Some(x), Some(&nth)) => Slot::BeforeExchange { line: line(rank, x), nth, wait },
+                // An exchange waited for in this step but issued in another: no place to line up.
+                (Some(_), None) => Slot::BeforeExchange { line: Line::Alone(rank), nth: u32::MAX, wait },
+                (None, _) if wait => Slot::BeforeWait(op),
+                (None, _) => Slot::BeforeIssue(op),
+            };
+        }
+        slots[i] = next;
+    }
+    slots
+}
+
 /// A counterfactual for the judging layer: some ranks brought to their peers, some collectives'
 /// transfers changed (by their index in the job's matched collectives).
 #[derive(Debug)]
@@ -219,7 +319,8 @@ impl<'m> Scenario<'m> {
     /// `late` brought to their peers (none: as recorded), the collectives of `transfer`
     /// (index in the job's matched collectives → new transfer) changed.
     pub fn new(m: &'m Model, late: &BTreeSet<u32>, transfer: &BTreeMap<usize, i64>) -> Scenario<'m> {
-        let by_src: FxHashMap<usize, usize> = m.ops.iter().enumerate().map(|(k, o)| (o.src, k)).collect();
+        let by_src: FxHashMap<usize, usize> =
+            m.ops.iter().enumerate().filter_map(|(k, o)| o.src.map(|s| (s, k))).collect();
         Scenario {
             peers: (!late.is_empty()).then(|| ToPeers { m, who: late.clone() }),
             transfer: transfer.iter().filter_map(|(src, &t)| by_src.get(src).map(|&k| (k, t))).collect(),
@@ -303,6 +404,7 @@ pub fn measure(m: &Model, late: &BTreeSet<u32>) -> Option<WhatIf> {
         mean_error,
         unresolved: base.unresolved,
         p2p: m.p2p,
+        exchanges: m.exchanges,
         replayed_ns: base.mean_ns() as i64,
         ideal_ns: ideal.mean_ns() as i64,
         ranks,
@@ -331,5 +433,42 @@ mod tests {
         }
         let lone = OwnAt { by_rank: FxHashMap::from_iter([(0, 5)]), sorted: vec![5] };
         assert_eq!(lone.mine_and_peers(0), None);
+    }
+
+    /// Two ranks, one step: each does its own work, issues the exchange `0` (rank 0 sends, rank
+    /// 1 receives) and waits for it, then a tail (the sender's 20, the receiver's 3).
+    fn exchange(send_first: i64, recv_first: i64, transfer_ns: i64, eager_ns: Option<i64>) -> Model {
+        let prog = |first: i64, tail: i64| Prog {
+            start_ns: 0,
+            end_ns: 0,
+            items: vec![
+                Item::Own(first),
+                Item::Issue(0),
+                Item::Wait { inst: 0, recorded_ns: 1 },
+                Item::Own(tail),
+            ],
+            slots: vec![Slot::Tail; 4],
+        };
+        let mut m = Model::default();
+        m.ops.push(ModelOp { ranks: vec![0, 1], transfer_ns, src: None, eager_ns });
+        m.op_of.insert((0, 0), 0);
+        m.op_of.insert((1, 0), 0);
+        m.steps.insert(0, BTreeMap::from([(0, prog(send_first, 20)), (1, prog(recv_first, 3))]));
+        m
+    }
+
+    #[test]
+    fn an_exchange_completes_after_both_ends_started_unless_sent_eagerly() {
+        // Rendezvous: both ends done at the later start (50) plus the transfer (4); the sender
+        // waited for the late receiver: the step ends with its tail, at 54 + 20.
+        let r = replay(&exchange(10, 50, 4, None), &AsRecorded);
+        assert_eq!(r.steps, vec![(0, 74)]);
+        assert_eq!(r.unresolved, 0);
+        // Eager: the sender is done 2 after it started (12) and ends at 32; the receiver still
+        // waits for the data (54), then its tail: the step ends at 57.
+        let r = replay(&exchange(10, 50, 4, Some(2)), &AsRecorded);
+        assert_eq!(r.steps, vec![(0, 57)]);
+        // A receiver that posts first waits for the sender either way: 40 + 4 + 20.
+        assert_eq!(replay(&exchange(40, 5, 4, None), &AsRecorded).steps, vec![(0, 64)]);
     }
 }

@@ -14,9 +14,8 @@
 //! - **Own** time between them: work, and gaps that end at no completion (a sleep, a stall, the
 //!   input pipeline): the rank's own, whatever the others do.
 //!
-//! Point-to-point exchanges are not modelled yet: their waits count as the rank's own time
-//! (a pipeline's replay holds its recorded shape; its stages are judged by the pipeline's own
-//! analysis).
+//! Point-to-point exchanges (a pipeline's sends and recvs, a ring's) are issued and waited for
+//! as collectives are: the replay pairs each send with its recv ([`super::model`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -98,11 +97,12 @@ pub fn programs(
 }
 
 fn program(step: u32, lo: i64, hi: i64, instances: &[Instance], busy: &Set, cpu_issue: bool) -> StepProgram {
-    // Waits: gaps of the work lane that end at a completion of a collective in flight.
+    // Waits: gaps of the work lane that end at a completion of a collective (or exchange) in
+    // flight.
     let mut ends: Vec<(i64, u32)> = instances
         .iter()
         .enumerate()
-        .filter(|(_, x)| !x.p2p && x.end_ns > lo && x.start_ns < hi)
+        .filter(|(_, x)| x.end_ns > lo && x.start_ns < hi)
         .map(|(k, x)| (x.end_ns, k as u32))
         .collect();
     ends.sort_unstable();
@@ -125,7 +125,7 @@ fn program(step: u32, lo: i64, hi: i64, instances: &[Instance], busy: &Set, cpu_
     // Issues, in time order; one issued inside a wait was issued as the wait began.
     let mut marks: Vec<(i64, u8, Item)> = Vec::new();
     for (k, x) in instances.iter().enumerate() {
-        if x.p2p || x.step != step {
+        if x.step != step {
             continue;
         }
         let mut t = if cpu_issue { x.issued_ns } else { x.start_ns };

@@ -34,13 +34,28 @@ pub struct AsRecorded;
 impl Change for AsRecorded {}
 
 /// Where an own time sits in a rank's step: before it issues a collective, before it waits for
-/// one (the collective's index in the job's), or the step's tail. Ranks of one job line up by
-/// it.
+/// one (the collective's index in the job's), before it issues or waits for its `nth` exchange
+/// of the step (point-to-point, in the order it issued them) on its [`Line`], or the step's
+/// tail. Ranks of one job
+/// line up by it: the members of a collective, the replicas of a pipeline stage, the members
+/// of a ring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Slot {
     BeforeIssue(usize),
     BeforeWait(usize),
+    BeforeExchange { line: Line, nth: u32, wait: bool },
     Tail,
+}
+
+/// Who a rank's point-to-point exchanges line up with: a pipeline stage's replicas (the other
+/// data-parallel copies of the stage do the same exchanges in the same order), every member of a
+/// ring (context parallelism, expert dispatch: each does what the others do), or nobody (a
+/// pipeline rank whose stage is not known: a stage is no peer of another).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Line {
+    Stage(u32),
+    Ring,
+    Alone(u32),
 }
 
 /// A replay's result: per step, the step time, in step order: from the end of the previous step
@@ -98,6 +113,8 @@ struct StepRun<'m, 'c> {
     /// Collective → members started and the latest start.
     started: FxHashMap<usize, (usize, i64)>,
     done: FxHashMap<usize, i64>,
+    /// Eager exchange → when its sender was done ([`super::ModelOp::eager_ns`]).
+    sent: FxHashMap<usize, i64>,
     /// Collective → the cursors waiting for it.
     waiting: FxHashMap<usize, Vec<usize>>,
     /// Collective → the (collective, rank) starts waiting for its lane to be free of it.
@@ -123,8 +140,8 @@ impl StepRun<'_, '_> {
                     }
                 }
                 Item::Wait { inst, recorded_ns } => match self.m.op_of.get(&(c.rank, inst)) {
-                    Some(&op) => match self.done.get(&op) {
-                        Some(&end) => c.t = c.t.max(end),
+                    Some(&op) => match end_on(&self.done, &self.sent, self.m, op, c.rank) {
+                        Some(end) => c.t = c.t.max(end),
                         None => {
                             self.waiting.entry(op).or_default().push(ci);
                             return;
@@ -142,8 +159,8 @@ impl StepRun<'_, '_> {
     fn start(&mut self, op: usize, rank: u32) {
         let Some(&ready) = self.ready.get(&(op, rank)) else { return };
         let free = match self.m.lane_prev.get(&(op, rank)) {
-            Some(&prev) => match self.done.get(&prev) {
-                Some(&e) => e,
+            Some(&prev) => match end_on(&self.done, &self.sent, self.m, prev, rank) {
+                Some(e) => e,
                 // The lane's previous collective was issued in this step and is not done.
                 None if self.ready.contains_key(&(prev, rank)) => {
                     self.lane_waiting.entry(prev).or_default().push((op, rank));
@@ -155,6 +172,12 @@ impl StepRun<'_, '_> {
             None => i64::MIN,
         };
         let Some(o) = self.m.ops.get(op) else { return };
+        if let Some(d) = o.eager_ns.filter(|_| o.ranks.first() == Some(&rank)) {
+            // Sent eagerly: the sender goes on; whoever waited for it looks again.
+            self.sent.insert(op, ready.max(free) + d);
+            self.work.extend(self.waiting.remove(&op).unwrap_or_default());
+            self.to_start.extend(self.lane_waiting.remove(&op).unwrap_or_default());
+        }
         let e = self.started.entry(op).or_insert((0, i64::MIN));
         e.0 += 1;
         e.1 = e.1.max(ready.max(free));
@@ -200,6 +223,23 @@ impl StepRun<'_, '_> {
     }
 }
 
+/// When `op` is done for `rank`: an eager exchange's sender when it sent, everyone else when
+/// the op completed.
+fn end_on(
+    done: &FxHashMap<usize, i64>,
+    sent: &FxHashMap<usize, i64>,
+    m: &Model,
+    op: usize,
+    rank: u32,
+) -> Option<i64> {
+    let sender = m.ops.get(op).is_some_and(|o| o.eager_ns.is_some() && o.ranks.first() == Some(&rank));
+    if sender {
+        sent.get(&op).copied()
+    } else {
+        done.get(&op).copied()
+    }
+}
+
 pub fn replay(m: &Model, change: &dyn Change) -> Replayed {
     let mut out = Replayed::default();
     // Per rank: the end of its previous step (replayed) and of the recorded one.
@@ -224,6 +264,7 @@ pub fn replay(m: &Model, change: &dyn Change) -> Replayed {
             ready: FxHashMap::default(),
             started: FxHashMap::default(),
             done: FxHashMap::default(),
+            sent: FxHashMap::default(),
             waiting: FxHashMap::default(),
             lane_waiting: FxHashMap::default(),
             work: Vec::new(),

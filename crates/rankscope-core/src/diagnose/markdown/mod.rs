@@ -195,7 +195,10 @@ fn whatif(s: &mut String, a: &Analysis) {
         w.steps.iter().map(|x| x.recorded_ns as f64).sum::<f64>() / w.steps.len() as f64
     };
     let held = if w.p2p {
-        " (point-to-point exchanges are not modelled: its gains are not used)".to_string()
+        format!(
+            " ({} point-to-point exchanges replayed as pairs; a wait inside a receive is not yet told from work, so its gains are not used)",
+            w.exchanges
+        )
     } else if w.mean_error > crate::analyze::whatif::MAX_REPLAY_ERROR
         || w.max_error > crate::analyze::whatif::MAX_STEP_ERROR
     {
