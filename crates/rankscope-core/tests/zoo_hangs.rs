@@ -325,8 +325,7 @@ fn pipelines_replay_with_their_exchanges_paired() {
         let w =
             a.whatif.as_ref().unwrap_or_else(|| panic!("{name}: a pipeline of exchanges only is replayed"));
         assert!(w.p2p, "{name}: said to have exchanges");
-        let sends: usize =
-            a.pipeline.as_ref().map_or(0, |p| p.links.iter().map(|l| l.matched as usize).sum());
+        let sends: usize = a.pipeline.as_ref().map_or(0, |p| p.links.iter().map(|l| l.matched).sum());
         assert!(
             w.exchanges as usize == sends && sends > 0,
             "{name}: {} exchanges replayed, {sends} matched",
