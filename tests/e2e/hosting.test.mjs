@@ -126,6 +126,22 @@ test('rankscope.html from file:// analyses the DLRM traces with no server; its a
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
+/**
+ * The [start, end] of every event named `name` in a Chrome trace's text, as exact ns decimal
+ * strings: the µs of `ts` and `dur` are read from the text (JSON.parse would round them to a
+ * double) and shifted three digits.
+ */
+function exactSpans(text, name) {
+  const quoted = text.replace(/"(ts|dur)":\s*(-?[0-9]+(?:\.[0-9]+)?)/g, '"$1": "$2"');
+  const ns = (us) => {
+    const [int, frac = ''] = us.split('.');
+    return BigInt(int + (frac + '000').slice(0, 3));
+  };
+  return JSON.parse(quoted).traceEvents
+    .filter((e) => e.name === name && e.ts !== undefined)
+    .map((e) => [ns(e.ts), ns(e.ts) + ns(e.dur ?? '0')].map(String));
+}
+
 /** Collects the frame's protocol events on the host page. */
 async function listen(page) {
   await page.evaluate(() => {
@@ -197,7 +213,18 @@ test('embedded by a host page on another origin: files in, the analysis event is
   }
   assert.ok(picked, 'a click on an event was reported');
   assert.equal(picked.rank, 0);
-  assert.ok(picked.t1_ns >= picked.t0_ns && typeof picked.name === 'string' && /^\d+$/.test(picked.start_ns));
+  assert.ok(picked.t1_ns >= picked.t0_ns && typeof picked.name === 'string');
+  assert.equal(typeof picked.t0_ns, 'number', 'the timeline\'s times are numbers (ns from the job\'s start)');
+  // The event's own times are decimal strings, digit for digit what its trace says (epoch ns
+  // are past 2^53: as JS numbers they would be rounded).
+  assert.equal(typeof picked.start_ns, 'string');
+  assert.equal(typeof picked.end_ns, 'string');
+  assert.ok(BigInt(picked.start_ns) > 2n ** 53n, 'a time a JS number cannot hold exactly');
+  const file = files.find((f) => path.basename(f) === picked.file);
+  assert.ok(file, `the selection names its file (${picked.file})`);
+  const spans = exactSpans(fs.readFileSync(file, 'utf8'), picked.name);
+  assert.ok(spans.some(([a, b]) => a === picked.start_ns && b === picked.end_ns),
+    `${picked.start_ns}–${picked.end_ns} is an event \`${picked.name}\` of ${picked.file} (${spans.slice(0, 3).join('; ')}…)`);
   await shot(page, '56-embedded-timeline-selected');
 
   // Streams: a second job, two files as buffers and two as ReadableStreams (transferred).

@@ -21,8 +21,10 @@
 //! never `'*'`.
 //!
 //! **Times** (`t0_ns`, `t1_ns`) are the timeline's: ns since the job's first event, on the
-//! aligned clock (as `t0`/`t1` in the URL hash); `start_ns`/`end_ns` of a selection are on the
-//! rank's own clock, as in the trace. Numbers may be JS numbers, BigInts or decimal strings.
+//! aligned clock (as `t0`/`t1` in the URL hash), sent as JS numbers (exact below 2^53 ns, 104
+//! days); `start_ns`/`end_ns` of a selection are on the rank's own clock, as in the trace, and
+//! sent as decimal strings (epoch nanoseconds do not fit a JS number). Numbers the host sends
+//! may be JS numbers, BigInts or decimal strings.
 //!
 //! Nothing here reaches the network: the traces come in as bytes and stay in the tab.
 
@@ -397,9 +399,13 @@ fn selection_event(s: crate::state::Selection, j: &JobView) -> JsValue {
     let rank = j.ranks.iter().find(|(id, _)| *id == s.id).map(|(_, r)| r.rank);
     let file = j.ranks.iter().find(|(id, _)| *id == s.id).map(|(_, r)| r.file.clone());
     let at = |t: i64| t - j.offset(s.id) - j.facts.span_start_ns;
+    // `start_ns`/`end_ns` are epoch nanoseconds (past 2^53: a JS number would round them), so
+    // they go as decimal strings; `t0_ns`/`t1_ns` count from the job's first event and stay exact
+    // as numbers (2^53 ns is 104 days).
     let mut body = json!({
         "event": "selection", "rank": rank, "file": file,
-        "t0_ns": at(s.start_ns), "t1_ns": at(s.end_ns), "start_ns": s.start_ns, "end_ns": s.end_ns,
+        "t0_ns": at(s.start_ns), "t1_ns": at(s.end_ns),
+        "start_ns": s.start_ns.to_string(), "end_ns": s.end_ns.to_string(),
     });
     if let Some(n) = s.name {
         body["name"] = json!(n);
