@@ -245,6 +245,16 @@ test('embedded by a host page on another origin: files in, the analysis event is
   await page.evaluate(() => document.querySelector('#rankscope').contentWindow.postMessage({ rankscope: { show: { view: 'nope' } } }, rs.origin));
   await page.waitForFunction(() => window.events.some((e) => e.event === 'error'));
   assert.match((await eventsOf(page, 'error'))[0].message, /unknown view `nope`/);
+  // A `show` that is not an object was ignored in silence before: now it is an error too, and
+  // the example page shows it in its log.
+  await page.evaluate(() => document.querySelector('#rankscope').contentWindow.postMessage({ rankscope: { show: 5 } }, rs.origin));
+  await page.waitForFunction(() => window.events.filter((e) => e.event === 'error').length >= 2);
+  assert.match((await eventsOf(page, 'error'))[1].message, /^show: expected an object \{view\?, rank\?, step\?, t0_ns\?, t1_ns\?\}, got 5$/);
+  await page.evaluate(() => rs.show({ view: 'timeline', rank: 'three' }));
+  await page.waitForFunction(() => window.events.filter((e) => e.event === 'error').length >= 3);
+  assert.match((await eventsOf(page, 'error'))[2].message, /`rank` must be an integer .*"three"/);
+  await page.waitForSelector('[data-testid=host-log]:has-text("error:  show: expected an object")');
+  assert.equal(await frame.locator('[data-testid=embed-title]').textContent(), 'gloo job', 'the job is unchanged');
   // Everything the frame loaded came from the app's origin.
   assert.deepEqual(appRequests.filter((u) => !u.startsWith(app.url) && !u.startsWith('data:') && !u.startsWith('blob:')), []);
   await page.close();
@@ -268,6 +278,60 @@ test('a host page on an untrusted origin is ignored, and the frame counts it', a
   assert.doesNotMatch(await page.textContent('[data-testid=host-log]'), /ready/, 'never answered PONG');
   assert.deepEqual(await page.evaluate(() => window.events), [], 'never told anything');
   await shot(page, '57-untrusted-host');
+  await page.close();
+});
+
+test('a host page the app\'s server does not let frame it: after 10 s embed.js stops pinging and says why in an error event', async () => {
+  // The app's frame-ancestors lists `host` and `stranger`, not this one.
+  const blocked = await serve(DIST, 0, { csp: false, coop: false });
+  servers.push(blocked);
+  // Not `newPage`: the browser's own "Refused to frame" console error is the point here.
+  const page = await context.newPage();
+  const uncaught = [];
+  page.on('pageerror', (e) => uncaught.push(e.message));
+  const t0 = Date.now();
+  await page.goto(`${blocked.origin}/embed-example.html?app=${encodeURIComponent(app.url)}`);
+  const log = page.locator('[data-testid=host-log]');
+  await page.waitForSelector('[data-testid=host-log]:has-text("error:")', { timeout: 20_000 });
+  const waited = Date.now() - t0;
+  assert.ok(waited >= 9_000 && waited < 16_000, `the error came after the documented 10 s (${waited} ms)`);
+  const text = await log.textContent();
+  assert.match(text, /did not answer within 10 s/);
+  assert.match(text, /frame-ancestors does not list this page's origin/);
+  assert.ok(text.includes(blocked.origin) && text.includes(app.origin), 'names both origins');
+  assert.doesNotMatch(text, /rankscope is ready/);
+  await shot(page, '57b-embed-handshake-timeout');
+  assert.deepEqual(uncaught, [], 'the rejections are handled');
+  await page.close();
+});
+
+test('a frame that never answers: with timeoutMs, error event, pinging stops, pending open and show reject', async () => {
+  const page = await newPage();
+  // The host page and the silent page are on one origin (the test pages' server).
+  await page.goto(`${perfetto.origin}/silent-host.html?embed=${encodeURIComponent(`${host.origin}/embed.js`)}`);
+  await page.waitForFunction(() => window.rankscope && window.rankscope.embed);
+  const silent = `${perfetto.origin}/silent.html`;
+  const out = await page.evaluate((silent) => new Promise((resolve) => {
+    const rs = rankscope.embed(document.getElementById('f'), silent, { timeoutMs: 1500 });
+    const got = { errors: [], rejected: [] };
+    rs.on('error', (e) => got.errors.push(e));
+    const t0 = performance.now();
+    rs.open([{ name: 'a.json', buffer: new ArrayBuffer(8) }]).catch((e) => got.rejected.push(`open: ${e.message}`));
+    rs.show({ view: 'summary' }).catch((e) => got.rejected.push(`show: ${e.message}`));
+    rs.ready.catch(() => { got.ms = performance.now() - t0; setTimeout(() => resolve(got), 50); });
+  }), silent);
+  assert.ok(out.ms >= 1400 && out.ms < 5000, `after the 1.5 s asked for (${out.ms} ms)`);
+  assert.equal(out.errors.length, 1);
+  assert.equal(out.errors[0].file, null);
+  assert.match(out.errors[0].message, /^the rankscope frame at http:\/\/127\.0\.0\.1:\d+\/silent\.html did not answer within 1\.5 s\. Likely causes: .*frame-ancestors.*appUrl is not rankscope.*\?origin=/);
+  assert.deepEqual(out.rejected.map((r) => r.split(':')[0]).sort(), ['open', 'show']);
+  assert.ok(out.rejected.every((r) => r.includes('did not answer')));
+  // The silent page got PINGs, and no more once the time was up.
+  const frame = page.frames().find((f) => f.url().startsWith(silent));
+  const pings = await frame.evaluate(() => window.pings);
+  assert.ok(pings >= 5, `pinged while waiting (${pings})`);
+  await page.waitForTimeout(600);
+  assert.equal(await frame.evaluate(() => window.pings), pings, 'no PING after the time-out');
   await page.close();
 });
 
