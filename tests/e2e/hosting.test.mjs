@@ -97,6 +97,11 @@ test('a server with wrong MIME types: .wasm still starts (with a note); .js give
 
 test('rankscope.html from file:// analyses the DLRM traces with no server; its analysis is the CLI\'s', async () => {
   const single = path.join(DIST, 'rankscope.html');
+  // README says how big the file is: it stays what the build makes (it said 1.6 MB at 3.6).
+  const said = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8').match(/`dist\/rankscope\.html` \(about ([0-9.]+) MB/);
+  assert.ok(said, 'README says the size of dist/rankscope.html');
+  const mb = fs.statSync(single).size / 1e6;
+  assert.ok(Math.abs(mb - Number(said[1])) <= 0.1 * mb, `README says about ${said[1]} MB; the file is ${mb.toFixed(2)} MB`);
   const html = fs.readFileSync(single, 'utf8');
   const csp = html.match(/http-equiv="Content-Security-Policy" content="([^"]+)"/)[1];
   assert.match(csp, /default-src 'none'/);
