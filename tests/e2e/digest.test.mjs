@@ -81,6 +81,38 @@ function expected(a) {
   };
 }
 
+/** The Summary's rank table as shown: rank, GPU ops and comm kernels cells (text and tooltip). */
+const rankCounts = (page) => page.$$eval('[data-testid=rank-row]', (rows) => rows.map((r) => ({
+  rank: Number(r.dataset.rank),
+  gpuOps: r.querySelector('[data-testid=gpu-ops]').textContent,
+  comm: r.querySelector('[data-testid=comm-kernels]').textContent,
+  title: r.querySelector('[data-testid=gpu-ops]').title,
+})));
+
+/**
+ * A digest alone on the Summary: no 0 for what it does not hold, and the trace exports off
+ * with the reason (they did nothing before).
+ */
+async function digestGaps(page, ranks) {
+  await page.click('[data-testid=nav-summary]');
+  const rows = await rankCounts(page);
+  assert.equal(rows.length, ranks);
+  for (const r of rows) {
+    assert.equal(r.gpuOps, '–', `rank ${r.rank}: GPU ops not in a digest`);
+    assert.equal(r.comm, '–', `rank ${r.rank}: comm kernels not in a digest`);
+    assert.match(r.title, /^Not in a job digest: it keeps each rank's figures, not the events/);
+  }
+  assert.match(await page.locator('[data-testid=digest-counts-note]').innerText(), /^GPU ops and comm kernels are counted from a rank's events: – where the job digest alone gives the rank/);
+  const devices = await page.locator('[data-testid=fact-devices]').innerText();
+  assert.doesNotMatch(devices, /up to \d+ per file/);
+  assert.match(devices, /^[^()]+ \(how many per file is not in a job digest\)$/);
+  for (const id of ['export-trace', 'export-perfetto', 'open-perfetto']) {
+    const b = page.locator(`[data-testid=${id}]`);
+    assert.ok(await b.isDisabled(), `${id} is off`);
+    assert.match(await b.getAttribute('title'), /is a job digest: it holds every rank's figures but no events, so there are none to export/);
+  }
+}
+
 /** Drops files on the page as a user's drag and drop does. */
 async function drop(page, files) {
   const payload = files.map((f) => ({ name: path.basename(f), b64: fs.readFileSync(f).toString('base64') }));
@@ -127,7 +159,13 @@ test('a job digest opens like its traces: the Summary, alignment and collectives
   assert.equal(page.workers().length, 0, 'no worker left running after the digest is open');
   assert.deepEqual(await summaryFigures(page), expected(a));
   assert.match(await page.locator('[data-testid=fact-digest]').innerText(), /digest8\.rsdigest/);
+  // What a digest does not hold is said, not shown as 0: the counts made from events, the
+  // devices per file; and the exports made of events are off, with the reason.
+  await digestGaps(page, 8);
   await shot(page, '80-digest-summary');
+  await page.locator('[data-testid=rank-table]').scrollIntoViewIfNeeded();
+  await page.hover('[data-testid=export-trace]');
+  await shot(page, '80b-digest-rank-table');
   await page.click('[data-testid=nav-alignment]');
   const alignment = await page.$$eval('[data-testid=alignment-row]', (rows) => rows.map((r) => ({ rank: Number(r.dataset.rank), offset: Number(r.dataset.offsetNs) })));
   assert.deepEqual(alignment, a.alignment.map((x) => ({ rank: x.rank, offset: x.offset_ns })));
@@ -160,6 +198,16 @@ test('a job digest opens like its traces: the Summary, alignment and collectives
   await shot(page, '83-digest-timeline-two-ranks');
   // The figures did not move.
   assert.deepEqual(await summaryFigures(page), expected(a));
+  // The two ranks with their trace are counted; the exports are on, and say they hold those two.
+  const rows = await rankCounts(page);
+  for (const r of rows) {
+    if (r.rank === 2 || r.rank === 5) assert.ok(/^[\d,]+$/.test(r.gpuOps) && Number(r.gpuOps.replace(/,/g, '')) > 0, `rank ${r.rank}: ${r.gpuOps}`);
+    else assert.equal(r.gpuOps, '–');
+  }
+  assert.equal(await page.locator('[data-testid=digest-counts-note]').count(), 1, 'six ranks are still the digest\'s alone');
+  const trace = page.locator('[data-testid=export-trace]');
+  assert.equal(await trace.isDisabled(), false);
+  assert.match(await trace.getAttribute('title'), /only the 2 of 8 ranks whose trace is loaded/);
   assert.deepEqual(pageErrors, []);
   assert.deepEqual(outsideOrigin(requests, origin), [], 'no request leaves the origin');
   await page.close();

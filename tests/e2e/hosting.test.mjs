@@ -97,6 +97,11 @@ test('a server with wrong MIME types: .wasm still starts (with a note); .js give
 
 test('rankscope.html from file:// analyses the DLRM traces with no server; its analysis is the CLI\'s', async () => {
   const single = path.join(DIST, 'rankscope.html');
+  // README says how big the file is: it stays what the build makes (it said 1.6 MB at 3.6).
+  const said = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8').match(/`dist\/rankscope\.html` \(about ([0-9.]+) MB/);
+  assert.ok(said, 'README says the size of dist/rankscope.html');
+  const mb = fs.statSync(single).size / 1e6;
+  assert.ok(Math.abs(mb - Number(said[1])) <= 0.1 * mb, `README says about ${said[1]} MB; the file is ${mb.toFixed(2)} MB`);
   const html = fs.readFileSync(single, 'utf8');
   const csp = html.match(/http-equiv="Content-Security-Policy" content="([^"]+)"/)[1];
   assert.match(csp, /default-src 'none'/);
@@ -125,6 +130,22 @@ test('rankscope.html from file:// analyses the DLRM traces with no server; its a
   await page.close();
   fs.rmSync(dir, { recursive: true, force: true });
 });
+
+/**
+ * The [start, end] of every event named `name` in a Chrome trace's text, as exact ns decimal
+ * strings: the µs of `ts` and `dur` are read from the text (JSON.parse would round them to a
+ * double) and shifted three digits.
+ */
+function exactSpans(text, name) {
+  const quoted = text.replace(/"(ts|dur)":\s*(-?[0-9]+(?:\.[0-9]+)?)/g, '"$1": "$2"');
+  const ns = (us) => {
+    const [int, frac = ''] = us.split('.');
+    return BigInt(int + (frac + '000').slice(0, 3));
+  };
+  return JSON.parse(quoted).traceEvents
+    .filter((e) => e.name === name && e.ts !== undefined)
+    .map((e) => [ns(e.ts), ns(e.ts) + ns(e.dur ?? '0')].map(String));
+}
 
 /** Collects the frame's protocol events on the host page. */
 async function listen(page) {
@@ -197,7 +218,18 @@ test('embedded by a host page on another origin: files in, the analysis event is
   }
   assert.ok(picked, 'a click on an event was reported');
   assert.equal(picked.rank, 0);
-  assert.ok(picked.t1_ns >= picked.t0_ns && typeof picked.name === 'string' && /^\d+$/.test(picked.start_ns));
+  assert.ok(picked.t1_ns >= picked.t0_ns && typeof picked.name === 'string');
+  assert.equal(typeof picked.t0_ns, 'number', 'the timeline\'s times are numbers (ns from the job\'s start)');
+  // The event's own times are decimal strings, digit for digit what its trace says (epoch ns
+  // are past 2^53: as JS numbers they would be rounded).
+  assert.equal(typeof picked.start_ns, 'string');
+  assert.equal(typeof picked.end_ns, 'string');
+  assert.ok(BigInt(picked.start_ns) > 2n ** 53n, 'a time a JS number cannot hold exactly');
+  const file = files.find((f) => path.basename(f) === picked.file);
+  assert.ok(file, `the selection names its file (${picked.file})`);
+  const spans = exactSpans(fs.readFileSync(file, 'utf8'), picked.name);
+  assert.ok(spans.some(([a, b]) => a === picked.start_ns && b === picked.end_ns),
+    `${picked.start_ns}–${picked.end_ns} is an event \`${picked.name}\` of ${picked.file} (${spans.slice(0, 3).join('; ')}…)`);
   await shot(page, '56-embedded-timeline-selected');
 
   // Streams: a second job, two files as buffers and two as ReadableStreams (transferred).
@@ -218,6 +250,16 @@ test('embedded by a host page on another origin: files in, the analysis event is
   await page.evaluate(() => document.querySelector('#rankscope').contentWindow.postMessage({ rankscope: { show: { view: 'nope' } } }, rs.origin));
   await page.waitForFunction(() => window.events.some((e) => e.event === 'error'));
   assert.match((await eventsOf(page, 'error'))[0].message, /unknown view `nope`/);
+  // A `show` that is not an object was ignored in silence before: now it is an error too, and
+  // the example page shows it in its log.
+  await page.evaluate(() => document.querySelector('#rankscope').contentWindow.postMessage({ rankscope: { show: 5 } }, rs.origin));
+  await page.waitForFunction(() => window.events.filter((e) => e.event === 'error').length >= 2);
+  assert.match((await eventsOf(page, 'error'))[1].message, /^show: expected an object \{view\?, rank\?, step\?, t0_ns\?, t1_ns\?\}, got 5$/);
+  await page.evaluate(() => rs.show({ view: 'timeline', rank: 'three' }));
+  await page.waitForFunction(() => window.events.filter((e) => e.event === 'error').length >= 3);
+  assert.match((await eventsOf(page, 'error'))[2].message, /`rank` must be an integer .*"three"/);
+  await page.waitForSelector('[data-testid=host-log]:has-text("error:  show: expected an object")');
+  assert.equal(await frame.locator('[data-testid=embed-title]').textContent(), 'gloo job', 'the job is unchanged');
   // Everything the frame loaded came from the app's origin.
   assert.deepEqual(appRequests.filter((u) => !u.startsWith(app.url) && !u.startsWith('data:') && !u.startsWith('blob:')), []);
   await page.close();
@@ -241,6 +283,60 @@ test('a host page on an untrusted origin is ignored, and the frame counts it', a
   assert.doesNotMatch(await page.textContent('[data-testid=host-log]'), /ready/, 'never answered PONG');
   assert.deepEqual(await page.evaluate(() => window.events), [], 'never told anything');
   await shot(page, '57-untrusted-host');
+  await page.close();
+});
+
+test('a host page the app\'s server does not let frame it: after 10 s embed.js stops pinging and says why in an error event', async () => {
+  // The app's frame-ancestors lists `host` and `stranger`, not this one.
+  const blocked = await serve(DIST, 0, { csp: false, coop: false });
+  servers.push(blocked);
+  // Not `newPage`: the browser's own "Refused to frame" console error is the point here.
+  const page = await context.newPage();
+  const uncaught = [];
+  page.on('pageerror', (e) => uncaught.push(e.message));
+  const t0 = Date.now();
+  await page.goto(`${blocked.origin}/embed-example.html?app=${encodeURIComponent(app.url)}`);
+  const log = page.locator('[data-testid=host-log]');
+  await page.waitForSelector('[data-testid=host-log]:has-text("error:")', { timeout: 20_000 });
+  const waited = Date.now() - t0;
+  assert.ok(waited >= 9_000 && waited < 16_000, `the error came after the documented 10 s (${waited} ms)`);
+  const text = await log.textContent();
+  assert.match(text, /did not answer within 10 s/);
+  assert.match(text, /frame-ancestors does not list this page's origin/);
+  assert.ok(text.includes(blocked.origin) && text.includes(app.origin), 'names both origins');
+  assert.doesNotMatch(text, /rankscope is ready/);
+  await shot(page, '57b-embed-handshake-timeout');
+  assert.deepEqual(uncaught, [], 'the rejections are handled');
+  await page.close();
+});
+
+test('a frame that never answers: with timeoutMs, error event, pinging stops, pending open and show reject', async () => {
+  const page = await newPage();
+  // The host page and the silent page are on one origin (the test pages' server).
+  await page.goto(`${perfetto.origin}/silent-host.html?embed=${encodeURIComponent(`${host.origin}/embed.js`)}`);
+  await page.waitForFunction(() => window.rankscope && window.rankscope.embed);
+  const silent = `${perfetto.origin}/silent.html`;
+  const out = await page.evaluate((silent) => new Promise((resolve) => {
+    const rs = rankscope.embed(document.getElementById('f'), silent, { timeoutMs: 1500 });
+    const got = { errors: [], rejected: [] };
+    rs.on('error', (e) => got.errors.push(e));
+    const t0 = performance.now();
+    rs.open([{ name: 'a.json', buffer: new ArrayBuffer(8) }]).catch((e) => got.rejected.push(`open: ${e.message}`));
+    rs.show({ view: 'summary' }).catch((e) => got.rejected.push(`show: ${e.message}`));
+    rs.ready.catch(() => { got.ms = performance.now() - t0; setTimeout(() => resolve(got), 50); });
+  }), silent);
+  assert.ok(out.ms >= 1400 && out.ms < 5000, `after the 1.5 s asked for (${out.ms} ms)`);
+  assert.equal(out.errors.length, 1);
+  assert.equal(out.errors[0].file, null);
+  assert.match(out.errors[0].message, /^the rankscope frame at http:\/\/127\.0\.0\.1:\d+\/silent\.html did not answer within 1\.5 s\. Likely causes: .*frame-ancestors.*appUrl is not rankscope.*\?origin=/);
+  assert.deepEqual(out.rejected.map((r) => r.split(':')[0]).sort(), ['open', 'show']);
+  assert.ok(out.rejected.every((r) => r.includes('did not answer')));
+  // The silent page got PINGs, and no more once the time was up.
+  const frame = page.frames().find((f) => f.url().startsWith(silent));
+  const pings = await frame.evaluate(() => window.pings);
+  assert.ok(pings >= 5, `pinged while waiting (${pings})`);
+  await page.waitForTimeout(600);
+  assert.equal(await frame.evaluate(() => window.pings), pings, 'no PING after the time-out');
   await page.close();
 });
 

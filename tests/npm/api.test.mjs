@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import zlib from 'node:zlib';
 import { test } from 'node:test';
 import { PKG, cli, filesOf, manifest, rankscope, trace } from './harness.mjs';
 
@@ -21,6 +22,16 @@ function streamOf(bytes, n) {
     },
   });
 }
+
+test('docs/npm.md says how big the wasm is, raw and gzipped, as built', () => {
+  const said = fs.readFileSync(path.join(PKG, '../../docs/npm.md'), 'utf8').match(/The wasm is ([0-9.]+) MB \(([0-9.]+) MB\s+gzipped\)/);
+  assert.ok(said, 'docs/npm.md says the size of the wasm');
+  const wasm = fs.readFileSync(path.join(PKG, 'rankscope_wasm_bg.wasm'));
+  const raw = wasm.length / 1e6;
+  const gz = zlib.gzipSync(wasm, { level: 9 }).length / 1e6;
+  assert.ok(Math.abs(raw - Number(said[1])) <= 0.1 * raw, `docs say ${said[1]} MB; the wasm is ${raw.toFixed(2)} MB`);
+  assert.ok(Math.abs(gz - Number(said[2])) <= 0.1 * gz, `docs say ${said[2]} MB gzipped; it is ${gz.toFixed(2)} MB`);
+});
 
 test('the package: name, version, ESM, exports and declarations', () => {
   assert.equal(manifest.name, 'rankscope');

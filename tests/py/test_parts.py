@@ -33,9 +33,18 @@ def test_combine_of_parts_equals_analyze(which, request):
 
 
 def test_a_part_is_small_against_its_trace(dlrm):
+    sizes = []
     for p in sorted(dlrm.iterdir()):
         b = rankscope.part(p)
         assert len(b) < p.stat().st_size / 5, (p.name, len(b), p.stat().st_size)
+        sizes.append(len(b))
+    # docs/python.md says how big a DLRM rank's part is: it stays what the parts measure.
+    import re
+
+    said = re.search(r"a DLRM rank: about ([0-9.]+) kB", (REPO / "docs" / "python.md").read_text())
+    assert said, "docs/python.md no longer says the size of a DLRM rank's part"
+    mean_kb = sum(sizes) / len(sizes) / 1000
+    assert abs(mean_kb - float(said.group(1))) <= 0.1 * mean_kb, (said.group(0), f"measured {mean_kb:.1f} kB")
 
 
 def test_options_apply_at_combine(dlrm):

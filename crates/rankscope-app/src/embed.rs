@@ -21,8 +21,10 @@
 //! never `'*'`.
 //!
 //! **Times** (`t0_ns`, `t1_ns`) are the timeline's: ns since the job's first event, on the
-//! aligned clock (as `t0`/`t1` in the URL hash); `start_ns`/`end_ns` of a selection are on the
-//! rank's own clock, as in the trace. Numbers may be JS numbers, BigInts or decimal strings.
+//! aligned clock (as `t0`/`t1` in the URL hash), sent as JS numbers (exact below 2^53 ns, 104
+//! days); `start_ns`/`end_ns` of a selection are on the rank's own clock, as in the trace, and
+//! sent as decimal strings (epoch nanoseconds do not fit a JS number). Numbers the host sends
+//! may be JS numbers, BigInts or decimal strings.
 //!
 //! Nothing here reaches the network: the traces come in as bytes and stay in the tab.
 
@@ -64,14 +66,18 @@ pub struct Show {
     pub t1_ns: Option<i64>,
 }
 
-/// A number field of a message: a JS number, a BigInt or a decimal string.
-fn int_field(o: &JsValue, k: &str) -> Option<i64> {
-    let v = Reflect::get(o, &k.into()).ok()?;
+/// A field of a message, `None` when it is absent (`undefined` or `null`).
+fn field(o: &JsValue, k: &str) -> Option<JsValue> {
+    Reflect::get(o, &k.into()).ok().filter(|v| !v.is_undefined() && !v.is_null())
+}
+
+/// An integer as a message may give it: a JS number (whole), a BigInt or a decimal string.
+fn int_of(v: &JsValue) -> Option<i64> {
     if let Some(f) = v.as_f64() {
-        return f.is_finite().then_some(f as i64);
+        return (f.is_finite() && f.fract() == 0.0).then_some(f as i64);
     }
     if v.is_bigint() {
-        return js_sys::BigInt::unchecked_from_js(v)
+        return js_sys::BigInt::unchecked_from_js(v.clone())
             .to_string(10)
             .ok()
             .and_then(|s| String::from(s).parse().ok());
@@ -79,27 +85,75 @@ fn int_field(o: &JsValue, k: &str) -> Option<i64> {
     v.as_string().and_then(|s| s.trim().parse().ok())
 }
 
+/// A number field of a message: a JS number, a BigInt or a decimal string.
+fn int_field(o: &JsValue, k: &str) -> Option<i64> {
+    field(o, k).as_ref().and_then(int_of)
+}
+
 fn str_field(o: &JsValue, k: &str) -> Option<String> {
     Reflect::get(o, &k.into()).ok().and_then(|v| v.as_string())
 }
 
-/// Reads a `show` request.
+/// A value as the host wrote it, for an error message (`5`, `"x"`, `[1,2]`).
+fn shown(v: &JsValue) -> String {
+    js_sys::JSON::stringify(v)
+        .ok()
+        .and_then(|s| s.as_string())
+        .unwrap_or_else(|| v.js_typeof().as_string().unwrap_or_default())
+}
+
+/// Reads a `show` request: an object whose fields, each when present, are what
+/// docs/embedding.md says; anything else is an error the host is told about (a `show` that
+/// silently did nothing would leave the host page guessing).
 fn parse_show(o: &JsValue) -> Result<Show, String> {
-    let view = match str_field(o, "view") {
-        Some(v) => Some(View::from_name(&v).ok_or_else(|| {
-            let names: Vec<&str> = View::ALL.iter().map(|v| v.name()).collect();
-            format!("show: unknown view `{v}` (one of {})", names.join(", "))
-        })?),
+    const WANT: &str = "{view?, rank?, step?, t0_ns?, t1_ns?}";
+    if !o.is_object() || Array::is_array(o) {
+        return Err(format!("show: expected an object {WANT}, got {}", shown(o)));
+    }
+    let view = match field(o, "view") {
         None => None,
+        Some(v) => {
+            let name = v.as_string().unwrap_or_else(|| shown(&v));
+            Some(View::from_name(&name).ok_or_else(|| {
+                let names: Vec<&str> = View::ALL.iter().map(|v| v.name()).collect();
+                format!("show: unknown view `{name}` (one of {})", names.join(", "))
+            })?)
+        }
     };
-    let u32_field = |k: &str| int_field(o, k).and_then(|v| u32::try_from(v).ok());
-    Ok(Show {
-        view,
-        rank: u32_field("rank"),
-        step: u32_field("step"),
-        t0_ns: int_field(o, "t0_ns"),
-        t1_ns: int_field(o, "t1_ns"),
-    })
+    let int = |k: &str| -> Result<Option<i64>, String> {
+        match field(o, k) {
+            None => Ok(None),
+            Some(v) => int_of(&v).map(Some).ok_or_else(|| {
+                format!(
+                    "show: `{k}` must be an integer (number, BigInt or decimal string), got {}",
+                    shown(&v)
+                )
+            }),
+        }
+    };
+    let index = |k: &str| -> Result<Option<u32>, String> {
+        int(k)?
+            .map(|v| {
+                u32::try_from(v).map_err(|_| format!("show: `{k}` must be from 0 to {}, got {v}", u32::MAX))
+            })
+            .transpose()
+    };
+    let show =
+        Show { view, rank: index("rank")?, step: index("step")?, t0_ns: int("t0_ns")?, t1_ns: int("t1_ns")? };
+    match (show.t0_ns, show.t1_ns) {
+        (Some(a), Some(b)) if b <= a => {
+            return Err(format!("show: `t1_ns` ({b}) must be after `t0_ns` ({a})"))
+        }
+        (Some(_), None) | (None, Some(_)) => return Err("show: `t0_ns` and `t1_ns` go together".into()),
+        _ => {}
+    }
+    if show.step.is_some() && show.rank.is_none() {
+        return Err("show: `step` needs `rank` (a step is opened on one rank's timeline)".into());
+    }
+    if show == Show::default() {
+        return Err(format!("show: nothing to show, expected {WANT}"));
+    }
+    Ok(show)
 }
 
 /// Reads a `files` request: every entry a `{name, buffer}` (an `ArrayBuffer` or a view of one) or
@@ -397,9 +451,13 @@ fn selection_event(s: crate::state::Selection, j: &JobView) -> JsValue {
     let rank = j.ranks.iter().find(|(id, _)| *id == s.id).map(|(_, r)| r.rank);
     let file = j.ranks.iter().find(|(id, _)| *id == s.id).map(|(_, r)| r.file.clone());
     let at = |t: i64| t - j.offset(s.id) - j.facts.span_start_ns;
+    // `start_ns`/`end_ns` are epoch nanoseconds (past 2^53: a JS number would round them), so
+    // they go as decimal strings; `t0_ns`/`t1_ns` count from the job's first event and stay exact
+    // as numbers (2^53 ns is 104 days).
     let mut body = json!({
         "event": "selection", "rank": rank, "file": file,
-        "t0_ns": at(s.start_ns), "t1_ns": at(s.end_ns), "start_ns": s.start_ns, "end_ns": s.end_ns,
+        "t0_ns": at(s.start_ns), "t1_ns": at(s.end_ns),
+        "start_ns": s.start_ns.to_string(), "end_ns": s.end_ns.to_string(),
     });
     if let Some(n) = s.name {
         body["name"] = json!(n);

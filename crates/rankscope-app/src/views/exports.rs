@@ -215,23 +215,58 @@ pub fn exports(p: &Props) -> Html {
         })
     };
     let busy = matches!(*status, Status::Writing { .. } | Status::Sending(_));
+    let events = events_held(&p.job);
+    let off = busy || matches!(events, EventsHeld::None(_));
+    let why = |title: &str| match &events {
+        EventsHeld::All => title.to_string(),
+        EventsHeld::Some(note) => format!("{title} {note}"),
+        EventsHeld::None(reason) => reason.clone(),
+    };
     html! {
         <div class="exports" data-testid="exports">
             <span class="muted">{"Export (made in this tab, nothing is uploaded):"}</span>
             <button class="small" data-testid="export-json" onclick={on_json} title="rankscope analyze --json">{"Analysis JSON"}</button>
             <button class="small" data-testid="export-csv" onclick={on_csv} title="rankscope analyze --csv: the rank × step table">{"CSV"}</button>
             <button class="small" data-testid="export-md" onclick={on_md} title="rankscope analyze --md">{"Markdown"}</button>
-            <button class="small" data-testid="export-trace" onclick={on_trace} disabled={busy}
-                title="Every rank in one Chrome trace on the aligned clock, for chrome://tracing and older viewers">{"Merged Chrome trace"}</button>
-            <button class="small" data-testid="export-perfetto" onclick={on_tar} disabled={busy}
-                title="rankscope analyze --perfetto: a tar of one trace per rank and a perfetto_manifest.json with our alignment">{"Perfetto archive"}</button>
-            <button class="small" data-testid="open-perfetto" onclick={on_ask} disabled={busy}
-                title="Send the Perfetto archive to a Perfetto UI in a new tab (asks first)">{"Open in Perfetto…"}</button>
+            <button class="small" data-testid="export-trace" onclick={on_trace} disabled={off}
+                title={why("Every rank in one Chrome trace on the aligned clock, for chrome://tracing and older viewers")}>{"Merged Chrome trace"}</button>
+            <button class="small" data-testid="export-perfetto" onclick={on_tar} disabled={off}
+                title={why("rankscope analyze --perfetto: a tar of one trace per rank and a perfetto_manifest.json with our alignment")}>{"Perfetto archive"}</button>
+            <button class="small" data-testid="open-perfetto" onclick={on_ask} disabled={off}
+                title={why("Send the Perfetto archive to a Perfetto UI in a new tab (asks first)")}>{"Open in Perfetto…"}</button>
             { status_html(&status) }
             if *confirm {
                 { perfetto_confirm(&ui, ui_origin.as_deref(), &confirm, on_send) }
             }
         </div>
+    }
+}
+
+/// Whose events the trace exports (merged trace, Perfetto archive) can be made of: they are
+/// written from the events the workers hold, and a job digest holds none.
+#[derive(Debug, Clone, PartialEq)]
+enum EventsHeld {
+    All,
+    /// Some ranks' (a digest with some traces dropped on it): what the export leaves out.
+    Some(String),
+    /// None: why the exports are off.
+    None(String),
+}
+
+fn events_held(job: &JobView) -> EventsHeld {
+    let (held, of) = (job.export_ids.len(), job.ranks.len());
+    let digest = job.digest.as_deref();
+    match digest {
+        _ if held >= of => EventsHeld::All,
+        Some(name) if held > 0 => EventsHeld::Some(format!(
+            "(only the {held} of {of} ranks whose trace is loaded: {name} is a job digest, it holds no events)"
+        )),
+        Some(name) => EventsHeld::None(format!(
+            "{name} is a job digest: it holds every rank's figures but no events, so there are none to export. \
+             Drop the ranks' trace files on the page to export theirs."
+        )),
+        None if held > 0 => EventsHeld::Some(format!("(the {held} of {of} ranks whose events are loaded)")),
+        None => EventsHeld::None("No rank's events are loaded: nothing to export as a trace.".into()),
     }
 }
 

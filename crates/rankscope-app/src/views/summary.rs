@@ -6,7 +6,8 @@ use yew::prelude::*;
 use super::exports::Exports;
 use super::findings::Findings;
 use crate::format;
-use crate::state::JobView;
+use crate::protocol::RankId;
+use crate::state::{held, JobView};
 
 #[derive(Properties, PartialEq, Debug)]
 pub struct Props {
@@ -28,10 +29,17 @@ pub fn summary(p: &Props) -> Html {
         (Some(a), _) => format!("1 (#{a})"),
         _ => "none".to_string(),
     };
+    // A digest's rank whose trace is not loaded has its figures, not its events: what is
+    // counted from events (GPU ops, comm kernels, devices per file) is not in the digest.
+    let from_digest = |id: RankId| p.job.digest.is_some() && !held(id);
+    let counted = !p.job.ranks.iter().any(|(id, _)| from_digest(*id));
     let devices = if f.devices.is_empty() {
         "none recorded (CPU only)".to_string()
-    } else {
+    } else if counted {
         f.devices.iter().map(|(n, k)| format!("{n} (up to {k} per file)")).collect::<Vec<_>>().join(", ")
+    } else {
+        let names: Vec<&str> = f.devices.iter().map(|(n, _)| n.as_str()).collect();
+        format!("{} (how many per file is not in a job digest)", names.join(", "))
     };
     let a = &p.job.analysis;
     let fact = |k: &str, v: String, id: &str| {
@@ -96,10 +104,13 @@ pub fn summary(p: &Props) -> Html {
                     let pct = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{:.1}%", 100.0 * v));
                     let idle = t.and_then(|t| (t.wall_ns > 0).then(|| t.idle_ns as f64 / t.wall_ns as f64));
                     let p50 = t.and_then(|t| t.step_time.as_ref()).map(|s| s.p50_ns);
+                    let counted = !from_digest(*id);
+                    let (gpu_ops, comm_kernels) = (counted.then_some(r.gpu_ops), counted.then_some(r.comm_kernels));
                     html! {
                         <tr key={*id} data-testid="rank-row" data-rank={r.rank.to_string()} data-events={r.events.to_string()}
-                            data-steps={r.steps.len().to_string()} data-gpu-ops={r.gpu_ops.to_string()}
-                            data-comm-kernels={r.comm_kernels.to_string()} data-diagnostics={r.diagnostics.len().to_string()} data-rows={r.rows.to_string()}
+                            data-steps={r.steps.len().to_string()}
+                            data-gpu-ops={gpu_ops.map(|n| n.to_string()).unwrap_or_default()}
+                            data-comm-kernels={comm_kernels.map(|n| n.to_string()).unwrap_or_default()} data-diagnostics={r.diagnostics.len().to_string()} data-rows={r.rows.to_string()}
                             data-exposed-comm-ratio={t.map(|t| t.exposed_comm_ratio.to_string()).unwrap_or_default()}
                             data-overlap-coverage={t.map(|t| t.overlap_coverage.to_string()).unwrap_or_default()}
                             data-idle-ns={t.map(|t| t.idle_ns.to_string()).unwrap_or_default()}
@@ -109,8 +120,8 @@ pub fn summary(p: &Props) -> Html {
                             <td class="name" title={r.file.clone()}>{r.file.clone()}</td>
                             <td class="num">{format::thousands(r.events)}</td>
                             <td class="num">{if r.steps_synthetic { "–".to_string() } else { r.steps.len().to_string() }}</td>
-                            <td class="num">{format::thousands(r.gpu_ops)}</td>
-                            <td class="num">{format::thousands(r.comm_kernels)}</td>
+                            { counted_cell(gpu_ops, "gpu-ops") }
+                            { counted_cell(comm_kernels, "comm-kernels") }
                             <td class="num">{format::duration((r.span_end_ns - r.span_start_ns) as f64)}</td>
                             <td class="num" data-testid="exposed-pct">{pct(t.map(|t| t.exposed_comm_ratio))}</td>
                             <td class="num">{pct(t.and_then(|t| (t.comm_ns > 0).then_some(t.overlap_coverage)))}</td>
@@ -126,7 +137,25 @@ pub fn summary(p: &Props) -> Html {
                 }) }
                 </tbody>
             </table>
+            if !counted {
+                <p class="muted" data-testid="digest-counts-note">
+                    {"GPU ops and comm kernels are counted from a rank's events: \u{2013} where the job digest alone gives the rank (it keeps figures, not events). Drop a rank's trace file to count them."}
+                </p>
+            }
         </section>
+    }
+}
+
+/// A count made from a rank's events, or a dash that says why there is none: a job digest keeps
+/// each rank's figures, not the events they would be counted from.
+fn counted_cell(n: Option<u64>, id: &str) -> Html {
+    if let Some(n) = n {
+        html! { <td class="num" data-testid={id.to_string()}>{format::thousands(n)}</td> }
+    } else {
+        html! {
+            <td class="num muted" data-testid={id.to_string()}
+                title="Not in a job digest: it keeps each rank's figures, not the events this is counted from. Drop the rank's trace file to count them.">{"–"}</td>
+        }
     }
 }
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _native
 from ._analysis import Analysis
@@ -29,6 +29,7 @@ __all__ = [
     "part",
     "part_info",
     "combine",
+    "Parts",
     "Analysis",
     "RankscopeError",
     "TraceError",
@@ -183,8 +184,20 @@ def part_info(data: bytes) -> Tuple[str, str]:
     return _native.part_info(data)
 
 
+class Parts(NamedTuple):
+    """Parts of one job made elsewhere (:func:`rankscope.ray.parts`), in input order, for
+    :func:`combine`: the parts' bytes, the files they came from, notes (a folder's files that
+    are not traces, skipped) and ``(file, message)`` of the files that could not be read. A
+    tuple: ``blobs, names, notes, failed = p`` works too."""
+
+    parts: List[bytes]
+    names: List[str]
+    notes: List[str]
+    failed: List[Tuple[str, str]]
+
+
 def combine(
-    parts: Iterable[bytes],
+    parts: Union[Parts, Iterable[bytes]],
     *,
     names: Optional[Sequence[str]] = None,
     ranks: Union[None, Mapping[str, int], Iterable[str]] = None,
@@ -197,7 +210,22 @@ def combine(
     every part's claim, in the order given (as the CLI orders files: sorted paths), then the
     same analysis as :func:`analyze`. ``names`` name the parts in errors (default
     ``parts[i]``); ``layout`` as for :func:`analyze`. With ``digest``, the job digest is written to that path too (as
-    ``rankscope combine --digest``: :func:`analyze` and the app open it like the traces)."""
+    ``rankscope combine --digest``: :func:`analyze` and the app open it like the traces).
+
+    ``parts`` may be a :class:`Parts` (what :func:`rankscope.ray.parts` returns): its names are
+    used, and its notes and failures are the analysis's (``Analysis.notes``, ``.failed``, each
+    failure a warning, as :func:`analyze` with ``strict=False``)."""
+    notes: List[str] = []
+    failed: List[Tuple[str, str]] = []
+    if isinstance(parts, Parts):
+        if names is not None:
+            raise ValueError("combine: a Parts names its parts; names= is for a list of bytes")
+        parts, names, notes, failed = parts
+        if not parts:
+            if failed:
+                file, message = failed[0]
+                raise TraceError(message, file=file, offset=_offset_in(message))
+            raise RankscopeError("no file could be read as a trace")
     blobs = [bytes(p) if not isinstance(p, bytes) else p for p in parts]
     names_l = [str(n) for n in names] if names is not None else [f"parts[{i}]" for i in range(len(blobs))]
     if len(names_l) != len(blobs):
@@ -211,8 +239,24 @@ def combine(
         None if digest is None else str(digest),
         layout,
     )
+    if notes or failed:
+        out = _WithNotes(out, notes, failed)
     _check(out, strict=False)
     return Analysis(out)
+
+
+class _WithNotes:
+    """The combined output with the notes and failures of the parts' makers (which the native
+    combine never saw)."""
+
+    def __init__(self, out, notes: List[str], failed: List[Tuple[str, str]]):
+        self._inner = out
+        self.notes = list(notes) + list(out.notes)
+        self.failed = list(failed) + list(out.failed)
+        self.clean = bool(out.clean) and not failed
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
 
 
 def _expand(paths: List[str]) -> Tuple[List[Tuple[str, bool]], List[str]]:

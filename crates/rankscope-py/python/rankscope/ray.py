@@ -15,8 +15,10 @@ name the CLI reads). The answer equals :func:`rankscope.analyze` on the same fil
 from __future__ import annotations
 
 import os
-import warnings
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
+
+if TYPE_CHECKING:
+    from . import Parts
 
 __all__ = ["analyze", "parts", "inputs"]
 
@@ -121,12 +123,14 @@ def parts(
     progress: Optional[Callable[[int, int], None]] = None,
     num_cpus: float = 1,
     max_in_flight: Optional[int] = None,
-) -> Tuple[List[bytes], List[str], List[str], List[Tuple[str, str]]]:
-    """Computes every input's part on the cluster: ``(parts, names, notes, failed)`` in input
-    order. ``num_cpus`` per task (each task reads one file on one core); ``max_in_flight`` bounds
-    the tasks submitted at once (default: all)."""
+) -> "Parts":
+    """Computes every input's part on the cluster: a :class:`rankscope.Parts` ``(parts, names,
+    notes, failed)`` in input order, which :func:`rankscope.combine` takes as it is
+    (``rankscope.combine(rankscope.ray.parts(paths))``). ``num_cpus`` per task (each task reads
+    one file on one core); ``max_in_flight`` bounds the tasks submitted at once (default:
+    all)."""
     ray = _require_ray()
-    from . import _rules_text
+    from . import Parts, _rules_text
 
     files, notes = inputs(paths)
     if not files:
@@ -166,7 +170,7 @@ def parts(
             notes.append(value)
         else:
             failed.append((path, value))
-    return out_parts, names, notes, failed
+    return Parts(out_parts, names, notes, failed)
 
 
 def analyze(
@@ -184,44 +188,18 @@ def analyze(
     """:func:`rankscope.analyze` with one Ray task per file (Ray must be initialised, or it
     starts a local cluster as ``ray.get`` does). Progress counts the bytes of finished files."""
     from . import combine
-    from ._analysis import Analysis
-    from ._errors import RankscopeError, TraceError
+    from ._errors import TraceError
     from ._progress import resolve
 
     callback, line = resolve(progress)
     try:
-        blobs, names, notes, failed = parts(
-            paths, rules=rules, progress=callback, num_cpus=num_cpus, max_in_flight=max_in_flight
-        )
+        made = parts(paths, rules=rules, progress=callback, num_cpus=num_cpus, max_in_flight=max_in_flight)
     finally:
         if line is not None:
             line.close()
-    if failed and strict:
+    if made.failed and strict:
         from . import _offset_in
 
-        file, message = failed[0]
+        file, message = made.failed[0]
         raise TraceError(message, file=file, offset=_offset_in(message))
-    if not blobs:
-        if failed:
-            file, message = failed[0]
-            raise TraceError(message, file=file)
-        raise RankscopeError("no file could be read as a trace")
-    a = combine(blobs, names=names, ranks=ranks, offsets=offsets, thresholds=thresholds)
-    for _, message in failed:
-        warnings.warn(f"rankscope: {message}", RuntimeWarning, stacklevel=2)
-    if notes or failed:
-        a = Analysis(_WithNotes(a._out, notes, failed))
-    return a
-
-
-class _WithNotes:
-    """The combined output with the notes and failures of the tasks (which combine never saw)."""
-
-    def __init__(self, out, notes: List[str], failed: List[Tuple[str, str]]):
-        self._inner = out
-        self.notes = list(notes) + list(out.notes)
-        self.failed = list(failed) + list(out.failed)
-        self.clean = bool(out.clean) and not failed
-
-    def __getattr__(self, name):
-        return getattr(self._inner, name)
+    return combine(made, ranks=ranks, offsets=offsets, thresholds=thresholds)
