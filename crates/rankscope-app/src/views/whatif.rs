@@ -41,7 +41,7 @@ pub fn whatif(p: &Props) -> Html {
         100.0 * w.mean_error,
         100.0 * w.max_error,
         if w.p2p {
-            "its point-to-point exchanges are replayed as pairs, but a wait inside a receive is not yet told from work, so the findings keep their own estimates."
+            "its point-to-point exchanges are replayed as pairs, but not yet a ring's batches nor a stage without replicas, so the findings keep their own estimates."
         } else if holds {
             "the late ranks' and the small collectives' gains below are the replay's."
         } else {

@@ -431,7 +431,7 @@ pub fn rank_part_with(
             let comm_set = sets.comm.intervals().to_vec();
             let overlap_set = sets.compute.intersect(&sets.comm).intervals().to_vec();
             let busy = if sets.source == breakdown::MetricsFrom::Cpu {
-                whatif::program::host_busy(&r.trace, &blocked)
+                whatif::program::host_busy(&r.trace, &blocked, &instances)
             } else {
                 sets.compute.union(&sets.memory)
             };

@@ -111,9 +111,8 @@ pub struct WhatIf {
     /// Waits the replay could not resolve (they kept their recorded time).
     pub unresolved: u32,
     /// The job has point-to-point exchanges. They are replayed as pairs (`exchanges` of them),
-    /// but a rank that waits inside a receive's span (gloo's `gloo:recv` on the issuing thread)
-    /// is busy there in the model: the replay holds the recorded waits, and bringing a rank to
-    /// its peers would not shorten them; so such a job takes no gain from the replay.
+    /// but a ring's batches (two peers each) are not paired, and a pipeline stage without
+    /// replicas has no peers to be brought to: such a job takes no gain from the replay yet.
     pub p2p: bool,
     /// Point-to-point exchanges paired into the replay.
     #[serde(default)]
@@ -183,7 +182,12 @@ pub fn model(
             }
         }
     }
-    exchanges(&mut m, insts, &inst_of, offsets);
+    let host_issue: BTreeSet<u32> = parts
+        .iter()
+        .filter(|p| p.info.metrics_from == crate::analyze::breakdown::MetricsFrom::Cpu)
+        .map(|p| p.info.rank)
+        .collect();
+    exchanges(&mut m, insts, &inst_of, offsets, &host_issue);
     for p in parts {
         let rank = p.info.rank;
         let off = offsets.of(rank);
@@ -227,8 +231,8 @@ pub fn model(
 }
 
 /// Each send paired with its recv, a two-member op of the model: it completes after both ends
-/// started, by the recorded transfer (the recv's end after the later start, on the aligned
-/// clock); a send that ended before its recv was posted was eager ([`ModelOp::eager_ns`]).
+/// are ready, by the recorded transfer (the recv's end after the later of the two, on the
+/// aligned clock); a send that ended before its recv was posted was eager ([`ModelOp::eager_ns`]).
 /// An end in two pairs (a batch exchanged with two peers) keeps its first; an end left
 /// unpaired keeps its recorded wait as the rank's own time.
 fn exchanges(
@@ -236,7 +240,14 @@ fn exchanges(
     insts: &[(u32, Vec<Instance>)],
     inst_of: &FxHashMap<(u32, u32), u32>,
     offsets: &Offsets,
+    host_issue: &BTreeSet<u32>,
 ) {
+    // Where an end is ready, as its program issues it ([`program`]): the host's call on CPU
+    // ranks (gloo starts a send's span only once the thread is free again), the kernel's start
+    // on GPU ranks.
+    let ready = |rank: u32, x: &Instance| {
+        (if host_issue.contains(&rank) { x.issued_ns } else { x.start_ns }) - offsets.of(rank)
+    };
     let ranks: Vec<u32> = insts.iter().map(|(r, _)| *r).collect();
     let lists: Vec<Vec<Instance>> = insts.iter().map(|(_, v)| v.clone()).collect();
     let (pairs, _) = crate::analyze::pipeline::p2p::match_p2p(&ranks, &lists);
@@ -249,7 +260,7 @@ fn exchanges(
             continue;
         }
         let (os, or) = (offsets.of(src), offsets.of(dst));
-        let both = (send.start_ns - os).max(recv.start_ns - or);
+        let both = ready(src, send).max(ready(dst, recv));
         let eager = send.kind == CollKind::Send && send.end_ns - os + EAGER_MARGIN_NS < recv.issued_ns - or;
         let idx = m.ops.len();
         m.ops.push(ModelOp {

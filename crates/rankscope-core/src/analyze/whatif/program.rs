@@ -51,16 +51,22 @@ pub struct StepProgram {
 
 /// A CPU rank's work lane: the host thread with the most operator time (the training loop's),
 /// busy where an innermost operator runs on it (containers such as annotations, waits for the
-/// device, and operators around other operators left out), less the time it sits blocked inside
-/// an operator on a collective (`blocked`, [`crate::analyze::roles::blocked_waits`]).
-pub fn host_busy(t: &RankTrace, blocked: &[(LaneId, Iv)]) -> Set {
+/// device, the spans of its point-to-point exchanges, and operators around other operators left
+/// out), less the time it sits blocked inside an operator on a collective (`blocked`,
+/// [`crate::analyze::roles::blocked_waits`]). gloo's `gloo:send` / `gloo:recv` spans sit on the
+/// thread that issued them, open until the host waited for them: not work, and the thread's
+/// wait for a recv is a gap that ends at its completion.
+pub fn host_busy(t: &RankTrace, blocked: &[(LaneId, Iv)], instances: &[Instance]) -> Set {
     let e = &t.events;
     let cpu = |i: usize| t.lanes.kind.get(e.lane[i].0 as usize) == Some(&LaneKind::Cpu);
+    let mut exchange: Vec<u32> = instances.iter().filter(|x| x.p2p).map(|x| x.event.0).collect();
+    exchange.sort_unstable();
     let work = |i: usize| {
         e.kind[i] == EventKind::Slice
             && e.dur_ns[i] > 0
             && cpu(i)
             && !matches!(e.class[i], Class::Annotation | Class::Sync | Class::Optimizer)
+            && exchange.binary_search(&(i as u32)).is_err()
     };
     let mut per_lane: std::collections::BTreeMap<u32, i64> = std::collections::BTreeMap::new();
     for i in (0..e.len()).filter(|&i| work(i) && e.class[i] == Class::Compute) {

@@ -196,7 +196,7 @@ fn whatif(s: &mut String, a: &Analysis) {
     };
     let held = if w.p2p {
         format!(
-            " ({} point-to-point exchanges replayed as pairs; a wait inside a receive is not yet told from work, so its gains are not used)",
+            " ({} point-to-point exchanges replayed as pairs; a ring's batches are not paired and a stage without replicas has no peers, so its gains are not used yet)",
             w.exchanges
         )
     } else if w.mean_error > crate::analyze::whatif::MAX_REPLAY_ERROR
