@@ -14,7 +14,8 @@ use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
-use rankscope_core::analyze::Options;
+use rankscope_core::analyze::{Analysis, Options};
+use rankscope_core::compare;
 use rankscope_core::job::digest::part::{self as digest, Piece};
 use rankscope_core::job::{self, JobOutput, Loaded, Reader, Text, TextRef};
 use rankscope_core::normalize::Rules;
@@ -418,6 +419,79 @@ fn combine(
     Ok(Output { out, notes })
 }
 
+/// One side of a comparison: an analysed job (`Analysis._out`), or the text of a saved
+/// `rankscope analyze --json` (the analysis is all [`compare::compare`] needs).
+#[derive(FromPyObject)]
+enum Side<'py> {
+    Job(PyRef<'py, Output>),
+    Saved(String),
+}
+
+impl Side<'_> {
+    fn analysis(&self, which: &str) -> PyResult<std::borrow::Cow<'_, Analysis>> {
+        match self {
+            Side::Job(o) if o.out.has_traces() => Ok(std::borrow::Cow::Borrowed(&o.out.analysis)),
+            Side::Job(_) => Err(PyValueError::new_err(format!("{which}: the job has no trace to compare"))),
+            Side::Saved(text) => serde_json::from_str(text).map(std::borrow::Cow::Owned).map_err(|e| {
+                PyValueError::new_err(format!("{which}: not a rankscope analysis this version reads: {e}"))
+            }),
+        }
+    }
+}
+
+/// Two jobs compared (`rankscope diff`): `json()`, `markdown()`, `text()`, `csv()`, and the
+/// `--fail-on` gates.
+#[pyclass(frozen, module = "rankscope._native")]
+struct Diff {
+    c: compare::Comparison,
+}
+
+#[pymethods]
+impl Diff {
+    /// `rankscope diff --json` (schema `rankscope.diff/1`).
+    fn json(&self) -> String {
+        compare::render::json(&self.c)
+    }
+
+    /// `rankscope diff --md`.
+    fn markdown(&self) -> String {
+        compare::render::markdown(&self.c)
+    }
+
+    /// `rankscope diff` (the text).
+    fn text(&self) -> String {
+        compare::render::text(&self.c)
+    }
+
+    /// `rankscope diff --csv`.
+    fn csv(&self) -> String {
+        compare::render::csv(&self.c)
+    }
+
+    /// `--fail-on`: `(gate, measured)` of every gate that fails (a change beyond noise that
+    /// crosses its bound; measured as a share, ns or a count). Raises ValueError for a gate
+    /// that does not parse.
+    fn failed(&self, gates: Vec<String>) -> PyResult<Vec<(String, f64)>> {
+        let gates: Vec<compare::gates::Gate> = gates
+            .iter()
+            .map(|g| g.parse().map_err(|e| PyValueError::new_err(format!("fail_on {e}"))))
+            .collect::<PyResult<_>>()?;
+        Ok(compare::gates::failed(&self.c, &gates).into_iter().map(|(g, v)| (g.text, v)).collect())
+    }
+}
+
+/// Compares two jobs ([`compare::compare`]); `floor` is `rankscope diff --floor`.
+#[pyfunction]
+#[pyo3(signature = (base, new, floor=compare::DEFAULT_FLOOR))]
+fn diff(py: Python<'_>, base: Side<'_>, new: Side<'_>, floor: f64) -> PyResult<Diff> {
+    if !(floor.is_finite() && floor >= 0.0) {
+        return Err(PyValueError::new_err(format!("floor must be a share >= 0, got {floor}")));
+    }
+    let (b, n) = (base.analysis("base")?, new.analysis("new")?);
+    let c = py.detach(|| compare::compare(&b, &n, &compare::Options { floor }));
+    Ok(Diff { c })
+}
+
 /// `([(path, walked)], notes)`.
 type Found = (Vec<(String, bool)>, Vec<String>);
 
@@ -449,8 +523,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("SNIFF_BYTES", job::SNIFF_BYTES)?;
     m.add("PART_VERSION", digest::VERSION)?;
+    m.add("DEFAULT_FLOOR", compare::DEFAULT_FLOOR)?;
     m.add_class::<Output>()?;
     m.add_class::<PartReader>()?;
+    m.add_class::<Diff>()?;
+    m.add_function(wrap_pyfunction!(diff, m)?)?;
     m.add_function(wrap_pyfunction!(analyze, m)?)?;
     m.add_function(wrap_pyfunction!(part, m)?)?;
     m.add_function(wrap_pyfunction!(part_info, m)?)?;

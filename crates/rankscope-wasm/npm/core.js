@@ -6,7 +6,7 @@
 // The platform (how the .wasm is loaded, what a path string means) is set by the entry point:
 // index.js for browsers, node.js for Node.
 
-import init, { Job as WasmJob, JobInput, isFolderCandidate, detectKind, sniffBytes } from './rankscope_wasm.js';
+import init, { Diff as WasmDiff, Job as WasmJob, JobInput, isFolderCandidate, detectKind, sniffBytes } from './rankscope_wasm.js';
 
 /** Bytes fed to the core per call when the input is already in memory or read from a path. */
 export const CHUNK_BYTES = 4 << 20;
@@ -257,6 +257,52 @@ export async function analyze(inputs, opts = {}) {
     return JSON.parse(w.json());
   } finally {
     w.free();
+  }
+}
+
+/** The outputs of `diff`, as `rankscope diff` writes them (`--json` is parsed). */
+const DIFF_OUTPUTS = {
+  json: (d) => JSON.parse(d.json()),
+  markdown: (d) => d.markdown(),
+  text: (d) => d.text(),
+  csv: (d) => d.csv(),
+};
+
+/**
+ * Compares two jobs, each given as `analyze` takes its inputs: resolves to exactly the object
+ * `rankscope diff --json BASE NEW` prints (schema `rankscope.diff/1`), or with `output` its
+ * Markdown, text or CSV. `floor` is `--floor` (default 0.03); `failOn` the `--fail-on` gates,
+ * whose failures are given to `onFail` (`{gate, measured}`); the other options (layout,
+ * thresholds, rules, ...) apply to both jobs. Rejects as `analyze` does, when a job has no
+ * trace, and on a gate that does not parse.
+ */
+export async function diff(base, next, opts = {}) {
+  if (opts == null || typeof opts !== 'object') opts = {};
+  const output = opts.output ?? 'json';
+  if (!Object.hasOwn(DIFF_OUTPUTS, output)) throw new TypeError(`output: expected json, markdown, text or csv, got ${output}`);
+  const floor = opts.floor ?? 0.03;
+  if (typeof floor !== 'number') throw new TypeError(`floor: expected a number, got ${describe(floor)}`);
+  const gates = opts.failOn == null ? [] : Array.isArray(opts.failOn) ? opts.failOn.map(String) : [String(opts.failOn)];
+  const jobs = [];
+  let d = null;
+  try {
+    for (const inputs of [base, next]) {
+      const { w, notes } = await run(inputs, opts, false);
+      jobs.push(w);
+      if (typeof opts.onNote === 'function') {
+        for (const n of notes) opts.onNote(n);
+        for (const f of w.failed()) opts.onNote(f.error);
+      }
+    }
+    d = new WasmDiff(jobs[0], jobs[1], floor);
+    if (gates.length > 0) {
+      const failed = d.failed(gates);
+      if (typeof opts.onFail === 'function') for (const f of failed) opts.onFail(f);
+    }
+    return DIFF_OUTPUTS[output](d);
+  } finally {
+    d?.free();
+    for (const w of jobs) w.free();
   }
 }
 

@@ -101,6 +101,51 @@ export interface FailedInput {
  */
 export function analyze(inputs: Input | Input[] | FileList, options?: Options): Promise<Report>;
 
+/** The `rankscope.diff/1` document (docs/diff-schema.md): what `rankscope diff --json` prints. */
+export interface DiffReport {
+  schema: 'rankscope.diff/1';
+  verdict: {
+    change: 'slower' | 'faster' | 'no_change' | 'cannot_tell';
+    /** The first line of every output: what changed and why, or `no change beyond noise: ...`. */
+    line: string;
+    [field: string]: unknown;
+  };
+  step_time: { beyond_noise: boolean; [field: string]: unknown };
+  config: Record<string, unknown>[];
+  figures: Record<string, unknown>[];
+  regions: Record<string, unknown>[];
+  collectives: Record<string, unknown>[];
+  findings: Record<string, unknown>[];
+  [field: string]: unknown;
+}
+
+/** A `failOn` gate that failed, with the change it measured (a share of the base's median
+ * step, ns, or a count). */
+export interface FailedGate {
+  gate: string;
+  measured: number;
+}
+
+export interface DiffOptions extends Options {
+  /** `--floor`: the smallest change that counts, as a share of the base's median step (0.03). */
+  floor?: number;
+  /** `--fail-on` gates (`step_time>+5%`, `new_findings>0`, ...); each that fails goes to `onFail`. */
+  failOn?: string | string[];
+  onFail?: (failed: FailedGate) => void;
+  /** What to resolve to: the `--json` object (default), or the `--md`, text or `--csv` output. */
+  output?: 'json' | 'markdown' | 'text' | 'csv';
+}
+
+type Inputs = Input | Input[] | FileList;
+
+/**
+ * Compares two jobs (each given as `analyze` takes its inputs): exactly the object
+ * `rankscope diff --json BASE NEW` prints for the same inputs. The options other than the
+ * diff's apply to both jobs.
+ */
+export function diff(base: Inputs, next: Inputs, options?: DiffOptions & { output?: 'json' }): Promise<DiffReport>;
+export function diff(base: Inputs, next: Inputs, options: DiffOptions & { output: 'markdown' | 'text' | 'csv' }): Promise<string>;
+
 /** Reads a job and keeps each rank's tables for the timeline's questions. */
 export function open(inputs: Input | Input[] | FileList, options?: Options): Promise<Job>;
 

@@ -100,6 +100,15 @@ impl Job {
         self.done.as_ref().ok_or_else(|| JsError::new("the job is not finished: call finish() first"))
     }
 
+    /// The job's trace analysis, for a comparison (`which` names the job in the error).
+    pub(crate) fn traces(&self, which: &str) -> Result<&rankscope_core::analyze::Analysis, JsError> {
+        let out = &self.done().map_err(|_| JsError::new(&format!("{which}: the job is not finished")))?.out;
+        if !out.has_traces() {
+            return Err(JsError::new(&format!("{which}: no trace to compare (Flight Recorder dumps alone)")));
+        }
+        Ok(&out.analysis)
+    }
+
     /// `--threshold NAME=VALUE`; throws on an unknown name or a value that is not finite.
     #[wasm_bindgen(js_name = setThreshold)]
     pub fn set_threshold(&mut self, name: &str, value: f64) -> Result<(), JsError> {

@@ -27,7 +27,9 @@
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
+mod diff;
 mod job;
+pub use diff::Diff;
 pub use job::{detect_kind, is_folder_candidate, sniff_bytes, Job, JobInput};
 
 /// Serializes to a plain JS value: maps as objects, 64-bit integers as `bigint`.

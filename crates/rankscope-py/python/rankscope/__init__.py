@@ -4,6 +4,8 @@ Flight Recorder dumps.
     import rankscope
     a = rankscope.analyze("traces/")          # a folder, a file, or a list of them
     a.ranks(); a.steps(); a.findings()        # pandas DataFrames (pyarrow tables, or dicts)
+    d = rankscope.diff("last_week/", "today/") # what changed, and why (``rankscope diff``)
+    d.verdict; d.figures(); d.fail_on("step_time>+5%")
 
 The work is done in Rust (the same code as the ``rankscope`` CLI and the browser app), on every
 core, with the GIL released. ``a.report`` is exactly ``rankscope analyze --json``.
@@ -21,6 +23,7 @@ from typing import Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tupl
 
 from . import _native
 from ._analysis import Analysis
+from ._diff import Diff
 from ._errors import PartError, RankscopeError, TraceError
 from ._progress import resolve as _resolve_progress
 
@@ -31,6 +34,8 @@ __all__ = [
     "combine",
     "Parts",
     "Analysis",
+    "diff",
+    "Diff",
     "RankscopeError",
     "TraceError",
     "PartError",
@@ -167,6 +172,66 @@ def analyze(
             line.close()
     _check(out, strict)
     return Analysis(out)
+
+
+#: ``rankscope diff --floor``'s default: changes below this share of the base's median step are
+#: within run-to-run noise.
+DEFAULT_FLOOR: float = _native.DEFAULT_FLOOR
+
+Run = Union[Analysis, Paths]
+
+
+def _saved_analysis(run: Run) -> Optional[str]:
+    """The text of a saved ``rankscope analyze --json`` when ``run`` is one file holding one
+    (its head names the schema, as ``rankscope diff`` decides)."""
+    if not isinstance(run, (str, os.PathLike)) or not os.path.isfile(run):
+        return None
+    with open(run, "rb") as f:
+        head = f.read(256).decode("utf-8", "replace")
+    if not head.lstrip().startswith("{") or '"rankscope.analysis"' not in head:
+        return None
+    with open(run, encoding="utf-8") as f:
+        return f.read()
+
+
+def diff(
+    base: Run,
+    new: Run,
+    *,
+    floor: float = DEFAULT_FLOOR,
+    layout: Optional[str] = None,
+    rules: Optional[PathLike] = None,
+    progress=None,
+    strict: bool = True,
+) -> Diff:
+    """Compares two jobs: what changed from ``base`` to ``new``, and why (``rankscope diff BASE
+    NEW``; ``Diff.json()`` is its ``--json``, docs/diff-schema.md). Each run is what
+    :func:`analyze` takes (a folder of rank traces, files, a job digest, a list of them), a
+    saved ``rankscope analyze --json`` file (a baseline kept for CI), or an :class:`Analysis`
+    already made (the comparison needs nothing beyond the analysis).
+
+    - ``floor``: the smallest change that counts, as a share of the base's median step
+      (``--floor``).
+    - ``layout``, ``rules``, ``progress``, ``strict``: as for :func:`analyze`, for each run read
+      from paths.
+
+    Raises :class:`RankscopeError` when a run has no trace; a run with fewer than 3 timed
+    steps gives the verdict ``cannot compare: …``."""
+
+    def side(run: Run):
+        if isinstance(run, Analysis):
+            out = run._out
+            return getattr(out, "_inner", out)  # combine's notes wrapper
+        saved = _saved_analysis(run)
+        if saved is not None:
+            return saved
+        return analyze(run, layout=layout, rules=rules, progress=progress, strict=strict)._out
+
+    b, n = side(base), side(new)
+    for which, s in (("base", b), ("new", n)):
+        if not isinstance(s, str) and not s.has_traces:
+            raise RankscopeError(f"{which}: no trace to compare (Flight Recorder dumps alone)")
+    return Diff(_native.diff(b, n, float(floor)))
 
 
 def part(path: PathLike, *, rules: Optional[PathLike] = None) -> bytes:
