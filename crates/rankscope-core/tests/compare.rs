@@ -15,6 +15,7 @@ use std::path::PathBuf;
 use rankscope_core::analyze::{Analysis, Options};
 use rankscope_core::compare::{self, gates, render, Change, Comparison, FindingChange, Presence};
 use rankscope_core::diagnose::analyze;
+use rankscope_core::finding::FindingId;
 use rankscope_core::normalize::{assemble, Rules};
 use rankscope_synth::{self as synth, Injected, Scenario, SynthConfig};
 use serde_json::Value;
@@ -140,6 +141,8 @@ fn a_run_against_itself_has_no_change() {
     assert!(c.regions.iter().all(|r| !r.beyond_noise && r.presence == Presence::Both));
     assert!(c.config.is_empty() && c.findings.iter().all(|f| f.change == FindingChange::Both));
     assert!(c.verdict.also.is_empty());
+    assert!(c.attribution.causes.is_empty(), "{:?}", c.attribution.causes);
+    assert_eq!(c.attribution.behind_ideal.as_ref().map(|b| b.delta_ns), Some(0));
 }
 
 #[test]
@@ -168,6 +171,16 @@ fn a_host_stall_made_on_this_machine_is_named_against_its_baseline() {
     within(cause.delta_ns, measured_ns(&spec, 2, "injected_sleep_ms"), 0.05, "the sleep");
     let gate: gates::Gate = "step_time>+5%".parse().unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(gates::failed(&c, &[gate]).len(), 1);
+    // What explains it, by the what-if replay of both runs: the stall that appeared on rank 2,
+    // its replayed saving within 25% of the step's change, and the job's distance from its
+    // ideal step moving by as much.
+    let delta = c.step_time.shift.map_or(0, |s| s.delta_ns);
+    let first = c.attribution.causes.first().unwrap_or_else(|| panic!("nothing explains {delta} ns"));
+    assert_eq!((first.id, first.ranks.as_slice(), first.replayed), (FindingId::HostStall, &[2][..], true));
+    assert_eq!(first.gain_base_ns, None, "no stall in the baseline");
+    within(first.explained_ns, delta as f64, 0.25, "the stall's replayed saving");
+    let ideal = c.attribution.behind_ideal.as_ref().unwrap_or_else(|| panic!("both runs are replayed"));
+    within(ideal.delta_ns, delta as f64, 0.25, "the distance from the ideal step");
 }
 
 #[test]

@@ -19,6 +19,7 @@
 //! most: compute, input, idle, exposed transfer, host synchronization), the ranks that wait for
 //! it, and whether anything else moved beyond noise.
 
+pub mod attribution;
 pub mod figures;
 pub mod gates;
 pub mod render;
@@ -31,6 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::analyze::noise::Noise;
 use crate::analyze::Analysis;
+pub use attribution::{Attribution, BehindIdeal, Explained};
 pub use figures::{Figure, FigureDiff, Presence, RegionDiff};
 pub use shift::Shift;
 pub use tables::{CollectiveDiff, ConfigDiff, FindingChange, FindingDiff};
@@ -76,6 +78,9 @@ pub struct Comparison {
     pub regions: Vec<RegionDiff>,
     pub collectives: Vec<CollectiveDiff>,
     pub findings: Vec<FindingDiff>,
+    /// What explains the change, by both runs' what-if answers ([`attribution`]).
+    #[serde(default)]
+    pub attribution: Attribution,
 }
 
 /// The job's step time in both runs.
@@ -122,7 +127,10 @@ pub fn compare(base: &Analysis, new: &Analysis, opts: &Options) -> Comparison {
         regions,
         collectives: tables::collectives(base, new),
         findings: tables::findings(base, new),
+        attribution: Attribution::default(),
     };
+    let delta = c.step_time.shift.filter(|_| c.step_time.beyond_noise).map_or(0, |s| s.delta_ns);
+    c.attribution = attribution::attribute(&c.findings, base, new, delta, floor_ns);
     c.verdict = verdict::verdict(&c, base, new);
     c
 }

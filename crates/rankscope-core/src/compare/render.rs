@@ -170,6 +170,7 @@ fn write(c: &Comparison, style: Style) -> String {
             judged(st.beyond_noise)
         ));
     }
+    explained(&mut out, style, c);
     heading(&mut out, style, "Configuration");
     if c.config.is_empty() {
         out.push_str("Same world size, backend, devices, hosts, steps profiled and groups.\n\n");
@@ -247,6 +248,49 @@ fn write(c: &Comparison, style: Style) -> String {
     Table { head: vec!["finding", "ranks", "where", "change", "saving per step"], rows }
         .write(&mut out, style);
     out
+}
+
+/// What explains the change ([`super::attribution`]): each cause whose saving moved, and the
+/// job's distance from its ideal step; nothing when neither says anything.
+fn explained(out: &mut String, style: Style, c: &Comparison) {
+    let a = &c.attribution;
+    if a.causes.is_empty() && a.behind_ideal.as_ref().is_none_or(|b| b.delta_ns.abs() <= c.step_time.floor_ns)
+    {
+        return;
+    }
+    heading(out, style, "What explains it (the what-if answers of both runs)");
+    let pct = |s: Option<f64>| s.map_or("-".into(), |s| format!("{:.0}%", 100.0 * s));
+    let mut rows: Vec<Vec<String>> = a
+        .causes
+        .iter()
+        .take(MAX_ROWS)
+        .map(|x| {
+            let ranks = x.ranks.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(",");
+            vec![
+                x.id.as_str().to_string(),
+                if ranks.is_empty() { "-".into() } else { ranks },
+                format!("{} → {}", opt_dur(x.gain_base_ns), opt_dur(x.gain_new_ns)),
+                signed_dur(x.explained_ns),
+                pct(x.share),
+                if x.replayed { "replay" } else { "estimate" }.into(),
+            ]
+        })
+        .collect();
+    if let Some(b) = &a.behind_ideal {
+        rows.push(vec![
+            "behind the ideal step".into(),
+            "all".into(),
+            format!("{} → {}", dur(b.base_ns as f64), dur(b.new_ns as f64)),
+            signed_dur(b.delta_ns),
+            pct(b.share),
+            "replay".into(),
+        ]);
+    }
+    Table { head: vec!["cause", "ranks", "saving per step", "explains", "of the change", "from"], rows }
+        .write(out, style);
+    out.push_str(
+        "A cause explains the change by which its saving moved; savings of two causes may overlap. The ideal step is every rank at its peers' typical speed.\n\n",
+    );
 }
 
 /// The comparison as plain text.

@@ -201,9 +201,11 @@ fn group_finding(cx: &Ctx<'_>, kind: CollKind, members: &[usize], late: &BTreeSe
     let exposed = median_f(cx.per_rank_mean(|r| r.exposed_transfer_ns).into_iter().map(|x| x.1).collect());
     let mut saving = projected.min(exposed);
     let mut replayed = String::new();
+    let mut replayed_ns = None;
     if let Some((s, words)) = replayed_saving(cx, members, fewer / per_step, bw_gbps, alpha_ns, late) {
         saving = s;
         replayed = words;
+        replayed_ns = Some(s);
     }
     let mib = |b: f64| b / 1048576.0;
     let hist = size_histogram(&sizes);
@@ -233,6 +235,9 @@ fn group_finding(cx: &Ctx<'_>, kind: CollKind, members: &[usize], late: &BTreeSe
     ]);
     if bound {
         evidence.insert(K::FixedCostBound, 1.0);
+    }
+    if let Some(g) = replayed_ns {
+        evidence.insert(K::ReplayedGainNs, g);
     }
     Some(Finding {
             id: FindingId::SmallCollectives,
