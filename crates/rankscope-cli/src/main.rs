@@ -6,6 +6,7 @@ mod cmd_analyze;
 mod cmd_diff;
 mod cmd_fr;
 mod cmd_inspect;
+mod cmd_inspector;
 mod cmd_nccl;
 mod cmd_part;
 mod cmd_runs;
@@ -47,6 +48,9 @@ enum Command {
     Nccl(cmd_nccl::LogArgs),
     /// Read nccl-tests (`*_perf`) output: bandwidth tables and latency-bandwidth fit.
     NcclTests(cmd_nccl::TestsArgs),
+    /// Read NCCL Inspector logs (the profiler plugin's line per operation): per communicator
+    /// its calls by kind and size, and the member that arrives last.
+    NcclInspector(cmd_inspector::Args),
     /// Read a training framework's step log (Megatron-LM's iteration lines and timers): the
     /// iteration time over the whole run, its spikes, timers uneven across ranks.
     Steplog(cmd_steplog::Args),
@@ -66,6 +70,7 @@ fn main() -> std::process::ExitCode {
         Command::Synth(a) => cmd_synth::run(a),
         Command::Nccl(a) => cmd_nccl::run_log(a),
         Command::NcclTests(a) => cmd_nccl::run_tests(a),
+        Command::NcclInspector(a) => cmd_inspector::run(a),
         Command::Steplog(a) => cmd_steplog::run(a),
         Command::Split(c) => cmd_part::run(c),
     };

@@ -560,3 +560,23 @@ fn steplog_reads_megatron_iterations_and_timers() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a Megatron-style training log"));
 }
+
+#[test]
+fn nccl_inspector_logs_name_the_last_arriver() {
+    let dir = fixtures("nccl_inspector");
+    let out = bin().args(["nccl-inspector", "--json", &dir]).output().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v["version"], 1);
+    assert_eq!(v["comms"].as_array().map(Vec::len), Some(3));
+    assert_eq!(v["comms"][0]["last_arriver"]["rank"], 2, "the costliest communicator first");
+    assert_eq!(v["diagnostics"].as_array().map(Vec::len), Some(1), "the cut line");
+    // Text for a person; a file that is not an Inspector log is skipped with a word, exit 1.
+    let out = bin().args(["nccl-inspector", &dir]).output().unwrap_or_else(|e| panic!("{e}"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("rank 2 on node-b arrives last at 18 of the 24"), "{text}");
+    let trace = fixtures("analysis/two_rank_known");
+    let out = bin().args(["nccl-inspector", &trace]).output().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not an NCCL Inspector log"));
+}

@@ -103,6 +103,10 @@ const STEP_LOG: Foreign = Foreign {
     format: "a training framework's step log (Megatron-LM's `iteration N/M | ... elapsed time per iteration (ms)` lines and timer blocks)",
     instead: "read it with `rankscope steplog FILE`: the iteration time over the whole run, its spikes and the timers uneven across ranks; `analyze` takes the profiler's traces of the run",
 };
+const NCCL_INSPECTOR: Foreign = Foreign {
+    format: "an NCCL Inspector log (the profiler plugin's JSON line per collective: `header`, `coll_perf`)",
+    instead: "read it with `rankscope nccl-inspector FILE_OR_DIR`: per communicator the calls by kind and size and the member that arrives last; `analyze` takes the profiler's traces of the run",
+};
 const DIGEST_IN_TRACE_PATH: Foreign =
     Foreign { format: "a rankscope job digest", instead: "pass it alone to `rankscope analyze`" };
 
@@ -149,6 +153,9 @@ pub fn identify(name: &str, raw: &[u8], text: &[u8]) -> Option<Foreign> {
         }
         if has(b"\"nodes\"") && has(b"\"schema\"") && !has(b"\"traceEvents\"") {
             return Some(EXECUTION_TRACE);
+        }
+        if crate::nccl::inspector::looks_like(body) {
+            return Some(NCCL_INSPECTOR);
         }
         return None;
     }

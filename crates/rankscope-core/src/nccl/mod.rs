@@ -9,6 +9,8 @@
 //!   and [`Finding`]s with evidence lines.
 //! - [`perf`]: nccl-tests (`*_perf`) output → tables of rows exactly as printed, a latency-bandwidth
 //!   fit per test ([`fit`]), the busbw plateau and findings.
+//! - [`inspector`]: NCCL Inspector logs (the profiler plugin's JSON line per operation) → per
+//!   communicator the calls by kind and size and the member that arrives last.
 //!
 //! Both parsers take `&[u8]` (any bytes: invalid UTF-8 is decoded lossily), never panic, and
 //! tolerate line prefixes (`[1,0]<stdout>:`, srun `0: ` labels, timestamps, patched builds that
@@ -20,6 +22,7 @@
 //! names), so the CLI prints it as JSON and the app can consume the same values.
 
 pub mod fit;
+pub mod inspector;
 pub mod log;
 pub mod perf;
 mod text;
