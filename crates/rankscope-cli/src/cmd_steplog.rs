@@ -19,6 +19,33 @@ pub struct Args {
     /// array).
     #[arg(long)]
     pub json: bool,
+    /// The run's profiler traces (what `analyze` takes): where their profiled steps sit in the
+    /// run the log covers (a usual step, a slow phase caught, or the slow phases missed).
+    #[arg(long, value_name = "PATH", num_args = 1..)]
+    pub traces: Vec<PathBuf>,
+}
+
+/// The profiled steps of the traces (`ProfilerStep#N` and the job's time for it).
+fn profiled(paths: &[PathBuf]) -> anyhow::Result<Vec<steplog::ProfiledStep>> {
+    let req = crate::load::Request {
+        paths: paths.to_vec(),
+        ranks: Vec::new(),
+        rules: None,
+        options: rankscope_core::analyze::Options::default(),
+        chunk: None,
+        keep_job: false,
+    };
+    let out = crate::load::analyze_paths(&req, &|_, _| {})?.out;
+    anyhow::ensure!(out.has_traces(), "--traces: no file could be read as a trace");
+    Ok(out
+        .analysis
+        .steps
+        .iter()
+        .filter_map(|s| {
+            let wall = s.per_rank.iter().map(|r| r.wall_ns).max()?;
+            Some(steplog::ProfiledStep { step: s.step, ms: wall as f64 / 1e6 })
+        })
+        .collect())
 }
 
 fn render(file: &str, s: &StepLog) -> String {
@@ -60,6 +87,9 @@ fn render(file: &str, s: &StepLog) -> String {
             );
         }
     }
+    if let Some(p) = &s.profile {
+        let _ = writeln!(out, "  - {}", p.note);
+    }
     for n in &s.notes {
         let _ = writeln!(out, "  - {n}");
     }
@@ -67,13 +97,15 @@ fn render(file: &str, s: &StepLog) -> String {
 }
 
 pub fn run(a: Args) -> anyhow::Result<u8> {
+    let steps = if a.traces.is_empty() { Vec::new() } else { profiled(&a.traces)? };
     let mut reports = Vec::new();
     let mut empty = false;
     let mut text = String::new();
     for p in &a.files {
         let bytes = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
         let log = String::from_utf8_lossy(&bytes);
-        let s = steplog::read(&log);
+        let mut s = steplog::read(&log);
+        s.profile = steplog::against_profile(&s, &steps);
         if s.iterations.is_empty() && s.timer_blocks.is_empty() {
             crate::out::say(&format!(
                 "{}: no iteration line (`elapsed time per iteration (ms)`) or timer block (`time across ranks (ms):`) found: not a Megatron-style training log",

@@ -580,3 +580,31 @@ fn nccl_inspector_logs_name_the_last_arriver() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not an NCCL Inspector log"));
 }
+
+#[test]
+fn a_step_log_places_the_profiled_steps_of_real_traces_in_its_run() {
+    // A log of the run around the zoo's repeat runs: 220 ms a step (as `baseline_b` measured),
+    // iterations 1,010–1,100 at 550 ms (as `host_stall_b`, rank 2 sleeping 400 ms a step).
+    let log: String = (1..=200)
+        .map(|k| {
+            let it = k * 10;
+            let ms = if (1010..=1100).contains(&it) { 550.0 } else { 220.0 + (k % 5) as f64 };
+            format!(" iteration {it:>8}/    2000 | elapsed time per iteration (ms): {ms:.1} |\n")
+        })
+        .collect();
+    let path = scratch("steplog-profile").join("train.log");
+    std::fs::write(&path, log).unwrap_or_else(|e| panic!("{e}"));
+    let zoo = |run: &str| format!("{}/../../tests/zoo/repeat/{run}", env!("CARGO_MANIFEST_DIR"));
+    let said = |run: &str| {
+        let out = bin()
+            .args(["steplog", path.to_str().unwrap_or_default(), "--traces", &zoo(run)])
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let stall = said("host_stall_b");
+    assert!(stall.contains("caught a slow phase") && stall.contains("iterations 1010–1100"), "{stall}");
+    let usual = said("baseline_b");
+    assert!(usual.contains("a usual step; the log also has slow phases"), "{usual}");
+}

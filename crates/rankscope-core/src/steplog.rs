@@ -81,6 +81,10 @@ pub struct StepLog {
     pub timers: Vec<TimerSummary>,
     /// What an expert says, most telling first.
     pub notes: Vec<String>,
+    /// Given the run's profiler traces too: where their steps sit in the log's run
+    /// ([`against_profile`]; added to schema version 1 without a bump).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<ProfileCheck>,
 }
 
 /// An iteration this many times the median stands out.
@@ -238,6 +242,7 @@ fn summarize(iterations: Vec<Iteration>, blocks: Vec<TimerBlock>) -> StepLog {
         spikes,
         timers,
         notes,
+        profile: None,
     }
 }
 
@@ -365,6 +370,55 @@ saving checkpoint at iteration      30
         assert!(s.notes.iter().any(|n| n.contains("skipped (2)")), "{:?}", s.notes);
     }
 
+    /// A run logged every 10 iterations to 2,000: 220 ms a step, but iterations 1,010–1,100 at
+    /// 560 ms (a slow phase: a data shard on a slow filesystem, say).
+    fn run_log() -> String {
+        (1..=200)
+            .map(|k| {
+                let it = k * 10;
+                let ms = if (1010..=1100).contains(&it) { 560.0 } else { 220.0 + (k % 7) as f64 };
+                format!(" iteration {it:>8}/    2000 | elapsed time per iteration (ms): {ms:.1} | global batch size:   128 |\n")
+            })
+            .collect()
+    }
+
+    fn profiled(ms: &[f64]) -> Vec<ProfiledStep> {
+        ms.iter().enumerate().map(|(k, &ms)| ProfiledStep { step: 1040 + k as u32, ms }).collect()
+    }
+
+    #[test]
+    fn profiled_steps_are_placed_in_the_run_the_log_covers() {
+        let log = read(&run_log());
+        assert_eq!(log.spikes.len(), 10);
+        // A profile of the slow phase: slower than nearly every logged iteration.
+        let c = against_profile(&log, &profiled(&[551.0, 560.2, 548.9, 556.0])).expect("a check");
+        assert_eq!(c.representative, Representative::SlowerThanUsual);
+        assert_eq!(c.slow_phases, vec![(1010, 1100, 560.0)]);
+        assert!(
+            c.note.contains("caught a slow phase") && c.note.contains("iterations 1010–1100 (560 ms)"),
+            "{}",
+            c.note
+        );
+        // Its steps 1040-1043 are logged at 560 ms: no profiler cost said.
+        assert!(c.overhead.is_some_and(|o| (o - 0.99).abs() < 0.02), "{:?}", c.overhead);
+        assert!(!c.note.contains("profiler's own cost"), "{}", c.note);
+        // A usual step, with the slow phase said as one the profile does not show.
+        let c = against_profile(&log, &profiled(&[221.0, 223.5, 222.0])).expect("a check");
+        assert_eq!(c.representative, Representative::Yes);
+        assert!(c.note.contains("does not show (iterations 1010–1100"), "{}", c.note);
+        // Slower than 95% of a run that varies by 3%, but 2% over its median: a usual step.
+        let c = against_profile(&log, &profiled(&[227.0])).expect("a check");
+        assert!(c.percentile > UNUSUAL && c.representative == Representative::Yes, "{c:?}");
+        // Faster than the run usually goes: the slow phase missed.
+        let c = against_profile(&log, &profiled(&[150.0, 151.0])).expect("a check");
+        assert_eq!(c.representative, Representative::FasterThanUsual);
+        assert!(c.note.contains("missed the run's slow phases"), "{}", c.note);
+        // The profiler's own cost, where the numbers meet: 1.3× the log's 560 ms.
+        let c = against_profile(&log, &profiled(&[728.0, 728.0])).expect("a check");
+        assert!(c.note.contains("1.30× the log's"), "{}", c.note);
+        assert_eq!(against_profile(&log, &[]), None);
+    }
+
     #[test]
     fn max_only_and_one_rank_blocks_and_garbage() {
         let s = read("max time across ranks (ms):\n    forward-backward ....: 12.5\nnot a timer\n    x ....: 3\ntime (ms):\n    optimizer ....: 4.25\n");
@@ -378,4 +432,132 @@ saving checkpoint at iteration      30
         let s = read("iteration x/y | elapsed time per iteration (ms): NaN |\n\u{0}\u{ff}");
         assert!(s.iterations.is_empty() && s.notes.is_empty());
     }
+}
+
+/// A profiled step of the traces beside the log: its number (`ProfilerStep#N`) and its time (the
+/// job's: its slowest rank's wall time).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ProfiledStep {
+    pub step: u32,
+    pub ms: f64,
+}
+
+/// Where the profiled steps sit in the run the log covers.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ProfileCheck {
+    /// The profiled steps' median, and the share of the log's iterations at most that long.
+    pub profiled_p50_ms: f64,
+    pub percentile: f64,
+    pub representative: Representative,
+    /// The log's iterations that stand out ([`StepLog::spikes`]) as contiguous phases:
+    /// (first, last iteration, their median elapsed time).
+    pub slow_phases: Vec<(u64, u64, f64)>,
+    /// The profiled steps whose numbers the log covers: the profile's time over the log's for
+    /// the same iteration (the profiler's own cost, when above 1).
+    pub overhead: Option<f64>,
+    /// What an expert says.
+    pub note: String,
+}
+
+crate::named_enum! {
+    /// Whether the profile shows the run as it usually goes.
+    pub enum Representative {
+        Yes => "yes",
+        SlowerThanUsual => "slower_than_usual",
+        FasterThanUsual => "faster_than_usual",
+    }
+}
+
+/// The profiled steps against the run: slower than [`UNUSUAL`] of the log's iterations and more
+/// than [`NEAR`] over its median is a slow phase caught; faster than all but `1 − UNUSUAL` and
+/// more than [`NEAR`] under it, the slow phases were missed. Within [`NEAR`] of the median is a
+/// usual step whatever the percentile (a run whose iterations vary by 1% puts a step 2% over
+/// its median past the 90th; the profiler's own cost is a few percent).
+pub const UNUSUAL: f64 = 0.9;
+pub const NEAR: f64 = 0.15;
+
+/// Where the profiled steps sit in the log's run (`None` without iterations or profiled steps).
+pub fn against_profile(log: &StepLog, profiled: &[ProfiledStep]) -> Option<ProfileCheck> {
+    let p50 = median(profiled.iter().map(|p| p.ms).collect())?;
+    let run_p50 = log.elapsed_p50_ms?;
+    let n = log.iterations.len();
+    let at_most = log.iterations.iter().filter(|i| i.elapsed_ms <= p50).count();
+    let percentile = at_most as f64 / n.max(1) as f64;
+    // Spikes in runs of neighbouring lines (a phase), each with its median.
+    let mut slow_phases: Vec<(u64, u64, f64)> = Vec::new();
+    let mut run: Vec<&Iteration> = Vec::new();
+    let flush = |run: &mut Vec<&Iteration>, out: &mut Vec<(u64, u64, f64)>| {
+        if let (Some(a), Some(b)) = (run.first(), run.last()) {
+            let m = median(run.iter().map(|i| i.elapsed_ms).collect()).unwrap_or(0.0);
+            out.push((a.iteration, b.iteration, m));
+        }
+        run.clear();
+    };
+    let mut prev_index: Option<usize> = None;
+    for s in &log.spikes {
+        let idx = log.iterations.iter().position(|i| i.line == s.line);
+        if idx.is_some() && prev_index.is_some_and(|p| Some(p + 1) != idx) {
+            flush(&mut run, &mut slow_phases);
+        }
+        run.push(s);
+        prev_index = idx;
+    }
+    flush(&mut run, &mut slow_phases);
+    // The same iterations in the log: each profiled step against the logged line covering it
+    // (a line reports the mean of the iterations since the one before).
+    let ratios: Vec<f64> = profiled
+        .iter()
+        .filter_map(|p| {
+            let it = log.iterations.iter().find(|i| i.iteration >= u64::from(p.step))?;
+            let first = log.iterations.first()?;
+            (u64::from(p.step) > first.iteration.saturating_sub(1) && it.elapsed_ms > 0.0)
+                .then(|| p.ms / it.elapsed_ms)
+        })
+        .collect();
+    let overhead = median(ratios);
+    let representative = if percentile >= UNUSUAL && p50 > run_p50 * (1.0 + NEAR) {
+        Representative::SlowerThanUsual
+    } else if percentile <= 1.0 - UNUSUAL && p50 < run_p50 * (1.0 - NEAR) {
+        Representative::FasterThanUsual
+    } else {
+        Representative::Yes
+    };
+    let phases = slow_phases
+        .iter()
+        .take(3)
+        .map(|(a, b, m)| {
+            if a == b {
+                format!("iteration {a} ({m:.0} ms)")
+            } else {
+                format!("iterations {a}–{b} ({m:.0} ms)")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let head = format!(
+        "The profiled steps take {p50:.0} ms (median of {}); the log's {n} iterations take {run_p50:.0} ms (median), the profile slower than {:.0}% of them",
+        profiled.len(),
+        100.0 * percentile
+    );
+    let note = match representative {
+        Representative::SlowerThanUsual => format!(
+            "{head}: it caught a slow phase, not the run's usual step{}; fix what it shows, then profile a usual stretch too.",
+            if phases.is_empty() { String::new() } else { format!(" (the log's slow phases: {phases})") }
+        ),
+        Representative::FasterThanUsual if !phases.is_empty() => format!(
+            "{head}: it missed the run's slow phases ({phases}); profile there (the profiler's schedule `wait` / `warmup` set to reach them)."
+        ),
+        Representative::FasterThanUsual => format!("{head}: faster than the run usually goes; profile a usual stretch."),
+        Representative::Yes if !phases.is_empty() => format!(
+            "{head}: a usual step; the log also has slow phases the profile does not show ({phases}): profile there for them."
+        ),
+        Representative::Yes => format!("{head}: a usual step of the run."),
+    };
+    let note = match overhead {
+        Some(o) if o >= 1.1 => format!(
+            "{note} Where `ProfilerStep#N` numbers the run's iterations, the profile's steps are {o:.2}× the log's for the same iterations: the profiler's own cost."
+        ),
+        _ => note,
+    };
+    Some(ProfileCheck { profiled_p50_ms: p50, percentile, representative, slow_phases, overhead, note })
 }
