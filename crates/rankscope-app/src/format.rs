@@ -14,6 +14,14 @@ pub fn thousands(n: u64) -> String {
 }
 
 /// A duration in ns with a unit that keeps 3 significant digits: `812 ns`, `12.5 µs`, `1.23 s`.
+/// Text from the input (a file's name, an event's) as the page shows it: control characters but
+/// `\n` and `\t`, and bidi overrides, written as `\x1b`, `\u{202e}` (the core's
+/// `escape::terminal`, as the CLI prints them), so a name shows every character it holds and
+/// none hides or reorders the text around it. Yew escapes HTML in text and attributes already.
+pub fn inert(s: &str) -> String {
+    rankscope_core::escape::terminal(s).into_owned()
+}
+
 pub fn duration(ns: f64) -> String {
     // No "-0 ns" from a rounding that lands just below zero.
     let ns = if ns.abs() < 0.5 { 0.0 } else { ns };

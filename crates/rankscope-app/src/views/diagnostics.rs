@@ -33,7 +33,7 @@ pub fn diagnostics(p: &Props) -> Html {
             <p class="muted">{"Broken input never aborts a load: what could be repaired was, what could not was skipped, and each is counted here with the byte offset of its first occurrence (in the decompressed text). Files that are not traces at all are listed under Files."}</p>
             { for p.job.ranks.iter().map(|(id, r)| html! {
                 <article key={*id} class="diag-file" data-testid="diag-file">
-                    <h3>{format!("rank {} · {}", r.rank, r.file)}</h3>
+                    <h3>{format!("rank {} · {}", r.rank, crate::format::inert(&r.file))}</h3>
                     if r.diagnostics.is_empty() {
                         <p class="ok">{"Read cleanly: nothing repaired or skipped."}</p>
                     } else {
@@ -46,7 +46,7 @@ pub fn diagnostics(p: &Props) -> Html {
                                     <td><code>{d.kind.name()}</code></td>
                                     <td class="num">{format::thousands(d.count)}</td>
                                     <td class="num">{d.first_offset.map(format::thousands).unwrap_or_default()}</td>
-                                    <td>{d.message.clone()}</td>
+                                    <td>{crate::format::inert(&d.message)}</td>
                                 </tr>
                             }) }
                             </tbody>

@@ -92,12 +92,12 @@ pub fn files(p: &Props) -> Html {
                                 on_workers(f.workers, "read on")
                             )}</span> }
                         }
-                        FileStatus::Failed(e) => html! { <span class="error" data-testid="file-error">{e.clone()}</span> },
+                        FileStatus::Failed(e) => html! { <span class="error" data-testid="file-error">{format::inert(e)}</span> },
                         FileStatus::Cancelled => html! { <span class="muted">{"cancelled"}</span> },
                     };
                     html! {
                         <tr key={f.id} data-testid="file-row">
-                            <td class="name" title={f.name.clone()}>{f.name.clone()}</td>
+                            <td class="name" title={format::inert(&f.name)}>{format::inert(&f.name)}</td>
                             <td class="num">{if f.size > 0 { format::bytes(f.size) } else { String::new() }}</td>
                             <td class="status">{status}</td>
                             <td>

@@ -29,7 +29,7 @@ pub fn flight_recorder(p: &Props) -> Html {
         <section class="flight-recorder" data-testid="flight-recorder">
             <h2>{"Flight Recorder"}</h2>
             <p class="muted">{format!("{} dump(s): {}", p.fr.dumps.len(),
-                p.fr.dumps.iter().map(|d| format!("rank {} ({})", d.rank, d.dump.file)).collect::<Vec<_>>().join(", "))}</p>
+                p.fr.dumps.iter().map(|d| format!("rank {} ({})", d.rank, crate::format::inert(&d.dump.file))).collect::<Vec<_>>().join(", "))}</p>
             if rep.diagnoses.is_empty() {
                 <p class="ok" data-testid="fr-agree">{"The dumps' collective sequences agree across ranks."}</p>
             }
@@ -39,6 +39,13 @@ pub fn flight_recorder(p: &Props) -> Html {
                     data-ranks={d.ranks.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(",")}>{d.sentence.clone()}</li>
             }) }
             </ul>
+            // What reading each dump said (a claim out of range, numbers read as null), with
+            // its file: the dump is kept, its claim is not.
+            { for p.fr.dumps.iter().flat_map(|d| d.dump.diagnostics.iter().map(move |x| (&d.dump.file, x))).map(|(file, x)| html! {
+                <p class="warn" data-testid="fr-dump-diagnostic" data-kind={x.kind.name()}>{format!("{}: {}{}",
+                    crate::format::inert(file), crate::format::inert(&x.message),
+                    x.first_offset.map(|o| format!(" (byte {o})")).unwrap_or_default())}</p>
+            }) }
             { for rep.groups.iter().map(|g| html! {
                 <table class="stopped" data-testid="fr-group" data-pg={g.pg.clone()}>
                     <caption class="muted">{format!("group {}{}: {} position(s), {} diverging", g.pg,

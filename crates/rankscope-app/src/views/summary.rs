@@ -95,12 +95,10 @@ pub fn summary(p: &Props) -> Html {
                     <th class="num">{"Diagnostics"}</th>
                 </tr></thead>
                 <tbody>
-                { for p.job.ranks.iter().map(|(id, r)| {
+                { for p.job.ranks.iter().zip(analysed_rows(&p.job)).map(|((id, r), own)| {
                     let problems = r.problems();
-                    // Two files may claim one rank: the analysis used one of them (as the CLI
-                    // does); the other's row shows no figures rather than its twin's.
-                    let analysed = a.ranks.iter().any(|x| x.rank == r.rank && x.source == r.file);
-                    let t = a.rank_totals.iter().find(|t| t.rank == r.rank).filter(|_| analysed);
+                    let analysed = own.is_some();
+                    let t = own.and_then(|i| a.rank_totals.get(i));
                     let pct = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{:.1}%", 100.0 * v));
                     let idle = t.and_then(|t| (t.wall_ns > 0).then(|| t.idle_ns as f64 / t.wall_ns as f64));
                     let p50 = t.and_then(|t| t.step_time.as_ref()).map(|s| s.p50_ns);
@@ -117,7 +115,7 @@ pub fn summary(p: &Props) -> Html {
                             data-wall-ns={t.map(|t| t.wall_ns.to_string()).unwrap_or_default()}
                             data-step-p50-ns={p50.map(|v| v.to_string()).unwrap_or_default()}>
                             <td class="num">{r.rank}</td>
-                            <td class="name" title={r.file.clone()}>{r.file.clone()}</td>
+                            <td class="name" title={format::inert(&r.file)}>{format::inert(&r.file)}</td>
                             <td class="num">{format::thousands(r.events)}</td>
                             <td class="num">{if r.steps_synthetic { "–".to_string() } else { r.steps.len().to_string() }}</td>
                             { counted_cell(gpu_ops, "gpu-ops") }
@@ -144,6 +142,25 @@ pub fn summary(p: &Props) -> Html {
             }
         </section>
     }
+}
+
+/// For each row of the job's ranks, the index of its own rank in the analysis (whose `ranks` and
+/// `rank_totals` are parallel), found by rank and file. Two files may claim one rank and the
+/// analysis keeps both (as `rankscope analyze` does), so the rank alone would give each the
+/// first one's figures; two files of one name are told apart by load order, which both lists
+/// keep. None: the analysis left the row's file out.
+fn analysed_rows(job: &JobView) -> Vec<Option<usize>> {
+    let a = &job.analysis;
+    let mut taken = vec![false; a.ranks.len()];
+    job.ranks
+        .iter()
+        .map(|(_, r)| {
+            let i =
+                a.ranks.iter().zip(&taken).position(|(x, t)| !t && x.rank == r.rank && x.source == r.file)?;
+            taken[i] = true;
+            Some(i)
+        })
+        .collect()
 }
 
 /// A count made from a rank's events, or a dash that says why there is none: a job digest keeps

@@ -8,14 +8,22 @@ impl Viewport {
         (self.width - GUTTER_W).max(10.0)
     }
 
+    /// The fewest ns a pixel may hold: [`MIN_WINDOW_NS`] across the plot.
+    fn min_ns_per_px(&self) -> f64 {
+        MIN_WINDOW_NS / self.plot_w()
+    }
+
     pub(super) fn fit(&mut self) {
-        self.ns_per_px = (self.total_ns * 1.02 / self.plot_w()).max(0.05);
+        self.ns_per_px = (self.total_ns * 1.02 / self.plot_w()).max(self.min_ns_per_px());
         self.t0 = -self.total_ns * 0.01;
     }
 
     pub(super) fn clamp(&mut self) {
-        let max_npp = (self.total_ns * 1.5 / self.plot_w()).max(1.0);
-        self.ns_per_px = self.ns_per_px.clamp(0.05, max_npp);
+        let min_npp = self.min_ns_per_px();
+        let max_npp = (self.total_ns * 1.5 / self.plot_w()).max(1.0).max(min_npp);
+        // A NaN (never expected) fits rather than poisoning every later move.
+        let npp = if self.ns_per_px.is_nan() { max_npp } else { self.ns_per_px };
+        self.ns_per_px = npp.clamp(min_npp, max_npp);
         let vis = self.plot_w() * self.ns_per_px;
         self.t0 = self.t0.clamp(-vis * 0.5, self.total_ns - vis * 0.5);
         let max_scroll = (self.content_h - self.height + 40.0).max(0.0);
@@ -71,6 +79,7 @@ impl Ctl {
             focus: None,
             marks: Vec::new(),
             marks_attr: String::new(),
+            visible_attr: String::new(),
             opened_seen: 0,
             only: None,
         }

@@ -109,6 +109,11 @@ pub(super) fn draw(c: &Shared) {
         let _ = canvas.set_attribute("data-marks", &places);
         ctl.marks_attr = places;
     }
+    let visible = format!("{:.0}", ctl.view.plot_w() * ctl.view.ns_per_px);
+    if visible != ctl.visible_attr {
+        let _ = canvas.set_attribute("data-visible-ns", &visible);
+        ctl.visible_attr = visible;
+    }
     draw_flow(&g, ctl, &col);
     draw_ruler(&g, ctl, w, &col);
     draw_hover(&g, ctl, w, h, &col);
@@ -458,6 +463,25 @@ pub(super) fn nice_step(target: f64) -> f64 {
     [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * p).find(|&s| s >= target).unwrap_or(10.0 * p)
 }
 
+/// A ruler tick's time, with the digits its step needs: zoomed to 1 µs 1 ms in, ticks 200 ns
+/// apart read `1.0002 ms`, `1.0004 ms`, not `1.00 ms` each ([`format::duration`]'s digits).
+fn tick_label(t: f64, step: f64) -> String {
+    let shown = format::duration(t);
+    let scale = match t.abs() {
+        a if a < 1e3 => return shown,
+        a if a < 1e6 => 1e3,
+        a if a < 1e9 => 1e6,
+        _ => 1e9,
+    };
+    let digits = (-(step / scale).log10()).ceil().clamp(0.0, 9.0) as usize;
+    let (_, unit) = shown.rsplit_once(' ').unwrap_or(("", ""));
+    if digits <= 2 {
+        shown
+    } else {
+        format!("{:.digits$} {unit}", t / scale)
+    }
+}
+
 pub(super) fn draw_ruler(g: &CanvasRenderingContext2d, ctl: &Ctl, w: f64, col: &Colors) {
     g.set_fill_style_str(&col.ruler);
     g.fill_rect(0.0, 0.0, w, RULER_H);
@@ -473,7 +497,7 @@ pub(super) fn draw_ruler(g: &CanvasRenderingContext2d, ctl: &Ctl, w: f64, col: &
         g.move_to(x.floor() + 0.5, RULER_H - 6.0);
         g.line_to(x.floor() + 0.5, RULER_H);
         g.stroke();
-        g.fill_text(&format::duration(t), x + 3.0, RULER_H / 2.0).ok();
+        g.fill_text(&tick_label(t, step), x + 3.0, RULER_H / 2.0).ok();
         t += step;
     }
     g.set_fill_style_str(&col.ruler);
@@ -518,5 +542,16 @@ pub(super) fn draw_hover(g: &CanvasRenderingContext2d, ctl: &Ctl, w: f64, h: f64
     g.set_fill_style_str(&col.fg);
     for (i, l) in lines.iter().enumerate() {
         g.fill_text(l, x + 8.0, y + 12.0 + i as f64 * 15.0).ok();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn tick_labels_carry_the_digits_their_step_needs() {
+        assert_eq!(super::tick_label(1_000_200.0, 200.0), "1.0002 ms");
+        assert_eq!(super::tick_label(1_500_000.0, 500_000.0), "1.50 ms");
+        assert_eq!(super::tick_label(620.0, 200.0), "620 ns");
+        assert_eq!(super::tick_label(2_000_000_001.0, 1.0), "2.000000001 s");
     }
 }

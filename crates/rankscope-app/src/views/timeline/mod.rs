@@ -38,6 +38,12 @@ use crate::state::{Action, JobView};
 use crate::tokens::*;
 
 mod ctl;
+
+/// The narrowest window the timeline shows: 1 µs. Kineto writes times in µs with three
+/// decimals, and the shortest kernels last a few µs: a narrower window shows part of one
+/// event's edge and no ruler a reader can use. A window asked for narrower (a URL hash's
+/// `t0=0&t1=62`) is widened to it around its start, and the bar above the timeline says so.
+const MIN_WINDOW_NS: f64 = 1_000.0;
 mod draw;
 mod input;
 
@@ -183,6 +189,8 @@ struct Ctl {
     marks: Vec<(RankId, Mark)>,
     /// The marks' places as last written to the canvas' `data-marks` (a test hook).
     marks_attr: String,
+    /// The window's width in ns as last written to the canvas' `data-visible-ns` (a test hook).
+    visible_attr: String,
     /// The `opened` count last shown.
     opened_seen: u32,
     /// The ranks the filter keeps (None: every rank).
@@ -449,7 +457,8 @@ fn show_opened(ctl: &Shared, win: Option<(i64, i64)>, focus: Option<u32>, opened
         if (fresh || !mine) && b > a {
             {
                 let mut c = ctl.borrow_mut();
-                c.view.ns_per_px = (b - a) as f64 / c.view.plot_w();
+                // In f64: `b - a` of two extreme i64 (a hand-made hash) overflows.
+                c.view.ns_per_px = (b as f64 - a as f64) / c.view.plot_w();
                 c.view.clamp();
                 c.view.t0 = a as f64;
                 c.view.clamp();
@@ -493,6 +502,12 @@ fn notice_bars(p: &Props, show_divergence: Callback<MouseEvent>) -> Html {
                     <span class="divergence-text" title={sentence.clone()}>{sentence}</span>
                     <button class="small" data-testid="divergence-show" onclick={show_divergence}
                         title="Zoom to the divergent collective on every rank">{"Show it"}</button>
+                </div>
+            }
+            if let Some(asked) = p.window.map(|(a, b)| b as f64 - a as f64).filter(|&w| w < MIN_WINDOW_NS) {
+                <div class="digest-bar" data-testid="window-widened">
+                    {format!("The window asked for ({}) is narrower than the timeline shows: widened to {}.",
+                        format::duration(asked), format::duration(MIN_WINDOW_NS))}
                 </div>
             }
             if let Some(f) = &p.filter {
