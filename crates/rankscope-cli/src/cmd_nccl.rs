@@ -463,7 +463,6 @@ fn render_tests_to(
         }
     }
     render_findings(&mut out, &r.findings, &mut flush)?;
-    drop(flush);
     put(&out)
 }
 
