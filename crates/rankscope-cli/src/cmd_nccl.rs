@@ -5,11 +5,12 @@
 //! `error`, 1 when one does or when no NCCL content was found, 2 on usage or I/O errors.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use rankscope_core::nccl::log::LogReport;
-use rankscope_core::nccl::perf::{Check, PerfTest, TestsReport};
+use rankscope_core::nccl::perf::{Check, PerfTest, TestsFile, TestsReader, TestsReport};
 use rankscope_core::nccl::{self, Finding, Input, Severity};
 
 #[derive(Debug, clap::Args)]
@@ -48,6 +49,24 @@ fn read_all(files: &[PathBuf]) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
         .collect()
 }
 
+/// One nccl-tests output read in chunks, line by line ([`TestsReader`]): the file is never held
+/// whole (a 1 GiB output read whole took 4.3 GB).
+fn read_tests(path: &Path) -> anyhow::Result<TestsFile> {
+    let name = path.display().to_string();
+    let mut f = std::fs::File::open(path).with_context(|| format!("reading {name}"))?;
+    let mut r = TestsReader::new(&name);
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => r.feed(buf.get(..n).unwrap_or_default()),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e).with_context(|| format!("reading {name}")),
+        }
+    }
+    Ok(r.finish())
+}
+
 fn emit(text: &str) -> anyhow::Result<()> {
     crate::out::emit(text)
 }
@@ -77,13 +96,13 @@ pub fn run_tests(a: TestsArgs) -> anyhow::Result<u8> {
     if let Some(p) = a.peak_gbps {
         anyhow::ensure!(p.is_finite() && p > 0.0, "--peak-gbps must be a positive number of GB/s");
     }
-    let data = read_all(&a.files)?;
-    let inputs: Vec<Input<'_>> = data.iter().map(|(n, b)| Input { name: n, bytes: b }).collect();
-    let report = nccl::analyze_tests(&inputs, a.peak_gbps);
+    let files = a.files.iter().map(|p| read_tests(p)).collect::<anyhow::Result<Vec<_>>>()?;
+    let report = nccl::perf::tests_report(files, a.peak_gbps);
     if a.json {
         emit(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
     } else {
-        crate::out::emit_text(&render_tests(&report, !a.no_rows))?;
+        // In pieces: the text of 600,000 tests (1 GiB of output) is never held whole.
+        render_tests_to(&report, !a.no_rows, &mut |piece| crate::out::emit_text(piece))?;
     }
     if report.tests.is_empty() {
         eprintln!("rankscope: no nccl-tests output found");
@@ -111,10 +130,12 @@ fn bytes_h(b: f64) -> String {
     }
 }
 
-fn render_findings(out: &mut String, findings: &[Finding]) {
+/// The findings, `flush` called after each (a shell that writes the text in pieces empties
+/// `out` there).
+fn render_findings(out: &mut String, findings: &[Finding], flush: &mut Flush<'_>) -> anyhow::Result<()> {
     if findings.is_empty() {
         let _ = writeln!(out, "\nFindings: none");
-        return;
+        return Ok(());
     }
     let _ = writeln!(out, "\nFindings ({}):", findings.len());
     for f in findings {
@@ -131,8 +152,14 @@ fn render_findings(out: &mut String, findings: &[Finding]) {
             let _ = writeln!(out, "      ... {} more line(s)", f.quotes_total as usize - f.quotes.len());
         }
         let _ = writeln!(out, "      fix: {}", f.fix);
+        flush(out)?;
     }
+    Ok(())
 }
+
+/// What the text renderers call at the end of a test or a finding: a report written in pieces
+/// hands `out` on and empties it there.
+type Flush<'a> = dyn FnMut(&mut String) -> anyhow::Result<()> + 'a;
 
 fn render_log(r: &LogReport) -> String {
     let mut out = String::new();
@@ -280,7 +307,7 @@ fn render_log(r: &LogReport) -> String {
             }
         }
     }
-    render_findings(&mut out, &r.findings);
+    let _ = render_findings(&mut out, &r.findings, &mut |_| Ok(()));
     out
 }
 
@@ -394,20 +421,49 @@ fn render_test(out: &mut String, t: &PerfTest, rows: bool) {
     }
 }
 
+/// The whole text report as one string (the tests' view of [`render_tests_to`]).
+#[cfg(test)]
 fn render_tests(r: &TestsReport, rows: bool) -> String {
+    let mut out = String::new();
+    let _ = render_tests_to(r, rows, &mut |piece| {
+        out.push_str(piece);
+        Ok(())
+    });
+    out
+}
+
+/// Text pieces [`render_tests_to`] hands out are about this long.
+const PIECE_BYTES: usize = 1 << 20;
+
+/// The text report, handed to `put` in pieces of about [`PIECE_BYTES`], each ending at the end
+/// of a line.
+fn render_tests_to(
+    r: &TestsReport,
+    rows: bool,
+    put: &mut dyn FnMut(&str) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let mut flush = |out: &mut String| -> anyhow::Result<()> {
+        if out.len() >= PIECE_BYTES {
+            put(out)?;
+            out.clear();
+        }
+        Ok(())
+    };
     let mut out = String::new();
     let _ = writeln!(out, "nccl-tests: {} file(s), {} test(s)", r.files.len(), r.tests.len());
     for t in &r.tests {
         render_test(&mut out, t, rows);
+        flush(&mut out)?;
     }
     if !r.diagnostics.is_empty() {
         let _ = writeln!(out, "\nDiagnostics:");
         for d in &r.diagnostics {
             let _ = writeln!(out, "  {}:{}: {} {}", d.file, opt(&d.line), d.kind, d.message);
+            flush(&mut out)?;
         }
     }
-    render_findings(&mut out, &r.findings);
-    out
+    render_findings(&mut out, &r.findings, &mut flush)?;
+    put(&out)
 }
 
 #[cfg(test)]

@@ -22,6 +22,61 @@ pub(crate) fn lines(bytes: &[u8]) -> impl Iterator<Item = (u32, Cow<'_, str>)> {
     })
 }
 
+/// [`lines`] for text that arrives in chunks of any size: each line is handed to `each` as soon
+/// as its `\n` arrives, so only the line being read is held, not the text. The same lines as
+/// [`lines`] of the whole text, numbered alike, whatever the chunks (a `\r\n` or a UTF-8
+/// character may be cut between two chunks): the bytes are cut only at `\n`, and a text with no
+/// `\n` at all (split at each `\r`) is known only at its end, so it is held until then.
+#[derive(Debug, Default)]
+pub(crate) struct ChunkLines {
+    /// The line being read: the bytes since the last `\n`.
+    carry: Vec<u8>,
+    /// Lines handed out so far.
+    n: u32,
+    /// A `\n` was seen: the text is split at `\n`, never at a lone `\r`.
+    newline: bool,
+}
+
+impl ChunkLines {
+    pub(crate) fn feed(&mut self, chunk: &[u8], each: &mut impl FnMut(u32, Cow<'_, str>)) {
+        let mut rest = chunk;
+        while let Some(i) = memchr::memchr(b'\n', rest) {
+            self.newline = true;
+            let (line, after) = rest.split_at(i);
+            if self.carry.is_empty() {
+                self.emit(line, each);
+            } else {
+                let mut carry = std::mem::take(&mut self.carry);
+                carry.extend_from_slice(line);
+                self.emit(&carry, each);
+                carry.clear();
+                self.carry = carry;
+            }
+            rest = after.get(1..).unwrap_or_default();
+        }
+        self.carry.extend_from_slice(rest);
+    }
+
+    /// Ends the text: its last line (one not ended by `\n`), or every `\r`-separated line of a
+    /// text that had no `\n`.
+    pub(crate) fn finish(mut self, each: &mut impl FnMut(u32, Cow<'_, str>)) {
+        let carry = std::mem::take(&mut self.carry);
+        if !self.newline && memchr::memchr(b'\r', &carry).is_some() {
+            let body = carry.strip_suffix(b"\r").unwrap_or(&carry);
+            for line in body.split(|&b| b == b'\r') {
+                self.emit(line, each);
+            }
+        } else if !carry.is_empty() {
+            self.emit(&carry, each);
+        }
+    }
+
+    fn emit(&mut self, raw: &[u8], each: &mut impl FnMut(u32, Cow<'_, str>)) {
+        self.n = self.n.saturating_add(1);
+        each(self.n, clean(raw.strip_suffix(b"\r").unwrap_or(raw)));
+    }
+}
+
 const BOM: &[u8] = "\u{feff}".as_bytes();
 
 /// One line as text, without what terminals and log collectors add to what NCCL printed: ANSI
@@ -186,6 +241,40 @@ mod tests {
         assert!(matches!(clean(b"plain"), Cow::Borrowed("plain")));
         let v: Vec<_> = lines(b"a\0\r\n\x1b[31mb\x1b[0m\n").map(|(_, l)| l.into_owned()).collect();
         assert_eq!(v, ["a", "b"]);
+    }
+
+    /// Lines read from chunks are the whole text's lines, wherever the chunks cut it (inside a
+    /// `\r\n`, inside a UTF-8 character), for `\n`, `\r\n` and `\r`-only texts; an empty
+    /// text, which [`lines`] gives as one empty line, gives none.
+    #[test]
+    fn chunked_lines_are_the_whole_texts() {
+        let texts: [&[u8]; 9] = [
+            b"a\r\nb\xff\nc",
+            b"one\ntwo\n\nfour\n",
+            b"cr\ronly\rtext\r",
+            b"\r\r\n\r",
+            "h\u{e9}llo\r\nw\u{f6}rld\r\n".as_bytes(),
+            b"no end of line",
+            b"\n\n",
+            b"\x1b[31mred\x1b[0m\r\n\0tail\r",
+            b"\r",
+        ];
+        for text in texts {
+            let whole: Vec<(u32, String)> = lines(text).map(|(n, l)| (n, l.into_owned())).collect();
+            for size in 1..=text.len() {
+                let mut got = Vec::new();
+                let mut each = |n: u32, l: Cow<'_, str>| got.push((n, l.into_owned()));
+                let mut r = ChunkLines::default();
+                for c in text.chunks(size) {
+                    r.feed(c, &mut each);
+                }
+                r.finish(&mut each);
+                assert_eq!(got, whole, "{text:?} in chunks of {size}");
+            }
+        }
+        let mut got = 0;
+        ChunkLines::default().finish(&mut |_, _| got += 1);
+        assert_eq!(got, 0);
     }
 
     #[test]

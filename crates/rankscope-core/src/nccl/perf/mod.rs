@@ -29,7 +29,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::fit::{fit_latency_bandwidth, FitError, LatencyBandwidthFit};
-use super::text::{after_glued_prefix, finite, lines, strip_call_fragments};
+use super::text::{after_glued_prefix, finite, strip_call_fragments, ChunkLines};
 use super::{
     sort_findings, DiagKind, Diagnostic, EvidenceLine, Finding, FindingId, Input, Severity, REPORT_VERSION,
 };
@@ -48,8 +48,8 @@ pub use latency::{
     INTRA_NODE_FLOOR_MAX_US, NON_MONOTONIC_TOLERANCE, RDMA_FLOOR_MAX_US, SMALL_MESSAGE_MAX_BYTES,
     STEP_ALGBW_DROP, STEP_FLAT_SLOPE, STEP_MIN_JUMP, STEP_SLOPE_EXCESS, UNKNOWN_NETWORK_FLOOR_MAX_US,
 };
-pub use table::parse_tests_file;
 pub(crate) use table::{is_result_row, is_tests_marker};
+pub use table::{parse_tests_file, TestsFile, TestsReader};
 
 /// A collective measured by nccl-tests: the one collective kind ([`CollKind`]), spelled in this
 /// report as nccl-tests names it.
@@ -337,12 +337,26 @@ impl PerfTest {
 
 /// Parse nccl-tests outputs and analyse them; `peak_gbps` is the user's link peak in GB/s.
 pub fn analyze_tests(inputs: &[Input<'_>], peak_gbps: Option<f64>) -> TestsReport {
+    let files = inputs
+        .iter()
+        .map(|inp| {
+            let (tests, diagnostics) = parse_tests_file(inp.name, inp.bytes);
+            TestsFile { name: inp.name.to_string(), tests, diagnostics }
+        })
+        .collect();
+    tests_report(files, peak_gbps)
+}
+
+/// [`analyze_tests`] for files already read ([`TestsReader`]: a shell that streams a file
+/// feeds it in chunks), in the order given.
+pub fn tests_report(files: Vec<TestsFile>, peak_gbps: Option<f64>) -> TestsReport {
+    let mut names = Vec::with_capacity(files.len());
     let mut tests = Vec::new();
     let mut diagnostics = Vec::new();
-    for inp in inputs {
-        let (mut t, mut d) = parse_tests_file(inp.name, inp.bytes);
-        tests.append(&mut t);
-        diagnostics.append(&mut d);
+    for mut f in files {
+        names.push(f.name);
+        tests.append(&mut f.tests);
+        diagnostics.append(&mut f.diagnostics);
     }
     let user_peak = peak_gbps.filter(|p| p.is_finite() && *p > 0.0).map(|gbps| Peak {
         gbps,
@@ -357,11 +371,5 @@ pub fn analyze_tests(inputs: &[Input<'_>], peak_gbps: Option<f64>) -> TestsRepor
     }
     let mut findings = tests_findings(&tests);
     sort_findings(&mut findings);
-    TestsReport {
-        version: REPORT_VERSION,
-        files: inputs.iter().map(|i| i.name.to_string()).collect(),
-        tests,
-        findings,
-        diagnostics,
-    }
+    TestsReport { version: REPORT_VERSION, files: names, tests, findings, diagnostics }
 }

@@ -56,8 +56,9 @@ pub(super) struct Ctx {
     failures: Vec<EvidenceLine>,
 }
 
-pub(super) struct Parser<'a> {
-    file: &'a str,
+#[derive(Debug)]
+pub(super) struct Parser {
+    file: String,
     ctx: Ctx,
     /// Tables in file order; `open` indexes the ones still receiving rows.
     tables: Vec<PerfTest>,
@@ -70,48 +71,92 @@ pub(super) struct Parser<'a> {
     env: BTreeMap<String, String>,
 }
 
-/// Parse one file into its tests (file order) and diagnostics.
+/// Parse one file into its tests (file order) and diagnostics ([`TestsReader`] fed the whole
+/// file).
 pub fn parse_tests_file(file: &str, bytes: &[u8]) -> (Vec<PerfTest>, Vec<Diagnostic>) {
-    let mut p = Parser {
-        file,
-        ctx: Ctx::default(),
-        tables: Vec::new(),
-        open: Vec::new(),
-        last_table: None,
-        diagnostics: Vec::new(),
-        network: None,
-        conn_network: None,
-        env: BTreeMap::new(),
-    };
-    for (n, raw) in lines(bytes) {
-        let line = strip_call_fragments(&raw);
-        p.line(n, &line);
-    }
-    p.finish_ctx();
-    let Parser { mut tables, mut diagnostics, network, conn_network, env, .. } = p;
-    let network = network.or(conn_network);
-    for (i, t) in tables.iter_mut().enumerate() {
-        t.index = u32::try_from(i).unwrap_or(u32::MAX);
-        t.network = network.clone();
-        t.env = env.clone();
-        finalize(t);
-        if t.interleaved {
-            diagnostics.push(Diagnostic::in_text(
-                DiagKind::TestsInterleavedTables,
-                format!(
-                    "test {} ({}): its rows alternate with another table's; rows were assigned by increasing size",
-                    t.index,
-                    t.collective_name()
-                ),
-                file,
-                t.rows.first().map(|r| r.line),
-            ));
-        }
-    }
-    (tables, diagnostics)
+    let mut r = TestsReader::new(file);
+    r.feed(bytes);
+    let t = r.finish();
+    (t.tests, t.diagnostics)
 }
 
-impl Parser<'_> {
+/// One file of nccl-tests output read from chunks of any size, line by line as they arrive: it
+/// holds the tables read and the line being read, never the file (a 1 GiB output read whole
+/// took 4.3 GB). Whatever the chunks, the tests are those of [`parse_tests_file`] on the whole
+/// file.
+#[derive(Debug)]
+pub struct TestsReader {
+    lines: ChunkLines,
+    parser: Parser,
+}
+
+/// One file's tests (file order) and diagnostics, as [`TestsReader::finish`] gives them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TestsFile {
+    pub name: String,
+    pub tests: Vec<PerfTest>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl TestsReader {
+    /// `file` names the file in every test, evidence line and diagnostic.
+    pub fn new(file: &str) -> TestsReader {
+        TestsReader {
+            lines: ChunkLines::default(),
+            parser: Parser {
+                file: file.to_string(),
+                ctx: Ctx::default(),
+                tables: Vec::new(),
+                open: Vec::new(),
+                last_table: None,
+                diagnostics: Vec::new(),
+                network: None,
+                conn_network: None,
+                env: BTreeMap::new(),
+            },
+        }
+    }
+
+    /// Feeds the next chunk.
+    pub fn feed(&mut self, chunk: &[u8]) {
+        let p = &mut self.parser;
+        self.lines.feed(chunk, &mut |n, raw| p.line(n, &strip_call_fragments(&raw)));
+    }
+
+    /// Ends the file: its last line read, every table finalized.
+    pub fn finish(self) -> TestsFile {
+        let TestsReader { lines, mut parser } = self;
+        lines.finish(&mut |n, raw| parser.line(n, &strip_call_fragments(&raw)));
+        parser.finish()
+    }
+}
+
+impl Parser {
+    fn finish(mut self) -> TestsFile {
+        self.finish_ctx();
+        let Parser { file, mut tables, mut diagnostics, network, conn_network, env, .. } = self;
+        let network = network.or(conn_network);
+        for (i, t) in tables.iter_mut().enumerate() {
+            t.index = u32::try_from(i).unwrap_or(u32::MAX);
+            t.network = network.clone();
+            t.env = env.clone();
+            finalize(t);
+            if t.interleaved {
+                diagnostics.push(Diagnostic::in_text(
+                    DiagKind::TestsInterleavedTables,
+                    format!(
+                        "test {} ({}): its rows alternate with another table's; rows were assigned by increasing size",
+                        t.index,
+                        t.collective_name()
+                    ),
+                    &file,
+                    t.rows.first().map(|r| r.line),
+                ));
+            }
+        }
+        TestsFile { name: file, tests: tables, diagnostics }
+    }
+
     fn line(&mut self, n: u32, line: &str) {
         if self.nccl_line(n, line) {
             return;
@@ -136,7 +181,7 @@ impl Parser<'_> {
             return;
         }
         if t.contains("Test NCCL failure") || t.contains("Test CUDA failure") || t.contains("Test failure") {
-            let ev = EvidenceLine::new(self.file, n, t);
+            let ev = EvidenceLine::new(&self.file, n, t);
             let target = self.last_table.filter(|_| self.ctx.has_table).and_then(|i| self.tables.get_mut(i));
             match target {
                 Some(tb) if tb.failures.len() < 8 => tb.failures.push(ev),
@@ -296,7 +341,7 @@ impl Parser<'_> {
                 self.diagnostics.push(Diagnostic::in_text(
                     DiagKind::TestsOrphanAverage,
                     "an `Avg bus bandwidth` line with no table before it".into(),
-                    self.file,
+                    &self.file,
                     Some(n),
                 ));
             }
@@ -335,7 +380,7 @@ impl Parser<'_> {
     fn open_table(&mut self, n: u32, layout: Option<Layout>) -> usize {
         let c = &self.ctx;
         let t = PerfTest {
-            file: self.file.to_string(),
+            file: self.file.clone(),
             index: 0,
             collective: c.collective.map(|x| x.0),
             collective_source: c.collective.map_or(CollectiveSource::Unknown, |x| x.1),
@@ -403,7 +448,7 @@ impl Parser<'_> {
                         DiagKind::TestsRowsRestarted,
                         "result rows restarted at a smaller size without a header: a new table was started"
                             .into(),
-                        self.file,
+                        &self.file,
                         Some(row.line),
                     ));
                 }
