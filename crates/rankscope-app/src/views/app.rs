@@ -375,6 +375,9 @@ fn current_view(state: &State) -> Html {
             View::Alignment => html! { <Alignment job={job.clone()} /> },
             View::Fabric => html! { <Fabric job={job.clone()} /> },
             View::Pipeline => html! { <super::pipeline::Pipeline job={job.clone()} /> },
+            View::Compare => html! {
+                <super::compare::Compare baseline={state.baseline.clone()} compared={state.compared.clone()} />
+            },
             View::Diagnostics => {
                 html! { <Diagnostics job={job.clone()} untrusted={state.untrusted.clone()} /> }
             }
