@@ -1,6 +1,6 @@
 //! The baseline the job on screen is compared with (issue 36, the Compare view): a job digest
-//! (`rankscope combine --digest`, `rankscope analyze --digest`) or a saved `rankscope analyze
-//! --json`, as `rankscope diff` takes either for its BASE.
+//! (`rankscope combine --digest`) or a saved `rankscope analyze --json`, as `rankscope diff` takes
+//! either for its BASE.
 //!
 //! A worker of its own reads the file (a digest of 1,024 ranks takes seconds to inflate and
 //! read: never on the page's thread) and sends the page the stored analysis as the JSON it is
@@ -36,8 +36,7 @@ pub fn analysis_json(name: &str, bytes: Vec<u8>) -> Result<Vec<u8>, String> {
         return Ok(bytes);
     }
     Err(format!(
-        "{name}: not a baseline (a job digest made by `rankscope combine --digest` or `rankscope analyze --digest`, \
-         or a saved `rankscope analyze --json`)"
+        "{name}: not a baseline (a job digest made by `rankscope combine --digest`, or a saved `rankscope analyze --json`)"
     ))
 }
 

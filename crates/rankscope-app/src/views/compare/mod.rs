@@ -17,7 +17,6 @@ use web_sys::{File, HtmlInputElement};
 use yew::prelude::*;
 
 use super::Ctx;
-use crate::format;
 use crate::state::{Action, Baseline, Compared};
 
 #[derive(Properties, PartialEq, Debug)]
@@ -74,8 +73,8 @@ pub fn compare(p: &Props) -> Html {
     let status = match &p.baseline {
         None => html! {
             <span class="muted">{"The job on screen is the new run; the baseline is the base run: a job digest \
-                (`rankscope analyze --digest` or `rankscope combine --digest`) or a saved `rankscope analyze --json` \
-                of another run. Choose it, or drop it here."}</span>
+                (`rankscope combine --digest`) or a saved `rankscope analyze --json` of another run. \
+                Choose it, or drop it here."}</span>
         },
         Some(Baseline::Reading { name }) => {
             html! { <span data-testid="baseline-reading">{format!("Reading the baseline {name}…")}</span> }
@@ -148,6 +147,7 @@ fn report(p: &ReportProps) -> Html {
                 <span class="muted">{format!("{} (base) against the job on screen (new); the JSON is `rankscope diff --json` (schema {}).", p.compared.base_name, c.schema.as_str())}</span>
             </div>
             if !v.also.is_empty() {
+                <p class="compare-also-head">{"Also beyond noise:"}</p>
                 <ul class="compare-also" data-testid="compare-also">
                     { for v.also.iter().take(8).map(|a| html! { <li>{rankscope_core::compare::verdict::cause_words(a)}</li> }) }
                 </ul>
@@ -163,7 +163,8 @@ fn report(p: &ReportProps) -> Html {
     }
 }
 
-/// "Change +303 ms (+34%), 97% interval … ; the floor is 27 ms: beyond noise." (the report's line).
+/// "Change +303 ms (+34%), 97% interval … ; the floor is 27 ms: beyond noise." (the report's
+/// line, in its words: `rankscope diff`'s text has it under "Step time").
 fn change_line(c: &Comparison) -> Html {
     let st = &c.step_time;
     let Some(s) = st.shift else {
@@ -181,7 +182,7 @@ fn change_line(c: &Comparison) -> Html {
                 signed_dur(s.hi_ns),
                 signed_pct(st.ratio_lo.unwrap_or(0.0)),
                 signed_pct(st.ratio_hi.unwrap_or(0.0)),
-                format::duration(st.floor_ns as f64),
+                rankscope_core::words::dur(st.floor_ns as f64),
             )}
             <strong class={if st.beyond_noise { "beyond" } else { "muted" }}>{judged}</strong>{"."}
         </p>

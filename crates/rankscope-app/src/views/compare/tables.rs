@@ -237,6 +237,9 @@ pub fn deltas(p: &Props) -> Html {
                         </tr>
                     }
                 }) }
+                if order.is_empty() {
+                    <tr><td colspan="8" class="muted">{if *beyond_only { "Nothing moved beyond noise." } else { "No figure or region in both runs." }}</td></tr>
+                }
                 if left > 0 {
                     <tr data-testid="compare-deltas-more"><td colspan="8" class="muted">
                         {format!("and {} more rows (the JSON download has them all) ", format::thousands(left as u64))}
@@ -263,6 +266,9 @@ pub fn findings(p: &Props) -> Html {
     html! {
         <>
             <h2>{"Findings"}<span class="muted">{format!("{} appeared, disappeared or changed; {same} the same in both runs", changed.len())}</span></h2>
+            if changed.is_empty() {
+                <p class="muted" data-testid="compare-findings-none">{"No finding appeared, disappeared or changed its saving."}</p>
+            } else {
             <table class="compare-findings" data-testid="compare-findings">
                 <thead><tr><th>{"finding"}</th><th>{"ranks"}</th><th>{"where"}</th><th>{"change"}</th><th class="num">{"saving per step, base → new"}</th><th>{"message"}</th></tr></thead>
                 <tbody>
@@ -277,7 +283,7 @@ pub fn findings(p: &Props) -> Html {
                             FindingChange::Both => "saving changed",
                         }}</td>
                         <td class="num">{format!("{} → {}", opt_dur(f.impact_base_ns), opt_dur(f.impact_new_ns))}</td>
-                        <td class="note">{f.message.clone()}</td>
+                        <td class="note"><div class="clamp" title={f.message.clone()}>{f.message.clone()}</div></td>
                     </tr>
                 }) }
                 if left > 0 {
@@ -285,6 +291,7 @@ pub fn findings(p: &Props) -> Html {
                 }
                 </tbody>
             </table>
+            }
         </>
     }
 }
