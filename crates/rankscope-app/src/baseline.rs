@@ -125,16 +125,20 @@ pub fn stop() {
 mod tests {
     use super::*;
 
+    fn error<T: std::fmt::Debug>(r: Result<T, String>) -> String {
+        r.err().unwrap_or_else(|| panic!("an error expected"))
+    }
+
     #[test]
     fn a_baseline_is_a_digest_or_a_saved_analysis() {
         let saved = br#"{"schema": "rankscope.analysis", "ranks": []}"#.to_vec();
         assert_eq!(analysis_json("a.json", saved.clone()), Ok(saved));
         let trace = br#"{"traceEvents": []}"#.to_vec();
-        let e = analysis_json("rank0.json", trace).unwrap_err();
+        let e = error(analysis_json("rank0.json", trace));
         assert!(e.starts_with("rank0.json: not a baseline"), "{e}");
-        let e = analysis_json("x.rsdigest", b"RSDIGEST\x01\x00broken".to_vec()).unwrap_err();
+        let e = error(analysis_json("x.rsdigest", b"RSDIGEST\x01\x00broken".to_vec()));
         assert!(e.starts_with("x.rsdigest: damaged rankscope job digest"), "{e}");
-        let e = parse("a.json", b"{\"schema\": \"rankscope.analysis\"").unwrap_err();
+        let e = error(parse("a.json", b"{\"schema\": \"rankscope.analysis\""));
         assert!(e.starts_with("a.json: not a rankscope analysis this version reads"), "{e}");
     }
 }
