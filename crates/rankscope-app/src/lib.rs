@@ -6,6 +6,7 @@
 //! [`state`] is the UI's reducer; [`views`] has one component per file. The core does every
 //! computation; nothing here parses, normalizes or aggregates trace data.
 
+pub mod baseline;
 pub mod divergence;
 pub mod download;
 pub mod dropped;

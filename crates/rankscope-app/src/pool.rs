@@ -417,8 +417,8 @@ fn on_message(inner_rc: &Rc<RefCell<Inner>>, index: usize, m: FromWorker, extra:
         FromWorker::Piece { file, index: piece, range } => {
             hand_piece(inner_rc, PieceFrom { owner: index, file, piece, range }, extra)
         }
-        // Only the warm-up's own worker sends it (`warm.rs`).
-        FromWorker::Warmed { .. } => {}
+        // Only the warm-up's and a baseline's own workers send them (`warm.rs`, `baseline.rs`).
+        FromWorker::Warmed { .. } | FromWorker::Baseline { .. } => {}
         FromWorker::Parsed { file, index: piece, ok } => {
             let mut inner = inner_rc.borrow_mut();
             inner.away.remove(&(file, piece));

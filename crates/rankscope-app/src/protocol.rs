@@ -22,6 +22,9 @@
 //! worker → UI   Cancelled {file}
 //! UI → worker   Ask {id, req, query}           a question about a loaded rank ([`Query`])
 //! worker → UI   Answer {id, req, answer}       its answer ([`Answer`]), with the same `req`
+//! UI → worker   Baseline {name} + File         a baseline to compare the job with (a worker
+//!               of its own, `baseline.rs`): a job digest or a saved `rankscope analyze --json`
+//! worker → UI   Baseline {name, error} + Uint8Array  its analysis's JSON (or why it is none)
 //! ```
 //!
 //! **A file holds one rank or several.** A Perfetto/Chrome merge of a job (one process per rank)
@@ -119,6 +122,10 @@ pub enum ToWorker {
     /// Run a load's whole path once on a small synthetic job, then answer [`FromWorker::Warmed`]
     /// (`warm.rs`): the engine's optimising compiler has the hot code ready before a real load.
     Warm,
+    /// A baseline to compare the job with, its `File` beside the message (`baseline.rs`).
+    Baseline {
+        name: String,
+    },
     Cancel {
         file: FileId,
     },
@@ -238,6 +245,12 @@ pub enum FromWorker {
     /// The warm-up is done (its ranks came as `Loaded` before it), in `ms`.
     Warmed {
         ms: f64,
+    },
+    /// A baseline's analysis, as the JSON it is stored as, beside the message (a transferred
+    /// `Uint8Array`, parsed once, on the page); `error`: why the file is not a baseline.
+    Baseline {
+        name: String,
+        error: Option<String>,
     },
 }
 

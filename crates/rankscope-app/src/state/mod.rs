@@ -26,6 +26,7 @@
 //! more field of [`JobView`] filled when the job is assembled ([`assembly`]).
 
 mod assembly;
+mod compared;
 mod files;
 #[cfg(test)]
 mod tests;
@@ -39,6 +40,7 @@ use rankscope_core::view::{RankClaim, RankSummary};
 use yew::Reducible;
 
 pub use self::assembly::{digest_rank, held, Assembly, Fabric, FlightRecorder, JobView};
+pub use self::compared::{Baseline, Compared};
 pub use self::files::{rank_of, FileEntry, FileRank, FileStatus};
 use crate::protocol::{FileId, InputKind, Phase, RankId};
 
@@ -54,10 +56,11 @@ pub enum View {
     Fabric,
     Diagnostics,
     Pipeline,
+    Compare,
 }
 
 impl View {
-    pub const ALL: [View; 9] = [
+    pub const ALL: [View; 10] = [
         View::Summary,
         View::Layout,
         View::Steps,
@@ -67,6 +70,7 @@ impl View {
         View::Fabric,
         View::Diagnostics,
         View::Pipeline,
+        View::Compare,
     ];
 
     /// The name in the URL hash.
@@ -81,6 +85,7 @@ impl View {
             View::Fabric => "fabric",
             View::Diagnostics => "diagnostics",
             View::Pipeline => "pipeline",
+            View::Compare => "compare",
         }
     }
 
@@ -95,6 +100,7 @@ impl View {
             View::Fabric => "Fabric",
             View::Diagnostics => "Diagnostics",
             View::Pipeline => "Pipeline",
+            View::Compare => "Compare",
         }
     }
 
@@ -150,6 +156,10 @@ pub struct State {
     pub digest: Option<(FileId, Rc<job::JobDigest>)>,
     /// The group or role the views are filtered to (kept in the URL hash).
     pub filter: Option<crate::groups::Filter>,
+    /// The baseline the job is compared with (kept when another job is opened; the Compare view).
+    pub baseline: Option<Baseline>,
+    /// The job compared with its read baseline.
+    pub compared: Option<Rc<Compared>>,
 }
 
 impl Default for State {
@@ -175,6 +185,8 @@ impl Default for State {
             title: None,
             digest: None,
             filter: None,
+            baseline: None,
+            compared: None,
         }
     }
 }
@@ -270,6 +282,10 @@ pub enum Action {
     Untrusted(String),
     SetTitle(Option<String>),
     SetFilter(Option<crate::groups::Filter>),
+    /// The baseline the job is compared with, as far as it has come (`baseline.rs`).
+    SetBaseline(Baseline),
+    /// No baseline any more.
+    ClearBaseline,
     /// Back to the landing page.
     Reset,
 }
@@ -320,6 +336,8 @@ impl Reducible for State {
             Action::Untrusted(origin) => *s.untrusted.entry(origin).or_default() += 1,
             Action::SetTitle(t) => s.title = t,
             Action::SetFilter(f) => s.filter = f,
+            Action::SetBaseline(b) => s.baseline = Some(b),
+            Action::ClearBaseline => s.baseline = None,
             Action::Reset => {
                 s = State {
                     view: s.view,
@@ -332,6 +350,7 @@ impl Reducible for State {
             }
         }
         s.assemble_when_read();
+        s.compare_when_ready();
         Rc::new(s)
     }
 }

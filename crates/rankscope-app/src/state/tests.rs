@@ -255,3 +255,37 @@ fn a_merged_file_is_its_ranks_as_the_cli_reads_them() {
     let lost = s.reduce(Action::Lost { file: 0 });
     assert!(lost.files[0].ranks.is_empty() && lost.parts.is_empty() && lost.job.is_none());
 }
+
+#[test]
+fn a_baseline_is_compared_with_the_job_and_kept_for_the_next_job() {
+    use rankscope_core::compare;
+    use std::sync::Arc;
+    let open = |s: Rc<State>, name: &str| {
+        let files = vec![(name.to_string(), 10)];
+        reduce_all(s, vec![Action::Start { files, demo: false }, loaded(0, name, Some(0))])
+    };
+    let s = open(Rc::new(State::default()), "a.json");
+    let job = s.job.clone().unwrap_or_else(|| panic!("job"));
+    let base = Arc::new((*job.analysis).clone());
+    let s = s.reduce(Action::SetBaseline(Baseline::Reading { name: "b.rsdigest".into() }));
+    assert!(s.compared.is_none(), "nothing to compare while the baseline is read");
+    let s =
+        s.reduce(Action::SetBaseline(Baseline::Ready { name: "b.rsdigest".into(), analysis: base.clone() }));
+    let c = s.compared.clone().unwrap_or_else(|| panic!("compared"));
+    assert_eq!(c.comparison, compare::compare(&base, &job.analysis, &compare::Options::default()));
+    assert!(Arc::ptr_eq(&c.base, &base) && Arc::ptr_eq(&c.new, &job.analysis));
+    assert_eq!(c.base_name, "b.rsdigest");
+    // Made once per pair: another action keeps it.
+    let s = s.reduce(Action::ToggleHelp);
+    assert!(s.compared.as_ref().is_some_and(|x| Rc::ptr_eq(x, &c)));
+    // Another job is compared with the same baseline.
+    let s = open(s, "c.json");
+    let next = s.compared.clone().unwrap_or_else(|| panic!("compared with the next job"));
+    assert!(Arc::ptr_eq(&next.base, &base) && !Arc::ptr_eq(&next.new, &job.analysis));
+    // A failed baseline, or none, compares nothing; the landing page forgets it.
+    let failed = Baseline::Failed { name: "x.json".into(), error: "x.json: not a baseline".into() };
+    assert!(s.clone().reduce(Action::SetBaseline(failed)).compared.is_none());
+    assert!(s.clone().reduce(Action::ClearBaseline).compared.is_none());
+    let s = s.reduce(Action::Reset);
+    assert!(s.baseline.is_none() && s.compared.is_none());
+}

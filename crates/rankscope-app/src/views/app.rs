@@ -75,7 +75,7 @@ pub fn app() -> Html {
         crate::embed::use_embed(page.clone(), &state, dispatch.clone(), open);
     }
 
-    // Back on the landing page: the workers and their ranks go.
+    // Back on the landing page: the workers and their ranks go, and a baseline still being read.
     {
         let pool = pool.clone();
         use_effect_with(state.files.is_empty(), move |empty| {
@@ -83,6 +83,7 @@ pub fn app() -> Html {
                 if let Some(old) = pool.borrow_mut().take() {
                     old.terminate();
                 }
+                crate::baseline::stop();
             }
         });
     }
@@ -375,6 +376,9 @@ fn current_view(state: &State) -> Html {
             View::Alignment => html! { <Alignment job={job.clone()} /> },
             View::Fabric => html! { <Fabric job={job.clone()} /> },
             View::Pipeline => html! { <super::pipeline::Pipeline job={job.clone()} /> },
+            View::Compare => html! {
+                <super::compare::Compare baseline={state.baseline.clone()} compared={state.compared.clone()} />
+            },
             View::Diagnostics => {
                 html! { <Diagnostics job={job.clone()} untrusted={state.untrusted.clone()} /> }
             }

@@ -3,6 +3,7 @@
 pub mod alignment;
 pub mod app;
 pub mod collectives;
+pub mod compare;
 pub mod diagnostics;
 pub mod embedded;
 pub mod exports;

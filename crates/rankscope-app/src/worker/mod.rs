@@ -167,6 +167,16 @@ fn handle(state: &Rc<RefCell<State>>, m: ToWorker, extra: JsValue) {
             });
         }
         ToWorker::Warm => spawn_local(warm::warm()),
+        ToWorker::Baseline { name } => spawn_local(async move {
+            let bytes = match extra.dyn_into::<web_sys::File>() {
+                Ok(f) => read_whole(&f).await.map_err(|e| format!("{name}: cannot read the file ({e})")),
+                Err(_) => Err(format!("{name}: no file was sent")),
+            };
+            match bytes.and_then(|b| crate::baseline::analysis_json(&name, b)) {
+                Ok(json) => post_with_bytes(&FromWorker::Baseline { name, error: None }, &json),
+                Err(e) => post(&FromWorker::Baseline { name, error: Some(e) }),
+            }
+        }),
         ToWorker::Cancel { file } => {
             let mut st = state.borrow_mut();
             st.cancelled.insert(file);
@@ -180,6 +190,12 @@ fn handle(state: &Rc<RefCell<State>>, m: ToWorker, extra: JsValue) {
             }
         }
     }
+}
+
+/// A file's bytes, whole (a baseline: its analysis is what is read of it).
+async fn read_whole(f: &web_sys::File) -> Result<Vec<u8>, String> {
+    let buf = JsFuture::from(f.array_buffer()).await.map_err(|e| js_text(&e))?;
+    Ok(Uint8Array::new(&buf).to_vec())
 }
 
 fn is_cancelled(state: &Rc<RefCell<State>>, file: FileId) -> bool {
