@@ -110,6 +110,18 @@ const NCCL_INSPECTOR: Foreign = Foreign {
 const DIGEST_IN_TRACE_PATH: Foreign =
     Foreign { format: "a rankscope job digest", instead: "pass it alone to `rankscope analyze`" };
 
+/// Whether `text` (a file's first bytes) is an NCCL Inspector log ([`crate::nccl::inspector`]):
+/// a JSON object per line with a `header` and a `coll_perf` or `p2p_perf`.
+pub fn is_nccl_inspector(text: &[u8]) -> bool {
+    let line = text.split(|&b| b == b'\n').find(|l| l.iter().any(|b| !b.is_ascii_whitespace()));
+    line.is_some_and(|l| {
+        let has = |k: &[u8]| memchr::memmem::find(l, k).is_some();
+        l.trim_ascii_start().starts_with(b"{")
+            && has(b"\"header\"")
+            && (has(b"\"coll_perf\"") || has(b"\"p2p_perf\""))
+    })
+}
+
 /// Which foreign format a file is, from its name and its first bytes (`raw`: as read, gzip or
 /// not; `text`: the decompressed text's first bytes, when the file was gzip, else `raw` again).
 /// `None` when nothing says: the trace reader's own message then stands.
@@ -154,7 +166,7 @@ pub fn identify(name: &str, raw: &[u8], text: &[u8]) -> Option<Foreign> {
         if has(b"\"nodes\"") && has(b"\"schema\"") && !has(b"\"traceEvents\"") {
             return Some(EXECUTION_TRACE);
         }
-        if crate::nccl::inspector::looks_like(body) {
+        if is_nccl_inspector(body) {
             return Some(NCCL_INSPECTOR);
         }
         return None;

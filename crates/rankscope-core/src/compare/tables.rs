@@ -44,26 +44,7 @@ pub struct CollSide {
     pub busbw_gbps: Option<f64>,
 }
 
-/// The size bucket of a message: powers of 4 from 1 KiB.
-pub fn size_bucket(bytes: Option<i64>) -> String {
-    let Some(b) = bytes.filter(|&b| b > 0) else { return "unknown".into() };
-    if b < 1024 {
-        return "<1 KiB".into();
-    }
-    let units = ["KiB", "MiB", "GiB", "TiB"];
-    let mut lo: i64 = 1024;
-    let mut k = 0usize;
-    while lo.saturating_mul(4) <= b && k < 40 {
-        lo = lo.saturating_mul(4);
-        k += 1;
-    }
-    // lo = 1024 · 4^k; say it in the largest unit it is a whole multiple of.
-    let exp = 10 + 2 * k; // log2(lo)
-    let unit = (exp / 10).min(units.len());
-    let scale = 1i64 << (10 * unit);
-    let (a, z) = (lo / scale, lo.saturating_mul(4) / scale);
-    format!("{a}-{z} {}", units[unit - 1])
-}
+pub use crate::words::size_bucket;
 
 fn group_label(a: &Analysis, pg: &str) -> String {
     a.layout

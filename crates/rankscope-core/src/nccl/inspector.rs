@@ -79,16 +79,10 @@ pub struct Read {
     pub versions: Vec<String>,
 }
 
-/// Whether `text` (a file's first bytes) is an Inspector log: a JSON object per line with a
-/// `header` and a `coll_perf` or `p2p_perf`.
+/// Whether `text` (a file's first bytes) is an Inspector log ([`crate::input::is_nccl_inspector`]:
+/// the input layer tells every kind, below this module).
 pub fn looks_like(text: &[u8]) -> bool {
-    let line = text.split(|&b| b == b'\n').find(|l| l.iter().any(|b| !b.is_ascii_whitespace()));
-    line.is_some_and(|l| {
-        let has = |k: &[u8]| memchr::memmem::find(l, k).is_some();
-        l.trim_ascii_start().starts_with(b"{")
-            && has(b"\"header\"")
-            && (has(b"\"coll_perf\"") || has(b"\"p2p_perf\""))
-    })
+    crate::input::is_nccl_inspector(text)
 }
 
 /// Reads one Inspector log (any bytes: a line that is not a record is a diagnostic naming its
@@ -166,7 +160,7 @@ fn record(v: &Value) -> Result<(Record, Option<String>), String> {
 pub struct Band {
     pub func: String,
     /// The band: powers of 4 from 1 KiB (`16-64 MiB`), as `rankscope diff` names sizes
-    /// ([`crate::compare::tables::size_bucket`]).
+    /// ([`crate::words::size_bucket`]).
     pub size: String,
     /// Distinct calls (sequence numbers) and member records.
     pub calls: usize,
@@ -264,7 +258,7 @@ fn comm(id: &str, recs: &[&Record]) -> Comm {
     let mut bands: BTreeMap<(String, u32, String), Vec<&Record>> = BTreeMap::new();
     for r in recs {
         let order = if r.bytes == 0 { 0 } else { 64 - r.bytes.leading_zeros() };
-        let size = crate::compare::tables::size_bucket(i64::try_from(r.bytes).ok());
+        let size = crate::words::size_bucket(i64::try_from(r.bytes).ok());
         bands.entry((r.func.clone(), order / 2, size)).or_default().push(r);
     }
     let bands = bands
