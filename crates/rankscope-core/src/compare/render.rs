@@ -156,19 +156,8 @@ fn write(c: &Comparison, style: Style) -> String {
         ]);
     }
     t.write(&mut out, style);
-    if let Some(s) = st.shift {
-        out.push_str(&format!(
-            "Change {} ({}), {:.0}% interval {}…{} ({}…{}); the floor is {}: {}.\n\n",
-            signed_dur(s.delta_ns),
-            signed_pct(st.ratio.unwrap_or(0.0)),
-            (100.0 * s.confidence).floor(),
-            signed_dur(s.lo_ns),
-            signed_dur(s.hi_ns),
-            signed_pct(st.ratio_lo.unwrap_or(0.0)),
-            signed_pct(st.ratio_hi.unwrap_or(0.0)),
-            dur(st.floor_ns as f64),
-            judged(st.beyond_noise)
-        ));
+    if let Some(words) = change_words(st) {
+        out.push_str(&format!("{words}: {}.\n\n", judged(st.beyond_noise)));
     }
     explained(&mut out, style, c);
     heading(&mut out, style, "Configuration");
@@ -291,6 +280,24 @@ fn explained(out: &mut String, style: Style, c: &Comparison) {
     out.push_str(
         "A cause explains the change by which its saving moved; savings of two causes may overlap. The ideal step is every rank at its peers' typical speed.\n\n",
     );
+}
+
+/// "Change +303 ms (+34%), 97% interval +133 ms…+364 ms (+15%…+41%); the floor is 27 ms": the
+/// step's change with its interval and the floor it is judged against (the report's line and
+/// the app's Compare view; "beyond noise" or "within noise" follows). None without a shift.
+pub fn change_words(st: &super::StepTime) -> Option<String> {
+    let s = st.shift?;
+    Some(format!(
+        "Change {} ({}), {:.0}% interval {}…{} ({}…{}); the floor is {}",
+        signed_dur(s.delta_ns),
+        signed_pct(st.ratio.unwrap_or(0.0)),
+        (100.0 * s.confidence).floor(),
+        signed_dur(s.lo_ns),
+        signed_dur(s.hi_ns),
+        signed_pct(st.ratio_lo.unwrap_or(0.0)),
+        signed_pct(st.ratio_hi.unwrap_or(0.0)),
+        dur(st.floor_ns as f64),
+    ))
 }
 
 /// The comparison as plain text.

@@ -11,7 +11,6 @@ mod tables;
 
 use std::rc::Rc;
 
-use rankscope_core::compare::verdict::{signed_dur, signed_pct};
 use rankscope_core::compare::{render, Change, Comparison};
 use web_sys::{File, HtmlInputElement};
 use yew::prelude::*;
@@ -173,17 +172,7 @@ fn change_line(c: &Comparison) -> Html {
     let judged = if st.beyond_noise { "beyond noise" } else { "within noise" };
     html! {
         <p data-testid="compare-change" data-beyond-noise={st.beyond_noise.to_string()} data-delta-ns={s.delta_ns.to_string()}>
-            {format!(
-                "Change {} ({}), {:.0}% interval {}…{} ({}…{}); the floor is {}: ",
-                signed_dur(s.delta_ns),
-                signed_pct(st.ratio.unwrap_or(0.0)),
-                (100.0 * s.confidence).floor(),
-                signed_dur(s.lo_ns),
-                signed_dur(s.hi_ns),
-                signed_pct(st.ratio_lo.unwrap_or(0.0)),
-                signed_pct(st.ratio_hi.unwrap_or(0.0)),
-                rankscope_core::words::dur(st.floor_ns as f64),
-            )}
+            {format!("{}: ", rankscope_core::compare::render::change_words(st).unwrap_or_default())}
             <strong class={if st.beyond_noise { "beyond" } else { "muted" }}>{judged}</strong>{"."}
         </p>
     }
