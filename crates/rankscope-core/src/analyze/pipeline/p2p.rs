@@ -36,15 +36,19 @@ fn link<'l>(links: &'l mut Links, pg: &str, src: u32, dst: u32) -> &'l mut P2pLi
     })
 }
 
-/// Matches sends to recvs (see the module doc). `insts[k]` belongs to rank `ranks[k]`.
-pub(crate) fn match_p2p<'a>(ranks: &[u32], insts: &'a [Vec<Instance>]) -> (Vec<Pair<'a>>, Vec<P2pLink>) {
+/// Matches sends to recvs (see the module doc). `insts[k]` belongs to rank `ranks[k]` (owned
+/// lists or borrowed slices: the what-if model lends its ranks' lists without copying them).
+pub(crate) fn match_p2p<'a, V: AsRef<[Instance]>>(
+    ranks: &[u32],
+    insts: &'a [V],
+) -> (Vec<Pair<'a>>, Vec<P2pLink>) {
     let slot = |rank: u32| ranks.iter().position(|&r| r == rank);
     let mut sends: Vec<Vec<End>> = Vec::new();
     let mut recvs: Vec<Vec<End>> = Vec::new();
     for v in insts {
         let mut s = Vec::new();
         let mut r = Vec::new();
-        for x in v.iter().filter(|x| x.p2p) {
+        for x in v.as_ref().iter().filter(|x| x.p2p) {
             let end = End { x, peer: x.peer, taken: false, inferred: false };
             match x.kind {
                 CollKind::Send => s.push(end),

@@ -249,7 +249,7 @@ fn exchanges(
         (if host_issue.contains(&rank) { x.issued_ns } else { x.start_ns }) - offsets.of(rank)
     };
     let ranks: Vec<u32> = insts.iter().map(|(r, _)| *r).collect();
-    let lists: Vec<Vec<Instance>> = insts.iter().map(|(_, v)| v.clone()).collect();
+    let lists: Vec<&[Instance]> = insts.iter().map(|(_, v)| v.as_slice()).collect();
     let (pairs, _) = crate::analyze::pipeline::p2p::match_p2p(&ranks, &lists);
     for (src, dst, send, recv, _) in pairs {
         let (Some(&ks), Some(&kr)) = (inst_of.get(&(src, send.event.0)), inst_of.get(&(dst, recv.event.0)))
