@@ -9,6 +9,11 @@ time against the replay of the job with its recorded durations; the mean and the
 relative error; whether the replay is within the bounds (mean <= 5%, every step <= 15%) and
 whether the judging layer takes gains from it (within the bounds, and no point-to-point exchange:
 docs/metrics.md, "What-if").
+
+Then the paired runs (the same job with and without one cause on one rank): the difference of
+their own step times (each run's `measured` in its scenario.json: per step the slowest rank's
+`step_ms`, the median over steps) against the replay's gain for that rank in the run with the
+cause (`whatif.ranks[].gain_ns`, the late rank brought to its peers).
 """
 import glob
 import json
@@ -17,7 +22,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CLI = os.path.join(ROOT, "target", "debug", "rankscope")
+CLI = os.environ.get("RANKSCOPE_CLI") or os.path.join(ROOT, "target", "debug", "rankscope")
 
 
 def runs():
@@ -52,6 +57,43 @@ def main():
         used.append(ok)
         print(f"| `{name}` | {len(w['steps'])} | {rec:.1f} | {rep:.1f} | {100 * w['mean_error']:.1f}% | {100 * w['max_error']:.1f}% | {why} |")
     print(f"\n{sum(used)} of {len(used)} replayed runs within the bounds.", file=sys.stderr)
+    print()
+    pairs()
+
+
+# (run without the cause, run with it, the rank that carries it); the same job otherwise.
+PAIRS = [
+    ("pairs/pair_neither", "pairs/pair_loader", 3),
+    ("pairs/pair_buckets", "pairs/pair_both", 3),
+    ("pairs/base", "pairs/slow_loader_r3", 3),
+    ("pairs/base", "pairs/uneven_r0", 0),
+    ("repeat/baseline_b", "repeat/host_stall_b", 2),
+    ("layout/tp2_dp2_healthy", "layout/tp2_dp2_stall", 3),
+    ("layout/hsdp_2x2_healthy", "layout/hsdp_2x2_slow_loader", 1),
+]
+
+
+def measured_step_ms(d):
+    with open(os.path.join(d, "scenario.json")) as f:
+        per_rank = json.load(f)["measured"]["per_rank"]
+    n = min(len(r["steps"]) for r in per_rank.values())
+    job = sorted(max(r["steps"][i]["step_ms"] for r in per_rank.values()) for i in range(n))
+    return job[(n - 1) // 2]
+
+
+def pairs():
+    print("| pair (base → with the cause) | rank | measured difference (ms) | replayed gain (ms) | off by |")
+    print("|---|---|---|---|---|")
+    zoo = os.path.join(ROOT, "tests", "zoo")
+    for base, cause, rank in PAIRS:
+        want = measured_step_ms(os.path.join(zoo, cause)) - measured_step_ms(os.path.join(zoo, base))
+        p = subprocess.run([CLI, "analyze", "--json", os.path.join(zoo, cause)], capture_output=True, text=True)
+        w = (json.loads(p.stdout) if p.stdout else {}).get("whatif") or {}
+        got = next((g["gain_ns"] / 1e6 for g in w.get("ranks", []) if g["rank"] == rank), None)
+        if got is None:
+            print(f"| `{base}` → `{cause}` | {rank} | {want:.0f} | – | – |")
+            continue
+        print(f"| `{base}` → `{cause}` | {rank} | {want:.0f} | {got:.0f} | {100 * (got - want) / want:+.0f}% |")
 
 
 if __name__ == "__main__":

@@ -69,6 +69,13 @@ pub struct Model {
     pub op_of: FxHashMap<(u32, u32), usize>,
     /// (collective, rank) → the collective before it on the rank's lane.
     pub lane_prev: FxHashMap<(usize, u32), usize>,
+    /// (collective, rank) → how much later than the collective's completion the rank saw it
+    /// complete (its recorded end after the last member's start plus the transfer); absent
+    /// when none.
+    pub lag: FxHashMap<(usize, u32), i64>,
+    /// (collective, rank) → how long after it was issued and its lane was free it started on
+    /// the rank (the backend's worker picking it up, the stream reaching it); absent when none.
+    pub dispatch: FxHashMap<(usize, u32), i64>,
     /// Some rank has point-to-point exchanges ([`WhatIf::p2p`]).
     pub p2p: bool,
     /// Exchanges paired into the model.
@@ -176,9 +183,16 @@ pub fn model(
             src: Some(src),
             eager_ns: None,
         });
-        for (r, ev) in o.ranks.iter().zip(&o.events) {
+        let last_start = o.start_ns.iter().copied().max().unwrap_or(0);
+        for (j, (r, ev)) in o.ranks.iter().zip(&o.events).enumerate() {
             if let Some(&k) = inst_of.get(&(*r, ev.0)) {
                 m.op_of.insert((*r, k), idx);
+            }
+            // The member's own completion: after the last start by its own duration's end.
+            let end = o.start_ns.get(j).zip(o.dur_ns.get(j)).map_or(0, |(s, d)| s + d);
+            let lag = end - last_start - o.transfer_ns;
+            if lag > 0 {
+                m.lag.insert((idx, *r), lag);
             }
         }
     }
@@ -199,14 +213,26 @@ pub fn model(
         for (k, x) in mine.iter().enumerate() {
             by_lane.entry(x.lane).or_default().push((x.start_ns, x.end_ns, k as u32));
         }
+        let cpu_issue = host_issue.contains(&rank);
         for v in by_lane.values_mut() {
             v.sort_unstable();
-            for w in v.windows(2) {
-                if w[0].1 > w[1].0 {
-                    continue;
-                }
-                if let (Some(&a), Some(&b)) = (m.op_of.get(&(rank, w[0].2)), m.op_of.get(&(rank, w[1].2))) {
+            for (j, &(start, _, k)) in v.iter().enumerate() {
+                // The one before it on the lane, where their spans did not overlap.
+                let prev = j.checked_sub(1).and_then(|i| v.get(i)).filter(|p| p.1 <= start);
+                let Some(&b) = m.op_of.get(&(rank, k)) else { continue };
+                if let Some(&a) = prev.and_then(|p| m.op_of.get(&(rank, p.2))) {
                     m.lane_prev.insert((b, rank), a);
+                }
+                // A collective's start after it was ready and its lane free.
+                let Some(x) = mine.get(k as usize).filter(|_| m.ops.get(b).is_some_and(|o| o.src.is_some()))
+                else {
+                    continue;
+                };
+                let ready = if cpu_issue { x.issued_ns } else { x.start_ns };
+                let free = prev.map_or(i64::MIN, |p| p.1);
+                let dispatch = start - ready.max(free);
+                if dispatch > 0 {
+                    m.dispatch.insert((b, rank), dispatch);
                 }
             }
         }
@@ -455,7 +481,7 @@ mod tests {
             items: vec![
                 Item::Own(first),
                 Item::Issue(0),
-                Item::Wait { inst: 0, recorded_ns: 1 },
+                Item::Wait { inst: 0, recorded_ns: 1, wake_ns: 0 },
                 Item::Own(tail),
             ],
             slots: vec![Slot::Tail; 4],
@@ -466,6 +492,32 @@ mod tests {
         m.op_of.insert((1, 0), 0);
         m.steps.insert(0, BTreeMap::from([(0, prog(send_first, 20)), (1, prog(recv_first, 3))]));
         m
+    }
+
+    #[test]
+    fn a_collective_keeps_each_members_dispatch_lag_and_wake() {
+        // A collective of the job's (`src`): rank 1 picks it up 3 after issuing it (dispatch),
+        // rank 0 sees it complete 2 after the others (lag) and resumes 1 after that (wake).
+        let mut m = exchange(10, 50, 4, None);
+        if let Some(o) = m.ops.first_mut() {
+            o.src = Some(0);
+        }
+        m.dispatch.insert((0, 1), 3);
+        m.lag.insert((0, 0), 2);
+        if let Some(p) = m.steps.get_mut(&0).and_then(|s| s.get_mut(&0)) {
+            p.items[2] = Item::Wait { inst: 0, recorded_ns: 1, wake_ns: 1 };
+        }
+        // Started on both at 50 + 3, done at 57; rank 0 resumes at 57 + 2 + 1 and ends its
+        // tail of 20 at 80; rank 1 at 57 + 3 = 60.
+        assert_eq!(replay(&m, &AsRecorded).steps, vec![(0, 80)]);
+        // Bringing rank 1's own time to its peer's keeps all three: 10 + 3 + 4 + 2 + 1 + 20.
+        let mut own = OwnAt::default();
+        own.by_rank.extend([(0, 10), (1, 50)]);
+        own.sorted = vec![10, 50];
+        let mut m2 = m.clone();
+        m2.own.insert((0, Slot::Tail), own);
+        let late = ToPeers { m: &m2, who: BTreeSet::from([1]) };
+        assert_eq!(replay(&m2, &late).steps, vec![(0, 40)]);
     }
 
     #[test]

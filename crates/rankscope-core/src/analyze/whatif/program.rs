@@ -35,8 +35,15 @@ pub enum Item {
     Own(i64),
     /// The rank issues its instance `.0` (an index into the part's instances).
     Issue(u32),
-    /// The rank waits for its instance `inst` to complete; the wait took `recorded_ns`.
-    Wait { inst: u32, recorded_ns: i64 },
+    /// The rank waits for its instance `inst` to complete; the wait took `recorded_ns`, and
+    /// the rank resumed `wake_ns` after the completion (negative: the backend's span closed
+    /// after the thread it woke had resumed).
+    Wait {
+        inst: u32,
+        recorded_ns: i64,
+        #[serde(default)]
+        wake_ns: i64,
+    },
 }
 
 /// A step of one rank.
@@ -141,7 +148,8 @@ fn program(step: u32, lo: i64, hi: i64, instances: &[Instance], busy: &Set, cpu_
         marks.push((t.clamp(lo, hi), 0, Item::Issue(k as u32)));
     }
     for &(g0, g1, k) in &waits {
-        marks.push((g0, 1, Item::Wait { inst: k, recorded_ns: g1 - g0 }));
+        let wake_ns = instances.get(k as usize).map_or(0, |x| g1 - x.end_ns);
+        marks.push((g0, 1, Item::Wait { inst: k, recorded_ns: g1 - g0, wake_ns }));
     }
     marks.sort_by_key(|m| (m.0, m.1));
     let mut items = Vec::with_capacity(marks.len() * 2 + 1);

@@ -139,9 +139,9 @@ impl StepRun<'_, '_> {
                         self.to_start.push((op, c.rank));
                     }
                 }
-                Item::Wait { inst, recorded_ns } => match self.m.op_of.get(&(c.rank, inst)) {
+                Item::Wait { inst, recorded_ns, wake_ns } => match self.m.op_of.get(&(c.rank, inst)) {
                     Some(&op) => match end_on(&self.done, &self.sent, self.m, op, c.rank) {
-                        Some(end) => c.t = c.t.max(end),
+                        Some(end) => c.t = c.t.max(end + wake_ns),
                         None => {
                             self.waiting.entry(op).or_default().push(ci);
                             return;
@@ -178,9 +178,10 @@ impl StepRun<'_, '_> {
             self.work.extend(self.waiting.remove(&op).unwrap_or_default());
             self.to_start.extend(self.lane_waiting.remove(&op).unwrap_or_default());
         }
+        let dispatch = self.m.dispatch.get(&(op, rank)).copied().unwrap_or(0);
         let e = self.started.entry(op).or_insert((0, i64::MIN));
         e.0 += 1;
-        e.1 = e.1.max(ready.max(free));
+        e.1 = e.1.max(ready.max(free) + dispatch);
         if e.0 == o.ranks.len() {
             let end = e.1 + self.change.transfer(op, o.transfer_ns).max(0);
             self.done.insert(op, end);
@@ -236,7 +237,7 @@ fn end_on(
     if sender {
         sent.get(&op).copied()
     } else {
-        done.get(&op).copied()
+        done.get(&op).map(|d| d + m.lag.get(&(op, rank)).copied().unwrap_or(0))
     }
 }
 
