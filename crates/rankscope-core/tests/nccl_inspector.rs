@@ -239,3 +239,35 @@ fn a_trace_without_sequence_numbers_is_joined_by_kind_size_and_order() {
     assert!(j.pairings.iter().all(|p| p.method.as_str() == "kind_size_order"));
     assert_eq!(j.times.disagree, 1);
 }
+
+#[test]
+fn a_whole_run_before_the_profiled_window_is_told_apart_by_the_members_times() {
+    use rankscope_core::analyze::inspector_join;
+    let (m, _) = synth_job();
+    let mut records: Vec<inspector::Record> = std::fs::read_dir(dir().join("join"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .flat_map(|p| inspector::read("x", &std::fs::read(&p).unwrap()).records)
+        .collect();
+    // 5,000 more calls of group 0's communicator before the window, the same kind and size as
+    // every bucket of the traces (each member's time drawn anew): only the times tell the
+    // window's calls from them.
+    let comm = "0x5eed0000000a11";
+    let model = records.iter().find(|r| r.comm == comm).unwrap().clone();
+    for r in records.iter_mut().filter(|r| r.comm == comm) {
+        r.sn += 5000;
+    }
+    let mut rng = rankscope_synth::Rng::new(5);
+    for sn in 0..5000u64 {
+        for rank in 0..4 {
+            let exec_us = 500 + (rng.next_u64() % 400);
+            records.push(inspector::Record { rank, sn, exec_us, ..model.clone() });
+        }
+    }
+    let j = inspector_join::join(&records, &m.ops, m.analysis.matching.method);
+    let p = j.pairings.iter().find(|p| p.comm == comm).unwrap();
+    // The generator's offset (−1), moved by the 5,000 calls put before.
+    assert_eq!((p.offset, p.matched), (Some(4999), 16));
+    assert_eq!((j.matched, j.times.disagree), (18, 1));
+}

@@ -47,7 +47,7 @@ pub const DISAGREE_SHARE: f64 = 0.10;
 /// ...and beyond this many ns.
 pub const DISAGREE_MIN_NS: i64 = 20_000;
 /// Candidate pairs looked at per (communicator, group) when finding the offset.
-const MAX_CANDIDATES: usize = 1 << 20;
+const MAX_CANDIDATES: usize = 1 << 24;
 
 crate::named_enum! {
     /// How a communicator's calls were paired with a process group's collectives.
@@ -198,54 +198,69 @@ fn compatible(c: &Call<'_>, o: &Op) -> bool {
     kind == c.kind && (o.group_size <= 0 || o.group_size == c.n) && size
 }
 
-/// The offset between two position lists: among the offsets held by the most compatible pairs
-/// (within 10% of the most), the one whose pairs' member times agree best (identical calls,
-/// as a run's equal gradient buckets are, fit any shift; their durations tell them apart),
-/// then the smallest |d|.
+/// The offset between two position lists: the one the most compatible pairs hold, and among
+/// those held equally often (identical calls, as a run's equal gradient buckets are, fit any
+/// shift; their durations tell them apart) the one whose pairs' member times agree best, then
+/// the smallest |d|. At most [`MAX_CANDIDATES`] pairs are looked at, the positions of `b` taken
+/// in a stride that spreads them over the list.
 fn best_offset(a: &[(i64, &Call<'_>)], b: &[(i64, &Op)]) -> Option<i64> {
-    let mut votes: BTreeMap<i64, usize> = BTreeMap::new();
+    let kern: Vec<Vec<i64>> = b.iter().map(|(_, o)| kernels(o)).collect();
+    let mut votes: BTreeMap<i64, (usize, usize)> = BTreeMap::new();
     let mut looked = 0usize;
-    'outer: for (pb, o) in b {
+    'outer: for j in spread(b.len()) {
+        let (Some((pb, o)), Some(k)) = (b.get(j), kern.get(j)) else { continue };
         for (pa, c) in a {
             looked += 1;
             if looked > MAX_CANDIDATES {
                 break 'outer;
             }
             if compatible(c, o) {
-                *votes.entry(pa - pb).or_default() += 1;
+                let v = votes.entry(pa - pb).or_default();
+                v.0 += 1;
+                v.1 += agreeing(c, k);
             }
         }
     }
-    let most = votes.values().copied().max()?;
-    let mut near: Vec<(i64, usize)> = votes.into_iter().filter(|&(_, v)| v * 10 >= most * 9).collect();
-    near.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.abs().cmp(&y.0.abs())));
-    near.truncate(64);
-    let at: BTreeMap<i64, &Call<'_>> = a.iter().map(|(p, c)| (*p, *c)).collect();
-    near.into_iter()
-        .map(|(d, _)| {
-            let (mut n, mut fit) = (0usize, 0usize);
-            for (p, o) in b {
-                if let Some(c) = at.get(&(p + d)).filter(|c| compatible(c, o)) {
-                    n += 1;
-                    fit += agreeing(c, o);
-                }
-            }
-            (d, n, fit)
-        })
-        .max_by(|x, y| x.1.cmp(&y.1).then(x.2.cmp(&y.2)).then(y.0.abs().cmp(&x.0.abs())))
-        .map(|(d, _, _)| d)
+    votes.into_iter().max_by(|x, y| x.1.cmp(&y.1).then(y.0.abs().cmp(&x.0.abs()))).map(|(d, _)| d)
 }
 
-/// How many members' execution times agree with their kernel times (see the module doc).
-fn agreeing(c: &Call<'_>, o: &Op) -> usize {
-    let order = members_in_order(o);
+/// `0..n` in an order that visits the whole range early: 0, n/2, n/4, 3n/4, … (each once).
+fn spread(n: usize) -> Vec<usize> {
+    let mut out = Vec::with_capacity(n);
+    let mut seen = vec![false; n];
+    let mut step = n.next_power_of_two();
+    while step > 0 {
+        let mut i = 0;
+        while i < n {
+            if let Some(s) = seen.get_mut(i).filter(|s| !**s) {
+                *s = true;
+                out.push(i);
+            }
+            i += step;
+        }
+        step /= 2;
+    }
+    out
+}
+
+/// The op's kernel time per communicator rank (the group's ranks in rank order).
+fn kernels(o: &Op) -> Vec<i64> {
+    members_in_order(o).into_iter().map(|(_, k)| o.dur_ns.get(k).copied().unwrap_or(0)).collect()
+}
+
+/// How many members' execution times agree with their kernel times (`kern`: [`kernels`]).
+fn agreeing(c: &Call<'_>, kern: &[i64]) -> usize {
+    if kern.len() as i64 != c.n {
+        return 0;
+    }
     c.members
         .iter()
         .filter(|r| {
-            let k = usize::try_from(r.rank).ok().filter(|_| order.len() as i64 == c.n);
-            let kernel = k.and_then(|i| order.get(i)).and_then(|&(_, k)| o.dur_ns.get(k)).copied();
             let exec = i64::try_from(r.exec_us).unwrap_or(i64::MAX / 1000).saturating_mul(1000);
-            kernel.is_some_and(|k| !disagree(exec, k))
+            usize::try_from(r.rank)
+                .ok()
+                .and_then(|i| kern.get(i))
+                .is_some_and(|&k| k > 0 && !disagree(exec, k))
         })
         .count()
 }
@@ -471,4 +486,20 @@ fn agreement(calls: &[JoinedCall]) -> TimeAgreement {
     });
     off.truncate(10);
     TimeAgreement { compared: ratios.len(), disagree, ratio_p50: median(ratios), worst: off }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_spread_visits_every_position_once_the_ends_early() {
+        for n in [0usize, 1, 2, 5, 16, 33] {
+            let s = spread(n);
+            let mut sorted = s.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, (0..n).collect::<Vec<_>>(), "{n}");
+        }
+        assert_eq!(&spread(8)[..3], &[0, 4, 2]);
+    }
 }

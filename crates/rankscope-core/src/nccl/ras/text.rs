@@ -238,7 +238,8 @@ fn comm_header(t: &str) -> Option<(&str, String, &str)> {
         return None;
     }
     // The JSON writes `0x%lx` (no leading zeros), the text `%016lx`: one spelling.
-    let hash = format!("0x{}", hash.trim_start_matches('0'));
+    let digits = hash.trim_start_matches('0');
+    let hash = format!("0x{}", if digits.is_empty() { "0" } else { digits });
     Some((label, hash, kind.trim()))
 }
 
