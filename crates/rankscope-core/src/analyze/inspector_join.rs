@@ -11,8 +11,9 @@
 //! - **by sequence** (the traces were matched by `Seq`, [`MatchMethod::ProcessGroupSeq`]): NCCL
 //!   counts a communicator's collectives from its creation and PyTorch a group's from its own,
 //!   so `sn = Seq + d` for one offset `d` per pair. The offset held by the most compatible pairs
-//!   is taken (the smallest |d| on a tie), and a call is matched when the call at `Seq + d` is
-//!   compatible;
+//!   is taken; among offsets held equally often (a run's equal gradient buckets fit any shift)
+//!   the one whose pairs' member times agree most (below), then the smallest |d|. A call is
+//!   matched when the call at `Seq + d` is compatible;
 //! - **by kind, size and order** (otherwise): per kind, the Inspector's calls by `sn` and the
 //!   trace's by their key (the ordinal PyTorch's matching gave them), shifted by the shift held
 //!   by the most compatible pairs.
