@@ -183,3 +183,27 @@ fn other_nccl_outputs_are_not_ras_reports() {
     assert_eq!(ras::sniff(br#"{"traceEvents": [], "communicators": 1}"#), None);
     assert_eq!(ras::sniff(b"node-1:123:456 [0] NCCL INFO Bootstrap : Using eth0\n"), None);
 }
+
+#[test]
+fn ranks_that_only_disagree_are_a_warning_after_the_verdict() {
+    // Every rank reported, no error; rank 1 launched one AllReduce fewer than rank 0.
+    let rank = |r: i64, n: u64| {
+        format!(
+            r#"{{"rank":{r},"host":"10.0.0.1","pid":{},"cuda_dev":{r},"nvml_dev":{r},"status":{{"init_state":0,"async_error":0,"finalize_called":false,"destroy_flag":false,"abort_flag":false}},"collective_counts":{{"AllReduce":{n}}}}}"#,
+            100 + r
+        )
+    };
+    let doc = format!(
+        r#"{{"nccl_version":"2.29.1","communicators":[{{"hash":"0xabc","size":2,"ranks_count":2,"missing_ranks_count":0,"ranks":[{},{}],"missing_ranks":[]}}]}}"#,
+        rank(0, 6650),
+        rank(1, 6649)
+    );
+    let s = ras::read("mismatch.json", doc.as_bytes()).unwrap();
+    assert!(s.healthy());
+    assert!(s.headline[0].starts_with("every communicator is complete: 1 communicator"), "{:?}", s.headline);
+    assert!(
+        s.headline[1].starts_with("warning: communicator 0xabc (2 ranks): mismatch: AllReduce counts differ: the others at 6650, 1 rank at 6649 (1)"),
+        "{:?}",
+        s.headline
+    );
+}

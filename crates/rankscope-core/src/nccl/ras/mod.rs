@@ -195,11 +195,12 @@ impl RasStatus {
         }
     }
 
-    /// Whether the report names nothing wrong.
+    /// Whether the report names nothing wrong: no process dead or silent, no rank missing or in
+    /// error. Ranks that disagree (`mismatches`) are a warning, as RAS files them: in a running
+    /// job NCCL's collectives outpace RAS's query; only counts that stay apart across queries
+    /// mean a hang.
     pub fn healthy(&self) -> bool {
-        self.dead == 0
-            && self.not_responding == 0
-            && self.comms.iter().all(|c| c.missing == 0 && c.issues.is_empty() && c.mismatches.is_empty())
+        self.dead == 0 && self.not_responding == 0 && self.comms.iter().all(|c| !wrong(c))
     }
 
     fn note(&mut self, s: String) {
@@ -429,6 +430,11 @@ fn error_name(code: i64) -> String {
     format!("{name} ({code})")
 }
 
+/// A communicator with a rank missing or in error.
+fn wrong(c: &RasComm) -> bool {
+    c.missing > 0 || !c.issues.is_empty()
+}
+
 fn is_absence(p: Problem) -> bool {
     matches!(p, Problem::Dead | Problem::NotResponding | Problem::Missing)
 }
@@ -473,7 +479,7 @@ fn finish(s: &mut RasStatus) {
         c.issues.sort_by(|a, b| a.problem.cmp(&b.problem).then(a.rank.cmp(&b.rank)));
         c.issues.dedup();
     }
-    let bad = |c: &RasComm| c.missing > 0 || !c.issues.is_empty() || !c.mismatches.is_empty();
+    let bad = |c: &RasComm| wrong(c) || !c.mismatches.is_empty();
     let worst = |c: &RasComm| c.issues.iter().map(|i| i.problem).min();
     s.comms.sort_by(|a, b| {
         bad(b)
@@ -485,7 +491,7 @@ fn finish(s: &mut RasStatus) {
             .then_with(|| a.hash.cmp(&b.hash))
     });
     let mut lines = Vec::new();
-    for c in s.comms.iter().filter(|c| bad(c)) {
+    for c in s.comms.iter().filter(|c| wrong(c)) {
         lines.push(comm_sentence(c));
     }
     let named: Vec<&Process> = s.dead_processes.iter().collect();
@@ -513,6 +519,13 @@ fn finish(s: &mut RasStatus) {
         lines.push(format!(
             "every communicator is complete: {}{size}, no rank missing, dead or in error",
             plural(s.comms_total.max(0) as usize, "communicator")
+        ));
+    }
+    // Communicators whose only trouble is ranks that disagree come last, as warnings.
+    for c in s.comms.iter().filter(|c| !wrong(c) && !c.mismatches.is_empty()) {
+        lines.push(format!(
+            "warning: {} (NCCL may outpace RAS's query; counts that stay apart across queries mean a hang)",
+            comm_sentence(c)
         ));
     }
     s.headline = lines;
