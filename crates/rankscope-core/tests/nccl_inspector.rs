@@ -121,7 +121,7 @@ fn synth_job() -> (rankscope_core::analyze::Measured, Value) {
 #[test]
 fn the_join_with_the_synth_traces_finds_the_generator_truth() {
     use rankscope_core::analyze::inspector_join;
-    let join = dir().join("join");
+    let join = dir().with_file_name("nccl_inspector_join");
     let want: Value = serde_json::from_slice(&std::fs::read(join.join("expected.json")).unwrap()).unwrap();
     let truth: Value = serde_json::from_slice(&std::fs::read(join.join("truth.json")).unwrap()).unwrap();
     let (m, manifest) = synth_job();
@@ -153,7 +153,10 @@ fn the_join_with_the_synth_traces_finds_the_generator_truth() {
             )
         })
         .collect();
-    assert_eq!(now, then, "the synth job changed: regenerate join/ with make.py --synth");
+    assert_eq!(
+        now, then,
+        "the synth job changed: regenerate nccl_inspector_join/ with nccl_inspector/make.py --synth"
+    );
     let mut records = Vec::new();
     for e in std::fs::read_dir(&join).unwrap() {
         let p = e.unwrap().path();
@@ -217,7 +220,7 @@ fn the_join_with_the_synth_traces_finds_the_generator_truth() {
 fn a_trace_without_sequence_numbers_is_joined_by_kind_size_and_order() {
     use rankscope_core::analyze::{inspector_join, instances::MatchMethod};
     let (m, _) = synth_job();
-    let records: Vec<_> = std::fs::read_dir(dir().join("join"))
+    let records: Vec<_> = std::fs::read_dir(dir().with_file_name("nccl_inspector_join"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "log"))
@@ -244,7 +247,7 @@ fn a_trace_without_sequence_numbers_is_joined_by_kind_size_and_order() {
 fn a_whole_run_before_the_profiled_window_is_told_apart_by_the_members_times() {
     use rankscope_core::analyze::inspector_join;
     let (m, _) = synth_job();
-    let mut records: Vec<inspector::Record> = std::fs::read_dir(dir().join("join"))
+    let mut records: Vec<inspector::Record> = std::fs::read_dir(dir().with_file_name("nccl_inspector_join"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "log"))
