@@ -1,13 +1,15 @@
 //! `rankscope nccl-inspector`: NCCL Inspector logs (the profiler plugin's JSON line per
 //! operation; [`rankscope_core::nccl::inspector`]) of one job: per communicator its calls by kind
-//! and size, and the member that arrives last. Exit code 0, 1 when no record was read, 2 on
-//! usage or I/O errors.
+//! and size, and the member that arrives last. With `--traces`, the Inspector's calls joined
+//! with the traces' matched collectives ([`rankscope_core::analyze::inspector_join`]). Exit code
+//! 0, 1 when no record was read, 2 on usage or I/O errors.
 
 use std::fmt::Write as _;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
+use rankscope_core::analyze::inspector_join::{self, InspectorJoin};
 use rankscope_core::nccl::inspector::{self, InspectorReport};
 
 /// Decompressed files larger than this are refused (the Inspector writes ~0.5 kB a record).
@@ -22,6 +24,10 @@ pub struct Args {
     /// Print the report as JSON (`version` 1; docs/nccl.md).
     #[arg(long)]
     pub json: bool,
+    /// The job's traces (files or folders): join the Inspector's calls with their matched
+    /// collectives (by communicator and sequence number, else by kind, size and order).
+    #[arg(long, value_name = "PATH")]
+    pub traces: Vec<PathBuf>,
 }
 
 /// The logs under `p`: the file itself, or a folder's `*.log` / `*.jsonl` (gzipped or not).
@@ -129,10 +135,131 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         reads.push(inspector::read(&name, &b));
     }
     let report = inspector::summarize(&reads);
+    let join = if a.traces.is_empty() { None } else { Some(join_traces(&a.traces, &reads)?) };
     if a.json {
-        crate::out::emit(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
+        let v = match &join {
+            Some(j) => serde_json::json!({ "inspector": report, "join": j }),
+            None => serde_json::to_value(&report)?,
+        };
+        crate::out::emit(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
     } else {
-        crate::out::emit_text(&render(&report))?;
+        let mut text = render(&report);
+        if let Some(j) = &join {
+            text.push('\n');
+            text.push_str(&render_join(j));
+        }
+        crate::out::emit_text(&text)?;
     }
     Ok(u8::from(report.records == 0))
+}
+
+/// The traces under `paths` read and measured as `rankscope analyze` does, their matched
+/// collectives joined with every record read.
+fn join_traces(paths: &[PathBuf], reads: &[inspector::Read]) -> anyhow::Result<InspectorJoin> {
+    use rankscope_core::analyze;
+    let mut notes = Vec::new();
+    let (files, explicit, rules) = crate::load::inputs(paths, &[], None, &mut notes)?;
+    let traces: Vec<crate::load::Input> = files
+        .into_iter()
+        .filter(|f| crate::load::sniff_file(&f.path) == crate::load::InputKind::Trace)
+        .collect();
+    anyhow::ensure!(!traces.is_empty(), "--traces: no trace among the given paths");
+    let (job, failed, more) = crate::load::load_job(&traces, &explicit, &rules, 4 << 20, &|_, _| {});
+    notes.extend(more);
+    crate::load::print_notes(&notes);
+    for f in &failed {
+        crate::out::say(&f.error);
+    }
+    anyhow::ensure!(!job.ranks.is_empty(), "--traces: no file could be read as a trace");
+    let m = analyze::measure(&job, &analyze::Options::default());
+    let records: Vec<inspector::Record> = reads.iter().flat_map(|r| r.records.iter().cloned()).collect();
+    Ok(inspector_join::join(&records, &m.ops, m.analysis.matching.method))
+}
+
+fn render_join(j: &InspectorJoin) -> String {
+    let mut out = format!(
+        "Inspector ↔ traces: {} of the traces' {} collectives matched to the Inspector's calls ({} calls)\n",
+        j.matched, j.trace_ops, j.inspector_calls
+    );
+    for p in &j.pairings {
+        let how = match p.offset {
+            Some(d) => format!("by sequence number, sn = Seq {} {}", if d < 0 { '−' } else { '+' }, d.abs()),
+            None => "by kind, size and order".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "  communicator {}{} ↔ process group {}: {how}; {} of {} matched ({} Inspector calls)",
+            p.comm,
+            p.comm_name.as_deref().map_or(String::new(), |n| format!(" `{n}`")),
+            p.pg,
+            p.matched,
+            p.trace_ops,
+            p.inspector_calls
+        );
+    }
+    if !j.unpaired_comms.is_empty() {
+        let _ = writeln!(out, "  communicators with no group in the traces: {}", j.unpaired_comms.join(", "));
+    }
+    if !j.unpaired_pgs.is_empty() {
+        let _ =
+            writeln!(out, "  process groups with no communicator in the logs: {}", j.unpaired_pgs.join(", "));
+    }
+    let t = &j.times;
+    let _ = writeln!(
+        out,
+        "Execution time (Inspector) against kernel time (trace): {} member times, median ratio {}, {} of them off by more than {:.0}% and {} µs",
+        t.compared,
+        t.ratio_p50.map_or("-".to_string(), |r| format!("{r:.3}")),
+        t.disagree,
+        100.0 * inspector_join::DISAGREE_SHARE,
+        inspector_join::DISAGREE_MIN_NS / 1000
+    );
+    for d in &t.worst {
+        let _ = writeln!(
+            out,
+            "  rank {} in group {} Seq/key {} (communicator {} sn {}): Inspector {:.1} µs, kernel {:.1} µs",
+            d.rank,
+            d.pg,
+            d.key,
+            d.comm,
+            d.sn,
+            d.exec_ns as f64 / 1e3,
+            d.kernel_ns as f64 / 1e3
+        );
+    }
+    if !j.calls.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n  {:<6} {:>7} {:>7} {:<15} {:>11}  {:<10} {:>13} {:>12} {:>12} {:>12}",
+            "group",
+            "key",
+            "sn",
+            "kind",
+            "bytes",
+            "timing",
+            "busbw insp.",
+            "busbw trace",
+            "transfer µs",
+            "wait max µs"
+        );
+    }
+    let bw = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1}"));
+    for c in &j.calls {
+        let _ = writeln!(
+            out,
+            "  {:<6} {:>7} {:>7} {:<15} {:>11}  {:<10} {:>13} {:>12} {:>12.1} {:>12.1}",
+            c.pg,
+            c.key,
+            c.sn,
+            c.kind.name(),
+            c.bytes.map_or("-".to_string(), |b| b.to_string()),
+            c.timing.as_deref().unwrap_or("-"),
+            bw(c.busbw_max_gbs),
+            bw(c.trace_busbw_gbs),
+            c.transfer_ns as f64 / 1e3,
+            c.wait_max_ns as f64 / 1e3
+        );
+    }
+    out.push_str("(The Inspector's records carry no algorithm or protocol: NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS=TUNING says them.)\n");
+    out
 }

@@ -8,6 +8,7 @@ mod cmd_fr;
 mod cmd_inspect;
 mod cmd_inspector;
 mod cmd_nccl;
+mod cmd_nccl_ras;
 mod cmd_part;
 mod cmd_runs;
 mod cmd_steplog;
@@ -51,6 +52,8 @@ enum Command {
     /// Read NCCL Inspector logs (the profiler plugin's line per operation): per communicator
     /// its calls by kind and size, and the member that arrives last.
     NcclInspector(cmd_inspector::Args),
+    /// Read an `ncclras` status report (JSON or text): dead, missing and failed ranks.
+    NcclRas(cmd_nccl_ras::Args),
     /// Read a training framework's step log (Megatron-LM's iteration lines and timers): the
     /// iteration time over the whole run, its spikes, timers uneven across ranks.
     Steplog(cmd_steplog::Args),
@@ -71,6 +74,7 @@ fn main() -> std::process::ExitCode {
         Command::Nccl(a) => cmd_nccl::run_log(a),
         Command::NcclTests(a) => cmd_nccl::run_tests(a),
         Command::NcclInspector(a) => cmd_inspector::run(a),
+        Command::NcclRas(a) => cmd_nccl_ras::run(a),
         Command::Steplog(a) => cmd_steplog::run(a),
         Command::Split(c) => cmd_part::run(c),
     };

@@ -242,7 +242,9 @@ fn a_closed_pipe_ends_every_subcommand_quietly() {
     let log = shared("nccl-logs/aws-efa-eks_2node-16rank-p4d_EFA-OFI_nccl2.9.9.log");
     let out_dir = scratch("pipe-synth");
     let out_dir = out_dir.display().to_string();
+    let ras = fixtures("nccl_ras/healthy.json");
     let runs: Vec<Vec<&str>> = vec![
+        vec!["nccl-ras", "--json", &ras],
         vec!["inspect", "--json", &dlrm],
         vec!["inspect", &dlrm],
         vec!["analyze", "--json", &dlrm],
@@ -607,4 +609,61 @@ fn a_step_log_places_the_profiled_steps_of_real_traces_in_its_run() {
     assert!(stall.contains("caught a slow phase") && stall.contains("iterations 1010–1100"), "{stall}");
     let usual = said("baseline_b");
     assert!(usual.contains("a usual step; the log also has slow phases"), "{usual}");
+}
+
+#[test]
+fn nccl_ras_says_what_is_wrong_first_and_exits_by_it() {
+    let run = |args: &[&str]| bin().args(args).output().unwrap_or_else(|e| panic!("{e}"));
+    let out = run(&["nccl-ras", &fixtures("nccl_ras/dead_rank.json")]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let second = text.lines().nth(1).unwrap_or_default();
+    assert!(
+        second.starts_with(
+            "- communicator 0x3c0ffee000000a01 (4 ranks, 1 reported): rank 1 on 10.0.0.2 GPU 1 is dead"
+        ),
+        "{text}"
+    );
+    let out = run(&["nccl-ras", "--json", &fixtures("nccl_ras/dead.txt")]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((v["version"].as_u64(), v["format"].as_str()), (Some(1), Some("text")));
+    assert_eq!(v["comms"][0]["issues"][0]["problem"], "dead");
+    let out = run(&["nccl-ras", &fixtures("nccl_ras/healthy.txt")]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("every communicator is complete: 9 communicators"));
+    // Not a report: exit 2, the file, the form and the byte offset named.
+    let out = run(&["nccl-ras", &fixtures("nccl_inspector/expected.json")]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("expected.json: not an NCCL RAS status (json or text) at byte 0"), "{err}");
+}
+
+#[test]
+fn nccl_inspector_joins_the_traces_of_the_synth_job() {
+    let traces = scratch("inspector-join");
+    let t = traces.to_str().unwrap_or_default();
+    let out = bin()
+        .args(["synth", "--scenario", "baseline", "--steps", "2", "--out", t])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let logs = fixtures("nccl_inspector_join");
+    let out = bin()
+        .args(["nccl-inspector", "--json", &logs, "--traces", t])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let want: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(format!("{logs}/expected.json")).unwrap_or_else(|e| panic!("{e}")),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v["join"]["matched"], want["matched"]);
+    assert_eq!(v["join"]["pairings"][0]["offset"], want["pairings"][0]["offset"]);
+    assert_eq!(v["join"]["times"]["disagree"], 1);
+    let out = bin().args(["nccl-inspector", &logs, "--traces", t]).output().unwrap_or_else(|e| panic!("{e}"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("18 of the traces' 18 collectives matched"), "{text}");
+    assert!(text.contains("↔ process group 0: by sequence number, sn = Seq − 1"), "{text}");
 }

@@ -20,6 +20,7 @@ pub mod fabric;
 pub mod framework;
 pub mod gaps;
 pub mod idle;
+pub mod inspector_join;
 pub mod instances;
 pub mod intervals;
 pub mod issued;

@@ -11,6 +11,8 @@
 //!   fit per test ([`fit`]), the busbw plateau and findings.
 //! - [`inspector`]: NCCL Inspector logs (the profiler plugin's JSON line per operation) → per
 //!   communicator the calls by kind and size and the member that arrives last.
+//! - [`ras`]: `ncclras` status reports (JSON or text) → communicators, their missing, dead and
+//!   failed ranks.
 //!
 //! Both parsers take `&[u8]` (any bytes: invalid UTF-8 is decoded lossily), never panic, and
 //! tolerate line prefixes (`[1,0]<stdout>:`, srun `0: ` labels, timestamps, patched builds that
@@ -25,6 +27,7 @@ pub mod fit;
 pub mod inspector;
 pub mod log;
 pub mod perf;
+pub mod ras;
 mod text;
 
 pub use fit::{fit_latency_bandwidth, LatencyBandwidthFit};
