@@ -7,6 +7,7 @@ mod cmd_diff;
 mod cmd_fr;
 mod cmd_inspect;
 mod cmd_inspector;
+mod cmd_metrics;
 mod cmd_nccl;
 mod cmd_part;
 mod cmd_runs;
@@ -54,6 +55,9 @@ enum Command {
     /// Read a training framework's step log (Megatron-LM's iteration lines and timers): the
     /// iteration time over the whole run, its spikes, timers uneven across ranks.
     Steplog(cmd_steplog::Args),
+    /// Read cluster metrics (DCGM exporter, dcgmi dmon, node-exporter, Prometheus exports) and
+    /// join them with the traces: communication-bound, throttled GPUs, PFC storms, idle NICs.
+    Metrics(cmd_metrics::Args),
     #[command(flatten)]
     Split(cmd_part::Command),
 }
@@ -72,6 +76,7 @@ fn main() -> std::process::ExitCode {
         Command::NcclTests(a) => cmd_nccl::run_tests(a),
         Command::NcclInspector(a) => cmd_inspector::run(a),
         Command::Steplog(a) => cmd_steplog::run(a),
+        Command::Metrics(a) => cmd_metrics::run(a),
         Command::Split(c) => cmd_part::run(c),
     };
     match result {
