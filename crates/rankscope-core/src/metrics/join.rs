@@ -142,6 +142,9 @@ pub struct HostWindow {
 pub struct Joined {
     /// How the clocks and ranks were joined, in words.
     pub method: String,
+    /// How far a figure can be from the steps' own, in words: the sample interval against the
+    /// steps and windows, and the alignment's residual.
+    pub residual: String,
     pub ranks: Vec<RankJoin>,
     pub hosts: Vec<HostWindow>,
     pub diagnostics: Vec<Diagnostic>,
@@ -163,6 +166,32 @@ pub fn host_key(h: &str) -> String {
 fn median(v: &mut [i64]) -> i64 {
     v.sort_unstable();
     v.get(v.len().saturating_sub(1) / 2).copied().unwrap_or(0)
+}
+
+/// The residual of the join, in words.
+fn residual(ranks: &[RankJoin]) -> String {
+    let ms = |ns: i64| format!("{:.1} ms", ns as f64 / 1e6);
+    let Some(interval) = ranks.iter().filter_map(|r| r.interval_ns).max() else {
+        return "no GPU series with two samples: the sample interval is unknown".to_string();
+    };
+    let step = median(&mut ranks.iter().map(|r| r.step_ns).collect::<Vec<_>>());
+    let window = ranks.iter().map(|r| r.end_ns.saturating_sub(r.start_ns)).min().unwrap_or(0);
+    let align = ranks.iter().map(|r| r.align_residual_ns).max().unwrap_or(0);
+    let coarse = ranks.iter().filter(|r| r.coarse).count();
+    let verdict = if coarse > 0 {
+        format!("{coarse} ranks' windows are shorter than one sample: their figures average the sample's whole interval, not the steps")
+    } else if interval > step {
+        "each window holds a few samples; a single step's figure cannot be told apart".to_string()
+    } else {
+        "several samples per step".to_string()
+    };
+    format!(
+        "samples every {} (the longest GPU series' median spacing) against steps of {} and windows of at least {}: {verdict}; the clock alignment's residual is {}",
+        ms(interval),
+        ms(step),
+        ms(window),
+        ms(align)
+    )
 }
 
 /// Joins the series with the ranks.
@@ -304,5 +333,5 @@ pub fn join(all: &[Series], places: &[RankPlace]) -> Joined {
         places.len(),
         if sole { "the traces name no host: every rank on the one host of the GPU metrics, by its GPU device" } else { "by the trace's host name and the GPU its kernels ran on" },
     );
-    Joined { method, ranks, hosts, diagnostics: diags }
+    Joined { method, residual: residual(&ranks), ranks, hosts, diagnostics: diags }
 }

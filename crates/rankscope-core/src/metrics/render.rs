@@ -29,6 +29,7 @@ pub fn text(r: &MetricsReport) -> String {
         }
         Some(j) => {
             let _ = writeln!(o, "\njoin: {}", j.method);
+            let _ = writeln!(o, "residual: {}", j.residual);
             for x in &j.ranks {
                 let f = |v: Option<f64>, d: usize| v.map_or("-".to_string(), |v| format!("{v:.d$}"));
                 let _ = writeln!(
