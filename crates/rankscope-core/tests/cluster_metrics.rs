@@ -222,3 +222,62 @@ fn hostile_metrics_beside_a_job_never_panic() {
     let (_, errors) = metrics::report(&[("x.bin".into(), vec![0xff; 1000])], &ReadOptions::default(), None);
     assert!(errors[0].to_string().starts_with("x.bin: not a cluster metrics file"), "{}", errors[0]);
 }
+
+/// Every file under `p`, recursively.
+fn files_under(p: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    for e in std::fs::read_dir(p).into_iter().flatten().flatten() {
+        let q = e.path();
+        if q.is_dir() {
+            files_under(&q, out);
+        } else {
+            out.push(q);
+        }
+    }
+}
+
+#[test]
+fn the_sniff_claims_no_other_input_and_every_case_file() {
+    // What the input layer will call first must leave traces, NCCL logs, nccl-tests output,
+    // Inspector logs, step logs and dumps to their own readers.
+    let mut others = Vec::new();
+    files_under(&common::fixture(""), &mut others);
+    files_under(&common::shared().join("nccl-logs"), &mut others);
+    files_under(&common::shared().join("nccl-tests"), &mut others);
+    others.retain(|p| !p.components().any(|c| c.as_os_str() == "cluster_metrics"));
+    assert!(others.len() > 50, "{} files", others.len());
+    for p in &others {
+        let mut head = vec![0u8; 64 << 10];
+        let n = std::io::Read::read(&mut std::fs::File::open(p).expect("open"), &mut head).expect("read");
+        assert_eq!(metrics::sniff(&head[..n]), None, "{} is claimed as metrics", p.display());
+    }
+    let exp = expected();
+    for (case, spec) in exp.as_object().unwrap().iter().filter(|(k, _)| !k.starts_with('_')) {
+        for f in spec["files"].as_array().unwrap() {
+            let b = common::read(&dir().join(case).join(f.as_str().unwrap()));
+            assert!(metrics::sniff(&b[..b.len().min(64 << 10)]).is_some(), "{case}/{f}");
+        }
+    }
+}
+
+#[test]
+fn a_scrape_coarser_than_the_profile_is_said() {
+    // Two dcgm-exporter scrapes 15 s apart around the job: one sample describes the whole
+    // profile; the figure is its value and the join says it is coarse.
+    let p = places(job());
+    let (lo, hi) = (p[0].steps[0].start_ns / 1_000_000, p[0].steps.last().unwrap().end_ns / 1_000_000);
+    let mut text = String::from("# TYPE DCGM_FI_PROF_SM_ACTIVE gauge\n");
+    for (t, v) in [(lo - 10_000, 0.5), (hi + 5_000, 0.7)] {
+        for g in 0..8 {
+            for h in ["node00", "node01"] {
+                text.push_str(&format!("DCGM_FI_PROF_SM_ACTIVE{{gpu=\"{g}\",Hostname=\"{h}\"}} {v} {t}\n"));
+            }
+        }
+    }
+    let (rep, _) =
+        metrics::report(&[("coarse.prom".into(), text.into_bytes())], &ReadOptions::default(), Some(&p));
+    let j = rep.join.unwrap();
+    assert!(j.ranks.iter().all(|r| r.coarse
+        && r.sm_active == Some(0.7)
+        && r.interval_ns == Some(15_000_000_000 + (hi - lo) * 1_000_000)));
+    assert!(j.residual.contains("16 ranks' windows are shorter than one sample"), "{}", j.residual);
+}
