@@ -9,6 +9,18 @@ fn ms(ns: i64) -> String {
     format!("{:.1} ms", ns as f64 / 1e6)
 }
 
+/// A value in a few significant digits (rates in the billions, ratios below one).
+fn num(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e9 {
+        format!("{:.2}e9", v / 1e9)
+    } else if a >= 100.0 || v == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
 /// The report as text.
 pub fn text(r: &MetricsReport) -> String {
     let mut o = String::new();
@@ -60,6 +72,23 @@ pub fn text(r: &MetricsReport) -> String {
             for e in &f.evidence {
                 let _ = writeln!(o, "      - {e}");
             }
+        }
+    }
+    if !r.series.is_empty() {
+        let _ = writeln!(o, "\nseries (min / mean / max over the export; over the job's steps when joined):");
+        for s in &r.series {
+            let every = s.interval_ns.map_or(String::new(), |i| format!(" every {}", ms(i)));
+            let steps = s.steps_mean.map_or(String::new(), |v| format!("; steps {}", num(v)));
+            let _ = writeln!(
+                o,
+                "  {:<24} {:<28} {} samples{every}: {} / {} / {}{steps}",
+                s.entity.label(),
+                if s.signal == super::Signal::Other { s.name.clone() } else { s.signal.to_string() },
+                s.samples,
+                num(s.min),
+                num(s.mean),
+                num(s.max),
+            );
         }
     }
     if !r.diagnostics.is_empty() {

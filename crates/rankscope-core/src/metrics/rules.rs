@@ -26,9 +26,11 @@ use serde::{Deserialize, Serialize};
 use super::join::Joined;
 use super::series::{EntityKind, Series, Signal};
 
-/// Mean SM active (0–1) below which the GPUs are idle for the most part.
-pub const SM_LOW: f64 = 0.30;
-/// Share of the line rate a saturated NIC moves.
+/// SM active (0–1) below which the GPUs are idle for the most part: "SM < 20% with the NIC
+/// pegged = communication bound" (shared/DOMAIN.md, "How practitioners diagnose").
+pub const SM_LOW: f64 = 0.20;
+/// Share of the line rate a saturated NIC moves (the ~80% of peak a large transfer reaches on a
+/// healthy fabric, shared/DOMAIN.md "Collective cost model").
 pub const NIC_SATURATED: f64 = 0.80;
 /// Share of the peers' median SM clock below which a GPU is throttled.
 pub const CLOCK_DROP: f64 = 0.90;
