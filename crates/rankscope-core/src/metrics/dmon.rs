@@ -17,7 +17,7 @@
 //! said (`no_time`), never guessed onto the job. The header may repeat; `N/A` values are
 //! skipped.
 
-use super::{DiagKind, DmonPlace, Format, Limits, Read, ReadError, Sample, Tally};
+use super::{DiagKind, DmonPlace, Format, Limits, Read, ReadError, SeriesKey, Tally};
 
 /// The DCGM field each known short column name shows (`dcgmi dmon -l` lists them).
 const COLUMNS: &[(&str, &str)] = &[
@@ -56,6 +56,8 @@ pub fn read(file: &str, bytes: &[u8], lim: &Limits, place: &DmonPlace) -> Result
         s.checked_add(d.checked_mul(k)?).filter(|t| t.abs() <= 4_000_000_000_000_000_000)
     };
     let mut rows = 0u64;
+    // (column, entity id) → series key.
+    let mut keys: std::collections::HashMap<(usize, u32), u32> = Default::default();
     for raw in bytes.split(|b| *b == b'\n') {
         let at = offset;
         offset += raw.len() as u64 + 1;
@@ -95,7 +97,7 @@ pub fn read(file: &str, bytes: &[u8], lim: &Limits, place: &DmonPlace) -> Result
         block.push(key);
         rows += 1;
         let ts_ns = time_of(k);
-        for (c, v) in cols.iter().zip(w) {
+        for (ci, (c, v)) in cols.iter().zip(w).enumerate() {
             if v == "N/A" {
                 continue;
             }
@@ -105,18 +107,26 @@ pub fn read(file: &str, bytes: &[u8], lim: &Limits, place: &DmonPlace) -> Result
                 });
                 continue;
             };
-            if out.samples.len() >= lim.samples {
+            if out.len() >= lim.samples {
                 tally.add(DiagKind::TooMany, Some(at), || {
                     format!("more than {} samples; the rest skipped", lim.samples)
                 });
                 break;
             }
-            let mut labels = vec![("gpu".to_string(), id.to_string())];
-            if let Some(h) = &place.host {
-                labels.push(("Hostname".to_string(), h.clone()));
-            }
-            labels.sort();
-            out.samples.push(Sample { name: c.clone(), labels, ts_ns, value: x });
+            let k = match keys.get(&(ci, id)) {
+                Some(&k) => k,
+                None => {
+                    let mut labels = vec![("gpu".to_string(), id.to_string())];
+                    if let Some(h) = &place.host {
+                        labels.push(("Hostname".to_string(), h.clone()));
+                    }
+                    labels.sort();
+                    let k = out.add_key(SeriesKey { name: c.clone(), labels });
+                    keys.insert((ci, id), k);
+                    k
+                }
+            };
+            out.push(k, ts_ns, x);
         }
     }
     if rows == 0 {
@@ -151,16 +161,15 @@ mod tests {
         let place = DmonPlace { host: Some("node-1".into()), start_ns: Some(1_000), delay_ns: Some(100) };
         let r = read("d", text.as_bytes(), &Limits::default(), &place).unwrap_or_else(|e| panic!("{e}"));
         let ts: Vec<_> = r
-            .samples
-            .iter()
-            .filter(|s| s.name == "DCGM_FI_DEV_SM_CLOCK")
+            .samples()
+            .filter(|s| s.key.name == "DCGM_FI_DEV_SM_CLOCK")
             .map(|s| (s.ts_ns, s.value))
             .collect();
         assert_eq!(ts, [(Some(1_000), 1980.0), (Some(1_000), 1980.0), (Some(1_100), 1410.0)]);
         assert_eq!(r.diagnostics.iter().map(|d| d.kind).collect::<Vec<_>>(), [DiagKind::BadNumber]);
         let unplaced = read("d", text.as_bytes(), &Limits::default(), &DmonPlace::default())
             .unwrap_or_else(|e| panic!("{e}"));
-        assert!(unplaced.samples.iter().all(|s| s.ts_ns.is_none()));
+        assert!(unplaced.samples().all(|s| s.ts_ns.is_none()));
         assert!(unplaced.diagnostics.iter().any(|d| d.kind == DiagKind::NoTime));
     }
 }

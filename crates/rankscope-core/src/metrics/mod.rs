@@ -4,8 +4,8 @@
 //!
 //! bytes → [`sniff`] (which format) → [`prom`] (Prometheus text exposition, one scrape or many
 //! concatenated), [`dmon`] (`dcgmi dmon` tables), [`range`] (Prometheus `query_range` JSON and
-//! CSV exports) → [`Sample`]s → [`series::build`] ([`Series`] per entity and [`Signal`]; counters
-//! become rates) → [`join::places`] (each rank's host, GPU, clock offset and step windows from
+//! CSV exports) → [`Read`] (samples as columns, each series' name and labels kept once) →
+//! [`series::build`] ([`Series`] per entity and [`Signal`]; counters become rates) → [`join::places`] (each rank's host, GPU, clock offset and step windows from
 //! the analysis) → [`join::join`] (per rank and NIC figures over the steps) → [`rules`] (the
 //! findings that need both sources) → [`MetricsReport`].
 //!
@@ -40,24 +40,68 @@ crate::named_enum! {
     }
 }
 
-/// One value of one series at one time, as read (before series are formed).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Sample {
+/// A series as the input names it: the metric name and its labels, sorted by name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeriesKey {
     pub name: String,
-    /// Labels sorted by name.
     pub labels: Vec<(String, String)>,
+}
+
+/// One sample as read, borrowed from [`Read`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SampleRef<'a> {
+    pub key: &'a SeriesKey,
     /// Unix ns, when the input says (else the scrape's time or the row's placement).
     pub ts_ns: Option<i64>,
     pub value: f64,
 }
 
-/// What a reader took from one file: samples, the `# TYPE` it saw, and its diagnostics.
+/// What a reader took from one file: the samples as columns (each series' name and labels kept
+/// once, in [`Read::keys`]), the `# TYPE` it saw, and its diagnostics.
 #[derive(Debug, Clone, Default)]
 pub struct Read {
-    pub samples: Vec<Sample>,
+    pub keys: Vec<SeriesKey>,
+    /// Per sample: its key's index in `keys`, its time, its value.
+    pub key: Vec<u32>,
+    pub ts_ns: Vec<Option<i64>>,
+    pub value: Vec<f64>,
     /// `# TYPE name counter|gauge|...`, by metric name.
     pub types: Vec<(String, String)>,
     pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Read {
+    /// Samples read.
+    pub fn len(&self) -> usize {
+        self.value.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.value.is_empty()
+    }
+
+    /// Adds a series key; its index.
+    pub(crate) fn add_key(&mut self, k: SeriesKey) -> u32 {
+        self.keys.push(k);
+        (self.keys.len() - 1) as u32
+    }
+
+    pub(crate) fn push(&mut self, key: u32, ts_ns: Option<i64>, value: f64) {
+        self.key.push(key);
+        self.ts_ns.push(ts_ns);
+        self.value.push(value);
+    }
+
+    /// Every sample, in the order read.
+    pub fn samples(&self) -> impl Iterator<Item = SampleRef<'_>> + '_ {
+        (0..self.len()).filter_map(|i| {
+            Some(SampleRef {
+                key: self.keys.get(self.key[i] as usize)?,
+                ts_ns: self.ts_ns[i],
+                value: self.value[i],
+            })
+        })
+    }
 }
 
 crate::named_enum! {
@@ -315,7 +359,7 @@ pub fn report(
                 summaries.push(FileSummary {
                     file: name.clone(),
                     format,
-                    samples: r.samples.len() as u64,
+                    samples: r.len() as u64,
                     series: s.len() as u64,
                     hosts,
                     first_ns: s.iter().filter_map(|x| x.ts_ns.first().copied()).min(),

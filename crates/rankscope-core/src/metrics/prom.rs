@@ -19,11 +19,11 @@
 //! node:9400/metrics`). Unix seconds are recognised from 10^9 to 4·10^9 (2001 to 2096), so a
 //! comment that ends in another number is not taken for a time.
 
-use super::{DiagKind, Limits, Read, ReadError, Sample, Tally};
+use super::{DiagKind, Limits, Read, ReadError, SeriesKey, Tally};
 
 /// Whether `line` parses as a sample (for [`super::sniff`]).
 pub(crate) fn looks_like_sample(line: &str) -> bool {
-    parse_sample(line, &Limits::default()).is_ok()
+    split_sample(line).and_then(|(key, _, _)| parse_key(key, &Limits::default())).is_ok()
 }
 
 /// Why a sample line was refused.
@@ -130,24 +130,32 @@ pub(crate) fn labels(s: &[u8], lim: &Limits) -> Result<(Vec<(String, String)>, u
     }
 }
 
-/// One sample line (not a comment).
-pub(crate) fn parse_sample(line: &str, lim: &Limits) -> Result<Sample, Refused> {
-    let s = line.as_bytes();
+/// Where the `name{labels}` of a sample line ends: the name, then a `{...}` whose `}` is outside
+/// quotes. Allocates nothing (the key is parsed once per distinct text, [`parse_key`]).
+fn key_end(s: &[u8]) -> Result<usize, Refused> {
     let n = name_len(s);
     if n == 0 {
         return Err(Refused::Syntax("a metric name expected"));
     }
-    if n > lim.label_bytes {
-        return Err(Refused::TooLong);
+    if s.get(n) != Some(&b'{') {
+        return Ok(n);
     }
-    let name = line[..n].to_string();
-    let mut k = n;
-    let mut labs = Vec::new();
-    if s.get(k) == Some(&b'{') {
-        let (l, used) = labels(&s[k..], lim)?;
-        labs = l;
-        k += used;
+    let (mut k, mut quoted) = (n + 1, false);
+    while let Some(&b) = s.get(k) {
+        match (b, quoted) {
+            (b'\\', true) => k += 1,
+            (b'"', _) => quoted = !quoted,
+            (b'}', false) => return Ok(k + 1),
+            _ => {}
+        }
+        k += 1;
     }
+    Err(Refused::Syntax("unclosed `{`"))
+}
+
+/// One sample line (not a comment): its key text (`name{labels}`), value and timestamp.
+pub(crate) fn split_sample(line: &str) -> Result<(&str, f64, Option<i64>), Refused> {
+    let k = key_end(line.as_bytes())?;
     let rest = line.get(k..).unwrap_or_default();
     if !rest.starts_with([' ', '\t']) {
         return Err(Refused::Syntax("a space and a value expected after the name"));
@@ -165,8 +173,25 @@ pub(crate) fn parse_sample(line: &str, lim: &Limits) -> Result<Sample, Refused> 
     if !value.is_finite() {
         return Err(Refused::Number);
     }
-    labs.sort();
-    Ok(Sample { name, labels: labs, ts_ns, value })
+    Ok((line.get(..k).unwrap_or_default(), value, ts_ns))
+}
+
+/// The name and labels of a key text.
+pub(crate) fn parse_key(key: &str, lim: &Limits) -> Result<SeriesKey, Refused> {
+    let s = key.as_bytes();
+    let n = name_len(s);
+    if n == 0 {
+        return Err(Refused::Syntax("a metric name expected"));
+    }
+    if n > lim.label_bytes {
+        return Err(Refused::TooLong);
+    }
+    let mut labels = Vec::new();
+    if s.get(n) == Some(&b'{') {
+        labels = self::labels(&s[n..], lim)?.0;
+    }
+    labels.sort();
+    Ok(SeriesKey { name: key[..n].to_string(), labels })
 }
 
 /// Unix seconds a scrape loop wrote before a scrape (module docs), if `line` is one.
@@ -187,6 +212,8 @@ pub fn read(file: &str, bytes: &[u8], lim: &Limits) -> Result<super::Read, ReadE
     let mut scrape: Option<i64> = None;
     let mut offset = 0u64;
     let mut good = 0u64;
+    // A key's text → its index in `out.keys` (each distinct text parsed once).
+    let mut seen: std::collections::HashMap<String, u32> = Default::default();
     let mut first_bad: Option<(u64, &'static str)> = None;
     for raw in bytes.split(|b| *b == b'\n') {
         let at = offset;
@@ -212,19 +239,27 @@ pub fn read(file: &str, bytes: &[u8], lim: &Limits) -> Result<super::Read, ReadE
             }
             continue;
         }
-        if out.samples.len() >= lim.samples {
+        if out.len() >= lim.samples {
             tally.add(DiagKind::TooMany, Some(at), || {
                 format!("more than {} samples; the rest skipped", lim.samples)
             });
             break;
         }
-        match parse_sample(line, lim) {
-            Ok(mut s) => {
-                good += 1;
-                if s.ts_ns.is_none() {
-                    s.ts_ns = scrape;
+        let parsed = split_sample(line).and_then(|(text, value, ts)| {
+            let key = match seen.get(text) {
+                Some(&k) => k,
+                None => {
+                    let k = out.add_key(parse_key(text, lim)?);
+                    seen.insert(text.to_string(), k);
+                    k
                 }
-                out.samples.push(s);
+            };
+            Ok((key, value, ts))
+        });
+        match parsed {
+            Ok((key, value, ts)) => {
+                good += 1;
+                out.push(key, ts.or(scrape), value);
             }
             Err(Refused::Number) => {
                 tally.add(DiagKind::BadNumber, Some(at), || "NaN or ±Inf value skipped".into())
@@ -250,7 +285,7 @@ pub fn read(file: &str, bytes: &[u8], lim: &Limits) -> Result<super::Read, ReadE
             message: why.to_string(),
         });
     }
-    let untimed = out.samples.iter().filter(|s| s.ts_ns.is_none()).count();
+    let untimed = out.ts_ns.iter().filter(|t| t.is_none()).count();
     if untimed > 0 {
         tally.add(DiagKind::NoTime, None, || {
             format!("{untimed} samples carry no timestamp and follow no scrape-time line (`# <unix seconds>`): they cannot be placed in time")
@@ -266,23 +301,21 @@ mod tests {
 
     #[test]
     fn a_dcgm_exporter_sample_reads() {
-        let s = parse_sample(
-            r#"DCGM_FI_PROF_SM_ACTIVE{gpu="0",UUID="GPU-1",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",Hostname="node-1",esc="a\"b\\c"} 0.42 1716400000123"#,
-            &Limits::default(),
-        )
-        .unwrap_or_else(|e| panic!("{e:?}"));
+        let line = r#"DCGM_FI_PROF_SM_ACTIVE{gpu="0",UUID="GPU-1",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",Hostname="node-1",esc="a\"b}\\c"} 0.42 1716400000123"#;
+        let (text, value, ts) = split_sample(line).unwrap_or_else(|e| panic!("{e:?}"));
+        let s = parse_key(text, &Limits::default()).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(s.name, "DCGM_FI_PROF_SM_ACTIVE");
-        assert_eq!(s.value, 0.42);
-        assert_eq!(s.ts_ns, Some(1_716_400_000_123_000_000));
+        assert_eq!(value, 0.42);
+        assert_eq!(ts, Some(1_716_400_000_123_000_000));
         assert!(s.labels.contains(&("Hostname".into(), "node-1".into())));
-        assert!(s.labels.contains(&("esc".into(), "a\"b\\c".into())));
+        assert!(s.labels.contains(&("esc".into(), "a\"b}\\c".into())));
     }
 
     #[test]
     fn scrapes_take_the_loop_s_time_and_bad_lines_are_counted() {
         let text = "# 1716400000.5\nm{gpu=\"0\"} 1\nbroken{ 2\n# scrape 1716400001.5\nm{gpu=\"0\"} 2\nm{gpu=\"0\"} NaN\n";
         let r = read("f", text.as_bytes(), &Limits::default()).unwrap_or_else(|e| panic!("{e}"));
-        let ts: Vec<_> = r.samples.iter().map(|s| s.ts_ns).collect();
+        let ts: Vec<_> = r.samples().map(|s| s.ts_ns).collect();
         assert_eq!(ts, [Some(1_716_400_000_500_000_000), Some(1_716_400_001_500_000_000)]);
         let kinds: Vec<_> = r.diagnostics.iter().map(|d| (d.kind, d.first_offset)).collect();
         assert_eq!(kinds, [(DiagKind::BadLine, Some(28)), (DiagKind::BadNumber, Some(73))]);
@@ -296,7 +329,7 @@ mod tests {
         let nums = "m{gpu=\"0\"} 1e400 1716400000000\nm{gpu=\"0\"} 1 99999999999999999999999\n";
         let text = format!("{huge}{billion}{nums}");
         let r = read("hostile.prom", text.as_bytes(), &lim).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(r.samples.len(), 1, "only the billion-GPU sample is a sample");
+        assert_eq!(r.len(), 1, "only the billion-GPU sample is a sample");
         let kinds: Vec<_> = r.diagnostics.iter().map(|d| d.kind).collect();
         assert!(kinds.contains(&DiagKind::TooLong) && kinds.contains(&DiagKind::BadTime), "{kinds:?}");
         // 1e400 is +Inf as a float: a bad number.

@@ -12,10 +12,7 @@
 //! `"…"`); then one row per time, in Unix seconds (below 10^11) or ms, an empty cell for no
 //! value.
 
-use super::{DiagKind, Format, Limits, Read, ReadError, Sample, Tally};
-
-/// A series selector: its name and sorted labels.
-type Selector = (String, Vec<(String, String)>);
+use super::{DiagKind, Format, Limits, Read, ReadError, SeriesKey, Tally};
 
 fn err(file: &str, format: Format, offset: u64, message: impl Into<String>) -> ReadError {
     ReadError { file: file.to_string(), format: Some(format), offset, message: message.into() }
@@ -85,6 +82,7 @@ pub fn read_json(file: &str, bytes: &[u8], lim: &Limits) -> Result<Read, ReadErr
             continue;
         }
         labels.sort();
+        let key = out.add_key(SeriesKey { name, labels });
         let points: Vec<&serde_json::Value> = match r["values"].as_array() {
             Some(a) => a.iter().collect(),
             None => r.get("value").into_iter().collect(),
@@ -104,18 +102,13 @@ pub fn read_json(file: &str, bytes: &[u8], lim: &Limits) -> Result<Read, ReadErr
                 tally.add(DiagKind::BadNumber, None, || "a value that is not a finite number".into());
                 continue;
             };
-            if out.samples.len() >= lim.samples {
+            if out.len() >= lim.samples {
                 tally.add(DiagKind::TooMany, None, || {
                     format!("more than {} samples; the rest skipped", lim.samples)
                 });
                 break;
             }
-            out.samples.push(Sample {
-                name: name.clone(),
-                labels: labels.clone(),
-                ts_ns: Some(ts),
-                value: x,
-            });
+            out.push(key, Some(ts), x);
         }
     }
     out.diagnostics = tally.finish();
@@ -154,8 +147,8 @@ pub(crate) fn csv_header(line: &str) -> Option<Vec<String>> {
 pub fn read_csv(file: &str, bytes: &[u8], lim: &Limits) -> Result<Read, ReadError> {
     let mut tally = Tally::new(file);
     let mut out = Read::default();
-    // Per column after the time: the series' name and labels (`None`: a column not read).
-    let mut series: Vec<Option<Selector>> = Vec::new();
+    // Per column after the time: the series' key (`None`: a column not read).
+    let mut series: Vec<Option<u32>> = Vec::new();
     let mut offset = 0u64;
     let mut header = false;
     for raw in bytes.split(|b| *b == b'\n') {
@@ -191,7 +184,8 @@ pub fn read_csv(file: &str, bytes: &[u8], lim: &Limits) -> Result<Read, ReadErro
                 } else {
                     Vec::new()
                 };
-                series.push((!name.is_empty() && name.len() <= lim.label_bytes).then_some((name, labels)));
+                let ok = !name.is_empty() && name.len() <= lim.label_bytes;
+                series.push(ok.then(|| out.add_key(SeriesKey { name, labels })));
             }
             header = true;
             continue;
@@ -206,7 +200,7 @@ pub fn read_csv(file: &str, bytes: &[u8], lim: &Limits) -> Result<Read, ReadErro
             continue;
         };
         for (k, v) in c.iter().skip(1).enumerate() {
-            let Some(Some((name, labels))) = series.get(k) else { continue };
+            let Some(&Some(key)) = series.get(k) else { continue };
             let v = v.trim();
             if v.is_empty() {
                 continue;
@@ -215,18 +209,13 @@ pub fn read_csv(file: &str, bytes: &[u8], lim: &Limits) -> Result<Read, ReadErro
                 tally.add(DiagKind::BadNumber, Some(at), || "a cell that is not a finite number".into());
                 continue;
             };
-            if out.samples.len() >= lim.samples {
+            if out.len() >= lim.samples {
                 tally.add(DiagKind::TooMany, Some(at), || {
                     format!("more than {} samples; the rest skipped", lim.samples)
                 });
                 break;
             }
-            out.samples.push(Sample {
-                name: name.clone(),
-                labels: labels.clone(),
-                ts_ns: Some(ts),
-                value: x,
-            });
+            out.push(key, Some(ts), x);
         }
     }
     out.diagnostics = tally.finish();
@@ -241,8 +230,8 @@ mod tests {
     fn a_query_range_answer_reads() {
         let j = br#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"__name__":"DCGM_FI_PROF_SM_ACTIVE","gpu":"0","Hostname":"node00"},"values":[[1716400000.5,"0.42"],[1716400001,"NaN"]]}]}}"#;
         let r = read_json("q.json", j, &Limits::default()).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(r.samples.len(), 1);
-        assert_eq!(r.samples[0].ts_ns, Some(1_716_400_000_500_000_000));
+        assert_eq!(r.len(), 1);
+        assert_eq!(r.ts_ns[0], Some(1_716_400_000_500_000_000));
         assert_eq!(r.diagnostics[0].kind, DiagKind::BadNumber);
         let bad = read_json("q.json", b"{\"status\":\"success\",\n \"data\": [}", &Limits::default());
         assert_eq!(bad.err().map(|e| e.offset), Some(31));
@@ -252,7 +241,7 @@ mod tests {
     fn a_csv_export_reads_with_quoted_selectors() {
         let c = "time,\"DCGM_FI_DEV_SM_CLOCK{gpu=\"\"3\"\",Hostname=\"\"node00\"\"}\",other\n1716400000,1410,\n1716400001000,,2\n";
         let r = read_csv("c.csv", c.as_bytes(), &Limits::default()).unwrap_or_else(|e| panic!("{e}"));
-        let got: Vec<_> = r.samples.iter().map(|s| (s.name.as_str(), s.ts_ns, s.value)).collect();
+        let got: Vec<_> = r.samples().map(|s| (s.key.name.as_str(), s.ts_ns, s.value)).collect();
         assert_eq!(
             got,
             [
@@ -260,6 +249,6 @@ mod tests {
                 ("other", Some(1_716_400_001_000_000_000), 2.0)
             ]
         );
-        assert!(r.samples[0].labels.contains(&("gpu".into(), "3".into())));
+        assert!(r.keys[0].labels.contains(&("gpu".into(), "3".into())));
     }
 }

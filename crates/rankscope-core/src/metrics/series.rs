@@ -194,13 +194,21 @@ fn median_spacing(ts: &[i64]) -> Option<i64> {
 
 /// Forms the series of one file's samples.
 pub fn build(file: &str, r: &Read) -> (Vec<Series>, Vec<Diagnostic>) {
-    let mut groups: std::collections::BTreeMap<(Entity, String), Vec<(i64, f64)>> = Default::default();
-    for s in &r.samples {
-        let Some(t) = s.ts_ns else { continue };
-        let declared = r.types.iter().find(|(n, _)| *n == s.name).map(|(_, k)| k.as_str());
-        let (signal, _) = signal_of(&s.name, declared);
-        let e = entity_of(&s.name, signal, &s.labels);
-        groups.entry((e, s.name.clone())).or_default().push((t, s.value));
+    // Each key's entity once; then the samples into their series.
+    let entities: Vec<Entity> = r
+        .keys
+        .iter()
+        .map(|k| {
+            let declared = r.types.iter().find(|(n, _)| *n == k.name).map(|(_, t)| t.as_str());
+            entity_of(&k.name, signal_of(&k.name, declared).0, &k.labels)
+        })
+        .collect();
+    let mut groups: std::collections::BTreeMap<(&Entity, &str), Vec<(i64, f64)>> = Default::default();
+    for i in 0..r.len() {
+        let Some(t) = r.ts_ns[i] else { continue };
+        let k = r.key[i] as usize;
+        let (Some(e), Some(key)) = (entities.get(k), r.keys.get(k)) else { continue };
+        groups.entry((e, key.name.as_str())).or_default().push((t, r.value[i]));
     }
     let mut resets = 0u64;
     let mut out = Vec::new();
@@ -215,8 +223,8 @@ pub fn build(file: &str, r: &Read) -> (Vec<Series>, Vec<Diagnostic>) {
                 false
             }
         });
-        let declared = r.types.iter().find(|(n, _)| *n == name).map(|(_, k)| k.as_str());
-        let (signal, cumulative) = signal_of(&name, declared);
+        let declared = r.types.iter().find(|(n, _)| n == name).map(|(_, k)| k.as_str());
+        let (signal, cumulative) = signal_of(name, declared);
         let (ts, value, kind) = if cumulative {
             let mut ts = Vec::new();
             let mut v = Vec::new();
@@ -240,7 +248,15 @@ pub fn build(file: &str, r: &Read) -> (Vec<Series>, Vec<Diagnostic>) {
         if ts.is_empty() {
             continue;
         }
-        out.push(Series { entity, signal, name, kind, ts_ns: ts, value, interval_ns });
+        out.push(Series {
+            entity: entity.clone(),
+            signal,
+            name: name.to_string(),
+            kind,
+            ts_ns: ts,
+            value,
+            interval_ns,
+        });
     }
     let mut notes = Vec::new();
     if resets > 0 {
@@ -375,18 +391,14 @@ mod tests {
 
     #[test]
     fn counters_become_rates_and_resets_are_said() {
-        let r = Read {
-            samples: [(0, 0.0), (1_000_000_000, 100.0), (2_000_000_000, 300.0), (3_000_000_000, 5.0)]
-                .iter()
-                .map(|&(t, v)| super::super::Sample {
-                    name: "node_network_transmit_bytes_total".into(),
-                    labels: vec![("device".into(), "ib0".into()), ("instance".into(), "node-1:9100".into())],
-                    ts_ns: Some(t),
-                    value: v,
-                })
-                .collect(),
-            ..Read::default()
-        };
+        let mut r = Read::default();
+        let k = r.add_key(super::super::SeriesKey {
+            name: "node_network_transmit_bytes_total".into(),
+            labels: vec![("device".into(), "ib0".into()), ("instance".into(), "node-1:9100".into())],
+        });
+        for (t, v) in [(0, 0.0), (1_000_000_000, 100.0), (2_000_000_000, 300.0), (3_000_000_000, 5.0)] {
+            r.push(k, Some(t), v);
+        }
         let (s, notes) = build("f", &r);
         assert_eq!(s.len(), 1);
         assert_eq!((s[0].signal, s[0].kind), (Signal::NicTx, ValueKind::Rate));
