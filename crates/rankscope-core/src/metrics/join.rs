@@ -326,6 +326,26 @@ pub fn join(all: &[Series], places: &[RankPlace]) -> Joined {
         }
     }
     hosts.sort_by(|a, b| a.host.cmp(&b.host));
+    // NIC series whose host is none of the job's: an address in `instance`, most often.
+    let mut strangers: Vec<&str> = all
+        .iter()
+        .filter(|s| s.entity.kind != EntityKind::Gpu && !s.entity.host.is_empty())
+        .map(|s| s.entity.host.as_str())
+        .filter(|h| !hosts.iter().any(|j| host_key(&j.host) == host_key(h)))
+        .collect();
+    strangers.sort_unstable();
+    strangers.dedup();
+    if !hosts.is_empty() && !strangers.is_empty() {
+        say(&mut diags, DiagKind::NoJoin, format!(
+            "NIC and host series of {} match no host of the job ({}): not joined. An `instance` label holding an address is named by node-exporter's `node_uname_info` in the same export",
+            if strangers.len() > 5 {
+                format!("{} and {} more hosts", strangers[..5].join(", "), strangers.len() - 5)
+            } else {
+                strangers.join(", ")
+            },
+            hosts.iter().map(|h| h.host.as_str()).collect::<Vec<_>>().join(", ")
+        ));
+    }
     let sole = ranks.iter().any(|r| r.method == MapMethod::SoleHost);
     let method = format!(
         "{} of {} ranks on a host and GPU of the metrics ({}); samples compared with each rank's steps on its host's clock (trace time = baseTimeNanoseconds + ts, metrics Unix time), shown on the job's aligned clock as t − the rank's offset",

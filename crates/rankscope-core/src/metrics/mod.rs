@@ -345,29 +345,32 @@ pub fn report(
     let mut summaries = Vec::new();
     let mut diagnostics = Vec::new();
     let mut all: Vec<Series> = Vec::new();
+    let mut reads = Vec::new();
     for (name, bytes) in files {
         match read(name, bytes, opts) {
             Err(e) => errors.push(e),
-            Ok((format, r)) => {
-                diagnostics.extend(r.diagnostics.iter().cloned());
-                let (s, notes) = series::build(name, &r);
-                diagnostics.extend(notes);
-                let mut hosts: Vec<String> =
-                    s.iter().map(|x| x.entity.host.clone()).filter(|h| !h.is_empty()).collect();
-                hosts.sort();
-                hosts.dedup();
-                summaries.push(FileSummary {
-                    file: name.clone(),
-                    format,
-                    samples: r.len() as u64,
-                    series: s.len() as u64,
-                    hosts,
-                    first_ns: s.iter().filter_map(|x| x.ts_ns.first().copied()).min(),
-                    last_ns: s.iter().filter_map(|x| x.ts_ns.last().copied()).max(),
-                });
-                all.extend(s);
-            }
+            Ok(r) => reads.push((name, r)),
         }
+    }
+    let aliases = series::aliases(&reads.iter().map(|(_, (_, r))| r).collect::<Vec<_>>());
+    for (name, (format, r)) in &reads {
+        diagnostics.extend(r.diagnostics.iter().cloned());
+        let (s, notes) = series::build(name, r, &aliases);
+        diagnostics.extend(notes);
+        let mut hosts: Vec<String> =
+            s.iter().map(|x| x.entity.host.clone()).filter(|h| !h.is_empty()).collect();
+        hosts.sort();
+        hosts.dedup();
+        summaries.push(FileSummary {
+            file: (*name).clone(),
+            format: *format,
+            samples: r.len() as u64,
+            series: s.len() as u64,
+            hosts,
+            first_ns: s.iter().filter_map(|x| x.ts_ns.first().copied()).min(),
+            last_ns: s.iter().filter_map(|x| x.ts_ns.last().copied()).max(),
+        });
+        all.extend(s);
     }
     all.sort_by(|a, b| (&a.entity, a.signal, &a.name).cmp(&(&b.entity, b.signal, &b.name)));
     let joined = places.map(|p| join::join(&all, p));

@@ -147,14 +147,47 @@ fn label<'a>(labels: &'a [(String, String)], names: &[&str]) -> Option<&'a str> 
     names.iter().find_map(|n| labels.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str()))
 }
 
-/// The entity a sample is about.
-pub fn entity_of(name: &str, signal: Signal, labels: &[(String, String)]) -> Entity {
+/// An `instance` label without its port (`10.0.0.5:9100` → `10.0.0.5`).
+fn without_port(i: &str) -> &str {
+    match i.rsplit_once(':') {
+        Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) && !h.is_empty() => h,
+        _ => i,
+    }
+}
+
+/// `instance` (port dropped) → node name, from node-exporter's `node_uname_info{instance,
+/// nodename}` in any of the reads: Prometheus' `instance` is often an address, the name the
+/// traces and DCGM give is the node's.
+pub fn aliases(reads: &[&Read]) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = reads
+        .iter()
+        .flat_map(|r| r.keys.iter())
+        .filter(|k| k.name == "node_uname_info")
+        .filter_map(|k| {
+            Some((
+                without_port(label(&k.labels, &["instance"])?).to_string(),
+                label(&k.labels, &["nodename"])?.to_string(),
+            ))
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The entity a sample is about; `aliases` name the hosts `instance` labels give as addresses.
+pub fn entity_of(
+    name: &str,
+    signal: Signal,
+    labels: &[(String, String)],
+    aliases: &[(String, String)],
+) -> Entity {
     let host = label(labels, &["Hostname", "hostname", "nodename", "node", "host"])
         .map(str::to_string)
         .or_else(|| {
-            label(labels, &["instance"]).map(|i| match i.rsplit_once(':') {
-                Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h.to_string(),
-                _ => i.to_string(),
+            label(labels, &["instance"]).map(|i| {
+                let i = without_port(i);
+                aliases.iter().find(|(a, _)| a == i).map_or(i, |(_, n)| n.as_str()).to_string()
             })
         })
         .unwrap_or_default();
@@ -193,14 +226,14 @@ fn median_spacing(ts: &[i64]) -> Option<i64> {
 }
 
 /// Forms the series of one file's samples.
-pub fn build(file: &str, r: &Read) -> (Vec<Series>, Vec<Diagnostic>) {
+pub fn build(file: &str, r: &Read, aliases: &[(String, String)]) -> (Vec<Series>, Vec<Diagnostic>) {
     // Each key's entity once; then the samples into their series.
     let entities: Vec<Entity> = r
         .keys
         .iter()
         .map(|k| {
             let declared = r.types.iter().find(|(n, _)| *n == k.name).map(|(_, t)| t.as_str());
-            entity_of(&k.name, signal_of(&k.name, declared).0, &k.labels)
+            entity_of(&k.name, signal_of(&k.name, declared).0, &k.labels, aliases)
         })
         .collect();
     let mut groups: std::collections::BTreeMap<(&Entity, &str), Vec<(i64, f64)>> = Default::default();
@@ -399,11 +432,19 @@ mod tests {
         for (t, v) in [(0, 0.0), (1_000_000_000, 100.0), (2_000_000_000, 300.0), (3_000_000_000, 5.0)] {
             r.push(k, Some(t), v);
         }
-        let (s, notes) = build("f", &r);
+        let (s, notes) = build("f", &r, &[]);
         assert_eq!(s.len(), 1);
         assert_eq!((s[0].signal, s[0].kind), (Signal::NicTx, ValueKind::Rate));
         assert_eq!(s[0].value, [100.0, 200.0]);
         assert_eq!(s[0].entity.label(), "node-1 ib0");
         assert_eq!(notes.len(), 1);
+        // An address in `instance` named by node_uname_info.
+        let mut u = Read::default();
+        u.add_key(super::super::SeriesKey {
+            name: "node_uname_info".into(),
+            labels: vec![("instance".into(), "node-1:9100".into()), ("nodename".into(), "gpu-node-1".into())],
+        });
+        let (s, _) = build("f", &r, &aliases(&[&u]));
+        assert_eq!(s[0].entity.host, "gpu-node-1");
     }
 }
