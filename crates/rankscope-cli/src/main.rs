@@ -7,6 +7,7 @@ mod cmd_diff;
 mod cmd_fr;
 mod cmd_inspect;
 mod cmd_inspector;
+mod cmd_metrics;
 mod cmd_nccl;
 mod cmd_nccl_ras;
 mod cmd_part;
@@ -57,6 +58,9 @@ enum Command {
     /// Read a training framework's step log (Megatron-LM's iteration lines and timers): the
     /// iteration time over the whole run, its spikes, timers uneven across ranks.
     Steplog(cmd_steplog::Args),
+    /// Read cluster metrics (DCGM exporter, dcgmi dmon, node-exporter, Prometheus exports) and
+    /// join them with the traces: communication-bound, throttled GPUs, PFC storms, idle NICs.
+    Metrics(cmd_metrics::Args),
     #[command(flatten)]
     Split(cmd_part::Command),
 }
@@ -76,6 +80,7 @@ fn main() -> std::process::ExitCode {
         Command::NcclInspector(a) => cmd_inspector::run(a),
         Command::NcclRas(a) => cmd_nccl_ras::run(a),
         Command::Steplog(a) => cmd_steplog::run(a),
+        Command::Metrics(a) => cmd_metrics::run(a),
         Command::Split(c) => cmd_part::run(c),
     };
     match result {

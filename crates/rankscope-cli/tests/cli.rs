@@ -667,3 +667,61 @@ fn nccl_inspector_joins_the_traces_of_the_synth_job() {
     assert!(text.contains("18 of the traces' 18 collectives matched"), "{text}");
     assert!(text.contains("↔ process group 0: by sequence number, sn = Seq − 1"), "{text}");
 }
+
+/// `rankscope metrics`: the throttled case of the cluster-metrics fixtures beside the synthetic
+/// job they were written for (docs/cluster-metrics.md): the dmon table placed by the flags, the
+/// throttled GPU and the XID found on their ranks; a file that is not metrics exits 1 naming it.
+#[test]
+fn metrics_joins_dcgm_exports_with_the_traces() {
+    let d = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("metrics");
+    let _ = std::fs::remove_dir_all(&d);
+    let job = d.join("job");
+    let s = bin()
+        .args(["synth", "--layout", "tp=8,pp=1,dp=2", "--out", job.to_str().unwrap_or_default()])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.status.code(), Some(0), "{}", String::from_utf8_lossy(&s.stderr));
+    let _ = std::fs::remove_file(job.join("manifest.json"));
+    let case = fixtures("cluster_metrics/throttled");
+    let out = bin()
+        .args([
+            "metrics",
+            "--json",
+            "--dmon-host",
+            "node01",
+            "--dmon-start",
+            "1720912092.0",
+            "--dmon-delay-ms",
+            "250",
+        ])
+        .args([
+            format!("{case}/dcgm_node00.prom"),
+            format!("{case}/dmon_node01.txt"),
+            format!("{case}/reasons_node01.csv"),
+        ])
+        .args(["--traces", job.to_str().unwrap_or_default()])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v["schema"], "rankscope.metrics");
+    let formats: Vec<&str> =
+        v["files"].as_array().into_iter().flatten().filter_map(|f| f["format"].as_str()).collect();
+    assert_eq!(formats, ["prometheus_text", "dcgmi_dmon", "prometheus_csv"]);
+    let found: Vec<(String, u64)> = v["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|f| (f["id"].as_str().unwrap_or_default().to_string(), f["ranks"][0].as_u64().unwrap_or(99)))
+        .collect();
+    assert_eq!(found, [("throttled_gpu".to_string(), 11), ("xid_error".to_string(), 5)]);
+    let other = d.join("notes.txt");
+    std::fs::write(&other, "just words\n").unwrap_or_else(|e| panic!("{e}"));
+    let out = bin()
+        .args(["metrics", other.to_str().unwrap_or_default()])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("notes.txt: not a cluster metrics file (no known format) at byte 0"), "{err}");
+}

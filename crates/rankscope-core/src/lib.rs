@@ -24,6 +24,7 @@ pub mod input;
 pub mod inspect;
 pub mod job;
 pub mod join;
+pub mod metrics;
 pub mod model;
 pub mod names;
 pub mod nccl;
