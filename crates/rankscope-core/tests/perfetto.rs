@@ -23,8 +23,8 @@ fn archive(job: &Job, a: &Analysis) -> (Vec<u8>, perfetto::Plan) {
         job.ranks.iter().map(|r| (r.rank, r.trace.events.ts_ns.iter().min().copied())),
     );
     let mut out = Vec::new();
-    plan.write_perfetto(&mut out, |k, mut w, m, shift_ns| {
-        export::write_rank(&mut w, &job.ranks[k], &job.strings, m.rank, 0, shift_ns, true).map(drop)
+    plan.write_perfetto(&mut out, |k, mut w, at| {
+        export::write_rank(&mut w, &job.ranks[k], &job.strings, at, true).map(drop)
     })
     .unwrap_or_else(|e| panic!("{e}"));
     (out, plan.perfetto())
