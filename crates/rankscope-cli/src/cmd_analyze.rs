@@ -251,7 +251,10 @@ fn write_perfetto(
     use std::io::Write;
     let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
     plan_of(job, a).write_perfetto(&mut out, |k, mut w, at| match job.ranks.get(k) {
-        Some(r) => export::write_rank(&mut w, r, &job.strings, at, true).map(drop),
+        Some(r) => {
+            export::write_rank(&mut w, r, &job.strings, at, true)?;
+            export::write_step_track(w, r, at)
+        }
         None => Ok(()),
     })?;
     out.flush()?;

@@ -44,7 +44,8 @@
 //! which offsets is the [`ExportPlan`]'s, one for every shell ([`plan`]).
 //!
 //! [`perfetto`] packs the same per-rank events, each on its rank's own clock, into a Perfetto
-//! multi-trace archive whose manifest carries the alignment ([`tar`] is its container).
+//! multi-trace archive whose manifest carries the alignment ([`tar`] is its container), and
+//! adds our analysis as tracks Perfetto reads: each rank's steps ([`write_step_track`]).
 
 pub mod perfetto;
 pub mod plan;
@@ -83,7 +84,7 @@ pub(crate) fn esc<W: Write + ?Sized>(out: &mut W, s: &str) -> io::Result<()> {
 }
 
 /// Nanoseconds as microseconds with three decimals, exactly.
-fn us<W: Write>(out: &mut W, ns: i64) -> io::Result<()> {
+fn us<W: Write + ?Sized>(out: &mut W, ns: i64) -> io::Result<()> {
     let sign = if ns < 0 { "-" } else { "" };
     let a = ns.unsigned_abs();
     write!(out, "{sign}{}.{:03}", a / 1000, a % 1000)
@@ -283,6 +284,40 @@ fn write_args<W: Write>(
         out.write_all(b", \"source_args\": \"not kept\"")?;
     }
     out.write_all(b"}}")
+}
+
+/// The category of the tracks rankscope adds to a Perfetto member (never a source's).
+pub const OUR_CAT: &str = "rankscope";
+
+/// Our analysis as a track of the rank's Perfetto member, after its events: a thread
+/// `rankscope · steps` (the `tid` after every lane's, listed first) with a slice per step
+/// (`step N`, the step's window on the rank's clock; an inference engine's iterations alike),
+/// `cat` [`OUR_CAT`], `args.rankscope` saying the step and its aligned start. Only in the
+/// archive: the merged trace is read back as its ranks (`normalize::multirank`), where a track
+/// of ours would be read as a thread of the rank's.
+pub fn write_step_track<W: Write + ?Sized>(out: &mut W, r: &RankEntry, at: &Placement) -> io::Result<()> {
+    let steps = &r.norm.steps;
+    if steps.is_empty() {
+        return Ok(());
+    }
+    let (pid, tid) = (at.rank, r.trace.lanes.len());
+    write!(out, ",\n{{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": {pid}, \"tid\": {tid}, \"args\": {{\"name\": \"rankscope · steps\"}}}}")?;
+    write!(out, ",\n{{\"ph\": \"M\", \"name\": \"thread_sort_index\", \"pid\": {pid}, \"tid\": {tid}, \"args\": {{\"sort_index\": -1}}}}")?;
+    for k in 0..steps.len() {
+        let (start, end) = (steps.start_ns[k], steps.end_ns[k]);
+        write!(out, ",\n{{\"ph\": \"X\", \"pid\": {pid}, \"tid\": {tid}, \"ts\": ")?;
+        us(out, start - at.zero_ns)?;
+        out.write_all(b", \"dur\": ")?;
+        us(out, end.saturating_sub(start).max(0))?;
+        let n = steps.number[k];
+        write!(
+            out,
+            ", \"name\": \"step {n}\", \"cat\": \"{OUR_CAT}\", \"args\": {{\"rankscope\": {{\"class\": \"step\", \"step\": {n}, \"aligned_ts_ns\": {}, \"synthetic\": {}}}}}}}",
+            start.saturating_sub(at.offset_ns),
+            steps.synthetic
+        )?;
+    }
+    Ok(())
 }
 
 pub fn write_footer<W: Write + ?Sized>(out: &mut W) -> io::Result<()> {

@@ -209,7 +209,8 @@ fn check_files(what: &str, files: &[PathBuf]) -> (usize, BTreeSet<String>) {
 
     let mut tar = Vec::new();
     plan.write_perfetto(&mut tar, |k, mut w, at| {
-        export::write_rank(&mut w, &job.ranks[k], &job.strings, at, true).map(drop)
+        export::write_rank(&mut w, &job.ranks[k], &job.strings, at, true)?;
+        export::write_step_track(w, &job.ranks[k], at)
     })
     .unwrap_or_else(|e| panic!("{e}"));
     let members = untar(&tar);
@@ -219,7 +220,21 @@ fn check_files(what: &str, files: &[PathBuf]) -> (usize, BTreeSet<String>) {
         let shift = doc["otherData"]["rankscope"]["shift_ns"].as_i64().unwrap_or_else(|| panic!("shift"));
         let rank = doc["otherData"]["rankscope"]["rank"].as_u64().unwrap_or_else(|| panic!("rank"));
         let written = written_events(&doc, |_| shift);
-        let got = written.into_values().next().unwrap_or_default();
+        let (ours, got): (Vec<Ev>, Vec<Ev>) = written
+            .into_values()
+            .next()
+            .unwrap_or_default()
+            .into_iter()
+            .partition(|e| e.key.1 == export::OUR_CAT);
+        // The steps track: a slice per step of the rank, each where the step is.
+        let r = job.ranks.iter().find(|r| u64::from(r.rank) == rank).unwrap_or_else(|| panic!("rank {rank}"));
+        let steps = &r.norm.steps;
+        assert_eq!(ours.len(), steps.len(), "{what}: {path}: a slice per step");
+        for (e, k) in ours.iter().zip(0..) {
+            assert_eq!(e.key.0, format!("step {}", steps.number[k]));
+            assert_eq!(e.key.3, steps.end_ns[k] - steps.start_ns[k]);
+            assert!((e.own_us - steps.start_ns[k] as f64 / 1000.0).abs() <= 1.0, "{what}: step {k} start");
+        }
         same_events(&format!("{what}: {path}"), source_events(file_of(rank as u32)), got, &mut keys);
     }
     (compared, keys)

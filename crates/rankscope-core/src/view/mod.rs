@@ -76,7 +76,11 @@ impl RankView {
     ) -> std::io::Result<u64> {
         let at = crate::export::Placement::member(member, shift_ns);
         crate::export::perfetto::write_member(out, member, shift_ns, |mut w| {
-            self.write_placed(&mut w, &at, true).map(drop)
+            self.write_placed(&mut w, &at, true)?;
+            match self.entry() {
+                Some(e) => crate::export::write_step_track(w, e, &at),
+                None => Ok(()),
+            }
         })
     }
 
