@@ -24,7 +24,8 @@
 //! `class` and `collective` are the classification's, `step` the `ProfilerStep#N` the event
 //! belongs to, `aligned_ts_ns` its start on the job's aligned clock in ns (own time − the rank's
 //! offset; the same in the merged trace and in the archive, whose `ts` stay on the rank's own
-//! clock). This needs the source's args, which the analysis never reads: the parser keeps them
+//! clock; an integer beyond 2^53, so JavaScript's `JSON.parse` rounds it: read it with a
+//! big-integer parser there). This needs the source's args, which the analysis never reads: the parser keeps them
 //! only when asked ([`crate::parse::FileIngest::keep_args`]; [`crate::model::raw_args`]: one
 //! arena of text per trace and 12 bytes per row, so the default analysis pays nothing). The CLI
 //! asks whenever it exports (`--no-source-args` declines). A trace read without them (the web
