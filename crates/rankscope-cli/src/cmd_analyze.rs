@@ -37,6 +37,12 @@ pub struct Args {
     /// the lowest rank with the estimated offset, so Perfetto shows the job aligned.
     #[arg(long, value_name = "FILE.tar")]
     pub perfetto: Option<PathBuf>,
+    /// Write `--merged-trace` and `--perfetto` without the source's own args (every event's
+    /// `Input Dims`, kernel `grid` / `block`, collective args, ... are kept by default, verbatim,
+    /// beside rankscope's `args.rankscope`): only the ids and rankscope's, as the web app writes
+    /// them, reading each file on every core and holding less memory (BENCHMARKS.md).
+    #[arg(long)]
+    pub no_source_args: bool,
     /// Extra classification rules (JSON), tried before the defaults.
     #[arg(long, value_name = "FILE")]
     pub rules: Option<PathBuf>,
@@ -135,6 +141,7 @@ pub fn run(a: Args) -> Result<u8> {
         options: opts,
         chunk: None,
         keep_job: a.merged_trace.is_some() || a.perfetto.is_some(),
+        keep_args: (a.merged_trace.is_some() || a.perfetto.is_some()) && !a.no_source_args,
     };
     let line = load::ProgressLine::new();
     let load::Outcome { job, out, notes } = load::analyze_paths(&req, &|d, t| line.update(d, t))?;
@@ -243,8 +250,11 @@ fn write_perfetto(
     use rankscope_core::export;
     use std::io::Write;
     let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
-    plan_of(job, a).write_perfetto(&mut out, |k, mut w, m, shift_ns| match job.ranks.get(k) {
-        Some(r) => export::write_rank(&mut w, r, &job.strings, m.rank, 0, shift_ns, true).map(drop),
+    plan_of(job, a).write_perfetto(&mut out, |k, mut w, at| match job.ranks.get(k) {
+        Some(r) => {
+            export::write_rank(&mut w, r, &job.strings, at, true)?;
+            export::write_step_track(w, r, at)
+        }
         None => Ok(()),
     })?;
     out.flush()?;
@@ -260,8 +270,8 @@ fn write_merged(
     use rankscope_core::export;
     use std::io::Write;
     let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
-    plan_of(job, a).write_merged(&mut out, |k, out, p, origin, first| match job.ranks.get(k) {
-        Some(r) => export::write_rank(out, r, &job.strings, p.rank, p.offset_ns, origin, first).map(drop),
+    plan_of(job, a).write_merged(&mut out, |k, out, at, first| match job.ranks.get(k) {
+        Some(r) => export::write_rank(out, r, &job.strings, at, first).map(drop),
         None => Ok(()),
     })?;
     out.flush()?;

@@ -84,6 +84,7 @@ fn analyze_side(which: &str, spec: &str, a: &Args) -> Result<(rankscope_core::an
         options,
         chunk: None,
         keep_job: false,
+        keep_args: false,
     };
     let line = load::ProgressLine::new();
     let load::Outcome { out, notes, .. } = load::analyze_paths(&req, &|d, t| line.update(d, t))?;

@@ -72,6 +72,7 @@ pub fn run(a: Args) -> Result<u8> {
             options: rankscope_core::analyze::Options::default(),
             chunk: None,
             keep_job: false,
+            keep_args: false,
         };
         match load::analyze_paths(&req, &|_, _| {}) {
             Ok(load::Outcome { out, .. }) if out.has_traces() => {

@@ -725,3 +725,43 @@ fn metrics_joins_dcgm_exports_with_the_traces() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("notes.txt: not a cluster metrics file (no known format) at byte 0"), "{err}");
 }
+
+/// The exports keep every event's source args by default (`args.rankscope` beside them) and
+/// leave them out with `--no-source-args`, in the merged trace and the Perfetto archive alike.
+#[test]
+fn exports_keep_the_source_args_unless_told_not_to() {
+    let dir = format!("{}/../../tests/zoo/baseline", env!("CARGO_MANIFEST_DIR"));
+    let out = scratch("export-args");
+    let keys = |flags: &[&str]| -> std::collections::BTreeSet<String> {
+        let merged = out.join("merged.json");
+        let tar = out.join("job.tar");
+        let (m, t) = (merged.display().to_string(), tar.display().to_string());
+        let mut args = vec!["analyze", "--merged-trace", &m, "--perfetto", &t];
+        args.extend_from_slice(flags);
+        args.push(&dir);
+        let r = bin().args(&args).output().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.status.code(), Some(0), "{}", String::from_utf8_lossy(&r.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&merged).unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let tar_bytes = std::fs::read(&tar).unwrap_or_default();
+        let mut keys = std::collections::BTreeSet::new();
+        for e in v["traceEvents"].as_array().into_iter().flatten().filter(|e| e["ph"] == "X") {
+            assert!(e["args"]["rankscope"]["class"].is_string(), "{e}");
+            keys.extend(e["args"].as_object().into_iter().flat_map(|o| o.keys().cloned()));
+        }
+        // The archive's members carry the same args text (a plain tar: searched as bytes).
+        let has = |k: &str| tar_bytes.windows(k.len()).any(|w| w == k.as_bytes());
+        assert_eq!(has("\"Input Dims\""), keys.contains("Input Dims"), "archive and merged trace agree");
+        assert!(has("rankscope · steps"), "the archive's steps track");
+        keys
+    };
+    let kept = keys(&[]);
+    for k in ["Input Dims", "Input type", "Sequence number", "External id", "rankscope"] {
+        assert!(kept.contains(k), "{k} kept: {kept:?}");
+    }
+    let lean = keys(&["--no-source-args"]);
+    assert!(
+        !lean.contains("Input Dims") && lean.contains("External id") && lean.contains("rankscope"),
+        "{lean:?}"
+    );
+}

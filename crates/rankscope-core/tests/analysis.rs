@@ -446,17 +446,8 @@ fn merged_trace_puts_every_rank_on_the_aligned_clock() {
         job.ranks.iter().map(|r| (r.rank, r.trace.events.ts_ns.iter().min().copied())),
     );
     let mut out = Vec::new();
-    plan.write_merged(&mut out, |k, out, p, origin, first| {
-        rankscope_core::export::write_rank(
-            out,
-            &job.ranks[k],
-            &job.strings,
-            p.rank,
-            p.offset_ns,
-            origin,
-            first,
-        )
-        .map(drop)
+    plan.write_merged(&mut out, |k, out, at, first| {
+        rankscope_core::export::write_rank(out, &job.ranks[k], &job.strings, at, first).map(drop)
     })
     .unwrap_or_else(|e| panic!("{e}"));
     // Valid JSON, one process per rank, every event kept.

@@ -189,17 +189,8 @@ fn the_merged_export_round_trips() {
         job.ranks.iter().map(|r| (r.rank, r.trace.events.ts_ns.iter().min().copied())),
     );
     let mut out = Vec::new();
-    plan.write_merged(&mut out, |k, out, p, origin, first| {
-        rankscope_core::export::write_rank(
-            out,
-            &job.ranks[k],
-            &job.strings,
-            p.rank,
-            p.offset_ns,
-            origin,
-            first,
-        )
-        .map(drop)
+    plan.write_merged(&mut out, |k, out, at, first| {
+        rankscope_core::export::write_rank(out, &job.ranks[k], &job.strings, at, first).map(drop)
     })
     .unwrap_or_else(|e| panic!("{e}"));
     let back = assemble(vec![ingest("export.json", &out)], &[], &Rules::default());

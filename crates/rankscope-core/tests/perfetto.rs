@@ -23,8 +23,9 @@ fn archive(job: &Job, a: &Analysis) -> (Vec<u8>, perfetto::Plan) {
         job.ranks.iter().map(|r| (r.rank, r.trace.events.ts_ns.iter().min().copied())),
     );
     let mut out = Vec::new();
-    plan.write_perfetto(&mut out, |k, mut w, m, shift_ns| {
-        export::write_rank(&mut w, &job.ranks[k], &job.strings, m.rank, 0, shift_ns, true).map(drop)
+    plan.write_perfetto(&mut out, |k, mut w, at| {
+        export::write_rank(&mut w, &job.ranks[k], &job.strings, at, true)?;
+        export::write_step_track(w, &job.ranks[k], at)
     })
     .unwrap_or_else(|e| panic!("{e}"));
     (out, plan.perfetto())
@@ -103,8 +104,10 @@ fn check(job: &Job, a: &Analysis) {
         let doc: Value = serde_json::from_slice(body).unwrap_or_else(|e| panic!("rank {}: {e}", r.rank));
         assert_eq!(doc["otherData"]["rankscope"]["rank"], r.rank);
         let ev = doc["traceEvents"].as_array().unwrap_or_else(|| panic!("traceEvents"));
-        let timed: Vec<&Value> = ev.iter().filter(|e| e["ph"] == "X" || e["ph"] == "i").collect();
+        let (ours, timed): (Vec<&Value>, Vec<&Value>) =
+            ev.iter().filter(|e| e["ph"] == "X" || e["ph"] == "i").partition(|e| e["cat"] == export::OUR_CAT);
         assert_eq!(timed.len(), r.trace.events.len(), "rank {}: every event row", r.rank);
+        assert_eq!(ours.len(), r.norm.steps.len(), "rank {}: the steps track", r.rank);
         let ns = |e: &Value| (e["ts"].as_f64().unwrap_or(f64::NAN) * 1000.0).round() as i64;
         let min_own = r.trace.events.ts_ns.iter().min().copied().unwrap_or(0);
         let min_file = timed.iter().map(|e| ns(e)).min().unwrap_or(0);

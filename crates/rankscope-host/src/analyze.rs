@@ -11,7 +11,7 @@ use rankscope_core::model::RankTrace;
 use rankscope_core::normalize::{assemble, Job};
 
 use super::inputs::{head_of, inputs};
-use super::load::{load_traces, load_traces_then, ProgressFn};
+use super::load::{load_traces, load_traces_keeping_args, load_traces_then, ProgressFn};
 use super::threads::Threads;
 
 /// A whole analysis from paths: what `rankscope analyze` and `rankscope.analyze()` run.
@@ -31,6 +31,9 @@ pub struct Request {
     /// thread that read it, as soon as it is read, and dropped: the same outputs, sooner (no
     /// stage waits for the slowest file) and in less memory.
     pub keep_job: bool,
+    /// With [`Request::keep_job`]: keep every event's source `args` for the exports
+    /// (`load_traces_keeping_args`; memory and time measured in BENCHMARKS.md).
+    pub keep_args: bool,
 }
 
 /// What [`analyze_paths`] gives: the normalized job (for exports, when [`Request::keep_job`]),
@@ -87,7 +90,11 @@ pub fn analyze_paths(req: &Request, progress: ProgressFn<'_>) -> Result<Outcome>
     let refs: Vec<TextRef<'_>> = texts.iter().map(Text::as_ref).collect();
     // With one thread (`RANKSCOPE_PARSE_THREADS=1`) `Threads` runs everything in line.
     let (job, mut out) = if req.keep_job {
-        let (mut traces, trace_failed, more) = load_traces(&traces, chunk, progress);
+        let (mut traces, trace_failed, more) = if req.keep_args {
+            load_traces_keeping_args(&traces, chunk, progress)
+        } else {
+            load_traces(&traces, chunk, progress)
+        };
         notes.extend(more);
         failed.extend(trace_failed);
         let claims: Vec<RankClaim> = traces.iter().map(job::claim_of).collect();

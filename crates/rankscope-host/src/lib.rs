@@ -22,7 +22,7 @@ mod threads;
 pub use analyze::{analyze_paths, drop_eventless, Outcome, Request};
 pub use cut::read_trace_cutting;
 pub use inputs::{expand, inputs, load_rules, parse_rank_map, sniff_file, Input, RankMap};
-pub use load::{load_job, load_traces, load_traces_then, ProgressFn};
+pub use load::{load_job, load_traces, load_traces_keeping_args, load_traces_then, ProgressFn};
 pub use rankscope_core::job::InputKind;
 pub use read::{read_trace, ReadError};
 pub use split::read_trace_split;

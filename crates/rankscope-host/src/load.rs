@@ -10,7 +10,7 @@ use rankscope_core::normalize::{assemble_with, Job, Rules};
 
 use super::cut::{cut_min_bytes, cut_sizes, read_trace_cutting};
 use super::inputs::Input;
-use super::read::{is_gzip, read_trace, ReadError};
+use super::read::{is_gzip, read_trace_with, ReadError};
 use super::split::read_trace_split;
 use super::threads::{core_shares, parse_threads, Threads};
 
@@ -40,6 +40,27 @@ pub fn load_traces_then<T: Send>(
     progress: ProgressFn<'_>,
     then: &(dyn Fn(RankTrace, bool) -> T + Sync),
 ) -> (Vec<T>, Vec<FailedFile>, Vec<String>) {
+    load(files, chunk, false, progress, then)
+}
+
+/// [`load_traces`] keeping every event's source `args` (`FileIngest::keep_args`), for the
+/// exports: each file is read serially (a file read in pieces would have to join the pieces'
+/// arenas; files still go one per core), and holds its args text beside its tables.
+pub fn load_traces_keeping_args(
+    files: &[Input],
+    chunk: usize,
+    progress: ProgressFn<'_>,
+) -> (Vec<RankTrace>, Vec<FailedFile>, Vec<String>) {
+    load(files, chunk, true, progress, &|t, _| t)
+}
+
+fn load<T: Send>(
+    files: &[Input],
+    chunk: usize,
+    keep_args: bool,
+    progress: ProgressFn<'_>,
+    then: &(dyn Fn(RankTrace, bool) -> T + Sync),
+) -> (Vec<T>, Vec<FailedFile>, Vec<String>) {
     let sizes: Vec<u64> = files.iter().map(|f| std::fs::metadata(&f.path).map_or(0, |m| m.len())).collect();
     let total: u64 = sizes.iter().sum();
     // The bytes read so far; the lock makes each report's count and its call one step, so the
@@ -59,7 +80,7 @@ pub fn load_traces_then<T: Send>(
                 let k = next.fetch_add(1, Ordering::Relaxed) as usize;
                 let Some(&i) = order.get(k) else { break };
                 let Some(input) = files.get(i) else { break };
-                let pieces = shares.get(i).copied().unwrap_or(1);
+                let pieces = if keep_args { 1 } else { shares.get(i).copied().unwrap_or(1) };
                 // What this file has reported, taken back if it is read again serially.
                 let mine = AtomicU64::new(0);
                 let report = |n: u64| {
@@ -73,7 +94,9 @@ pub fn load_traces_then<T: Send>(
                     && std::fs::metadata(&input.path)
                         .is_ok_and(|m| m.is_file() && m.len() >= cut_min_bytes())
                     && is_gzip(&input.path);
-                let tried = if cut {
+                let tried = if keep_args {
+                    None
+                } else if cut {
                     // This thread inflates and parses when the others are busy: one fewer.
                     let workers = (pieces - 1).max(1);
                     read_trace_cutting(&input.path, chunk, workers, cut_sizes(), &report)
@@ -87,7 +110,7 @@ pub fn load_traces_then<T: Send>(
                         if let Ok(mut d) = done.lock() {
                             *d = d.saturating_sub(mine.swap(0, Ordering::Relaxed));
                         }
-                        read_trace(&input.path, chunk, &report)
+                        read_trace_with(&input.path, chunk, keep_args, &report)
                     }
                 };
                 let r = r.map(|t| then(t, pieces > 1));

@@ -23,8 +23,22 @@ impl ReadError {
 
 /// Reads one file in chunks through the core's streaming ingest.
 pub fn read_trace(path: &Path, chunk: usize, progress: &dyn Fn(u64)) -> Result<RankTrace, ReadError> {
+    read_trace_with(path, chunk, false, progress)
+}
+
+/// [`read_trace`], keeping every event's source `args` when `keep_args` (for the exports:
+/// `FileIngest::keep_args`).
+pub fn read_trace_with(
+    path: &Path,
+    chunk: usize,
+    keep_args: bool,
+    progress: &dyn Fn(u64),
+) -> Result<RankTrace, ReadError> {
     let name = path.display().to_string();
     let mut ingest = FileIngest::new(&name);
+    if keep_args {
+        ingest.keep_args();
+    }
     read_chunks(path, &name, chunk, &mut |b| {
         ingest.feed(b);
         progress(b.len() as u64);

@@ -201,6 +201,7 @@ fn analyze(
         options: options(offsets, thresholds, layout.as_deref())?,
         chunk: chunk.map(|c| c.max(1)),
         keep_job: false,
+        keep_args: false,
     };
     let progress = Progress::new(progress);
     let result = py.detach(|| rankscope_host::analyze_paths(&req, &|d, t| progress.update(d, t)));

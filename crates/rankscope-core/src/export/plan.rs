@@ -9,7 +9,7 @@ use std::io::{self, Write};
 
 use serde::{Deserialize, Serialize};
 
-use super::perfetto;
+use super::{perfetto, Placement};
 use crate::analyze::align::RankAlignment;
 
 /// The alignment offset of `rank` (aligned time = rank time − offset; 0 for a rank the analysis
@@ -127,30 +127,32 @@ impl ExportPlan {
     }
 
     /// Writes the whole merged trace: the head, then each planned rank's events by
-    /// `events(k, out, rank, origin_ns, first)` (the `k`-th planned rank, as
+    /// `events(k, out, at, first)` (the `k`-th planned rank, placed on the aligned clock, as
     /// [`super::write_rank`] writes them), then the tail.
     pub fn write_merged<W: Write>(
         &self,
         out: &mut W,
-        mut events: impl FnMut(usize, &mut W, &Planned, i64, bool) -> io::Result<()>,
+        mut events: impl FnMut(usize, &mut W, &Placement, bool) -> io::Result<()>,
     ) -> io::Result<()> {
         out.write_all(&self.merged_head())?;
         for (k, p) in self.ranks.iter().enumerate() {
-            events(k, out, p, self.origin_ns, k == 0)?;
+            events(k, out, &Placement::merged(p, self.origin_ns), k == 0)?;
         }
         out.write_all(&self.merged_tail())
     }
 
     /// Writes the whole Perfetto archive: each planned rank's member, its events written by
-    /// `events(k, out, member, shift_ns)` ([`perfetto::write_member`]'s), then the tail.
+    /// `events(k, out, at)` (placed on its own clock less the archive's shift,
+    /// [`perfetto::write_member`]'s), then the tail.
     pub fn write_perfetto<W: Write>(
         &self,
         out: &mut W,
-        mut events: impl FnMut(usize, &mut dyn Write, &perfetto::Member, i64) -> io::Result<()>,
+        mut events: impl FnMut(usize, &mut dyn Write, &Placement) -> io::Result<()>,
     ) -> io::Result<()> {
         let plan = self.perfetto();
         for (k, m) in plan.members.iter().enumerate() {
-            perfetto::write_member(out, m, plan.shift_ns, |w| events(k, w, m, plan.shift_ns))?;
+            let at = Placement::member(m, plan.shift_ns);
+            perfetto::write_member(out, m, plan.shift_ns, |w| events(k, w, &at))?;
         }
         perfetto::write_tail(out, &plan)
     }
@@ -191,8 +193,8 @@ mod tests {
         // The merged trace: head, each planned rank's piece in order, tail: valid JSON.
         let mut out = Vec::new();
         let mut seen = Vec::new();
-        plan.write_merged(&mut out, |k, _, p, origin, first| {
-            seen.push((k, p.rank, origin, first));
+        plan.write_merged(&mut out, |k, _, at, first| {
+            seen.push((k, at.rank, at.zero_ns - at.offset_ns, first));
             Ok(())
         })
         .unwrap_or_else(|e| panic!("{e}"));

@@ -76,6 +76,12 @@ crate::named_enum! {
         OutOfRange => "out_of_range",
         /// An event far outside the rest of its trace's time span; kept, but left out of the span.
         TimeOutlier => "time_outlier",
+        /// An event's `args` could not be kept for the exports (not an object; an `E` event's,
+        /// whose slice keeps its `B`'s). Only when args are kept.
+        ArgsNotKept => "args_not_kept",
+        /// An event's `args` kept for the exports had invalid UTF-8 or raw control characters
+        /// in a string; repaired in the copy. Only when args are kept.
+        ArgsRepaired => "args_repaired",
         /// NCCL_DEBUG lines without a `HOST:PID:TID [DEV]` header, skipped (no process to give
         /// them to).
         LogHeadlessLines => "log.headless-lines",
@@ -94,9 +100,9 @@ impl DiagKind {
         use DiagKind::*;
         match self {
             Truncated | GzipCorrupt | MalformedEvent | MissingPhase | MissingTimestamp | UnmatchedEnd
-            | OversizedValue => Severity::DATA_LOSS,
+            | OversizedValue | ArgsNotKept => Severity::DATA_LOSS,
             BareWord | IntOverflow | InvalidUtf8 | MissingDuration | NegativeDuration | UnclosedBegin
-            | LongString | OutOfRange | TimeOutlier => Severity::REPAIRED,
+            | LongString | OutOfRange | TimeOutlier | ArgsRepaired => Severity::REPAIRED,
             DuplicateRank => Severity::ERROR,
             TestsInterleavedTables | RanksInFileAssumed | ProcessesLeftOut => Severity::WARNING,
             LogHeadlessLines | TestsOrphanAverage | TestsRowsRestarted => Severity::Info,

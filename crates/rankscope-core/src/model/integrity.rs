@@ -40,6 +40,15 @@ impl RankTrace {
             ],
             n,
         )?;
+        if let Some(r) = &self.raw_args {
+            same("raw args", &[r.at.len(), r.len.len()], n)?;
+            for i in 0..n {
+                let (at, len) = (r.at[i], r.len[i]);
+                if len != RawArgs::NOT_KEPT && at.saturating_add(u64::from(len)) > r.text.len() as u64 {
+                    return Err(format!("raw args: row {i} ends beyond the arena"));
+                }
+            }
+        }
         let normalized = !e.class.is_empty() || !e.step.is_empty() || !e.detail.is_empty();
         if normalized {
             same("events (normalized)", &[e.class.len(), e.detail.len(), e.step.len()], n)?;

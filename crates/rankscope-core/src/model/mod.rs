@@ -8,6 +8,7 @@
 pub mod diag;
 mod integrity;
 mod phase;
+pub mod raw_args;
 pub mod severity;
 pub mod strings;
 
@@ -15,6 +16,7 @@ use serde::Serialize;
 
 pub use diag::{DiagKind, Diagnostic, Diagnostics, Severity};
 pub use phase::Phase;
+pub use raw_args::RawArgs;
 pub use strings::{FxHashMap, StrId, StringTable};
 
 /// Marker for "no value" in `u32` index columns.
@@ -682,6 +684,9 @@ pub struct RankTrace {
     pub meta: TraceMeta,
     pub counts: EventCounts,
     pub diagnostics: Diagnostics,
+    /// The source's `args` of every event row, when the parse was asked to keep them
+    /// ([`crate::parse::FileIngest::keep_args`]; the exports' hand-off, [`raw_args`]).
+    pub raw_args: Option<RawArgs>,
     /// Bytes of (decompressed) JSON text read.
     pub text_bytes: u64,
     /// Bytes of input read (compressed size for gzip).
@@ -696,6 +701,7 @@ impl RankTrace {
             + self.flows.len() * (8 + 1 + 4 + 8 + 4 + 1)
             + self.counters.len() * (4 + 4 + 8 + 8 + 16 + 4)
             + self.lanes.len() * 64
+            + self.raw_args.as_ref().map_or(0, RawArgs::bytes)
     }
 }
 

@@ -198,6 +198,9 @@ fn sort_rows(t: &mut RankTrace, j: &impl crate::join::Join) {
         inverse[old as usize] = new as u32;
     }
     t.events.permute_with(&perm, j);
+    if let Some(r) = &mut t.raw_args {
+        r.permute(&perm);
+    }
     for ev in &mut t.comm.event {
         if let Some(&n) = inverse.get(ev.0 as usize) {
             *ev = EventIdx(n);

@@ -361,6 +361,7 @@ fn take(t: &RankTrace, pids: &BTreeSet<IdKey>) -> RankTrace {
     }
     // Events.
     let (s, d) = (&t.events, &mut out.events);
+    let mut raw = t.raw_args.as_ref().map(|_| crate::model::RawArgs::default());
     let mut row_map = vec![NONE_U32; s.len()];
     let filled = |v: usize| v == s.len();
     for i in 0..s.len() {
@@ -378,6 +379,9 @@ fn take(t: &RankTrace, pids: &BTreeSet<IdKey>) -> RankTrace {
         d.correlation.push(s.correlation[i]);
         d.external_id.push(s.external_id[i]);
         d.args.push(s.args[i]);
+        if let (Some(r), Some(src)) = (&mut raw, &t.raw_args) {
+            r.push_copy(src.get(i));
+        }
         if filled(s.class.len()) {
             d.class.push(s.class[i]);
         }
@@ -388,6 +392,7 @@ fn take(t: &RankTrace, pids: &BTreeSet<IdKey>) -> RankTrace {
             d.step.push(s.step[i]);
         }
     }
+    out.raw_args = raw;
     // Communication arguments (an event's `args` row is renumbered with them).
     let (s, d) = (&t.comm, &mut out.comm);
     for k in 0..s.len() {

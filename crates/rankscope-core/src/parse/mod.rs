@@ -165,6 +165,18 @@ impl FileIngest {
         }
     }
 
+    /// Keeps every event row's source `args` ([`TraceParser::keep_args`]), for the exports;
+    /// call before the first byte. A cutting ingest then keeps its text whole.
+    pub fn keep_args(&mut self) {
+        match &mut self.mode {
+            Mode::Sniff(_, t) | Mode::Plain(t) | Mode::Gzip(_, t) => {
+                t.parser.keep_args();
+                t.cut = None;
+            }
+            Mode::Empty => {}
+        }
+    }
+
     /// Ingest that cuts the text for parsing on several cores ([`split::Cutter`]): take the
     /// middle pieces with [`FileIngest::take_pieces`] as they come (after each feed) and end
     /// with [`FileIngest::finish_cut`]. Useful where the text cannot be read at offsets (gzip,

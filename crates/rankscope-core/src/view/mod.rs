@@ -74,9 +74,13 @@ impl RankView {
         member: &crate::export::perfetto::Member,
         shift_ns: i64,
     ) -> std::io::Result<u64> {
+        let at = crate::export::Placement::member(member, shift_ns);
         crate::export::perfetto::write_member(out, member, shift_ns, |mut w| {
-            let own = crate::export::Planned { rank: member.rank, offset_ns: 0, method: String::new() };
-            self.write_trace(&mut w, &own, shift_ns, true).map(drop)
+            self.write_placed(&mut w, &at, true)?;
+            match self.entry() {
+                Some(e) => crate::export::write_step_track(w, e, &at),
+                None => Ok(()),
+            }
         })
     }
 
@@ -89,16 +93,17 @@ impl RankView {
         origin_ns: i64,
         first: bool,
     ) -> std::io::Result<u64> {
+        self.write_placed(out, &crate::export::Placement::merged(planned, origin_ns), first)
+    }
+
+    fn write_placed<W: std::io::Write>(
+        &self,
+        out: &mut W,
+        at: &crate::export::Placement,
+        first: bool,
+    ) -> std::io::Result<u64> {
         match self.entry() {
-            Some(e) => crate::export::write_rank(
-                out,
-                e,
-                &self.job.strings,
-                planned.rank,
-                planned.offset_ns,
-                origin_ns,
-                first,
-            ),
+            Some(e) => crate::export::write_rank(out, e, &self.job.strings, at, first),
             None => Ok(0),
         }
     }

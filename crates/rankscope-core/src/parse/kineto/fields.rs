@@ -89,6 +89,8 @@ pub(super) struct Ev {
     pub(super) args: Args,
     /// Byte range of `args` when `ph` was not yet known there (re-read for counters).
     pub(super) args_span: Option<(usize, usize)>,
+    /// Byte range of `args`, whatever `ph` (what [`TraceParser::keep_args`] copies).
+    pub(super) raw_span: Option<(usize, usize)>,
 }
 
 impl TraceParser {
@@ -331,6 +333,7 @@ impl TraceParser {
                     }
                 }
                 b"args" => {
+                    let s = *pos;
                     if ev.ph == b'C' {
                         self.counter_args(buf, pos, base)?;
                     } else {
@@ -340,6 +343,7 @@ impl TraceParser {
                             ev.args_span = Some((s, *pos));
                         }
                     }
+                    ev.raw_span = Some((s, *pos));
                 }
                 _ => json::skip_value(buf, pos)?,
             }
@@ -350,8 +354,44 @@ impl TraceParser {
                 self.counter_args(buf, &mut p, base)?;
             }
         }
-        self.commit(ev, base + start as u64);
+        let at = base + start as u64;
+        if self.out.raw_args.is_some() {
+            self.capture_args(&ev, buf, at);
+        }
+        self.commit(ev, at);
+        // Args captured for an event that made no row (no `ts`, say) are given back.
+        if let (Some((from, _)), Some(r)) = (self.cur_args.take(), &mut self.out.raw_args) {
+            r.text.truncate(from as usize);
+        }
         Ok(())
+    }
+
+    /// Copies the event's `args` into the trace's arena for the row it is about to make
+    /// ([`crate::model::raw_args`]); counted when they cannot be kept or were repaired.
+    fn capture_args(&mut self, ev: &Ev, buf: &[u8], at: u64) {
+        use crate::model::raw_args::{capture, Captured};
+        if ev.ph_other.is_some() || !matches!(ev.ph, b'X' | b'B' | b'E' | b'i' | b'I') {
+            return;
+        }
+        let Some(r) = &mut self.out.raw_args else { return };
+        let Some((s, e)) = ev.raw_span else {
+            self.cur_args = Some((r.text.len() as u64, 0));
+            return;
+        };
+        let (span, how) = capture(&mut r.text, buf.get(s..e).unwrap_or_default());
+        self.cur_args = span;
+        match how {
+            Captured::Kept => {}
+            Captured::Repaired => self.diag(DiagKind::ArgsRepaired, Some(at), || {
+                "an event's args had invalid UTF-8 or raw control characters in a string; \
+                 repaired in the kept copy"
+                    .to_string()
+            }),
+            Captured::NotAnObject => self.diag(DiagKind::ArgsNotKept, Some(at), || {
+                "an event's `args` is not an object; the exports write rankscope's args alone for it"
+                    .to_string()
+            }),
+        }
     }
 
     /// Reads the kept keys of `args`; skips the rest.

@@ -115,6 +115,9 @@ pub struct TraceParser {
     trailing: Option<(u64, u64)>,
     /// The last non-blank byte resynchronisation passed (to tell a cut file from a damaged one).
     last_nonblank: u8,
+    /// The args of the event being committed, in `out.raw_args`'s arena, for the row it makes
+    /// (only when [`TraceParser::keep_args`]).
+    cur_args: Option<(u64, u32)>,
 }
 
 impl TraceParser {
@@ -160,6 +163,23 @@ impl TraceParser {
             ph_events: 0,
             trailing: None,
             last_nonblank: 0,
+            cur_args: None,
+        }
+    }
+
+    /// Keeps every event row's source `args` ([`crate::model::raw_args`]), for the exports:
+    /// off by default, since the analysis never reads them and they are most of a trace's
+    /// bytes. A parser keeping args never marks a seam ([`TraceParser::mark`]): the file is
+    /// read whole, not in pieces.
+    pub fn keep_args(&mut self) {
+        if self.out.raw_args.is_none() {
+            let rows = self.out.events.len();
+            let mut r = crate::model::RawArgs::default();
+            // Rows made before (none, when called before the first byte) have no args kept.
+            for _ in 0..rows {
+                r.push(None);
+            }
+            self.out.raw_args = Some(r);
         }
     }
 
@@ -193,6 +213,7 @@ impl TraceParser {
             self.retry_carry();
         }
         let between = matches!(self.state, State::Events { .. })
+            && self.out.raw_args.is_none()
             && self.carry.is_empty()
             && self.pending.is_empty()
             && self.fatal.is_none()

@@ -12,6 +12,8 @@ pub(super) struct OpenSlice {
     pub(super) external_id: u64,
     pub(super) args: u32,
     pub(super) offset: u64,
+    /// Its source args in the arena, when kept ([`TraceParser::keep_args`]).
+    pub(super) raw: Option<(u64, u32)>,
 }
 
 impl TraceParser {
@@ -109,6 +111,9 @@ impl TraceParser {
         e.correlation.push(correlation);
         e.external_id.push(external_id);
         e.args.push(args);
+        if let Some(r) = &mut self.out.raw_args {
+            r.push(self.cur_args.take());
+        }
         if let Some(t) = self.lane_last_ts.get_mut(lane.0 as usize) {
             *t = (*t).max(ts.saturating_add(dur));
         }
@@ -193,6 +198,7 @@ impl TraceParser {
                     external_id: ext,
                     args,
                     offset,
+                    raw: self.cur_args.take(),
                 });
                 if let Some(t) = self.lane_last_ts.get_mut(lane.0 as usize) {
                     *t = (*t).max(ts.unwrap_or(0));
@@ -200,6 +206,17 @@ impl TraceParser {
             }
             b'E' => {
                 let lane = self.lane(pid, tid);
+                // The slice keeps its `B`'s args; an `E`'s own are said to be lost.
+                if let (Some((from, _)), Some(r)) = (self.cur_args.take(), &mut self.out.raw_args) {
+                    let from = from as usize;
+                    let empty = r.text.get(from..).is_none_or(|t| t.iter().all(|b| b"{} \t\r\n".contains(b)));
+                    r.text.truncate(from);
+                    if !empty {
+                        self.diag(DiagKind::ArgsNotKept, Some(offset), || {
+                            "the args of an `E` event are not kept (its `B`'s are)".to_string()
+                        });
+                    }
+                }
                 match self.open.get_mut(&lane).and_then(Vec::pop) {
                     Some(o) => {
                         let end = ts.unwrap_or(o.ts);
@@ -300,6 +317,7 @@ impl TraceParser {
     }
 
     pub(super) fn close_slice(&mut self, o: OpenSlice, dur: i64, lane: LaneId) {
+        self.cur_args = o.raw;
         let row = self.push_row(
             EventKind::Slice,
             o.ts,
