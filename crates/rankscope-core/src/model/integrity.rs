@@ -63,6 +63,7 @@ impl RankTrace {
                 c.dst_rank.len(),
                 c.tag.len(),
                 c.input_elems.len(),
+                c.input_dims.len(),
             ],
             c.len(),
         )?;
