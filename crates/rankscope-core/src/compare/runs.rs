@@ -477,7 +477,7 @@ mod tests {
         assert_eq!(si(112_197_632.0), "112 M");
         assert_eq!(si(1.234e12), "1.23 T");
         assert_eq!(si(54.4e9), "54.4 G");
-        assert_eq!(si(12.0), "12.00 ");
+        assert_eq!(si(12.0), "12.0 ");
     }
 
     #[test]
