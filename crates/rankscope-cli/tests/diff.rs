@@ -136,6 +136,28 @@ fn runs_are_one_line_each_and_a_folder_of_runs_is_walked() {
 }
 
 #[test]
+fn runs_of_one_model_give_their_scaling_and_a_stated_peak_gives_mfu() {
+    let (code, json, err) = run(&["runs", "--json", "--peak-tflops", "0.5", &zoo("scaling")]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}"));
+    let runs = v["runs"].as_array().map_or(0, Vec::len);
+    assert_eq!(runs, 6, "{json}");
+    assert!(v["runs"].as_array().into_iter().flatten().all(|r| r["mfu"].as_f64().is_some_and(|m| m > 0.0)));
+    assert_eq!(v["runs"][0]["peak"]["from"], "given");
+    let modes: Vec<&str> = v["scaling"][0]["points"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["mode"].as_str())
+        .collect();
+    assert_eq!(modes, ["base", "strong", "strong", "base", "weak", "weak"]);
+    // Stated samples win over the traces' for every run.
+    let (_, csv, _) = run(&["runs", "--csv", "--samples-per-step", "256", &zoo("scaling/weak_w2")]);
+    let row: Vec<&str> = csv.lines().nth(1).unwrap_or("").split(',').collect();
+    assert_eq!((row.get(17), row.get(18)), (Some(&"256"), Some(&"given")), "{csv}");
+}
+
+#[test]
 fn a_saved_analysis_is_a_side_like_its_folder() {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("diff-saved");
     let _ = std::fs::remove_dir_all(&dir);

@@ -454,13 +454,17 @@ impl TraceParser {
         self.shaped[k] == 1
     }
 
-    /// A value (`Input Dims`) as its text without blanks, interned; `None` when it is not a list.
+    /// A value (`Input Dims`) as its text without blanks, interned; `None` when it is not a list
+    /// or longer than a string may be (`Limits::string_bytes`: no shape of a product is).
     pub(super) fn dims_text(&mut self, buf: &[u8], pos: &mut usize) -> Res<Option<StrId>> {
         if json::peek(buf, pos)? != b'[' {
             return json::skip_value(buf, pos).map(|_| None);
         }
         let at = *pos;
         json::skip_value(buf, pos)?;
+        if *pos - at > self.limits.string_bytes {
+            return Ok(None);
+        }
         self.scratch.clear();
         self.scratch.extend(buf[at..*pos].iter().copied().filter(|c| !json::is_ws(*c)));
         Ok(Some(self.out.strings.intern_bytes(&self.scratch).0))
