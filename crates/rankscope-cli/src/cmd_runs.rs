@@ -23,6 +23,16 @@ pub struct Args {
     /// The table as CSV.
     #[arg(long)]
     pub csv: bool,
+    /// Samples per step of every run (global batch), when the traces cannot say (no
+    /// `record_shapes`, a model-parallel layout); wins over the traces.
+    #[arg(long, value_name = "N")]
+    pub samples_per_step: Option<i64>,
+    /// Tokens per step of every run (global), as `--samples-per-step`.
+    #[arg(long, value_name = "N")]
+    pub tokens_per_step: Option<i64>,
+    /// Peak dense TFLOP/s of one device, for MFU (instead of the BF16 table, docs/metrics.md).
+    #[arg(long, value_name = "X")]
+    pub peak_tflops: Option<f64>,
 }
 
 /// Whether a folder holds an input of its own (a file the folder walk would take).
@@ -89,7 +99,12 @@ pub fn run(a: Args) -> Result<u8> {
             }
         }
     }
-    let table = runs::runs(analyses.iter().map(|(n, a)| (n.as_str(), a)));
+    let given = rankscope_core::compare::rate::Given {
+        samples_per_step: a.samples_per_step,
+        tokens_per_step: a.tokens_per_step,
+        peak_tflops: a.peak_tflops,
+    };
+    let table = runs::runs(analyses.iter().map(|(n, a)| (n.as_str(), a)), &given);
     let text = if a.json {
         let mut s = serde_json::to_string_pretty(&table)?;
         s.push('\n');

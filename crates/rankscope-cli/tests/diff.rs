@@ -114,7 +114,8 @@ fn a_job_digest_is_a_side_like_its_folder() {
 fn runs_are_one_line_each_and_a_folder_of_runs_is_walked() {
     let (code, text, err) = run(&["runs", &zoo("repeat")]);
     assert_eq!(code, Some(0), "{err}");
-    let lines: Vec<&str> = text.lines().collect();
+    // The table, then a blank line and what each run's work figures rest on.
+    let lines: Vec<&str> = text.lines().take_while(|l| !l.is_empty()).collect();
     assert_eq!(lines.len(), 4, "{text}");
     assert!(
         lines[0].starts_with("run ") && lines[0].contains("step p50") && lines[0].ends_with("lead finding")
@@ -132,6 +133,28 @@ fn runs_are_one_line_each_and_a_folder_of_runs_is_walked() {
     let p50 = v["runs"][0]["step_p50_ns"].as_i64().unwrap_or(0);
     let med = a["noise"]["step_ns"].as_i64().unwrap_or(0);
     assert!(p50 > 0 && (p50 - med).abs() * 10 < med, "{p50} vs {med}");
+}
+
+#[test]
+fn runs_of_one_model_give_their_scaling_and_a_stated_peak_gives_mfu() {
+    let (code, json, err) = run(&["runs", "--json", "--peak-tflops", "0.5", &zoo("scaling")]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}"));
+    let runs = v["runs"].as_array().map_or(0, Vec::len);
+    assert_eq!(runs, 6, "{json}");
+    assert!(v["runs"].as_array().into_iter().flatten().all(|r| r["mfu"].as_f64().is_some_and(|m| m > 0.0)));
+    assert_eq!(v["runs"][0]["peak"]["from"], "given");
+    let modes: Vec<&str> = v["scaling"][0]["points"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["mode"].as_str())
+        .collect();
+    assert_eq!(modes, ["base", "strong", "strong", "base", "weak", "weak"]);
+    // Stated samples win over the traces' for every run.
+    let (_, csv, _) = run(&["runs", "--csv", "--samples-per-step", "256", &zoo("scaling/weak_w2")]);
+    let row: Vec<&str> = csv.lines().nth(1).unwrap_or("").split(',').collect();
+    assert_eq!((row.get(17), row.get(18)), (Some(&"256"), Some(&"given")), "{csv}");
 }
 
 #[test]

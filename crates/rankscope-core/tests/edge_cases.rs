@@ -261,13 +261,16 @@ fn async_and_unknown_phases() {
 fn p2p_peers() {
     let job = check("p2p_peers.json");
     let t = &job.ranks[0].trace;
-    // One row per communication op; `aten::mm`'s `Concrete Inputs` are not a peer. The last
-    // event writes `args` before its name, so its peer is not known (never guessed) and it has
-    // no other communication argument.
+    // One row per communication op; `aten::mm`'s `Concrete Inputs` are not a peer: its row holds
+    // its `Input Dims` alone (the FLOPs of analyze::work). The last event writes `args` before
+    // its name, so its peer is not known (never guessed) and it has no other communication
+    // argument.
     assert_eq!(names(&job), ["c10d::send", "c10d::recv_", "aten::mm", "record_param_comms", "c10d::recv_"]);
-    assert_eq!(t.comm.len(), 3);
-    assert_eq!(t.comm.src_rank, [-1, 0, 1]);
-    assert_eq!(t.comm.dst_rank, [2, -1, 2]);
-    assert_eq!(t.comm.tag, [7, 0, -1]);
-    assert_eq!(t.comm.seq, [-1, -1, 3]);
+    assert_eq!(t.comm.len(), 4);
+    assert_eq!(t.comm.src_rank, [-1, 0, -1, 1]);
+    assert_eq!(t.comm.dst_rank, [2, -1, -1, 2]);
+    assert_eq!(t.comm.tag, [7, 0, -1, -1]);
+    assert_eq!(t.comm.seq, [-1, -1, -1, 3]);
+    let dims: Vec<&str> = t.comm.input_dims.iter().map(|&s| job.strings.get(s)).collect();
+    assert_eq!(dims, ["", "", "[[32,512],[512,512]]", ""]);
 }

@@ -128,6 +128,10 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
             .map(|p| RankGraphs { rank: p.info.rank, graphs: p.reading.graphs.clone() })
             .collect(),
         serving: serving::summarize(&parts),
+        work: parts
+            .iter()
+            .filter_map(|p| p.work.clone().map(|work| RankWork { rank: p.info.rank, work }))
+            .collect(),
         steps,
         rank_totals: parts.iter().map(|p| p.totals.clone()).collect(),
         alignment,

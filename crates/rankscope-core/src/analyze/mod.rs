@@ -37,6 +37,7 @@ pub mod serving;
 pub mod stats;
 pub mod waits;
 pub mod whatif;
+pub mod work;
 
 use serde::{Deserialize, Serialize};
 
@@ -169,6 +170,14 @@ pub struct RankCoverage {
     pub coverage: crate::normalize::coverage::Coverage,
 }
 
+/// The work per step of one rank, from its ops' shapes ([`work`]).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RankWork {
+    pub rank: u32,
+    #[serde(flatten)]
+    pub work: work::Work,
+}
+
 /// The CUDA / HIP graphs of one rank ([`reading::Graphs`]).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RankGraphs {
@@ -197,6 +206,10 @@ pub struct Analysis {
     /// between iterations ([`serving`]). Empty for a training job.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub serving: Vec<serving::RankServing>,
+    /// Per rank whose trace records the shapes of the model's ops: FLOPs, samples and tokens
+    /// per step and the model's signature ([`work`]). Empty without shapes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub work: Vec<RankWork>,
     pub steps: Vec<StepEntry>,
     pub rank_totals: Vec<RankTotals>,
     pub alignment: Vec<align::RankAlignment>,
@@ -322,6 +335,9 @@ pub struct RankPart {
     /// Each step as a program for the what-if replay ([`whatif::program`]).
     #[serde(default)]
     pub programs: Vec<whatif::program::StepProgram>,
+    /// The work per step from the ops' shapes ([`work`]); `None` without shapes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work: Option<work::Work>,
     pub diagnostics: Vec<FileDiagnostic>,
 }
 
@@ -453,6 +469,7 @@ pub fn rank_part_with(
         },
     );
     let st = &r.norm.steps;
+    let work = work::of(r, strings, totals.compute_ns);
     RankPart {
         info,
         world_size: d.world_size,
@@ -475,6 +492,7 @@ pub fn rank_part_with(
         groups: layout::rank_claims(&r.trace, strings),
         reading: reading::rank_reading(r, strings),
         programs,
+        work,
         diagnostics: r
             .trace
             .diagnostics

@@ -22,8 +22,11 @@
 pub mod attribution;
 pub mod figures;
 pub mod gates;
+pub mod peak;
+pub mod rate;
 pub mod render;
 pub mod runs;
+pub mod scaling;
 pub mod shift;
 pub mod tables;
 pub mod verdict;

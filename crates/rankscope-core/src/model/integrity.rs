@@ -72,6 +72,7 @@ impl RankTrace {
                 c.dst_rank.len(),
                 c.tag.len(),
                 c.input_elems.len(),
+                c.input_dims.len(),
             ],
             c.len(),
         )?;
@@ -127,7 +128,8 @@ impl RankTrace {
             if ev.0 as usize >= n {
                 return Err(format!("argument row {j}: event {} beyond the {n} events", ev.0));
             }
-            for s in [c.collective[j], c.dtype[j], c.pg_name[j], c.pg_desc[j], c.pg_ranks[j]] {
+            for s in [c.collective[j], c.dtype[j], c.pg_name[j], c.pg_desc[j], c.pg_ranks[j], c.input_dims[j]]
+            {
                 string("argument row", j, s)?;
             }
         }

@@ -10,6 +10,7 @@ mod integrity;
 mod phase;
 pub mod raw_args;
 pub mod severity;
+pub mod shaped;
 pub mod strings;
 
 use serde::Serialize;
@@ -17,6 +18,7 @@ use serde::Serialize;
 pub use diag::{DiagKind, Diagnostic, Diagnostics, Severity};
 pub use phase::Phase;
 pub use raw_args::RawArgs;
+pub use shaped::ShapedOp;
 pub use strings::{FxHashMap, StrId, StringTable};
 
 /// Marker for "no value" in `u32` index columns.
@@ -412,7 +414,8 @@ impl EventTable {
 }
 
 /// Communication arguments of the few events that carry them (`record_param_comms`, NCCL
-/// kernels in newer traces, `nccl:*` / `gloo:*` annotations with input shapes).
+/// kernels in newer traces, `nccl:*` / `gloo:*` annotations with input shapes), and the input
+/// shapes of the operators whose FLOPs are counted ([`ShapedOp`], `input_dims` alone).
 /// Integer fields use `-1` for "absent".
 #[derive(Debug, Clone, Default)]
 pub struct CommArgs {
@@ -443,6 +446,10 @@ pub struct CommArgs {
     /// Number of elements of the first input tensor from `Input Dims` (annotations without
     /// message sizes), or -1.
     pub input_elems: Vec<i64>,
+    /// `Input Dims` as written, blanks left out (`[[64,512],[256,512],[256]]`), of the
+    /// operators whose FLOPs are counted from shapes ([`ShapedOp`]), or empty. Only those keep a
+    /// row for their dims alone: every operator recorded with shapes has `Input Dims`.
+    pub input_dims: Vec<StrId>,
 }
 
 impl CommArgs {
@@ -455,7 +462,7 @@ impl CommArgs {
     }
 
     /// Bytes per row held by the columns.
-    pub const BYTES_PER_ROW: usize = 4 + 4 + 8 * 4 + 4 + 8 + 4 * 3 + 8 + 4 * 3 + 8;
+    pub const BYTES_PER_ROW: usize = 4 + 4 + 8 * 4 + 4 + 8 + 4 * 3 + 8 + 4 * 3 + 8 + 4;
 }
 
 /// Whether a lane is a CPU thread or a GPU stream.

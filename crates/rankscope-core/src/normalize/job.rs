@@ -255,6 +255,7 @@ pub(crate) fn map_str_ids(t: &mut RankTrace, m: &mut impl FnMut(&mut StrId)) {
         &mut t.comm.pg_name,
         &mut t.comm.pg_desc,
         &mut t.comm.pg_ranks,
+        &mut t.comm.input_dims,
         &mut t.lanes.name,
         &mut t.flows.cat,
         &mut t.counters.name,

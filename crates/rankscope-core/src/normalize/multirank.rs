@@ -419,6 +419,7 @@ fn take(t: &RankTrace, pids: &BTreeSet<IdKey>) -> RankTrace {
         d.dst_rank.push(s.dst_rank[k]);
         d.tag.push(s.tag[k]);
         d.input_elems.push(s.input_elems[k]);
+        d.input_dims.push(s.input_dims[k]);
     }
     // Flows and counters.
     let (s, d) = (&t.flows, &mut out.flows);

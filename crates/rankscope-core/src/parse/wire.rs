@@ -234,6 +234,7 @@ pub fn encode_piece(t: &RankTrace) -> Option<Vec<u8>> {
     w.col(&c.dst_rank);
     w.col(&c.tag);
     w.col(&c.input_elems);
+    w.col(&c.input_dims);
     let l = &t.lanes;
     w.col(&l.pid);
     w.col(&l.tid);
@@ -313,6 +314,7 @@ pub fn decode_piece(source_name: &str, bytes: &[u8]) -> Option<RankTrace> {
         dst_rank: r.col()?,
         tag: r.col()?,
         input_elems: r.col()?,
+        input_dims: r.col()?,
     };
     let lanes = LaneTable {
         pid: r.col()?,
@@ -381,6 +383,7 @@ pub fn decode_piece(source_name: &str, bytes: &[u8]) -> Option<RankTrace> {
                 c.dst_rank.len(),
                 c.tag.len(),
                 c.input_elems.len(),
+                c.input_dims.len(),
             ],
         ) && all(
             l.pid.len(),

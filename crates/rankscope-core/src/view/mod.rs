@@ -198,6 +198,7 @@ impl RankView {
                 push("pg_name", s.get(c.pg_name[a]).to_string());
                 push("pg_desc", s.get(c.pg_desc[a]).to_string());
                 push("seq", c.seq[a].to_string());
+                push("input_dims", s.get(c.input_dims[a]).to_string());
             }
         }
         let links = &entry.norm.links;

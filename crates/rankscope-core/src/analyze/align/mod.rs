@@ -499,6 +499,7 @@ mod tests {
             groups: Vec::new(),
             reading: Default::default(),
             programs: Vec::new(),
+            work: None,
             diagnostics: Vec::new(),
         }
     }

@@ -28,6 +28,8 @@ pub(super) struct Args {
     pub(super) tag: Option<i64>,
     pub(super) input_elems: Option<i64>,
     pub(super) input_type: Option<StrId>,
+    /// `Input Dims` as text, of a [`ShapedOp`] only.
+    pub(super) input_dims: Option<StrId>,
     /// The caching allocator's `[memory]` instants (`profile_memory=True`): the change
     /// (`Bytes`), the totals after it (`Total Allocated`, `Total Reserved`; newer PyTorch) and
     /// the device (`Device Type`: 0 the host, 1 CUDA; `Device Id`).
@@ -55,6 +57,7 @@ impl Args {
             || self.src_rank.is_some()
             || self.dst_rank.is_some()
             || self.input_elems.is_some()
+            || self.input_dims.is_some()
     }
 }
 
@@ -440,6 +443,7 @@ impl TraceParser {
                     }
                     a.tag = tag;
                 }
+                b"Input Dims" if self.is_shaped_op(name) => a.input_dims = self.dims_text(buf, pos)?,
                 b"Input Dims" => a.input_elems = self.first_dims_product(buf, pos, base)?,
                 b"Input type" => a.input_type = self.first_string(buf, pos, base)?,
                 b"Bytes" => a.mem_bytes = self.read_num(buf, pos, base, 0)?,
@@ -474,6 +478,36 @@ impl TraceParser {
     /// operator recorded with shapes has `Concrete Inputs`.
     pub(super) fn is_p2p_op(&self, name: Option<StrId>) -> bool {
         name.is_some_and(|n| matches!(self.out.strings.get(n), "c10d::send" | "c10d::recv_"))
+    }
+
+    /// Whether `name` is a [`ShapedOp`], remembered per string id (one lookup per name, not per
+    /// event: `Input Dims` is on every operator recorded with shapes).
+    pub(super) fn is_shaped_op(&mut self, name: Option<StrId>) -> bool {
+        let Some(n) = name else { return false };
+        let k = n.0 as usize;
+        if self.shaped.len() <= k {
+            self.shaped.resize(k + 1, 0);
+        }
+        if self.shaped[k] == 0 {
+            self.shaped[k] = if ShapedOp::of(self.out.strings.get(n)).is_some() { 1 } else { 2 };
+        }
+        self.shaped[k] == 1
+    }
+
+    /// A value (`Input Dims`) as its text without blanks, interned; `None` when it is not a list
+    /// or longer than a string may be (`Limits::string_bytes`: no shape of a product is).
+    pub(super) fn dims_text(&mut self, buf: &[u8], pos: &mut usize) -> Res<Option<StrId>> {
+        if json::peek(buf, pos)? != b'[' {
+            return json::skip_value(buf, pos).map(|_| None);
+        }
+        let at = *pos;
+        json::skip_value(buf, pos)?;
+        if *pos - at > self.limits.string_bytes {
+            return Ok(None);
+        }
+        self.scratch.clear();
+        self.scratch.extend(buf[at..*pos].iter().copied().filter(|c| !json::is_ws(*c)));
+        Ok(Some(self.out.strings.intern_bytes(&self.scratch).0))
     }
 
     /// The third and fourth elements of `Concrete Inputs` as integers (`["", "", "2", "0"]`):

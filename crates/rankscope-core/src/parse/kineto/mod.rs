@@ -90,6 +90,8 @@ pub struct TraceParser {
     retry_at: usize,
     scratch: Vec<u8>,
     key_scratch: Vec<u8>,
+    /// Per string id: 0 not yet looked at, 1 a [`ShapedOp`]'s name, 2 not.
+    shaped: Vec<u8>,
     counter_vals: Vec<(StrId, f64)>,
     lanes: FxHashMap<(IdKey, IdKey), LaneId>,
     last_lane: Option<((IdKey, IdKey), LaneId)>,
@@ -141,6 +143,7 @@ impl TraceParser {
             retry_at: 0,
             scratch: Vec::new(),
             key_scratch: Vec::new(),
+            shaped: Vec::new(),
             counter_vals: Vec::new(),
             lanes: FxHashMap::default(),
             last_lane: None,

@@ -58,7 +58,8 @@ impl TraceParser {
             && a.pg_name.is_none()
             && a.seq.is_none()
             && a.src_rank.is_none()
-            && a.dst_rank.is_none();
+            && a.dst_rank.is_none()
+            && a.input_dims.is_none();
         if only_dims {
             let n = self.out.strings.get(name);
             if !COMM_NAME_PREFIXES.iter().any(|p| n.starts_with(p)) {
@@ -84,6 +85,7 @@ impl TraceParser {
         c.dst_rank.push(rank32(a.dst_rank));
         c.tag.push(rank32(a.tag));
         c.input_elems.push(a.input_elems.unwrap_or(-1));
+        c.input_dims.push(a.input_dims.unwrap_or(StrId::EMPTY));
         row
     }
 

@@ -132,6 +132,7 @@ fn append(
         oc.dst_rank.push(c.dst_rank[i]);
         oc.tag.push(c.tag[i]);
         oc.input_elems.push(c.input_elems[i]);
+        oc.input_dims.push(p.s(c.input_dims[i]));
     }
     let f = &t.flows;
     let of = &mut out.flows;
@@ -335,6 +336,7 @@ impl Merger {
             c.dst_rank.reserve_exact(n);
             c.tag.reserve_exact(n);
             c.input_elems.reserve_exact(n);
+            c.input_dims.reserve_exact(n);
         }
         let f = &mut o.flows;
         if f.id.capacity() < f.len() + t.flows.len() {
