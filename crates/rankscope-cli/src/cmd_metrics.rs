@@ -62,6 +62,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
             options: rankscope_core::analyze::Options::default(),
             chunk: None,
             keep_job: false,
+            keep_args: false,
         };
         let out = crate::load::analyze_paths(&req, &|_, _| {})?.out;
         anyhow::ensure!(out.has_traces(), "--traces: no file could be read as a trace");
