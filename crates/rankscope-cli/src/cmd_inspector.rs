@@ -5,7 +5,6 @@
 //! 0, 1 when no record was read, 2 on usage or I/O errors.
 
 use std::fmt::Write as _;
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
@@ -53,21 +52,6 @@ fn files(p: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// A file's bytes, inflated when gzipped.
-fn bytes(p: &Path) -> anyhow::Result<Vec<u8>> {
-    let raw = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
-    if !raw.starts_with(&[0x1f, 0x8b]) {
-        return Ok(raw);
-    }
-    let mut out = Vec::new();
-    flate2::read::MultiGzDecoder::new(raw.as_slice())
-        .take(MAX_INFLATED + 1)
-        .read_to_end(&mut out)
-        .with_context(|| format!("{}: gzip", p.display()))?;
-    anyhow::ensure!(out.len() as u64 <= MAX_INFLATED, "{}: inflates beyond 4 GiB", p.display());
-    Ok(out)
 }
 
 fn render(r: &InspectorReport) -> String {
@@ -126,7 +110,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     }
     let mut reads = Vec::new();
     for p in &paths {
-        let b = bytes(p)?;
+        let b = crate::load::read_inflated(p, MAX_INFLATED)?;
         let name = p.display().to_string();
         if !inspector::looks_like(&b[..b.len().min(64 << 10)]) {
             crate::out::say(&format!("{name}: not an NCCL Inspector log (no JSON line with `header` and `coll_perf` / `p2p_perf`): skipped"));

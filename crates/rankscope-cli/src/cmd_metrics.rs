@@ -55,17 +55,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
     let places = if a.traces.is_empty() {
         None
     } else {
-        let req = crate::load::Request {
-            paths: a.traces.clone(),
-            ranks: Vec::new(),
-            rules: None,
-            options: rankscope_core::analyze::Options::default(),
-            chunk: None,
-            keep_job: false,
-            keep_args: false,
-        };
-        let out = crate::load::analyze_paths(&req, &|_, _| {})?.out;
-        anyhow::ensure!(out.has_traces(), "--traces: no file could be read as a trace");
+        let out = crate::load::traces_output(&a.traces)?;
         Some(metrics::join::places(&out.analysis))
     };
     let mut files = Vec::new();

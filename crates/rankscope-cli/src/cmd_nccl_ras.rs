@@ -5,10 +5,8 @@
 //! names nothing wrong, 1 when it does, 2 on usage or I/O errors or a file that is no report.
 
 use std::fmt::Write as _;
-use std::io::Read as _;
 use std::path::PathBuf;
 
-use anyhow::Context as _;
 use rankscope_core::nccl::ras::{self, RasStatus};
 
 /// Decompressed files larger than this are refused (a status of 100,000 ranks is ~50 MB).
@@ -23,20 +21,6 @@ pub struct Args {
     /// Print the report as JSON (`version` 1; docs/nccl.md).
     #[arg(long)]
     pub json: bool,
-}
-
-fn bytes(p: &std::path::Path) -> anyhow::Result<Vec<u8>> {
-    let raw = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
-    if !raw.starts_with(&[0x1f, 0x8b]) {
-        return Ok(raw);
-    }
-    let mut out = Vec::new();
-    flate2::read::MultiGzDecoder::new(raw.as_slice())
-        .take(MAX_INFLATED + 1)
-        .read_to_end(&mut out)
-        .with_context(|| format!("{}: gzip", p.display()))?;
-    anyhow::ensure!(out.len() as u64 <= MAX_INFLATED, "{}: inflates beyond 1 GiB", p.display());
-    Ok(out)
 }
 
 fn render(s: &RasStatus) -> String {
@@ -84,7 +68,7 @@ fn render(s: &RasStatus) -> String {
 }
 
 pub fn run(a: Args) -> anyhow::Result<u8> {
-    let b = bytes(&a.file)?;
+    let b = crate::load::read_inflated(&a.file, MAX_INFLATED)?;
     let s = ras::read(&a.file.display().to_string(), &b)?;
     if a.json {
         crate::out::emit(&format!("{}\n", serde_json::to_string_pretty(&s)?))?;

@@ -75,15 +75,7 @@ pub fn run(a: Args) -> Result<u8> {
     let mut analyses = Vec::new();
     let mut clean = true;
     for p in &paths {
-        let req = load::Request {
-            paths: vec![p.clone()],
-            ranks: Vec::new(),
-            rules: None,
-            options: rankscope_core::analyze::Options::default(),
-            chunk: None,
-            keep_job: false,
-            keep_args: false,
-        };
+        let req = load::Request { paths: vec![p.clone()], ..Default::default() };
         match load::analyze_paths(&req, &|_, _| {}) {
             Ok(load::Outcome { out, .. }) if out.has_traces() => {
                 clean &= out.clean();

@@ -27,18 +27,7 @@ pub struct Args {
 
 /// The profiled steps of the traces (`ProfilerStep#N` and the job's time for it).
 fn profiled(paths: &[PathBuf]) -> anyhow::Result<Vec<steplog::ProfiledStep>> {
-    let req = crate::load::Request {
-        paths: paths.to_vec(),
-        ranks: Vec::new(),
-        rules: None,
-        options: rankscope_core::analyze::Options::default(),
-        chunk: None,
-        keep_job: false,
-        keep_args: false,
-    };
-    let out = crate::load::analyze_paths(&req, &|_, _| {})?.out;
-    anyhow::ensure!(out.has_traces(), "--traces: no file could be read as a trace");
-    Ok(out
+    Ok(crate::load::traces_output(paths)?
         .analysis
         .steps
         .iter()

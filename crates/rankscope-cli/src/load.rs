@@ -6,6 +6,32 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use rankscope_host::*;
 
+/// A file's bytes, inflated when gzipped; refused when they inflate beyond `cap` bytes (a whole
+/// number of GiB).
+pub fn read_inflated(p: &std::path::Path, cap: u64) -> anyhow::Result<Vec<u8>> {
+    use anyhow::Context as _;
+    use std::io::Read as _;
+    let raw = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
+    if !raw.starts_with(&[0x1f, 0x8b]) {
+        return Ok(raw);
+    }
+    let mut out = Vec::new();
+    flate2::read::MultiGzDecoder::new(raw.as_slice())
+        .take(cap + 1)
+        .read_to_end(&mut out)
+        .with_context(|| format!("{}: gzip", p.display()))?;
+    anyhow::ensure!(out.len() as u64 <= cap, "{}: inflates beyond {} GiB", p.display(), cap >> 30);
+    Ok(out)
+}
+
+/// The job of the traces under `paths` (`--traces` of the commands that read something beside
+/// them), read with no other flag; an error when no file could be read as a trace.
+pub fn traces_output(paths: &[std::path::PathBuf]) -> anyhow::Result<rankscope_core::job::JobOutput> {
+    let out = analyze_paths(&Request { paths: paths.to_vec(), ..Default::default() }, &|_, _| {})?.out;
+    anyhow::ensure!(out.has_traces(), "--traces: no file could be read as a trace");
+    Ok(out)
+}
+
 /// Prints the host's notes on stderr.
 pub fn print_notes(notes: &[String]) {
     for n in notes {

@@ -10,7 +10,6 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use common::*;
@@ -31,19 +30,6 @@ fn ingest_args(name: &str, bytes: &[u8]) -> RankTrace {
     let t = f.finish().unwrap_or_else(|e| panic!("{e}"));
     t.check(&t.strings).unwrap_or_else(|e| panic!("{name}: {e}"));
     t
-}
-
-fn text_of(path: &Path) -> Vec<u8> {
-    let raw = read(path);
-    if raw.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::new();
-        flate2::read::MultiGzDecoder::new(&raw[..])
-            .read_to_end(&mut out)
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        out
-    } else {
-        raw
-    }
 }
 
 /// One slice or instant, as the comparison sees it: `(name, cat, ph, dur ns)` is the key, the

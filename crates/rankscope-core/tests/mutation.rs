@@ -17,21 +17,6 @@ use common::*;
 use rankscope_core::model::{DiagKind, RankTrace, Severity};
 use rankscope_synth::Rng;
 
-/// The decompressed text of a trace file.
-fn text_of(path: &std::path::Path) -> Vec<u8> {
-    let raw = read(path);
-    if raw.starts_with(&[0x1f, 0x8b]) {
-        use std::io::Read;
-        let mut out = Vec::new();
-        flate2::read::MultiGzDecoder::new(&raw[..])
-            .read_to_end(&mut out)
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        out
-    } else {
-        raw
-    }
-}
-
 /// The document cut after the event that ends past `want` bytes into `traceEvents`, closed
 /// with `]}`; returns it with the byte range of its events.
 fn slice_of(text: &[u8], want: usize) -> Option<(Vec<u8>, std::ops::Range<usize>)> {

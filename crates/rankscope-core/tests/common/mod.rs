@@ -43,6 +43,21 @@ pub fn read(path: &std::path::Path) -> Vec<u8> {
     std::fs::read(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
 }
 
+/// The decompressed text of a trace file.
+pub fn text_of(path: &std::path::Path) -> Vec<u8> {
+    let raw = read(path);
+    if raw.starts_with(&[0x1f, 0x8b]) {
+        use std::io::Read;
+        let mut out = Vec::new();
+        flate2::read::MultiGzDecoder::new(&raw[..])
+            .read_to_end(&mut out)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        out
+    } else {
+        raw
+    }
+}
+
 /// One file as a one-rank job.
 pub fn job_of(name: &str, bytes: &[u8], chunk: usize) -> Job {
     let t = ingest_chunked(name, bytes, chunk).unwrap_or_else(|e| panic!("{e}"));
