@@ -313,3 +313,37 @@ fn the_csv_rows_carry_each_ranks_groups_by_role() {
         );
     }
 }
+
+/// Jobs whose delay travels through point-to-point exchanges (a context-parallel ring, a
+/// TP×PP×DP pipeline with replicas) take the replay's gain: the injected rank brought to its
+/// peers gives back its injected stall within 25% (docs/metrics.md, "What-if": a recv held open
+/// by its host's wait for the send before it ends with its own send).
+#[test]
+fn exchanges_take_the_replays_gain_for_the_injected_rank() {
+    for name in ["cp4_ring_stall", "tp2_pp2_dp2_stall"] {
+        let (a, spec) = run(name);
+        let w = a.whatif.as_ref().unwrap_or_else(|| panic!("{name}: no what-if"));
+        assert!(
+            w.p2p && w.holds(),
+            "{name}: replay {:.1}% / {:.1}%",
+            100.0 * w.mean_error,
+            100.0 * w.max_error
+        );
+        assert!(w.alone.is_empty(), "{name}: ranks alone {:?}", w.alone);
+        let rank = u32s(&spec["injected"]["ranks"])[0];
+        let amount_ms = spec["injected"]["amount_ms"].as_f64().expect("amount_ms");
+        let gain_ms = w.ranks.iter().find(|g| g.rank == rank).map_or(0.0, |g| g.gain_ns as f64 / 1e6);
+        assert!(
+            (gain_ms - amount_ms).abs() <= 0.25 * amount_ms,
+            "{name}: rank {rank} brought to its peers gains {gain_ms:.1} ms for {amount_ms} ms injected"
+        );
+        let first = a.findings.first().expect("a finding");
+        assert!(
+            first.ranks == [rank]
+                && first.evidence.contains(rankscope_core::finding::EvidenceKey::ReplayedGainNs),
+            "{name}: first finding {:?} {:?} without the replay's gain",
+            first.id,
+            first.ranks
+        );
+    }
+}

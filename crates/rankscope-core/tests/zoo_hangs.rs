@@ -325,6 +325,13 @@ fn pipelines_replay_with_their_exchanges_paired() {
         let w =
             a.whatif.as_ref().unwrap_or_else(|| panic!("{name}: a pipeline of exchanges only is replayed"));
         assert!(w.p2p, "{name}: said to have exchanges");
+        // A stage without replicas has no peers to be brought to: every rank is alone.
+        assert!(
+            !w.alone.is_empty() && w.ranks.is_empty(),
+            "{name}: alone {:?}, gains {:?}",
+            w.alone,
+            w.ranks
+        );
         let sends: usize = a.pipeline.as_ref().map_or(0, |p| p.links.iter().map(|l| l.matched).sum());
         assert!(
             w.exchanges as usize == sends && sends > 0,

@@ -32,16 +32,14 @@ pub fn whatif(p: &Props) -> Html {
     }
     let n = w.steps.len() as f64;
     let recorded = w.steps.iter().map(|s| s.recorded_ns as f64).sum::<f64>() / n;
-    let holds = w.mean_error <= rankscope_core::analyze::whatif::MAX_REPLAY_ERROR
-        && w.max_error <= rankscope_core::analyze::whatif::MAX_STEP_ERROR
-        && !w.p2p;
+    let holds = w.holds();
     let accuracy = format!(
         "Replayed from its traces with the recorded durations, the job gives its {} steps within {:.1}% of the recorded on average ({:.1}% at most): {}",
         w.steps.len(),
         100.0 * w.mean_error,
         100.0 * w.max_error,
-        if w.p2p {
-            "its point-to-point exchanges are replayed as pairs, but not yet a ring's batches nor a stage without replicas, so the findings keep their own estimates."
+        if holds && w.p2p {
+            "its point-to-point exchanges are replayed as pairs; the late ranks' and the small collectives' gains below are the replay's (a rank alone in its place, such as a pipeline stage without replicas, has no peers to be brought to and keeps its own estimate)."
         } else if holds {
             "the late ranks' and the small collectives' gains below are the replay's."
         } else {

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::analyze::breakdown::{MetricsFrom, StepRank};
 use crate::analyze::collectives::Op;
 use crate::analyze::framework::Framework;
-use crate::analyze::whatif::{Model, MAX_REPLAY_ERROR, MAX_STEP_ERROR};
+use crate::analyze::whatif::Model;
 use crate::analyze::Analysis;
 use crate::finding::{Severity, Thresholds};
 
@@ -86,14 +86,9 @@ impl<'a> Ctx<'a> {
         acc.into_iter().map(|(r, (s, n))| (r, s / n.max(1) as f64)).collect()
     }
 
-    /// Whether the replay holds well enough to give gains: it reproduces the recorded steps
-    /// within [`MAX_REPLAY_ERROR`] on average and [`MAX_STEP_ERROR`] in every step, and the job
-    /// has no point-to-point exchange it leaves out.
+    /// Whether the replay holds well enough to give gains ([`crate::analyze::whatif::WhatIf::holds`]).
     pub fn replay_usable(&self) -> bool {
-        self.a
-            .whatif
-            .as_ref()
-            .is_some_and(|w| w.mean_error <= MAX_REPLAY_ERROR && w.max_error <= MAX_STEP_ERROR && !w.p2p)
+        self.a.whatif.as_ref().is_some_and(|w| w.holds())
     }
 
     /// Whether the trace shows the framework ([`crate::analyze::framework`]).

@@ -19,8 +19,10 @@
 //!
 //! Point-to-point exchanges are synchronization points of their two ends: a send paired with
 //! its recv ([`crate::analyze::pipeline::p2p::match_p2p`]) completes the recorded transfer
-//! after both ends started. A job with exchanges says so (`p2p`) and takes no gain from the
-//! replay yet ([`WhatIf::p2p`]).
+//! after both ends started; a recv held open by its host's wait for another request of its
+//! batch ends with its send, and a wait for it is a wait for that request too ([`Model::burst`]).
+//! A rank with no peers doing the same work (a pipeline stage without replicas) cannot be
+//! brought to them: it gets no gain ([`WhatIf::alone`]).
 
 pub mod program;
 pub mod replay;
@@ -76,6 +78,11 @@ pub struct Model {
     /// (collective, rank) → how long after it was issued and its lane was free it started on
     /// the rank (the backend's worker picking it up, the stream reaching it); absent when none.
     pub dispatch: FxHashMap<(usize, u32), i64>,
+    /// (rank, its instance index) → the other exchanges its host waited for together with it
+    /// (their spans closed within [`BURST_NS`] of each other: gloo waits for a batch's requests
+    /// one after the other, so a recv whose data was there long before closes just after the
+    /// send the host was really waiting for); a wait for one is a wait for all of them.
+    pub burst: FxHashMap<(u32, u32), Vec<usize>>,
     /// Some rank has point-to-point exchanges ([`WhatIf::p2p`]).
     pub p2p: bool,
     /// Exchanges paired into the model.
@@ -83,6 +90,27 @@ pub struct Model {
     /// (step, slot) → the ranks' own time there, for the counterfactuals that bring a rank to
     /// its peers (computed once, read by every replay).
     pub own: BTreeMap<(u32, Slot), OwnAt>,
+}
+
+impl Model {
+    /// The share of `rank`'s own time that sits in places where other ranks have own time too
+    /// (so it can be brought to their median); 0 without own time.
+    pub fn compared_share(&self, rank: u32) -> f64 {
+        let (mut all, mut compared) = (0i64, 0i64);
+        for at in self.own.values() {
+            if let Some(&mine) = at.by_rank.get(&rank) {
+                all += mine.max(0);
+                if at.sorted.len() >= 2 {
+                    compared += mine.max(0);
+                }
+            }
+        }
+        if all > 0 {
+            compared as f64 / all as f64
+        } else {
+            0.0
+        }
+    }
 }
 
 /// The ranks' own time in one place of one step (summed when a rank has several there).
@@ -117,9 +145,7 @@ pub struct WhatIf {
     pub mean_error: f64,
     /// Waits the replay could not resolve (they kept their recorded time).
     pub unresolved: u32,
-    /// The job has point-to-point exchanges. They are replayed as pairs (`exchanges` of them),
-    /// but a ring's batches (two peers each) are not paired, and a pipeline stage without
-    /// replicas has no peers to be brought to: such a job takes no gain from the replay yet.
+    /// The job has point-to-point exchanges, replayed as pairs (`exchanges` of them).
     pub p2p: bool,
     /// Point-to-point exchanges paired into the replay.
     #[serde(default)]
@@ -129,6 +155,20 @@ pub struct WhatIf {
     pub ideal_ns: i64,
     /// Per rank the others waited for: the mean step gained by bringing it to its peers.
     pub ranks: Vec<RankGain>,
+    /// Ranks with peers for less than [`MIN_COMPARED_SHARE`] of their own time (pipeline stages
+    /// without replicas): no gain is said for them, and the ideal step leaves them as recorded.
+    #[serde(default)]
+    pub alone: Vec<u32>,
+}
+
+impl WhatIf {
+    /// Whether the replay holds well enough to give gains: it reproduces the recorded steps
+    /// within [`MAX_REPLAY_ERROR`] on average and [`MAX_STEP_ERROR`] in every step. (A rank with
+    /// no peers to be brought to, a pipeline stage without replicas, has no gain in `ranks`:
+    /// [`MIN_COMPARED_SHARE`].)
+    pub fn holds(&self) -> bool {
+        self.mean_error <= MAX_REPLAY_ERROR && self.max_error <= MAX_STEP_ERROR
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -148,6 +188,15 @@ pub struct RankGain {
 /// peer's buffers); closer than that, the two clocks' alignment cannot tell it from a send that
 /// waited for the recv (gloo's and NCCL's larger messages do).
 pub const EAGER_MARGIN_NS: i64 = 100_000;
+
+/// Exchanges of one rank whose spans overlap and closed this close together were waited for
+/// together ([`Model::burst`]).
+pub const BURST_NS: i64 = 500_000;
+
+/// A late rank is brought to its peers only where it has peers; with peers for less than this
+/// share of its own time (a pipeline stage without replicas, a rank alone on its line) its
+/// gain is not said ([`Model::compared_share`]).
+pub const MIN_COMPARED_SHARE: f64 = 0.9;
 
 /// Replays further than this from the record, on average over the steps, are not used for
 /// gains; nor those further than [`MAX_STEP_ERROR`] in some step.
@@ -288,10 +337,22 @@ fn exchanges(
         let (os, or) = (offsets.of(src), offsets.of(dst));
         let both = ready(src, send).max(ready(dst, recv));
         let eager = send.kind == CollKind::Send && send.end_ns - os + EAGER_MARGIN_NS < recv.issued_ns - or;
+        // A recv whose span closed just after another exchange of its rank (within
+        // [`BURST_NS`], their spans overlapping) was held open by the host's wait for that one
+        // (gloo waits for a batch's requests in order), not by its data: its data was there
+        // once the send was done (a send completes when its bytes left for the peer that
+        // posted the recv).
+        let mut end = recv.end_ns - or;
+        let held = send.kind == CollKind::Send
+            && recv.kind == CollKind::Recv
+            && closed_after_another(insts, dst, recv);
+        if held {
+            end = end.min((send.end_ns - os).max(both));
+        }
         let idx = m.ops.len();
         m.ops.push(ModelOp {
             ranks: vec![src, dst],
-            transfer_ns: (recv.end_ns - or - both).max(0),
+            transfer_ns: (end - both).max(0),
             src: None,
             eager_ns: eager.then(|| (send.end_ns - send.start_ns).max(0)),
         });
@@ -300,6 +361,69 @@ fn exchanges(
         m.exchanges += 1;
     }
     m.p2p = insts.iter().any(|(_, v)| v.iter().any(|x| x.p2p));
+    bursts(m, insts);
+}
+
+/// Whether another exchange of `rank` overlapping `x` closed within [`BURST_NS`] before it.
+fn closed_after_another(insts: &[(u32, Vec<Instance>)], rank: u32, x: &Instance) -> bool {
+    insts.iter().filter(|(r, _)| *r == rank).flat_map(|(_, v)| v).any(|y| {
+        y.p2p
+            && y.event != x.event
+            && y.end_ns <= x.end_ns
+            && x.end_ns - y.end_ns <= BURST_NS
+            && y.start_ns < x.end_ns
+            && x.start_ns < y.end_ns
+    })
+}
+
+/// Each rank's exchanges whose spans overlap and closed within [`BURST_NS`] of each other, in
+/// one step: the host waited for them together ([`Model::burst`]).
+fn bursts(m: &mut Model, insts: &[(u32, Vec<Instance>)]) {
+    // Each exchange's steps at its two ends: one whose other end is in another step cannot
+    // complete within this one and is left out.
+    let mut steps_of: FxHashMap<usize, (u32, u32)> = FxHashMap::default();
+    for (rank, v) in insts {
+        for (k, x) in v.iter().enumerate() {
+            if let Some(&op) = m.op_of.get(&(*rank, k as u32)) {
+                let e = steps_of.entry(op).or_insert((x.step, x.step));
+                *e = (e.0.min(x.step), e.1.max(x.step));
+            }
+        }
+    }
+    let in_one_step = |op: Option<&usize>| op.and_then(|o| steps_of.get(o)).is_some_and(|s| s.0 == s.1);
+    for (rank, v) in insts {
+        let mut ex: Vec<(i64, i64, u32, u32)> = v
+            .iter()
+            .enumerate()
+            .filter(|(k, x)| x.p2p && in_one_step(m.op_of.get(&(*rank, *k as u32))))
+            .map(|(k, x)| (x.end_ns, x.start_ns, x.step, k as u32))
+            .collect();
+        ex.sort_unstable();
+        let mut i = 0;
+        while i < ex.len() {
+            // A run of ends each within BURST_NS of the one before, in one step, every span
+            // started before the first one closed.
+            let mut j = i + 1;
+            while let Some(n) = ex.get(j) {
+                let p = ex[j - 1];
+                if n.0 - p.0 > BURST_NS || n.2 != ex[i].2 || n.1 >= ex[i].0 {
+                    break;
+                }
+                j += 1;
+            }
+            if j - i >= 2 {
+                // Each with those that closed before it (the host waits for a batch's
+                // requests in order: the ones before held it).
+                let group: Vec<(u32, usize)> =
+                    ex[i..j].iter().filter_map(|e| m.op_of.get(&(*rank, e.3)).map(|&op| (e.3, op))).collect();
+                for (n, &(k, op)) in group.iter().enumerate().skip(1) {
+                    let before: Vec<usize> = group[..n].iter().map(|g| g.1).filter(|&o| o != op).collect();
+                    m.burst.insert((*rank, k), before);
+                }
+            }
+            i = j;
+        }
+    }
 }
 
 /// An own time's slot: the collective of the next issue or wait, the rank's next exchange item
@@ -426,9 +550,12 @@ pub fn measure(m: &Model, late: &BTreeSet<u32>) -> Option<WhatIf> {
     let max_error = errors.iter().copied().fold(0.0, f64::max);
     let mean_error = if errors.is_empty() { 0.0 } else { errors.iter().sum::<f64>() / errors.len() as f64 };
     let all: BTreeSet<u32> = m.steps.values().flat_map(|r| r.keys().copied()).collect();
-    let ideal = replay(m, &ToPeers { m, who: all });
+    let ideal = replay(m, &ToPeers { m, who: all.clone() });
+    // A rank with peers for too little of its own time (a pipeline stage without replicas)
+    // cannot be brought to them: no gain is said for it.
     let ranks = late
         .iter()
+        .filter(|&&rank| m.compared_share(rank) >= MIN_COMPARED_SHARE)
         .take(8)
         .map(|&rank| {
             let fixed = replay(m, &ToPeers { m, who: BTreeSet::from([rank]) });
@@ -445,6 +572,7 @@ pub fn measure(m: &Model, late: &BTreeSet<u32>) -> Option<WhatIf> {
         replayed_ns: base.mean_ns() as i64,
         ideal_ns: ideal.mean_ns() as i64,
         ranks,
+        alone: all.iter().copied().filter(|&r| m.compared_share(r) < MIN_COMPARED_SHARE).collect(),
     })
 }
 

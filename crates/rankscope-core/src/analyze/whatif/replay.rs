@@ -140,13 +140,21 @@ impl StepRun<'_, '_> {
                     }
                 }
                 Item::Wait { inst, recorded_ns, wake_ns } => match self.m.op_of.get(&(c.rank, inst)) {
-                    Some(&op) => match end_on(&self.done, &self.sent, self.m, op, c.rank) {
-                        Some(end) => c.t = c.t.max(end + wake_ns),
-                        None => {
-                            self.waiting.entry(op).or_default().push(ci);
-                            return;
+                    Some(&op) => {
+                        // The exchange and those its host waited for with it ([`Model::burst`]).
+                        let burst = self.m.burst.get(&(c.rank, inst)).map_or(&[][..], |v| v.as_slice());
+                        let mut end = i64::MIN;
+                        for &o in std::iter::once(&op).chain(burst) {
+                            match end_on(&self.done, &self.sent, self.m, o, c.rank) {
+                                Some(e) => end = end.max(e),
+                                None => {
+                                    self.waiting.entry(o).or_default().push(ci);
+                                    return;
+                                }
+                            }
                         }
-                    },
+                        c.t = c.t.max(end + wake_ns);
+                    }
                     // Not a matched collective: its wait is the rank's own.
                     None => c.t += recorded_ns,
                 },

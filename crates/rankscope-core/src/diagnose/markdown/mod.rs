@@ -194,17 +194,31 @@ fn whatif(s: &mut String, a: &Analysis) {
     } else {
         w.steps.iter().map(|x| x.recorded_ns as f64).sum::<f64>() / w.steps.len() as f64
     };
-    let held = if w.p2p {
-        format!(
-            " ({} point-to-point exchanges replayed as pairs; a ring's batches are not paired and a stage without replicas has no peers, so its gains are not used yet)",
-            w.exchanges
-        )
-    } else if w.mean_error > crate::analyze::whatif::MAX_REPLAY_ERROR
-        || w.max_error > crate::analyze::whatif::MAX_STEP_ERROR
-    {
+    let held = if !w.holds() {
         " (too far from the record: its gains are not used)".to_string()
     } else {
-        String::new()
+        let pairs = if w.p2p {
+            format!("{} point-to-point exchanges replayed as pairs", w.exchanges)
+        } else {
+            String::new()
+        };
+        let alone = if w.alone.is_empty() {
+            String::new()
+        } else {
+            let it = if w.alone.len() == 1 { "it" } else { "them" };
+            format!(
+                "{} {} no peers doing the same work for most of {} own time (a pipeline stage without replicas, a rank whose program differs): no gain is said for {it} and the ideal step leaves {it} as recorded",
+                crate::words::ranks_word(&w.alone).to_lowercase(),
+                if w.alone.len() == 1 { "has" } else { "have" },
+                if w.alone.len() == 1 { "its" } else { "their" },
+            )
+        };
+        let both: Vec<String> = [pairs, alone].into_iter().filter(|x| !x.is_empty()).collect();
+        if both.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", both.join("; "))
+        }
     };
     let ideal = if w.replayed_ns > 0 {
         format!(
