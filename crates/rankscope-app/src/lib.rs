@@ -24,6 +24,14 @@ pub mod views;
 pub mod warm;
 pub mod worker;
 
+/// The string tables' hash keys from the browser's `Math.random` (the core has no source of
+/// randomness; an input author cannot know these bits). Called where each binary starts.
+pub fn seed_table_keys() {
+    let bits = |x: f64| (x * 9_007_199_254_740_992.0) as u64; // 53 random bits
+    let entropy = bits(js_sys::Math::random()) ^ bits(js_sys::Math::random()).rotate_left(29);
+    rankscope_core::model::strings::seed_table_keys(entropy);
+}
+
 /// Panics are reported on the console (with the message) instead of an opaque `unreachable`.
 pub fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {

@@ -66,6 +66,11 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
+    // The string tables' hash keys from std's per-process random keys (the core has no OS).
+    rankscope_core::model::strings::seed_table_keys(std::hash::BuildHasher::hash_one(
+        &std::collections::hash_map::RandomState::new(),
+        0x7265_6164_u64,
+    ));
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Inspect(a) => cmd_inspect::run(a),

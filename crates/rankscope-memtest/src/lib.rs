@@ -1,5 +1,7 @@
 //! A global allocator that counts live bytes and remembers their peak, for tests that bound
-//! the memory ingest may use whatever its input (see `tests/bombs.rs`).
+//! the memory ingest may use whatever its input (see `tests/bombs.rs`), and counts every
+//! allocation and the bytes it asked for, for tests that hold work to the input's size
+//! (`tests/work.rs`).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -9,11 +11,40 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 pub struct Counting {
     live: AtomicUsize,
     peak: AtomicUsize,
+    /// Allocations and reallocations since [`Counting::reset_work`].
+    calls: AtomicUsize,
+    /// Bytes they asked for (a reallocation counts its new size).
+    asked: AtomicUsize,
+}
+
+/// Work the allocator saw between [`Counting::reset_work`] and [`Counting::work`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Work {
+    /// Allocations and reallocations.
+    pub calls: usize,
+    /// Bytes asked for.
+    pub bytes: usize,
 }
 
 impl Counting {
     pub const fn new() -> Self {
-        Counting { live: AtomicUsize::new(0), peak: AtomicUsize::new(0) }
+        Counting {
+            live: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
+            calls: AtomicUsize::new(0),
+            asked: AtomicUsize::new(0),
+        }
+    }
+
+    /// Starts counting allocations afresh.
+    pub fn reset_work(&self) {
+        self.calls.store(0, Ordering::Relaxed);
+        self.asked.store(0, Ordering::Relaxed);
+    }
+
+    /// Allocations and bytes asked for since [`Counting::reset_work`].
+    pub fn work(&self) -> Work {
+        Work { calls: self.calls.load(Ordering::Relaxed), bytes: self.asked.load(Ordering::Relaxed) }
     }
 
     /// Bytes allocated and not yet freed.
@@ -32,6 +63,8 @@ impl Counting {
     }
 
     fn grew(&self, n: usize) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.asked.fetch_add(n, Ordering::Relaxed);
         let now = self.live.fetch_add(n, Ordering::Relaxed) + n;
         self.peak.fetch_max(now, Ordering::Relaxed);
     }

@@ -154,3 +154,33 @@ fn gzip(text: &[u8]) -> Vec<u8> {
     let _ = e.write_all(text);
     e.finish().unwrap_or_default()
 }
+
+/// A job digest whose analysis line is 64 MiB of blanks (a 64 kB file): judged by its first
+/// bytes, refused at the line's start, never held (it was read whole before it was judged).
+#[test]
+fn digest_analysis_line_of_blanks() {
+    use rankscope_core::job::digest;
+    let _alone = alone();
+    let head = br#"{"schema":"rankscope.digest","producer":"x","ranks":0,"texts":[]}"#;
+    let mut content = head.to_vec();
+    content.push(b'\n');
+    content.resize(content.len() + (64 << 20), b' ');
+    content.push(b'\n');
+    let mut bytes = digest::MAGIC.to_vec();
+    bytes.extend_from_slice(&digest::VERSION.to_le_bytes());
+    bytes.extend(gzip(&content));
+    drop(content);
+    ALLOC.reset_peak();
+    let base = ALLOC.live();
+    let r = digest::decode("blank.rsdigest", &bytes);
+    let peak = ALLOC.peak().saturating_sub(base);
+    assert!(peak < BUDGET, "peak {peak} bytes");
+    let e = r.err().map(|e| e.to_string()).unwrap_or_default();
+    assert_eq!(
+        e,
+        format!(
+            "blank.rsdigest: damaged rankscope job digest (at inflated byte {}): the analysis does not begin as one (`{{\"schema\":\"rankscope.analysis\",`)",
+            head.len() + 1
+        )
+    );
+}

@@ -521,6 +521,11 @@ fn sniff(head: &[u8]) -> &'static str {
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // The string tables' hash keys from std's per-process random keys (the core has no OS).
+    rankscope_core::model::strings::seed_table_keys(std::hash::BuildHasher::hash_one(
+        &std::collections::hash_map::RandomState::new(),
+        0x7265_6164_u64,
+    ));
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("SNIFF_BYTES", job::SNIFF_BYTES)?;
     m.add("PART_VERSION", digest::VERSION)?;

@@ -32,6 +32,20 @@ mod job;
 pub use diff::Diff;
 pub use job::{detect_kind, is_folder_candidate, sniff_bytes, Job, JobInput};
 
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(js_namespace = Math)]
+    fn random() -> f64;
+}
+
+/// Runs when the module is instantiated: the string tables' hash keys from `Math.random` (the
+/// core has no source of randomness; an input author cannot know these bits).
+#[wasm_bindgen(start)]
+fn seed_table_keys() {
+    let bits = |x: f64| (x * 9_007_199_254_740_992.0) as u64; // 53 random bits
+    rankscope_core::model::strings::seed_table_keys(bits(random()) ^ bits(random()).rotate_left(29));
+}
+
 /// Serializes to a plain JS value: maps as objects, 64-bit integers as `bigint`.
 pub(crate) fn to_js<T: Serialize + ?Sized>(v: &T) -> Result<JsValue, JsError> {
     let s = serde_wasm_bindgen::Serializer::json_compatible().serialize_large_number_types_as_bigints(true);

@@ -79,6 +79,7 @@ fn now_ms() -> f64 {
 /// Entry point of the worker binary.
 pub fn start() {
     crate::install_panic_hook();
+    crate::seed_table_keys();
     let state = Rc::new(RefCell::new(State::default()));
     let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
         let data: Array = ev.data().unchecked_into();

@@ -81,6 +81,17 @@ pub(in crate::job) fn unframer(
     Ok(Unframer { gz: std::io::BufReader::with_capacity(1 << 16, gz), head, limit, at: 0 })
 }
 
+/// A line read by [`Unframer::line_led`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::job) enum Led {
+    /// Begun as it should be and ended by a `\n` (not kept).
+    Whole,
+    /// The content ended before a `\n`.
+    Cut,
+    /// Its first bytes are not what the line must begin with; nothing more was read.
+    Unlike,
+}
+
 impl Unframer<'_> {
     fn fault(&self, e: &std::io::Error) -> Unframed {
         let read = self.gz.get_ref().get_ref().get_ref().read;
@@ -93,6 +104,31 @@ impl Unframer<'_> {
             return Err(Unframed::TooLarge(self.limit));
         }
         Ok(())
+    }
+
+    /// The next line as [`Unframer::line`], judged by its first bytes before the rest is read:
+    /// a line that does not begin with `lead` is [`Led::Unlike`] after `lead.len()` bytes, so
+    /// a gigabyte of blanks where a line of JSON should be is refused from its head, not held.
+    pub(in crate::job) fn line_led(&mut self, buf: &mut Vec<u8>, lead: &[u8]) -> Result<Led, Unframed> {
+        use std::io::BufRead;
+        buf.clear();
+        let head = (&mut self.gz).take(lead.len() as u64).read_until(b'\n', buf);
+        let n = head.map_err(|e| self.fault(&e))?;
+        self.took(n)?;
+        if n == 0 {
+            return Ok(Led::Cut);
+        }
+        if buf.as_slice() != lead {
+            return Ok(Led::Unlike);
+        }
+        let rest = self.gz.read_until(b'\n', buf);
+        let n = rest.map_err(|e| self.fault(&e))?;
+        self.took(n)?;
+        if buf.last() == Some(&b'\n') {
+            buf.pop();
+            return Ok(Led::Whole);
+        }
+        Ok(Led::Cut)
     }
 
     /// The next line into `buf` (cleared first), without its `\n`: `false` when the content

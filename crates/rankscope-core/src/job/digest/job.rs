@@ -32,7 +32,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::frame::{self, Unframed};
+use super::frame::{self, Led, Unframed};
 use crate::analyze::{Analysis, RankPart};
 use crate::input::InputKind;
 use crate::job::read::{Text, TextRef};
@@ -225,16 +225,21 @@ fn read(name: &str, bytes: &[u8], limit: u64, lean: bool) -> Result<LeanDigest, 
         reason,
     };
     let mut buf = Vec::new();
-    // The next line of JSON into `buf`, and where it starts.
-    let mut line = |buf: &mut Vec<u8>, what: &str| -> Result<u64, JobDigestError> {
+    // The next line of JSON into `buf`, and where it starts; judged by its first bytes (what
+    // `encode` writes first on such a line) before the rest is read.
+    let mut line = |buf: &mut Vec<u8>, lead: &[u8], what: &str| -> Result<u64, JobDigestError> {
         let start = content.at;
-        if !content.line(buf).map_err(framing)? {
-            return Err(damaged(content.at, format!("ends before the {what}")));
+        match content.line_led(buf, lead).map_err(framing)? {
+            Led::Whole => Ok(start),
+            Led::Cut => Err(damaged(content.at, format!("ends before the {what}"))),
+            Led::Unlike => Err(damaged(
+                start,
+                format!("the {what} does not begin as one (`{}`)", String::from_utf8_lossy(lead)),
+            )),
         }
-        Ok(start)
     };
     let parse_err = |start: u64, e: serde_json::Error| line_error(name, start, &e);
-    let start = line(&mut buf, "head")?;
+    let start = line(&mut buf, br#"{"schema":""#, "head")?;
     let head: Head = serde_json::from_slice(&buf).map_err(|e| parse_err(start, e))?;
     if head.schema != SCHEMA {
         return Err(damaged(0, format!("schema `{}`, expected `{SCHEMA}`", head.schema)));
@@ -244,7 +249,7 @@ fn read(name: &str, bytes: &[u8], limit: u64, lean: bool) -> Result<LeanDigest, 
     // reserved a million parts, 2.1 GB, from a 2 MB digest.
     let mut files = Vec::with_capacity(head.ranks.min(bytes.len() / 256));
     for i in 0..head.ranks {
-        let start = line(&mut buf, &format!("part of rank {i}"))?;
+        let start = line(&mut buf, br#"{"claim":{"#, &format!("part of rank {i}"))?;
         let f: FileLineOwned = serde_json::from_slice(&buf).map_err(|e| parse_err(start, e))?;
         let mut part = f.part;
         if lean {
@@ -252,7 +257,7 @@ fn read(name: &str, bytes: &[u8], limit: u64, lean: bool) -> Result<LeanDigest, 
         }
         files.push((f.claim, part));
     }
-    let analysis_at = line(&mut buf, "analysis")?;
+    let analysis_at = line(&mut buf, br#"{"schema":"rankscope.analysis","#, "analysis")?;
     let analysis_json = buf;
     let mut texts = Vec::with_capacity(head.texts.len());
     for t in head.texts {
