@@ -29,8 +29,10 @@ use wasm_bindgen::prelude::*;
 
 mod diff;
 mod job;
+mod runs;
 pub use diff::Diff;
 pub use job::{detect_kind, is_folder_candidate, sniff_bytes, Job, JobInput};
+pub use runs::Runs;
 
 /// Serializes to a plain JS value: maps as objects, 64-bit integers as `bigint`.
 pub(crate) fn to_js<T: Serialize + ?Sized>(v: &T) -> Result<JsValue, JsError> {

@@ -380,6 +380,13 @@ const HEAD: [&str; 16] = [
     "lead finding",
 ];
 
+/// `rankscope runs --json`: the document, pretty-printed, with a final newline.
+pub fn json(r: &Runs) -> String {
+    let mut s = serde_json::to_string_pretty(r).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    s.push('\n');
+    s
+}
+
 /// One line per run, columns aligned; then what the work figures rest on, and the scaling.
 pub fn text(r: &Runs) -> String {
     let rows: Vec<Vec<String>> = r.runs.iter().map(cells).collect();
