@@ -239,6 +239,9 @@ fn notes(r: &Runs) -> Vec<String> {
             _ => format!("{what} not known"),
         };
         parts.push(count("samples", &q.samples_per_step));
+        if let Some(n) = q.forward_passes {
+            parts.push(format!("{n} forward passes per step (gradient accumulation or micro-batches)"));
+        }
         parts.push(count("tokens", &q.tokens_per_step));
         match (q.flops_per_step, &q.flops_why_not) {
             (Some(f), _) => parts.push(format!(
