@@ -98,9 +98,7 @@ pub fn run(a: Args) -> Result<u8> {
     };
     let table = runs::runs(analyses.iter().map(|(n, a)| (n.as_str(), a)), &given);
     let text = if a.json {
-        let mut s = serde_json::to_string_pretty(&table)?;
-        s.push('\n');
-        s
+        runs::json(&table)
     } else if a.csv {
         runs::csv(&table)
     } else if a.md {

@@ -493,6 +493,56 @@ fn diff(py: Python<'_>, base: Side<'_>, new: Side<'_>, floor: f64) -> PyResult<D
     Ok(Diff { c })
 }
 
+/// Many runs, one line each (`rankscope runs`): `json()`, `markdown()`, `text()`, `csv()`.
+#[pyclass(frozen, module = "rankscope._native")]
+struct Runs {
+    r: compare::runs::Runs,
+}
+
+#[pymethods]
+impl Runs {
+    /// `rankscope runs --json` (schema `rankscope.runs/1`).
+    fn json(&self) -> String {
+        compare::runs::json(&self.r)
+    }
+
+    /// `rankscope runs --md`.
+    fn markdown(&self) -> String {
+        compare::runs::markdown(&self.r)
+    }
+
+    /// `rankscope runs` (the text).
+    fn text(&self) -> String {
+        compare::runs::text(&self.r)
+    }
+
+    /// `rankscope runs --csv`.
+    fn csv(&self) -> String {
+        compare::runs::csv(&self.r)
+    }
+}
+
+/// The record table of named runs ([`compare::runs::runs`]); the figures stated for every run
+/// are `rankscope runs --samples-per-step`, `--tokens-per-step` and `--peak-tflops`.
+#[pyfunction]
+#[pyo3(signature = (items, samples_per_step=None, tokens_per_step=None, peak_tflops=None))]
+fn runs(
+    py: Python<'_>,
+    items: Vec<(String, Side<'_>)>,
+    samples_per_step: Option<i64>,
+    tokens_per_step: Option<i64>,
+    peak_tflops: Option<f64>,
+) -> PyResult<Runs> {
+    if peak_tflops.is_some_and(|p| !(p.is_finite() && p > 0.0)) {
+        return Err(PyValueError::new_err("peak_tflops must be a number > 0"));
+    }
+    let analyses: Vec<(String, std::borrow::Cow<'_, Analysis>)> =
+        items.iter().map(|(n, s)| Ok((n.clone(), s.analysis(n)?))).collect::<PyResult<_>>()?;
+    let given = compare::rate::Given { samples_per_step, tokens_per_step, peak_tflops };
+    let r = py.detach(|| compare::runs::runs(analyses.iter().map(|(n, a)| (n.as_str(), a.as_ref())), &given));
+    Ok(Runs { r })
+}
+
 /// `([(path, walked)], notes)`.
 type Found = (Vec<(String, bool)>, Vec<String>);
 
@@ -534,6 +584,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PartReader>()?;
     m.add_class::<Diff>()?;
     m.add_function(wrap_pyfunction!(diff, m)?)?;
+    m.add_class::<Runs>()?;
+    m.add_function(wrap_pyfunction!(runs, m)?)?;
     m.add_function(wrap_pyfunction!(analyze, m)?)?;
     m.add_function(wrap_pyfunction!(part, m)?)?;
     m.add_function(wrap_pyfunction!(part_info, m)?)?;

@@ -6,7 +6,7 @@
 // The platform (how the .wasm is loaded, what a path string means) is set by the entry point:
 // index.js for browsers, node.js for Node.
 
-import init, { Diff as WasmDiff, Job as WasmJob, JobInput, isFolderCandidate, detectKind, sniffBytes } from './rankscope_wasm.js';
+import init, { Diff as WasmDiff, Job as WasmJob, Runs as WasmRuns, JobInput, isFolderCandidate, detectKind, sniffBytes } from './rankscope_wasm.js';
 
 /** Bytes fed to the core per call when the input is already in memory or read from a path. */
 export const CHUNK_BYTES = 4 << 20;
@@ -303,6 +303,73 @@ export async function diff(base, next, opts = {}) {
   } finally {
     d?.free();
     for (const w of jobs) w.free();
+  }
+}
+
+/** The outputs of `runs`, as `rankscope runs` writes them (`--json` is parsed). */
+const RUNS_OUTPUTS = {
+  json: (r) => JSON.parse(r.json()),
+  markdown: (r) => r.markdown(),
+  text: (r) => r.text(),
+  csv: (r) => r.csv(),
+};
+
+/** A whole count ≥ 1 or a number > 0 from an option, or undefined. */
+function stated(name, v, whole) {
+  if (v == null) return undefined;
+  if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0 || (whole && !Number.isInteger(v))) {
+    throw new TypeError(`${name}: expected ${whole ? 'a whole number ≥ 1' : 'a number > 0'}, got ${describe(v)}`);
+  }
+  return whole ? BigInt(v) : v;
+}
+
+/**
+ * Many runs, one line each: resolves to exactly the object `rankscope runs --json RUN...` prints
+ * (schema `rankscope.runs/1`), or with `output` its Markdown, text or CSV. `jobs` is a list of
+ * runs, each as `analyze` takes its inputs (a path string names its run, as in the CLI; other
+ * inputs are called `runs[i]`), or `{ name, inputs }`. `samplesPerStep`, `tokensPerStep` and
+ * `peakTflops` are the CLI's `--samples-per-step`, `--tokens-per-step` and `--peak-tflops`; the
+ * other options (layout, rules, ...) apply to every run. A run that cannot be read is left out
+ * and said through `onNote` (`NAME: why`), as the CLI says it on stderr.
+ */
+export async function runs(jobs, opts = {}) {
+  if (opts == null || typeof opts !== 'object') opts = {};
+  if (!Array.isArray(jobs)) throw new TypeError(`jobs: expected an array of runs, got ${describe(jobs)}`);
+  const output = opts.output ?? 'json';
+  if (!Object.hasOwn(RUNS_OUTPUTS, output)) throw new TypeError(`output: expected json, markdown, text or csv, got ${output}`);
+  const samples = stated('samplesPerStep', opts.samplesPerStep, true);
+  const tokens = stated('tokensPerStep', opts.tokensPerStep, true);
+  const peak = stated('peakTflops', opts.peakTflops, false);
+  const note = typeof opts.onNote === 'function' ? opts.onNote : () => {};
+  await ready(opts.wasm);
+  const table = new WasmRuns();
+  try {
+    for (const [i, job] of jobs.entries()) {
+      const named = job != null && typeof job === 'object' && Object.hasOwn(job, 'inputs') && !Array.isArray(job);
+      const inputs = named ? job.inputs : job;
+      const name = named && job.name != null ? String(job.name) : typeof inputs === 'string' ? inputs : `runs[${i}]`;
+      let w;
+      try {
+        const done = await run(inputs, opts, false);
+        w = done.w;
+        for (const n of done.notes) note(n);
+        for (const f of w.failed()) note(f.error);
+      } catch (e) {
+        note(`${name}: ${e && e.message ? e.message : e}`);
+        continue;
+      }
+      try {
+        table.add(name, w); // throws "NAME: no trace ..." for dumps alone
+      } catch (e) {
+        note(e && e.message ? e.message : String(e));
+      } finally {
+        w.free();
+      }
+    }
+    table.finish(samples, tokens, peak);
+    return RUNS_OUTPUTS[output](table);
+  } finally {
+    table.free();
   }
 }
 

@@ -146,6 +146,37 @@ type Inputs = Input | Input[] | FileList;
 export function diff(base: Inputs, next: Inputs, options?: DiffOptions & { output?: 'json' }): Promise<DiffReport>;
 export function diff(base: Inputs, next: Inputs, options: DiffOptions & { output: 'markdown' | 'text' | 'csv' }): Promise<string>;
 
+/** The `rankscope.runs/1` document (docs/diff-schema.md, "Many runs"): what `rankscope runs --json` prints. */
+export interface RunsReport {
+  schema: 'rankscope.runs/1';
+  /** One record per run, in the order given. */
+  runs: Record<string, unknown>[];
+  /** Runs of one model at several world sizes: `{ model, params, points }` (absent when none). */
+  scaling?: { model: string; params: bigint | number; points: Record<string, unknown>[] }[];
+  [field: string]: unknown;
+}
+
+export interface RunsOptions extends Options {
+  /** `--samples-per-step`: the global batch of every run, when the traces cannot say. */
+  samplesPerStep?: number;
+  /** `--tokens-per-step`. */
+  tokensPerStep?: number;
+  /** `--peak-tflops`: one device's peak dense TFLOP/s, for MFU. */
+  peakTflops?: number;
+  /** What to resolve to: the `--json` object (default), or the `--md`, text or `--csv` output. */
+  output?: 'json' | 'markdown' | 'text' | 'csv';
+}
+
+/** A run of `runs`: its inputs (a path string names the run), or a name and the inputs. */
+type RunInputs = Inputs | { name?: string; inputs: Inputs };
+
+/**
+ * Many runs, one line each: exactly the object `rankscope runs --json RUN...` prints for the
+ * same runs. A run that cannot be read is left out and said through `onNote`.
+ */
+export function runs(jobs: RunInputs[], options?: RunsOptions & { output?: 'json' }): Promise<RunsReport>;
+export function runs(jobs: RunInputs[], options: RunsOptions & { output: 'markdown' | 'text' | 'csv' }): Promise<string>;
+
 /** Reads a job and keeps each rank's tables for the timeline's questions. */
 export function open(inputs: Input | Input[] | FileList, options?: Options): Promise<Job>;
 

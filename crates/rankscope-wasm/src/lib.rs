@@ -29,8 +29,10 @@ use wasm_bindgen::prelude::*;
 
 mod diff;
 mod job;
+mod runs;
 pub use diff::Diff;
 pub use job::{detect_kind, is_folder_candidate, sniff_bytes, Job, JobInput};
+pub use runs::Runs;
 
 #[wasm_bindgen]
 extern "C" {

@@ -32,7 +32,14 @@
 //! for an embedding) the first two dims' product is the tokens. It declines (says why, never
 //! guesses) when the trace has no shapes, when the step's first such op is a bare `mm` / `addmm` /
 //! `bmm` (its rows may be samples or tokens), when that input is 1-D, and when the steps disagree.
-//! One forward per step is assumed: with gradient accumulation it is one micro-batch's.
+//!
+//! **Forward passes** (gradient accumulation, pipeline micro-batches): that first op, with the
+//! same dims, called again after a backward began (an `autograd::engine::evaluate_function:` on
+//! any CPU thread of the rank, later than the previous call) starts another forward pass; the
+//! samples (tokens) per step are the micro-batch's × the passes, and `batch.forward_passes` says
+//! how many when more than one. Passes of unequal size (a 1F1B pipeline's warm-up forwards)
+//! cannot be told apart: the samples are then not known, with that reason. A model that calls the same layer shape several times in one
+//! forward (a transformer's blocks) has no backward between those calls: one pass.
 //!
 //! **Signature**: the model's identity across world sizes: the multiset of the weight shapes of
 //! the outermost `linear`, convolution and `embedding` ops of the rank's first counted step
@@ -87,6 +94,10 @@ pub struct Batch {
     pub from: Option<String>,
     /// Why samples (or tokens) are not known.
     pub why_not: Option<String>,
+    /// Forward passes per step when more than one (module doc): `samples` is the micro-batch's
+    /// first dim × this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forward_passes: Option<u32>,
 }
 
 /// The model's identity (module doc).
@@ -253,12 +264,49 @@ fn fnv(s: &str) -> u64 {
 /// A step's first model-input op: samples, tokens and what was read, or why not.
 type FirstInput = Result<(i64, Option<i64>, String), String>;
 
+/// Where a backward of autograd runs (module doc, "Forward passes").
+const BACKWARD: &str = "autograd::engine::evaluate_function:";
+
+/// The calls of a step's first model-input op (times, sorted) in groups that a backward
+/// separates: each group is a forward pass when they are all the same size.
+fn pass_groups(calls: &[i64], backward: &[i64]) -> Vec<u32> {
+    let mut groups: Vec<u32> = Vec::new();
+    for (k, &t) in calls.iter().enumerate() {
+        let new_pass = k == 0 || {
+            let j = backward.partition_point(|&b| b <= calls[k - 1]);
+            backward.get(j).is_some_and(|&b| b < t)
+        };
+        match groups.last_mut() {
+            Some(n) if !new_pass => *n += 1,
+            _ => groups.push(1),
+        }
+    }
+    groups
+}
+
+/// Forward passes of a step (module doc), or why they cannot be told: groups of unequal size
+/// (a pipeline schedule's warm-up runs several forwards before its first backward).
+fn passes(calls: &[i64], backward: &[i64]) -> Result<u32, String> {
+    let g = pass_groups(calls, backward);
+    match g.first() {
+        Some(&n) if g.iter().any(|&x| x != n) => Err(format!(
+            "the step's forward passes cannot be told (calls of its first op between backwards: {g:?}; a pipeline schedule?)"
+        )),
+        _ => Ok(u32::try_from(g.len()).unwrap_or(u32::MAX).max(1)),
+    }
+}
+
 #[derive(Default)]
 struct Step {
     flops: f64,
     calls: BTreeMap<String, (u32, f64)>,
     skipped: BTreeMap<String, (u32, &'static str)>,
     batch: Option<FirstInput>,
+    /// The first model-input op's name and dims text, and the times it was called.
+    first_key: Option<(String, String)>,
+    first_calls: Vec<i64>,
+    /// Start times of the backward's evaluations.
+    backward: Vec<i64>,
     weights: Vec<(String, i64)>,
     ops_ns: i64,
 }
@@ -279,6 +327,12 @@ pub fn of(r: &RankEntry, strings: &StringTable, compute_ns: i64) -> Option<Work>
             continue;
         }
         let ts = e.ts_ns[i];
+        if strings.get(e.name[i]).starts_with(BACKWARD) {
+            if let Some(st) = steps.get_mut(&e.step[i]) {
+                st.backward.push(ts);
+            }
+            continue;
+        }
         let nested = open_until.get(lane).is_some_and(|&u| ts < u);
         if nested {
             if e.external_id[i] != NONE_U64 {
@@ -318,6 +372,10 @@ pub fn of(r: &RankEntry, strings: &StringTable, compute_ns: i64) -> Option<Work>
         }
         if st.batch.is_none() && batch_input(op, name).is_some() {
             st.batch = Some(batch_of(op, name, text, &dims).map(|(s, tk)| (s, tk, format!("{name} {text}"))));
+            st.first_key = Some((name.to_string(), text.to_string()));
+        }
+        if st.first_key.as_ref().is_some_and(|(n, t)| n == name && t == text) {
+            st.first_calls.push(ts);
         }
         let weight = match op {
             ShapedOp::Linear => dims.get(1),
@@ -366,23 +424,38 @@ pub fn of(r: &RankEntry, strings: &StringTable, compute_ns: i64) -> Option<Work>
     }
     let any = !counted.is_empty();
     let batch = {
-        let got: Vec<_> = steps.values().map(|s| s.batch.clone()).collect();
+        let got: Vec<_> = steps
+            .values_mut()
+            .map(|s| {
+                s.first_calls.sort_unstable();
+                s.backward.sort_unstable();
+                (s.batch.clone(), passes(&s.first_calls, &s.backward))
+            })
+            .collect();
+        let not = |why: String| Batch { why_not: Some(why), ..Batch::default() };
         match got.first() {
-            None => Batch { why_not: Some("no profiled step".into()), ..Batch::default() },
-            Some(first) if got.iter().any(|g| g != first) => {
-                Batch { why_not: Some("the steps' first inputs differ".into()), ..Batch::default() }
+            None => not("no profiled step".into()),
+            Some((first, _)) if got.iter().any(|(g, _)| g != first) => {
+                not("the steps' first inputs differ".into())
             }
-            Some(None) => Batch {
-                why_not: Some("no linear, matmul, convolution or embedding in the steps".into()),
-                ..Batch::default()
-            },
-            Some(Some(Err(why))) => Batch { why_not: Some(why.clone()), ..Batch::default() },
-            Some(Some(Ok((s, tk, from)))) => Batch {
-                samples: Some(*s),
-                tokens: *tk,
-                from: Some(from.clone()),
-                why_not: tk.is_none().then(|| "the model's input has no sequence dimension".into()),
-            },
+            Some((None, _)) => not("no linear, matmul, convolution or embedding in the steps".into()),
+            Some((Some(Err(why)), _)) => not(why.clone()),
+            Some((Some(Ok(_)), _)) if got.iter().any(|(_, n)| n.is_err()) => {
+                not(got.iter().find_map(|(_, n)| n.clone().err()).unwrap_or_default())
+            }
+            Some((Some(Ok(_)), first)) if got.iter().any(|(_, n)| n != first) => {
+                not("the steps' numbers of forward passes differ".into())
+            }
+            Some((Some(Ok((s, tk, from))), n)) => {
+                let n = n.clone().unwrap_or(1);
+                Batch {
+                    samples: Some(s * i64::from(n)),
+                    tokens: tk.map(|t| t * i64::from(n)),
+                    from: Some(if n > 1 { format!("{from} × {n} forward passes") } else { from.clone() }),
+                    why_not: tk.is_none().then(|| "the model's input has no sequence dimension".into()),
+                    forward_passes: (n > 1).then_some(n),
+                }
+            }
         }
     };
     let signature = steps.values().find(|s| !s.weights.is_empty()).map(|s| {
@@ -446,6 +519,22 @@ mod tests {
         assert_eq!(op_flops(ShapedOp::AttentionBackward { flash: false }, &d(g)), Ok(2.0 * fwd));
         assert_eq!(op_flops(ShapedOp::AttentionBackward { flash: true }, &d(g)), Ok(2.5 * fwd));
         assert!(op_flops(ShapedOp::Conv, &d("[[8,3,32,32],[16,3,3,3]]")).is_err());
+    }
+
+    #[test]
+    fn a_backward_between_calls_starts_a_pass() {
+        // Four micro-batches: the first op at 0, 10, 20, 30, a backward after each.
+        assert_eq!(passes(&[0, 10, 20, 30], &[5, 15, 25, 35]), Ok(4));
+        // The same layer shape three times in one forward, then the backward: one pass.
+        assert_eq!(passes(&[0, 1, 2], &[5, 6]), Ok(1));
+        // Two passes of a model calling that shape twice each.
+        assert_eq!(passes(&[0, 1, 10, 11], &[5, 15]), Ok(2));
+        assert_eq!(passes(&[0], &[]), Ok(1));
+        assert_eq!(passes(&[], &[3]), Ok(1));
+        // A backward before the first call does not count.
+        assert_eq!(passes(&[10, 20], &[1]), Ok(1));
+        // 1F1B's warm-up: three forwards, then one forward per backward.
+        assert!(passes(&[0, 1, 2, 10, 20], &[5, 15, 25]).is_err());
     }
 
     #[test]

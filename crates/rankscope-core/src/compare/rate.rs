@@ -54,6 +54,11 @@ pub struct PerStep {
 pub struct Rate {
     pub samples_per_step: PerStep,
     pub tokens_per_step: PerStep,
+    /// Forward passes per step (gradient accumulation, micro-batches) when more than one and
+    /// every rank has the same ([`crate::analyze::work`]): the counts per step are the
+    /// micro-batch's × this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forward_passes: Option<u32>,
     pub samples_per_s: Option<f64>,
     pub tokens_per_s: Option<f64>,
     /// Of the job: the sum over ranks.
@@ -194,7 +199,13 @@ pub fn rate(a: &Analysis, devices: &[String], step_p50_ns: Option<i64>, given: &
         [Some(one)] => Some(one.to_string()),
         _ => None,
     };
+    let mut passes: Vec<Option<u32>> = a.work.iter().map(|w| w.work.batch.forward_passes).collect();
+    passes.dedup();
     Rate {
+        forward_passes: match passes.as_slice() {
+            [one] => *one,
+            _ => None,
+        },
         samples_per_s: per_s(samples.value),
         tokens_per_s: per_s(tokens.value),
         samples_per_step: samples,

@@ -239,6 +239,9 @@ fn notes(r: &Runs) -> Vec<String> {
             _ => format!("{what} not known"),
         };
         parts.push(count("samples", &q.samples_per_step));
+        if let Some(n) = q.forward_passes {
+            parts.push(format!("{n} forward passes per step (gradient accumulation or micro-batches)"));
+        }
         parts.push(count("tokens", &q.tokens_per_step));
         match (q.flops_per_step, &q.flops_why_not) {
             (Some(f), _) => parts.push(format!(
@@ -379,6 +382,13 @@ const HEAD: [&str; 16] = [
     "MFU",
     "lead finding",
 ];
+
+/// `rankscope runs --json`: the document, pretty-printed, with a final newline.
+pub fn json(r: &Runs) -> String {
+    let mut s = serde_json::to_string_pretty(r).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    s.push('\n');
+    s
+}
 
 /// One line per run, columns aligned; then what the work figures rest on, and the scaling.
 pub fn text(r: &Runs) -> String {

@@ -24,6 +24,7 @@ from typing import Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tupl
 from . import _native
 from ._analysis import Analysis
 from ._diff import Diff
+from ._runs import Runs, runs
 from ._errors import PartError, RankscopeError, TraceError
 from ._progress import resolve as _resolve_progress
 
@@ -36,6 +37,8 @@ __all__ = [
     "Analysis",
     "diff",
     "Diff",
+    "runs",
+    "Runs",
     "RankscopeError",
     "TraceError",
     "PartError",
