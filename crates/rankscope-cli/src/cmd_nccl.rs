@@ -342,6 +342,14 @@ fn render_test(out: &mut String, t: &PerfTest, rows: bool) {
         t.avg_busbw_gbps.map(|v| format!(", avg busbw {v} GB/s")).unwrap_or_default(),
         if t.elided_lines > 0 { format!(", {} elided line(s)", t.elided_lines) } else { String::new() }
     );
+    let link = |l: &rankscope_core::nccl::perf::LinkFigure| {
+        let g = l.generation.map(|g| format!(" {g}")).unwrap_or_default();
+        format!("{}{g} {} GB/s one way ({})", l.kind, l.gbps, l.source)
+    };
+    let mut topo = vec![t.topology.scope.to_string()];
+    topo.extend(t.topology.gpu_link.as_ref().map(|l| format!("GPUs: {}", link(l))));
+    topo.extend(t.topology.network_link.as_ref().map(|l| format!("network: {}", link(l))));
+    let _ = writeln!(out, "  topology: {}", topo.join("; "));
     if rows && !t.rows.is_empty() {
         let _ = writeln!(
             out,
@@ -404,7 +412,12 @@ fn render_test(out: &mut String, t: &PerfTest, rows: bool) {
         let s = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |b| bytes_h(b as f64));
         let peak = match (&a.peak, a.plateau_pct_of_peak) {
             (Some(p), Some(pct)) => format!("; {pct:.1}% of peak {} GB/s ({})", p.gbps, p.source),
-            _ => "; no peak given (--peak-gbps)".to_string(),
+            _ => match &a.peak_set_aside {
+                Some(s) => {
+                    format!("; peak unknown: {} GB/s ({}) set aside, {}", s.peak.gbps, s.peak.source, s.why)
+                }
+                None => "; no peak given (--peak-gbps)".to_string(),
+            },
         };
         let _ = writeln!(
             out,

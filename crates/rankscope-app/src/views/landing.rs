@@ -78,6 +78,10 @@ pub fn landing(p: &Props) -> Html {
             <p class="hint">{"The demo is a synthetic 8-rank GPU training job made by rankscope's own \
                 trace generator, with a straggler and partly exposed communication to find. \
                 It is generated in this tab."}</p>
+            <details class="capture" data-testid="capture-guide">
+                <summary>{"How to capture traces rankscope reads best"}</summary>
+                <super::capture::CaptureGuide />
+            </details>
         </main>
     }
 }

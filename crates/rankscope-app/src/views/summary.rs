@@ -81,6 +81,7 @@ pub fn summary(p: &Props) -> Html {
                 }
             </dl>
             <Exports job={p.job.clone()} />
+            <super::capture::CaptureGaps job={p.job.clone()} />
             if !f.duplicate_ranks.is_empty() {
                 <p class="error">{format!("Several files claim rank(s) {:?}: see Diagnostics.", f.duplicate_ranks)}</p>
             }

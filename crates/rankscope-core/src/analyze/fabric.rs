@@ -43,6 +43,10 @@ pub struct FabricComparison {
     pub basis: super::collectives::BwBasis,
     pub fabric_file: String,
     pub fabric_ranks: Option<u32>,
+    /// Hosts the nccl-tests run spanned (its device lines); absent when it names none. One
+    /// node: the advice is about the GPUs' links, not a network.
+    #[serde(default)]
+    pub fabric_nodes: Option<u32>,
     pub message: String,
 }
 
@@ -179,6 +183,7 @@ pub fn compare(colls: &[CollectiveStats], tests: &TestsReport, facts: &TraceFact
             basis: c.bw_basis,
             fabric_file: test.file.clone(),
             fabric_ranks: test.n_ranks,
+            fabric_nodes: test.topology.nodes,
             message,
         });
     }

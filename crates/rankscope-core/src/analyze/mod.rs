@@ -12,6 +12,7 @@ pub mod align;
 pub mod attribution;
 pub mod balance;
 pub mod breakdown;
+pub mod capture;
 pub mod chain;
 pub mod collectives;
 mod combine;
@@ -100,6 +101,11 @@ pub struct RankInfo {
     /// ([`crate::normalize::multirank`]): its ranks are on the file's one clock ([`align`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<String>,
+    /// What the trace was recorded without, each fixed by a profiler setting
+    /// ([`capture::CaptureGap`]; never `no_rank`, which `rank_source: load_order` says and
+    /// [`capture::rank_gaps`] adds).
+    #[serde(default)]
+    pub capture_gaps: Vec<capture::CaptureGap>,
 }
 
 #[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
@@ -402,6 +408,7 @@ pub fn rank_part_with(
         },
         host: r.trace.meta.host_name.as_deref().map(str::trim).filter(|h| !h.is_empty()).map(str::to_string),
         clock: r.trace.meta.in_file.as_ref().map(|f| f.file.clone()),
+        capture_gaps: capture::gaps_of(r, strings),
     };
     let sum = |f: fn(&breakdown::StepRank) -> i64| rows.iter().map(f).sum::<i64>();
     let wall = sum(|s| s.wall_ns);

@@ -675,6 +675,9 @@ pub struct EventCounts {
     pub by_ph: std::collections::BTreeMap<String, u64>,
     /// By category, over `X`/`B`/`E`/`i`/`I` events; events without `cat` count under `""`.
     pub by_cat: std::collections::BTreeMap<String, u64>,
+    /// Events whose args carry `Input Dims` (`record_shapes=True` writes it on every
+    /// operator): the capture gap "sizes not recorded" when none does.
+    pub with_input_dims: u64,
 }
 
 /// One rank's trace after ingest: tables, metadata, diagnostics.

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use crate::model::*;
 
 const MAGIC: &[u8; 4] = b"RSPC";
-const VERSION: u8 = 2;
+const VERSION: u8 = 3;
 
 /// A value of a column.
 trait Wire: Sized + Copy {
@@ -261,6 +261,7 @@ pub fn encode_piece(t: &RankTrace) -> Option<Vec<u8>> {
     t.counts.total.put(&mut w.0);
     w.counts(&t.counts.by_ph);
     w.counts(&t.counts.by_cat);
+    t.counts.with_input_dims.put(&mut w.0);
     t.text_bytes.put(&mut w.0);
     Some(w.0)
 }
@@ -342,7 +343,8 @@ pub fn decode_piece(source_name: &str, bytes: &[u8]) -> Option<RankTrace> {
         pid: r.col()?,
         device: r.col()?,
     };
-    let counts = EventCounts { total: r.one()?, by_ph: r.counts()?, by_cat: r.counts()? };
+    let counts =
+        EventCounts { total: r.one()?, by_ph: r.counts()?, by_cat: r.counts()?, with_input_dims: r.one()? };
     let text_bytes = r.one::<u64>()?;
     if !r.0.is_empty() {
         return None;

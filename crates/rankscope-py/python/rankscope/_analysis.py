@@ -57,6 +57,7 @@ COLUMNS: Dict[str, List[str]] = {
 # (report["rank_totals"], step_time flattened to step_time_*).
 RANK_INFO = [
     "rank", "source", "rank_source", "world_size", "backend", "events", "metrics_from", "devices", "host",
+    "capture_gaps",
 ]
 STEP_TIME = ["mean_ns", "p50_ns", "p99_ns", "max_ns", "min_ns", "jitter"]
 RANK_TOTALS = [
@@ -64,6 +65,27 @@ RANK_TOTALS = [
     "idle_ns", "cpu_bound_ns", "launch_overhead_ns", "host_sync_ns", "data_loading_ns",
 ]
 # The totals' remaining fields (after RANK_TOTALS, in the JSON's order) are appended as found.
+
+# names="hta": HTA 0.5's column names, for the figures that are HTA's own (equal on the shared
+# traces: tests/py/test_hta_names.py against tests/oracle). Only those columns: HTA's other
+# columns (kernel_time, idle_time, non_compute_time of get_temporal_breakdown) measure another
+# thing than any figure here (docs/python.md, "From HTA").
+HTA_COLUMNS: Dict[str, List[str]] = {
+    # get_temporal_breakdown() and get_comm_comp_overlap(), one row per rank.
+    "ranks": ["rank", "compute_time(us)", "comp_comm_overlap_pctg"],
+    # get_idle_time_breakdown(), long: one row per rank, stream and category.
+    "gpu_idle": ["rank", "stream", "idle_category", "idle_time", "idle_time_ratio"],
+}
+IDLE_CATEGORIES = [("host_wait", "host_wait_ns"), ("kernel_wait", "kernel_wait_ns"), ("other", "other_ns")]
+
+
+def _names(names: str, table: str) -> bool:
+    """True for HTA's names; raises for a name set that is not one or a table HTA has none for."""
+    if names not in ("ours", "hta"):
+        raise ValueError(f"names must be 'ours' or 'hta', not {names!r}")
+    if names == "hta" and table not in HTA_COLUMNS:
+        raise ValueError(f"{table}() has no HTA counterpart with the same figures; names='hta' is for {sorted(HTA_COLUMNS)}")
+    return names == "hta"
 
 
 def _frame(rows: List[Dict[str, Any]], columns: List[str], form: str):
@@ -181,11 +203,24 @@ class Analysis:
         rows = [dict(step=s.get("step"), **r) for s in self._list("steps") for r in s.get("per_rank", [])]
         return _frame(rows, _columns_of(rows, COLUMNS["steps"]), form)
 
-    def ranks(self, form: str = "auto"):
+    def ranks(self, form: str = "auto", names: str = "ours"):
         """One row per rank (HTA's ``get_temporal_breakdown`` and ``get_comm_comp_overlap``):
-        the file, backend and devices, then sums over the rank's steps and ratios:
-        ``compute_ns`` (HTA's compute_time), ``overlap_pct_hta`` (HTA's
-        comp_comm_overlap_pctg), ``exposed_comm_ratio``, ``step_time_*``."""
+        the file, backend and devices, what the trace lacks (``capture_gaps``), then sums over
+        the rank's steps and ratios: ``compute_ns`` (HTA's compute_time), ``overlap_pct_hta``
+        (HTA's comp_comm_overlap_pctg), ``exposed_comm_ratio``, ``step_time_*``.
+
+        ``names='hta'``: HTA's frame, ``rank``, ``compute_time(us)``, ``comp_comm_overlap_pctg``
+        (the figures HTA computes the same way; its other columns measure something else)."""
+        if _names(names, "ranks"):
+            rows = [
+                {
+                    "rank": t.get("rank"),
+                    "compute_time(us)": t["compute_ns"] / 1e3 if t.get("compute_ns") is not None else None,
+                    "comp_comm_overlap_pctg": t.get("overlap_pct_hta"),
+                }
+                for t in self._list("rank_totals")
+            ]
+            return _frame(rows, HTA_COLUMNS["ranks"], form)
         info = {r.get("rank"): r for r in self._list("ranks")}
         rows = []
         for t in self._list("rank_totals"):
@@ -220,10 +255,30 @@ class Analysis:
         found, and its residual."""
         return self.table("alignment", form)
 
-    def gpu_idle(self, form: str = "auto"):
+    def gpu_idle(self, form: str = "auto", names: str = "ours"):
         """One row per rank and GPU stream (HTA's ``get_idle_time_breakdown``, wide):
         idle split into ``host_wait_ns``, ``kernel_wait_ns`` (gaps under 30 µs) and
-        ``other_ns``, as HTA defines them."""
+        ``other_ns``, as HTA defines them.
+
+        ``names='hta'``: HTA's long frame, one row per rank, stream and ``idle_category``
+        (``host_wait``, ``kernel_wait``, ``other``) with ``idle_time`` in µs (the traces' unit,
+        as HTA gives it) and ``idle_time_ratio``, the category's share of the stream's idle time."""
+        if _names(names, "gpu_idle"):
+            rows = []
+            for r in self._list("gpu_idle"):
+                total = sum(r.get(k) or 0 for _, k in IDLE_CATEGORIES)
+                for cat, k in IDLE_CATEGORIES:
+                    v = r.get(k) or 0
+                    rows.append(
+                        {
+                            "rank": r.get("rank"),
+                            "stream": r.get("stream"),
+                            "idle_category": cat,
+                            "idle_time": v / 1e3,
+                            "idle_time_ratio": v / total if total else 0.0,
+                        }
+                    )
+            return _frame(rows, HTA_COLUMNS["gpu_idle"], form)
         return self.table("gpu_idle", form)
 
     def launches(self, form: str = "auto"):

@@ -478,6 +478,7 @@ mod tests {
                 devices: Vec::new(),
                 host: host.map(str::to_string),
                 clock: None,
+                capture_gaps: Vec::new(),
             },
             world_size: None,
             instances: Vec::new(),

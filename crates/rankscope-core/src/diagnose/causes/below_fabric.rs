@@ -39,7 +39,7 @@ fn find(cx: &Ctx<'_>, _: &Found) -> Vec<Finding> {
             id: FindingId::BelowFabric,
             severity: severity_for(saving, cx.step_ns),
             message: c.message.clone(),
-            fix: "The fabric can do better than the job gets: check that the job uses the same NCCL settings and transport as the benchmark (NCCL_DEBUG=INFO: NET/IB vs NET/Socket, GDRDMA), that collectives are not split into small chunks (bucket sizes), that compute kernels do not starve NCCL of SMs (NCCL_MIN_NCHANNELS / stream priorities), and that the process group spans the same topology.".into(),
+            fix: fix_for(c.fabric_nodes).into(),
             ranks: cx.ranks.clone(),
             steps: cx.all_steps.clone(),
             evidence: Evidence::from([(K::Fraction, c.fraction),
@@ -55,4 +55,14 @@ fn find(cx: &Ctx<'_>, _: &Found) -> Vec<Finding> {
         });
     }
     out
+}
+
+/// The advice for the transports the benchmark used: on one node the GPUs' links (P2P over
+/// NVLink or PCIe, not SHM), across nodes (or unknown) the network too.
+fn fix_for(fabric_nodes: Option<u32>) -> &'static str {
+    if fabric_nodes == Some(1) {
+        "The GPUs' links can do better than the job gets (the benchmark ran on one node): check that the job uses the same NCCL settings as the benchmark and reaches its peers by P2P over NVLink / PCIe, not SHM (NCCL_DEBUG=INFO: `via P2P/...`; NCCL_P2P_DISABLE, NCCL_P2P_LEVEL), that collectives are not split into small chunks (bucket sizes), that compute kernels do not starve NCCL of SMs (NCCL_MIN_NCHANNELS / stream priorities), and that the process group spans the same GPUs."
+    } else {
+        "The fabric can do better than the job gets: check that the job uses the same NCCL settings and transport as the benchmark (NCCL_DEBUG=INFO: NET/IB vs NET/Socket, GDRDMA), that collectives are not split into small chunks (bucket sizes), that compute kernels do not starve NCCL of SMs (NCCL_MIN_NCHANNELS / stream priorities), and that the process group spans the same topology."
+    }
 }

@@ -15,6 +15,7 @@ use crate::escape::{md_code, md_prose, md_text};
 use crate::finding::{EvidenceKey, Finding, FindingId};
 use crate::sequence::DiagnosisKind;
 
+mod capture;
 mod memory;
 mod reference;
 use reference::{collectives, critical_path, input_problems, origins, pipeline, stragglers};
@@ -117,6 +118,7 @@ pub fn markdown(a: &Analysis) -> String {
     }
     header(&mut s, a);
     super::understood::section(&mut s, a);
+    capture::section(&mut s, a);
     findings(&mut s, a);
     sequences(&mut s, a);
     time_split(&mut s, a);

@@ -94,39 +94,6 @@ pub(super) fn finalize(t: &mut PerfTest) {
     }
 }
 
-/// Assumed per-GPU NVLink bandwidth (one direction, GB/s) for single-node runs on known GPUs.
-///
-/// Figures are the vendors' NVLink per-GPU totals divided by two (one direction): V100 SXM2
-/// 300 → 150, A100 SXM 600 → 300, A800 400 → 200, H100/H200 SXM 900 → 450, H800 400 → 200,
-/// B200 1800 → 900. Multi-node runs are bound by the network, which the output does not name:
-/// give `--peak-gbps` for those. NVLink SHARP (NVLS) lets H100-class AllReduce busbw exceed
-/// this figure; that is reported as > 100%, not as a problem.
-pub(super) fn known_peak(t: &PerfTest) -> Option<Peak> {
-    if t.hosts.len() != 1 || t.devices.len() < 2 {
-        return None;
-    }
-    let name = t.devices.first()?.name.to_ascii_uppercase();
-    if t.devices.iter().any(|d| d.name.to_ascii_uppercase() != name) || name.contains("PCIE") {
-        return None;
-    }
-    let (gbps, what) = if name.contains("GB200") || name.contains("B200") {
-        (900.0, "B200 NVLink 5: 1800 GB/s per GPU, 900 one way")
-    } else if name.contains("H800") {
-        (200.0, "H800 NVLink: 400 GB/s per GPU, 200 one way")
-    } else if name.contains("H100") || name.contains("H200") {
-        (450.0, "H100/H200 SXM NVLink 4: 900 GB/s per GPU, 450 one way")
-    } else if name.contains("A800") {
-        (200.0, "A800 NVLink: 400 GB/s per GPU, 200 one way")
-    } else if name.contains("A100") && name.contains("SXM") {
-        (300.0, "A100 SXM NVLink 3: 600 GB/s per GPU, 300 one way")
-    } else if name.contains("V100") && name.contains("SXM2") {
-        (150.0, "V100 SXM2 NVLink 2: 300 GB/s per GPU, 150 one way")
-    } else {
-        return None;
-    };
-    Some(Peak { gbps, source: format!("assumed: {what} (single node)"), user_given: false })
-}
-
 /// Analyse one test's curve.
 ///
 /// - **Plateau busbw**: the median out-of-place busbw of the (up to) 3 largest sizes, counting
@@ -135,6 +102,7 @@ pub(super) fn known_peak(t: &PerfTest) -> Option<Peak> {
 ///   inflated by a lucky mid-size row.
 /// - **50% / 80% sizes**: the smallest measured size with busbw ≥ that share of the plateau
 ///   (no interpolation between rows; see the fit's `n½` for a model-based figure).
+/// - **Peak**: kept only while no row's busbw exceeds it (else set aside, with the reason).
 /// - **Fit**: [`fit_latency_bandwidth`] on `(size, out-of-place time)` of every row with size > 0.
 pub fn analyze_curve(t: &PerfTest, peak: Option<Peak>) -> CurveAnalysis {
     let mut rows: Vec<&PerfRow> = t.rows.iter().collect();
@@ -174,6 +142,7 @@ pub fn analyze_curve(t: &PerfTest, peak: Option<Peak>) -> CurveAnalysis {
         Ok(f) => (Some(f), None),
         Err(e) => (None, Some(e)),
     };
+    let (peak, peak_set_aside) = super::topology::checked_peak(t, peak, max_busbw);
     let pct = peak.as_ref().map(|p| plateau / p.gbps * 100.0);
     let fl = super::latency::floor(t);
     CurveAnalysis {
@@ -185,6 +154,7 @@ pub fn analyze_curve(t: &PerfTest, peak: Option<Peak>) -> CurveAnalysis {
         size_at_50pct_plateau_bytes: at(0.5),
         size_at_80pct_plateau_bytes: at(0.8),
         peak,
+        peak_set_aside,
         plateau_pct_of_peak: pct,
         floor_us: fl.map(|x| x.0),
         floor_size_bytes: fl.map(|x| x.1.size_bytes),

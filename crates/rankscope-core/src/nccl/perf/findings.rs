@@ -121,13 +121,13 @@ pub(super) fn tests_findings(tests: &[PerfTest]) -> Vec<Finding> {
             ));
         }
         if let Some(a) = &t.analysis {
-            let multi_host = t.hosts.len() > 1;
-            if a.peak.is_none()
+            let multi_host = t.topology.scope == NodeScope::MultiNode;
+            let low_multinode = a.peak.as_ref().is_none_or(|p| !p.user_given)
                 && multi_host
                 && t.n_ranks.is_none_or(|n| n > 1)
                 && a.plateau_busbw_gbps > 0.0
-                && a.plateau_busbw_gbps < LOW_MULTINODE_BUSBW_GBPS
-            {
+                && a.plateau_busbw_gbps < LOW_MULTINODE_BUSBW_GBPS;
+            if low_multinode {
                 let last: Vec<EvidenceLine> = t
                     .rows
                     .iter()
@@ -148,7 +148,9 @@ pub(super) fn tests_findings(tests: &[PerfTest]) -> Vec<Finding> {
                 ));
             }
             if let (Some(p), Some(pct)) = (&a.peak, a.plateau_pct_of_peak) {
-                if pct < PEAK_SHARE_THRESHOLD * 100.0 && t.n_ranks.is_none_or(|n| n > 1) {
+                // The socket-speed finding already says more than an assumed network peak.
+                let said = low_multinode && !p.user_given;
+                if pct < PEAK_SHARE_THRESHOLD * 100.0 && t.n_ranks.is_none_or(|n| n > 1) && !said {
                     let big: Vec<&PerfRow> = {
                         let mut v: Vec<&PerfRow> = t.rows.iter().collect();
                         v.sort_by_key(|r| std::cmp::Reverse(r.size_bytes));
@@ -165,11 +167,7 @@ pub(super) fn tests_findings(tests: &[PerfTest]) -> Vec<Finding> {
                             p.gbps,
                             PEAK_SHARE_THRESHOLD * 100.0
                         ),
-                        if t.hosts.len() == 1 {
-                            "Inside one node busbw below the peak points at the GPU interconnect, not a network: check that every GPU pair has its NVLink/xGMI links (`nvidia-smi topo -m`, `nvidia-smi nvlink -s` / -e for errors; `rocm-smi --showtopo`), that NCCL uses P2P rather than SHM (NCCL_P2P_DISABLE, NCCL_P2P_LEVEL; an NCCL_DEBUG=INFO log read by `rankscope nccl`), and on NVSwitch systems that the Fabric Manager runs"
-                        } else {
-                            "Busbw well below the link peak points at the network or topology: check that NCCL uses RDMA (NET/IB or the provider plugin, not NET/Socket) with GDRDMA, that every NIC is used (NCCL_DEBUG=INFO), PFC/ECN for RoCE, and the rail/topology layout"
-                        },
+                        below_peak_fix(t),
                         big.iter().map(|r| row_evidence(t, r)).collect(),
                     ));
                 }
@@ -177,6 +175,21 @@ pub(super) fn tests_findings(tests: &[PerfTest]) -> Vec<Finding> {
         }
     }
     out
+}
+
+const INTRA_NODE_NVLINK_FIX: &str = "Inside one node busbw below the peak points at the GPU interconnect, not a network: check that every GPU pair has its NVLink/xGMI links (`nvidia-smi topo -m`, `nvidia-smi nvlink -s` / -e for errors; `rocm-smi --showtopo`), that NCCL uses P2P rather than SHM (NCCL_P2P_DISABLE, NCCL_P2P_LEVEL; an NCCL_DEBUG=INFO log read by `rankscope nccl`), and on NVSwitch systems that the Fabric Manager runs";
+const INTRA_NODE_PCIE_FIX: &str = "Inside one node these GPUs meet over PCIe: check that NCCL uses P2P over PCIe rather than SHM through host memory (an NCCL_DEBUG=INFO log read by `rankscope nccl`: `via P2P/...` vs `via SHM`; NCCL_P2P_DISABLE, NCCL_P2P_LEVEL), that `nvidia-smi topo -m` shows the GPUs under one PCIe switch (PIX/PXB) rather than across CPU sockets (SYS), that PCIe ACS is off on bare metal (ACS routes P2P through the root complex) and that every GPU trained at its full width and generation (`nvidia-smi -q`: Link Width, PCIe Generation)";
+const NETWORK_FIX: &str = "Busbw well below the link peak points at the network or topology: check that NCCL uses RDMA (NET/IB or the provider plugin, not NET/Socket) with GDRDMA, that every NIC is used (NCCL_DEBUG=INFO), PFC/ECN for RoCE, and the rail/topology layout";
+
+/// The advice for busbw below the peak, for the links the test used: one node gets its GPUs'
+/// link (NVLink / PCIe), several nodes the network; without device lines both, said as such.
+fn below_peak_fix(t: &PerfTest) -> &'static str {
+    match (t.topology.scope, t.topology.gpu_link.as_ref().map(|l| l.kind)) {
+        (NodeScope::OneNode, Some(LinkKind::Pcie)) => INTRA_NODE_PCIE_FIX,
+        (NodeScope::OneNode, _) => INTRA_NODE_NVLINK_FIX,
+        (NodeScope::MultiNode, _) => NETWORK_FIX,
+        (NodeScope::Unknown, _) => "The output names no hosts (no `# Rank ... on HOST` lines), so whether the run crossed a network is unknown. On one node: check the GPUs' NVLink / PCIe P2P path (`nvidia-smi topo -m`, NCCL_P2P_DISABLE / NCCL_P2P_LEVEL, `via P2P` vs `via SHM` in an NCCL_DEBUG=INFO log). Across nodes: check that NCCL uses RDMA (NET/IB or the provider plugin, not NET/Socket) with GDRDMA and that every NIC is used",
+    }
 }
 
 /// The test is RCCL's (rccl-tests, an RCCL banner, AMD Instinct devices): RCCL-specific knobs

@@ -38,6 +38,7 @@ mod curve;
 mod findings;
 mod latency;
 mod table;
+mod topology;
 
 use curve::*;
 pub use curve::{analyze_curve, infer_collective};
@@ -50,6 +51,7 @@ pub use latency::{
 };
 pub(crate) use table::{is_result_row, is_tests_marker};
 pub use table::{parse_tests_file, TestsFile, TestsReader};
+pub use topology::{gpu_link_of, LinkFigure, LinkKind, NodeScope, PeakSetAside, Topology};
 
 /// A collective measured by nccl-tests: the one collective kind ([`CollKind`]), spelled in this
 /// report as nccl-tests names it.
@@ -199,8 +201,12 @@ pub struct CurveAnalysis {
     /// Smallest measured size whose busbw is ≥ 50% / 80% of the plateau (no interpolation).
     pub size_at_50pct_plateau_bytes: Option<u64>,
     pub size_at_80pct_plateau_bytes: Option<u64>,
-    /// The peak compared against, if any.
+    /// The peak compared against, if any: never below `max_busbw_gbps`.
     pub peak: Option<Peak>,
+    /// A peak that was set aside because the test measured more than it (then `peak` is
+    /// absent: unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_set_aside: Option<PeakSetAside>,
     /// `plateau / peak × 100`.
     pub plateau_pct_of_peak: Option<f64>,
     /// Small-message floor: the shortest time (best of out-of-place and in-place) among rows of
@@ -268,6 +274,10 @@ pub struct PerfTest {
     /// nccl-tests' own failure lines (`Test NCCL failure all_reduce.cu:44 'unhandled cuda
     /// error'`, `Test failure common.cu:377`), at most 8.
     pub failures: Vec<EvidenceLine>,
+    /// Nodes spanned, the GPUs' link and the network, as far as the output tells
+    /// ([`Topology`]).
+    #[serde(default)]
+    pub topology: Topology,
     pub analysis: Option<CurveAnalysis>,
 }
 
@@ -365,7 +375,7 @@ pub fn tests_report(files: Vec<TestsFile>, peak_gbps: Option<f64>) -> TestsRepor
     });
     for t in &mut tests {
         if !t.rows.is_empty() {
-            let peak = user_peak.clone().or_else(|| known_peak(t));
+            let peak = user_peak.clone().or_else(|| topology::assumed_peak(t));
             t.analysis = Some(analyze_curve(t, peak));
         }
     }

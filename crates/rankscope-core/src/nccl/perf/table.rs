@@ -69,6 +69,9 @@ pub(super) struct Parser {
     network: Option<String>,
     conn_network: Option<String>,
     env: BTreeMap<String, String>,
+    /// NICs the NCCL lines list with their speed (`NET/IB : Made virtual device [0]
+    /// name=mlx5_0 speed=25000`), by name, in Mb/s.
+    nics: BTreeMap<String, f64>,
 }
 
 /// Parse one file into its tests (file order) and diagnostics ([`TestsReader`] fed the whole
@@ -113,6 +116,7 @@ impl TestsReader {
                 network: None,
                 conn_network: None,
                 env: BTreeMap::new(),
+                nics: BTreeMap::new(),
             },
         }
     }
@@ -134,13 +138,16 @@ impl TestsReader {
 impl Parser {
     fn finish(mut self) -> TestsFile {
         self.finish_ctx();
-        let Parser { file, mut tables, mut diagnostics, network, conn_network, env, .. } = self;
+        let Parser { file, mut tables, mut diagnostics, network, conn_network, env, nics, .. } = self;
         let network = network.or(conn_network);
+        let nic_gbits = (!nics.is_empty())
+            .then(|| (u32::try_from(nics.len()).unwrap_or(u32::MAX), nics.values().sum::<f64>() / 1000.0));
         for (i, t) in tables.iter_mut().enumerate() {
             t.index = u32::try_from(i).unwrap_or(u32::MAX);
             t.network = network.clone();
             t.env = env.clone();
             finalize(t);
+            t.topology = super::topology::topology_of(t, nic_gbits);
             if t.interleaved {
                 diagnostics.push(Diagnostic::in_text(
                     DiagKind::TestsInterleavedTables,
@@ -241,7 +248,9 @@ impl Parser {
         let Some(msg) = line.split_once("NCCL INFO ").map(|x| x.1) else {
             return false;
         };
-        if let Some(net) = msg.strip_prefix("Using network ") {
+        if let Some(nic) = msg.strip_prefix("NET/").and_then(nic_speed) {
+            self.nics.insert(nic.0, nic.1);
+        } else if let Some(net) = msg.strip_prefix("Using network ") {
             self.network.get_or_insert_with(|| net.trim().to_string());
         } else if let Some((k, v)) = msg.split_once(" set by environment to ") {
             let k = k.trim();
@@ -407,6 +416,7 @@ impl Parser {
             elided_lines: 0,
             interleaved: false,
             failures: std::mem::take(&mut self.ctx.failures),
+            topology: super::topology::Topology::default(),
             analysis: None,
         };
         self.tables.push(t);
@@ -631,4 +641,18 @@ pub(super) fn parse_row_rest(rest: &[&str], layout: Option<Layout>) -> Option<Ro
     let out = m(out_at)?;
     let inp = m(in_at)?;
     Some((redop, root, out, inp))
+}
+
+/// A NIC and its speed in Mb/s from an NCCL line after `NET/`: `IB : Made virtual device [0]
+/// name=mlx5_0 speed=25000 ndevs=1` (NCCL 2.2x), `IB : [0] mlx5_0:uverbs0:1/IB provider=Mlx5
+/// speed=400000` (newer). Virtual devices and ports repeat across lines and processes: the name
+/// keys them.
+fn nic_speed(msg: &str) -> Option<(String, f64)> {
+    let toks: Vec<&str> = msg.split_whitespace().collect();
+    let speed: f64 = toks.iter().find_map(|t| t.strip_prefix("speed="))?.parse().ok()?;
+    let name = toks.iter().find_map(|t| t.strip_prefix("name=")).or_else(|| {
+        let i = toks.iter().position(|t| t.starts_with('[') && t.ends_with(']'))?;
+        toks.get(i + 1).map(|t| t.split(':').next().unwrap_or(t))
+    })?;
+    (speed.is_finite() && speed > 0.0 && !name.is_empty()).then(|| (name.to_string(), speed))
 }

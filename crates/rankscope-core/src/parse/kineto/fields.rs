@@ -30,6 +30,8 @@ pub(super) struct Args {
     pub(super) input_type: Option<StrId>,
     /// `Input Dims` as text, of a [`ShapedOp`] only.
     pub(super) input_dims: Option<StrId>,
+    /// The event has `Input Dims` at all (whatever its operator).
+    pub(super) has_input_dims: bool,
     /// The caching allocator's `[memory]` instants (`profile_memory=True`): the change
     /// (`Bytes`), the totals after it (`Total Allocated`, `Total Reserved`; newer PyTorch) and
     /// the device (`Device Type`: 0 the host, 1 CUDA; `Device Id`).
@@ -443,8 +445,14 @@ impl TraceParser {
                     }
                     a.tag = tag;
                 }
-                b"Input Dims" if self.is_shaped_op(name) => a.input_dims = self.dims_text(buf, pos)?,
-                b"Input Dims" => a.input_elems = self.first_dims_product(buf, pos, base)?,
+                b"Input Dims" if self.is_shaped_op(name) => {
+                    a.has_input_dims = true;
+                    a.input_dims = self.dims_text(buf, pos)?;
+                }
+                b"Input Dims" => {
+                    a.has_input_dims = true;
+                    a.input_elems = self.first_dims_product(buf, pos, base)?;
+                }
                 b"Input type" => a.input_type = self.first_string(buf, pos, base)?,
                 b"Bytes" => a.mem_bytes = self.read_num(buf, pos, base, 0)?,
                 b"Total Allocated" => a.mem_allocated = self.read_num(buf, pos, base, 0)?,

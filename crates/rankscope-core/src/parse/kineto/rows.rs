@@ -125,6 +125,7 @@ impl TraceParser {
     /// Turns a parsed event into rows, by phase.
     pub(super) fn commit(&mut self, ev: Ev, offset: u64) {
         self.out.counts.total += 1;
+        self.out.counts.with_input_dims += u64::from(ev.args.has_input_dims);
         if ev.ph != 0 || ev.ph_other.is_some() {
             self.ph_events += 1;
         }

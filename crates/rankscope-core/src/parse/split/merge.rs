@@ -408,6 +408,7 @@ impl Merger {
         );
         let c = &mut self.out.counts;
         c.total += t.counts.total;
+        c.with_input_dims += t.counts.with_input_dims;
         add_counts(&mut c.by_ph, &t.counts.by_ph);
         add_counts(&mut c.by_cat, &t.counts.by_cat);
         self.next += 1;
@@ -486,6 +487,7 @@ impl Merger {
         );
         let mut counts = f.counts.clone();
         counts.total += out.counts.total;
+        counts.with_input_dims += out.counts.with_input_dims;
         add_counts(&mut counts.by_ph, &out.counts.by_ph);
         add_counts(&mut counts.by_cat, &out.counts.by_cat);
         out.counts = counts;
