@@ -10,9 +10,10 @@ mod common;
 
 use std::sync::OnceLock;
 
+use rankscope_core::analyze::beside::places;
 use rankscope_core::analyze::{Analysis, Options};
 use rankscope_core::diagnose::analyze;
-use rankscope_core::metrics::join::{places, MapMethod, RankPlace, StepSpan};
+use rankscope_core::metrics::join::{MapMethod, RankPlace, StepSpan};
 use rankscope_core::metrics::{self, DiagKind, DmonPlace, MetricsReport, ReadOptions};
 use rankscope_core::normalize::{assemble, Rules};
 use rankscope_synth::{self as synth, Hybrid, SynthConfig};

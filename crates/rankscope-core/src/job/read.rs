@@ -28,7 +28,28 @@ pub fn text_kinds(head: &[u8]) -> Vec<InputKind> {
     if crate::fr::sniff(head) {
         return vec![InputKind::FlightRecorder];
     }
-    crate::nccl::sniff_input(head)
+    if head.starts_with(&[0x1f, 0x8b]) {
+        return Vec::new();
+    }
+    // The evidence beside the traces, each by its own sniff. A JSON head holding `traceEvents`
+    // is a trace whatever else it names (a trace's `distributedInfo` has an `nccl_version`).
+    let trace_json = memchr::memmem::find(head, b"\"traceEvents\"").is_some();
+    let mut kinds = Vec::new();
+    if crate::nccl::inspector::looks_like(head) {
+        kinds.push(InputKind::NcclInspector);
+    } else if !trace_json && crate::nccl::ras::sniff(head).is_some() {
+        kinds.push(InputKind::NcclRas);
+    } else if !trace_json && crate::metrics::sniff(head).is_some() {
+        kinds.push(InputKind::Metrics);
+    }
+    if kinds.is_empty() && crate::steplog::looks_like(&String::from_utf8_lossy(head)) {
+        kinds.push(InputKind::StepLog);
+    }
+    // A step log run with NCCL_DEBUG=INFO is an NCCL log too.
+    if kinds.is_empty() || kinds == [InputKind::StepLog] {
+        kinds.extend(crate::nccl::sniff_input(head));
+    }
+    kinds
 }
 
 /// The one kind a shell routes `head` by ([`InputKind::of`]).
