@@ -212,6 +212,28 @@ mod tests {
         assert_eq!(detect(log), InputKind::NcclLog);
     }
 
+    /// The evidence beside the traces by content, whatever the name; a trace that names NCCL's
+    /// version is still a trace.
+    #[test]
+    fn evidence_beside_the_traces_by_content() {
+        let prom = b"# HELP DCGM_FI_PROF_SM_ACTIVE x\n# TYPE DCGM_FI_PROF_SM_ACTIVE gauge\nDCGM_FI_PROF_SM_ACTIVE{gpu=\"0\"} 0.1\n";
+        assert_eq!(text_kinds(prom), [InputKind::Metrics]);
+        let insp = br#"{"header":{"id":"0x1","rank":0,"n_ranks":2,"nnodes":1},"coll_perf":{"coll":"AllReduce","sn":1}}"#;
+        assert_eq!(text_kinds(insp), [InputKind::NcclInspector]);
+        let ras = br#"{"nccl_version": "2.27.3", "communicators": []}"#;
+        assert_eq!(text_kinds(ras), [InputKind::NcclRas]);
+        let log = b" iteration       10/     500 | elapsed time per iteration (ms): 1001.0 |\nhost:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n";
+        assert_eq!(text_kinds(log), [InputKind::StepLog, InputKind::NcclLog]);
+        assert_eq!(detect(log), InputKind::StepLog);
+        let trace =
+            br#"{"distributedInfo": {"nccl_version": "2.21.5", "communicators": 1}, "traceEvents": []}"#;
+        assert_eq!(detect(trace), InputKind::Trace);
+        for k in [InputKind::Metrics, InputKind::NcclRas, InputKind::NcclInspector, InputKind::StepLog] {
+            assert!(k.is_text() && k.is_beside() && k.any_name());
+        }
+        assert!(!InputKind::NcclLog.any_name() && InputKind::FlightRecorder.any_name());
+    }
+
     #[test]
     fn not_a_trace_names_the_file() {
         let e = read("notes.json", b"hello", 2).err().map(|e| e.to_string()).unwrap_or_default();
