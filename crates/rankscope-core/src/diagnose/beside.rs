@@ -132,6 +132,7 @@ fn metrics_finding(a: &Analysis, b: &Beside, m: &MetricsFinding) -> Finding {
     if m.id == MetricsFindingId::CommBound {
         // The second source: what the trace says the network costs on these ranks.
         let exposed = f.ranks.iter().filter_map(|&r| exposed_comm_ns(a, r)).max().unwrap_or(0);
+        f.steps = a.steps.iter().map(|s| s.step).collect();
         f.impact_ns = exposed.max(0);
         f.evidence.insert(EvidenceKey::ExposedCommNs, exposed as f64);
         let sm: Vec<f64> = b
