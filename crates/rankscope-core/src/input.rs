@@ -56,6 +56,21 @@ impl InputKind {
         self != InputKind::Trace
     }
 
+    /// What a file of this kind is, in words, as a list of files shows it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            InputKind::Trace => "trace",
+            InputKind::NcclLog => "NCCL_DEBUG log",
+            InputKind::NcclTests => "nccl-tests output",
+            InputKind::FlightRecorder => "Flight Recorder dump",
+            InputKind::Digest => "job digest",
+            InputKind::Metrics => "cluster metrics",
+            InputKind::NcclRas => "NCCL RAS status",
+            InputKind::NcclInspector => "NCCL Inspector log",
+            InputKind::StepLog => "step log",
+        }
+    }
+
     /// Whether a file of this kind is asked by content whatever its name when a folder is
     /// walked: Flight Recorder dumps (`fr_rank0`, `*.pkl`) and the evidence dropped beside the
     /// traces (`metrics.prom`, `*.csv`, `<host>-pid<pid>.jsonl`, a RAS status), whose tools

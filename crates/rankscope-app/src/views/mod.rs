@@ -2,6 +2,7 @@
 
 pub mod alignment;
 pub mod app;
+pub mod beside;
 pub mod collectives;
 pub mod compare;
 pub mod diagnostics;
