@@ -2,8 +2,9 @@
 //! not ours, named with what to give instead ([`Foreign`]).
 //!
 //! A file is a trace, NCCL text (an `NCCL_DEBUG=INFO` log, nccl-tests output, or a log holding a
-//! perf table: both kinds), a PyTorch Flight Recorder dump or a rankscope job digest, whatever
-//! its name; [`crate::job::detect`] decides from its first bytes. A text can be of several kinds
+//! perf table: both kinds), a PyTorch Flight Recorder dump, a rankscope job digest, or evidence
+//! beside the traces (cluster metrics, an `ncclras` status, an NCCL Inspector log, a training
+//! step log: [`crate::analyze::beside`]), whatever its name; [`crate::job::detect`] decides from its first bytes. A text can be of several kinds
 //! at once ([`crate::job::Text::kinds`]); [`InputKind::of`] is the one kind a shell routes it by.
 //!
 //! **Refusals that say what the file is.** Profilers write many formats beside the Chrome /

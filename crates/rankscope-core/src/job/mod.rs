@@ -5,8 +5,9 @@
 //!
 //! ```text
 //!   bytes ──► Reader (kind by content) ──► Trace ──► normalize ──► RankPart (+ its RankClaim)
-//!                                      └─► Text  (NCCL log, nccl-tests, Flight Recorder dump)
-//!   [(claim, part)] + [text] ──► combine ──► JobOutput { analysis, fabric, flight recorder }
+//!                                      └─► Text  (NCCL log, nccl-tests, Flight Recorder dump,
+//!                                                 metrics, RAS status, Inspector log, step log)
+//!   [(claim, part)] + [text] ──► combine ──► JobOutput { analysis (+ beside), fabric, flight recorder }
 //!                                              └─► json() / csv() / markdown()
 //! ```
 //!

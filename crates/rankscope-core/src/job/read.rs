@@ -1,7 +1,8 @@
 //! What an input is, decided by content, and reading one input in chunks.
 //!
 //! A file is a trace, NCCL text (an `NCCL_DEBUG=INFO` log, nccl-tests output, or a log holding
-//! a perf table: both) or a PyTorch Flight Recorder dump, whatever its name. The decision is
+//! a perf table: both), a PyTorch Flight Recorder dump, or evidence beside the traces (cluster
+//! metrics, an `ncclras` status, an NCCL Inspector log, a step log), whatever its name. The decision is
 //! made on its first [`SNIFF_BYTES`], the same way in every shell.
 
 use serde::{Deserialize, Serialize};
