@@ -35,15 +35,17 @@ pub fn text_kinds(head: &[u8]) -> Vec<InputKind> {
     // The evidence beside the traces, each by its own sniff. A JSON head holding `traceEvents`
     // is a trace whatever else it names (a trace's `distributedInfo` has an `nccl_version`).
     let trace_json = memchr::memmem::find(head, b"\"traceEvents\"").is_some();
+    let json = head.iter().copied().find(|b| !b.is_ascii_whitespace()) == Some(b'{');
     let mut kinds = Vec::new();
-    if crate::nccl::inspector::looks_like(head) {
+    if !trace_json && crate::nccl::inspector::looks_like(head) {
         kinds.push(InputKind::NcclInspector);
     } else if !trace_json && crate::nccl::ras::sniff(head).is_some() {
         kinds.push(InputKind::NcclRas);
     } else if !trace_json && crate::metrics::sniff(head).is_some() {
         kinds.push(InputKind::Metrics);
     }
-    if kinds.is_empty() && crate::steplog::looks_like(&String::from_utf8_lossy(head)) {
+    // A step log is text lines (a JSON document naming its timers is not one).
+    if kinds.is_empty() && !json && crate::steplog::looks_like(&String::from_utf8_lossy(head)) {
         kinds.push(InputKind::StepLog);
     }
     // A step log run with NCCL_DEBUG=INFO is an NCCL log too.
