@@ -56,7 +56,7 @@ pub fn run(a: Args) -> anyhow::Result<u8> {
         None
     } else {
         let out = crate::load::traces_output(&a.traces)?;
-        Some(metrics::join::places(&out.analysis))
+        Some(rankscope_core::analyze::beside::places(&out.analysis))
     };
     let mut files = Vec::new();
     for p in &a.files {

@@ -27,15 +27,7 @@ pub struct Args {
 
 /// The profiled steps of the traces (`ProfilerStep#N` and the job's time for it).
 fn profiled(paths: &[PathBuf]) -> anyhow::Result<Vec<steplog::ProfiledStep>> {
-    Ok(crate::load::traces_output(paths)?
-        .analysis
-        .steps
-        .iter()
-        .filter_map(|s| {
-            let wall = s.per_rank.iter().map(|r| r.wall_ns).max()?;
-            Some(steplog::ProfiledStep { step: s.step, ms: wall as f64 / 1e6 })
-        })
-        .collect())
+    Ok(rankscope_core::analyze::beside::profiled_steps(&crate::load::traces_output(paths)?.analysis))
 }
 
 fn render(file: &str, s: &StepLog) -> String {

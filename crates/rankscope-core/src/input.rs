@@ -2,8 +2,9 @@
 //! not ours, named with what to give instead ([`Foreign`]).
 //!
 //! A file is a trace, NCCL text (an `NCCL_DEBUG=INFO` log, nccl-tests output, or a log holding a
-//! perf table: both kinds), a PyTorch Flight Recorder dump or a rankscope job digest, whatever
-//! its name; [`crate::job::detect`] decides from its first bytes. A text can be of several kinds
+//! perf table: both kinds), a PyTorch Flight Recorder dump, a rankscope job digest, or evidence
+//! beside the traces (cluster metrics, an `ncclras` status, an NCCL Inspector log, a training
+//! step log: [`crate::analyze::beside`]), whatever its name; [`crate::job::detect`] decides from its first bytes. A text can be of several kinds
 //! at once ([`crate::job::Text::kinds`]); [`InputKind::of`] is the one kind a shell routes it by.
 //!
 //! **Refusals that say what the file is.** Profilers write many formats beside the Chrome /
@@ -28,6 +29,15 @@ crate::named_enum! {
         /// A rankscope job digest (`RSDIGEST`, [`crate::job::digest`]): a whole job's parts and
         /// analysis, written by `rankscope combine --digest`.
         Digest => "digest",
+        /// Cluster metrics: a dcgm-exporter / node-exporter scrape (Prometheus text), a
+        /// `dcgmi dmon` table, a Prometheus `query_range` JSON or CSV export.
+        Metrics => "metrics",
+        /// An `ncclras` status report (text or `-f json`).
+        NcclRas => "nccl_ras",
+        /// An NCCL Inspector log (the profiler plugin's JSON line per collective).
+        NcclInspector => "nccl_inspector",
+        /// A training framework's step log (Megatron-LM's iteration lines and timer blocks).
+        StepLog => "step_log",
     }
 }
 
@@ -35,7 +45,8 @@ impl InputKind {
     /// The one kind of an input whose text kinds are `kinds` (none: a trace). A log that also
     /// holds a perf table counts as nccl-tests output (its table is what a trace analysis uses).
     pub fn of(kinds: &[InputKind]) -> InputKind {
-        [InputKind::Digest, InputKind::FlightRecorder, InputKind::NcclTests, InputKind::NcclLog]
+        use InputKind::*;
+        [Digest, FlightRecorder, NcclInspector, NcclRas, Metrics, StepLog, NcclTests, NcclLog]
             .into_iter()
             .find(|k| kinds.contains(k))
             .unwrap_or(InputKind::Trace)
@@ -44,6 +55,38 @@ impl InputKind {
     /// Whether this is a kind of text (kept whole beside the traces).
     pub fn is_text(self) -> bool {
         self != InputKind::Trace
+    }
+
+    /// What a file of this kind is, in words, as a list of files shows it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            InputKind::Trace => "trace",
+            InputKind::NcclLog => "NCCL_DEBUG log",
+            InputKind::NcclTests => "nccl-tests output",
+            InputKind::FlightRecorder => "Flight Recorder dump",
+            InputKind::Digest => "job digest",
+            InputKind::Metrics => "cluster metrics",
+            InputKind::NcclRas => "NCCL RAS status",
+            InputKind::NcclInspector => "NCCL Inspector log",
+            InputKind::StepLog => "step log",
+        }
+    }
+
+    /// Whether a file of this kind is asked by content whatever its name when a folder is
+    /// walked: Flight Recorder dumps (`fr_rank0`, `*.pkl`) and the evidence dropped beside the
+    /// traces (`metrics.prom`, `*.csv`, `<host>-pid<pid>.jsonl`, a RAS status), whose tools
+    /// give them no fixed suffix.
+    pub fn any_name(self) -> bool {
+        self == InputKind::FlightRecorder || self.is_beside()
+    }
+
+    /// Whether this is evidence beside the traces read with them into the analysis' `beside`
+    /// member: cluster metrics, an NCCL RAS status, an NCCL Inspector log, a step log.
+    pub fn is_beside(self) -> bool {
+        matches!(
+            self,
+            InputKind::Metrics | InputKind::NcclRas | InputKind::NcclInspector | InputKind::StepLog
+        )
     }
 }
 
@@ -101,11 +144,11 @@ const PART: Foreign = Foreign {
 };
 const STEP_LOG: Foreign = Foreign {
     format: "a training framework's step log (Megatron-LM's `iteration N/M | ... elapsed time per iteration (ms)` lines and timer blocks)",
-    instead: "read it with `rankscope steplog FILE`: the iteration time over the whole run, its spikes and the timers uneven across ranks; `analyze` takes the profiler's traces of the run",
+    instead: "`analyze` reads a step log beside the traces uncompressed (gunzip it first: compressed, only a trace is recognised); `rankscope steplog FILE` reads it alone",
 };
 const NCCL_INSPECTOR: Foreign = Foreign {
     format: "an NCCL Inspector log (the profiler plugin's JSON line per collective: `header`, `coll_perf`)",
-    instead: "read it with `rankscope nccl-inspector FILE_OR_DIR`: per communicator the calls by kind and size and the member that arrives last; `analyze` takes the profiler's traces of the run",
+    instead: "`analyze` reads an Inspector log beside the traces uncompressed (gunzip it first: compressed, only a trace is recognised); `rankscope nccl-inspector FILE_OR_DIR` reads it gzipped too",
 };
 const DIGEST_IN_TRACE_PATH: Foreign =
     Foreign { format: "a rankscope job digest", instead: "pass it alone to `rankscope analyze`" };

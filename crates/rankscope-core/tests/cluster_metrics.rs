@@ -10,9 +10,10 @@ mod common;
 
 use std::sync::OnceLock;
 
+use rankscope_core::analyze::beside::places;
 use rankscope_core::analyze::{Analysis, Options};
 use rankscope_core::diagnose::analyze;
-use rankscope_core::metrics::join::{places, MapMethod, RankPlace, StepSpan};
+use rankscope_core::metrics::join::{MapMethod, RankPlace, StepSpan};
 use rankscope_core::metrics::{self, DiagKind, DmonPlace, MetricsReport, ReadOptions};
 use rankscope_core::normalize::{assemble, Rules};
 use rankscope_synth::{self as synth, Hybrid, SynthConfig};
@@ -212,14 +213,14 @@ fn hostile_metrics_beside_a_job_never_panic() {
         }],
     }];
     let (rep, errors) =
-        metrics::report(&[("hostile.prom".into(), text.into_bytes())], &ReadOptions::default(), Some(&p));
+        metrics::report(&[("hostile.prom", text.into_bytes())], &ReadOptions::default(), Some(&p));
     assert!(errors.is_empty(), "{errors:?}");
     assert!(
         rep.diagnostics.iter().any(|d| d.kind == DiagKind::BadNumber || d.kind == DiagKind::BadTime),
         "{:?}",
         rep.diagnostics
     );
-    let (_, errors) = metrics::report(&[("x.bin".into(), vec![0xff; 1000])], &ReadOptions::default(), None);
+    let (_, errors) = metrics::report(&[("x.bin", vec![0xff; 1000])], &ReadOptions::default(), None);
     assert!(errors[0].to_string().starts_with("x.bin: not a cluster metrics file"), "{}", errors[0]);
 }
 
@@ -273,8 +274,7 @@ fn a_scrape_coarser_than_the_profile_is_said() {
             }
         }
     }
-    let (rep, _) =
-        metrics::report(&[("coarse.prom".into(), text.into_bytes())], &ReadOptions::default(), Some(&p));
+    let (rep, _) = metrics::report(&[("coarse.prom", text.into_bytes())], &ReadOptions::default(), Some(&p));
     let j = rep.join.unwrap();
     assert!(j.ranks.iter().all(|r| r.coarse
         && r.sm_active == Some(0.7)

@@ -144,3 +144,17 @@ fn the_nccl_finding_ids_of_docs_nccl_are_the_codes() {
         panic!("{e}");
     }
 }
+
+#[test]
+fn the_beside_finding_ids_of_the_doc_are_the_codes() {
+    let rows = table(&doc(), "### Findings from the evidence beside the traces");
+    let listed: Vec<String> = rows.iter().map(|r| code(&r[0])).collect();
+    let ids: Vec<String> = FindingId::ALL
+        .iter()
+        .filter(|f| f.kind() == IdKind::Beside)
+        .map(|f| f.as_str().to_string())
+        .collect();
+    if let Err(e) = same("beside finding ids (docs/analysis-schema.md)", &listed, &ids) {
+        panic!("{e}");
+    }
+}

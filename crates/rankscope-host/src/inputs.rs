@@ -87,8 +87,9 @@ fn walk(
             }
             continue;
         }
-        // Flight Recorder dumps carry any name (`fr_rank0`, `*.pkl`): asked by content.
-        if !json_name && sniff_file(&path) != InputKind::FlightRecorder {
+        // Flight Recorder dumps carry any name (`fr_rank0`, `*.pkl`), and so does the evidence
+        // dropped beside the traces (`metrics.prom`, `*.csv`, `*.jsonl`): asked by content.
+        if !json_name && !sniff_file(&path).any_name() {
             continue;
         }
         let real = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());

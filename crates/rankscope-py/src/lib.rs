@@ -562,8 +562,9 @@ fn is_folder_candidate(name: &str) -> bool {
     job::is_folder_candidate(name)
 }
 
-/// What a file is from its first bytes: `trace`, `nccl_log`, `nccl_tests`, `flight_recorder`
-/// or `digest` (a job digest).
+/// What a file is from its first bytes: `trace`, `nccl_log`, `nccl_tests`, `flight_recorder`,
+/// `digest` (a job digest), or evidence beside the traces: `metrics`, `nccl_ras`,
+/// `nccl_inspector`, `step_log`.
 #[pyfunction]
 fn sniff(head: &[u8]) -> &'static str {
     job::detect(head).as_str()

@@ -22,7 +22,7 @@ use crate::to_js;
 #[wasm_bindgen(typescript_custom_section)]
 const TS_JOB_TYPES: &'static str = r#"
 /** What an input was read as. */
-export type InputKind = "trace" | "nccl_log" | "nccl_tests" | "flight_recorder" | "digest";
+export type InputKind = "trace" | "nccl_log" | "nccl_tests" | "flight_recorder" | "digest" | "metrics" | "nccl_ras" | "nccl_inspector" | "step_log";
 /** What became of one input given to `Job.add`. */
 export interface Added {
   file: string; kind: InputKind | null; error: string | null; skipped: boolean;

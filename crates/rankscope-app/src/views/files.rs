@@ -69,15 +69,10 @@ pub fn files(p: &Props) -> Html {
                             </> }
                         }
                         FileStatus::Ready if f.text.is_some() => {
-                            let kinds = f.text.iter().flatten().map(|k| match k {
-                                crate::protocol::InputKind::NcclLog => "NCCL_DEBUG log",
-                                crate::protocol::InputKind::NcclTests => "nccl-tests output",
-                                crate::protocol::InputKind::FlightRecorder => "Flight Recorder dump",
-                                crate::protocol::InputKind::Digest => "job digest",
-                                crate::protocol::InputKind::Trace => "trace",
-                            }).collect::<Vec<_>>().join(" + ");
-                            let fr = f.text.iter().flatten().any(|k| *k == crate::protocol::InputKind::FlightRecorder);
-                            html! { <span class="ok">{format!("{kinds} · see {}", if fr { "Summary" } else { "Fabric" })}</span> }
+                            let kinds = f.text.iter().flatten().map(|k| k.describe()).collect::<Vec<_>>().join(" + ");
+                            // Dumps and the evidence beside the traces are on the Summary.
+                            let summary = f.text.iter().flatten().any(|k| k.any_name());
+                            html! { <span class="ok" data-testid="file-kind">{format!("{kinds} · see {}", if summary { "Summary" } else { "Fabric" })}</span> }
                         }
                         FileStatus::Ready => {
                             let mut ranks: Vec<u32> = f.ranks.iter().map(|r| r.summary.rank).collect();

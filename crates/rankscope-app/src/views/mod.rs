@@ -2,6 +2,7 @@
 
 pub mod alignment;
 pub mod app;
+pub mod beside;
 pub mod capture;
 pub mod collectives;
 pub mod compare;

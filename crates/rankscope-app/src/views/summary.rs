@@ -59,6 +59,7 @@ pub fn summary(p: &Props) -> Html {
             if let Some(fr) = &p.job.flight_recorder {
                 <super::flight::FlightRecorder fr={fr.clone()} />
             }
+            <super::beside::Beside job={p.job.clone()} />
             <dl class="facts">
                 { fact("Ranks", format!("{}{}", f.ranks,
                     if f.missing_ranks.is_empty() { String::new() } else { format!(" ({} missing: {:?})", f.missing_ranks.len(), f.missing_ranks) }), "fact-ranks") }

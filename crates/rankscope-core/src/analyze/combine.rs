@@ -158,6 +158,7 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
         sequence,
         pipeline: pipe_report,
         fabric: Vec::new(),
+        beside: None,
         findings: Vec::new(),
         diagnostics: parts.iter().flat_map(|p| p.diagnostics.iter().cloned()).collect(),
         errors,

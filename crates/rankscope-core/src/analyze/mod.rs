@@ -11,6 +11,7 @@
 pub mod align;
 pub mod attribution;
 pub mod balance;
+pub mod beside;
 pub mod breakdown;
 pub mod capture;
 pub mod chain;
@@ -276,6 +277,10 @@ pub struct Analysis {
     pub pipeline: Option<pipeline::PipelineReport>,
     /// The collectives against nccl-tests (empty without nccl-tests input).
     pub fabric: Vec<fabric::FabricComparison>,
+    /// The evidence dropped beside the traces (cluster metrics, NCCL RAS status, NCCL
+    /// Inspector logs, step logs), read and joined with them ([`beside`]); absent without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beside: Option<beside::Beside>,
     /// Filled by the judging layer ([`crate::diagnose::findings`]).
     pub findings: Vec<crate::finding::Finding>,
     pub diagnostics: Vec<FileDiagnostic>,

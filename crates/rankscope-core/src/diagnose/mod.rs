@@ -35,6 +35,7 @@
 //! never recompute what the analysis measured. The shells reach it through one call
 //! ([`combine`], which [`crate::job`] makes for them).
 
+pub mod beside;
 mod cause;
 pub mod causes;
 mod context;
@@ -58,9 +59,23 @@ use crate::normalize::{Job, JobError};
 /// The job half with its findings: [`analyze::combine`] measures, [`findings`] judges. Every
 /// shell's analysis is this call (through [`crate::job::combine`]).
 pub fn combine(parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) -> Analysis {
+    combine_beside(parts, errors, opts, &analyze::beside::Inputs::default())
+}
+
+/// [`combine`] with the evidence dropped beside the traces: read and joined with them
+/// ([`analyze::beside::measure`]), its findings ranked among the trace's ([`beside::merge`]).
+pub fn combine_beside(
+    parts: Vec<RankPart>,
+    errors: Vec<JobError>,
+    opts: &Options,
+    inputs: &analyze::beside::Inputs<'_>,
+) -> Analysis {
     let m = analyze::combine(parts, errors, opts);
     let mut a = m.analysis;
     a.findings = serving::for_serving(&a, findings(&a, &m.ops, Some(&m.model), &opts.thresholds));
+    a.beside = analyze::beside::measure(&a, &m.ops, inputs);
+    let found = beside::findings(&a);
+    beside::merge(&mut a.findings, found);
     a
 }
 

@@ -72,6 +72,8 @@ evidence_keys! {
     /// The hot expert rank's all_to_all volume per step against the median of its group's
     /// other members.
     ExpertVolumeRatio => "expert_volume_ratio",
+    /// The trace's exposed communication per step (the worst rank's median over steps).
+    ExposedCommNs => "exposed_comm_ns",
     FabricBusbwGbps => "fabric_busbw_gbps",
     /// Transfer per step of the groups that span hosts, and of the same role's groups within
     /// one host.
@@ -111,6 +113,14 @@ evidence_keys! {
     ReplayedGainNs => "replayed_gain_ns",
     RegionActiveNs => "region_active_ns",
     SlowestExcess => "slowest_excess",
+    /// The GPUs' SM activity during the steps, 0 to 1 (cluster metrics, median of the GPUs).
+    SmActive => "sm_active",
+    /// A step log's median iteration time (ms) over the run it covers.
+    LogMedianMs => "log_median_ms",
+    /// A step log's slow phase: its median iteration time (ms).
+    SlowPhaseMs => "slow_phase_ms",
+    /// The profiled steps' median time (ms).
+    ProfiledMs => "profiled_ms",
     SpanningTransferNs => "spanning_transfer_ns",
     SlowestStage => "slowest_stage",
     Stage => "stage",

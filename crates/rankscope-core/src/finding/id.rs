@@ -107,6 +107,26 @@ crate::named_enum! {
         TestsNonMonotonic => "tests.non-monotonic",
         /// A jump in time between adjacent sizes.
         TestsCurveStep => "tests.curve-step",
+        // The evidence beside the traces, joined with them (docs/analysis-schema.md, "Findings
+        // from the evidence beside the traces").
+        /// SMs idle while a NIC runs at its line rate, and the trace's communication exposed.
+        MetricsCommBound => "metrics.comm-bound",
+        /// A GPU whose clock or power is held below its peers', or whose clock is throttled.
+        MetricsThrottledGpu => "metrics.throttled-gpu",
+        /// A NIC sending or receiving pause frames during the steps.
+        MetricsPfcStorm => "metrics.pfc-storm",
+        /// A NIC that carried nothing while its host's ranks communicated.
+        MetricsIdleNic => "metrics.idle-nic",
+        /// A GPU that reported an XID error during the job.
+        MetricsXidError => "metrics.xid-error",
+        /// A profiled step that is in one of the step log's slow phases.
+        SteplogSlowPhaseProfiled => "steplog.slow-phase-profiled",
+        /// Slow phases of the step log that the profiled steps do not show.
+        SteplogSlowPhaseMissed => "steplog.slow-phase-missed",
+        /// An `ncclras` report that names processes dead or silent, or ranks missing.
+        RasJobIncomplete => "ras.job-incomplete",
+        /// The Inspector's execution times disagree with the traces' kernel times.
+        InspectorTimesDisagree => "inspector.times-disagree",
 
     }
 }
@@ -122,6 +142,9 @@ pub enum IdKind {
     NcclLog,
     /// A finding of the nccl-tests report.
     NcclTests,
+    /// A finding of the evidence beside the traces (cluster metrics, NCCL RAS status, NCCL
+    /// Inspector logs, step logs), joined with them: in the analysis' findings, with figures.
+    Beside,
 }
 
 impl FindingId {
@@ -132,6 +155,15 @@ impl FindingId {
             ExposedWait | LowOverlap | CommHeavy | Hang => IdKind::Symptom,
             _ if self.as_str().starts_with("log.") => IdKind::NcclLog,
             _ if self.as_str().starts_with("tests.") => IdKind::NcclTests,
+            MetricsCommBound
+            | MetricsThrottledGpu
+            | MetricsPfcStorm
+            | MetricsIdleNic
+            | MetricsXidError
+            | SteplogSlowPhaseProfiled
+            | SteplogSlowPhaseMissed
+            | RasJobIncomplete
+            | InspectorTimesDisagree => IdKind::Beside,
             _ => IdKind::Cause,
         }
     }

@@ -5,8 +5,9 @@
 //!
 //! ```text
 //!   bytes ──► Reader (kind by content) ──► Trace ──► normalize ──► RankPart (+ its RankClaim)
-//!                                      └─► Text  (NCCL log, nccl-tests, Flight Recorder dump)
-//!   [(claim, part)] + [text] ──► combine ──► JobOutput { analysis, fabric, flight recorder }
+//!                                      └─► Text  (NCCL log, nccl-tests, Flight Recorder dump,
+//!                                                 metrics, RAS status, Inspector log, step log)
+//!   [(claim, part)] + [text] ──► combine ──► JobOutput { analysis (+ beside), fabric, flight recorder }
 //!                                              └─► json() / csv() / markdown()
 //! ```
 //!
@@ -36,16 +37,18 @@ pub use crate::normalize::{RankClaim, RankDecision};
 use crate::sequence::SequenceReport;
 
 /// Names read when a folder is walked or dropped (files named one by one are all tried):
-/// traces (`.json`, `.json.gz`), and the logs and text outputs NCCL_DEBUG and nccl-tests write
-/// (`.log`, `.txt`, `.out`), case-insensitively. Flight Recorder dumps, which carry any name
-/// (`fr_rank0`, `*.pkl`), are recognised by content on top of this ([`detect`]).
+/// traces (`.json`, `.json.gz`), the logs and text outputs NCCL_DEBUG, nccl-tests and training
+/// frameworks write (`.log`, `.txt`, `.out`), NCCL Inspector logs (`.jsonl`) and Prometheus
+/// scrapes (`.prom`), case-insensitively. Flight Recorder dumps and the other evidence beside
+/// the traces, which carry any name, are recognised by content on top of this where a shell
+/// can read a file's start before choosing it ([`detect`], [`InputKind::any_name`]).
 pub fn is_folder_candidate(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
     FOLDER_SUFFIXES.iter().any(|e| n.ends_with(e))
 }
 
 /// The suffixes [`is_folder_candidate`] accepts.
-pub const FOLDER_SUFFIXES: [&str; 5] = [".json", ".json.gz", ".log", ".txt", ".out"];
+pub const FOLDER_SUFFIXES: [&str; 7] = [".json", ".json.gz", ".log", ".txt", ".out", ".jsonl", ".prom"];
 
 /// What the NCCL text of a job says: the `NCCL_DEBUG` logs' report and the nccl-tests results.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -375,8 +378,22 @@ pub fn combine_decided(
     if opts.fabric.is_none() {
         opts.fabric = fabric.as_ref().and_then(|f| f.tests.clone());
     }
-    let analysis = diagnose::combine(parts, errors, &opts);
+    let analysis = diagnose::combine_beside(parts, errors, &opts, &beside_inputs(texts));
     JobOutput { analysis, fabric, flight_recorder, failed: Vec::new() }
+}
+
+/// The texts that are evidence beside the traces ([`InputKind::is_beside`]), by kind, for the
+/// analysis' `beside` member ([`analyze::beside`]).
+pub fn beside_inputs<'a>(texts: &[TextRef<'a>]) -> analyze::beside::Inputs<'a> {
+    let of = |k: InputKind| -> Vec<(&'a str, &'a [u8])> {
+        texts.iter().filter(|t| t.kinds.contains(&k)).map(|t| (t.name, t.bytes)).collect()
+    };
+    analyze::beside::Inputs {
+        metrics: of(InputKind::Metrics),
+        ras: of(InputKind::NcclRas),
+        inspector: of(InputKind::NcclInspector),
+        steplogs: of(InputKind::StepLog),
+    }
 }
 
 /// The whole job for a host that holds every trace (the CLI, the Python package): normalizes

@@ -1,7 +1,8 @@
 //! What an input is, decided by content, and reading one input in chunks.
 //!
 //! A file is a trace, NCCL text (an `NCCL_DEBUG=INFO` log, nccl-tests output, or a log holding
-//! a perf table: both) or a PyTorch Flight Recorder dump, whatever its name. The decision is
+//! a perf table: both), a PyTorch Flight Recorder dump, or evidence beside the traces (cluster
+//! metrics, an `ncclras` status, an NCCL Inspector log, a step log), whatever its name. The decision is
 //! made on its first [`SNIFF_BYTES`], the same way in every shell.
 
 use serde::{Deserialize, Serialize};
@@ -28,7 +29,30 @@ pub fn text_kinds(head: &[u8]) -> Vec<InputKind> {
     if crate::fr::sniff(head) {
         return vec![InputKind::FlightRecorder];
     }
-    crate::nccl::sniff_input(head)
+    if head.starts_with(&[0x1f, 0x8b]) {
+        return Vec::new();
+    }
+    // The evidence beside the traces, each by its own sniff. A JSON head holding `traceEvents`
+    // is a trace whatever else it names (a trace's `distributedInfo` has an `nccl_version`).
+    let trace_json = memchr::memmem::find(head, b"\"traceEvents\"").is_some();
+    let json = head.iter().copied().find(|b| !b.is_ascii_whitespace()) == Some(b'{');
+    let mut kinds = Vec::new();
+    if !trace_json && crate::nccl::inspector::looks_like(head) {
+        kinds.push(InputKind::NcclInspector);
+    } else if !trace_json && crate::nccl::ras::sniff(head).is_some() {
+        kinds.push(InputKind::NcclRas);
+    } else if !trace_json && crate::metrics::sniff(head).is_some() {
+        kinds.push(InputKind::Metrics);
+    }
+    // A step log is text lines (a JSON document naming its timers is not one).
+    if kinds.is_empty() && !json && crate::steplog::looks_like(&String::from_utf8_lossy(head)) {
+        kinds.push(InputKind::StepLog);
+    }
+    // A step log run with NCCL_DEBUG=INFO is an NCCL log too.
+    if kinds.is_empty() || kinds == [InputKind::StepLog] {
+        kinds.extend(crate::nccl::sniff_input(head));
+    }
+    kinds
 }
 
 /// The one kind a shell routes `head` by ([`InputKind::of`]).
@@ -189,6 +213,28 @@ mod tests {
         }
         assert_eq!(detect(trace), InputKind::Trace);
         assert_eq!(detect(log), InputKind::NcclLog);
+    }
+
+    /// The evidence beside the traces by content, whatever the name; a trace that names NCCL's
+    /// version is still a trace.
+    #[test]
+    fn evidence_beside_the_traces_by_content() {
+        let prom = b"# HELP DCGM_FI_PROF_SM_ACTIVE x\n# TYPE DCGM_FI_PROF_SM_ACTIVE gauge\nDCGM_FI_PROF_SM_ACTIVE{gpu=\"0\"} 0.1\n";
+        assert_eq!(text_kinds(prom), [InputKind::Metrics]);
+        let insp = br#"{"header":{"id":"0x1","rank":0,"n_ranks":2,"nnodes":1},"coll_perf":{"coll":"AllReduce","sn":1}}"#;
+        assert_eq!(text_kinds(insp), [InputKind::NcclInspector]);
+        let ras = br#"{"nccl_version": "2.27.3", "communicators": []}"#;
+        assert_eq!(text_kinds(ras), [InputKind::NcclRas]);
+        let log = b" iteration       10/     500 | elapsed time per iteration (ms): 1001.0 |\nhost:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n";
+        assert_eq!(text_kinds(log), [InputKind::StepLog, InputKind::NcclLog]);
+        assert_eq!(detect(log), InputKind::StepLog);
+        let trace =
+            br#"{"distributedInfo": {"nccl_version": "2.21.5", "communicators": 1}, "traceEvents": []}"#;
+        assert_eq!(detect(trace), InputKind::Trace);
+        for k in [InputKind::Metrics, InputKind::NcclRas, InputKind::NcclInspector, InputKind::StepLog] {
+            assert!(k.is_text() && k.is_beside() && k.any_name());
+        }
+        assert!(!InputKind::NcclLog.any_name() && InputKind::FlightRecorder.any_name());
     }
 
     #[test]

@@ -24,7 +24,6 @@ use serde::{Deserialize, Serialize};
 
 use super::series::{EntityKind, Series, Signal};
 use super::{DiagKind, Diagnostic};
-use crate::analyze::Analysis;
 
 /// One profiled step of a rank, on its own clock (Unix ns).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -46,44 +45,6 @@ pub struct RankPlace {
     pub offset_ns: i64,
     pub align_residual_ns: i64,
     pub steps: Vec<StepSpan>,
-}
-
-/// Each rank's place, from the analysis.
-pub fn places(a: &Analysis) -> Vec<RankPlace> {
-    a.ranks
-        .iter()
-        .map(|r| {
-            let gpu = a
-                .gpu_idle
-                .iter()
-                .filter(|g| g.rank == r.rank && g.device >= 0)
-                .max_by_key(|g| (g.kernels, -g.device))
-                .and_then(|g| u32::try_from(g.device).ok());
-            let al = a.alignment.iter().find(|x| x.rank == r.rank);
-            let steps = a
-                .steps
-                .iter()
-                .filter_map(|s| {
-                    let p = s.per_rank.iter().find(|p| p.rank == r.rank)?;
-                    Some(StepSpan {
-                        step: s.step,
-                        start_ns: p.start_ns,
-                        end_ns: p.end_ns,
-                        compute_ns: p.compute_ns,
-                        comm_ns: p.comm_ns,
-                    })
-                })
-                .collect();
-            RankPlace {
-                rank: r.rank,
-                host: r.host.clone(),
-                gpu,
-                offset_ns: al.map_or(0, |x| x.offset_ns),
-                align_residual_ns: al.map_or(0, |x| x.residual_ns),
-                steps,
-            }
-        })
-        .collect()
 }
 
 crate::named_enum! {

@@ -5,7 +5,7 @@
 //! bytes → [`sniff`] (which format) → [`prom`] (Prometheus text exposition, one scrape or many
 //! concatenated), [`dmon`] (`dcgmi dmon` tables), [`range`] (Prometheus `query_range` JSON and
 //! CSV exports) → [`Read`] (samples as columns, each series' name and labels kept once) →
-//! [`series::build`] ([`Series`] per entity and [`Signal`]; counters become rates) → [`join::places`] (each rank's host, GPU, clock offset and step windows from
+//! [`series::build`] ([`Series`] per entity and [`Signal`]; counters become rates) → [`crate::analyze::beside::places`] (each rank's host, GPU, clock offset and step windows from
 //! the analysis) → [`join::join`] (per rank and NIC figures over the steps) → [`rules`] (the
 //! findings that need both sources) → [`MetricsReport`].
 //!
@@ -337,7 +337,7 @@ pub struct MetricsReport {
 /// Files that are not metrics are returned apart (the caller names them; the others still
 /// count).
 pub fn report(
-    files: &[(String, Vec<u8>)],
+    files: &[(impl AsRef<str>, impl AsRef<[u8]>)],
     opts: &ReadOptions,
     places: Option<&[join::RankPlace]>,
 ) -> (MetricsReport, Vec<ReadError>) {
@@ -347,7 +347,8 @@ pub fn report(
     let mut all: Vec<Series> = Vec::new();
     let mut reads = Vec::new();
     for (name, bytes) in files {
-        match read(name, bytes, opts) {
+        let name = name.as_ref();
+        match read(name, bytes.as_ref(), opts) {
             Err(e) => errors.push(e),
             Ok(r) => reads.push((name, r)),
         }
@@ -362,7 +363,7 @@ pub fn report(
         hosts.sort();
         hosts.dedup();
         summaries.push(FileSummary {
-            file: (*name).clone(),
+            file: (*name).to_string(),
             format: *format,
             samples: r.len() as u64,
             series: s.len() as u64,

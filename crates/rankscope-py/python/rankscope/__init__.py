@@ -248,7 +248,8 @@ def part(path: PathLike, *, rules: Optional[PathLike] = None) -> bytes:
 
 def part_info(data: bytes) -> Tuple[str, str]:
     """``(kind, name)`` of an encoded part: kind ``trace``, or the text's kinds (``nccl_log``,
-    ``nccl_tests``, ``flight_recorder``, joined by ``+``); name is the file it came from."""
+    ``nccl_tests``, ``flight_recorder``, ``metrics``, ``nccl_ras``, ``nccl_inspector``,
+    ``step_log``, joined by ``+``); name is the file it came from."""
     return _native.part_info(data)
 
 

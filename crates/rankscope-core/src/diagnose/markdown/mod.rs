@@ -15,6 +15,7 @@ use crate::escape::{md_code, md_prose, md_text};
 use crate::finding::{EvidenceKey, Finding, FindingId};
 use crate::sequence::DiagnosisKind;
 
+mod beside;
 mod capture;
 mod memory;
 mod reference;
@@ -138,6 +139,7 @@ pub fn markdown(a: &Analysis) -> String {
         }
     }
     memory::section(&mut s, a);
+    beside::section(&mut s, a);
     stragglers(&mut s, a);
     critical_path(&mut s, a);
     input_problems(&mut s, a);
