@@ -52,6 +52,7 @@
 //! tile), `Pick` (what is under the pointer), `Search` (events whose name contains the query: how
 //! many, and where the first [`SEARCH_LIMIT`] are drawn), `Export` (this rank's piece of the merged
 //! Chrome trace, as the job's export plan says: under the job's rank for it, on its offset) and `Perfetto` (its member of the Perfetto archive, which names its rank), both
+//! with every event's source args (the file read again for them on the first such question), and
 //! answered by `Chunk`s of ≤ [`CHUNK_BYTES`] whose bytes are transferred beside the message,
 //! never a JS string. A worker never learns the job's rank decision: the rank is a key the page
 //! keeps, and the questions that write a rank carry it.
@@ -139,11 +140,32 @@ pub enum ToWorker {
 /// A question about one loaded rank, for the worker holding its file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Query {
-    Tile { key: TileKey },
-    Pick { lane: u32, depth: u32, t_ns: i64, slop_ns: i64 },
-    Search { query: String },
-    Export { planned: Box<rankscope_core::export::Planned>, origin_ns: i64, first: bool },
-    Perfetto { member: Box<rankscope_core::export::perfetto::Member>, shift_ns: i64 },
+    Tile {
+        key: TileKey,
+    },
+    Pick {
+        lane: u32,
+        depth: u32,
+        t_ns: i64,
+        slop_ns: i64,
+    },
+    Search {
+        query: String,
+    },
+    Export {
+        planned: Box<rankscope_core::export::Planned>,
+        origin_ns: i64,
+        first: bool,
+    },
+    Perfetto {
+        member: Box<rankscope_core::export::perfetto::Member>,
+        shift_ns: i64,
+    },
+    /// Event row `event`'s detail with its source args (the file read again for them first,
+    /// once: `worker::args`), answered `Picked`.
+    Args {
+        event: u32,
+    },
 }
 
 /// What a worker answers a [`Query`] with. Every answer but a `Chunk` that is not the last ends

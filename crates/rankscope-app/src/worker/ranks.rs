@@ -26,6 +26,7 @@ pub(super) fn answer(state: &Rc<RefCell<State>>, id: RankId, req: u32, query: Qu
         Query::Pick { lane, depth, t_ns, slop_ns } => {
             Answer::Picked(v.pick(lane, depth, t_ns, slop_ns).map(Box::new))
         }
+        Query::Args { event } => Answer::Picked(v.detail(event).map(Box::new)),
         Query::Search { query } => Answer::Found(Box::new(v.search(&query, SEARCH_LIMIT))),
         Query::Export { planned, origin_ns, first } => {
             let mut out = ChunkPoster { id, req, buf: Vec::with_capacity(CHUNK_BYTES) };

@@ -46,6 +46,7 @@ mod ctl;
 const MIN_WINDOW_NS: f64 = 1_000.0;
 mod draw;
 mod input;
+mod panel;
 
 use ctl::*;
 use draw::*;
@@ -133,6 +134,8 @@ struct Pointer {
     req: u32,
     /// The clicked event (rank, lane, row, details): outlined, with its launch → kernel flow.
     selected: Option<(RankId, u32, u32, EventDetail)>,
+    /// The args panel's request: an answer for an older click is dropped.
+    panel_req: u32,
     drag: Option<(f64, f64, f64, f64, bool)>,
 }
 
@@ -253,7 +256,7 @@ pub fn timeline(p: &Props) -> Html {
         let canvas = canvas.clone();
         use_mut_ref(move || Ctl::new(canvas))
     };
-    let selected = use_state(|| None::<EventDetail>);
+    let selected = use_state(|| None::<panel::Selected>);
     // Events matching the search, over every rank (None: no search).
     let matches = use_state(|| None::<u64>);
 
@@ -344,8 +347,8 @@ pub fn timeline(p: &Props) -> Html {
                     onmousedown={input::on_down(&ctl)} onmousemove={input::on_move(&ctl)}
                     onmouseup={input::on_up(&ctl, selected.clone(), ctx)} onmouseleave={input::on_leave(&ctl)}></canvas>
             </div>
-            if let Some(d) = &*selected {
-                { selection_aside(d) }
+            if let Some(s) = &*selected {
+                { panel::panel(&p.job, s, input::on_show(&ctl)) }
             }
         </section>
     }
@@ -523,25 +526,6 @@ fn notice_bars(p: &Props, show_divergence: Callback<MouseEvent>) -> Html {
                 </div>
             }
         </>
-    }
-}
-
-/// The selected event's details under the canvas.
-fn selection_aside(d: &EventDetail) -> Html {
-    html! {
-        <aside class="selection" data-testid="selection">
-            <strong>{d.name.clone()}</strong>
-            <span>{format!(" · {} · {} · starts at {} ns{}", d.class.replace('_', " "),
-                if d.instant { "instant".to_string() } else { format::duration(d.dur_ns as f64) },
-                d.start_ns, d.step.map(|s| format!(" · step {s}")).unwrap_or_default())}</span>
-            if let Some(l) = &d.launch { <span>{format!(" · launched by {l}")}</span> }
-            if let Some(l) = &d.link {
-                <span data-testid="selection-link">{
-                    if d.gpu { format!(" · flow: {} → this kernel", l.name) } else { format!(" · flow: this launch → {}", l.name) }
-                }</span>
-            }
-            { for d.args.iter().map(|(k, v)| html! { <span class="arg">{format!(" · {k}: {v}")}</span> }) }
-        </aside>
     }
 }
 
