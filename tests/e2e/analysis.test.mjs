@@ -424,7 +424,7 @@ test('exports: JSON, CSV and Markdown are the CLI\'s; the merged trace is the CL
     await page.waitForTimeout(40);
     await page.mouse.down();
     await page.mouse.up();
-    linked = (await page.locator('[data-testid=selection-link]').count()) > 0;
+    linked = (await page.locator('[data-testid=args-flow]').count()) > 0;
   }
   assert.ok(linked, 'a kernel of rank 0 was selected with its flow');
   await page.mouse.move(box.x + 100, box.y + box.height - 20);

@@ -11,6 +11,11 @@ pub(super) fn on_down(ctl: &Shared) -> Callback<MouseEvent> {
             return;
         }
         let mut c = ctl.borrow_mut();
+        if e.shift_key() {
+            // Shift+drag: an area selection instead of a pan.
+            area::start(&mut c, f64::from(e.offset_x()));
+            return;
+        }
         c.pointer.drag =
             Some((f64::from(e.offset_x()), f64::from(e.offset_y()), c.view.t0, c.view.scroll_y, false));
     })
@@ -21,6 +26,11 @@ pub(super) fn on_move(ctl: &Shared) -> Callback<MouseEvent> {
     let ctl = ctl.clone();
     Callback::from(move |e: MouseEvent| {
         let (x, y) = (f64::from(e.offset_x()), f64::from(e.offset_y()));
+        if ctl.borrow().pointer.area_drag {
+            area::extend(&mut ctl.borrow_mut(), x);
+            request_frame(&ctl);
+            return;
+        }
         let dragging = {
             let mut c = ctl.borrow_mut();
             let npp = c.view.ns_per_px;
@@ -50,11 +60,18 @@ pub(super) fn on_move(ctl: &Shared) -> Callback<MouseEvent> {
 /// tells the other views).
 pub(super) fn on_up(
     ctl: &Shared,
-    selected: UseStateHandle<Option<panel::Selected>>,
+    (selected, area_totals): (
+        UseStateHandle<Option<panel::Selected>>,
+        UseStateHandle<Option<area::AreaTotals>>,
+    ),
     ctx: Option<Ctx>,
 ) -> Callback<MouseEvent> {
     let ctl = ctl.clone();
     Callback::from(move |_e: MouseEvent| {
+        if ctl.borrow().pointer.area_drag {
+            area::finish(&ctl, &area_totals);
+            return;
+        }
         let click = {
             let mut c = ctl.borrow_mut();
             let was = c.pointer.drag.take();
@@ -82,6 +99,23 @@ pub(super) fn on_up(
             }
             open_panel(&ctl, &selected, hover.map(|(id, lane, _, d)| (id, lane, d)));
         }
+        request_frame(&ctl);
+    })
+}
+
+/// The area table's Clear: forgets the range and its totals.
+pub(super) fn on_area_close(
+    ctl: &Shared,
+    out: UseStateHandle<Option<area::AreaTotals>>,
+) -> Callback<MouseEvent> {
+    let ctl = ctl.clone();
+    Callback::from(move |_| {
+        {
+            let mut c = ctl.borrow_mut();
+            c.pointer.area = None;
+            c.pointer.area_req = c.pointer.area_req.wrapping_add(1);
+        }
+        out.set(None);
         request_frame(&ctl);
     })
 }
@@ -155,6 +189,11 @@ pub(super) fn on_leave(ctl: &Shared) -> Callback<MouseEvent> {
         {
             let mut c = ctl.borrow_mut();
             c.pointer.drag = None;
+            if c.pointer.area_drag {
+                // An area dragged out of the canvas is dropped (its end is not known).
+                c.pointer.area_drag = false;
+                c.pointer.area = None;
+            }
             c.pointer.at = None;
             c.pointer.hover = None;
         }
