@@ -33,15 +33,13 @@ pub(super) async fn ensure(state: &Rc<RefCell<State>>, file: FileId) -> Result<(
     if all_held {
         return Ok(());
     }
-    let Some(from) = state.borrow_mut().sources.remove(&file) else {
+    let Some(from) = state.borrow().sources.get(&file).cloned() else {
         return Err("this file cannot be read again (a host page's stream)".into());
     };
     state.borrow_mut().rereading.insert(file);
     let read = read_again(state, file, &from).await;
     let result = read.and_then(|trace| adopt(state, file, trace));
-    let mut st = state.borrow_mut();
-    st.rereading.remove(&file);
-    st.sources.insert(file, from);
+    state.borrow_mut().rereading.remove(&file);
     result
 }
 

@@ -430,6 +430,7 @@ pub(super) async fn read_again(
 }
 
 /// Where a loaded file's bytes can be had again ([`read_again`]): a host page's stream cannot.
+#[derive(Clone)]
 pub(super) enum Reread {
     File(web_sys::File),
     Demo(u32),
