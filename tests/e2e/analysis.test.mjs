@@ -385,8 +385,7 @@ test('exports: JSON, CSV and Markdown are the CLI\'s; the merged trace is the CL
   await page.waitForSelector('[data-testid=export-status]:has-text("saved")');
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rankscope-merged-'));
   const want = path.join(tmp, 'cli.json');
-  // The app does not keep the source's args (README): the CLI's bytes without them.
-  analyze(files, '--no-source-args', '--merged-trace', want);
+  analyze(files, '--merged-trace', want);
   assert.ok(merged.bytes.equals(fs.readFileSync(want)), 'the merged trace is byte for byte the CLI\'s');
   const doc = JSON.parse(merged.bytes.toString());
   const procs = doc.traceEvents.filter((e) => e.ph === 'M' && e.name === 'process_name');
@@ -425,7 +424,7 @@ test('exports: JSON, CSV and Markdown are the CLI\'s; the merged trace is the CL
     await page.waitForTimeout(40);
     await page.mouse.down();
     await page.mouse.up();
-    linked = (await page.locator('[data-testid=selection-link]').count()) > 0;
+    linked = (await page.locator('[data-testid=args-flow]').count()) > 0;
   }
   assert.ok(linked, 'a kernel of rank 0 was selected with its flow');
   await page.mouse.move(box.x + 100, box.y + box.height - 20);
@@ -474,7 +473,7 @@ test('one large file is read on every worker: the analysis and the merged trace 
     assert.equal(json.bytes.toString(), analyze([file], '--json').replaceAll(dir + '/', ''), `${file}: the analysis`);
     const merged = await download(page, '[data-testid=export-trace]');
     const want = path.join(dir, 'cli-merged.json');
-    analyze([file], '--no-source-args', '--merged-trace', want);
+    analyze([file], '--merged-trace', want);
     assert.ok(merged.bytes.equals(fs.readFileSync(want)), `${file}: the merged trace is byte for byte the CLI's`);
     if (split) await shot(page, '23-one-file-every-worker');
     await page.close();

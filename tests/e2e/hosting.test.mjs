@@ -345,7 +345,7 @@ test('Perfetto: the archive is the CLI\'s; "Open in Perfetto" says where it goes
   execFileSync(BIN, ['synth', '--out', dir, '--ranks', '4', '--steps', '3', '--straggler', '2']);
   const files = fs.readdirSync(dir).filter((f) => f.endsWith('.pt.trace.json')).sort().map((f) => path.join(dir, f));
   const tar = path.join(dir, 'cli.tar');
-  const analysis = JSON.parse(execFileSync(BIN, ['analyze', '--json', '--no-source-args', '--perfetto', tar, ...files], { maxBuffer: 64 << 20 }));
+  const analysis = JSON.parse(execFileSync(BIN, ['analyze', '--json', '--perfetto', tar, ...files], { maxBuffer: 64 << 20 }));
   const cli = fs.readFileSync(tar);
   const ui = `${perfetto.origin}/fake-perfetto.html`;
   const page = await newPage();

@@ -78,7 +78,7 @@ async function checkAgainstCli(page, file, ranks) {
   assert.equal(json.bytes.toString(), analyze(file, '--json'));
   const merged = await download(page, '[data-testid=export-trace]');
   const want = path.join(dir, 'cli-merged.json');
-  analyze(file, '--no-source-args', '--merged-trace', want);
+  analyze(file, '--merged-trace', want);
   assert.ok(merged.bytes.equals(fs.readFileSync(want)), 'the merged trace is byte for byte the CLI\'s');
   // The timeline: a rank group per rank, all of them the file's, in the file's order.
   await page.click('[data-testid=nav-timeline]');

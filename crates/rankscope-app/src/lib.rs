@@ -20,6 +20,7 @@ pub mod pool;
 pub mod protocol;
 pub mod state;
 pub mod tokens;
+pub mod totals;
 pub mod views;
 pub mod warm;
 pub mod worker;

@@ -52,8 +52,12 @@
 //! tile), `Pick` (what is under the pointer), `Search` (events whose name contains the query: how
 //! many, and where the first [`SEARCH_LIMIT`] are drawn), `Export` (this rank's piece of the merged
 //! Chrome trace, as the job's export plan says: under the job's rank for it, on its offset) and `Perfetto` (its member of the Perfetto archive, which names its rank), both
+//! with every event's source args (the file read again for them on the first such question), and
 //! answered by `Chunk`s of ≤ [`CHUNK_BYTES`] whose bytes are transferred beside the message,
-//! never a JS string. A worker never learns the job's rank decision: the rank is a key the page
+//! never a JS string; `Args` (one event's detail with its source args, for the args panel,
+//! answered `Picked`: the file read again for them on the first such question) and `Totals`
+//! (per name and class, the events of some lanes overlapping a range of the rank's own clock:
+//! the timeline's area selection, [`crate::totals`]). A worker never learns the job's rank decision: the rank is a key the page
 //! keeps, and the questions that write a rank carry it.
 //!
 //! A `Load` may carry a `ReadableStream` instead of the `File` (a host page's stream, see
@@ -144,6 +148,8 @@ pub enum Query {
     Search { query: String },
     Export { planned: Box<rankscope_core::export::Planned>, origin_ns: i64, first: bool },
     Perfetto { member: Box<rankscope_core::export::perfetto::Member>, shift_ns: i64 },
+    Args { event: u32 },
+    Totals { from_ns: i64, to_ns: i64, lanes: Vec<u32> },
 }
 
 /// What a worker answers a [`Query`] with. Every answer but a `Chunk` that is not the last ends
@@ -153,6 +159,7 @@ pub enum Answer {
     Tile(Box<Tile>),
     Picked(Option<Box<EventDetail>>),
     Found(Box<Found>),
+    Totals(Box<crate::totals::Totals>),
     /// A piece of an export; its bytes (a `Uint8Array`) travel beside the message.
     Chunk {
         last: bool,

@@ -9,11 +9,10 @@
 //! member; it is saved, or, on an explicit click after the page says where it goes, posted to a
 //! Perfetto UI in a new tab ([`crate::perfetto`]).
 //!
-//! Both trace exports are the CLI's with `--no-source-args`: the workers parse without keeping
-//! each event's source `args` (`FileIngest::keep_args`), so an event carries its ids and
-//! rankscope's `args.rankscope` only, and the bar says so beside the buttons. Keeping them here
-//! needs a worker to parse its file again with `keep_args` at export time (a file read in pieces
-//! by several workers would be read whole by one) and normalize it as before: ARCHITECTURE.md.
+//! Both trace exports keep every event's source `args`, verbatim, as the CLI's do (the same
+//! bytes for the same input): the workers parse without them and read a file again for them on
+//! its first trace export (`worker::args`), so a load holds no args arena. A file a host page
+//! streamed cannot be read again: its events are written with their ids and `args.rankscope`.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -240,10 +239,6 @@ pub fn exports(p: &Props) -> Html {
                 title={why("rankscope analyze --perfetto: a tar of one trace per rank and a perfetto_manifest.json with our alignment")}>{"Perfetto archive"}</button>
             <button class="small" data-testid="open-perfetto" onclick={on_ask} disabled={off}
                 title={why("Send the Perfetto archive to a Perfetto UI in a new tab (asks first)")}>{"Open in Perfetto…"}</button>
-            <span class="muted" data-testid="export-args-note"
-                title="Input Dims, Input type, kernel grid / block / registers / occupancy, collective args: rankscope analyze --merged-trace or --perfetto keeps every one, verbatim">
-                {"Trace exports here keep each event's ids, class and step, not the trace's other args; the CLI keeps them all."}
-            </span>
             { status_html(&status) }
             if *confirm {
                 { perfetto_confirm(&ui, ui_origin.as_deref(), &confirm, on_send) }

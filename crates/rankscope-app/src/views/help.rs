@@ -16,7 +16,8 @@ const KEYS: &[(&str, &str)] = &[
     ("drag", "pan in time and scroll"),
     ("0", "show the whole job"),
     ("click a rank's header", "fold or unfold its lanes"),
-    ("hover / click", "details of an event"),
+    ("Shift+drag", "select a time range: totals of its events by name and class (timeline)"),
+    ("hover / click", "details of an event; a click opens its args panel (step-relative time, every source arg, links to its step and launch / kernel; Esc closes)"),
     ("Esc", "close this help, clear the selection"),
 ];
 

@@ -83,6 +83,9 @@ struct Feeder {
     handed: u32,
     /// The file's length when known (a `File`): the merged columns are reserved from it.
     file_bytes: u64,
+    /// A read again for the source args ([`read_again`]): no progress posted (the page shows
+    /// the file loaded already).
+    quiet: bool,
 }
 
 impl Feeder {
@@ -104,6 +107,7 @@ impl Feeder {
             pieces: 0,
             handed: 0,
             file_bytes: 0,
+            quiet: false,
         }
     }
 
@@ -163,7 +167,7 @@ impl Feeder {
             self.buf.clear();
         }
         let t = now_ms();
-        if t - self.last_post >= PROGRESS_MS {
+        if !self.quiet && t - self.last_post >= PROGRESS_MS {
             self.last_post = t;
             let p = self.ingest.progress();
             post(&FromWorker::Progress {
@@ -375,6 +379,61 @@ pub(super) async fn pieces_back(state: &Rc<RefCell<State>>, file: FileId) -> boo
             None => return true,
         }
     }
+}
+
+/// Reads a loaded file again, alone, keeping every event's source `args`
+/// (`FileIngest::keep_args`): what the trace exports and the args panel need, read only when
+/// asked ([`super::args`]), so a load holds no args arena and keeps its pieces on every worker.
+/// A demo rank is generated again (the same bytes). Posts no progress.
+pub(super) async fn read_again(
+    state: &Rc<RefCell<State>>,
+    file: FileId,
+    from: &Reread,
+) -> Result<RankTrace, String> {
+    let (name, mut source, demo) = match from {
+        Reread::File(f) => (f.name(), Some(Source::file(f)), None),
+        Reread::Demo(rank) => (synth::file_name(*rank, false), None, Some(*rank)),
+    };
+    let mut feeder = Feeder::new(file, &name);
+    feeder.quiet = true;
+    feeder.ingest.keep_args();
+    if let Some(rank) = demo {
+        let mut bytes = Vec::new();
+        synth::write_rank(&SynthConfig::default(), rank, &mut bytes)
+            .map_err(|e| format!("demo rank {rank}: {e}"))?;
+        for chunk in bytes.chunks(CHUNK_BYTES) {
+            feeder.buf.extend_from_slice(chunk);
+            feeder.flush();
+            yield_now().await;
+        }
+    }
+    while let Some(s) = source.as_mut() {
+        match s.next().await {
+            Ok(Some(v)) => {
+                let start = feeder.buf.len();
+                feeder.buf.resize(start + v.length() as usize, 0);
+                v.copy_to(&mut feeder.buf[start..]);
+                if feeder.buf.len() >= CHUNK_BYTES {
+                    feeder.flush();
+                }
+                if is_cancelled(state, file) {
+                    s.cancel();
+                    return Err(format!("{name}: the load was cancelled"));
+                }
+            }
+            Ok(None) => break,
+            Err(e) => return Err(format!("{name}: cannot read the file again ({})", js_text(&e))),
+        }
+    }
+    feeder.flush();
+    feeder.ingest.finish().map_err(|e| e.to_string())
+}
+
+/// Where a loaded file's bytes can be had again ([`read_again`]): a host page's stream cannot.
+#[derive(Clone)]
+pub(super) enum Reread {
+    File(web_sys::File),
+    Demo(u32),
 }
 
 /// A stream chunk as bytes: a host page's stream may give any `ArrayBuffer` or view of one.

@@ -12,6 +12,7 @@
 //!   answers to the page's questions about them;
 //! - [`warm`]: a load's whole path run once on a small synthetic job.
 
+mod args;
 mod ingest;
 mod ranges;
 mod ranks;
@@ -42,6 +43,10 @@ struct State {
     cancelled: BTreeSet<FileId>,
     /// Files this worker reads with others parsing pieces of them.
     splits: BTreeMap<FileId, Split>,
+    /// Where each loaded file can be read again for its source args ([`args`]).
+    sources: BTreeMap<FileId, ingest::Reread>,
+    /// Files being read again for their source args.
+    rereading: BTreeSet<FileId>,
 }
 
 fn scope() -> DedicatedWorkerGlobalScope {
@@ -108,6 +113,9 @@ fn handle(state: &Rc<RefCell<State>>, m: ToWorker, extra: JsValue) {
                     Err(x) => (x.dyn_into::<web_sys::ReadableStream>().ok().map(Source::stream), None),
                 };
                 let helpers = if again.is_some() { helpers } else { 0 };
+                if let Some(f) = &again {
+                    st.borrow_mut().sources.insert(file, ingest::Reread::File(f.clone()));
+                }
                 // A plain trace on several workers: each reads its own ranges of the file.
                 let ranged = match (&again, helpers) {
                     (Some(f), 1..) => ranges::read_ranges(&st, file, &name, f, helpers).await,
@@ -162,6 +170,7 @@ fn handle(state: &Rc<RefCell<State>>, m: ToWorker, extra: JsValue) {
         }
         ToWorker::Demo { file, rank } => {
             let st = state.clone();
+            st.borrow_mut().sources.insert(file, ingest::Reread::Demo(rank));
             spawn_local(async move {
                 let result = ingest::demo(&st, file, rank).await;
                 ranks::finish(&st, file, result);
@@ -186,7 +195,21 @@ fn handle(state: &Rc<RefCell<State>>, m: ToWorker, extra: JsValue) {
             }
         }
         ToWorker::Ask { id, req, query } => {
-            if let Some(answer) = ranks::answer(state, id, req, query) {
+            // A trace export (or a click's args) first reads the file again for its source args.
+            let needs_args =
+                matches!(query, Query::Export { .. } | Query::Perfetto { .. } | Query::Args { .. });
+            if needs_args && args::wanted(state, id) {
+                let st = state.clone();
+                spawn_local(async move {
+                    let answer = match args::ensure(&st, id.file).await {
+                        Ok(()) => ranks::answer(&st, id, req, query),
+                        Err(e) => Some(Answer::Failed(e)),
+                    };
+                    if let Some(answer) = answer {
+                        post(&FromWorker::Answer { id, req, answer });
+                    }
+                });
+            } else if let Some(answer) = ranks::answer(state, id, req, query) {
                 post(&FromWorker::Answer { id, req, answer });
             }
         }

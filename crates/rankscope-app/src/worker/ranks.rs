@@ -26,6 +26,10 @@ pub(super) fn answer(state: &Rc<RefCell<State>>, id: RankId, req: u32, query: Qu
         Query::Pick { lane, depth, t_ns, slop_ns } => {
             Answer::Picked(v.pick(lane, depth, t_ns, slop_ns).map(Box::new))
         }
+        Query::Totals { from_ns, to_ns, lanes } => {
+            Answer::Totals(Box::new(totals(v, from_ns, to_ns, &lanes)))
+        }
+        Query::Args { event } => Answer::Picked(v.detail(event).map(Box::new)),
         Query::Search { query } => Answer::Found(Box::new(v.search(&query, SEARCH_LIMIT))),
         Query::Export { planned, origin_ns, first } => {
             let mut out = ChunkPoster { id, req, buf: Vec::with_capacity(CHUNK_BYTES) };
@@ -42,6 +46,19 @@ pub(super) fn answer(state: &Rc<RefCell<State>>, id: RankId, req: u32, query: Qu
             }
         }
     })
+}
+
+/// The totals of the events of `lanes` over `[from_ns, to_ns)` (the timeline's area selection).
+fn totals(v: &RankView, from_ns: i64, to_ns: i64, lanes: &[u32]) -> crate::totals::Totals {
+    let Some(e) = v.entry() else { return Default::default() };
+    let (ev, strings) = (&e.trace.events, &v.job().strings);
+    let events = (0..ev.len()).filter(|&k| lanes.contains(&ev.lane[k].0)).map(|k| crate::totals::Ev {
+        name: strings.get(ev.name[k]),
+        class: ev.class[k].name(),
+        start_ns: ev.ts_ns[k],
+        dur_ns: ev.dur_ns[k],
+    });
+    crate::totals::Totals::of_range(events, from_ns, to_ns)
 }
 
 /// The end of a load: the trace (a file read on several workers merged first, so the cut sees

@@ -53,6 +53,46 @@ impl RankView {
         &self.job
     }
 
+    /// Whether each event's source `args` are held ([`crate::model::raw_args`]).
+    pub fn has_source_args(&self) -> bool {
+        self.entry().is_some_and(|e| e.trace.raw_args.is_some())
+    }
+
+    /// Event row `i`'s source `args` object as its text (`Some("")`: the event had none; `None`:
+    /// not held, or not kept for this row).
+    pub fn source_args(&self, i: u32) -> Option<&str> {
+        let raw = self.entry()?.trace.raw_args.as_ref()?.get(i as usize)?;
+        std::str::from_utf8(raw).ok()
+    }
+
+    /// Takes the source `args` of `other`, a view of the same file read again with them kept
+    /// (`FileIngest::keep_args`), when its event rows are this view's row for row (same start,
+    /// duration, class and name): true when taken. A file read in pieces and read again whole
+    /// gives the same rows; if ever not, nothing is taken and the caller uses `other` itself.
+    pub fn adopt_source_args(&mut self, other: &mut RankView) -> bool {
+        let (Some(mine), Some(theirs)) = (self.job.ranks.first(), other.job.ranks.first()) else {
+            return false;
+        };
+        let (a, b) = (&mine.trace.events, &theirs.trace.events);
+        let same = a.len() == b.len()
+            && theirs.trace.raw_args.as_ref().is_some_and(|r| r.rows() == b.len())
+            && a.ts_ns == b.ts_ns
+            && a.dur_ns == b.dur_ns
+            && a.class == b.class
+            && a.name.iter().zip(&b.name).all(|(x, y)| self.job.strings.get(*x) == other.job.strings.get(*y));
+        if !same {
+            return false;
+        }
+        let raw = other.job.ranks.first_mut().and_then(|e| e.trace.raw_args.take());
+        match self.job.ranks.first_mut() {
+            Some(e) if raw.is_some() => {
+                e.trace.raw_args = raw;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// This rank's half of the analysis (`analyze::rank_part`), with the default kernel-wait
     /// threshold, as `rankscope analyze` computes it.
     pub fn analysis_part(&self) -> Option<RankPart> {
@@ -235,6 +275,7 @@ impl RankView {
             launch,
             link,
             args,
+            source_args: self.source_args(i).map(str::to_string),
         })
     }
 }
@@ -259,6 +300,10 @@ pub struct EventDetail {
     pub link: Option<FlowEnd>,
     /// Communication arguments, as `(name, value)`.
     pub args: Vec<(String, String)>,
+    /// The source's own `args` object, verbatim, when the view holds them
+    /// ([`RankView::source_args`]; `""`: the event had none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_args: Option<String>,
 }
 
 /// One end of a launch → kernel flow.

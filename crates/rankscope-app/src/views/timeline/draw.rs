@@ -115,6 +115,7 @@ pub(super) fn draw(c: &Shared) {
         ctl.visible_attr = visible;
     }
     draw_flow(&g, ctl, &col);
+    super::area::draw_band(&g, ctl, h, &col);
     draw_ruler(&g, ctl, w, &col);
     draw_hover(&g, ctl, w, h, &col);
 

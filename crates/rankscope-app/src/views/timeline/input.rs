@@ -11,6 +11,11 @@ pub(super) fn on_down(ctl: &Shared) -> Callback<MouseEvent> {
             return;
         }
         let mut c = ctl.borrow_mut();
+        if e.shift_key() {
+            // Shift+drag: an area selection instead of a pan.
+            area::start(&mut c, f64::from(e.offset_x()));
+            return;
+        }
         c.pointer.drag =
             Some((f64::from(e.offset_x()), f64::from(e.offset_y()), c.view.t0, c.view.scroll_y, false));
     })
@@ -21,6 +26,11 @@ pub(super) fn on_move(ctl: &Shared) -> Callback<MouseEvent> {
     let ctl = ctl.clone();
     Callback::from(move |e: MouseEvent| {
         let (x, y) = (f64::from(e.offset_x()), f64::from(e.offset_y()));
+        if ctl.borrow().pointer.area_drag {
+            area::extend(&mut ctl.borrow_mut(), x);
+            request_frame(&ctl);
+            return;
+        }
         let dragging = {
             let mut c = ctl.borrow_mut();
             let npp = c.view.ns_per_px;
@@ -50,11 +60,18 @@ pub(super) fn on_move(ctl: &Shared) -> Callback<MouseEvent> {
 /// tells the other views).
 pub(super) fn on_up(
     ctl: &Shared,
-    selected: UseStateHandle<Option<EventDetail>>,
+    (selected, area_totals): (
+        UseStateHandle<Option<panel::Selected>>,
+        UseStateHandle<Option<area::AreaTotals>>,
+    ),
     ctx: Option<Ctx>,
 ) -> Callback<MouseEvent> {
     let ctl = ctl.clone();
     Callback::from(move |_e: MouseEvent| {
+        if ctl.borrow().pointer.area_drag {
+            area::finish(&ctl, &area_totals);
+            return;
+        }
         let click = {
             let mut c = ctl.borrow_mut();
             let was = c.pointer.drag.take();
@@ -80,9 +97,88 @@ pub(super) fn on_up(
                     name: Some(d.name.clone()),
                 }));
             }
-            selected.set(hover.map(|(_, _, _, d)| d));
+            open_panel(&ctl, &selected, hover.map(|(id, lane, _, d)| (id, lane, d)));
         }
         request_frame(&ctl);
+    })
+}
+
+/// The area table's Clear: forgets the range and its totals.
+pub(super) fn on_area_close(
+    ctl: &Shared,
+    out: UseStateHandle<Option<area::AreaTotals>>,
+) -> Callback<MouseEvent> {
+    let ctl = ctl.clone();
+    Callback::from(move |_| {
+        {
+            let mut c = ctl.borrow_mut();
+            c.pointer.area = None;
+            c.pointer.area_req = c.pointer.area_req.wrapping_add(1);
+        }
+        out.set(None);
+        request_frame(&ctl);
+    })
+}
+
+/// Opens the args panel on a clicked event (none: closes it) and asks the worker holding its
+/// rank for its source args (`Query::Args`); an answer for an older click is dropped.
+fn open_panel(
+    ctl: &Shared,
+    selected: &UseStateHandle<Option<panel::Selected>>,
+    clicked: Option<(RankId, u32, EventDetail)>,
+) {
+    let (req, pool) = {
+        let mut c = ctl.borrow_mut();
+        c.pointer.panel_req = c.pointer.panel_req.wrapping_add(1);
+        (c.pointer.panel_req, c.pool.clone())
+    };
+    let Some((id, lane, detail)) = clicked else {
+        selected.set(None);
+        return;
+    };
+    let base = panel::Selected { id, lane, detail: detail.clone(), full: None };
+    let Some(pool) = pool else {
+        selected.set(Some(panel::Selected { full: Some(Err("no worker holds this rank".into())), ..base }));
+        return;
+    };
+    selected.set(Some(base.clone()));
+    let (weak, handle) = (Rc::downgrade(ctl), selected.clone());
+    let reply: Reply = Rc::new(move |_, answer, _| {
+        let Some(c) = weak.upgrade() else { return };
+        if c.borrow().pointer.panel_req != req {
+            return;
+        }
+        let full = match answer {
+            Answer::Picked(Some(d)) => Ok(*d),
+            Answer::Picked(None) => Err("the event is not in this rank's table".into()),
+            Answer::Failed(e) => Err(e),
+            _ => return,
+        };
+        handle.set(Some(panel::Selected { full: Some(full), ..base.clone() }));
+    });
+    pool.ask(id, Query::Args { event: detail.event }, Some(reply));
+}
+
+/// The panel's links: shows `[start, end)` of rank `id`'s own clock (with a margin), and scrolls
+/// to the rank.
+pub(super) fn on_show(ctl: &Shared) -> Callback<(RankId, i64, i64)> {
+    let ctl = ctl.clone();
+    Callback::from(move |(id, a, b): (RankId, i64, i64)| {
+        {
+            let mut c = ctl.borrow_mut();
+            let offset = c.offset_of(id);
+            let span = (b as f64 - a as f64).max(MIN_WINDOW_NS);
+            let rel = a.saturating_add(offset).saturating_sub(c.view.origin) as f64;
+            c.view.ns_per_px = span * 1.2 / c.view.plot_w();
+            c.view.clamp();
+            c.view.t0 = rel - span * 0.1;
+            let rank =
+                c.job.as_ref().and_then(|j| j.ranks.iter().find(|(k, _)| *k == id).map(|(_, r)| r.rank));
+            if let Some(r) = rank {
+                c.scroll_to_rank(r);
+            }
+        }
+        moved(&ctl);
     })
 }
 
@@ -93,6 +189,11 @@ pub(super) fn on_leave(ctl: &Shared) -> Callback<MouseEvent> {
         {
             let mut c = ctl.borrow_mut();
             c.pointer.drag = None;
+            if c.pointer.area_drag {
+                // An area dragged out of the canvas is dropped (its end is not known).
+                c.pointer.area_drag = false;
+                c.pointer.area = None;
+            }
             c.pointer.at = None;
             c.pointer.hover = None;
         }
@@ -179,7 +280,7 @@ fn on_wheel(c: &Shared, e: &web_sys::Event) {
 
 /// A key anywhere on the page (but not while typing in a field, nor with a modifier): Escape
 /// clears the selection, W/S/A/D/0 move the view.
-fn on_key(c: &Shared, selected: &UseStateHandle<Option<EventDetail>>, e: &web_sys::Event) {
+fn on_key(c: &Shared, selected: &UseStateHandle<Option<panel::Selected>>, e: &web_sys::Event) {
     let Some(k) = e.dyn_ref::<web_sys::KeyboardEvent>() else { return };
     if k.ctrl_key() || k.meta_key() || k.alt_key() {
         return;
@@ -206,7 +307,7 @@ fn on_key(c: &Shared, selected: &UseStateHandle<Option<EventDetail>>, e: &web_sy
 pub(super) fn listen(
     ctl: &Shared,
     canvas: &NodeRef,
-    selected: &UseStateHandle<Option<EventDetail>>,
+    selected: &UseStateHandle<Option<panel::Selected>>,
 ) -> Vec<Listener> {
     let mut keep: Vec<Listener> = Vec::new();
     if let Some(el) = canvas.cast::<HtmlCanvasElement>() {

@@ -44,8 +44,10 @@ mod ctl;
 /// event's edge and no ruler a reader can use. A window asked for narrower (a URL hash's
 /// `t0=0&t1=62`) is widened to it around its start, and the bar above the timeline says so.
 const MIN_WINDOW_NS: f64 = 1_000.0;
+mod area;
 mod draw;
 mod input;
+mod panel;
 
 use ctl::*;
 use draw::*;
@@ -133,6 +135,13 @@ struct Pointer {
     req: u32,
     /// The clicked event (rank, lane, row, details): outlined, with its launch → kernel flow.
     selected: Option<(RankId, u32, u32, EventDetail)>,
+    /// The args panel's request: an answer for an older click is dropped.
+    panel_req: u32,
+    /// The area selection (Shift+drag): its two ends, ns from the job's first event; whether
+    /// it is being dragged; its totals' request ([`area`]).
+    area: Option<(f64, f64)>,
+    area_drag: bool,
+    area_req: u32,
     drag: Option<(f64, f64, f64, f64, bool)>,
 }
 
@@ -253,7 +262,8 @@ pub fn timeline(p: &Props) -> Html {
         let canvas = canvas.clone();
         use_mut_ref(move || Ctl::new(canvas))
     };
-    let selected = use_state(|| None::<EventDetail>);
+    let selected = use_state(|| None::<panel::Selected>);
+    let area_totals = use_state(|| None::<area::AreaTotals>);
     // Events matching the search, over every rank (None: no search).
     let matches = use_state(|| None::<u64>);
 
@@ -334,7 +344,7 @@ pub fn timeline(p: &Props) -> Html {
                 }
                 <span class="legend">{ legend() }</span>
                 <span class="spacer"></span>
-                <span class="muted keys" title="Ctrl+wheel or W/S zoom · drag, Shift+wheel or A/D pan · 0 fits · click a rank's header to fold it · click an event for its details and flow">{"keys: ?"}</span>
+                <span class="muted keys" title="Ctrl+wheel or W/S zoom · drag, Shift+wheel or A/D pan · 0 fits · click a rank's header to fold it · click an event for its args panel · Shift+drag selects a range and totals it">{"keys: ?"}</span>
                 <button class="small" data-testid="export-png" onclick={input::on_png(&canvas)} title="Save what the timeline shows as a PNG">{"PNG"}</button>
             </div>
             { notice_bars(p, show_divergence) }
@@ -342,10 +352,13 @@ pub fn timeline(p: &Props) -> Html {
                 data-focus-rank={p.focus.map(|r| r.to_string())} data-focus-file={focus_id.map(|id| id.file.to_string())}>
                 <canvas ref={canvas} tabindex="0" aria-label="Timeline of every rank's threads and streams"
                     onmousedown={input::on_down(&ctl)} onmousemove={input::on_move(&ctl)}
-                    onmouseup={input::on_up(&ctl, selected.clone(), ctx)} onmouseleave={input::on_leave(&ctl)}></canvas>
+                    onmouseup={input::on_up(&ctl, (selected.clone(), area_totals.clone()), ctx)} onmouseleave={input::on_leave(&ctl)}></canvas>
             </div>
-            if let Some(d) = &*selected {
-                { selection_aside(d) }
+            if let Some(t) = &*area_totals {
+                { area::table(t, input::on_area_close(&ctl, area_totals.clone())) }
+            }
+            if let Some(s) = &*selected {
+                { panel::panel(&p.job, s, input::on_show(&ctl)) }
             }
         </section>
     }
@@ -523,25 +536,6 @@ fn notice_bars(p: &Props, show_divergence: Callback<MouseEvent>) -> Html {
                 </div>
             }
         </>
-    }
-}
-
-/// The selected event's details under the canvas.
-fn selection_aside(d: &EventDetail) -> Html {
-    html! {
-        <aside class="selection" data-testid="selection">
-            <strong>{d.name.clone()}</strong>
-            <span>{format!(" · {} · {} · starts at {} ns{}", d.class.replace('_', " "),
-                if d.instant { "instant".to_string() } else { format::duration(d.dur_ns as f64) },
-                d.start_ns, d.step.map(|s| format!(" · step {s}")).unwrap_or_default())}</span>
-            if let Some(l) = &d.launch { <span>{format!(" · launched by {l}")}</span> }
-            if let Some(l) = &d.link {
-                <span data-testid="selection-link">{
-                    if d.gpu { format!(" · flow: {} → this kernel", l.name) } else { format!(" · flow: this launch → {}", l.name) }
-                }</span>
-            }
-            { for d.args.iter().map(|(k, v)| html! { <span class="arg">{format!(" · {k}: {v}")}</span> }) }
-        </aside>
     }
 }
 
