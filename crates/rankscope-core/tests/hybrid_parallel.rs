@@ -331,13 +331,13 @@ fn exchanges_take_the_replays_gain_for_the_injected_rank() {
         );
         assert!(w.alone.is_empty(), "{name}: ranks alone {:?}", w.alone);
         let rank = u32s(&spec["injected"]["ranks"])[0];
-        let amount_ms = spec["injected"]["amount_ms"].as_f64().expect("amount_ms");
+        let amount_ms = spec["injected"]["amount_ms"].as_f64().unwrap_or_else(|| panic!("{name}: amount_ms"));
         let gain_ms = w.ranks.iter().find(|g| g.rank == rank).map_or(0.0, |g| g.gain_ns as f64 / 1e6);
         assert!(
             (gain_ms - amount_ms).abs() <= 0.25 * amount_ms,
             "{name}: rank {rank} brought to its peers gains {gain_ms:.1} ms for {amount_ms} ms injected"
         );
-        let first = a.findings.first().expect("a finding");
+        let first = a.findings.first().unwrap_or_else(|| panic!("{name}: no finding"));
         assert!(
             first.ranks == [rank]
                 && first.evidence.contains(rankscope_core::finding::EvidenceKey::ReplayedGainNs),

@@ -9,7 +9,7 @@
 //! ([`TableKey`]), so names crafted to collide in one table's buckets cannot be written ahead of
 //! time. The core has no source of randomness (it builds for `wasm32-unknown-unknown` without
 //! `getrandom`): the shells hand it entropy once, with [`seed_table_keys`] (the CLI and Python
-//! from std's `RandomState`, the browser from `crypto.getRandomValues`); without it the keys are
+//! from std's `RandomState`, the browser from `Math.random`); without it the keys are
 //! still distinct per table but predictable. The key decides only where a string sits in the
 //! map, never its id or any order, so every result is the same whatever the key.
 

@@ -221,7 +221,8 @@ mod tests {
 
     #[test]
     fn arg_pairs_keep_the_source_order_and_values() {
-        let p = arg_pairs(r#"{"Input Dims": [[2, 3]], "b": "x", "a": 1.50}"#).unwrap();
+        let p = arg_pairs(r#"{"Input Dims": [[2, 3]], "b": "x", "a": 1.50}"#)
+            .unwrap_or_else(|| panic!("an object"));
         assert_eq!(
             p,
             vec![
@@ -239,7 +240,7 @@ mod tests {
     fn long_values_are_shortened() {
         assert_eq!(shortened("short"), None);
         let long = "é".repeat(LONG_VALUE + 5);
-        let s = shortened(&long).unwrap();
+        let s = shortened(&long).unwrap_or_else(|| panic!("a long value is shortened"));
         assert_eq!(s.chars().count(), LONG_VALUE + 1);
     }
 }
