@@ -255,12 +255,20 @@ impl Hasher for Sip13 {
 }
 
 /// Interned strings. Index 0 is always the empty string.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct StringTable {
     by_bytes: HashMap<Box<[u8]>, StrId, TableKey>,
     strings: Vec<Box<str>>,
     /// Ids whose bytes were not valid UTF-8 (stored with replacement characters).
     lossy: Vec<bool>,
+}
+
+/// The strings in id order (the map from bytes to ids is their index: its order depends on the
+/// table's key, so it is left out and two tables of the same strings print alike).
+impl std::fmt::Debug for StringTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StringTable").field("strings", &self.strings).field("lossy", &self.lossy).finish()
+    }
 }
 
 impl Default for StringTable {
