@@ -522,18 +522,8 @@ pub fn against_profile(log: &StepLog, profiled: &[ProfiledStep]) -> Option<Profi
     } else {
         Representative::Yes
     };
-    let phases = slow_phases
-        .iter()
-        .take(3)
-        .map(|(a, b, m)| {
-            if a == b {
-                format!("iteration {a} ({m:.0} ms)")
-            } else {
-                format!("iterations {a}–{b} ({m:.0} ms)")
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(", ");
+    let phases =
+        slow_phases.iter().take(3).map(|&(a, b, m)| phase_words(a, b, m)).collect::<Vec<_>>().join(", ");
     let head = format!(
         "The profiled steps take {p50:.0} ms (median of {}); the log's {n} iterations take {run_p50:.0} ms (median), the profile slower than {:.0}% of them",
         profiled.len(),
@@ -560,4 +550,13 @@ pub fn against_profile(log: &StepLog, profiled: &[ProfiledStep]) -> Option<Profi
         _ => note,
     };
     Some(ProfileCheck { profiled_p50_ms: p50, percentile, representative, slow_phases, overhead, note })
+}
+
+/// "iteration 12 (310 ms)", "iterations 12–40 (310 ms)": a slow phase of the logged run.
+pub fn phase_words(first: u64, last: u64, ms: f64) -> String {
+    if first == last {
+        format!("iteration {first} ({ms:.0} ms)")
+    } else {
+        format!("iterations {first}–{last} ({ms:.0} ms)")
+    }
 }

@@ -160,17 +160,8 @@ fn median_f(mut v: Vec<f64>) -> Option<f64> {
 }
 
 fn phases_text(phases: &[(u64, u64, f64)]) -> String {
-    let mut v: Vec<String> = phases
-        .iter()
-        .take(3)
-        .map(|(a, b, m)| {
-            if a == b {
-                format!("iteration {a} ({m:.0} ms)")
-            } else {
-                format!("iterations {a}–{b} ({m:.0} ms)")
-            }
-        })
-        .collect();
+    let mut v: Vec<String> =
+        phases.iter().take(3).map(|&(a, b, m)| crate::steplog::phase_words(a, b, m)).collect();
     if phases.len() > 3 {
         v.push(format!("{} more", phases.len() - 3));
     }
