@@ -93,23 +93,23 @@ pub struct Model {
 }
 
 impl Model {
-    /// The share of `rank`'s own time that sits in places where other ranks have own time too
-    /// (so it can be brought to their median); 0 without own time.
-    pub fn compared_share(&self, rank: u32) -> f64 {
-        let (mut all, mut compared) = (0i64, 0i64);
+    /// Per rank, the share of its own time that sits in places where other ranks have own time
+    /// too (so it can be brought to their median); 0 without own time. One pass over the places.
+    pub fn compared_shares(&self) -> BTreeMap<u32, f64> {
+        let mut acc: BTreeMap<u32, (i64, i64)> = BTreeMap::new();
         for at in self.own.values() {
-            if let Some(&mine) = at.by_rank.get(&rank) {
-                all += mine.max(0);
-                if at.sorted.len() >= 2 {
-                    compared += mine.max(0);
+            let shared = at.sorted.len() >= 2;
+            for (&rank, &mine) in &at.by_rank {
+                let e = acc.entry(rank).or_default();
+                e.0 += mine.max(0);
+                if shared {
+                    e.1 += mine.max(0);
                 }
             }
         }
-        if all > 0 {
-            compared as f64 / all as f64
-        } else {
-            0.0
-        }
+        acc.into_iter()
+            .map(|(r, (all, compared))| (r, if all > 0 { compared as f64 / all as f64 } else { 0.0 }))
+            .collect()
     }
 }
 
@@ -195,7 +195,7 @@ pub const BURST_NS: i64 = 500_000;
 
 /// A late rank is brought to its peers only where it has peers; with peers for less than this
 /// share of its own time (a pipeline stage without replicas, a rank alone on its line) its
-/// gain is not said ([`Model::compared_share`]).
+/// gain is not said ([`Model::compared_shares`]).
 pub const MIN_COMPARED_SHARE: f64 = 0.9;
 
 /// Replays further than this from the record, on average over the steps, are not used for
@@ -326,6 +326,15 @@ fn exchanges(
     let ranks: Vec<u32> = insts.iter().map(|(r, _)| *r).collect();
     let lists: Vec<&[Instance]> = insts.iter().map(|(_, v)| v.as_slice()).collect();
     let (pairs, _) = crate::analyze::pipeline::p2p::match_p2p(&ranks, &lists);
+    // Each rank's exchanges by end, for [`closed_after_another`].
+    let by_end: FxHashMap<u32, Vec<&Instance>> = insts
+        .iter()
+        .map(|(r, v)| {
+            let mut ex: Vec<&Instance> = v.iter().filter(|x| x.p2p).collect();
+            ex.sort_unstable_by_key(|x| x.end_ns);
+            (*r, ex)
+        })
+        .collect();
     for (src, dst, send, recv, _) in pairs {
         let (Some(&ks), Some(&kr)) = (inst_of.get(&(src, send.event.0)), inst_of.get(&(dst, recv.event.0)))
         else {
@@ -345,7 +354,7 @@ fn exchanges(
         let mut end = recv.end_ns - or;
         let held = send.kind == CollKind::Send
             && recv.kind == CollKind::Recv
-            && closed_after_another(insts, dst, recv);
+            && by_end.get(&dst).is_some_and(|ex| closed_after_another(ex, recv));
         if held {
             end = end.min((send.end_ns - os).max(both));
         }
@@ -364,16 +373,14 @@ fn exchanges(
     bursts(m, insts);
 }
 
-/// Whether another exchange of `rank` overlapping `x` closed within [`BURST_NS`] before it.
-fn closed_after_another(insts: &[(u32, Vec<Instance>)], rank: u32, x: &Instance) -> bool {
-    insts.iter().filter(|(r, _)| *r == rank).flat_map(|(_, v)| v).any(|y| {
-        y.p2p
-            && y.event != x.event
-            && y.end_ns <= x.end_ns
-            && x.end_ns - y.end_ns <= BURST_NS
-            && y.start_ns < x.end_ns
-            && x.start_ns < y.end_ns
-    })
+/// Whether another exchange of `x`'s rank (`ex`: its exchanges sorted by end) overlapping `x`
+/// closed within [`BURST_NS`] before it.
+fn closed_after_another(ex: &[&Instance], x: &Instance) -> bool {
+    let from = ex.partition_point(|y| y.end_ns < x.end_ns - BURST_NS);
+    ex[from..]
+        .iter()
+        .take_while(|y| y.end_ns <= x.end_ns)
+        .any(|y| y.event != x.event && y.start_ns < x.end_ns && x.start_ns < y.end_ns)
 }
 
 /// Each rank's exchanges whose spans overlap and closed within [`BURST_NS`] of each other, in
@@ -553,9 +560,11 @@ pub fn measure(m: &Model, late: &BTreeSet<u32>) -> Option<WhatIf> {
     let ideal = replay(m, &ToPeers { m, who: all.clone() });
     // A rank with peers for too little of its own time (a pipeline stage without replicas)
     // cannot be brought to them: no gain is said for it.
+    let shares = m.compared_shares();
+    let share = |rank: u32| shares.get(&rank).copied().unwrap_or(0.0);
     let ranks = late
         .iter()
-        .filter(|&&rank| m.compared_share(rank) >= MIN_COMPARED_SHARE)
+        .filter(|&&rank| share(rank) >= MIN_COMPARED_SHARE)
         .take(8)
         .map(|&rank| {
             let fixed = replay(m, &ToPeers { m, who: BTreeSet::from([rank]) });
@@ -572,7 +581,7 @@ pub fn measure(m: &Model, late: &BTreeSet<u32>) -> Option<WhatIf> {
         replayed_ns: base.mean_ns() as i64,
         ideal_ns: ideal.mean_ns() as i64,
         ranks,
-        alone: all.iter().copied().filter(|&r| m.compared_share(r) < MIN_COMPARED_SHARE).collect(),
+        alone: all.iter().copied().filter(|&r| share(r) < MIN_COMPARED_SHARE).collect(),
     })
 }
 
