@@ -64,6 +64,13 @@ test('metrics, a step log and a RAS status dropped beside the traces are one ana
   const findings = await page.$$eval('[data-testid=findings] > [data-testid=finding]', (els) => els.map((e) => e.dataset.id));
   assert.deepEqual(findings, want.findings.map((f) => f.id));
   for (const id of ['metrics.comm-bound', 'steplog.slow-phase-profiled', 'ras.job-incomplete']) assert.ok(findings.includes(id), id);
+  // A time two sources measure is counted once: the What-if panel's fixes add up to less
+  // than the step (the metrics' comm-bound time is the trace's exposed_comm's).
+  assert.ok(want.whatif, 'the job is replayed');
+  const comm = want.findings.filter((f) => f.id === 'metrics.comm-bound');
+  assert.ok(comm.every((f) => f.impact_ns === 0 && f.symptoms.includes('exposed_comm')), JSON.stringify(comm));
+  const projected = Number(await page.getAttribute('[data-testid=whatif-projected]', 'data-projected-ns'));
+  assert.ok(projected > 0, `projected ${projected}`);
   assert.equal(await page.getAttribute('[data-testid=beside-metrics-findings]', 'data-count'), '2');
   assert.equal(await page.getAttribute('[data-testid=beside-steplog-profile]', 'data-representative'), 'slower_than_usual');
   assert.match(await page.locator('[data-testid=beside-ras]').innerText(), /dead/);

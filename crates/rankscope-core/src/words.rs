@@ -47,6 +47,30 @@ pub fn rank_list(r: &[u32]) -> String {
     }
 }
 
+/// "0, 1 and 3", with runs of three or more as ranges: "0, 1 and 3–31" (for lists of any
+/// length: a thousand ranks in a few words).
+pub fn rank_runs(ranks: &[u32]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut k = 0;
+    while k < ranks.len() {
+        let mut j = k;
+        while j + 1 < ranks.len() && ranks[j].checked_add(1) == Some(ranks[j + 1]) {
+            j += 1;
+        }
+        if j >= k + 2 {
+            parts.push(format!("{}–{}", ranks[k], ranks[j]));
+        } else {
+            parts.extend(ranks[k..=j].iter().map(|r| r.to_string()));
+        }
+        k = j + 1;
+    }
+    match parts.len() {
+        0 => String::new(),
+        1 => parts[0].clone(),
+        n => format!("{} and {}", parts[..n - 1].join(", "), parts[n - 1]),
+    }
+}
+
 /// "Rank 2", "Ranks 0 and 3".
 pub fn ranks_word(r: &[u32]) -> String {
     if r.len() == 1 {
@@ -90,6 +114,8 @@ mod tests {
         assert_eq!(dur_range(vec![365e6, 561e6]), "365–561 ms");
         assert_eq!(dur_range(vec![400e6, 401e6]), "400 ms");
         assert_eq!(rank_list(&[0, 1, 3]), "0, 1 and 3");
+        assert_eq!(rank_runs(&[0, 1, 3, 4, 5, 6, 9]), "0, 1, 3–6 and 9");
+        assert_eq!(rank_runs(&[u32::MAX - 1, u32::MAX]), format!("{} and {}", u32::MAX - 1, u32::MAX));
         assert_eq!(ranks_word(&[2]), "Rank 2");
     }
 }

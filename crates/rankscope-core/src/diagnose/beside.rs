@@ -6,10 +6,19 @@
 //! - `steplog.slow-phase-profiled`: the step log's slow phase, across every logged iteration,
 //!   pointed to the profiled steps that show it (their excess over the log's usual iteration is
 //!   its gain).
+//!
+//! They are judged after the trace's causes have been arbitrated, because each either stands
+//! alone (a dead rank, an XID, PFC pauses, an idle NIC: no trace cause measures those) or
+//! measures a time a trace cause already claims, seen from another source: the cluster
+//! metrics' communication-bound ranks are the trace's exposed transfer, a profiled stretch
+//! slower than the log's usual iteration is what the trace's causes take apart. A gain counted
+//! twice would make the fixes add up to more than the step ([`same_time`] says which is which;
+//! [`merge`] counts such a time once, in the trace's finding, which quotes the second source).
 
 use std::cmp::Reverse;
 
 use crate::analyze::beside::{Beside, StepLogSummary};
+use crate::analyze::stats::{self, median};
 use crate::analyze::Analysis;
 use crate::finding::{EvidenceKey, Finding, FindingId, Severity};
 use crate::metrics::rules::{MetricsFinding, MetricsFindingId};
@@ -55,14 +64,72 @@ pub fn findings(a: &Analysis) -> Vec<Finding> {
     out
 }
 
+/// The trace's causes whose time a finding beside the traces measures too (none: its time is
+/// its own). For the step log's slow profiled stretch, every trace cause with a gain: the
+/// stretch's excess over the usual iteration is what they take apart.
+pub fn same_time(id: FindingId) -> Option<&'static [FindingId]> {
+    use FindingId as F;
+    match id {
+        // SMs idle while the NIC is at its line rate: the communication the trace shows exposed.
+        F::MetricsCommBound => Some(&[F::ExposedComm, F::SmallCollectives]),
+        F::SteplogSlowPhaseProfiled => Some(&[]),
+        _ => None,
+    }
+}
+
+/// Whether `trace` is a cause of the trace claiming the time `beside` measures, on ranks they
+/// share (a finding without ranks is the job's).
+fn claims_same_time(beside: &Finding, trace: &Finding) -> bool {
+    let Some(ids) = same_time(beside.id) else { return false };
+    let shared = beside.ranks.is_empty()
+        || trace.ranks.is_empty()
+        || trace.ranks.iter().any(|r| beside.ranks.contains(r));
+    let cause = trace.id.kind() == crate::finding::IdKind::Cause
+        && trace.severity != Severity::Info
+        && trace.impact_ns > 0;
+    cause && shared && (ids.is_empty() || ids.contains(&trace.id))
+}
+
+/// A second source for a trace cause: the sentence its finding gains.
+fn second_source(beside: &Finding) -> Option<String> {
+    let ranks = match beside.ranks.len() {
+        0 => String::new(),
+        1 => format!(" on rank {}", beside.ranks[0]),
+        _ => format!(" on ranks {}", crate::words::rank_runs(&beside.ranks)),
+    };
+    (beside.id == FindingId::MetricsCommBound).then(|| {
+        format!(
+            " The cluster metrics agree{ranks} (`{}`): SMs mostly idle while a NIC ran at its line rate.",
+            beside.id
+        )
+    })
+}
+
 /// `found` merged into `list` (ranked by [`super::arbitrate`]'s order: advice before
 /// information, gain, severity, id): each finds its place; a stopped job's divergence stays
-/// first.
+/// first. A finding that measures a time a trace cause of `list` claims ([`same_time`]) keeps
+/// no gain of its own: it names that cause among its symptoms, and the cause quotes it.
 pub fn merge(list: &mut Vec<Finding>, found: Vec<Finding>) {
     let key = |f: &Finding| {
         (f.severity == Severity::Info, Reverse(f.impact_ns), Reverse(f.severity), f.id.as_str())
     };
-    for f in found {
+    for mut f in found {
+        let claimed: Vec<usize> = (0..list.len()).filter(|&k| claims_same_time(&f, &list[k])).collect();
+        if let Some(&first) = claimed.first() {
+            let host = list[first].id;
+            if let Some(say) = second_source(&f) {
+                list[first].message.push_str(&say);
+                if let Some(sm) = f.evidence.get(EvidenceKey::SmActive) {
+                    list[first].evidence.insert(EvidenceKey::SmActive, sm);
+                }
+            }
+            f.symptoms.extend(claimed.iter().map(|&k| list[k].id).filter(|id| *id != f.id));
+            f.symptoms.dedup();
+            f.message.push_str(&format!(
+                " Its time is counted once, in `{host}` (the same time, measured from the traces), not again here."
+            ));
+            f.impact_ns = 0;
+        }
         let at = list
             .iter()
             .position(|x| x.id != FindingId::CollectiveMismatch && key(x) > key(&f))
@@ -83,20 +150,15 @@ fn sorted(mut v: Vec<u32>) -> Vec<u32> {
     v
 }
 
-fn median_i64(mut v: Vec<i64>) -> Option<i64> {
-    v.sort_unstable();
-    v.get(v.len().checked_sub(1)? / 2).copied()
-}
-
-/// A rank's exposed communication per step: its median over the steps.
+/// A rank's exposed communication per step: its median over the steps (none without steps).
 fn exposed_comm_ns(a: &Analysis, rank: u32) -> Option<i64> {
-    median_i64(
-        a.steps
-            .iter()
-            .filter_map(|s| s.per_rank.iter().find(|r| r.rank == rank))
-            .map(|r| r.exposed_comm_ns)
-            .collect(),
-    )
+    let v: Vec<i64> = a
+        .steps
+        .iter()
+        .filter_map(|s| s.per_rank.iter().find(|r| r.rank == rank))
+        .map(|r| r.exposed_comm_ns)
+        .collect();
+    (!v.is_empty()).then(|| median(v))
 }
 
 fn metrics_finding(a: &Analysis, b: &Beside, m: &MetricsFinding) -> Finding {
@@ -154,9 +216,9 @@ fn metrics_finding(a: &Analysis, b: &Beside, m: &MetricsFinding) -> Finding {
     f
 }
 
-fn median_f(mut v: Vec<f64>) -> Option<f64> {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len().checked_sub(1)? / 2).copied()
+/// The median of some values (the mean of the middle two: a typical value), none without any.
+fn median_f(v: Vec<f64>) -> Option<f64> {
+    (!v.is_empty()).then(|| stats::median_f(v))
 }
 
 fn phases_text(phases: &[(u64, u64, f64)]) -> String {
@@ -239,24 +301,63 @@ fn steplog_finding(s: &StepLogSummary) -> Option<Finding> {
 mod tests {
     use super::*;
 
+    fn finding(id: FindingId, impact: i64, ranks: &[u32]) -> Finding {
+        let mut f = plain(id, Severity::Medium, String::new(), "");
+        f.impact_ns = impact;
+        f.ranks = ranks.to_vec();
+        f
+    }
+
+    fn ids(list: &[Finding]) -> Vec<FindingId> {
+        list.iter().map(|f| f.id).collect()
+    }
+
     #[test]
     fn merged_findings_take_their_rank() {
-        let f = |id, impact| {
-            let mut f = plain(id, Severity::Medium, String::new(), "");
-            f.impact_ns = impact;
-            f
-        };
-        let mut list = vec![f(FindingId::HostStall, 50), f(FindingId::ExposedComm, 10)];
-        merge(&mut list, vec![f(FindingId::MetricsCommBound, 20), f(FindingId::RasJobIncomplete, 0)]);
-        let ids: Vec<FindingId> = list.iter().map(|f| f.id).collect();
+        let mut list =
+            vec![finding(FindingId::HostStall, 50, &[3]), finding(FindingId::AllocatorChurn, 10, &[])];
+        let mut ras = finding(FindingId::RasJobIncomplete, 0, &[]);
+        ras.severity = Severity::High;
+        merge(&mut list, vec![finding(FindingId::SteplogSlowPhaseMissed, 20, &[]), ras]);
         assert_eq!(
-            ids,
+            ids(&list),
             [
                 FindingId::HostStall,
-                FindingId::MetricsCommBound,
-                FindingId::ExposedComm,
+                FindingId::SteplogSlowPhaseMissed,
+                FindingId::AllocatorChurn,
                 FindingId::RasJobIncomplete
             ]
         );
+    }
+
+    #[test]
+    fn a_time_the_trace_claims_is_counted_once_in_the_traces_finding() {
+        // SMs idle with the NIC at line rate on ranks 0-7: the exposed transfer the trace
+        // measured there, not a second gain.
+        let mut comm = finding(FindingId::MetricsCommBound, 40, &[0, 1, 2, 3, 4, 5, 6, 7]);
+        comm.evidence.insert(EvidenceKey::SmActive, 0.12);
+        let mut list =
+            vec![finding(FindingId::HostStall, 50, &[3]), finding(FindingId::ExposedComm, 40, &[])];
+        merge(&mut list, vec![comm.clone()]);
+        assert_eq!(ids(&list), [FindingId::HostStall, FindingId::ExposedComm, FindingId::MetricsCommBound]);
+        let total: i64 = list.iter().map(|f| f.impact_ns).sum();
+        assert_eq!(total, 90, "the gains add up to what the trace's causes claim");
+        assert_eq!(list[2].symptoms, [FindingId::ExposedComm]);
+        assert!(list[1].message.contains("ranks 0–7 (`metrics.comm-bound`)"), "{}", list[1].message);
+        assert_eq!(list[1].evidence.get(EvidenceKey::SmActive), Some(0.12));
+        // Without the trace's finding the metrics' one keeps its gain.
+        let mut alone = vec![finding(FindingId::HostStall, 50, &[3])];
+        merge(&mut alone, vec![comm.clone()]);
+        assert_eq!(alone[1].impact_ns, 40);
+        // Nor does a trace cause on other ranks claim it.
+        let mut other = vec![finding(FindingId::ExposedComm, 40, &[9])];
+        merge(&mut other, vec![comm]);
+        assert_eq!(other[0].impact_ns, 40);
+        assert_eq!(other.iter().find(|f| f.id == FindingId::MetricsCommBound).map(|f| f.impact_ns), Some(40));
+        // A slow profiled stretch is what the trace's causes take apart.
+        let mut list = vec![finding(FindingId::HostStall, 50, &[3])];
+        merge(&mut list, vec![finding(FindingId::SteplogSlowPhaseProfiled, 300, &[])]);
+        assert_eq!(list[1].impact_ns, 0);
+        assert_eq!(list[1].symptoms, [FindingId::HostStall]);
     }
 }
