@@ -196,6 +196,24 @@ SCENARIOS = [
         finalize="moe", checks=["moe"],
     ),
     dict(
+        # The pair of ep4_moe_skew: the same job with the router's bias fitted for even routing
+        # (25% of the tokens to each expert). The difference of the two runs' steps is what
+        # balancing the router gives, against which expert_imbalance's replayed gain is checked
+        # (tests/whatif/replay_accuracy.py).
+        name="ep4_moe_even", kind="moe", world_size=4, seed=5500,
+        description=(
+            "ep4_moe_skew's job (the same model, seed, data and layout) with the router's fixed per-expert bias fitted "
+            "so that each expert gets ~25% of the tokens (hot_share 0.25): no expert is hot; the pair of ep4_moe_skew."),
+        cfg=dict(in_dim=128, hidden=256, ffn=2048, classes=16, tokens=256, hot_expert=2, hot_share=0.25, lr=1e-3,
+                 group_desc=True, wait=1, warmup=1, active=4, pin_cores=True),
+        injected={"cause": None, "ranks": [], "where": None, "amount_ms": None,
+                  "how": "nothing: the router's bias is fitted for even routing"},
+        expected={"first_finding": None, "ranks": [], "hot_expert_rank": 2, "token_share": None,
+                  "origin_ranks": [], "not_blamed": [0, 1, 2, 3], "chain": [],
+                  "must_not": ["expert_imbalance", "host_stall", "input_bound", "slow_device"]},
+        finalize="moe",
+    ),
+    dict(
         name="cp4_ring_stall", kind="ring", world_size=4, seed=5600,
         description=(
             "Context-parallel ring attention on gloo/CPU, world 4: each rank holds 256 consecutive tokens of the sequence "

@@ -347,3 +347,38 @@ fn exchanges_take_the_replays_gain_for_the_injected_rank() {
         );
     }
 }
+
+#[test]
+fn an_expert_imbalance_takes_the_gain_of_tokens_routed_evenly() {
+    // The router sends ~60% of the tokens to rank 2's expert. Routed evenly, each expert would
+    // compute the group's mean: the step loses about the hot expert's excess over that mean
+    // (its forward and backward, measured around the expert by the script).
+    let (a, spec) = run("ep4_moe_skew");
+    let w = a.whatif.as_ref().unwrap_or_else(|| panic!("no what-if"));
+    assert!(w.holds(), "replay {:.1}%", 100.0 * w.mean_error);
+    let f = a.findings.first().unwrap_or_else(|| panic!("no finding"));
+    assert_eq!((f.id.as_str(), f.ranks.as_slice()), ("expert_imbalance", &[2][..]), "{}", f.message);
+    let gain = f
+        .evidence
+        .get(rankscope_core::finding::EvidenceKey::ReplayedGainNs)
+        .unwrap_or_else(|| panic!("no replayed gain: {}", f.message));
+    assert_eq!(f.impact_ns, gain as i64);
+    let per_rank = spec["measured"]["per_rank"].as_object().unwrap_or_else(|| panic!("per_rank"));
+    let expert_ms = |r: &Value| {
+        let steps = r["steps"].as_array().unwrap_or_else(|| panic!("steps"));
+        let sum: f64 = steps
+            .iter()
+            .map(|s| s["expert_fwd_ms"].as_f64().unwrap_or(0.0) + s["expert_bwd_ms"].as_f64().unwrap_or(0.0))
+            .sum();
+        sum / steps.len() as f64
+    };
+    let times: Vec<f64> = per_rank.values().map(expert_ms).collect();
+    let hot = expert_ms(&per_rank["2"]);
+    let mean = times.iter().sum::<f64>() / times.len() as f64;
+    let excess = hot - mean;
+    let gain_ms = gain / 1e6;
+    assert!(
+        excess > 10.0 && (gain_ms - excess).abs() <= 0.25 * excess,
+        "routed evenly: {gain_ms:.1} ms replayed against the hot expert's {excess:.1} ms over the mean ({hot:.1} ms)"
+    );
+}

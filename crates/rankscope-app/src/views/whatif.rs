@@ -39,9 +39,9 @@ pub fn whatif(p: &Props) -> Html {
         100.0 * w.mean_error,
         100.0 * w.max_error,
         if holds && w.p2p {
-            "its point-to-point exchanges are replayed as pairs; the late ranks' and the small collectives' gains below are the replay's (a rank alone in its place, such as a pipeline stage without replicas, has no peers to be brought to and keeps its own estimate)."
+            "its point-to-point exchanges are replayed as pairs; the late ranks', the expert imbalance's and the small collectives' gains below are the replay's (a rank alone in its place, such as a pipeline stage without replicas, has no peers to be brought to and keeps its own estimate)."
         } else if holds {
-            "the late ranks' and the small collectives' gains below are the replay's."
+            "the late ranks', the expert imbalance's and the small collectives' gains below are the replay's."
         } else {
             "too far from the record for its gains to be used; the findings keep their own estimates."
         }

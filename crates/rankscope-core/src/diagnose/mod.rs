@@ -51,7 +51,7 @@ pub use causes::{CauseId, CAUSES};
 pub use context::{severity_for, Ctx};
 
 use crate::analyze::collectives::Op;
-use crate::analyze::whatif::Model;
+use crate::analyze::whatif::{self, Model};
 use crate::analyze::{self, Analysis, Options, RankPart};
 use crate::finding::{Finding, FindingId, Severity, Thresholds};
 use crate::normalize::{Job, JobError};
@@ -150,6 +150,49 @@ fn replayed(cx: &Ctx<'_>, found: &mut Found) {
         f.evidence.insert(crate::finding::EvidenceKey::ReplayError, w.max_error);
         f.impact_ns = g.gain_ns;
     }
+    if let Some(m) = cx.model {
+        for c in found.list.iter_mut().filter(|c| c.cause == CauseId::ExpertImbalance) {
+            let Some(gain) = evenly_routed(cx, m, &c.finding) else { continue };
+            let f = &mut c.finding;
+            f.message.push_str(&format!(
+                " Replayed from the traces with the group's tokens routed evenly (each member's own time at the group's mean in every place, each all_to_all moving its members' mean), the job's step is {} shorter.",
+                crate::words::dur(gain)
+            ));
+            f.evidence.insert(crate::finding::EvidenceKey::ReplayedGainNs, gain);
+            f.evidence.insert(crate::finding::EvidenceKey::ReplayError, w.max_error);
+            f.impact_ns = gain as i64;
+        }
+    }
+}
+
+/// The gain of an expert-parallel group's tokens routed evenly ([`whatif::Scenario::even`]):
+/// the replay with the work of the finding's rank's expert group spread over its members and
+/// each of the group's all_to_alls taking the transfer of its members' mean bytes (its
+/// recorded transfer was set by the largest), against the replay as recorded.
+fn evenly_routed(cx: &Ctx<'_>, m: &Model, f: &Finding) -> Option<f64> {
+    let [rank] = f.ranks[..] else { return None };
+    let layout = cx.a.layout.as_ref()?;
+    let g = layout
+        .groups
+        .iter()
+        .find(|g| g.role == crate::analyze::layout::Role::Expert && g.ranks.contains(&rank))?;
+    let members: BTreeSet<u32> = g.ranks.iter().copied().collect();
+    let mut transfer = std::collections::BTreeMap::new();
+    for (k, o) in cx.ops.iter().enumerate() {
+        if o.pg != g.name || o.kind != crate::model::CollKind::AllToAll || o.partial {
+            continue;
+        }
+        let bytes: Vec<f64> = o.per_rank_bytes.iter().map(|b| b.unwrap_or(0).max(0) as f64).collect();
+        let max = bytes.iter().copied().fold(0.0, f64::max);
+        if max > 0.0 {
+            let mean = bytes.iter().sum::<f64>() / bytes.len() as f64;
+            transfer.insert(k, (o.transfer_ns as f64 * mean / max) as i64);
+        }
+    }
+    let none = std::collections::BTreeMap::new();
+    let before = whatif::Scenario::new(m, &BTreeSet::new(), &none).mean_step_ns(m);
+    let after = whatif::Scenario::even(m, &members, &transfer).mean_step_ns(m);
+    Some((before - after).max(0.0))
 }
 
 /// Runs a cause unless one already found excludes it.

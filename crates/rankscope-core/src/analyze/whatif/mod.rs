@@ -15,7 +15,8 @@
 //!   it would take without a rank slower than its peers anywhere;
 //! - the judging layer's own ([`Scenario`]): some ranks brought to their peers and some
 //!   collectives' transfers changed (small collectives merged, now and once the late ranks are
-//!   fixed).
+//!   fixed); a group's work spread evenly over its members (an expert-parallel group's tokens
+//!   routed evenly, [`Scenario::even`]).
 //!
 //! Point-to-point exchanges are synchronization points of their two ends: a send paired with
 //! its recv ([`crate::analyze::pipeline::p2p::match_p2p`]) completes the recorded transfer
@@ -480,6 +481,7 @@ fn slots(
 #[derive(Debug)]
 pub struct Scenario<'m> {
     peers: Option<ToPeers<'m>>,
+    even: Option<Even<'m>>,
     transfer: FxHashMap<usize, i64>,
 }
 
@@ -491,8 +493,19 @@ impl<'m> Scenario<'m> {
             m.ops.iter().enumerate().filter_map(|(k, o)| o.src.map(|s| (s, k))).collect();
         Scenario {
             peers: (!late.is_empty()).then(|| ToPeers { m, who: late.clone() }),
+            even: None,
             transfer: transfer.iter().filter_map(|(src, &t)| by_src.get(src).map(|&k| (k, t))).collect(),
         }
+    }
+
+    /// The work of `group` spread evenly over its members, the total unchanged: each member's
+    /// own time in every place at the mean of the members' own time there (an expert-parallel
+    /// group's tokens routed evenly: the hot expert's rank computes less, the others more), and
+    /// the collectives of `transfer` changed (its all_to_alls moving their members' mean).
+    pub fn even(m: &'m Model, group: &BTreeSet<u32>, transfer: &BTreeMap<usize, i64>) -> Scenario<'m> {
+        let mut s = Scenario::new(m, &BTreeSet::new(), transfer);
+        s.even = Some(Even { m, who: group.clone() });
+        s
     }
 
     /// The mean step of the job replayed under it.
@@ -503,7 +516,8 @@ impl<'m> Scenario<'m> {
 
 impl Change for Scenario<'_> {
     fn own(&self, rank: u32, step: u32, slot: Slot, recorded_ns: i64) -> i64 {
-        self.peers.as_ref().map_or(recorded_ns, |p| p.own(rank, step, slot, recorded_ns))
+        let d = self.peers.as_ref().map_or(recorded_ns, |p| p.own(rank, step, slot, recorded_ns));
+        self.even.as_ref().map_or(d, |e| e.own(rank, step, slot, d))
     }
     fn transfer(&self, op: usize, recorded_ns: i64) -> i64 {
         self.transfer.get(&op).copied().unwrap_or(recorded_ns)
@@ -531,6 +545,30 @@ impl Change for ToPeers<'_> {
         }
         // The rank's own time in this place, scaled down to the peers' median.
         (recorded_ns as f64 * typical / mine as f64) as i64
+    }
+}
+
+/// Own times at the mean of the members' of `who` in the same place ([`Scenario::even`]).
+#[derive(Debug)]
+struct Even<'m> {
+    m: &'m Model,
+    who: BTreeSet<u32>,
+}
+
+impl Change for Even<'_> {
+    fn own(&self, rank: u32, step: u32, slot: Slot, recorded_ns: i64) -> i64 {
+        if !self.who.contains(&rank) {
+            return recorded_ns;
+        }
+        let Some(at) = self.m.own.get(&(step, slot)) else { return recorded_ns };
+        let Some(&mine) = at.by_rank.get(&rank) else { return recorded_ns };
+        let members: Vec<i64> =
+            at.by_rank.iter().filter(|(r, _)| self.who.contains(r)).map(|(_, &d)| d.max(0)).collect();
+        if mine <= 0 || members.len() < 2 {
+            return recorded_ns;
+        }
+        let mean = members.iter().sum::<i64>() as f64 / members.len() as f64;
+        (recorded_ns as f64 * mean / mine as f64) as i64
     }
 }
 
