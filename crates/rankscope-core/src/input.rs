@@ -144,11 +144,11 @@ const PART: Foreign = Foreign {
 };
 const STEP_LOG: Foreign = Foreign {
     format: "a training framework's step log (Megatron-LM's `iteration N/M | ... elapsed time per iteration (ms)` lines and timer blocks)",
-    instead: "`analyze` reads a step log beside the traces uncompressed (gunzip it first: compressed, only a trace is recognised); `rankscope steplog FILE` reads it alone",
+    instead: "`analyze` reads a step log beside the traces (gzipped or not); `rankscope steplog FILE` reads it alone",
 };
 const NCCL_INSPECTOR: Foreign = Foreign {
     format: "an NCCL Inspector log (the profiler plugin's JSON line per collective: `header`, `coll_perf`)",
-    instead: "`analyze` reads an Inspector log beside the traces uncompressed (gunzip it first: compressed, only a trace is recognised); `rankscope nccl-inspector FILE_OR_DIR` reads it gzipped too",
+    instead: "`analyze` reads an Inspector log beside the traces (gzipped or not); `rankscope nccl-inspector FILE_OR_DIR` reads it alone",
 };
 const DIGEST_IN_TRACE_PATH: Foreign =
     Foreign { format: "a rankscope job digest", instead: "pass it alone to `rankscope analyze`" };

@@ -267,3 +267,28 @@ fn alone_each_is_read_without_a_join() {
     assert!(out.analysis.findings.is_empty(), "nothing joined, nothing found");
     assert!(out.markdown().contains("Not joined: no trace came with them"));
 }
+
+#[test]
+fn gzipped_they_are_read_the_same() {
+    use std::io::Write;
+    let gz = |b: &[u8]| {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(b).unwrap();
+        e.finish().unwrap()
+    };
+    let log = megatron_log(100.0, 400.0, (10, 20));
+    let metrics = common::read(&common::fixture("cluster_metrics").join("comm_bound/query_range.json"));
+    let ras = common::read(&common::fixture("nccl_ras").join("dead_rank.json"));
+    let plain = vec![
+        text("query_range.json", metrics.clone()),
+        text("train.log", log.clone()),
+        text("ras.json", ras.clone()),
+    ];
+    let zipped =
+        vec![text("query_range.json", gz(&metrics)), text("train.log", gz(&log)), text("ras.json", gz(&ras))];
+    let kinds = |t: &[Text]| t.iter().map(|t| t.kinds.clone()).collect::<Vec<_>>();
+    assert_eq!(kinds(&zipped), kinds(&plain));
+    let (a, b) = (run(hybrid_traces(), &plain), run(hybrid_traces(), &zipped));
+    assert!(b.analysis.beside.as_ref().is_some_and(|x| x.problems.is_empty()));
+    assert_eq!(a.json(), b.json());
+}

@@ -168,6 +168,24 @@ pub fn measure(a: &Analysis, ops: &[Op], inputs: &Inputs<'_>) -> Option<Beside> 
     }
     let traces = !a.ranks.is_empty();
     let mut problems = Vec::new();
+    // Texts given gzipped, inflated (each reader takes text).
+    let mut unzip = |v: &[(&str, &[u8])]| -> Vec<(String, Vec<u8>)> {
+        v.iter()
+            .map(|&(name, bytes)| {
+                let (text, problem) = inflated(bytes);
+                if let Some(message) = problem {
+                    problems.push(Problem { file: name.to_string(), message });
+                }
+                (name.to_string(), text)
+            })
+            .collect()
+    };
+    let owned =
+        [unzip(&inputs.metrics), unzip(&inputs.ras), unzip(&inputs.inspector), unzip(&inputs.steplogs)];
+    let refs = |k: usize| -> Vec<(&str, &[u8])> {
+        owned[k].iter().map(|(n, b)| (n.as_str(), b.as_slice())).collect()
+    };
+    let inputs = Inputs { metrics: refs(0), ras: refs(1), inspector: refs(2), steplogs: refs(3) };
     let metrics = (!inputs.metrics.is_empty()).then(|| {
         let places = traces.then(|| places(a));
         let (rep, errors) = metrics::report(&inputs.metrics, &ReadOptions::default(), places.as_deref());
@@ -197,6 +215,47 @@ pub fn measure(a: &Analysis, ops: &[Op], inputs: &Inputs<'_>) -> Option<Beside> 
     Some(Beside { metrics, ras: ras_files, inspector, steplogs, problems })
 }
 
+/// The most a gzipped text beside the traces may inflate to: 256 times its size, 64 MiB at
+/// least (the parts' and digests' rule: real logs and exports shrink 5 to 30 times, a bomb
+/// costs no more than this).
+pub fn inflate_cap(compressed: usize) -> u64 {
+    (compressed as u64).saturating_mul(256).max(64 << 20)
+}
+
+/// A text as its reader takes it: inflated when given gzipped (up to [`inflate_cap`]; what
+/// inflated before damage or the cap is kept, and the problem said), as given otherwise.
+pub fn inflated(bytes: &[u8]) -> (Vec<u8>, Option<String>) {
+    if !bytes.starts_with(&[0x1f, 0x8b]) {
+        return (bytes.to_vec(), None);
+    }
+    let cap = inflate_cap(bytes.len());
+    let mut out: Vec<u8> = Vec::new();
+    let mut over = false;
+    let mut z = crate::parse::gzip::Gunzip::default();
+    // Fed in slices so that a bomb stops at the cap, not after inflating the whole input.
+    for chunk in bytes.chunks(64 << 10) {
+        z.feed(chunk, &mut |b| {
+            let room = cap.saturating_sub(out.len() as u64) as usize;
+            if b.len() > room {
+                over = true;
+            }
+            out.extend_from_slice(&b[..b.len().min(room)]);
+        });
+        if over {
+            break;
+        }
+    }
+    let ended = if over { None } else { z.finish() };
+    let problem = if over {
+        Some(format!("gzip: inflates to more than {} MiB (256 times its size): read up to there", cap >> 20))
+    } else if let Some((at, why)) = z.fault.clone() {
+        Some(format!("gzip: {why} (at compressed byte {at}): read what inflated before it"))
+    } else {
+        ended.map(|why| format!("gzip: {why}"))
+    };
+    (out, problem)
+}
+
 fn steplog_summary(file: &str, bytes: &[u8], profiled: &[ProfiledStep]) -> StepLogSummary {
     let log = steplog::read(&String::from_utf8_lossy(bytes));
     let profile = steplog::against_profile(&log, profiled);
@@ -219,5 +278,34 @@ fn steplog_summary(file: &str, bytes: &[u8], profiled: &[ProfiledStep]) -> StepL
         notes: log.notes,
         profile,
         slow_profiled,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gz(b: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        e.write_all(b).unwrap_or_else(|e| panic!("{e}"));
+        e.finish().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_gzipped_text_is_read_inflated_under_its_cap() {
+        let text = b"iteration 1/10 | elapsed time per iteration (ms): 100.0 |\n".repeat(1000);
+        assert_eq!(inflated(&text), (text.clone(), None));
+        assert_eq!(inflated(&gz(&text)), (text.clone(), None));
+        // Cut: what inflated before the cut, and the problem said.
+        let z = gz(&text);
+        let (got, problem) = inflated(&z[..z.len() / 2]);
+        assert!(!got.is_empty() && text.starts_with(&got), "{} bytes", got.len());
+        assert!(problem.is_some_and(|p| p.contains("cut")));
+        // A bomb: 200 MiB of blanks in ~200 kB stops at its cap.
+        let bomb = gz(&vec![b' '; 200 << 20]);
+        let (got, problem) = inflated(&bomb);
+        assert_eq!(got.len() as u64, inflate_cap(bomb.len()));
+        assert!(got.len() < 100 << 20 && problem.is_some_and(|p| p.contains("inflates to more than")));
     }
 }

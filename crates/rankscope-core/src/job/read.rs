@@ -30,7 +30,7 @@ pub fn text_kinds(head: &[u8]) -> Vec<InputKind> {
         return vec![InputKind::FlightRecorder];
     }
     if head.starts_with(&[0x1f, 0x8b]) {
-        return Vec::new();
+        return gzipped_beside(head);
     }
     // The evidence beside the traces, each by its own sniff. A JSON head holding `traceEvents`
     // is a trace whatever else it names (a trace's `distributedInfo` has an `nccl_version`).
@@ -52,6 +52,25 @@ pub fn text_kinds(head: &[u8]) -> Vec<InputKind> {
     if kinds.is_empty() || kinds == [InputKind::StepLog] {
         kinds.extend(crate::nccl::sniff_input(head));
     }
+    kinds
+}
+
+/// A gzip stream is a trace unless its head inflates to evidence beside the traces (a cluster
+/// metrics export, an `ncclras` status, an NCCL Inspector log, a step log: their readers
+/// inflate it, [`crate::analyze::beside::inflated`]); NCCL logs and nccl-tests output are read
+/// uncompressed.
+fn gzipped_beside(head: &[u8]) -> Vec<InputKind> {
+    let mut out = Vec::new();
+    let mut z = crate::parse::gzip::Gunzip::default();
+    z.feed(head, &mut |b| {
+        let room = SNIFF_BYTES.saturating_sub(out.len());
+        out.extend_from_slice(&b[..b.len().min(room)]);
+    });
+    if out.is_empty() || out.starts_with(&[0x1f, 0x8b]) {
+        return Vec::new();
+    }
+    let mut kinds = text_kinds(&out);
+    kinds.retain(|k| k.is_beside());
     kinds
 }
 
@@ -231,6 +250,26 @@ mod tests {
         let trace =
             br#"{"distributedInfo": {"nccl_version": "2.21.5", "communicators": 1}, "traceEvents": []}"#;
         assert_eq!(detect(trace), InputKind::Trace);
+        // Gzipped: the same, by what the head inflates to (an NCCL log is read uncompressed:
+        // a step log that holds one is read as the step log).
+        let gz = |b: &[u8]| {
+            use std::io::Write;
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            e.write_all(b).unwrap_or_else(|e| panic!("{e}"));
+            e.finish().unwrap_or_else(|e| panic!("{e}"))
+        };
+        assert_eq!(text_kinds(&gz(prom)), [InputKind::Metrics]);
+        assert_eq!(text_kinds(&gz(insp)), [InputKind::NcclInspector]);
+        assert_eq!(text_kinds(&gz(ras)), [InputKind::NcclRas]);
+        assert_eq!(text_kinds(&gz(log)), [InputKind::StepLog]);
+        assert_eq!(detect(&gz(trace)), InputKind::Trace);
+        assert_eq!(
+            detect(&gz(&gz(prom))),
+            InputKind::Trace,
+            "gzip in gzip: the trace reader says what it is"
+        );
+        let nccl = b"host:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n";
+        assert_eq!(detect(&gz(nccl)), InputKind::Trace);
         for k in [InputKind::Metrics, InputKind::NcclRas, InputKind::NcclInspector, InputKind::StepLog] {
             assert!(k.is_text() && k.is_beside() && k.any_name());
         }
