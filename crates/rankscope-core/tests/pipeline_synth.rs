@@ -82,3 +82,32 @@ fn synth_pipelines_match_their_manifest() {
         }
     }
 }
+
+/// A stage 1.5× slower than the others (1F1B): balancing the stages (work moved from it to the
+/// others, the total unchanged) gives about what the same pipeline takes healthy with every
+/// stage carrying the mean compute: the healthy step plus the stages' mean compute gained.
+/// The bubble's gain is that replay.
+#[test]
+fn a_slow_stage_takes_the_gain_of_the_stages_balanced() {
+    let (slow, _) = run(Scenario::PipelineSlowStage);
+    let (healthy, _) = run(Scenario::Pipeline1f1b);
+    let mean_compute = |a: &Analysis| {
+        let p = a.pipeline.as_ref().expect("a pipeline");
+        p.per_stage.iter().map(|s| s.compute_ns as f64).sum::<f64>() / p.per_stage.len() as f64
+    };
+    let balanced = healthy.typical_step_ns() + (mean_compute(&slow) - mean_compute(&healthy));
+    let truth = slow.typical_step_ns() - balanced;
+    let f = slow.findings.first().expect("a finding");
+    assert_eq!((f.id.as_str(), f.ranks.as_slice()), ("pipeline_bubble", &[2][..]), "{}", f.message);
+    let gain = f
+        .evidence
+        .get(rankscope_core::finding::EvidenceKey::ReplayedGainNs)
+        .unwrap_or_else(|| panic!("no replayed gain: {}", f.message));
+    assert_eq!(f.impact_ns, gain as i64);
+    assert!(
+        truth > 10e6 && (gain - truth).abs() <= 0.25 * truth,
+        "balanced: {:.1} ms replayed against {:.1} ms",
+        gain / 1e6,
+        truth / 1e6
+    );
+}

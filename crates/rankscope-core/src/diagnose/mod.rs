@@ -162,7 +162,49 @@ fn replayed(cx: &Ctx<'_>, found: &mut Found) {
             f.evidence.insert(crate::finding::EvidenceKey::ReplayError, w.max_error);
             f.impact_ns = gain as i64;
         }
+        for c in found.list.iter_mut().filter(|c| c.cause == CauseId::PipelineBubble) {
+            let Some(gain) = balanced_stages(cx, m, &c.finding) else { continue };
+            let f = &mut c.finding;
+            f.message.push_str(&format!(
+                " Replayed from the traces with the stages balanced (each stage's own time at the stages' mean compute, layers moved from stage {}'s rank to the others), the job's step is {} shorter.",
+                f.ranks[0],
+                crate::words::dur(gain)
+            ));
+            f.evidence.insert(crate::finding::EvidenceKey::ReplayedGainNs, gain);
+            f.evidence.insert(crate::finding::EvidenceKey::ReplayError, w.max_error);
+            f.impact_ns = gain as i64;
+        }
     }
+}
+
+/// The gain of a pipeline's stages balanced ([`whatif::Scenario::scaled`]): each stage's own
+/// time (and its data-parallel replicas') scaled to the stages' mean compute per step (layers
+/// moved from the longest stage to the others, the total unchanged), against the replay as
+/// recorded. For a bubble with one stage far slower than the rest (the finding names it alone).
+fn balanced_stages(cx: &Ctx<'_>, m: &Model, f: &Finding) -> Option<f64> {
+    let p = cx.a.pipeline.as_ref()?;
+    if f.ranks.len() != 1 || p.per_stage.len() < 2 || p.per_stage.iter().any(|s| s.compute_ns <= 0) {
+        return None;
+    }
+    let mean = p.per_stage.iter().map(|s| s.compute_ns as f64).sum::<f64>() / p.per_stage.len() as f64;
+    let mut factors = std::collections::BTreeMap::new();
+    for s in &p.per_stage {
+        let k = mean / s.compute_ns as f64;
+        factors.insert(s.rank, k);
+        // Its replicas (the data-parallel groups it is in) hold the same layers.
+        let replicas =
+            cx.a.layout
+                .iter()
+                .flat_map(|l| l.groups.iter())
+                .filter(|g| g.role == crate::analyze::layout::Role::Data && g.ranks.contains(&s.rank));
+        for r in replicas.flat_map(|g| g.ranks.iter()) {
+            factors.entry(*r).or_insert(k);
+        }
+    }
+    let none = std::collections::BTreeMap::new();
+    let before = whatif::Scenario::new(m, &BTreeSet::new(), &none).mean_step_ns(m);
+    let after = whatif::Scenario::scaled(m, &factors).mean_step_ns(m);
+    Some((before - after).max(0.0))
 }
 
 /// The gain of an expert-parallel group's tokens routed evenly ([`whatif::Scenario::even`]):

@@ -482,6 +482,8 @@ fn slots(
 pub struct Scenario<'m> {
     peers: Option<ToPeers<'m>>,
     even: Option<Even<'m>>,
+    /// Rank → the factor every one of its own times is scaled by ([`Scenario::scaled`]).
+    scale: BTreeMap<u32, f64>,
     transfer: FxHashMap<usize, i64>,
 }
 
@@ -494,6 +496,7 @@ impl<'m> Scenario<'m> {
         Scenario {
             peers: (!late.is_empty()).then(|| ToPeers { m, who: late.clone() }),
             even: None,
+            scale: BTreeMap::new(),
             transfer: transfer.iter().filter_map(|(src, &t)| by_src.get(src).map(|&k| (k, t))).collect(),
         }
     }
@@ -508,6 +511,15 @@ impl<'m> Scenario<'m> {
         s
     }
 
+    /// Each rank of `factors` with every own time scaled by its factor (a pipeline's stages
+    /// balanced: work moved from the longest stage to the others, the total unchanged).
+    pub fn scaled(m: &'m Model, factors: &BTreeMap<u32, f64>) -> Scenario<'m> {
+        let mut s = Scenario::new(m, &BTreeSet::new(), &BTreeMap::new());
+        s.scale =
+            factors.iter().filter(|(_, k)| k.is_finite() && **k >= 0.0).map(|(&r, &k)| (r, k)).collect();
+        s
+    }
+
     /// The mean step of the job replayed under it.
     pub fn mean_step_ns(&self, m: &Model) -> f64 {
         replay(m, self).mean_ns()
@@ -517,7 +529,8 @@ impl<'m> Scenario<'m> {
 impl Change for Scenario<'_> {
     fn own(&self, rank: u32, step: u32, slot: Slot, recorded_ns: i64) -> i64 {
         let d = self.peers.as_ref().map_or(recorded_ns, |p| p.own(rank, step, slot, recorded_ns));
-        self.even.as_ref().map_or(d, |e| e.own(rank, step, slot, d))
+        let d = self.even.as_ref().map_or(d, |e| e.own(rank, step, slot, d));
+        self.scale.get(&rank).map_or(d, |k| (d as f64 * k) as i64)
     }
     fn transfer(&self, op: usize, recorded_ns: i64) -> i64 {
         self.transfer.get(&op).copied().unwrap_or(recorded_ns)

@@ -1,8 +1,10 @@
 //! `pipeline_bubble`: a pipeline's stages idle waiting for their neighbours, against the
 //! schedule's (p − 1) / (m + p − 1), with the slowest stage and the fixes that apply
 //! (docs/metrics.md, "Pipelines"). Its gain is the bubble beyond what the formula leaves at
-//! twice the micro-batches (what more micro-batches and balanced stages could reach); a
-//! stage's stall on its host ([`super::pipeline_stall`]) is part of it.
+//! twice the micro-batches (what more micro-batches and balanced stages could reach), or, with
+//! one stage far slower than the rest and a replay that holds, the replay with the stages
+//! balanced (set by the judging layer, `diagnose::replayed`); a stage's stall on its host
+//! ([`super::pipeline_stall`]) is part of it.
 
 use super::prelude::*;
 use crate::analyze::pipeline::{PipelineReport, Schedule, StageSummary};
