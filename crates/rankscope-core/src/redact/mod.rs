@@ -489,7 +489,8 @@ fn is_word(c: char) -> bool {
 fn bounded(c: &str, prev: Option<char>, next: Option<char>) -> bool {
     let first = c.chars().next().is_some_and(is_word);
     let last = c.chars().next_back().is_some_and(is_word);
-    !(first && prev.is_some_and(is_word)) && !(last && next.is_some_and(is_word))
+    let inside = (first && prev.is_some_and(is_word)) || (last && next.is_some_and(is_word));
+    !inside
 }
 
 /// The length of an IPv4 address at the start of `s` (four numbers up to 255, not followed by

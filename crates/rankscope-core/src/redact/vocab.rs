@@ -40,7 +40,6 @@ const PUBLIC_PREFIXES: &[&str] = &[
     "void cublas",
     "void flash",
     "void nccl",
-    "void (anonymous namespace)::",
     "void gemv",
     "void gemmSN",
     "void splitKreduce",
