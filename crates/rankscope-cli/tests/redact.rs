@@ -291,5 +291,5 @@ fn check(dir: &Path, forms: &[&str]) {
     let again = run_all(dir, &["--redact-key", KEY], "again", forms);
     assert_eq!(again.json, red.json, "one key, one output");
     let _ =
-        std::fs::remove_dir_all(dir.parent().and_then(Path::parent).and_then(Path::parent).unwrap_or(&dir));
+        std::fs::remove_dir_all(dir.parent().and_then(Path::parent).and_then(Path::parent).unwrap_or(dir));
 }

@@ -309,7 +309,10 @@ impl Redactor {
 
     fn rebuild_index(&mut self) {
         self.index.clear();
-        for s in self.in_text.keys().filter(|s| s.len() >= MIN_IN_TEXT) {
+        // A spelling with a space at an end would take the space from the sentence around it:
+        // its trimmed spelling stands for it there.
+        let edged = |s: &str| s.starts_with(char::is_whitespace) || s.ends_with(char::is_whitespace);
+        for s in self.in_text.keys().filter(|s| s.len() >= MIN_IN_TEXT && !edged(s)) {
             let head = s.as_bytes()[..s.len().min(4)].to_vec();
             self.index.entry(head).or_default().push(s.clone());
         }
@@ -461,6 +464,9 @@ impl Statement {
 /// (text and code spans), CSV-quoted.
 fn spellings(s: &str) -> Vec<String> {
     let mut v = vec![s.to_string()];
+    if s.trim() != s && !s.trim().is_empty() {
+        v.extend(spellings(s.trim()));
+    }
     let json = serde_json::to_string(s).unwrap_or_default();
     let json = json.get(1..json.len().saturating_sub(1)).unwrap_or_default().to_string();
     for t in [json, crate::escape::md_text(s), s.replace('|', "\\|"), s.replace('"', "\"\"")] {

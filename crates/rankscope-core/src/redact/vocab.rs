@@ -236,15 +236,20 @@ fn inductor_name(s: &str) -> bool {
     s.bytes().all(|b| b == b'_' || b.is_ascii_lowercase() || b.is_ascii_digit()) && s.contains("_fused_")
 }
 
-/// Kineto's thread and stream labels: `thread 1234`, `thread 1234 (python)`, `stream 7 7`.
+/// Kineto's thread, stream and device labels: `thread 1234`, `thread 1234 (python)`,
+/// `stream 7 7`, `stream 84 ` (DLRM's, with a space), `GPU 0`.
 fn stream_or_thread_number(s: &str) -> bool {
-    let rest = match s.strip_prefix("thread ").or_else(|| s.strip_prefix("stream ")) {
-        Some(r) => r,
-        None => return false,
+    let Some(rest) =
+        ["thread ", "stream ", "Stream ", "GPU ", "CPU ", "device "].iter().find_map(|p| s.strip_prefix(p))
+    else {
+        return false;
     };
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-    let tail = &rest[digits..];
-    digits > 0 && (tail.is_empty() || PUBLIC_WORDS.iter().any(|w| tail == format!(" ({w})")))
+    let tail = rest[digits..].trim();
+    let word = tail.strip_prefix('(').and_then(|t| t.strip_suffix(')'));
+    digits > 0
+        && (tail.bytes().all(|b| b.is_ascii_digit() || b == b' ')
+            || word.is_some_and(|w| PUBLIC_WORDS.contains(&w)))
 }
 
 #[cfg(test)]
@@ -263,6 +268,8 @@ mod tests {
             "triton_poi_fused_add_mul_0",
             "[[16,13],[256,13],[256]]",
             "thread 17 (python)",
+            "stream 84 ",
+            "GPU 0",
             "forward",
         ] {
             assert_eq!(judge(kept), Verdict::Keep, "{kept}");
