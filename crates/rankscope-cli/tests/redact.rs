@@ -38,7 +38,10 @@ fn planted() -> PathBuf {
             .replace("## sparse_data_dist ##", "## ZQXannot sparse_dist ##")
             .replace("## KJTListSplitsAwaitable wait() ##", "nn.Module: ZQXSecretEmbedding_0")
             .replace("split_embedding_codegen", "ZQXkern_codegen")
-            .replace("\"python3\"", "\"ZQXproc\"");
+            .replace("\"python3\"", "\"ZQXproc\"")
+            // An annotation spelled as one of rankscope's own enum values (a capture gap): the
+            // word must stay where the analysis needs it, so the JSON still reads back.
+            .replace("## zero_grad ##", "no_stack");
         let mut v: Value = serde_json::from_str(&text).expect("json");
         v["hostname"] = json!("ZQXhost-node17");
         let evs = v["traceEvents"].as_array_mut().expect("events");
@@ -264,6 +267,7 @@ fn check(dir: &Path, forms: &[&str]) {
     assert!(!ids(&plain.json).is_empty() || !dlrm);
     assert_eq!(ids(&plain.json), ids(&red_json));
     assert_eq!(plain.json["collectives"], red_json["collectives"], "kinds and sizes carry no names");
+    assert_eq!(plain.json["ranks"][0]["capture_gaps"], red_json["ranks"][0]["capture_gaps"]);
     if !dlrm {
         return;
     }
