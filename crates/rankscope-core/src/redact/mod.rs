@@ -223,8 +223,9 @@ impl Redactor {
     /// analysis needs it as written (an enum value equal to a user's name). Returns whether it
     /// was hashed.
     pub fn unhide(&mut self, s: &str) -> bool {
-        let Some(kind) = self.hashed.remove(s) else { return false };
-        let _ = kind;
+        if self.hashed.remove(s).is_none() {
+            return false;
+        }
         for spelled in spellings(s) {
             self.tokens.remove(&spelled);
             self.in_text.remove(&spelled);
