@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use rankscope_core::analyze::{self, Options};
 use rankscope_core::diagnose::gates;
+use rankscope_core::redact::{self, Redactor};
 
 use crate::load;
 
@@ -78,6 +79,16 @@ pub struct JobFlags {
     /// DeviceMesh as written, last dimension fastest: `mesh:pp=2,dp_replicate=2,dp_shard=4,tp=2`.
     #[arg(long, value_name = "LAYOUT")]
     pub layout: Option<String>,
+    /// Replace the user's names, file paths, hosts and source args by tokens in everything this
+    /// run writes (report, --json, --csv, --merged-trace, --perfetto), keeping public names
+    /// (aten::, nccl:, CUDA calls, library kernels) and every figure; the report ends with what
+    /// was kept, hashed and removed (docs/redaction.md). The key is drawn for this run.
+    #[arg(long)]
+    pub redact: bool,
+    /// `--redact` under a key of yours: outputs redacted separately with one key give one token
+    /// per name (two runs, or each rank's part on its own machine).
+    #[arg(long, value_name = "KEY")]
+    pub redact_key: Option<String>,
 }
 
 impl JobFlags {
@@ -93,20 +104,50 @@ impl JobFlags {
         Ok(opts)
     }
 
+    /// The redaction these flags ask for (`--redact`, `--redact-key`), if any.
+    pub fn redactor(&self) -> Option<Redactor> {
+        match (&self.redact_key, self.redact) {
+            (Some(k), _) => Some(Redactor::new(redact::Key::from_phrase(k))),
+            (None, true) => Some(Redactor::new(redact::Key::per_run())),
+            (None, false) => None,
+        }
+    }
+
     /// Prints the job's output in the form asked for: JSON, CSV, Markdown, or (by default) the
-    /// report laid out for a terminal ([`rankscope_core::terminal`]).
-    pub fn emit(&self, out: &rankscope_core::job::JobOutput) -> Result<()> {
+    /// report laid out for a terminal ([`rankscope_core::terminal`]); redacted when `red` is given: the output (made from the redacted job
+    /// output, [`redact::job::redact_output`]) passes the text redaction once more, and says
+    /// what was kept, hashed and removed (a `redaction` member in JSON, the report's last
+    /// section, a line on standard error beside CSV).
+    pub fn emit_with(&self, out: &rankscope_core::job::JobOutput, red: Option<&mut Redactor>) -> Result<()> {
+        let mut red = red;
+        let mut pass = |s: String| match red.as_deref_mut() {
+            Some(r) => r.text(&s),
+            None => s,
+        };
         if self.json {
-            crate::out::emit(&out.json())?;
+            let mut text = pass(out.json());
+            if let Some(r) = red.as_deref() {
+                text = with_redaction_member(&text, &r.statement());
+            }
+            crate::out::emit(&text)?;
         } else if self.csv && out.has_traces() {
-            crate::out::emit_text(&out.csv())?;
+            crate::out::emit_text(&pass(out.csv()))?;
             if out.flight_recorder.is_some() {
                 eprintln!("rankscope: the Flight Recorder dumps are not part of the CSV: see --md or --json");
             }
-        } else if self.md {
-            crate::out::emit_text(&out.markdown())?;
         } else {
-            crate::out::emit_report(&out.markdown(), self.all)?;
+            let mut md = pass(out.markdown());
+            if let Some(r) = red.as_deref() {
+                md.push_str(&r.statement().markdown());
+            }
+            if self.md {
+                crate::out::emit_text(&md)?;
+            } else {
+                crate::out::emit_report(&md, self.all)?;
+            }
+        }
+        if let Some(r) = red.as_deref() {
+            crate::out::say(&r.statement().line());
         }
         Ok(())
     }
@@ -117,6 +158,7 @@ impl JobFlags {
 /// `--fail-on` gate failed.
 pub fn run(a: Args) -> Result<u8> {
     let opts = a.job.options()?;
+    let mut red = a.job.redactor();
     let gates: Vec<gates::Gate> = a
         .fail_on
         .iter()
@@ -140,12 +182,23 @@ pub fn run(a: Args) -> Result<u8> {
         rules: a.rules.clone(),
         options: opts,
         chunk: None,
-        keep_job: a.merged_trace.is_some() || a.perfetto.is_some(),
+        // A redaction gathers the names from the job's string table: the job is held whole.
+        keep_job: a.merged_trace.is_some() || a.perfetto.is_some() || red.is_some(),
         keep_args: (a.merged_trace.is_some() || a.perfetto.is_some()) && !a.no_source_args,
     };
     let line = load::ProgressLine::new();
-    let load::Outcome { job, out, notes } = load::analyze_paths(&req, &|d, t| line.update(d, t))?;
+    let load::Outcome { mut job, mut out, mut notes } = load::analyze_paths(&req, &|d, t| line.update(d, t))?;
     line.end();
+    if let Some(r) = &mut red {
+        if let Some(j) = &job {
+            redact::job::gather_job(r, j);
+        }
+        redact::job::redact_output(r, &mut out).context("--redact")?;
+        if let Some(j) = &mut job {
+            redact::job::redact_job(r, j);
+        }
+        notes = notes.iter().map(|n| r.text(n)).collect();
+    }
     load::print_notes(&notes);
     offset_notes(&req.options, &out);
     for f in &out.failed {
@@ -167,13 +220,17 @@ pub fn run(a: Args) -> Result<u8> {
     if let (true, Some(job)) = (out.has_traces(), &job) {
         if let Some(path) = &a.merged_trace {
             write_merged(path, job, analysis).with_context(|| format!("cannot write {}", path.display()))?;
+            if let Some(r) = &red {
+                append_redaction(path, &r.statement())
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+            }
         }
         if let Some(path) = &a.perfetto {
             write_perfetto(path, job, analysis)
                 .with_context(|| format!("cannot write {}", path.display()))?;
         }
     }
-    a.job.emit(&out)?;
+    a.job.emit_with(&out, red.as_mut())?;
     let bad = if out.has_traces() { gates::failed_gates(analysis, &gates) } else { Vec::new() };
     for (g, v) in &bad {
         eprintln!("rankscope: gate failed: {} {} {} (measured {v:.4})", g.metric, g.op, g.value);
@@ -275,6 +332,35 @@ fn write_merged(
         None => Ok(()),
     })?;
     out.flush()?;
+    Ok(())
+}
+
+/// A JSON object's text with a `redaction` member (the statement) added last.
+pub fn with_redaction_member(json: &str, st: &redact::Statement) -> String {
+    let body = json.trim_end();
+    match (body.strip_suffix('}'), serde_json::to_string_pretty(st)) {
+        (Some(head), Ok(member)) => {
+            let head = head.trim_end();
+            let sep = if head.ends_with('{') { "" } else { "," };
+            format!("{head}{sep}\n  \"redaction\": {}\n}}\n", member.replace('\n', "\n  "))
+        }
+        _ => json.to_string(),
+    }
+}
+
+/// The merged trace's last bytes (`]}` and a newline, [`rankscope_core::export::write_footer`])
+/// rewritten with a top-level `rankscope_redaction` member after the events.
+fn append_redaction(path: &std::path::Path, st: &redact::Statement) -> Result<()> {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut f = std::fs::OpenOptions::new().read(true).write(true).open(path)?;
+    let len = f.seek(SeekFrom::End(0))?;
+    anyhow::ensure!(len >= 3, "the merged trace is shorter than its footer");
+    f.seek(SeekFrom::Start(len - 3))?;
+    let mut tail = [0u8; 3];
+    std::io::Read::read_exact(&mut f, &mut tail)?;
+    anyhow::ensure!(&tail == b"]}\n", "the merged trace does not end with its footer");
+    f.seek(SeekFrom::Start(len - 3))?;
+    write!(f, "],\n\"rankscope_redaction\": {}}}\n", serde_json::to_string(st)?)?;
     Ok(())
 }
 

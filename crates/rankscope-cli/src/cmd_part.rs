@@ -48,7 +48,8 @@ pub struct CombineArgs {
     pub job: crate::cmd_analyze::JobFlags,
     /// Also write the job digest (every rank's part, the texts and the analysis, docs/digest.md):
     /// `rankscope analyze` and the app open it like the traces.
-    #[arg(long, value_name = "FILE.rsdigest")]
+    /// (Not with `--redact`: a digest holds every rank's part, names included.)
+    #[arg(long, value_name = "FILE.rsdigest", conflicts_with_all = ["redact", "redact_key"])]
     pub digest: Option<PathBuf>,
 }
 
@@ -159,6 +160,10 @@ fn combine(a: CombineArgs) -> Result<u8> {
     if !out.has_traces() && out.flight_recorder.as_ref().is_none_or(|f| f.dumps.is_empty()) {
         anyhow::bail!("no part holds a trace or a Flight Recorder dump");
     }
-    a.job.emit(&out)?;
+    let mut red = a.job.redactor();
+    if let Some(r) = &mut red {
+        rankscope_core::redact::job::redact_output(r, &mut out).context("--redact")?;
+    }
+    a.job.emit_with(&out, red.as_mut())?;
     Ok(if out.clean() { 0 } else { 1 })
 }

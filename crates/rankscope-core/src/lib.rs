@@ -30,6 +30,7 @@ pub mod names;
 pub mod nccl;
 pub mod normalize;
 pub mod parse;
+pub mod redact;
 pub mod sequence;
 pub mod session;
 pub mod steplog;
