@@ -303,6 +303,7 @@ impl RankPart {
         self.regions = Default::default();
         self.issued = Vec::new();
         self.pipe = Default::default();
+        self.operators = Default::default();
     }
 }
 
