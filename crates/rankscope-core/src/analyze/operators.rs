@@ -69,6 +69,10 @@ pub struct OpRow {
     /// The rest of the kind, below the cut: how many keys it folds (0 for a key's own row).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub folded: u32,
+    /// A communication op (`c10d::*`, `gloo:*`, NCCL kernels): kept on every rank whatever its
+    /// time, so its count is complete.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub comm: bool,
     /// Per step: calls, inclusive time, self time (a job's: sums over the ranks).
     pub count: Vec<u64>,
     pub dur_ns: Vec<i64>,
@@ -97,6 +101,7 @@ impl OpRow {
             name: name.to_string(),
             shapes,
             folded: 0,
+            comm: false,
             count: vec![0; n],
             dur_ns: vec![0; n],
             self_ns: vec![0; n],
@@ -251,6 +256,7 @@ pub fn rank_ops(r: &RankEntry, strings: &StringTable, steps: &[u32]) -> Operator
                     name: strings.get(name).to_string(),
                     shapes: (dims.0 != NONE_U32).then(|| strings.get(dims).to_string()),
                     folded: 0,
+                    comm: a.comm,
                     count: a.count,
                     dur_ns: a.dur,
                     self_ns: a.own,
@@ -344,6 +350,7 @@ pub fn combine(tables: &[(u32, &Operators)]) -> Operators {
             }
             row.ranks += 1;
             row.folded = row.folded.max(r.folded);
+            row.comm |= r.comm;
             calls.push(r.call_p50_ns);
             let own = super::stats::median(r.self_ns.clone());
             if own > row.top_rank_self_ns {

@@ -41,6 +41,11 @@ crate::named_enum! {
     }
 }
 
+/// An operator whose self time per step per rank is below this share of the base's step in
+/// both runs may fall below a part's cut on some ranks (`analyze::operators::COVER`): its count
+/// is not judged (its time, below the floor, is within noise anyway).
+pub const NEGLIGIBLE: f64 = 0.01;
+
 /// Where an operator takes the most: the rank and its median self time per step.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 pub struct OpTop {
@@ -164,6 +169,10 @@ fn row(
     let s = shift::shift(&sb, &sn)?;
     let (cb, cn) = (b.counts(tb), n.counts(tn));
     let count_shift = shift::shift(&cb, &cn);
+    // Its count is complete in both runs: a communication op (never cut), or one whose time is
+    // too large to fall below a part's cut.
+    let complete = b.rows.iter().chain(&n.rows).any(|r| r.comm)
+        || (s.base_ns.max(s.new_ns) as f64) >= NEGLIGIBLE * base.step_ns;
     let share = |a: Run<'_>, v: i64| {
         let step = a.step_ns;
         if step > 0.0 {
@@ -186,8 +195,9 @@ fn row(
         ranks_new: n.rows.iter().map(|r| r.ranks).max().unwrap_or(0),
         count_base: median(&cb) as f64 / 1000.0,
         count_new: median(&cn) as f64 / 1000.0,
-        count_beyond_noise: count_shift
-            .is_some_and(|c| c.excludes_zero() && c.confidence + 1e-9 >= super::MIN_CONFIDENCE),
+        count_beyond_noise: complete
+            && first.folded == 0
+            && count_shift.is_some_and(|c| c.excludes_zero() && c.confidence + 1e-9 >= super::MIN_CONFIDENCE),
         dur_base_ns: median(&b.samples(tb, dur_of)),
         dur_new_ns: median(&n.samples(tn, dur_of)),
         share_base: share(base, s.base_ns),
@@ -241,13 +251,44 @@ pub fn matched(base: Run<'_>, new: Run<'_>, floor_ns: i64) -> Vec<OperatorDiff> 
             left.entry((k.0, k.1, k.3)).or_default().1.push(r);
         }
     }
+    // A negligible key left over may only be below the other run's cut: it is not taken for
+    // the name's other shapes.
+    let negligible = |r: &OpRow, run: Run<'_>| {
+        (median(&r.self_ns) as f64 / run.table.ranks.max(1) as f64) < NEGLIGIBLE * run.step_ns
+    };
     for (_, (b, n)) in left {
-        let presence = match (b.is_empty(), n.is_empty()) {
-            (false, false) => OpPresence::ShapesChanged,
-            (true, _) => OpPresence::New,
-            (_, true) => OpPresence::Vanished,
+        let (b_small, b): (Vec<&OpRow>, Vec<&OpRow>) = b.into_iter().partition(|r| negligible(r, base));
+        let (n_small, n): (Vec<&OpRow>, Vec<&OpRow>) = n.into_iter().partition(|r| negligible(r, new));
+        let (b, n, mut b_small, mut n_small) = match (b.is_empty(), n.is_empty()) {
+            (false, false) => {
+                out.extend(row(
+                    (base, new),
+                    (Side { rows: b }, Side { rows: n }),
+                    OpPresence::ShapesChanged,
+                    floor_ns,
+                ));
+                (Vec::new(), Vec::new(), b_small, n_small)
+            }
+            _ => (b, n, b_small, n_small),
         };
-        out.extend(row((base, new), (Side { rows: b }, Side { rows: n }), presence, floor_ns));
+        b_small.extend(b);
+        n_small.extend(n);
+        for r in b_small {
+            out.extend(row(
+                (base, new),
+                (Side { rows: vec![r] }, Side { rows: vec![] }),
+                OpPresence::Vanished,
+                floor_ns,
+            ));
+        }
+        for r in n_small {
+            out.extend(row(
+                (base, new),
+                (Side { rows: vec![] }, Side { rows: vec![r] }),
+                OpPresence::New,
+                floor_ns,
+            ));
+        }
     }
     out.sort_by(|a, b| {
         b.shift
@@ -275,6 +316,7 @@ mod tests {
             ranks: 1,
             top_rank: 0,
             top_rank_self_ns: self_ms.first().copied().unwrap_or(0) * 1_000_000,
+            comm: name.starts_with("c10d::"),
             ..OpRow::empty(OpKind::CpuOp, name, shapes.map(str::to_string), 0)
         }
     }
