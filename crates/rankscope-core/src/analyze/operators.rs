@@ -16,7 +16,8 @@
 //!
 //! **Bounded**: per rank and kind, the keys kept are those covering [`COVER`] of the kind's
 //! self time, the [`TOP_N`] longest by self time, the [`TOP_N`] longest by inclusive time and
-//! every communication op (its count says a bucket size), at most [`MAX_KEYS`]; the rest of the
+//! every communication op (its count says a bucket size), at most [`MAX_KEYS`] besides the
+//! communication ops; the rest of the
 //! kind is one `other` row with the number of keys it folds. A key below the cut on one rank
 //! counts there in that rank's `other`.
 //!
@@ -293,9 +294,9 @@ fn bound(rows: Vec<(OpRow, bool)>, n: usize) -> Vec<OpRow> {
         for (k, (row, comm)) in of.iter().enumerate() {
             let covering = (run as f64) < COVER * total as f64;
             run += row.total_self();
-            if kept < MAX_KEYS && (covering || k < TOP_N || long.contains(&k) || *comm) {
+            if *comm || (kept < MAX_KEYS && (covering || k < TOP_N || long.contains(&k))) {
                 out.push(row.clone());
-                kept += 1;
+                kept += usize::from(!*comm);
                 continue;
             }
             other.folded += 1;
@@ -368,4 +369,97 @@ pub fn combine(tables: &[(u32, &Operators)]) -> Operators {
         .collect();
     rows.sort_by(|a, b| b.total_self().cmp(&a.total_self()).then(a.key().cmp(&b.key())));
     Operators { steps, ranks: tables.len() as u32, shapes: tables.iter().any(|t| t.1.shapes), rows }
+}
+
+#[cfg(test)]
+#[allow(clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::normalize::{assemble, Rules};
+
+    /// One rank, two steps: an annotation around a shaped `aten::mm` (itself around a launch)
+    /// and a sleep; the kernel it launched; a Python function that takes no self time.
+    fn table() -> Operators {
+        let json = br#"{"traceEvents":[
+            {"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","pid":1,"tid":1,"ts":0,"dur":1000},
+            {"ph":"X","cat":"user_annotation","name":"block","pid":1,"tid":1,"ts":10,"dur":500},
+            {"ph":"X","cat":"python_function","name":"model.py(12): forward","pid":1,"tid":1,"ts":20,"dur":400},
+            {"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":100,"dur":200,"args":{"Input Dims":[[64,512],[512,512]],"External id":7}},
+            {"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":150,"dur":50,"args":{"correlation":9,"External id":7}},
+            {"ph":"X","cat":"kernel","name":"gemm_kernel","pid":0,"tid":7,"ts":210,"dur":300,"args":{"correlation":9,"External id":7}},
+            {"ph":"X","cat":"user_annotation","name":"ProfilerStep#2","pid":1,"tid":1,"ts":1000,"dur":1000},
+            {"ph":"X","cat":"user_annotation","name":"block","pid":1,"tid":1,"ts":1010,"dur":700},
+            {"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":1100,"dur":200,"args":{"Input Dims":[[64,512],[512,512]],"External id":8}},
+            {"ph":"X","cat":"cpu_op","name":"aten::relu","pid":1,"tid":1,"ts":1400,"dur":100}
+        ]}"#;
+        let t = crate::parse::ingest_bytes("rank0.json", json).expect("trace");
+        let job = assemble(vec![t], &[], &Rules::default());
+        let r = job.ranks.first().expect("rank");
+        rank_ops(r, &job.strings, &r.norm.steps.number)
+    }
+
+    fn find<'a>(t: &'a Operators, kind: OpKind, name: &str) -> &'a OpRow {
+        t.rows.iter().find(|r| r.kind == kind && r.name == name).unwrap_or_else(|| panic!("{name}: {t:?}"))
+    }
+
+    #[test]
+    fn each_kind_is_counted_per_step_with_its_self_time() {
+        let t = table();
+        assert_eq!((t.steps.clone(), t.shapes), (vec![1, 2], true));
+        // The step marker is no operator; the Python function neither.
+        assert!(t
+            .rows
+            .iter()
+            .all(|r| !r.name.starts_with("ProfilerStep") && !r.name.starts_with("model.py")));
+        let block = find(&t, OpKind::Annotation, "block");
+        assert_eq!(block.count, [1, 1]);
+        assert_eq!(block.dur_ns, [500_000, 700_000]);
+        // Less the mm nested in it (the Python frame between them takes nothing away).
+        assert_eq!(block.self_ns, [300_000, 400_000]);
+        let mm = find(&t, OpKind::CpuOp, "aten::mm");
+        assert_eq!(mm.shapes.as_deref(), Some("[[64,512],[512,512]]"));
+        assert_eq!((mm.count.clone(), mm.self_ns.clone()), (vec![1, 1], vec![150_000, 200_000]));
+        let launch = find(&t, OpKind::Runtime, "cudaLaunchKernel");
+        assert_eq!(launch.count, [1, 0]);
+        // The kernel counts in the step that launched it.
+        let k = find(&t, OpKind::Kernel, "gemm_kernel");
+        assert_eq!((k.count.clone(), k.self_ns.clone()), (vec![1, 0], vec![300_000, 0]));
+        let relu = find(&t, OpKind::CpuOp, "aten::relu");
+        assert_eq!((relu.shapes.as_deref(), relu.count.clone()), (None, vec![0, 1]));
+    }
+
+    #[test]
+    fn ranks_add_up_per_key_and_step() {
+        let a = table();
+        let mut b = table();
+        b.steps = vec![2, 3];
+        let job = combine(&[(0, &a), (1, &b)]);
+        assert_eq!((job.steps.clone(), job.ranks), (vec![1, 2, 3], 2));
+        let block = find(&job, OpKind::Annotation, "block");
+        assert_eq!(block.count, [1, 2, 1]);
+        assert_eq!(block.self_ns, [300_000, 700_000, 400_000]);
+        assert_eq!(block.ranks, 2);
+        // Rank 1's median self time per step is the same: the first rank seen keeps it.
+        assert_eq!((block.top_rank, block.top_rank_self_ns), (0, 350_000));
+    }
+
+    #[test]
+    fn a_kind_past_its_cut_is_one_other_row() {
+        let n = 2;
+        let rows: Vec<(OpRow, bool)> = (0..300)
+            .map(|k| {
+                let mut r = OpRow::empty(OpKind::Kernel, &format!("k{k}"), None, n);
+                r.count = vec![1, 1];
+                r.self_ns = vec![1_000_000 - k * 1000; 2];
+                r.dur_ns = r.self_ns.clone();
+                (r, k == 299)
+            })
+            .collect();
+        let kept = bound(rows, n);
+        let other = kept.iter().find(|r| r.folded > 0).expect("other");
+        // At most MAX_KEYS, the communication kernel among them however short.
+        assert_eq!(kept.len() - 1 + other.folded as usize, 300);
+        assert!(kept.len() - 1 <= MAX_KEYS + 1 && kept.iter().any(|r| r.name == "k299"));
+        assert_eq!(other.count, [other.folded as u64; 2]);
+    }
 }
