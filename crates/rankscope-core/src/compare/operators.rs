@@ -234,7 +234,8 @@ pub fn matched(base: Run<'_>, new: Run<'_>, floor_ns: i64) -> Vec<OperatorDiff> 
     let (ib, in_) = (index(tb), index(tn));
     let mut out = Vec::new();
     // Unmatched keys per (kind, name) of each run.
-    let mut left: BTreeMap<(OpKind, &str, bool), (Vec<&OpRow>, Vec<&OpRow>)> = BTreeMap::new();
+    type Sides<'a> = (Vec<&'a OpRow>, Vec<&'a OpRow>);
+    let mut left: BTreeMap<(OpKind, &str, bool), Sides<'_>> = BTreeMap::new();
     for (k, r) in &ib {
         match in_.get(k) {
             Some(m) => out.extend(row(
