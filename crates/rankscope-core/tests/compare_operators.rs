@@ -253,3 +253,37 @@ fn the_operators_are_in_the_json_and_the_csv() {
     let old: Analysis = serde_json::from_value(old).unwrap_or_else(|e| panic!("{e}"));
     assert!(old.operators.is_empty() && diff(&old, &new).operators.is_empty());
 }
+
+/// What the operator table adds to a part (`rankscope part`'s bytes), on a CPU rank of the zoo
+/// and a GPU rank of a real DLRM job: bounded, a fraction of the part.
+#[test]
+fn the_operator_table_keeps_parts_small() {
+    use rankscope_core::job::{self, digest::part};
+    let files = [
+        PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/zoo/pairs/base/rank0.pt.trace.json.gz"
+        )),
+        common::shared().join("traces/param-dlrm-8rank/worker0_step_12.1694128201545.pt.trace.json"),
+        common::shared().join("traces/hta/trace_diff/control/control.json.gz"),
+    ];
+    for f in files.iter().filter(|f| f.exists()) {
+        let name = f.display().to_string();
+        let t = common::ingest_chunked(&name, &common::read(f), 1 << 20).unwrap_or_else(|e| panic!("{e}"));
+        let (claim, p) = job::part_of(t, &Rules::default(), &Options::default())
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| panic!("{name}: no part"));
+        let with = part::encode_trace(&claim, &p).len();
+        let mut bare = p.clone();
+        bare.operators = Default::default();
+        let without = part::encode_trace(&claim, &bare).len();
+        let grew = with as f64 / without as f64 - 1.0;
+        println!(
+            "{name}: {} rows, part {without} → {with} bytes (+{:.0}%)",
+            p.operators.rows.len(),
+            100.0 * grew
+        );
+        assert!(!p.operators.is_empty() && grew < 0.5, "{name}: +{:.0}%", 100.0 * grew);
+    }
+}

@@ -491,7 +491,8 @@ pub fn rank_part_with(
     );
     let st = &r.norm.steps;
     let work = work::of(r, strings, totals.compute_ns);
-    let operators = operators::rank_ops(r, strings, &steps.iter().map(|s| s.0).collect::<Vec<_>>());
+    let operators =
+        operators::rank_ops(r, strings, &steps.iter().map(|s| s.0).collect::<Vec<_>>(), totals.wall_ns);
     RankPart {
         info,
         world_size: d.world_size,

@@ -14,12 +14,13 @@
 //! The call site is not a key: traces rarely record stacks (`with_stack`), and a name with its
 //! shapes already tells a layer's operator from another's in most models.
 //!
-//! **Bounded**: per rank and kind, the keys kept are those covering [`COVER`] of the kind's
-//! self time, the [`TOP_N`] longest by self time, the [`TOP_N`] longest by inclusive time and
-//! every communication op (its count says a bucket size), at most [`MAX_KEYS`] besides the
-//! communication ops; the rest of the
-//! kind is one `other` row with the number of keys it folds. A key below the cut on one rank
-//! counts there in that rank's `other`.
+//! **Bounded**: per rank and kind, the keys kept are those whose self time is at least
+//! [`KEEP_SHARE`] of the rank's profiled time (a quarter of what `diff` needs to judge a count,
+//! `compare::operators::NEGLIGIBLE`), the [`TOP_N`] longest by self time and by inclusive time
+//! (the frames: an autograd node around its kernels' launches) and every communication op (its
+//! count says a bucket size), at most [`MAX_KEYS`] besides the communication ops; the rest of
+//! the kind is one `other` row with the number of keys it folds. A key below the cut on one
+//! rank counts there in that rank's `other`.
 //!
 //! **Per job** ([`combine`]): the ranks' rows added up per key and step; the per-step columns
 //! are sums over the ranks (divide by [`Operators::ranks`] for the mean per rank, as `diff`
@@ -50,12 +51,12 @@ crate::named_enum! {
     }
 }
 
-/// Keys covering this share of a kind's self time are kept.
-pub const COVER: f64 = 0.99;
+/// Keys whose self time is at least this share of the rank's profiled time are kept.
+pub const KEEP_SHARE: f64 = 0.0025;
 /// The longest keys by self time and by inclusive time kept besides.
-pub const TOP_N: usize = 24;
-/// At most this many keys per rank and kind.
-pub const MAX_KEYS: usize = 256;
+pub const TOP_N: usize = 8;
+/// At most this many keys per rank and kind, besides the communication ops.
+pub const MAX_KEYS: usize = 128;
 
 /// One operator key of one rank (in the part) or of the job (in the analysis): per-step columns
 /// in the order of the table's `steps`.
@@ -182,8 +183,9 @@ struct Acc {
     comm: bool,
 }
 
-/// The operator table of one rank, over its step windows (`steps`: the step numbers).
-pub fn rank_ops(r: &RankEntry, strings: &StringTable, steps: &[u32]) -> Operators {
+/// The operator table of one rank, over its step windows (`steps`: the step numbers; `wall_ns`
+/// the time they cover, which [`KEEP_SHARE`] is a share of).
+pub fn rank_ops(r: &RankEntry, strings: &StringTable, steps: &[u32], wall_ns: i64) -> Operators {
     let t = &r.trace;
     let e = &t.events;
     let at: FxHashMap<u32, usize> = steps.iter().enumerate().map(|(k, &s)| (s, k)).collect();
@@ -275,26 +277,24 @@ pub fn rank_ops(r: &RankEntry, strings: &StringTable, steps: &[u32]) -> Operator
             .cmp(&(a.0.total_self(), a.0.total_dur()))
             .then(a.0.key().cmp(&b.0.key()))
     });
-    Operators { steps: steps.to_vec(), ranks: 1, shapes, rows: bound(rows, n) }
+    let keep_ns = (KEEP_SHARE * wall_ns.max(0) as f64).round() as i64;
+    Operators { steps: steps.to_vec(), ranks: 1, shapes, rows: bound(rows, n, keep_ns) }
 }
 
-/// Per kind, the keys kept ([`COVER`], [`TOP_N`], communication, at most [`MAX_KEYS`]) and one
-/// `other` row for the rest; `rows` sorted by self time, longest first.
-fn bound(rows: Vec<(OpRow, bool)>, n: usize) -> Vec<OpRow> {
+/// Per kind, the keys kept (self time at least `keep_ns`, [`TOP_N`], communication, at most
+/// [`MAX_KEYS`]) and one `other` row for the rest; `rows` sorted by self time, longest first.
+fn bound(rows: Vec<(OpRow, bool)>, n: usize, keep_ns: i64) -> Vec<OpRow> {
     let mut out = Vec::new();
     for &kind in OpKind::ALL {
         let of: Vec<&(OpRow, bool)> = rows.iter().filter(|r| r.0.kind == kind).collect();
-        let total: i64 = of.iter().map(|r| r.0.total_self()).sum();
         let mut by_dur: Vec<usize> = (0..of.len()).collect();
         by_dur.sort_by_key(|&k| std::cmp::Reverse(of[k].0.total_dur()));
         let long: std::collections::BTreeSet<usize> = by_dur.into_iter().take(TOP_N).collect();
-        let mut run = 0i64;
         let mut other = OpRow { ranks: 1, ..OpRow::empty(kind, "other", None, n) };
         let mut kept = 0usize;
         for (k, (row, comm)) in of.iter().enumerate() {
-            let covering = (run as f64) < COVER * total as f64;
-            run += row.total_self();
-            if *comm || (kept < MAX_KEYS && (covering || k < TOP_N || long.contains(&k))) {
+            let long_enough = row.total_self() >= keep_ns;
+            if *comm || (kept < MAX_KEYS && (long_enough || k < TOP_N || long.contains(&k))) {
                 out.push(row.clone());
                 kept += usize::from(!*comm);
                 continue;
@@ -395,7 +395,7 @@ mod tests {
         let t = crate::parse::ingest_bytes("rank0.json", json).expect("trace");
         let job = assemble(vec![t], &[], &Rules::default());
         let r = job.ranks.first().expect("rank");
-        rank_ops(r, &job.strings, &r.norm.steps.number)
+        rank_ops(r, &job.strings, &r.norm.steps.number, 2_000_000)
     }
 
     fn find<'a>(t: &'a Operators, kind: OpKind, name: &str) -> &'a OpRow {
@@ -455,7 +455,7 @@ mod tests {
                 (r, k == 299)
             })
             .collect();
-        let kept = bound(rows, n);
+        let kept = bound(rows, n, 0);
         let other = kept.iter().find(|r| r.folded > 0).expect("other");
         // At most MAX_KEYS, the communication kernel among them however short.
         assert_eq!(kept.len() - 1 + other.folded as usize, 300);
