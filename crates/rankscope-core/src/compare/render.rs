@@ -124,12 +124,18 @@ fn opt_dur(v: Option<i64>) -> String {
     v.map_or("-".into(), |x| dur(x as f64))
 }
 
+/// `s` in at most `n` characters: its head and its tail around `…` (two kernels' templates often
+/// differ only at the end).
 fn short(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        s.to_string()
-    } else {
-        format!("{}…", s.chars().take(n - 1).collect::<String>())
+    let len = s.chars().count();
+    if len <= n {
+        return s.to_string();
     }
+    let tail = n / 3;
+    let head = n.saturating_sub(tail + 1);
+    let h: String = s.chars().take(head).collect();
+    let t: String = s.chars().skip(len - tail).collect();
+    format!("{h}…{t}")
 }
 
 fn top_words(t: Option<super::OpTop>) -> String {
