@@ -125,6 +125,12 @@ def test_tables_hold_the_documents_rows(d):
     appeared = findings[findings["change"] == "appeared"]
     assert "host_stall" in set(appeared["id"])
 
+    ops = d.operators()
+    assert list(ops.columns) == DIFF_COLUMNS["operators"]
+    assert len(ops) == len(r["operators"]) > 0
+    sleep = ops[(ops["kind"] == "annotation") & (ops["name"] == "straggler_sleep")].iloc[0]
+    assert sleep["presence"] == "new" and sleep["beyond_noise"] and sleep["top_new_rank"] == 2
+
     assert list(d.config().columns) == DIFF_COLUMNS["config"]
     assert len(d.config()) == len(r["config"])
     # Every field of the document's rows is a listed column (a field added fails here first).

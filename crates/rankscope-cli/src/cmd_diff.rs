@@ -23,9 +23,13 @@ pub struct Args {
     /// The comparison as Markdown.
     #[arg(long, conflicts_with = "csv")]
     pub md: bool,
-    /// Every per-step figure and region as CSV.
+    /// Every per-step figure, region and operator as CSV.
     #[arg(long)]
     pub csv: bool,
+    /// List every matched operator and kernel in the text and Markdown, not only the ones that
+    /// changed.
+    #[arg(long)]
+    pub all: bool,
     /// Fail (exit 3) on a change beyond noise, e.g. `--fail-on 'step_time>+5%'`,
     /// `--fail-on 'step_time>+50ms'`, `--fail-on 'new_findings>0'` (docs/diff-schema.md).
     #[arg(long = "fail-on", value_name = "METRIC>VALUE")]
@@ -115,6 +119,8 @@ pub fn run(a: Args) -> Result<u8> {
         render::json(&c)
     } else if a.csv {
         render::csv(&c)
+    } else if a.all {
+        render::with_all_operators(&c, a.md)
     } else if a.md {
         render::markdown(&c)
     } else {

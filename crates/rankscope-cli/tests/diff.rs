@@ -48,6 +48,15 @@ fn a_host_stall_is_named_first_in_every_format() {
         Some("section,rank,item,parent,presence,base_ns,new_ns,delta_ns,lo_ns,hi_ns,confidence,beyond_noise")
     );
     assert!(lines.next().is_some_and(|l| l.starts_with("step_time,,step_time,") && l.ends_with(",true")));
+    assert!(csv.lines().any(|l| l.starts_with("operator,,straggler_sleep,annotation,new,")), "{csv}");
+
+    // The operators that changed, then with `--all` every matched one.
+    assert!(text.contains("Operators and kernels") && text.contains("straggler_sleep (new)"), "{text}");
+    let (code, all, err) = run(&["diff", "--all", &base, &new]);
+    assert_eq!(code, Some(0), "{err}");
+    let rows =
+        |t: &str| t.lines().filter(|l| l.starts_with("  cpu_op ") || l.starts_with("  annotation ")).count();
+    assert!(rows(&all) > rows(&text) + 10, "{} vs {} rows", rows(&all), rows(&text));
 }
 
 #[test]

@@ -242,11 +242,11 @@ fn the_json_is_versioned_and_reads_back() {
     assert_eq!(v["verdict"]["change"], "slower");
     let back: Comparison = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(back, c);
-    // Every output leads with the verdict; the CSV has a row per figure and region.
+    // Every output leads with the verdict; the CSV has a row per figure, region and operator.
     assert!(render::text(&c).starts_with(&c.verdict.line));
     assert!(render::markdown(&c).starts_with(&c.verdict.line));
     let csv = render::csv(&c);
-    assert_eq!(csv.lines().count(), 2 + c.figures.len() + c.regions.len());
+    assert_eq!(csv.lines().count(), 2 + c.figures.len() + c.regions.len() + c.operators.len());
 }
 
 /// A generated GPU job (steps 8) and what its manifest says was injected.

@@ -30,6 +30,7 @@ pub mod jobs;
 pub mod layout;
 pub mod memory;
 pub mod noise;
+pub mod operators;
 pub mod pipeline;
 pub mod reading;
 pub mod regions;
@@ -265,6 +266,11 @@ pub struct Analysis {
     /// ranks, for the batch-dependent work and for the optimizer ([`attribution::op_speed`]).
     #[serde(default)]
     pub op_speed: Vec<attribution::OpSpeed>,
+    /// The job's operators and kernels per step, by kind, name and shapes, added up over the
+    /// ranks ([`operators`]): what `diff` matches across two runs. Empty in analyses written
+    /// before it.
+    #[serde(default, skip_serializing_if = "operators::Operators::is_empty")]
+    pub operators: operators::Operators,
     /// Each rank's collectives as a sequence per process group, compared across ranks: the
     /// first divergence, who did not issue what, the last collective each rank entered
     /// ([`crate::sequence`]). Absent without collectives.
@@ -349,6 +355,9 @@ pub struct RankPart {
     /// The work per step from the ops' shapes ([`work`]); `None` without shapes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work: Option<work::Work>,
+    /// This rank's operators and kernels per step, bounded ([`operators::rank_ops`]).
+    #[serde(default, skip_serializing_if = "operators::Operators::is_empty")]
+    pub operators: operators::Operators,
     pub diagnostics: Vec<FileDiagnostic>,
 }
 
@@ -482,6 +491,8 @@ pub fn rank_part_with(
     );
     let st = &r.norm.steps;
     let work = work::of(r, strings, totals.compute_ns);
+    let operators =
+        operators::rank_ops(r, strings, &steps.iter().map(|s| s.0).collect::<Vec<_>>(), totals.wall_ns);
     RankPart {
         info,
         world_size: d.world_size,
@@ -505,6 +516,7 @@ pub fn rank_part_with(
         reading: reading::rank_reading(r, strings),
         programs,
         work,
+        operators,
         diagnostics: r
             .trace
             .diagnostics

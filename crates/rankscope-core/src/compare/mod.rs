@@ -22,6 +22,7 @@
 pub mod attribution;
 pub mod figures;
 pub mod gates;
+pub mod operators;
 pub mod peak;
 pub mod rate;
 pub mod render;
@@ -37,6 +38,7 @@ use crate::analyze::noise::Noise;
 use crate::analyze::Analysis;
 pub use attribution::{Attribution, BehindIdeal, Explained};
 pub use figures::{Figure, FigureDiff, Presence, RegionDiff};
+pub use operators::{OpPresence, OpTop, OperatorDiff};
 pub use shift::Shift;
 pub use tables::{CollectiveDiff, ConfigDiff, FindingChange, FindingDiff};
 pub use verdict::{Cause, Change, Verdict};
@@ -80,6 +82,10 @@ pub struct Comparison {
     /// Regions per rank and per rank on average.
     pub regions: Vec<RegionDiff>,
     pub collectives: Vec<CollectiveDiff>,
+    /// Operators and kernels matched by kind, name and shapes ([`operators`]); empty when a
+    /// run's analysis has no operator table.
+    #[serde(default)]
+    pub operators: Vec<OperatorDiff>,
     pub findings: Vec<FindingDiff>,
     /// What explains the change, by both runs' what-if answers ([`attribution`]).
     #[serde(default)]
@@ -129,6 +135,7 @@ pub fn compare(base: &Analysis, new: &Analysis, opts: &Options) -> Comparison {
         figures,
         regions,
         collectives: tables::collectives(base, new),
+        operators: operators::operators(base, new, floor_ns),
         findings: tables::findings(base, new),
         attribution: Attribution::default(),
     };

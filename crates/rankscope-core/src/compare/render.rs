@@ -19,6 +19,8 @@ enum Style {
 const ALL_RANKS_UP_TO: usize = 8;
 /// Rows of the region and collective tables shown (the JSON has them all).
 const MAX_ROWS: usize = 40;
+/// Operator rows shown unless every row is asked for (`--all`): the changed ones, largest first.
+const MAX_OP_ROWS: usize = 12;
 
 struct Table {
     head: Vec<&'static str>,
@@ -122,7 +124,92 @@ fn opt_dur(v: Option<i64>) -> String {
     v.map_or("-".into(), |x| dur(x as f64))
 }
 
-fn write(c: &Comparison, style: Style) -> String {
+/// `s` in at most `n` characters: its head and its tail around `…` (two kernels' templates often
+/// differ only at the end).
+fn short(s: &str, n: usize) -> String {
+    let len = s.chars().count();
+    if len <= n {
+        return s.to_string();
+    }
+    let tail = n / 3;
+    let head = n.saturating_sub(tail + 1);
+    let h: String = s.chars().take(head).collect();
+    let t: String = s.chars().skip(len - tail).collect();
+    format!("{h}…{t}")
+}
+
+fn top_words(t: Option<super::OpTop>) -> String {
+    t.map_or("-".into(), |t| format!("rank {} {}", t.rank, dur(t.self_ns as f64)))
+}
+
+/// The operators and kernels matched ([`super::operators`]): the ones that changed (time or
+/// count beyond noise, or in one run only) unless `all`, largest change first.
+fn operators(out: &mut String, style: Style, c: &Comparison, all: bool) {
+    if c.operators.is_empty() {
+        return;
+    }
+    heading(out, style, "Operators and kernels (per step per rank; self time)");
+    let changed: Vec<&super::OperatorDiff> = c.operators.iter().filter(|o| all || o.changed()).collect();
+    let shown = if all { changed.len() } else { MAX_OP_ROWS };
+    let rows: Vec<Vec<String>> = changed
+        .iter()
+        .take(shown)
+        .map(|o| {
+            let mut label = name(style, &short(&o.name, 60));
+            if o.other {
+                label = format!("other {}", o.kind.as_str());
+            }
+            let shapes = match (&o.shapes_base, &o.shapes_new) {
+                (Some(b), Some(n)) if b != n => format!(" {} → {}", short(b, 40), short(n, 40)),
+                (Some(x), _) | (_, Some(x)) => format!(" {}", short(x, 40)),
+                _ => String::new(),
+            };
+            let presence = match o.presence {
+                super::OpPresence::Both => String::new(),
+                p => format!(" ({})", p.as_str()),
+            };
+            vec![
+                o.kind.as_str().to_string(),
+                format!(
+                    "{label}{}{presence}",
+                    if style == Style::Markdown { md_text(&shapes) } else { shapes }
+                ),
+                format!(
+                    "{:.1} → {:.1}{}",
+                    o.count_base,
+                    o.count_new,
+                    if o.count_beyond_noise { " *" } else { "" }
+                ),
+                dur(o.shift.base_ns as f64),
+                dur(o.shift.new_ns as f64),
+                signed_dur(o.shift.delta_ns),
+                format!("{:.1}% → {:.1}%", 100.0 * o.share_base, 100.0 * o.share_new),
+                format!("{} → {}", top_words(o.top_base), top_words(o.top_new)),
+                judged(o.beyond_noise),
+            ]
+        })
+        .collect();
+    let more = changed.len().saturating_sub(shown);
+    if rows.is_empty() {
+        out.push_str(&format!(
+            "No operator changed beyond noise ({} matched; `--all` lists them).\n\n",
+            c.operators.len()
+        ));
+        return;
+    }
+    Table {
+        head: vec!["kind", "operator", "calls", "base", "new", "change", "share", "most on", "judged"],
+        rows,
+    }
+    .write(out, style);
+    let mut note = String::from("`*`: the count changed beyond noise.");
+    if more > 0 {
+        note.push_str(&format!(" {more} more changed; `--all` lists every operator."));
+    }
+    out.push_str(&format!("{note}\n\n"));
+}
+
+fn write(c: &Comparison, style: Style, all: bool) -> String {
     let mut out = String::new();
     out.push_str(&c.verdict.line);
     out.push_str("\n\n");
@@ -217,6 +304,7 @@ fn write(c: &Comparison, style: Style) -> String {
         rows,
     }
     .write(&mut out, style);
+    operators(&mut out, style, c, all);
     heading(&mut out, style, "Findings");
     let rows = c
         .findings
@@ -302,12 +390,18 @@ pub fn change_words(st: &super::StepTime) -> Option<String> {
 
 /// The comparison as plain text.
 pub fn text(c: &Comparison) -> String {
-    write(c, Style::Text)
+    write(c, Style::Text, false)
 }
 
 /// The comparison as Markdown.
 pub fn markdown(c: &Comparison) -> String {
-    write(c, Style::Markdown)
+    write(c, Style::Markdown, false)
+}
+
+/// [`text`] or (`markdown`) [`markdown`] with every matched operator listed, not only the
+/// changed ones (`rankscope diff --all`).
+pub fn with_all_operators(c: &Comparison, markdown: bool) -> String {
+    write(c, if markdown { Style::Markdown } else { Style::Text }, true)
 }
 
 /// The comparison as JSON (schema `rankscope.diff/1`).
@@ -346,6 +440,17 @@ pub fn csv(c: &Comparison) -> String {
     }
     for r in &c.regions {
         row("region", r.rank, &r.name, &r.parent, r.presence.as_str(), &r.shift, r.beyond_noise);
+    }
+    // Operators: `item` the name (with its shapes), `parent` the kind; self time per step per
+    // rank.
+    for o in &c.operators {
+        let item = match (&o.shapes_base, &o.shapes_new) {
+            _ if o.other => "other".to_string(),
+            (Some(b), Some(n)) if b != n => format!("{} {b} -> {n}", o.name),
+            (Some(x), _) | (_, Some(x)) => format!("{} {x}", o.name),
+            _ => o.name.clone(),
+        };
+        row("operator", None, &item, o.kind.as_str(), o.presence.as_str(), &o.shift, o.beyond_noise);
     }
     out
 }

@@ -33,6 +33,13 @@ DIFF_COLUMNS: Dict[str, List[str]] = {
         "impact_new_ns", "message",
     ],
     "config": ["key", "base", "new"],
+    # ``top_base`` / ``top_new`` ({rank, self_ns}) flattened to ``top_*_rank``, ``top_*_self_ns``.
+    "operators": [
+        "kind", "name", "shapes_base", "shapes_new", "other", "presence", "ranks_base", "ranks_new",
+        "count_base", "count_new", "count_beyond_noise", "dur_base_ns", "dur_new_ns", *SHIFT,
+        "share_base", "share_new", "call_p50_base_ns", "call_p50_new_ns", "top_base_rank",
+        "top_base_self_ns", "top_new_rank", "top_new_self_ns", "beyond_noise",
+    ],
 }
 
 
@@ -139,6 +146,23 @@ class Diff:
                     row[f"{side}_{k}"] = s.get(k)
             rows.append(row)
         return self._table("collectives", rows, form)
+
+    def operators(self, form: str = "auto"):
+        """One row per operator or kernel key of either run (kind, name, input shapes), matched:
+        presence (``both``, ``new``, ``vanished``, ``shapes_changed``), calls per step per rank
+        and whether the count changed beyond noise, the shift of its self time per step per
+        rank, its share of the step, and the rank where it takes the most (``top_*``); the
+        largest change first."""
+        rows = []
+        for o in self._list("operators"):
+            row = {k: v for k, v in o.items() if k not in ("top_base", "top_new")}
+            row.setdefault("other", False)
+            for side in ("base", "new"):
+                t = o.get(f"top_{side}") or {}
+                row[f"top_{side}_rank"] = t.get("rank")
+                row[f"top_{side}_self_ns"] = t.get("self_ns")
+            rows.append(row)
+        return self._table("operators", rows, form)
 
     def findings(self, form: str = "auto"):
         """One row per finding that appeared, disappeared or is in both (``change``), with its

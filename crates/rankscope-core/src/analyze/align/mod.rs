@@ -497,6 +497,7 @@ mod tests {
             regions: Default::default(),
             issued: Vec::new(),
             pipe: Default::default(),
+            operators: Default::default(),
             groups: Vec::new(),
             reading: Default::default(),
             programs: Vec::new(),

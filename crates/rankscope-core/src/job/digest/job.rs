@@ -290,7 +290,8 @@ fn read(name: &str, bytes: &[u8], limit: u64, lean: bool) -> Result<LeanDigest, 
 
 impl RankPart {
     /// Drops what only a new `combine` reads (idle and launch figures, allocations, chains,
-    /// critical-path segments, interval sets, regions, issued calls, pipeline figures), keeping
+    /// critical-path segments, interval sets, regions, issued calls, pipeline figures, the
+    /// operator table), keeping
     /// what a viewer of the digest reads: [`JobDigest::lean`] for one part.
     pub fn make_lean(&mut self) {
         self.gpu_idle = Vec::new();
@@ -303,6 +304,7 @@ impl RankPart {
         self.regions = Default::default();
         self.issued = Vec::new();
         self.pipe = Default::default();
+        self.operators = Default::default();
     }
 }
 
