@@ -189,6 +189,55 @@ test('members: a collective kernel lists its members on every rank; a click sele
   await page.close();
 });
 
+test('members from the host: the `nccl:` / `c10d::` op that issued a collective lists its members too', async () => {
+  const files = traces('param-dlrm-8rank');
+  const { page } = await openFiles(context, origin, files, pageErrors);
+  await page.click('[data-testid=nav-collectives]');
+  // An all_reduce: its host op (`c10d::allreduce_` › `nccl:all_reduce`) runs just before it.
+  const row = page.locator('[data-testid=collective-row][data-kind=all_reduce]').first();
+  await row.click();
+  await page.waitForSelector('[data-testid=timeline][data-focus-rank]');
+  await page.waitForTimeout(600);
+  const canvas = page.locator('[data-testid=timeline] canvas');
+  const box = await canvas.boundingBox();
+  const rank = Number(await page.getAttribute('[data-testid=timeline]', 'data-focus-rank'));
+  const head = (await headers(page)).find((x) => x.rank === rank);
+  const layout = JSON.parse(await canvas.getAttribute('data-layout')).filter((l) => l.rank === rank);
+  const firstY = Math.min(...layout.map((l) => l.y));
+  // Over the rank's CPU threads, left of the kernel (the window's middle), until a host
+  // communication op is selected.
+  let name = '';
+  search: for (const l of layout.filter((x) => !x.gpu && x.h > 30)) {
+    for (let d = 0; d * 14 < l.h - 3; d += 1) {
+      const y = head.y + 20 + (l.y - firstY) + d * 14 + 7;
+      if (y > box.height - 5) continue;
+      for (let x = GUTTER_W + 8; x < GUTTER_W + (box.width - GUTTER_W) / 2; x += 24) {
+        await page.mouse.move(box.x + x, box.y + y);
+        await page.waitForTimeout(30);
+        await page.mouse.down();
+        await page.mouse.up();
+        if (await page.locator('[data-testid=args-name]').count()) {
+          name = await page.textContent('[data-testid=args-name]');
+          if (/^(nccl:|c10d::)/.test(name) && (await page.locator('[data-testid=members]').count())) break search;
+        }
+      }
+    }
+  }
+  assert.match(name, /^(nccl:|c10d::)/, 'a host communication op was selected');
+  await page.waitForSelector('[data-testid=members]');
+  const mine = page.locator(`[data-testid=member][data-rank="${rank}"]`);
+  assert.equal(await mine.getAttribute('data-selected'), 'true', 'its rank\'s member is marked');
+  await shot(page, '58c-timeline-members-from-host');
+  // Its own rank's member is one click away: the kernel it launched.
+  await mine.locator('[data-testid=member-pick]').click();
+  await page.waitForFunction(() => /nccl|Kernel/i.test(document.querySelector('[data-testid=args-name]')?.textContent ?? '') &&
+    !/^(nccl:|c10d::)/.test(document.querySelector('[data-testid=args-name]').textContent));
+  assert.equal(await page.getAttribute('[data-testid=args-panel]', 'data-rank'), String(rank));
+  assert.equal(await page.getAttribute('[data-testid=args-panel]', 'data-start-ns'), await mine.getAttribute('data-start-ns'));
+  assert.deepEqual(pageErrors, []);
+  await page.close();
+});
+
 test('lead path: the toggle draws the critical path of the step the CLI names; Findings opens it', async () => {
   const files = traces('param-dlrm-8rank');
   const a = JSON.parse(execFileSync(BIN, ['analyze', '--json', ...files], { maxBuffer: 256 << 20 }).toString());

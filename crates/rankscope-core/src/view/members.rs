@@ -30,6 +30,9 @@ pub struct Member {
     pub wait_ns: i64,
     /// From the last member's entry (or its own, when later) to its end.
     pub after_last_ns: i64,
+    /// When its host issued it (own clock): the launch call of a kernel, the `c10d::` op of a
+    /// backend span ([`instances::Instance::issued_ns`]).
+    pub issued_ns: i64,
 }
 
 /// A collective matched across ranks.
@@ -62,6 +65,21 @@ impl Members {
     pub fn of(&self, rank: u32, event: u32) -> Option<(usize, &Collective)> {
         let &k = self.index.get(&(rank, event))?;
         self.collectives.get(k).map(|c| (k, c))
+    }
+
+    /// The collective a host op of `rank` spanning `[from_ns, to_ns)` (own clock) issued: a
+    /// `c10d::allreduce_` or `nccl:all_reduce` around the kernel's launch. The member issued
+    /// first in the span when several are (a coalesced group).
+    pub fn issued_in(&self, rank: u32, from_ns: i64, to_ns: i64) -> Option<(usize, &Collective)> {
+        self.collectives
+            .iter()
+            .enumerate()
+            .filter_map(|(k, c)| {
+                let m = c.members.iter().find(|m| m.rank == rank)?;
+                (from_ns <= m.issued_ns && m.issued_ns < to_ns).then_some((m.issued_ns, k, c))
+            })
+            .min_by_key(|x| x.0)
+            .map(|(_, k, c)| (k, c))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -103,6 +121,7 @@ pub fn members(mut parts: Vec<RankPart>, offsets: &BTreeMap<u32, i64>) -> Member
                     aligned_ns: a,
                     wait_ns: wait,
                     after_last_ns: dur - wait,
+                    issued_ns: x.issued_ns,
                 }
             })
             .collect();

@@ -321,4 +321,8 @@ fn members_pair_each_collective_across_ranks() {
         assert_eq!((hit.lane, hit.start_ns, hit.end_ns), (x.lane, x.start_ns, x.end_ns));
     }
     assert!(m.of(0, 0).is_none());
+    // A host op around the second one's issue finds it; one around nothing finds none.
+    let issued = second.members[0].issued_ns;
+    assert_eq!(m.issued_in(0, issued, issued + 1).map(|(_, c)| c), Some(second));
+    assert!(m.issued_in(0, -10, -5).is_none());
 }

@@ -1,6 +1,7 @@
 //! A collective's members across ranks. When the selected event is a member of a collective the
-//! analysis matched across ranks ([`rankscope_core::view::members`], held by the job view), the
-//! args panel lists every member: its rank, its entry relative to the first member's (aligned
+//! analysis matched across ranks ([`rankscope_core::view::members`], held by the job view), or
+//! the host op that issued one (a `c10d::` / `nccl:` op around its launch), the args panel lists
+//! every member: its rank, its entry relative to the first member's (aligned
 //! clock), its duration, its wait for the last member and its time after the last one entered.
 //! A click on a member selects it (its worker says where it is drawn, `Query::Place`) and shows
 //! the whole collective, scrolled to that rank; `[` and `]` step to the previous / next member.
@@ -9,17 +10,24 @@
 use super::*;
 use rankscope_core::view::members::Collective;
 
-/// The selection's collective, when it has one: (rank id, event) → the job's collective.
-fn collective_of(job: &JobView, id: RankId, event: u32) -> Option<&Collective> {
+/// The selection's collective, when it has one: the collective it is a member of, else (a
+/// host communication op: `c10d::allreduce_`, `nccl:all_reduce`) the one it issued.
+fn collective_of<'a>(job: &'a JobView, id: RankId, d: &EventDetail) -> Option<&'a Collective> {
     let rank = job.ranks.iter().find(|(k, _)| *k == id).map(|(_, r)| r.rank)?;
-    job.members.of(rank, event).map(|(_, c)| c)
+    if let Some((_, c)) = job.members.of(rank, d.event) {
+        return Some(c);
+    }
+    let host_comm = !d.gpu && d.class == rankscope_core::model::Class::Communication.name();
+    host_comm
+        .then(|| job.members.issued_in(rank, d.start_ns, d.start_ns + d.dur_ns.max(1)).map(|(_, c)| c))
+        .flatten()
 }
 
 /// Selects an event (None: nothing), and with it its collective's members for the outlines.
 pub(super) fn select(c: &mut Ctl, sel: Option<(RankId, u32, u32, EventDetail)>) {
     c.members.clear();
     if let (Some((id, _, _, d)), Some(job)) = (&sel, c.job.clone()) {
-        if let Some(coll) = collective_of(&job, *id, d.event) {
+        if let Some(coll) = collective_of(&job, *id, d) {
             c.members.extend(
                 coll.members.iter().filter_map(|m| Some((job.id_of(m.rank)?, m.lane, m.start_ns, m.end_ns))),
             );
@@ -149,9 +157,10 @@ pub(super) fn step(ctl: &Shared, selected: &UseStateHandle<Option<panel::Selecte
         (c.job.clone(), c.pointer.selected.clone(), c.dispatch.clone())
     };
     let (Some(job), Some((id, _, _, d))) = (job, sel) else { return false };
-    let Some(coll) = collective_of(&job, id, d.event) else { return false };
+    let Some(coll) = collective_of(&job, id, &d) else { return false };
     let Some(rank) = job.ranks.iter().find(|(k, _)| *k == id).map(|(_, r)| r.rank) else { return false };
-    let Some(k) = coll.members.iter().position(|m| m.rank == rank && m.event == d.event) else {
+    // From a host op, its rank's member is where the steps start.
+    let Some(k) = coll.members.iter().position(|m| m.rank == rank) else {
         return false;
     };
     let n = coll.members.len();
@@ -178,7 +187,7 @@ pub(super) fn list(
         let onclick = Callback::from(move |_: MouseEvent| ctx.dispatch.emit(Action::SetPins(next.clone())));
         html! { <button class="small" data-testid="args-pin" {onclick}>{label}</button> }
     });
-    let coll = collective_of(job, s.id, s.detail.event);
+    let coll = collective_of(job, s.id, &s.detail);
     html! {
         <>
             if let Some(b) = pin { <div class="args-links">{b}</div> }
@@ -189,6 +198,8 @@ pub(super) fn list(
 
 /// The members' table: one row per rank, the selected one marked, each a button.
 fn table(c: &Collective, rank: Option<u32>, event: u32, on_pick: Callback<(u32, u32)>) -> Html {
+    // The selection is a member, or the host op that issued its rank's member.
+    let member = c.members.iter().any(|m| Some(m.rank) == rank && m.event == event);
     let first = c.first_ns();
     let group = if c.pg.is_empty() { String::new() } else { format!(" in group {}", c.pg) };
     html! {
@@ -199,12 +210,12 @@ fn table(c: &Collective, rank: Option<u32>, event: u32, on_pick: Callback<(u32, 
                 <thead><tr><th>{"rank"}</th><th>{"start"}</th><th>{"duration"}</th><th>{"waited"}</th><th>{"after the last entered"}</th></tr></thead>
                 <tbody>
                 { for c.members.iter().map(|m| {
-                    let me = Some(m.rank) == rank && m.event == event;
+                    let me = Some(m.rank) == rank && (m.event == event || !member);
                     let pick = { let on_pick = on_pick.clone(); let (r, e) = (m.rank, m.event); Callback::from(move |_: MouseEvent| on_pick.emit((r, e))) };
                     html! {
                         <tr data-testid="member" data-rank={m.rank.to_string()} data-event={m.event.to_string()} data-start-ns={m.start_ns.to_string()}
                             data-selected={me.to_string()} class={classes!(me.then_some("member-selected"))}>
-                            <td><button class="small" data-testid="member-pick" onclick={pick} disabled={me}
+                            <td><button class="small" data-testid="member-pick" onclick={pick} disabled={me && member}
                                 title="Select this member and show the collective">{format!("rank {}", m.rank)}</button></td>
                             <td data-testid="member-start">{format!("+{}", format::duration((m.aligned_ns - first) as f64))}</td>
                             <td>{format::duration((m.end_ns - m.start_ns) as f64)}</td>
