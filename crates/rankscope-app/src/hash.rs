@@ -2,7 +2,8 @@
 //! so a reload or a colleague with the same files lands on the same view. Times are ns from the
 //! job's first event; `clock=raw` when the timeline shows each rank's own clock (aligned is the
 //! default). `group=NAME` or `role=ROLE` filters the views to a process group or a role
-//! ([`crate::groups::Filter`]; the name percent-encoded).
+//! ([`crate::groups::Filter`]; the name percent-encoded). `pins=3,5` keeps the ranks pinned to
+//! the timeline's top, `path=1` the lead finding's path drawn on it.
 
 use crate::groups::Filter;
 use crate::state::View;
@@ -15,11 +16,24 @@ pub struct HashState {
     pub step: Option<u32>,
     pub aligned: bool,
     pub filter: Option<Filter>,
+    /// Ranks pinned to the timeline's top, in pin order.
+    pub pins: Vec<u32>,
+    /// The lead finding's path drawn on the timeline.
+    pub path: bool,
 }
 
 impl Default for HashState {
     fn default() -> Self {
-        HashState { view: None, window: None, rank: None, step: None, aligned: true, filter: None }
+        HashState {
+            view: None,
+            window: None,
+            rank: None,
+            step: None,
+            aligned: true,
+            filter: None,
+            pins: Vec::new(),
+            path: false,
+        }
     }
 }
 
@@ -70,6 +84,8 @@ pub fn parse(hash: &str) -> HashState {
             "clock" => h.aligned = v != "raw",
             "group" => h.filter = Filter::from_key(&format!("group:{}", decode(v))),
             "role" => h.filter = Filter::from_key(&format!("role:{v}")),
+            "pins" => h.pins = v.split(',').filter_map(|x| x.parse::<u32>().ok()).take(64).collect(),
+            "path" => h.path = v == "1",
             _ => {}
         }
     }
@@ -100,6 +116,13 @@ pub fn format(h: &HashState) -> String {
         Some(Filter::Role(r)) => s.push_str(&format!("&role={r}")),
         None => {}
     }
+    if !h.pins.is_empty() {
+        let pins: Vec<String> = h.pins.iter().map(u32::to_string).collect();
+        s.push_str(&format!("&pins={}", pins.join(",")));
+    }
+    if h.path {
+        s.push_str("&path=1");
+    }
     s
 }
 
@@ -128,5 +151,11 @@ mod tests {
         assert_eq!(format(&h), "#view=layout&role=tensor");
         assert_eq!(parse(&format(&h)), h);
         assert_eq!(parse("#role=nope&group=%zz").filter, Some(Filter::Group("%zz".into())));
+        let h =
+            HashState { view: Some(View::Timeline), pins: vec![5, 2], path: true, ..HashState::default() };
+        assert_eq!(format(&h), "#view=timeline&pins=5,2&path=1");
+        assert_eq!(parse(&format(&h)), h);
+        assert_eq!(parse("#pins=1,x,3&path=0").pins, vec![1, 3]);
+        assert!(!parse("#pins=1,x,3&path=0").path);
     }
 }

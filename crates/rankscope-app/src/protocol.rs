@@ -143,13 +143,40 @@ pub enum ToWorker {
 /// A question about one loaded rank, for the worker holding its file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Query {
-    Tile { key: TileKey },
-    Pick { lane: u32, depth: u32, t_ns: i64, slop_ns: i64 },
-    Search { query: String },
-    Export { planned: Box<rankscope_core::export::Planned>, origin_ns: i64, first: bool },
-    Perfetto { member: Box<rankscope_core::export::perfetto::Member>, shift_ns: i64 },
-    Args { event: u32 },
-    Totals { from_ns: i64, to_ns: i64, lanes: Vec<u32> },
+    Tile {
+        key: TileKey,
+    },
+    Pick {
+        lane: u32,
+        depth: u32,
+        t_ns: i64,
+        slop_ns: i64,
+    },
+    Search {
+        query: String,
+    },
+    Export {
+        planned: Box<rankscope_core::export::Planned>,
+        origin_ns: i64,
+        first: bool,
+    },
+    Perfetto {
+        member: Box<rankscope_core::export::perfetto::Member>,
+        shift_ns: i64,
+    },
+    Args {
+        event: u32,
+    },
+    /// Where event row `event` is drawn, with its detail: a collective's member on another rank,
+    /// selected from the args panel (`Answer::Placed`).
+    Place {
+        event: u32,
+    },
+    Totals {
+        from_ns: i64,
+        to_ns: i64,
+        lanes: Vec<u32>,
+    },
 }
 
 /// What a worker answers a [`Query`] with. Every answer but a `Chunk` that is not the last ends
@@ -158,6 +185,7 @@ pub enum Query {
 pub enum Answer {
     Tile(Box<Tile>),
     Picked(Option<Box<EventDetail>>),
+    Placed(Option<Box<(rankscope_core::view::Hit, EventDetail)>>),
     Found(Box<Found>),
     Totals(Box<crate::totals::Totals>),
     /// A piece of an export; its bytes (a `Uint8Array`) travel beside the message.

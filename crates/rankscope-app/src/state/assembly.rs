@@ -62,6 +62,9 @@ pub struct JobView {
     /// The job came from a digest: its file's name (ranks without a loaded trace have no
     /// lanes, and their ids are [`digest_rank`]s, held by no worker).
     pub digest: Option<String>,
+    /// Each collective's members across ranks ([`rankscope_core::view::members`]): the
+    /// timeline's args panel lists them and jumps between them.
+    pub members: Rc<rankscope_core::view::members::Members>,
 }
 
 /// The id of a digest rank that has no trace loaded: its file above every real file's.
@@ -180,6 +183,20 @@ fn job_view(
         &analysis,
         export_ids.iter().map(|id| (a.decisions.get(id).map_or(0, |d| d.rank), first_ns(*id))),
     );
+    let members = {
+        let by_rank: BTreeMap<u32, i64> =
+            parts.iter().map(|(id, rank, _)| (*rank, offsets.get(id).copied().unwrap_or(0))).collect();
+        let filed: Vec<RankPart> = parts
+            .iter()
+            .filter(|(id, _, _)| held(*id))
+            .map(|(_, rank, p)| {
+                let mut p = (*p).clone();
+                p.info.rank = *rank;
+                p
+            })
+            .collect();
+        Rc::new(rankscope_core::view::members::members(filed, &by_rank))
+    };
     let events = export_ids.iter().any(|id| first_ns(*id).is_some());
     let origin_ns = if events { export.origin_ns } else { a.facts.span_start_ns };
     JobView {
@@ -194,6 +211,7 @@ fn job_view(
         fabric: fabric.map(Rc::new),
         flight_recorder: flight_recorder.map(Rc::new),
         digest,
+        members,
     }
 }
 

@@ -156,6 +156,10 @@ pub struct State {
     pub digest: Option<(FileId, Rc<job::JobDigest>)>,
     /// The group or role the views are filtered to (kept in the URL hash).
     pub filter: Option<crate::groups::Filter>,
+    /// Ranks pinned to the timeline's top, in pin order (kept in the URL hash).
+    pub pins: Vec<u32>,
+    /// The lead finding's path drawn on the timeline (kept in the URL hash).
+    pub path: bool,
     /// The baseline the job is compared with (kept when another job is opened; the Compare view).
     pub baseline: Option<Baseline>,
     /// The job compared with its read baseline.
@@ -185,6 +189,8 @@ impl Default for State {
             title: None,
             digest: None,
             filter: None,
+            pins: Vec::new(),
+            path: false,
             baseline: None,
             compared: None,
         }
@@ -282,6 +288,10 @@ pub enum Action {
     Untrusted(String),
     SetTitle(Option<String>),
     SetFilter(Option<crate::groups::Filter>),
+    /// The ranks pinned to the timeline's top.
+    SetPins(Vec<u32>),
+    /// The lead finding's path drawn on the timeline, or not.
+    ShowPath(bool),
     /// The baseline the job is compared with, as far as it has come (`baseline.rs`).
     SetBaseline(Baseline),
     /// No baseline any more.
@@ -336,6 +346,8 @@ impl Reducible for State {
             Action::Untrusted(origin) => *s.untrusted.entry(origin).or_default() += 1,
             Action::SetTitle(t) => s.title = t,
             Action::SetFilter(f) => s.filter = f,
+            Action::SetPins(p) => s.pins = p,
+            Action::ShowPath(on) => s.path = on,
             Action::SetBaseline(b) => s.baseline = Some(b),
             Action::ClearBaseline => s.baseline = None,
             Action::Reset => {

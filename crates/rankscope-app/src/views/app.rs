@@ -117,8 +117,9 @@ pub fn app() -> Html {
                 state.aligned,
                 page.embed,
                 state.filter.clone(),
+                (state.pins.clone(), state.path),
             ),
-            move |(view, win, rank, step, aligned, embed, filter)| {
+            move |(view, win, rank, step, aligned, embed, filter, (pins, path))| {
                 // Embedded, the host page owns the view: the frame's URL is left alone.
                 if *embed {
                     return;
@@ -130,6 +131,8 @@ pub fn app() -> Html {
                     step: *step,
                     aligned: *aligned,
                     filter: filter.clone(),
+                    pins: pins.clone(),
+                    path: *path,
                 });
             },
         );
@@ -273,6 +276,8 @@ fn apply_hash(dispatch: &Callback<Action>) {
     }
     dispatch.emit(Action::SetAligned(h.aligned));
     dispatch.emit(Action::SetFilter(h.filter));
+    dispatch.emit(Action::SetPins(h.pins));
+    dispatch.emit(Action::ShowPath(h.path));
 }
 
 /// Writes the state into the URL hash (replacing the history entry) when it differs.
@@ -368,7 +373,8 @@ fn current_view(state: &State) -> Html {
             View::Layout => html! { <LayoutView job={job.clone()} filter={state.filter.clone()} /> },
             View::Steps => html! { <Steps job={job.clone()} filter={state.filter.clone()} /> },
             View::Timeline => html! {
-                <Timeline job={job.clone()} window={state.window} focus={state.focus} aligned={state.aligned} opened={state.opened} filter={state.filter.clone()} />
+                <Timeline job={job.clone()} window={state.window} focus={state.focus} aligned={state.aligned} opened={state.opened} filter={state.filter.clone()}
+                    pins={state.pins.clone()} path={state.path} />
             },
             View::Collectives => {
                 html! { <Collectives job={job.clone()} filter={state.filter.clone()} /> }

@@ -125,8 +125,9 @@ pub fn findings(p: &Props) -> Html {
     // The hang / mismatch on the timeline, when its ranks are loaded as traces.
     let ctx = use_context::<super::Ctx>();
     let open = crate::divergence::open(&p.job)
-        .zip(ctx)
+        .zip(ctx.clone())
         .map(|(action, ctx)| Callback::from(move |_: MouseEvent| ctx.dispatch.emit(action.clone())));
+    let show_path = show_path(&p.job, ctx);
     html! {
         <section class="findings-section">
             <h2>{"What is wrong"}</h2>
@@ -162,6 +163,12 @@ pub fn findings(p: &Props) -> Html {
                             { for f.evidence.iter().map(|(k, v)| html! { <span>{format!(" · {}: {}", k.name().replace("_ns", "").replace('_', " "), evidence_value(&k.name(), v))}</span> }) }
                         </div>
                         <div class="finding-fix"><strong>{"Fix: "}</strong>{prose(&f.fix)}</div>
+                        if i == 0 {
+                            if let Some(show) = show_path.clone() {
+                                <button class="small finding-open" data-testid="finding-show-path" onclick={show}
+                                    title="Open the timeline at the step's critical path, drawn hop by hop over its ranks">{"Show its path on the timeline"}</button>
+                            }
+                        }
                         if f.id == FindingId::CollectiveMismatch {
                             if let Some(seq) = &p.job.analysis.sequence { { stopped(seq) } }
                             if let Some(open) = open.clone() {
@@ -185,6 +192,24 @@ pub fn findings(p: &Props) -> Html {
             }
         </section>
     }
+}
+
+/// The lead finding's "show its path": the timeline with the path drawn, at its step.
+fn show_path(job: &crate::state::JobView, ctx: Option<super::Ctx>) -> Option<Callback<MouseEvent>> {
+    let (p, _) = super::timeline::lead_path(&job.analysis)?;
+    let id = job.id_of(p.rank)?;
+    let off = job.offset(id);
+    let open = crate::state::Action::Open {
+        id,
+        step: Some(p.step),
+        start_ns: p.start_ns + off,
+        end_ns: p.end_ns + off,
+    };
+    let ctx = ctx?;
+    Some(Callback::from(move |_: MouseEvent| {
+        ctx.dispatch.emit(crate::state::Action::ShowPath(true));
+        ctx.dispatch.emit(open.clone());
+    }))
 }
 
 #[cfg(test)]

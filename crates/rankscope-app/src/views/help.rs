@@ -15,9 +15,12 @@ const KEYS: &[(&str, &str)] = &[
     ("wheel", "scroll ranks and lanes"),
     ("drag", "pan in time and scroll"),
     ("0", "show the whole job"),
-    ("click a rank's header", "fold or unfold its lanes"),
+    ("click a rank's header", "fold or unfold its lanes; its \"pin\" keeps the rank on top while the others scroll"),
+    ("P", "pin or unpin the selected event's rank (timeline; pins stay in the URL)"),
+    ("[ / ]", "the previous / next member of the selected collective on the other ranks (timeline)"),
     ("Shift+drag", "select a time range: totals of its events by name and class (timeline)"),
-    ("hover / click", "details of an event; a click opens its args panel (step-relative time, every source arg, links to its step and launch / kernel; Esc closes)"),
+    ("hover / click", "details of an event; a click opens its args panel (step-relative time, every source arg, links to its step and launch / kernel, a collective's members on every rank; Esc closes)"),
+    ("Lead path", "draw the lead finding's critical path on the timeline: each hop over its rank, an arrow where it moves"),
     ("Esc", "close this help, clear the selection"),
 ];
 

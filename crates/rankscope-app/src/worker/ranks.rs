@@ -30,6 +30,7 @@ pub(super) fn answer(state: &Rc<RefCell<State>>, id: RankId, req: u32, query: Qu
             Answer::Totals(Box::new(totals(v, from_ns, to_ns, &lanes)))
         }
         Query::Args { event } => Answer::Picked(v.detail(event).map(Box::new)),
+        Query::Place { event } => Answer::Placed(v.place_of(event).zip(v.detail(event)).map(Box::new)),
         Query::Search { query } => Answer::Found(Box::new(v.search(&query, SEARCH_LIMIT))),
         Query::Export { planned, origin_ns, first } => {
             let mut out = ChunkPoster { id, req, buf: Vec::with_capacity(CHUNK_BYTES) };

@@ -4,8 +4,10 @@
 //! a [`RankView`] is what a worker holds and answers from. [`summary`] is the per-rank summary
 //! sent to the UI and the job facts built from several of them, [`ranks`] the job-level rank
 //! decision made from those summaries, [`timeline`] the level-of-detail tiles the timeline
-//! draws. Like the rest of the core, nothing here knows of the browser.
+//! draws, [`members`] each collective's members across ranks (the timeline's jump from one
+//! rank's collective to the others'). Like the rest of the core, nothing here knows of the browser.
 
+pub mod members;
 pub mod ranks;
 pub mod summary;
 pub mod timeline;
@@ -197,6 +199,12 @@ impl RankView {
             }
         }
         found
+    }
+
+    /// Where the timeline draws event row `i` (lane, nesting row, own-clock times): a member of
+    /// a collective on another rank is selected with it.
+    pub fn place_of(&self, i: u32) -> Option<Hit> {
+        self.place(i as usize)
     }
 
     /// Where the timeline draws event row `i`.

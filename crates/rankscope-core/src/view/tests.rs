@@ -277,3 +277,52 @@ fn a_launch_and_its_kernel_link_to_each_other() {
     let l = launch.link.unwrap_or_else(|| panic!("the launch links to its kernel"));
     assert_eq!((l.name.as_str(), l.place.lane, l.place.end_ns), ("volta_sgemm", gpu, 50_000));
 }
+
+/// One rank's step with two all_reduce kernels (the second `late_us` later on this rank).
+fn coll_rank(late_us: u32) -> String {
+    format!(
+        r#"{{"traceEvents":[
+ {{"ph":"X","name":"ProfilerStep#1","cat":"user_annotation","pid":1,"tid":1,"ts":0,"dur":400}},
+ {{"ph":"X","name":"k1","cat":"kernel","pid":0,"tid":7,"ts":10,"dur":20}},
+ {{"ph":"X","name":"ncclDevKernel_AllReduce_Sum_f32_RING_LL","cat":"kernel","pid":0,"tid":7,"ts":50,"dur":40}},
+ {{"ph":"X","name":"ncclDevKernel_AllReduce_Sum_f32_RING_LL","cat":"kernel","pid":0,"tid":7,"ts":{},"dur":40}}
+]}}"#,
+        150 + late_us
+    )
+}
+
+#[test]
+fn members_pair_each_collective_across_ranks() {
+    let views = [view_of("r0.json", &coll_rank(0)), view_of("r1.json", &coll_rank(30))];
+    let parts: Vec<RankPart> = views
+        .iter()
+        .enumerate()
+        .map(|(r, v)| {
+            let mut p = v.analysis_part().unwrap_or_else(|| panic!("a part"));
+            p.info.rank = r as u32;
+            p
+        })
+        .collect();
+    let m = members::members(parts, &Default::default());
+    assert_eq!(m.collectives.len(), 2, "{m:?}");
+    // The second all_reduce: rank 0 entered 30 µs before rank 1 and waited for it.
+    let second = m.collectives.iter().find(|c| c.members.iter().any(|x| x.aligned_ns == 180_000));
+    let second = second.unwrap_or_else(|| panic!("the late one: {m:?}"));
+    let ranks: Vec<u32> = second.members.iter().map(|x| x.rank).collect();
+    assert_eq!(ranks, vec![0, 1]);
+    assert_eq!(second.members[0].wait_ns, 30_000);
+    assert_eq!(second.members[0].after_last_ns, 10_000);
+    assert_eq!(second.members[1].wait_ns, 0);
+    // Each member finds its collective again, and its event is where the timeline draws it.
+    for x in &second.members {
+        let (_, c) = m.of(x.rank, x.event).unwrap_or_else(|| panic!("indexed"));
+        assert_eq!(c, second);
+        let hit = views[x.rank as usize].place_of(x.event).unwrap_or_else(|| panic!("placed"));
+        assert_eq!((hit.lane, hit.start_ns, hit.end_ns), (x.lane, x.start_ns, x.end_ns));
+    }
+    assert!(m.of(0, 0).is_none());
+    // A host op around the second one's issue finds it; one around nothing finds none.
+    let issued = second.members[0].issued_ns;
+    assert_eq!(m.issued_in(0, issued, issued + 1).map(|(_, c)| c), Some(second));
+    assert!(m.issued_in(0, -10, -5).is_none());
+}

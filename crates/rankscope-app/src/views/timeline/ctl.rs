@@ -82,6 +82,13 @@ impl Ctl {
             visible_attr: String::new(),
             opened_seen: 0,
             only: None,
+            pins: Vec::new(),
+            pinned_h: RULER_H,
+            members: Vec::new(),
+            path: None,
+            headers_attr: String::new(),
+            path_attr: String::new(),
+            selected_attr: String::new(),
         }
     }
 
@@ -93,7 +100,14 @@ impl Ctl {
         // The lanes' places, as a test hook on the canvas (`data-layout`): the e2e tests aim at
         // events with it.
         let mut places: Vec<String> = Vec::new();
-        for (id, r) in &job.ranks {
+        // The pinned ranks first (in pin order), then the others.
+        let pinned: Vec<&(RankId, Rc<rankscope_core::view::RankSummary>)> =
+            self.pins.iter().filter_map(|p| job.ranks.iter().find(|(_, r)| r.rank == *p)).collect();
+        let rest = job.ranks.iter().filter(|(_, r)| !self.pins.contains(&r.rank));
+        let n_pinned = pinned.len();
+        self.pinned_h = RULER_H;
+        for (k, (id, r)) in pinned.into_iter().chain(rest).enumerate() {
+            let pin = k < n_pinned;
             // A digest's rank without its trace has no events to draw (the bar above says so).
             if job.digest.is_some() && r.lanes.is_empty() {
                 continue;
@@ -123,6 +137,7 @@ impl Ctl {
                 y,
                 h: RANK_H,
                 group_end: 0.0,
+                pinned: pin,
             });
             y += RANK_H;
             let lanes = if self.collapsed.contains(id) { &r.lanes[..0] } else { &r.lanes[..] };
@@ -130,7 +145,7 @@ impl Ctl {
                 let depth = l.depth.max(1);
                 let h = f64::from(depth) * ROW_H + LANE_GAP;
                 places.push(format!(
-                    r#"{{"rank":{},"file":{},"index":{},"lane":{},"gpu":{},"y":{y},"h":{h},"offset_ns":{offset_ns}}}"#,
+                    r#"{{"rank":{},"file":{},"index":{},"lane":{},"gpu":{},"y":{y},"h":{h},"offset_ns":{offset_ns},"pinned":{pin}}}"#,
                     r.rank, id.file, id.index, l.lane, l.gpu
                 ));
                 rows.push(Row {
@@ -138,11 +153,15 @@ impl Ctl {
                     y,
                     h,
                     group_end: 0.0,
+                    pinned: pin,
                 });
                 y += h;
             }
             for row in &mut rows[start..] {
                 row.group_end = y;
+            }
+            if pin {
+                self.pinned_h = y;
             }
         }
         self.rows = rows;
@@ -153,10 +172,41 @@ impl Ctl {
         }
     }
 
+    /// A row's top on the canvas: a pinned row stays put, the others scroll.
+    pub(super) fn screen_y(&self, row: &Row) -> f64 {
+        self.to_screen(row.y, row.pinned)
+    }
+
+    /// Content y on the canvas, pinned or scrolled.
+    pub(super) fn to_screen(&self, y: f64, pinned: bool) -> f64 {
+        if pinned {
+            y
+        } else {
+            y - self.view.scroll_y
+        }
+    }
+
+    /// The highest canvas y a row shows at: under the ruler when pinned, else under the
+    /// pinned band.
+    pub(super) fn top_of(&self, row: &Row) -> f64 {
+        if row.pinned {
+            RULER_H
+        } else {
+            self.pinned_h
+        }
+    }
+
+    /// The row at canvas y (a scrolled row under the pinned band is hidden by it).
+    pub(super) fn row_at(&self, y: f64) -> Option<&Row> {
+        self.rows.iter().find(|r| {
+            let top = self.screen_y(r);
+            y >= top && y < top + r.h && y >= self.top_of(r)
+        })
+    }
+
     /// The rank group whose header is at canvas y.
     pub(super) fn header_at(&self, y: f64) -> Option<RankId> {
-        let cy = y + self.view.scroll_y;
-        self.rows.iter().find(|r| cy >= r.y && cy < r.y + r.h).and_then(|r| match r.kind {
+        self.row_at(y).and_then(|r| match r.kind {
             RowKind::Rank { id, .. } => Some(id),
             RowKind::Lane { .. } => None,
         })
@@ -175,11 +225,10 @@ impl Ctl {
 
     /// The lane row and nesting depth under content y, with its rank.
     pub(super) fn lane_at(&self, y: f64) -> Option<(RankId, u32, u32, i64)> {
-        let cy = y + self.view.scroll_y;
-        let row = self.rows.iter().find(|r| cy >= r.y && cy < r.y + r.h)?;
+        let row = self.row_at(y)?;
         match &row.kind {
             RowKind::Lane { id, lane, depth, offset_ns, .. } => {
-                let d = ((cy - row.y) / ROW_H).floor() as u32;
+                let d = ((y - self.screen_y(row)) / ROW_H).floor() as u32;
                 (d < *depth).then_some((*id, *lane, d, *offset_ns))
             }
             RowKind::Rank { .. } => None,
@@ -190,7 +239,7 @@ impl Ctl {
     pub(super) fn row_mid(&self, id: RankId, lane: u32, depth: u32) -> Option<f64> {
         self.rows.iter().find_map(|r| match r.kind {
             RowKind::Lane { id: f, lane: l, .. } if f == id && l == lane => {
-                Some(r.y - self.view.scroll_y + f64::from(depth) * ROW_H + ROW_H / 2.0)
+                Some(self.screen_y(r) + f64::from(depth) * ROW_H + ROW_H / 2.0)
             }
             _ => None,
         })
@@ -210,8 +259,11 @@ impl Ctl {
     pub(super) fn scroll_to_rank(&mut self, rank: u32) {
         let Some(id) = self.job.as_ref().and_then(|j| j.id_of(rank)) else { return };
         if let Some(r) = self.rows.iter().find(|r| matches!(r.kind, RowKind::Rank { id: f, .. } if f == id)) {
-            self.view.scroll_y = r.y - RULER_H;
-            self.view.clamp();
+            // A pinned rank is on screen already.
+            if !r.pinned {
+                self.view.scroll_y = r.y - self.pinned_h;
+                self.view.clamp();
+            }
         }
     }
 }

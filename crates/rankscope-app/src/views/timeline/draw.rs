@@ -43,6 +43,7 @@ pub(super) fn read_colors() -> Colors {
         ruler: css_var(&style, "--ruler", "#eeeeee"),
         highlight: css_var(&style, "--highlight", "#ffd400"),
         select: css_var(&style, "--select", "#d81b60"),
+        path: css_var(&style, "--path", "#0097a7"),
     }
 }
 
@@ -102,8 +103,32 @@ pub(super) fn draw(c: &Shared) {
     g.set_text_baseline("middle");
 
     let p = Paint { g: &g, w, h, col: &col };
-    let wanted = draw_rows(&p, ctl);
-    draw_steps(&p, ctl);
+    // The scrolled rows, then the pinned band over them.
+    let mut wanted = draw_rows(&p, ctl, false);
+    draw_steps(&p, ctl, false);
+    if ctl.pinned_h > RULER_H {
+        g.set_fill_style_str(&col.bg);
+        g.fill_rect(0.0, RULER_H, w, ctl.pinned_h - RULER_H);
+        wanted.extend(draw_rows(&p, ctl, true));
+        draw_steps(&p, ctl, true);
+        g.set_fill_style_str(&col.fg);
+        g.fill_rect(0.0, ctl.pinned_h - 2.0, w, 2.0);
+    }
+    let headers = super::pins::headers_json(ctl);
+    if headers != ctl.headers_attr {
+        let _ = canvas.set_attribute("data-headers", &headers);
+        ctl.headers_attr = headers;
+    }
+    let selected = selected_json(ctl);
+    if selected != ctl.selected_attr {
+        let _ = canvas.set_attribute("data-selected", &selected);
+        ctl.selected_attr = selected;
+    }
+    let drawn = super::path::draw(&g, ctl, &col);
+    if drawn != ctl.path_attr {
+        let _ = canvas.set_attribute("data-path", &drawn);
+        ctl.path_attr = drawn;
+    }
     let places = draw_marks(&g, ctl, w, h, &col);
     if places != ctl.marks_attr {
         let _ = canvas.set_attribute("data-marks", &places);
@@ -137,13 +162,37 @@ pub(super) fn draw(c: &Shared) {
     }
 }
 
-/// Draws every row on screen (a rank's header or a lane with its tiles) and returns the tiles
-/// it lacked.
-fn draw_rows(p: &Paint, ctl: &Ctl) -> Vec<(RankId, TileKey)> {
+/// The selected event's place as JSON for the canvas' `data-selected` (a test hook; empty with
+/// none): its rank, lane, the canvas y of its row and whether that is in sight.
+fn selected_json(ctl: &Ctl) -> String {
+    let Some((id, lane, depth, d)) = &ctl.pointer.selected else { return String::new() };
+    let rank = ctl
+        .job
+        .as_ref()
+        .and_then(|j| j.ranks.iter().find(|(k, _)| k == id))
+        .map_or(u32::MAX, |(_, r)| r.rank);
+    let y = ctl.row_mid(*id, *lane, *depth);
+    let shown = y.is_some_and(|y| {
+        let top = ctl
+            .rows
+            .iter()
+            .find(|r| matches!(r.kind, RowKind::Lane { id: f, lane: l, .. } if f == *id && l == *lane));
+        top.is_some_and(|r| y >= ctl.top_of(r) && y < ctl.view.height)
+    });
+    format!(
+        r#"{{"rank":{rank},"lane":{lane},"event":{},"y":{},"shown":{shown}}}"#,
+        d.event,
+        y.map_or(-1.0, f64::round)
+    )
+}
+
+/// Draws every row on screen of the pinned band or of the scrolled rows (a rank's header or a
+/// lane with its tiles) and returns the tiles it lacked.
+fn draw_rows(p: &Paint, ctl: &Ctl, pinned: bool) -> Vec<(RankId, TileKey)> {
     let mut wanted: Vec<(RankId, TileKey)> = Vec::new();
-    for (i, row) in ctl.rows.iter().enumerate() {
-        let y = row.y - ctl.view.scroll_y;
-        if y + row.h < RULER_H || y > p.h {
+    for (i, row) in ctl.rows.iter().enumerate().filter(|(_, r)| r.pinned == pinned) {
+        let y = ctl.screen_y(row);
+        if y + row.h < ctl.top_of(row) || y > p.h {
             continue;
         }
         match &row.kind {
@@ -168,9 +217,10 @@ fn draw_header(p: &Paint, ctl: &Ctl, row: &Row, (id, label): (&RankId, &str), y:
         g.fill_rect(0.0, y, 4.0, row.h);
     }
     g.set_fill_style_str(&col.fg);
-    if let Some(t) = fit_text(label, GUTTER_W - 4.0) {
+    if let Some(t) = fit_text(label, GUTTER_W - 4.0 - super::pins::PIN_W) {
         g.fill_text(&t, 6.0, y + row.h / 2.0).ok();
     }
+    super::pins::draw_pin(g, row.pinned, y, row.h, col);
 }
 
 /// A lane row (the `i`th row): its tiles at the zoom's level (or the nearest coarser ones while
@@ -213,6 +263,7 @@ fn draw_lane(p: &Paint, ctl: &Ctl, (i, row): (usize, &Row), y: f64, wanted: &mut
             outline(g, ctl, hit, y, *offset_ns);
         }
     }
+    super::members::outline(g, ctl, (id, *lane), y, row.h - LANE_GAP, *offset_ns, col);
     if let Some((f, l, d, sel)) = &ctl.pointer.selected {
         if f == id && l == lane {
             g.set_stroke_style_str(&col.select);
@@ -235,15 +286,16 @@ fn draw_lane(p: &Paint, ctl: &Ctl, (i, row): (usize, &Row), y: f64, wanted: &mut
     }
 }
 
-/// Step boundaries: a line at each step start (and the last end) across the rank's lanes.
-fn draw_steps(p: &Paint, ctl: &Ctl) {
+/// Step boundaries: a line at each step start (and the last end) across the rank's lanes, for
+/// the pinned ranks or the scrolled ones.
+fn draw_steps(p: &Paint, ctl: &Ctl, pinned: bool) {
     let (g, col, w, h) = (p.g, p.col, p.w, p.h);
     g.set_stroke_style_str(&col.step);
     g.set_line_width(1.0);
-    for row in &ctl.rows {
+    for row in ctl.rows.iter().filter(|r| r.pinned == pinned) {
         let RowKind::Rank { steps, offset_ns, .. } = &row.kind else { continue };
-        let y0 = (row.y - ctl.view.scroll_y).max(RULER_H);
-        let y1 = (row.group_end - ctl.view.scroll_y).min(h);
+        let y0 = ctl.screen_y(row).max(ctl.top_of(row));
+        let y1 = ctl.to_screen(row.group_end, row.pinned).min(h);
         if y1 <= y0 {
             continue;
         }
@@ -266,9 +318,12 @@ fn draw_steps(p: &Paint, ctl: &Ctl) {
             g.line_to(x.floor() + 0.5, y1);
             g.stroke();
             if let Some(n) = n {
-                let hy = row.y - ctl.view.scroll_y + RANK_H / 2.0;
+                let hy = ctl.screen_y(row) + RANK_H / 2.0;
                 let text = format!("step {n}");
-                if hy > RULER_H && x > GUTTER_W + 2.0 && x - last_label > text.len() as f64 * CHAR_W + 10.0 {
+                if hy > ctl.top_of(row)
+                    && x > GUTTER_W + 2.0
+                    && x - last_label > text.len() as f64 * CHAR_W + 10.0
+                {
                     last_label = x;
                     g.set_fill_style_str(&col.fg);
                     g.fill_text(&text, x + 4.0, hy).ok();
@@ -291,9 +346,9 @@ pub(super) fn draw_marks(g: &CanvasRenderingContext2d, ctl: &Ctl, w: f64, h: f64
             let (Some(a), Some(b)) = (m.start_ns, m.end_ns) else { continue };
             let x0 = ctl.view.x_of(a, *offset_ns);
             let x1 = ctl.view.x_of(b, *offset_ns).max(x0);
-            let head = row.y - ctl.view.scroll_y;
-            let y0 = head.max(RULER_H);
-            let y1 = (row.group_end - ctl.view.scroll_y).min(h);
+            let head = ctl.screen_y(row);
+            let y0 = head.max(ctl.top_of(row));
+            let y1 = ctl.to_screen(row.group_end, row.pinned).min(h);
             let point = matches!(m.kind, MarkKind::NotIssued | MarkKind::Skipped);
             g.save();
             g.begin_path();
@@ -336,7 +391,7 @@ pub(super) fn draw_marks(g: &CanvasRenderingContext2d, ctl: &Ctl, w: f64, h: f64
             let shown = fit_text(&text, hi - tx).unwrap_or_default();
             let tw = shown.chars().count() as f64 * CHAR_W + 8.0;
             let ly = head + 2.0;
-            if head + RANK_H > RULER_H && head < h && !shown.is_empty() {
+            if head >= ctl.top_of(row) && head < h && !shown.is_empty() {
                 g.set_fill_style_str(&col.select);
                 g.fill_rect(tx, ly, tw, RANK_H - 4.0);
                 g.set_fill_style_str("#ffffff");

@@ -72,13 +72,18 @@ pub(super) fn on_up(
             area::finish(&ctl, &area_totals);
             return;
         }
+        let mut pin = None;
         let click = {
             let mut c = ctl.borrow_mut();
             let was = c.pointer.drag.take();
             match was {
-                Some((_, y, _, _, false)) => match c.header_at(y) {
+                Some((x, y, _, _, false)) => match c.header_at(y) {
                     Some(id) if y > RULER_H => {
-                        c.toggle(id);
+                        if pins::on_pin(x) {
+                            pin = Some(id);
+                        } else {
+                            c.toggle(id);
+                        }
                         false
                     }
                     _ => true,
@@ -86,9 +91,12 @@ pub(super) fn on_up(
                 _ => false,
             }
         };
+        if let Some(id) = pin {
+            pins::toggle(&ctl, id);
+        }
         if click {
             let hover = ctl.borrow().pointer.hover.clone();
-            ctl.borrow_mut().pointer.selected = hover.clone();
+            members::select(&mut ctl.borrow_mut(), hover.clone());
             if let (Some((id, _, _, d)), Some(c)) = (&hover, &ctx) {
                 c.dispatch.emit(Action::Select(crate::state::Selection {
                     id: *id,
@@ -122,7 +130,7 @@ pub(super) fn on_area_close(
 
 /// Opens the args panel on a clicked event (none: closes it) and asks the worker holding its
 /// rank for its source args (`Query::Args`); an answer for an older click is dropped.
-fn open_panel(
+pub(super) fn open_panel(
     ctl: &Shared,
     selected: &UseStateHandle<Option<panel::Selected>>,
     clicked: Option<(RankId, u32, EventDetail)>,
@@ -294,8 +302,20 @@ fn on_key(c: &Shared, selected: &UseStateHandle<Option<panel::Selected>>, e: &we
     }
     if k.key() == "Escape" {
         selected.set(None);
-        c.borrow_mut().pointer.selected = None;
+        members::select(&mut c.borrow_mut(), None);
         request_frame(c);
+    }
+    let done = match k.key().as_str() {
+        "[" | "]" => members::step(c, selected, k.key() == "]"),
+        "p" | "P" => {
+            let id = c.borrow().pointer.selected.as_ref().map(|s| s.0);
+            id.map(|id| pins::toggle(c, id)).is_some()
+        }
+        _ => false,
+    };
+    if done {
+        e.prevent_default();
+        return;
     }
     if key_action(c, &k.key()) {
         e.prevent_default();

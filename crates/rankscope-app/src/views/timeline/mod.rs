@@ -15,7 +15,8 @@
 //! **Layout.** This file holds the component and the control's state, grouped by concern
 //! (`Viewport`, `Tiles`, `Pointer`, `Search`, `Frames`); `ctl` moves the view and lays out the
 //! rows, `draw` paints a frame, `input` turns the mouse, the wheel, the keys and the search box
-//! into moves and requests.
+//! into moves and requests; `pins` keeps ranks at the top, `members` lists and selects a
+//! collective's members across ranks, `path` draws the lead finding's critical path.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -47,7 +48,12 @@ const MIN_WINDOW_NS: f64 = 1_000.0;
 mod area;
 mod draw;
 mod input;
+mod members;
 mod panel;
+mod path;
+mod pins;
+
+pub(crate) use path::lead_path;
 
 use ctl::*;
 use draw::*;
@@ -68,6 +74,12 @@ pub struct Props {
     /// A group or role: the timeline folds to its members.
     #[prop_or_default]
     pub filter: Option<crate::groups::Filter>,
+    /// Ranks pinned to the top (from the URL hash), in pin order.
+    #[prop_or_default]
+    pub pins: Vec<u32>,
+    /// The lead finding's path drawn.
+    #[prop_or_default]
+    pub path: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -84,6 +96,8 @@ struct Row {
     h: f64,
     /// Bottom of the rank group this row belongs to (for step lines).
     group_end: f64,
+    /// In the pinned band at the top: drawn at `y` whatever the scroll.
+    pinned: bool,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -99,6 +113,7 @@ struct Colors {
     ruler: String,
     highlight: String,
     select: String,
+    path: String,
 }
 
 /// What is on screen: the time window, the vertical scroll and the canvas' size.
@@ -204,6 +219,21 @@ struct Ctl {
     opened_seen: u32,
     /// The ranks the filter keeps (None: every rank).
     only: Option<std::collections::BTreeSet<u32>>,
+    /// Ranks pinned to the top, in pin order; the bottom of their band (content y, where the
+    /// scrolled rows start: `RULER_H` without pins).
+    pins: Vec<u32>,
+    pinned_h: f64,
+    /// The selected collective's members, where the timeline outlines them: rank id, lane and
+    /// own-clock times ([`members`]).
+    members: Vec<(RankId, u32, i64, i64)>,
+    /// The lead finding's path, when drawn ([`path`]).
+    path: Option<path::Drawn>,
+    /// The rank headers' places as last written to `data-headers` (a test hook).
+    headers_attr: String,
+    /// What the path drew, as last written to `data-path` (a test hook).
+    path_attr: String,
+    /// The selection's place, as last written to `data-selected` (a test hook).
+    selected_attr: String,
 }
 
 type Shared = Rc<RefCell<Ctl>>;
@@ -282,6 +312,19 @@ pub fn timeline(p: &Props) -> Html {
         });
     }
 
+    // The pinned ranks and the path follow the state (the URL hash); the view stays where it is.
+    {
+        let ctl = ctl.clone();
+        use_effect_with(
+            (p.job.clone(), p.aligned, p.filter.clone(), p.pins.clone(), p.path),
+            move |(job, _, _, pins, on)| {
+                pins::follow(&ctl, pins);
+                path::follow(&ctl, job, *on);
+                request_frame(&ctl);
+            },
+        );
+    }
+
     // A window from the URL hash or another view (not one we wrote ourselves), and the rank to
     // show first.
     {
@@ -344,21 +387,24 @@ pub fn timeline(p: &Props) -> Html {
                 }
                 <span class="legend">{ legend() }</span>
                 <span class="spacer"></span>
-                <span class="muted keys" title="Ctrl+wheel or W/S zoom · drag, Shift+wheel or A/D pan · 0 fits · click a rank's header to fold it · click an event for its args panel · Shift+drag selects a range and totals it">{"keys: ?"}</span>
+                { path::toggle(&p.job, p.path, ctx.as_ref()) }
+                <span class="muted keys" title="Ctrl+wheel or W/S zoom · drag, Shift+wheel or A/D pan · 0 fits · click a rank's header to fold it, its pin to pin it on top (P pins the selection's rank) · click an event for its args panel; [ and ] step through a collective's members · Shift+drag selects a range and totals it">{"keys: ?"}</span>
                 <button class="small" data-testid="export-png" onclick={input::on_png(&canvas)} title="Save what the timeline shows as a PNG">{"PNG"}</button>
             </div>
             { notice_bars(p, show_divergence) }
+            { pins::chips(&p.job, &p.pins, ctx.as_ref()) }
+            if p.path { { path::bar(&p.job, input::on_show(&ctl)) } }
             <div class="timeline" data-testid="timeline" data-clock={if p.aligned { "aligned" } else { "raw" }}
                 data-focus-rank={p.focus.map(|r| r.to_string())} data-focus-file={focus_id.map(|id| id.file.to_string())}>
                 <canvas ref={canvas} tabindex="0" aria-label="Timeline of every rank's threads and streams"
                     onmousedown={input::on_down(&ctl)} onmousemove={input::on_move(&ctl)}
-                    onmouseup={input::on_up(&ctl, (selected.clone(), area_totals.clone()), ctx)} onmouseleave={input::on_leave(&ctl)}></canvas>
+                    onmouseup={input::on_up(&ctl, (selected.clone(), area_totals.clone()), ctx.clone())} onmouseleave={input::on_leave(&ctl)}></canvas>
             </div>
             if let Some(t) = &*area_totals {
                 { area::table(t, input::on_area_close(&ctl, area_totals.clone())) }
             }
             if let Some(s) = &*selected {
-                { panel::panel(&p.job, s, input::on_show(&ctl)) }
+                { panel::panel(&p.job, s, input::on_show(&ctl), members::list(&p.job, s, &p.pins, members::on_pick(&ctl, &selected, ctx.clone()), ctx.as_ref())) }
             }
         </section>
     }

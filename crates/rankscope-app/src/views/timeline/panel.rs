@@ -92,8 +92,9 @@ pub(super) struct Selected {
 }
 
 /// The panel (see the module doc); `on_show(start, end)` moves the view to a window of the
-/// rank's own clock (the timeline shifts it).
-pub(super) fn panel(job: &JobView, s: &Selected, on_show: Callback<(RankId, i64, i64)>) -> Html {
+/// rank's own clock (the timeline shifts it); `extra` goes under the links (the pin button and
+/// the collective's members, [`super::members::list`]).
+pub(super) fn panel(job: &JobView, s: &Selected, on_show: Callback<(RankId, i64, i64)>, extra: Html) -> Html {
     let d = &s.detail;
     let summary = job.ranks.iter().find(|(k, _)| *k == s.id).map(|(_, r)| r.clone());
     let rank = summary.as_ref().map_or_else(|| "?".into(), |r| r.rank.to_string());
@@ -136,6 +137,7 @@ pub(super) fn panel(job: &JobView, s: &Selected, on_show: Callback<(RankId, i64,
                     </button>
                 }
             </div>
+            { extra }
             { source_args(s) }
         </aside>
     }
