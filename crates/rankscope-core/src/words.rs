@@ -114,6 +114,8 @@ mod tests {
         assert_eq!(dur_range(vec![365e6, 561e6]), "365–561 ms");
         assert_eq!(dur_range(vec![400e6, 401e6]), "400 ms");
         assert_eq!(rank_list(&[0, 1, 3]), "0, 1 and 3");
+        assert_eq!(rank_runs(&[2]), "2");
+        assert_eq!(rank_runs(&[0, 1, 3]), "0, 1 and 3");
         assert_eq!(rank_runs(&[0, 1, 3, 4, 5, 6, 9]), "0, 1, 3–6 and 9");
         assert_eq!(rank_runs(&[u32::MAX - 1, u32::MAX]), format!("{} and {}", u32::MAX - 1, u32::MAX));
         assert_eq!(ranks_word(&[2]), "Rank 2");

@@ -189,7 +189,7 @@ fn cells(r: &RunRecord) -> Vec<String> {
     let lead = r.lead.as_ref().map_or("none".into(), |l| match l.ranks.as_slice() {
         [] => l.id.as_str().to_string(),
         [one] => format!("{} (rank {one})", l.id),
-        many => format!("{} (ranks {})", l.id, super::verdict::compact(many)),
+        many => format!("{} (ranks {})", l.id, crate::words::rank_runs(many)),
     });
     vec![
         r.run.clone(),

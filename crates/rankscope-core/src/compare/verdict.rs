@@ -233,7 +233,7 @@ pub fn verdict(c: &Comparison, base: &Analysis, new: &Analysis) -> Verdict {
             } else if n == 1 {
                 format!("rank {}", v.waiting_ranks[0])
             } else {
-                format!("ranks {}", compact(&v.waiting_ranks))
+                format!("ranks {}", crate::words::rank_runs(&v.waiting_ranks))
             };
             // Slower: they wait for it now; faster: they waited for it before.
             let verb = match (dir > 0, n == 1 || every_other) {
@@ -441,29 +441,6 @@ fn others(
     out
 }
 
-/// "0, 1 and 3", with runs of three or more as ranges: "0, 1 and 3–31".
-pub fn compact(ranks: &[u32]) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut k = 0;
-    while k < ranks.len() {
-        let mut j = k;
-        while j + 1 < ranks.len() && ranks[j + 1] == ranks[j] + 1 {
-            j += 1;
-        }
-        if j >= k + 2 {
-            parts.push(format!("{}–{}", ranks[k], ranks[j]));
-        } else {
-            parts.extend(ranks[k..=j].iter().map(|r| r.to_string()));
-        }
-        k = j + 1;
-    }
-    match parts.len() {
-        0 => String::new(),
-        1 => parts[0].clone(),
-        n => format!("{} and {}", parts[..n - 1].join(", "), parts[n - 1]),
-    }
-}
-
 fn rank_count(all: &[Row]) -> usize {
     let mut r: Vec<u32> = all.iter().map(|x| x.rank).collect();
     r.sort_unstable();
@@ -614,7 +591,7 @@ pub fn cause_words(c: &Cause) -> String {
     } else if c.ranks.len() == 1 {
         format!("rank {}'s", c.ranks[0])
     } else {
-        format!("ranks {}'s", compact(&c.ranks))
+        format!("ranks {}'s", crate::words::rank_runs(&c.ranks))
     };
     let what = match c.figure {
         Some(f) => f.words().to_string(),
@@ -639,10 +616,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rank_lists_fold_runs_into_ranges() {
-        assert_eq!(compact(&[2]), "2");
-        assert_eq!(compact(&[0, 1, 3]), "0, 1 and 3");
-        assert_eq!(compact(&[0, 1, 3, 4, 5, 6, 9]), "0, 1, 3–6 and 9");
+    fn signed_figures() {
         assert_eq!(signed_pct(0.341), "+34%");
         assert_eq!(signed_pct(-0.021), "−2.1%");
         assert_eq!(signed_dur(-12_000_000), "−12 ms");

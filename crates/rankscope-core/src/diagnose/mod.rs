@@ -180,10 +180,16 @@ fn replayed(cx: &Ctx<'_>, found: &mut Found) {
 /// The gain of a pipeline's stages balanced ([`whatif::Scenario::scaled`]): each stage's own
 /// time (and its data-parallel replicas') scaled to the stages' mean compute per step (layers
 /// moved from the longest stage to the others, the total unchanged), against the replay as
-/// recorded. For a bubble with one stage far slower than the rest (the finding names it alone).
+/// recorded. For a bubble with one stage far slower than the rest (the finding names it alone),
+/// every exchange of the pipeline paired (else the finding keeps its own estimate).
 fn balanced_stages(cx: &Ctx<'_>, m: &Model, f: &Finding) -> Option<f64> {
     let p = cx.a.pipeline.as_ref()?;
     if f.ranks.len() != 1 || p.per_stage.len() < 2 || p.per_stage.iter().any(|s| s.compute_ns <= 0) {
+        return None;
+    }
+    // An exchange left unpaired keeps its wait as its rank's own time in the model, which
+    // scaling a stage's own time would scale too: every exchange must be paired.
+    if p.links.iter().any(|l| l.unmatched_sends > 0 || l.unmatched_recvs > 0) {
         return None;
     }
     let mean = p.per_stage.iter().map(|s| s.compute_ns as f64).sum::<f64>() / p.per_stage.len() as f64;
