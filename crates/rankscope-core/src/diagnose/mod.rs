@@ -150,39 +150,42 @@ fn replayed(cx: &Ctx<'_>, found: &mut Found) {
         f.evidence.insert(crate::finding::EvidenceKey::ReplayError, w.max_error);
         f.impact_ns = g.gain_ns;
     }
-    if let Some(m) = cx.model {
-        for c in found.list.iter_mut().filter(|c| c.cause == CauseId::ExpertImbalance) {
-            let Some(gain) = evenly_routed(cx, m, &c.finding) else { continue };
-            let f = &mut c.finding;
-            f.message.push_str(&format!(
-                " Replayed from the traces with the group's tokens routed evenly (each member's own time at the group's mean in every place, each all_to_all moving its members' mean), the job's step is {} shorter.",
-                crate::words::dur(gain)
-            ));
-            f.evidence.insert(crate::finding::EvidenceKey::ReplayedGainNs, gain);
-            f.evidence.insert(crate::finding::EvidenceKey::ReplayError, w.max_error);
-            f.impact_ns = gain as i64;
-        }
-        for c in found.list.iter_mut().filter(|c| c.cause == CauseId::PipelineBubble) {
-            let Some(gain) = balanced_stages(cx, m, &c.finding) else { continue };
-            let f = &mut c.finding;
-            f.message.push_str(&format!(
-                " Replayed from the traces with the stages balanced (each stage's own time at the stages' mean compute, layers moved from stage {}'s rank to the others), the job's step is {} shorter.",
-                f.ranks[0],
-                crate::words::dur(gain)
-            ));
-            f.evidence.insert(crate::finding::EvidenceKey::ReplayedGainNs, gain);
-            f.evidence.insert(crate::finding::EvidenceKey::ReplayError, w.max_error);
-            f.impact_ns = gain as i64;
-        }
+    let Some(m) = cx.model else { return };
+    // The replay as recorded, made once for the scenarios below.
+    let mut recorded: Option<f64> = None;
+    for c in found.list.iter_mut() {
+        let f = &mut c.finding;
+        let (scenario, how) = match c.cause {
+            CauseId::ExpertImbalance => match evenly_routed(cx, m, f) {
+                Some(s) => (s, "the group's tokens routed evenly (each member's own time at the group's mean in every place, each all_to_all moving its members' mean)".to_string()),
+                None => continue,
+            },
+            CauseId::PipelineBubble => match balanced_stages(cx, m, f) {
+                Some(s) => (s, format!("the stages balanced (each stage's own time at the stages' mean compute, layers moved from stage {}'s rank to the others)", f.ranks[0])),
+                None => continue,
+            },
+            _ => continue,
+        };
+        let before = *recorded.get_or_insert_with(|| {
+            whatif::Scenario::new(m, &BTreeSet::new(), &Default::default()).mean_step_ns(m)
+        });
+        let gain = (before - scenario.mean_step_ns(m)).max(0.0);
+        f.message.push_str(&format!(
+            " Replayed from the traces with {how}, the job's step is {} shorter.",
+            crate::words::dur(gain)
+        ));
+        f.evidence.insert(crate::finding::EvidenceKey::ReplayedGainNs, gain);
+        f.evidence.insert(crate::finding::EvidenceKey::ReplayError, w.max_error);
+        f.impact_ns = gain as i64;
     }
 }
 
-/// The gain of a pipeline's stages balanced ([`whatif::Scenario::scaled`]): each stage's own
+/// The scenario of a pipeline's stages balanced ([`whatif::Scenario::scaled`]): each stage's own
 /// time (and its data-parallel replicas') scaled to the stages' mean compute per step (layers
-/// moved from the longest stage to the others, the total unchanged), against the replay as
-/// recorded. For a bubble with one stage far slower than the rest (the finding names it alone),
+/// moved from the longest stage to the others, the total unchanged), its gain taken against the
+/// replay as recorded. For a bubble with one stage far slower than the rest (the finding names it alone),
 /// every exchange of the pipeline paired (else the finding keeps its own estimate).
-fn balanced_stages(cx: &Ctx<'_>, m: &Model, f: &Finding) -> Option<f64> {
+fn balanced_stages<'m>(cx: &Ctx<'_>, m: &'m Model, f: &Finding) -> Option<whatif::Scenario<'m>> {
     let p = cx.a.pipeline.as_ref()?;
     if f.ranks.len() != 1 || p.per_stage.len() < 2 || p.per_stage.iter().any(|s| s.compute_ns <= 0) {
         return None;
@@ -207,17 +210,14 @@ fn balanced_stages(cx: &Ctx<'_>, m: &Model, f: &Finding) -> Option<f64> {
             factors.entry(*r).or_insert(k);
         }
     }
-    let none = std::collections::BTreeMap::new();
-    let before = whatif::Scenario::new(m, &BTreeSet::new(), &none).mean_step_ns(m);
-    let after = whatif::Scenario::scaled(m, &factors).mean_step_ns(m);
-    Some((before - after).max(0.0))
+    Some(whatif::Scenario::scaled(m, &factors))
 }
 
-/// The gain of an expert-parallel group's tokens routed evenly ([`whatif::Scenario::even`]):
+/// The scenario of an expert-parallel group's tokens routed evenly ([`whatif::Scenario::even`]):
 /// the replay with the work of the finding's rank's expert group spread over its members and
 /// each of the group's all_to_alls taking the transfer of its members' mean bytes (its
 /// recorded transfer was set by the largest), against the replay as recorded.
-fn evenly_routed(cx: &Ctx<'_>, m: &Model, f: &Finding) -> Option<f64> {
+fn evenly_routed<'m>(cx: &Ctx<'_>, m: &'m Model, f: &Finding) -> Option<whatif::Scenario<'m>> {
     let [rank] = f.ranks[..] else { return None };
     let layout = cx.a.layout.as_ref()?;
     let g = layout
@@ -237,10 +237,7 @@ fn evenly_routed(cx: &Ctx<'_>, m: &Model, f: &Finding) -> Option<f64> {
             transfer.insert(k, (o.transfer_ns as f64 * mean / max) as i64);
         }
     }
-    let none = std::collections::BTreeMap::new();
-    let before = whatif::Scenario::new(m, &BTreeSet::new(), &none).mean_step_ns(m);
-    let after = whatif::Scenario::even(m, &members, &transfer).mean_step_ns(m);
-    Some((before - after).max(0.0))
+    Some(whatif::Scenario::even(m, &members, &transfer))
 }
 
 /// Runs a cause unless one already found excludes it.
