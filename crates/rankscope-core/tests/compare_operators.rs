@@ -13,35 +13,13 @@ mod common;
 
 use std::path::PathBuf;
 
+use common::zoo::run;
 use rankscope_core::analyze::operators::OpKind;
 use rankscope_core::analyze::{Analysis, Options};
 use rankscope_core::compare::{self, render, Comparison, OpPresence, OperatorDiff};
-use rankscope_core::diagnose::analyze;
 use rankscope_core::model::CollKind;
-use rankscope_core::normalize::{assemble, Rules};
+use rankscope_core::normalize::Rules;
 use serde_json::Value;
-
-fn run(name: &str) -> (Analysis, Value) {
-    let d = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/zoo")).join(name);
-    let spec: Value = serde_json::from_slice(&common::read(&d.join("scenario.json"))).unwrap_or(Value::Null);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&d)
-        .unwrap_or_else(|e| panic!("{name}: {e}"))
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.to_string_lossy().ends_with(".pt.trace.json.gz"))
-        .collect();
-    files.sort();
-    let traces = files
-        .iter()
-        .map(|p| {
-            common::ingest_chunked(&p.display().to_string(), &common::read(p), 1 << 20)
-                .unwrap_or_else(|e| panic!("{e}"))
-        })
-        .collect();
-    let job = assemble(traces, &[], &Rules::default());
-    assert!(job.errors.is_empty(), "{name}: {:?}", job.errors);
-    (analyze(&job, &Options::default()), spec)
-}
 
 fn diff(base: &Analysis, new: &Analysis) -> Comparison {
     compare::compare(base, new, &compare::Options::default())
