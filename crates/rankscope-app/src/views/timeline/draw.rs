@@ -523,15 +523,17 @@ pub(super) fn nice_step(target: f64) -> f64 {
 /// apart read `1.0002 ms`, `1.0004 ms`, not `1.00 ms` each ([`format::duration`]'s digits).
 fn tick_label(t: f64, step: f64) -> String {
     let shown = format::duration(t);
-    let scale = match t.abs() {
+    let (scale, unit) = match t.abs() {
         a if a < 1e3 => return shown,
-        a if a < 1e6 => 1e3,
-        a if a < 1e9 => 1e6,
-        _ => 1e9,
+        a if a < 1e6 => (1e3, "µs"),
+        a if a < 1e9 => (1e6, "ms"),
+        _ => (1e9, "s"),
     };
     let digits = (-(step / scale).log10()).ceil().clamp(0.0, 9.0) as usize;
-    let (_, unit) = shown.rsplit_once(' ').unwrap_or(("", ""));
-    if digits <= 2 {
+    // `format::duration` keeps three significant digits: `15.2 ms` has one decimal, fewer
+    // than 50 µs ticks need.
+    let have = shown.split(' ').next().and_then(|n| n.split_once('.')).map_or(0, |(_, d)| d.len());
+    if digits <= have {
         shown
     } else {
         format!("{:.digits$} {unit}", t / scale)
@@ -609,5 +611,8 @@ mod tests {
         assert_eq!(super::tick_label(1_500_000.0, 500_000.0), "1.50 ms");
         assert_eq!(super::tick_label(620.0, 200.0), "620 ns");
         assert_eq!(super::tick_label(2_000_000_001.0, 1.0), "2.000000001 s");
+        // Ticks 50 µs apart at 15 ms read apart (they read `15.2 ms` twice).
+        assert_eq!(super::tick_label(15_200_000.0, 50_000.0), "15.20 ms");
+        assert_eq!(super::tick_label(15_250_000.0, 50_000.0), "15.25 ms");
     }
 }
