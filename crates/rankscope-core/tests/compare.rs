@@ -20,32 +20,9 @@ use rankscope_core::normalize::{assemble, Rules};
 use rankscope_synth::{self as synth, Injected, Scenario, SynthConfig};
 use serde_json::Value;
 
-fn dir(name: &str) -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/zoo")).join(name)
-}
-
 /// The run's analysis (through the job path the other zoo tests use) and its scenario.json.
 fn run(name: &str) -> (Analysis, Value) {
-    let d = dir(name);
-    let spec: Value = serde_json::from_slice(&common::read(&d.join("scenario.json")))
-        .unwrap_or_else(|e| panic!("{name}/scenario.json: {e}"));
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&d)
-        .unwrap_or_else(|e| panic!("{name}: {e}"))
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.to_string_lossy().ends_with(".pt.trace.json.gz"))
-        .collect();
-    files.sort();
-    let traces = files
-        .iter()
-        .map(|p| {
-            common::ingest_chunked(&p.display().to_string(), &common::read(p), 1 << 20)
-                .unwrap_or_else(|e| panic!("{e}"))
-        })
-        .collect();
-    let job = assemble(traces, &[], &Rules::default());
-    assert!(job.errors.is_empty(), "{name}: {:?}", job.errors);
-    (analyze(&job, &Options::default()), spec)
+    common::zoo::run(name)
 }
 
 fn diff(base: &Analysis, new: &Analysis) -> Comparison {

@@ -35,26 +35,7 @@ fn scenarios() -> Vec<String> {
 }
 
 fn run(name: &str) -> (Analysis, Value) {
-    let d = dir(name);
-    let spec: Value = serde_json::from_slice(&common::read(&d.join("scenario.json")))
-        .unwrap_or_else(|e| panic!("{name}/scenario.json: {e}"));
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&d)
-        .unwrap_or_else(|e| panic!("{name}: {e}"))
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.to_string_lossy().ends_with(".pt.trace.json.gz"))
-        .collect();
-    files.sort();
-    let traces = files
-        .iter()
-        .map(|p| {
-            common::ingest_chunked(&p.display().to_string(), &common::read(p), 1 << 20)
-                .unwrap_or_else(|e| panic!("{e}"))
-        })
-        .collect();
-    let job = assemble(traces, &[], &Rules::default());
-    assert!(job.errors.is_empty(), "{name}: {:?}", job.errors);
-    (analyze(&job, &Options::default()), spec)
+    common::zoo::run(&format!("layout/{name}"))
 }
 
 fn u32s(v: &Value) -> Vec<u32> {
