@@ -25,6 +25,7 @@
 //! A rank with no peers doing the same work (a pipeline stage without replicas) cannot be
 //! brought to them: it gets no gain ([`WhatIf::alone`]).
 
+pub mod overlap;
 pub mod program;
 pub mod replay;
 

@@ -23,7 +23,8 @@ pub(super) static CAUSE: Cause = Cause {
 };
 
 fn find(cx: &Ctx<'_>, found: &Found) -> Vec<Finding> {
-    exposed_comm(cx, small_calls(cx, found)).into_iter().collect()
+    let late: BTreeSet<u32> = found.of(CauseId::LateRank).flat_map(|f| f.ranks.iter().copied()).collect();
+    exposed_comm(cx, small_calls(cx, found), &late).into_iter().collect()
 }
 
 /// What the small-collectives cause found, for the advice: only a finding that will be
@@ -53,7 +54,7 @@ enum SmallCalls {
     Unquantified(f64, f64),
 }
 
-fn exposed_comm(cx: &Ctx<'_>, small_calls: SmallCalls) -> Option<Finding> {
+fn exposed_comm(cx: &Ctx<'_>, small_calls: SmallCalls, late: &BTreeSet<u32>) -> Option<Finding> {
     let small = matches!(small_calls, SmallCalls::Reported);
     // Per rank, per step means.
     let et = cx.per_rank_mean(|r| r.exposed_transfer_ns);
@@ -68,7 +69,7 @@ fn exposed_comm(cx: &Ctx<'_>, small_calls: SmallCalls) -> Option<Finding> {
     // Overlap removes most, not all, of the visible data-parallel communication cost: 60–80%
     // in practice (DOMAIN.md); the saving claimed is 70% of what could hide.
     let savings_copy = savings.clone();
-    let saving = OVERLAP_ACHIEVABLE * median_f(savings);
+    let mut saving = OVERLAP_ACHIEVABLE * median_f(savings);
     let per_rank: Vec<f64> = et.iter().map(|x| x.1).collect();
     let hidden: Vec<f64> = et
         .iter()
@@ -106,14 +107,37 @@ fn exposed_comm(cx: &Ctx<'_>, small_calls: SmallCalls) -> Option<Finding> {
         None => bucket_advice,
     };
     let bucket_advice = comm_bound_advice(cx, &tr, &cp, bucket_advice);
-    // One story: the gain is the part of the exposed transfer that overlap can hide, as
+    // One story: the gain is what the replay hides by moving the collectives where their
+    // framework lets them go; else the part of the exposed transfer that overlap can hide, as
     // overlap achieves it in practice.
-    origin_words.push_str(&format!(
-        " Overlap can hide at most the transfer that compute could run beside ({} per step on the median rank); overlap achieves about {:.0}% of that in practice: {} per step.",
-        dur(median_f(savings_copy)),
-        OVERLAP_ACHIEVABLE * 100.0,
-        dur(saving)
-    ));
+    let mut evidence = Evidence::from([(K::MaxExposedTransferRatio, worst),
+        (K::CommShareMax, comm_share),
+        (K::Threshold, cx.th.exposed_comm_ratio),
+    ]);
+    // A DDP bucket ready only once backward is done moves nowhere: what it costs is the bucket
+    // size's, which the replay does not change.
+    let replayed = if one_bucket.is_some() { None } else { replayed_overlap(cx, late) };
+    match replayed {
+        Some((gain, words)) => {
+            saving = gain;
+            origin_words.push_str(&words);
+            let exposed = median_f(et.iter().map(|x| x.1).collect());
+            if gain > exposed {
+                origin_words.push_str(&format!(
+                    " That is more than the {} of exposed transfer: the ranks' waits for each other at these collectives run beside compute too.",
+                    dur(exposed)
+                ));
+            }
+            evidence.insert(K::ReplayedGainNs, gain);
+            evidence.insert(K::ReplayError, cx.a.whatif.as_ref().map_or(0.0, |w| w.max_error));
+        }
+        None => origin_words.push_str(&format!(
+            " Overlap can hide at most the transfer that compute could run beside ({} per step on the median rank); overlap achieves about {:.0}% of that in practice: {} per step.",
+            dur(median_f(savings_copy)),
+            OVERLAP_ACHIEVABLE * 100.0,
+            dur(saving)
+        )),
+    }
     Some(Finding {
         id: FindingId::ExposedComm,
         severity: severity_for(saving, cx.step_ns),
@@ -130,17 +154,89 @@ fn exposed_comm(cx: &Ctx<'_>, small_calls: SmallCalls) -> Option<Finding> {
         ),
         ranks: flagged,
         steps: cx.all_steps.clone(),
-        evidence: Evidence::from([(K::MaxExposedTransferRatio, worst),
-            (K::CommShareMax, comm_share),
-            (K::HiddenTransferShare, median_f(hidden)),
-            (K::Threshold, cx.th.exposed_comm_ratio),
-        ]),
+        evidence: {
+            evidence.insert(K::HiddenTransferShare, median_f(hidden));
+            evidence
+        },
         quotes: Vec::new(),
         quotes_total: 0,
         symptoms: vec![FindingId::LowOverlap, FindingId::CommHeavy],
         location: None,
         impact_ns: saving as i64,
     })
+}
+
+/// Where the replay holds and some collective can move where its framework lets it go (a
+/// sharded job's parameter all-gathers prefetched, gradient reductions waited for at the end of
+/// backward: [`crate::analyze::whatif::overlap`]), the saving is the replay's, now and once the
+/// `late` ranks are fixed (the order of fixing), with the words saying so. `None` where nothing
+/// can move (a DDP bucket ready only once backward is done: its cost is the bucket size's).
+fn replayed_overlap(cx: &Ctx<'_>, late: &BTreeSet<u32>) -> Option<(f64, String)> {
+    use crate::analyze::layout::Role;
+    use crate::analyze::whatif::{overlap, Scenario};
+    let m = cx.model.filter(|_| cx.replay_usable())?;
+    let layout = cx.a.layout.as_ref()?;
+    let role: BTreeMap<&str, Role> = layout.groups.iter().map(|g| (g.name.as_str(), g.role)).collect();
+    // Gradient reductions: issued in backward (or from autograd's hooks), on the issuing
+    // rank's region; a loss or metric all_reduce after backward is the step's, not deferrable.
+    let gradient: BTreeSet<(u32, u32, &str, CollKind)> = cx
+        .a
+        .comm_origins
+        .iter()
+        .filter(|o| o.phase == Phase::Backward || o.from_autograd)
+        .map(|o| (o.rank, o.step, o.region.as_str(), o.kind))
+        .collect();
+    let hide = |k: usize| {
+        let o = cx.ops.get(k)?;
+        let issued_in_backward =
+            || o.ranks.first().is_some_and(|&r| gradient.contains(&(r, o.step, o.origin.as_str(), o.kind)));
+        match (role.get(o.pg.as_str())?, o.kind) {
+            (Role::Shard, CollKind::AllGather) => Some(overlap::Hide::Prefetch),
+            (Role::Shard | Role::Replicate | Role::Data, CollKind::AllReduce | CollKind::ReduceScatter)
+                if issued_in_backward() =>
+            {
+                Some(overlap::Hide::Defer)
+            }
+            _ => None,
+        }
+    };
+    let (moved_model, moved) = overlap::overlapped(m, &hide);
+    if !moved.any() {
+        return None;
+    }
+    let none = BTreeMap::new();
+    let gain = |late: &BTreeSet<u32>| {
+        let before = Scenario::new(m, late, &none).mean_step_ns(m);
+        let after = Scenario::new(&moved_model, late, &none).mean_step_ns(&moved_model);
+        (before - after).max(0.0)
+    };
+    let mut how = Vec::new();
+    if moved.prefetched > 0 {
+        how.push("each parameter all-gather issued one unit of compute earlier (prefetched)");
+    }
+    if moved.deferred > 0 {
+        how.push("each gradient reduction waited for only where the last one is (at the end of backward)");
+    }
+    let now = gain(&BTreeSet::new());
+    let mut words = format!(
+        " Replayed from the traces with {} (everything else as recorded), the job's step is {} shorter",
+        how.join(" and "),
+        dur(now)
+    );
+    let mut saving = now;
+    if !late.is_empty() {
+        // In the order of fixing: the late ranks first, then the overlap.
+        let later = gain(late);
+        saving = later;
+        words.push_str(&format!(
+            " now, {} once {} {} fixed",
+            dur(later),
+            ranks_word(&late.iter().copied().collect::<Vec<_>>()).to_lowercase(),
+            if late.len() == 1 { "is" } else { "are" }
+        ));
+    }
+    words.push('.');
+    Some((saving, words))
 }
 
 /// Per rank above the threshold, its number; per rank, the exposed transfer that perfect
