@@ -126,25 +126,14 @@ fn write_table(path: &Path, format: Format, t: &columnar::Table) -> Result<usize
     Ok(t.rows())
 }
 
-/// The events, a row group / record batch per rank: one rank's columns in memory at a time.
+/// The events, a row group / record batch per rank (`tables::write_events`).
 fn write_events(
     path: &Path,
     format: Format,
     job: &rankscope_core::normalize::Job,
     out: &rankscope_core::job::JobOutput,
 ) -> Result<usize> {
-    let piece = |k: usize| job.ranks.get(k).map(|r| tables::events(r, &job.strings, out.offset_of(r.rank)));
-    let Some(first) = piece(0) else { return Ok(0) };
-    let mut w = Writer::new(format, create(path)?, first.schema())?;
-    let mut rows = first.rows();
-    w.write(&first.columns).with_context(|| format!("cannot write {}", path.display()))?;
-    drop(first);
-    for k in 1..job.ranks.len() {
-        if let Some(t) = piece(k) {
-            rows += t.rows();
-            w.write(&t.columns).with_context(|| format!("cannot write {}", path.display()))?;
-        }
-    }
-    w.finish().with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(rows)
+    let written = tables::write_events(format, create(path)?, job, &out.analysis.alignment)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(written.map_or(0, |(_, rows)| rows))
 }

@@ -245,3 +245,26 @@ pub fn from_analysis(a: &Analysis, name: TableName) -> Option<Table> {
         TableName::Collectives | TableName::Events => None,
     }
 }
+
+/// Writes every rank's events to `out` as one table, a row group / record batch per rank
+/// (one rank's columns in memory at a time), each on the aligned clock of `alignment`; gives
+/// the output back and the rows written. A job without ranks writes nothing (`None`).
+pub fn write_events<W: std::io::Write>(
+    format: super::Format,
+    out: W,
+    job: &crate::normalize::Job,
+    alignment: &[crate::analyze::align::RankAlignment],
+) -> Result<Option<(W, usize)>, super::ColumnarError> {
+    let piece = |r: &RankEntry| events(r, &job.strings, crate::export::offset_of(alignment, r.rank));
+    let Some(first) = job.ranks.first().map(piece) else { return Ok(None) };
+    let mut w = super::Writer::new(format, out, first.schema())?;
+    let mut rows = first.rows();
+    w.write(&first.columns)?;
+    drop(first);
+    for r in job.ranks.iter().skip(1) {
+        let t = piece(r);
+        rows += t.rows();
+        w.write(&t.columns)?;
+    }
+    Ok(Some((w.finish()?, rows)))
+}
