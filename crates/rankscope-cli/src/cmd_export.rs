@@ -73,6 +73,8 @@ pub fn run(a: Args) -> Result<u8> {
     let line = load::ProgressLine::new();
     let load::Outcome { job, out, notes } = load::analyze_paths(&req, &|d, t| line.update(d, t))?;
     line.end();
+    // A job digest is read without its events: the job the host hands back has no rank.
+    let job = job.filter(|j| !j.ranks.is_empty());
     load::print_notes(&notes);
     crate::cmd_analyze::offset_notes(&req.options, &out);
     for f in &out.failed {

@@ -140,3 +140,56 @@ fn chosen_tables_only_and_exit_codes() {
     assert_eq!(none.status.code(), Some(2));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_job_digest_gives_the_tables_of_its_analysis() {
+    let job = zoo("fsdp_straggler");
+    let dir = scratch("digest");
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let mut parts = Vec::new();
+    for r in 0..3 {
+        let p = dir.join(format!("r{r}.part"));
+        let out = bin()
+            .args(["part", &format!("{job}/rank{r}.pt.trace.json.gz"), "--out"])
+            .arg(&p)
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        parts.push(p);
+    }
+    let digest = dir.join("job.rsdigest");
+    let out = bin()
+        .arg("combine")
+        .args(&parts)
+        .arg("--digest")
+        .arg(&digest)
+        .arg("--json")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let a = json(&["analyze", "--json", &digest.display().to_string()]);
+    let out = bin()
+        .arg("export")
+        .arg(&digest)
+        .args(["--format", "parquet", "--out"])
+        .arg(dir.join("all"))
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows = printed(&out.stdout);
+    // No events in a digest: no events nor collectives file, and a note says why.
+    assert!(!rows.contains_key("events.parquet") && !rows.contains_key("collectives.parquet"), "{rows:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("a job digest holds no events"));
+    assert_eq!(rows.get("findings.parquet"), Some(&len(&a["findings"])));
+    assert!(!dir.join("all").join("events.parquet").exists());
+    // Asked for by name: an error (2).
+    let out = bin()
+        .arg("export")
+        .arg(&digest)
+        .args(["--format", "arrow", "--tables", "events", "--out"])
+        .arg(dir.join("ev"))
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -260,7 +260,8 @@ fn analyze(
         return Err(e);
     }
     let outcome = result.map_err(|e| error(py, "RankscopeError", format!("{e:#}"), None, None))?;
-    let job = outcome.job.map(|j| (j, req.options.clone()));
+    // A job digest is read without its events: the job the host hands back has no rank.
+    let job = outcome.job.filter(|j| !j.ranks.is_empty()).map(|j| (j, req.options.clone()));
     Ok(Output { out: outcome.out, notes: outcome.notes, job })
 }
 
