@@ -133,3 +133,21 @@ def test_the_package_gives_the_same_tables(tmp_path):
         lean.arrow("events")
     with pytest.raises(ValueError, match="the tables"):
         lean.arrow("nope")
+
+
+def test_a_job_digest_gives_its_analysis_tables(tmp_path):
+    job = need(ZOO)
+    parts = []
+    for r in range(3):
+        p = tmp_path / f"r{r}.part"
+        cli("part", str(job / f"rank{r}.pt.trace.json.gz"), "--out", str(p))
+        parts.append(str(p))
+    digest = tmp_path / "job.rsdigest"
+    cli("combine", *parts, "--digest", str(digest), "--json")
+    a = rankscope.analyze(digest, progress=False, events=True)
+    traces = rankscope.analyze(job, progress=False)
+    # The digest's analysis is the traces': the same tables, and no events to give.
+    for t in ("steps", "findings", "collective_stats", "groups", "operators"):
+        assert a.arrow(t).equals(traces.arrow(t)), t
+    with pytest.raises(rankscope.RankscopeError, match="events=True"):
+        a.arrow("events")

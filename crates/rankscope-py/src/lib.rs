@@ -144,7 +144,9 @@ impl Output {
             Ok(None) => Err(error(
                 py,
                 "RankscopeError",
-                format!("the {table} table needs the job's events: rankscope.analyze(..., events=True)"),
+                format!(
+                    "the {table} table needs the job's events: rankscope.analyze(traces, events=True) (a job digest holds none)"
+                ),
                 None,
                 None,
             )),
