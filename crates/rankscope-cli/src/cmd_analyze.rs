@@ -258,7 +258,7 @@ pub fn offset_notes(opts: &Options, out: &rankscope_core::job::JobOutput) {
 
 /// The analysis options from `--offset RANK=NS` and `--threshold NAME=VALUE` (shared by
 /// `analyze` and `combine`).
-fn options(offset: &[String], threshold: &[String]) -> Result<Options> {
+pub(crate) fn options(offset: &[String], threshold: &[String]) -> Result<Options> {
     let mut opts = Options::default();
     for o in offset {
         let (r, ns) = o.split_once('=').with_context(|| format!("--offset expects RANK=NS, got `{o}`"))?;

@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 
 mod cmd_analyze;
 mod cmd_diff;
+mod cmd_export;
 mod cmd_fr;
 mod cmd_inspect;
 mod cmd_inspector;
@@ -36,6 +37,9 @@ enum Command {
     Analyze(cmd_analyze::Args),
     /// The metrics `--fail-on` gates test, and what each measures.
     Gates(cmd_analyze::GatesArgs),
+    /// Every table (steps, collectives, groups, findings, operators) and the events as Parquet
+    /// or Arrow IPC files for DuckDB, pandas, polars and pyarrow (docs/columnar.md).
+    Export(cmd_export::Args),
     /// Compare two runs: what changed beyond the runs' own noise, and why.
     Diff(cmd_diff::Args),
     /// One line per run: date, ranks, layout, step time p50 / p95, communication, lead finding.
@@ -76,6 +80,7 @@ fn main() -> std::process::ExitCode {
         Command::Inspect(a) => cmd_inspect::run(a),
         Command::Analyze(a) => cmd_analyze::run(a),
         Command::Diff(a) => cmd_diff::run(a),
+        Command::Export(a) => cmd_export::run(a),
         Command::Gates(a) => cmd_analyze::run_gates(a),
         Command::Runs(a) => cmd_runs::run(a),
         Command::Fr(a) => cmd_fr::run(a),

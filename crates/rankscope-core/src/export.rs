@@ -48,6 +48,7 @@
 //! multi-trace archive whose manifest carries the alignment ([`tar`] is its container), and
 //! adds our analysis as tracks Perfetto reads: each rank's steps ([`write_step_track`]).
 
+pub mod columnar;
 pub mod perfetto;
 pub mod plan;
 pub mod tar;

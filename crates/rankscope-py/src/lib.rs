@@ -89,6 +89,9 @@ fn rules_of(text: Option<&str>) -> PyResult<Rules> {
 struct Output {
     out: JobOutput,
     notes: Vec<String>,
+    /// The normalized job and the options it was measured with, when `analyze` was asked to
+    /// keep the events (`events=True`): the `collectives` and `events` tables need them.
+    job: Option<(rankscope_core::normalize::Job, Options)>,
 }
 
 #[pymethods]
@@ -106,6 +109,55 @@ impl Output {
     /// `rankscope analyze --csv`.
     fn csv(&self, py: Python<'_>) -> String {
         py.detach(|| self.out.csv())
+    }
+
+    /// One table of `rankscope export` as the bytes of a file: `format` is `parquet` or
+    /// `arrow` (the Arrow IPC file format). `collectives` and `events` need the job's events
+    /// (`analyze(..., events=True)`).
+    fn columnar<'py>(&self, py: Python<'py>, table: &str, format: &str) -> PyResult<Bound<'py, PyBytes>> {
+        use rankscope_core::export::columnar::{self, tables, Format, TableName};
+        let format = match format {
+            "parquet" => Format::Parquet,
+            "arrow" => Format::Arrow,
+            f => return Err(PyValueError::new_err(format!("format {f:?}: `parquet` or `arrow`"))),
+        };
+        let name = TableName::ALL.iter().copied().find(|t| t.as_str() == table).ok_or_else(|| {
+            let names: Vec<&str> = TableName::ALL.iter().map(|t| t.as_str()).collect();
+            PyValueError::new_err(format!("no table {table:?} (the tables: {})", names.join(", ")))
+        })?;
+        let a = &self.out.analysis;
+        let bytes = py.detach(|| -> Result<Option<Vec<u8>>, columnar::ColumnarError> {
+            Ok(match (name, &self.job) {
+                (TableName::Collectives, Some((job, opts))) => {
+                    let ops = rankscope_core::analyze::measure(job, opts).ops;
+                    Some(columnar::to_bytes(format, &tables::collectives(&ops))?)
+                }
+                (TableName::Events, Some((job, _))) => {
+                    tables::write_events(format, Vec::new(), job, &a.alignment)?.map(|(b, _)| b)
+                }
+                (TableName::Collectives | TableName::Events, None) => None,
+                (n, _) => tables::from_analysis(a, n).map(|t| columnar::to_bytes(format, &t)).transpose()?,
+            })
+        });
+        match bytes {
+            Ok(Some(b)) => Ok(PyBytes::new(py, &b)),
+            Ok(None) => Err(error(
+                py,
+                "RankscopeError",
+                format!(
+                    "the {table} table needs the job's events: rankscope.analyze(traces, events=True) (a job digest holds none)"
+                ),
+                None,
+                None,
+            )),
+            Err(e) => Err(error(py, "RankscopeError", e.to_string(), None, None)),
+        }
+    }
+
+    /// Whether the job's events were kept (`analyze(..., events=True)`).
+    #[getter]
+    fn has_events(&self) -> bool {
+        self.job.is_some()
     }
 
     /// Files skipped while walking folders, NCCL logs only the NCCL report reads.
@@ -181,7 +233,7 @@ impl Progress {
 
 /// The whole job from files and folders (`rankscope analyze`): `rankscope_host::analyze_paths`.
 #[pyfunction]
-#[pyo3(signature = (paths, ranks, offsets, thresholds, rules=None, progress=None, chunk=None, layout=None))]
+#[pyo3(signature = (paths, ranks, offsets, thresholds, rules=None, progress=None, chunk=None, layout=None, events=false))]
 #[allow(clippy::too_many_arguments)]
 fn analyze(
     py: Python<'_>,
@@ -193,6 +245,7 @@ fn analyze(
     progress: Option<Py<PyAny>>,
     chunk: Option<usize>,
     layout: Option<String>,
+    events: bool,
 ) -> PyResult<Output> {
     let req = rankscope_host::Request {
         paths,
@@ -200,7 +253,7 @@ fn analyze(
         rules,
         options: options(offsets, thresholds, layout.as_deref())?,
         chunk: chunk.map(|c| c.max(1)),
-        keep_job: false,
+        keep_job: events,
         keep_args: false,
     };
     let progress = Progress::new(progress);
@@ -209,7 +262,9 @@ fn analyze(
         return Err(e);
     }
     let outcome = result.map_err(|e| error(py, "RankscopeError", format!("{e:#}"), None, None))?;
-    Ok(Output { out: outcome.out, notes: outcome.notes })
+    // A job digest is read without its events: the job the host hands back has no rank.
+    let job = outcome.job.filter(|j| !j.ranks.is_empty()).map(|j| (j, req.options.clone()));
+    Ok(Output { out: outcome.out, notes: outcome.notes, job })
 }
 
 /// What a read input becomes: a trace's part, or the text whole; else why not (`name` names
@@ -417,7 +472,7 @@ fn combine(
         Ok(out)
     });
     let out = out.map_err(|e| PyOSError::new_err(format!("cannot write the digest: {e}")))?;
-    Ok(Output { out, notes })
+    Ok(Output { out, notes, job: None })
 }
 
 /// One side of a comparison: an analysed job (`Analysis._out`), or the text of a saved

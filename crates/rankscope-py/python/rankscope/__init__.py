@@ -142,6 +142,7 @@ def analyze(
     progress=None,
     strict: bool = True,
     layout: Optional[str] = None,
+    events: bool = False,
 ) -> Analysis:
     """Analyses one job: trace files (one per rank, ``.json`` / ``.json.gz``), folders of them
     (walked as the CLI walks them), NCCL logs, nccl-tests output and Flight Recorder dumps (each
@@ -157,6 +158,8 @@ def analyze(
       ``None`` (default) draws it only on a terminal for large inputs; ``False`` is quiet.
     - ``strict``: raise :class:`TraceError` when a named file is not a trace (default), else
       warn and analyse the rest (``Analysis.failed`` lists them).
+    - ``events``: keep the job's events in memory for the ``events`` and ``collectives``
+      columnar tables (``Analysis.arrow``, ``Analysis.export``; docs/columnar.md).
     """
     callback, line = _resolve_progress(progress)
     try:
@@ -169,6 +172,7 @@ def analyze(
             callback,
             None,
             layout,
+            events,
         )
     finally:
         if line is not None:

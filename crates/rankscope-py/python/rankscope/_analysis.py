@@ -122,6 +122,10 @@ def _columns_of(rows: List[Dict[str, Any]], known: List[str]) -> List[str]:
     return known + extra
 
 
+#: The tables of ``rankscope export`` (docs/columnar.md).
+COLUMNAR_TABLES = ["steps", "collectives", "collective_stats", "groups", "findings", "operators", "events"]
+
+
 class Analysis:
     """One job's analysis. ``report`` is the dict of ``rankscope analyze --json``; ``json()``,
     ``markdown()`` and ``csv()`` are the CLI's ``--json``, ``--md`` and ``--csv`` outputs, byte
@@ -182,6 +186,40 @@ class Analysis:
     def clean(self) -> bool:
         """What ``rankscope analyze``'s exit status 0 means: every input read, no job error."""
         return bool(self._out.clean)
+
+    # -- columnar tables (``rankscope export``, docs/columnar.md) ----------------------------
+    def columnar(self, table: str, format: str = "arrow") -> bytes:
+        """One table of ``rankscope export`` as a file's bytes: ``format`` ``"arrow"`` (the
+        Arrow IPC file format) or ``"parquet"``. Tables: :data:`COLUMNAR_TABLES`;
+        ``collectives`` and ``events`` need ``rankscope.analyze(..., events=True)``."""
+        return bytes(self._out.columnar(table, format))
+
+    def arrow(self, table: str):
+        """One table of ``rankscope export`` as a ``pyarrow.Table`` (read from its Arrow IPC
+        bytes), with the columns and types docs/columnar.md lists."""
+        import pyarrow as pa
+        import pyarrow.ipc
+
+        return pyarrow.ipc.open_file(pa.py_buffer(self.columnar(table, "arrow"))).read_all()
+
+    def export(self, out_dir, format: str = "parquet", tables: Optional[List[str]] = None) -> List[str]:
+        """Writes ``rankscope export``'s files into ``out_dir`` (made when missing): one per
+        table (every one this analysis gives when ``tables`` is ``None``: ``collectives`` and
+        ``events`` only with ``events=True``). Returns the paths written."""
+        import os
+
+        os.makedirs(out_dir, exist_ok=True)
+        if tables is None:
+            kept = self._out.has_events
+            tables = [t for t in COLUMNAR_TABLES if kept or t not in ("collectives", "events")]
+        paths = []
+        for t in tables:
+            path = os.path.join(os.fspath(out_dir), f"{t}.{format}")
+            data = self.columnar(t, format)
+            with open(path, "wb") as f:
+                f.write(data)
+            paths.append(path)
+        return paths
 
     # -- tables ------------------------------------------------------------------------------
     def _list(self, key: str) -> List[Dict[str, Any]]:
