@@ -53,6 +53,13 @@ function nsValues(v, key = '', at = '', out = []) {
   return out;
 }
 
+/** `v` with every decimal string under a `*_ns` key (or in an array under one) a number again. */
+function numbers(v, ns = false) {
+  if (Array.isArray(v)) return v.map((x) => numbers(x, ns));
+  if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, numbers(x, k.endsWith('_ns'))]));
+  return ns && typeof v === 'string' ? Number(v) : v;
+}
+
 test('a host page posts a baseline: the comparison event is `rankscope diff --json`, 64-bit times as strings, the verdict names the operator', async () => {
   const news = zoo('opchange/mm_doubled');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rankscope-embed-compare-'));
@@ -90,8 +97,7 @@ test('a host page posts a baseline: the comparison event is `rankscope diff --js
   assert.equal(BigInt(c.diff.step_time.shift.delta_ns), BigInt(parsed.step_time.shift.delta_ns));
   assert.equal(BigInt(c.diff.verdict.operators[0].delta_ns), BigInt(parsed.verdict.operators[0].delta_ns));
   assert.equal(typeof c.diff.step_time.ratio, 'number');
-  assert.deepEqual(JSON.parse(JSON.stringify(c.diff, (k, v) => (k.endsWith('_ns') && typeof v === 'string' ? Number(v) : v))),
-    JSON.parse(JSON.stringify(parsed, (k, v) => (k.endsWith('_ns') && Array.isArray(v) ? v.map(Number) : v))));
+  assert.deepEqual(numbers(c.diff), parsed, 'the same object once the strings are numbers again');
   // The host steers the frame to its Compare view: the verdict it shows is the event's.
   await page.evaluate(() => rs.show({ view: 'compare' }));
   const verdict = frame.locator('[data-testid=compare-verdict]');
@@ -121,13 +127,15 @@ test('a host page posts a baseline: the comparison event is `rankscope diff --js
   await page.waitForFunction(() => window.events.some((e) => e.event === 'error'), null, { timeout: 60_000 });
   const [err] = await eventsOf(page, 'error');
   assert.equal(err.file, 'rank0.pt.trace.json.gz');
-  assert.match(err.message, /^rank0\.pt\.trace\.json\.gz: not a baseline/);
+  assert.match(err.message, /^not a baseline \(a job digest made by `rankscope combine --digest`, or a saved `rankscope analyze --json`\)$/);
   // A baseline without bytes is a malformed message.
   await page.evaluate(() => document.querySelector('#rankscope').contentWindow.postMessage({ rankscope: { baseline: { name: 'x' } } }, rs.origin));
   await page.waitForFunction(() => window.events.filter((e) => e.event === 'error').length >= 2);
   assert.match((await eventsOf(page, 'error'))[1].message, /^baseline: x: `buffer` must be an ArrayBuffer/);
   assert.equal((await eventsOf(page, 'comparison')).length, 2);
   await page.waitForSelector('[data-testid=host-log]:has-text("comparison: no change beyond noise")');
+  // The frame's Compare view says the same, naming the file.
+  assert.match(await frame.locator('[data-testid=baseline-error]').innerText(), /^rank0\.pt\.trace\.json\.gz: not a baseline/);
   await shot(page, '58b-embedded-compare-log');
   assert.deepEqual(pageErrors, []);
   await page.close();

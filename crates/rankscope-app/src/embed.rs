@@ -362,7 +362,9 @@ pub fn use_embed(
         let peer = peer.clone();
         use_effect_with(state.baseline.clone(), move |b| {
             if let Some(crate::state::Baseline::Failed { name, error }) = b {
-                post(&peer.borrow(), &event(json!({ "event": "error", "file": name, "message": error })));
+                // `file` names it: the message says the rest (the Compare view shows it whole).
+                let message = error.strip_prefix(&format!("{name}: ")).unwrap_or(error);
+                post(&peer.borrow(), &event(json!({ "event": "error", "file": name, "message": message })));
             }
         });
     }
