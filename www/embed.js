@@ -5,6 +5,7 @@
 //   rs.on('analysis', ({ report }) => console.log(report.findings));
 //   rs.open([{ name: 'rank0.json', buffer }], 'job 42');   // ArrayBuffers are transferred
 //   rs.show({ view: 'timeline', rank: 3, step: 12 });
+//   rs.compare({ name: 'last-week.rsdigest', buffer });    // a baseline: 'comparison' events
 //
 // It points the iframe at the app with ?embed=1&origin=<this page's origin> (so the frame trusts
 // this page and no other), sends 'PING' until the frame answers 'PONG' (for at most
@@ -68,7 +69,7 @@
       /** The app's origin (where every message goes). */
       origin,
       /**
-       * Calls `f(message)` on every 'progress', 'analysis', 'selection' or 'error' event (the
+       * Calls `f(message)` on every 'progress', 'analysis', 'comparison', 'selection' or 'error' event (the
        * frame's, and the handshake's time-out: `{event: 'error', file: null, message}`).
        */
       on(event, f) {
@@ -94,6 +95,17 @@
        */
       show(what) {
         return post({ show: what });
+      },
+      /**
+       * Compares the job with a baseline: {name, buffer: ArrayBuffer}, the bytes of a job digest
+       * (`rankscope combine --digest`) or of a saved `rankscope analyze --json` (the buffer is
+       * transferred). Each comparison comes as a 'comparison' event: {base, diff, json}, the
+       * `rankscope diff --json` of the baseline and the job. Resolves once posted.
+       */
+      compare(baseline) {
+        const b = baseline && baseline.buffer;
+        const t = b instanceof ArrayBuffer ? b : b && b.buffer;
+        return post({ baseline }, t ? [t] : []);
       },
     };
   }

@@ -398,6 +398,7 @@ SCENARIOS = [
 
 # What each measured key means (copied into scenario.json).
 MEASURED_HOW = {
+    "extra_mm_ms": "perf_counter() around the extra torch.mm in forward (make_opchange.py's one matmul)",
     "step_ms": "perf_counter() from the top of the loop iteration to just before prof.step() (the ProfilerStep#N span covers the same work)",
     "start_unix_ns": "time.time_ns() at the top of the iteration (the trace's ts*1000 + baseTimeNanoseconds is on the same clock)",
     "end_unix_ns": "time.time_ns() just before prof.step()",

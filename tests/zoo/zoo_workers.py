@@ -283,6 +283,14 @@ def run_dp(ctx):
         mid.register_forward_hook(_sleep_hook)
 
 
+    # An extra matmul in forward (make_opchange.py): `extra_mm` = [rows, k], A [rows, k] @ B [k, k],
+    # inputs made once so the step does only the product. Its size is the pair's one change.
+    extra_mm = None
+    if cfg.get("extra_mm"):
+        rows_mm, k_mm = cfg["extra_mm"]
+        g_mm = torch.Generator().manual_seed(seed)
+        extra_mm = (torch.randn(rows_mm, k_mm, generator=g_mm), torch.randn(k_mm, k_mm, generator=g_mm))
+
     prof = make_profiler(rank, wait, warmup, active)
     with prof:
         for step in range(n_steps):
@@ -301,6 +309,10 @@ def run_dp(ctx):
 
             with ann(names["forward"]), log.timed("forward_ms"):
                 out = net(x)
+                if extra_mm is not None:
+                    t0 = time.perf_counter()
+                    torch.mm(*extra_mm)
+                    log.add("extra_mm_ms", ms(t0, time.perf_counter()))
                 if inj.get("kind") == "sleep_in_forward" and inj_here:
                     # INJECTION (host_stall): an annotated host stall inside `forward`.
                     with record_function(inj["where"]):

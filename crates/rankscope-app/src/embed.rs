@@ -8,8 +8,10 @@
 //! host → frame  {rankscope: {files: [{name, buffer}], title?}}     buffers transferred
 //!               {rankscope: {files: [{name, stream, size?}]}}       a ReadableStream, transferred
 //!               {rankscope: {show: {view, rank?, step?, t0_ns?, t1_ns?}}}
+//!               {rankscope: {baseline: {name, buffer}}}  a job digest or a saved analysis
 //! frame → host  {rankscope: {event: 'progress', done, total, files}}
 //!               {rankscope: {event: 'analysis', report, json}}      `rankscope analyze --json`
+//!               {rankscope: {event: 'comparison', base, diff, json}}  `rankscope diff --json`
 //!               {rankscope: {event: 'selection', rank, t0_ns, t1_ns, name?, file, start_ns, end_ns}}
 //!               {rankscope: {event: 'error', file, message}}
 //! ```
@@ -24,7 +26,11 @@
 //! aligned clock (as `t0`/`t1` in the URL hash), sent as JS numbers (exact below 2^53 ns, 104
 //! days); `start_ns`/`end_ns` of a selection are on the rank's own clock, as in the trace, and
 //! sent as decimal strings (epoch nanoseconds do not fit a JS number). Numbers the host sends
-//! may be JS numbers, BigInts or decimal strings.
+//! may be JS numbers, BigInts or decimal strings. In a `comparison`'s `diff` every `*_ns`
+//! integer is a decimal string ([`ns_as_strings`]); its `json` is the CLI's text.
+//!
+//! **A baseline** goes the Compare view's way: `baseline.rs` reads it in a worker of its own and
+//! the reducer compares it with the job (`state/compared.rs`); each new comparison is posted.
 //!
 //! Nothing here reaches the network: the traces come in as bytes and stay in the tab.
 
@@ -182,6 +188,45 @@ fn parse_files(list: &JsValue) -> Result<Vec<Source>, String> {
     Ok(out)
 }
 
+/// Reads a `baseline` request: `{name?, buffer}`, the bytes of a job digest (`rankscope combine
+/// --digest`) or of a saved `rankscope analyze --json`, as a `File` for `baseline.rs`.
+fn parse_baseline(b: &JsValue) -> Result<web_sys::File, String> {
+    const WANT: &str = "{name?, buffer} (a job digest or a saved `rankscope analyze --json`)";
+    if !b.is_object() || Array::is_array(b) {
+        return Err(format!("baseline: expected an object {WANT}, got {}", shown(b)));
+    }
+    let name = str_field(b, "name").filter(|n| !n.is_empty()).unwrap_or_else(|| "baseline".into());
+    let buffer = Reflect::get(b, &"buffer".into()).unwrap_or(JsValue::UNDEFINED);
+    if !(buffer.is_instance_of::<js_sys::ArrayBuffer>() || js_sys::ArrayBuffer::is_view(&buffer)) {
+        return Err(format!(
+            "baseline: {name}: `buffer` must be an ArrayBuffer (or a view of one), expected {WANT}"
+        ));
+    }
+    web_sys::File::new_with_buffer_source_sequence(&Array::of1(&buffer), &name)
+        .map_err(|e| format!("baseline: {name}: {}", crate::worker::js_text(&e)))
+}
+
+/// Every integer under a key ending in `_ns` (and in an array under one) as a decimal string:
+/// what the protocol sends 64-bit times as (a JS number rounds past 2^53).
+pub fn ns_as_strings(v: &mut serde_json::Value, ns: bool) {
+    use serde_json::Value;
+    match v {
+        Value::Number(n) if ns && (n.is_i64() || n.is_u64()) => *v = Value::String(n.to_string()),
+        Value::Array(a) => a.iter_mut().for_each(|x| ns_as_strings(x, ns)),
+        Value::Object(o) => o.iter_mut().for_each(|(k, x)| ns_as_strings(x, k.ends_with("_ns"))),
+        _ => {}
+    }
+}
+
+/// The `comparison` event: `rankscope diff --json` of the baseline (base) and the job (new), as
+/// its text and as a value whose `*_ns` integers are decimal strings.
+fn comparison_event(c: &crate::state::Compared) -> JsValue {
+    let text = rankscope_core::compare::render::json(&c.comparison);
+    let mut diff: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    ns_as_strings(&mut diff, false);
+    event(json!({ "event": "comparison", "base": c.base_name, "diff": diff, "json": text }))
+}
+
 /// `{rankscope: {event, …}}` as a JS value (the JSON text parsed, so numbers are JS numbers).
 fn event(body: serde_json::Value) -> JsValue {
     let text = json!({ "rankscope": body }).to_string();
@@ -304,6 +349,26 @@ pub fn use_embed(
         });
     }
 
+    // The job compared with a baseline: each new comparison; a baseline that could not be read.
+    {
+        let peer = peer.clone();
+        use_effect_with(state.compared.clone(), move |c| {
+            if let Some(c) = c {
+                post(&peer.borrow(), &comparison_event(c));
+            }
+        });
+    }
+    {
+        let peer = peer.clone();
+        use_effect_with(state.baseline.clone(), move |b| {
+            if let Some(crate::state::Baseline::Failed { name, error }) = b {
+                // `file` names it: the message says the rest (the Compare view shows it whole).
+                let message = error.strip_prefix(&format!("{name}: ")).unwrap_or(error);
+                post(&peer.borrow(), &event(json!({ "event": "error", "file": name, "message": message })));
+            }
+        });
+    }
+
     // Clicks.
     {
         let peer = peer.clone();
@@ -356,8 +421,9 @@ fn on_message(
     on_request(&body, &me, (job, pending), dispatch, open);
 }
 
-/// A `{rankscope: {files?, show?}}` from the peer `me`: files are opened, a `show` applied (or
-/// kept until the job is there); what cannot be read is answered with an `error` event.
+/// A `{rankscope: {files?, show?, baseline?}}` from the peer `me`: files are opened, a `show`
+/// applied (or kept until the job is there), a baseline read to compare the job with; what
+/// cannot be read is answered with an `error` event.
 fn on_request(
     body: &JsValue,
     me: &Option<Peer>,
@@ -367,6 +433,7 @@ fn on_request(
 ) {
     let files = Reflect::get(body, &"files".into()).unwrap_or(JsValue::UNDEFINED);
     let show = Reflect::get(body, &"show".into()).unwrap_or(JsValue::UNDEFINED);
+    let baseline = Reflect::get(body, &"baseline".into()).unwrap_or(JsValue::UNDEFINED);
     let fail =
         |message: String| post(me, &event(json!({ "event": "error", "file": null, "message": message })));
     if !files.is_undefined() {
@@ -384,8 +451,14 @@ fn on_request(
             Err(m) => fail(m),
         }
     }
-    if files.is_undefined() && show.is_undefined() {
-        fail("a rankscope message needs `files` or `show`".into());
+    if !baseline.is_undefined() {
+        match parse_baseline(&baseline) {
+            Ok(file) => crate::baseline::open(file, dispatch.clone()),
+            Err(m) => fail(m),
+        }
+    }
+    if files.is_undefined() && show.is_undefined() && baseline.is_undefined() {
+        fail("a rankscope message needs `files`, `show` or `baseline`".into());
     }
 }
 
@@ -463,4 +536,25 @@ fn selection_event(s: crate::state::Selection, j: &JobView) -> JsValue {
         body["name"] = json!(n);
     }
     event(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_go_as_decimal_strings_and_nothing_else_changes() {
+        let mut v = json!({
+            "schema": "rankscope.diff/1",
+            "step_time": {"floor_ns": 1_000_000, "ratio": 0.5, "shift": {"delta_ns": 9_007_199_254_740_993_i64, "n_base": 5}},
+            "verdict": {"deltas_ns": [-3, 4], "waiting_ranks": [1, 2], "line": "x"},
+        });
+        ns_as_strings(&mut v, false);
+        assert_eq!(v["step_time"]["floor_ns"], "1000000");
+        assert_eq!(v["step_time"]["shift"]["delta_ns"], "9007199254740993");
+        assert_eq!(v["step_time"]["shift"]["n_base"], 5);
+        assert_eq!(v["step_time"]["ratio"], 0.5);
+        assert_eq!(v["verdict"]["deltas_ns"], json!(["-3", "4"]));
+        assert_eq!(v["verdict"]["waiting_ranks"], json!([1, 2]));
+    }
 }

@@ -22,6 +22,7 @@
 pub mod attribution;
 pub mod figures;
 pub mod gates;
+pub mod inside;
 pub mod operators;
 pub mod peak;
 pub mod rate;
@@ -38,6 +39,7 @@ use crate::analyze::noise::Noise;
 use crate::analyze::Analysis;
 pub use attribution::{Attribution, BehindIdeal, Explained};
 pub use figures::{Figure, FigureDiff, Presence, RegionDiff};
+pub use inside::OperatorCause;
 pub use operators::{OpPresence, OpTop, OperatorDiff};
 pub use shift::Shift;
 pub use tables::{CollectiveDiff, ConfigDiff, FindingChange, FindingDiff};

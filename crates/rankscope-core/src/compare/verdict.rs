@@ -17,12 +17,15 @@
 //!    (then "ranks 0, 1 and 3's …" or "every rank's …"); the ranks whose exposed wait moved the
 //!    same way ("which ranks … wait for"); and every other change beyond noise that is not a
 //!    part of these ("also …", else "everything else within noise").
+//! 6. **What inside it?** The few operators whose work explains at least half the step's
+//!    change are said first, the cause after them ([`super::inside`]).
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use super::figures::{is_top, path, Figure, FigureDiff, Presence, RegionDiff};
+use super::inside::{self, Beside, OperatorCause};
 use super::tables::CollectiveDiff;
 use super::Comparison;
 use crate::analyze::Analysis;
@@ -62,6 +65,10 @@ pub struct Verdict {
     pub waiting_delta_ns: i64,
     /// Other changes beyond noise, largest first.
     pub also: Vec<Cause>,
+    /// The operators whose work explains most of the step's change ([`super::inside`]), said
+    /// in the line; empty when none does (added to `rankscope.diff/1` without a bump).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub operators: Vec<OperatorCause>,
     /// Why the runs cannot be compared (`cannot_tell`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -76,6 +83,7 @@ impl Default for Verdict {
             waiting_ranks: Vec::new(),
             waiting_delta_ns: 0,
             also: Vec::new(),
+            operators: Vec::new(),
             reason: None,
         }
     }
@@ -207,10 +215,28 @@ pub fn verdict(c: &Comparison, base: &Analysis, new: &Analysis) -> Verdict {
         Some((c, i)) => (Some(c), Some(i)),
         None => (None, None),
     };
+    // 6. Inside the step: the operators whose work explains it, said before their cause.
+    let beside = match &cause {
+        None => Beside::Nothing,
+        Some(cz)
+            if cz.figure == Some(Figure::Compute)
+                || (cz.figure.is_none() && c_made_of(&all, cz, item.as_ref()) == Some(Figure::Compute)) =>
+        {
+            Beside::Compute
+        }
+        Some(cz) => Beside::Other(cz.delta_ns),
+    };
+    let ops = inside::named(c, base, new, beside);
     let mut v = Verdict { change, ..Verdict::default() };
     let mut line = format!("step time {head}");
     if let Some(cause) = &cause {
-        line.push_str(&format!(": {}", cause_words(cause)));
+        match (ops.is_empty(), beside) {
+            (true, _) => line.push_str(&format!(": {}", cause_words(cause))),
+            (false, Beside::Compute) => {
+                line.push_str(&format!(": {}, in {}", inside::words(&ops), cause_words(cause)))
+            }
+            (false, _) => line.push_str(&format!(": {}, with {}", inside::words(&ops), cause_words(cause))),
+        }
         if cause.figure == Some(Figure::ExposedTransfer) {
             line.push_str(&bandwidth_words(&c.collectives));
         }
@@ -244,6 +270,9 @@ pub fn verdict(c: &Comparison, base: &Analysis, new: &Analysis) -> Verdict {
             line.push_str(&format!(", which {who} {verb} for ({} per step)", signed_dur(v.waiting_delta_ns)));
         }
         v.also = others(&all, Some((cause, item.as_ref())), &v.waiting_ranks, &c.regions);
+    } else if !ops.is_empty() {
+        line.push_str(&format!(": {}", inside::words(&ops)));
+        v.also = others(&all, None, &[], &c.regions);
     } else {
         line.push_str(": no single rank, region or figure explains it");
         v.also = others(&all, None, &[], &c.regions);
@@ -272,6 +301,7 @@ pub fn verdict(c: &Comparison, base: &Analysis, new: &Analysis) -> Verdict {
     line.push_str(&collective_words(&c.collectives));
     v.line = line;
     v.cause = cause;
+    v.operators = ops;
     v
 }
 
