@@ -355,6 +355,31 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::disallowed_methods, clippy::disallowed_types)] // a host test: timing only printed
+    fn a_window_over_millions_of_samples_is_one_pass() {
+        // 3M samples (a 7M-event trace's allocator events): a saw-tooth with one spike.
+        let n = 3_000_000i64;
+        let ts: Vec<i64> = (0..n).map(|i| i * 100).collect();
+        let mut alloc: Vec<i64> = (0..n).map(|i| (i % 1000) * 1024).collect();
+        alloc[1_234_567] = 1 << 40;
+        let s = made(&ts, &alloc, 0);
+        let t = std::time::Instant::now();
+        let b = s.buckets(0, n * 100, 1000);
+        let whole = t.elapsed();
+        assert_eq!(b.len(), 1000);
+        assert_eq!(b.iter().map(|b| b.max).max(), Some(1 << 40), "the spike survives 3,000 samples a bucket");
+        assert_eq!(b.iter().filter(|b| b.max == 1 << 40).count(), 1);
+        // A narrow window costs what its samples cost, not the series'.
+        let t = std::time::Instant::now();
+        let narrow = s.buckets(123_456_000, 123_476_000, 256);
+        let small = t.elapsed();
+        assert_eq!(narrow.iter().map(|b| b.max).max(), Some(1 << 40));
+        eprintln!(
+            "3M samples: whole window in 1,000 buckets {whole:?}, 200 samples in 256 buckets {small:?}"
+        );
+    }
+
+    #[test]
     fn bad_windows_give_nothing() {
         let s = made(&[10, 20], &[1, 2], 0);
         assert!(s.buckets(50, 40, 10).is_empty());

@@ -157,7 +157,10 @@ pub(super) fn draw_row(
     g.set_fill_style_str(&col.bg);
     g.fill_rect(0.0, y, GUTTER_W, row.h);
     g.set_fill_style_str(&col.muted);
-    if let Some(t) = fit_text(&name(track.device), GUTTER_W - 10.0) {
+    // Without the allocator's totals, allocated counts from the trace's first sample.
+    let title =
+        if track.relative { format!("{} (relative)", name(track.device)) } else { name(track.device) };
+    if let Some(t) = fit_text(&title, GUTTER_W - 10.0) {
         g.fill_text(&t, 12.0, y + ROW_H / 2.0).ok();
     }
     g.set_fill_style_str(&col.fg);
