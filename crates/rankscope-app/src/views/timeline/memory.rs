@@ -117,10 +117,13 @@ pub(super) fn draw_row(
                 _ => area.push((x0, hy(b.max), x1 - x0)),
             }
             if let Some(r) = b.reserved_max.filter(|_| track.max_reserved.is_some_and(|m| m > 0)) {
-                line.push((x0, x1, hy(r)));
+                line.push((x0, x1, hy(r).round()));
             }
         }
     }
+    // The top of the scale, a hairline under the chart (reserved at its most runs along it).
+    g.set_fill_style_str(&col.ruler);
+    g.fill_rect(GUTTER_W, top, w - GUTTER_W, 1.0);
     g.set_fill_style_str(&col.mem_alloc);
     g.set_global_alpha(0.55);
     g.begin_path();
@@ -131,7 +134,7 @@ pub(super) fn draw_row(
     g.set_global_alpha(1.0);
     if !line.is_empty() {
         g.set_stroke_style_str(&col.mem_reserved);
-        g.set_line_width(1.5);
+        g.set_line_width(2.0);
         g.begin_path();
         let mut last_x = f64::MIN;
         for &(x0, x1, yy) in &line {
@@ -145,9 +148,6 @@ pub(super) fn draw_row(
         }
         g.stroke();
     }
-    // The top of the scale, a hairline.
-    g.set_fill_style_str(&col.ruler);
-    g.fill_rect(GUTTER_W, top, w - GUTTER_W, 1.0);
     if let Some(r) = ctl.pointer.memory_kept.as_ref().filter(|r| r.id == *id && r.device == track.device) {
         let x = ctl.view.x_of(r.t_ns, *offset_ns);
         g.set_fill_style_str(&col.select);
