@@ -213,7 +213,8 @@ fn lines(ctl: &Ctl, r: &Readout) -> Vec<String> {
     } else {
         format!("allocated {} – {} in this pixel", binary(b.min), binary(b.max))
     });
-    if let Some(res) = b.reserved_max {
+    // A CPU trace writes reserved 0: nothing to say.
+    if let Some(res) = b.reserved_max.filter(|&r| r > 0) {
         out.push(format!("reserved {}", binary(res)));
     }
     out
