@@ -57,7 +57,8 @@
 //! never a JS string; `Args` (one event's detail with its source args, for the args panel,
 //! answered `Picked`: the file read again for them on the first such question) and `Totals`
 //! (per name and class, the events of some lanes overlapping a range of the rank's own clock:
-//! the timeline's area selection, [`crate::totals`]). A worker never learns the job's rank decision: the rank is a key the page
+//! the timeline's area selection, [`crate::totals`]) and `Memory` (one tile of the memory
+//! track: a device's least and most allocated per pixel, `rankscope_core::view::memory`). A worker never learns the job's rank decision: the rank is a key the page
 //! keeps, and the questions that write a rank carry it.
 //!
 //! A `Load` may carry a `ReadableStream` instead of the `File` (a host page's stream, see
@@ -66,6 +67,7 @@
 //! [`RankView`]: rankscope_core::view::RankView
 
 use rankscope_core::analyze::RankPart;
+use rankscope_core::view::memory::{MemoryTile, MemoryTileKey};
 use rankscope_core::view::{EventDetail, Found, RankClaim, RankSummary, Tile, TileKey};
 use serde::{Deserialize, Serialize};
 
@@ -177,6 +179,9 @@ pub enum Query {
         to_ns: i64,
         lanes: Vec<u32>,
     },
+    Memory {
+        key: MemoryTileKey,
+    },
 }
 
 /// What a worker answers a [`Query`] with. Every answer but a `Chunk` that is not the last ends
@@ -188,6 +193,7 @@ pub enum Answer {
     Placed(Option<Box<(rankscope_core::view::Hit, EventDetail)>>),
     Found(Box<Found>),
     Totals(Box<crate::totals::Totals>),
+    Memory(Box<MemoryTile>),
     /// A piece of an export; its bytes (a `Uint8Array`) travel beside the message.
     Chunk {
         last: bool,
@@ -322,6 +328,19 @@ mod tests {
             answer: Answer::Tile(Box::new(Tile { key, start_ns: vec![i64::MAX - 1], ..Tile::default() })),
         };
         assert_eq!(decode::<FromWorker>(&encode(&t)), Ok(t));
+        let key = MemoryTileKey { device: -1, level: 12, index: key.index };
+        let bucket = rankscope_core::view::memory::MemoryBucket {
+            t_ns: 1_716_404_512_093_771_205,
+            min: 1,
+            max: i64::MAX,
+            reserved_max: None,
+        };
+        let m = FromWorker::Answer {
+            id: RankId::whole(0),
+            req: 5,
+            answer: Answer::Memory(Box::new(MemoryTile { key, buckets: vec![bucket] })),
+        };
+        assert_eq!(decode::<FromWorker>(&encode(&m)), Ok(m));
         assert!(Answer::Chunk { last: true }.is_final() && !Answer::Chunk { last: false }.is_final());
         assert!(decode::<FromWorker>("{").is_err());
     }

@@ -75,6 +75,13 @@ export interface RankSummary {
   input_bytes: bigint; text_bytes: bigint; span_start_ns: bigint; span_end_ns: bigint;
   events: bigint; rows: bigint; gpu_ops: bigint; comm_kernels: bigint; steps: StepSpan[];
   steps_synthetic: boolean; lanes: LaneSummary[]; diagnostics: Diagnostic[]; hidden_events: bigint;
+  /** The allocator's `[memory]` samples per device (absent without `profile_memory`). */
+  memory?: MemoryTrack[];
+}
+/** One device's memory samples in a few figures (device -1: the host). */
+export interface MemoryTrack {
+  device: number; samples: bigint; first_ns: bigint; last_ns: bigint; max_allocated: bigint;
+  max_reserved: bigint | null; relative: boolean;
 }
 export interface TileKey { lane: number; level: number; index: bigint; }
 /** Level-of-detail boxes of one lane over one tile of time (columns; times absolute ns). */

@@ -5,9 +5,10 @@
 //! sent to the UI and the job facts built from several of them, [`ranks`] the job-level rank
 //! decision made from those summaries, [`timeline`] the level-of-detail tiles the timeline
 //! draws, [`members`] each collective's members across ranks (the timeline's jump from one
-//! rank's collective to the others'). Like the rest of the core, nothing here knows of the browser.
+//! rank's collective to the others'), [`memory`] the memory track's tiles. Like the rest of the core, nothing here knows of the browser.
 
 pub mod members;
+pub mod memory;
 pub mod ranks;
 pub mod summary;
 pub mod timeline;
@@ -28,6 +29,8 @@ pub struct RankView {
     job: Job,
     report: Option<FileReport>,
     index: TimelineIndex,
+    /// The allocator's series per device ([`memory`]), built once.
+    memory: Vec<memory::MemorySeries>,
 }
 
 impl RankView {
@@ -39,7 +42,8 @@ impl RankView {
         let job = assemble(vec![trace], &[], rules);
         let report = inspect::report(&job, Vec::new()).files.into_iter().next();
         let index = job.ranks.first().map(|r| TimelineIndex::build(&r.trace)).unwrap_or_default();
-        RankView { job, report, index }
+        let memory = job.ranks.first().map(|r| analyze::memory::series(r, &job.strings)).unwrap_or_default();
+        RankView { job, report, index, memory }
     }
 
     pub fn entry(&self) -> Option<&RankEntry> {
@@ -151,7 +155,14 @@ impl RankView {
     }
 
     pub fn summary(&self) -> Option<RankSummary> {
-        Some(RankSummary::new(self.entry()?, self.report.as_ref()?, &self.index, &self.job.strings))
+        let mut s = RankSummary::new(self.entry()?, self.report.as_ref()?, &self.index, &self.job.strings);
+        s.memory = self.memory.iter().map(memory::MemorySeries::track).collect();
+        Some(s)
+    }
+
+    /// One tile of the memory track ([`memory::tile`]).
+    pub fn memory_tile(&self, key: memory::MemoryTileKey) -> memory::MemoryTile {
+        memory::tile(&self.memory, key)
     }
 
     pub fn tile(&self, key: TileKey) -> Tile {

@@ -52,6 +52,10 @@ pub struct RankSummary {
     pub diagnostics: Vec<Diagnostic>,
     /// Events too deeply nested to be drawn.
     pub hidden_events: u64,
+    /// The allocator's `[memory]` samples per device, in a few figures (the timeline's memory
+    /// track; empty without `profile_memory`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub memory: Vec<crate::analyze::memory::MemoryTrack>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -138,6 +142,7 @@ impl RankSummary {
             lanes,
             diagnostics: report.diagnostics.clone(),
             hidden_events: index.hidden,
+            memory: Vec::new(),
         }
     }
 

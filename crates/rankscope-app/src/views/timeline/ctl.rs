@@ -89,6 +89,9 @@ impl Ctl {
             headers_attr: String::new(),
             path_attr: String::new(),
             selected_attr: String::new(),
+            memory_shown: true,
+            memory: memory::MemoryTiles::default(),
+            memory_attr: String::new(),
         }
     }
 
@@ -157,6 +160,18 @@ impl Ctl {
                 });
                 y += h;
             }
+            if self.memory_shown && !self.collapsed.contains(id) {
+                for m in &r.memory {
+                    rows.push(Row {
+                        kind: RowKind::Memory { id: *id, rank: r.rank, track: m.clone(), offset_ns },
+                        y,
+                        h: memory::MEM_H,
+                        group_end: 0.0,
+                        pinned: pin,
+                    });
+                    y += memory::MEM_H;
+                }
+            }
             for row in &mut rows[start..] {
                 row.group_end = y;
             }
@@ -208,7 +223,7 @@ impl Ctl {
     pub(super) fn header_at(&self, y: f64) -> Option<RankId> {
         self.row_at(y).and_then(|r| match r.kind {
             RowKind::Rank { id, .. } => Some(id),
-            RowKind::Lane { .. } => None,
+            RowKind::Lane { .. } | RowKind::Memory { .. } => None,
         })
     }
 
@@ -231,7 +246,7 @@ impl Ctl {
                 let d = ((y - self.screen_y(row)) / ROW_H).floor() as u32;
                 (d < *depth).then_some((*id, *lane, d, *offset_ns))
             }
-            RowKind::Rank { .. } => None,
+            RowKind::Rank { .. } | RowKind::Memory { .. } => None,
         }
     }
 

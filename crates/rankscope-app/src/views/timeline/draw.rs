@@ -44,6 +44,8 @@ pub(super) fn read_colors() -> Colors {
         highlight: css_var(&style, "--highlight", "#ffd400"),
         select: css_var(&style, "--select", "#d81b60"),
         path: css_var(&style, "--path", "#0097a7"),
+        mem_alloc: css_var(&style, "--mem-alloc", "#5e35b1"),
+        mem_reserved: css_var(&style, "--mem-reserved", "#e65100"),
     }
 }
 
@@ -104,12 +106,14 @@ pub(super) fn draw(c: &Shared) {
 
     let p = Paint { g: &g, w, h, col: &col };
     // The scrolled rows, then the pinned band over them.
-    let mut wanted = draw_rows(&p, ctl, false);
+    let (mut wanted, mut mem_wanted) = draw_rows(&p, ctl, false);
     draw_steps(&p, ctl, false);
     if ctl.pinned_h > RULER_H {
         g.set_fill_style_str(&col.bg);
         g.fill_rect(0.0, RULER_H, w, ctl.pinned_h - RULER_H);
-        wanted.extend(draw_rows(&p, ctl, true));
+        let (more, more_mem) = draw_rows(&p, ctl, true);
+        wanted.extend(more);
+        mem_wanted.extend(more_mem);
         draw_steps(&p, ctl, true);
         g.set_fill_style_str(&col.fg);
         g.fill_rect(0.0, ctl.pinned_h - 2.0, w, 2.0);
@@ -143,21 +147,36 @@ pub(super) fn draw(c: &Shared) {
     super::area::draw_band(&g, ctl, h, &col);
     draw_ruler(&g, ctl, w, &col);
     draw_hover(&g, ctl, w, h, &col);
+    super::memory::draw_readout(&g, ctl, (w, h), &col);
+    let memory = super::memory::json(ctl);
+    if memory != ctl.memory_attr {
+        let _ = canvas.set_attribute("data-memory", &memory);
+        ctl.memory_attr = memory;
+    }
 
     // Ask for the tiles this frame lacked (nearest to the centre first is not needed: a worker
     // answers a tile in well under a frame).
     let pool = ctl.pool.clone();
-    let tile_reply = ctl.sinks.as_ref().map(|s| s.tile.clone());
+    let tile_reply = ctl.sinks.as_ref().map(|s| (s.tile.clone(), s.memory.clone()));
     let mut asks = Vec::new();
     for k in wanted {
         if ctl.tiles.inflight.insert(k) {
             asks.push(k);
         }
     }
+    let mut mem_asks = Vec::new();
+    for k in mem_wanted {
+        if ctl.memory.inflight.insert(k) {
+            mem_asks.push(k);
+        }
+    }
     drop(guard);
-    if let (Some(p), Some(reply)) = (pool, tile_reply) {
+    if let (Some(p), Some((reply, mem_reply))) = (pool, tile_reply) {
         for (id, key) in asks {
             p.ask(id, Query::Tile { key }, Some(reply.clone()));
+        }
+        for (id, key) in mem_asks {
+            p.ask(id, Query::Memory { key }, Some(mem_reply.clone()));
         }
     }
 }
@@ -186,10 +205,14 @@ fn selected_json(ctl: &Ctl) -> String {
     )
 }
 
-/// Draws every row on screen of the pinned band or of the scrolled rows (a rank's header or a
-/// lane with its tiles) and returns the tiles it lacked.
-fn draw_rows(p: &Paint, ctl: &Ctl, pinned: bool) -> Vec<(RankId, TileKey)> {
+/// The tiles a frame lacked: the lanes' and the memory rows'.
+type Wanted = (Vec<(RankId, TileKey)>, Vec<(RankId, rankscope_core::view::memory::MemoryTileKey)>);
+
+/// Draws every row on screen of the pinned band or of the scrolled rows (a rank's header, a
+/// lane with its tiles, a memory row) and returns the tiles it lacked.
+fn draw_rows(p: &Paint, ctl: &Ctl, pinned: bool) -> Wanted {
     let mut wanted: Vec<(RankId, TileKey)> = Vec::new();
+    let mut mem_wanted = Vec::new();
     for (i, row) in ctl.rows.iter().enumerate().filter(|(_, r)| r.pinned == pinned) {
         let y = ctl.screen_y(row);
         if y + row.h < ctl.top_of(row) || y > p.h {
@@ -198,9 +221,12 @@ fn draw_rows(p: &Paint, ctl: &Ctl, pinned: bool) -> Vec<(RankId, TileKey)> {
         match &row.kind {
             RowKind::Rank { label, id, .. } => draw_header(p, ctl, row, (id, label), y),
             RowKind::Lane { .. } => draw_lane(p, ctl, (i, row), y, &mut wanted),
+            RowKind::Memory { .. } => {
+                super::memory::draw_row(p.g, ctl, (row, y, p.w), p.col, &mut mem_wanted)
+            }
         }
     }
-    wanted
+    (wanted, mem_wanted)
 }
 
 /// A rank's header row: its label, marked on the left when it is the rank opened from another

@@ -94,7 +94,17 @@ pub(super) fn on_up(
         if let Some(id) = pin {
             pins::toggle(&ctl, id);
         }
-        if click {
+        // A click on a memory row keeps its reading (none there: forgets the kept one).
+        let on_memory = click && {
+            let mut c = ctl.borrow_mut();
+            let at =
+                c.pointer.at.and_then(|(_, y)| c.row_at(y)).map(|r| matches!(r.kind, RowKind::Memory { .. }));
+            if at == Some(true) {
+                c.pointer.memory_kept = c.pointer.memory.clone();
+            }
+            at == Some(true)
+        };
+        if click && !on_memory {
             let hover = ctl.borrow().pointer.hover.clone();
             members::select(&mut ctl.borrow_mut(), hover.clone());
             if let (Some((id, _, _, d)), Some(c)) = (&hover, &ctx) {
@@ -204,6 +214,7 @@ pub(super) fn on_leave(ctl: &Shared) -> Callback<MouseEvent> {
             }
             c.pointer.at = None;
             c.pointer.hover = None;
+            c.pointer.memory = None;
         }
         request_frame(&ctl);
     })

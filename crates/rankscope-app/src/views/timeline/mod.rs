@@ -16,7 +16,8 @@
 //! (`Viewport`, `Tiles`, `Pointer`, `Search`, `Frames`); `ctl` moves the view and lays out the
 //! rows, `draw` paints a frame, `input` turns the mouse, the wheel, the keys and the search box
 //! into moves and requests; `pins` keeps ranks at the top, `members` lists and selects a
-//! collective's members across ranks, `path` draws the lead finding's critical path.
+//! collective's members across ranks, `path` draws the lead finding's critical path, `memory`
+//! the memory track under each rank's lanes.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -24,7 +25,7 @@ use std::rc::{Rc, Weak};
 
 use rankscope_core::model::Class;
 use rankscope_core::sequence::marks::{Mark, MarkKind};
-use rankscope_core::view::timeline::{level_for, tiles_covering, MAX_LEVEL, NO_LABEL};
+use rankscope_core::view::timeline::{level_for, tiles_covering, MAX_LEVEL, NO_LABEL, TILE_PX};
 use rankscope_core::view::{EventDetail, Found, Hit, Tile, TileKey};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
@@ -49,6 +50,7 @@ mod area;
 mod draw;
 mod input;
 mod members;
+mod memory;
 mod panel;
 mod path;
 mod pins;
@@ -84,8 +86,26 @@ pub struct Props {
 
 #[derive(Debug, Clone)]
 enum RowKind {
-    Rank { id: RankId, label: String, steps: Vec<(u32, i64, i64)>, offset_ns: i64 },
-    Lane { id: RankId, lane: u32, label: String, depth: u32, offset_ns: i64 },
+    Rank {
+        id: RankId,
+        label: String,
+        steps: Vec<(u32, i64, i64)>,
+        offset_ns: i64,
+    },
+    Lane {
+        id: RankId,
+        lane: u32,
+        label: String,
+        depth: u32,
+        offset_ns: i64,
+    },
+    /// One device's memory track of a rank ([`memory`]).
+    Memory {
+        id: RankId,
+        rank: u32,
+        track: rankscope_core::view::memory::MemoryTrack,
+        offset_ns: i64,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -114,6 +134,8 @@ struct Colors {
     highlight: String,
     select: String,
     path: String,
+    mem_alloc: String,
+    mem_reserved: String,
 }
 
 /// What is on screen: the time window, the vertical scroll and the canvas' size.
@@ -158,6 +180,9 @@ struct Pointer {
     area_drag: bool,
     area_req: u32,
     drag: Option<(f64, f64, f64, f64, bool)>,
+    /// The memory track's reading under the pointer, and the one a click kept ([`memory`]).
+    memory: Option<memory::Readout>,
+    memory_kept: Option<memory::Readout>,
 }
 
 /// Search matches per rank, for the current request.
@@ -186,6 +211,7 @@ struct Sinks {
     tile: Reply,
     pick: Sink,
     found: Sink,
+    memory: Reply,
 }
 
 /// An answer with the timeline's own request number.
@@ -234,6 +260,11 @@ struct Ctl {
     path_attr: String,
     /// The selection's place, as last written to `data-selected` (a test hook).
     selected_attr: String,
+    /// The memory rows shown (the bar's Memory button), their tiles, and what was last written
+    /// to `data-memory` (a test hook).
+    memory_shown: bool,
+    memory: memory::MemoryTiles,
+    memory_attr: String,
 }
 
 type Shared = Rc<RefCell<Ctl>>;
@@ -242,6 +273,7 @@ fn pick_at(c: &Shared, x: f64, y: f64) {
     let (pool, ask) = {
         let mut ctl = c.borrow_mut();
         ctl.pointer.at = Some((x, y));
+        ctl.pointer.memory = memory::readout_at(&ctl, x, y);
         let hit = if x > GUTTER_W && y > RULER_H { ctl.lane_at(y) } else { None };
         match hit {
             Some((id, lane, depth, offset_ns)) => {
@@ -296,6 +328,7 @@ pub fn timeline(p: &Props) -> Html {
     let area_totals = use_state(|| None::<area::AreaTotals>);
     // Events matching the search, over every rank (None: no search).
     let matches = use_state(|| None::<u64>);
+    let memory_shown = use_state(|| true);
 
     // Layout, pool and sinks follow the job.
     {
@@ -387,6 +420,7 @@ pub fn timeline(p: &Props) -> Html {
                 }
                 <span class="legend">{ legend() }</span>
                 <span class="spacer"></span>
+                { memory::toggle(&ctl, &p.job, &memory_shown) }
                 { path::toggle(&p.job, p.path, ctx.as_ref()) }
                 <span class="muted keys" title="Ctrl+wheel or W/S zoom · drag, Shift+wheel or A/D pan · 0 fits · click a rank's header to fold it, its pin to pin it on top (P pins the selection's rank) · click an event for its args panel; [ and ] step through a collective's members · Shift+drag selects a range and totals it">{"keys: ?"}</span>
                 <button class="small" data-testid="export-png" onclick={input::on_png(&canvas)} title="Save what the timeline shows as a PNG">{"PNG"}</button>
@@ -432,6 +466,8 @@ fn follow_job(
         c.layout(job);
         c.tiles.cache.clear();
         c.tiles.inflight.clear();
+        c.memory.cache.clear();
+        c.memory.inflight.clear();
         if let Some(canvas) = c.canvas.cast::<HtmlCanvasElement>().and_then(|e| e.parent_element()) {
             c.view.width = f64::from(canvas.client_width()).max(200.0);
             c.view.height = f64::from(canvas.client_height()).max(200.0);
@@ -498,7 +534,7 @@ fn sinks(ctl: &Shared, matches: UseStateHandle<Option<u64>>) -> Sinks {
             request_frame(&c);
         }
     });
-    Sinks { tile, pick, found }
+    Sinks { tile, pick, found, memory: memory::sink(ctl) }
 }
 
 /// Shows a window and a rank opened from the URL hash or another view. Opened again (a new

@@ -87,7 +87,7 @@ pub(super) fn headers_json(c: &Ctl) -> String {
                     r.pinned
                 ))
             }
-            RowKind::Lane { .. } => None,
+            RowKind::Lane { .. } | RowKind::Memory { .. } => None,
         })
         .collect();
     format!("[{}]", places.join(","))

@@ -426,6 +426,7 @@ impl JobDigest {
             lanes: Vec::new(),
             diagnostics,
             hidden_events: 0,
+            memory: Vec::new(),
         })
     }
 }
