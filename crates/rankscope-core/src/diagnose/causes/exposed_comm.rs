@@ -217,26 +217,9 @@ fn replayed_overlap(cx: &Ctx<'_>, late: &BTreeSet<u32>) -> Option<(f64, String)>
     if moved.deferred > 0 {
         how.push("each gradient reduction waited for only where the last one is (at the end of backward)");
     }
-    let now = gain(&BTreeSet::new());
-    let mut words = format!(
-        " Replayed from the traces with {} (everything else as recorded), the job's step is {} shorter",
-        how.join(" and "),
-        dur(now)
-    );
-    let mut saving = now;
-    if !late.is_empty() {
-        // In the order of fixing: the late ranks first, then the overlap.
-        let later = gain(late);
-        saving = later;
-        words.push_str(&format!(
-            " now, {} once {} {} fixed",
-            dur(later),
-            ranks_word(&late.iter().copied().collect::<Vec<_>>()).to_lowercase(),
-            if late.len() == 1 { "is" } else { "are" }
-        ));
-    }
-    words.push('.');
-    Some((saving, words))
+    // In the order of fixing: the late ranks first, then the overlap.
+    let lead = format!(" Replayed from the traces with {} (everything else as recorded), the job's step is ", how.join(" and "));
+    Some(super::in_order_of_fixing(late, gain, &lead, " shorter"))
 }
 
 /// Per rank above the threshold, its number; per rank, the exposed transfer that perfect

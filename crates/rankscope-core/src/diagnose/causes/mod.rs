@@ -17,6 +17,33 @@ mod prelude {
     pub(super) use crate::words::{dur, dur_range, pct, rank_list, ranks_word};
 }
 
+/// A replayed gain in the order of fixing: `gain(late)` is the step gained with the `late` ranks
+/// brought to their peers in both replays. Returns the gain to claim (once the late ranks are
+/// fixed, when some are found: they are fixed first) and the words: `lead`, the gain now and
+/// its `unit` ("54 ms per step"), and with late ranks " now, 58 ms once rank 3 is fixed".
+fn in_order_of_fixing(
+    late: &std::collections::BTreeSet<u32>,
+    gain: impl Fn(&std::collections::BTreeSet<u32>) -> f64,
+    lead: &str,
+    unit: &str,
+) -> (f64, String) {
+    use crate::words::{dur, ranks_word};
+    let now = gain(&std::collections::BTreeSet::new());
+    let mut words = format!("{lead}{}{unit}", dur(now));
+    if late.is_empty() {
+        words.push('.');
+        return (now, words);
+    }
+    let later = gain(late);
+    words.push_str(&format!(
+        " now, {} once {} {} fixed.",
+        dur(later),
+        ranks_word(&late.iter().copied().collect::<Vec<_>>()).to_lowercase(),
+        if late.len() == 1 { "is" } else { "are" }
+    ));
+    (later, words)
+}
+
 macro_rules! registry {
     ($($(#[$m:meta])* $id:ident => $module:ident),+ $(,)?) => {
         $(mod $module;)+

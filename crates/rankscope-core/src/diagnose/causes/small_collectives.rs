@@ -391,28 +391,13 @@ fn replayed_saving(
         })
         .collect();
     let none = BTreeMap::new();
-    let no_rank = BTreeSet::new();
     let gain = |late: &BTreeSet<u32>| {
         let before = crate::analyze::whatif::Scenario::new(m, late, &none).mean_step_ns(m);
         let after = crate::analyze::whatif::Scenario::new(m, late, &merged).mean_step_ns(m);
         (before - after).max(0.0)
     };
-    let now = gain(&no_rank);
-    let mut saving = now;
-    let mut replayed = format!(" Replayed from the traces with these calls merged: {} per step", dur(now));
-    if !late.is_empty() {
-        // In the order of fixing: the late ranks first, then these calls.
-        let later = gain(late);
-        saving = later;
-        replayed.push_str(&format!(
-            " now, {} once {} {} fixed",
-            dur(later),
-            ranks_word(&late.iter().copied().collect::<Vec<_>>()).to_lowercase(),
-            if late.len() == 1 { "is" } else { "are" }
-        ));
-    }
-    replayed.push('.');
-    Some((saving, replayed))
+    // In the order of fixing: the late ranks first, then these calls.
+    Some(super::in_order_of_fixing(late, gain, " Replayed from the traces with these calls merged: ", " per step"))
 }
 
 /// "6 × 1–2 MiB, 12 × 2–4 MiB": counts per power-of-two size band.
