@@ -14,7 +14,6 @@ scenario.json), so each folder reads like a zoo scenario.
 import argparse
 import os
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -64,17 +63,7 @@ def main():
     ap.add_argument("--only", help="comma-separated run names")
     a = ap.parse_args()
     todo = RUNS if not a.only else [p for p in RUNS if p["name"] in a.only.split(",")]
-    t0 = time.time()
-    failures = []
-    for scn in todo:
-        try:
-            z.print_doc(z.generate(scn, os.path.abspath(a.out)))
-        except Exception as e:  # noqa: BLE001
-            failures.append(scn["name"])
-            print(f"!! {scn['name']} failed: {e}", file=sys.stderr)
-        sys.stdout.flush()
-    print(f"done in {time.time() - t0:.0f} s; failed: {failures or 'none'}")
-    sys.exit(1 if failures else 0)
+    z.generate_all(todo, lambda scn: z.print_doc(z.generate(scn, os.path.abspath(a.out))))
 
 
 if __name__ == "__main__":

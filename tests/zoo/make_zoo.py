@@ -897,12 +897,20 @@ def main():
         if unknown:
             sys.exit(f"unknown scenarios: {sorted(unknown)}")
         todo = [s for s in SCENARIOS if s["name"] in wanted]
+    generate_all(todo, lambda scn: print_doc(generate(scn, os.path.abspath(a.out), a.keep_work)))
+
+
+def generate_all(todo, make):
+    """Makes each scenario of `todo` (`make(scn)`: its traces and its doc), going on past a
+    failure (said with its traceback); exits 1 when some failed. Every maker's main ends here."""
+    import traceback
     t0 = time.time()
     failures = []
     for scn in todo:
         try:
-            print_doc(generate(scn, os.path.abspath(a.out), a.keep_work))
+            make(scn)
         except Exception as e:  # noqa: BLE001
+            traceback.print_exc()
             failures.append(scn["name"])
             print(f"!! {scn['name']} failed: {e}", file=sys.stderr)
         sys.stdout.flush()

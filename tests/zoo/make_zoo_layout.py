@@ -37,7 +37,7 @@ from collections import Counter, defaultdict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from make_zoo import free_port, gzip_to, mean  # noqa: E402  (stdlib-only helpers)
+from make_zoo import free_port, generate_all, gzip_to, mean  # noqa: E402  (stdlib-only helpers)
 
 DP_FALSE = ["compute_imbalance", "input_bound", "small_collectives", "slow_device"]
 
@@ -1021,19 +1021,7 @@ def main():
         if unknown:
             sys.exit(f"unknown scenarios: {sorted(unknown)}")
         todo = [s for s in SCENARIOS if s["name"] in wanted]
-    t0 = time.time()
-    failures = []
-    for scn in todo:
-        try:
-            print_doc(generate(scn, os.path.abspath(a.out), a.keep_work))
-        except Exception as e:  # noqa: BLE001
-            import traceback
-            traceback.print_exc()
-            failures.append(scn["name"])
-            print(f"!! {scn['name']} failed: {e}", file=sys.stderr)
-        sys.stdout.flush()
-    print(f"done in {time.time() - t0:.0f} s; failed: {failures or 'none'}")
-    sys.exit(1 if failures else 0)
+    generate_all(todo, lambda scn: print_doc(generate(scn, os.path.abspath(a.out), a.keep_work)))
 
 
 if __name__ == "__main__":
