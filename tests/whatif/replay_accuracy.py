@@ -71,6 +71,7 @@ PAIRS = [
     ("repeat/baseline_b", "repeat/host_stall_b", 2),
     ("layout/tp2_dp2_healthy", "layout/tp2_dp2_stall", 3),
     ("layout/hsdp_2x2_healthy", "layout/hsdp_2x2_slow_loader", 1),
+    ("fsdp_tp/healthy", "fsdp_tp/stall_r3", 3),
 ]
 
 

@@ -222,6 +222,21 @@ SCENARIOS = [
                   "burst": {"rank": 1, "profiled_step_index": 1}},
     ),
     dict(
+        name="slow_device_hog_2rank", kind="dp", world_size=2, seed=1870,
+        description=(
+            "noise_burst_2rank's job (identical_2rank's model, DataLoader and annotations; each rank "
+            "pinned to its own core) where another process spins on rank 1's core for the whole run: "
+            "every operator of rank 1 runs slower in every step (a slow device: a throttled or shared "
+            "GPU on a GPU job). Rank 0 waits for rank 1 at the gradient all_reduce each step."
+        ),
+        cfg=dp(dataloader=True, item_sleep_ms=0.0, pin=True, active=4,
+               inject={"kind": "cpu_hog_all", "ranks": [1]}),
+        injected={"cause": "slow_device", "ranks": [1],
+                  "how": "a process spinning on rank 1's core (both ranks pinned, one core each) from before the first step to the end of the run"},
+        expected={"first_finding": "slow_device", "ranks": [1],
+                  "must_not": ["host_stall", "input_bound", "small_collectives", "host_sync"]},
+    ),
+    dict(
         name="host_stall_8rank", kind="dp", world_size=8, seed=1900,
         description=(
             "host_stall at world size 8 on 2 cores, with a tiny model (in_proj 256->256, 3 blocks of width "

@@ -291,6 +291,14 @@ def run_dp(ctx):
         g_mm = torch.Generator().manual_seed(seed)
         extra_mm = (torch.randn(rows_mm, k_mm, generator=g_mm), torch.randn(k_mm, k_mm, generator=g_mm))
 
+    # INJECTION (slow_device_hog): another process spins on this rank's core for the whole run:
+    # every operator of the rank runs slower, in every step (a slow device, as a throttled or
+    # shared GPU is). Nothing in this process changes.
+    hog_all = None
+    if inj.get("kind") == "cpu_hog_all" and inj_here:
+        hog_all = cpu_hog(os.sched_getaffinity(0), 3600.0)
+        extra["hog"] = "every step"
+
     prof = make_profiler(rank, wait, warmup, active)
     with prof:
         for step in range(n_steps):
@@ -374,6 +382,8 @@ def run_dp(ctx):
             log.end()
             prof.step()
 
+    if hog_all is not None:
+        hog_all.terminate()
     if not cfg.get("fsdp"):
         # DDP's own bookkeeping (bucket sizes after the rebuild at step 1), not the profiler's.
         extra["ddp_logging"] = {k: v for k, v in net._get_ddp_logging_data().items() if "bucket" in k}

@@ -225,7 +225,16 @@ fn run_without_shapes_renamed(name: &str, rename: Option<(&str, &str)>) -> Analy
 /// metric all_reduces are its blocking calls (`host_sync`), not exposure.
 #[test]
 fn without_shapes_the_first_finding_holds() {
-    let needs_sizes = ["hang_allgather_shape", "mismatch_shapes", "small_buckets", "fsdp_baseline"];
+    // A core shared with another process lengthens the operators longer than the scheduler's
+    // slice (forward and backward) and leaves the short ones (the optimizer's) as they were:
+    // the timings alone read it as larger inputs; the shapes tell it is the same work.
+    let needs_sizes = [
+        "hang_allgather_shape",
+        "mismatch_shapes",
+        "small_buckets",
+        "fsdp_baseline",
+        "slow_device_hog_2rank",
+    ];
     let mut dirs: Vec<String> = std::fs::read_dir(zoo(""))
         .unwrap_or_else(|e| panic!("{e}"))
         .filter_map(Result::ok)
@@ -398,6 +407,15 @@ fn uneven_batch_without_annotations_is_more_work_not_a_slow_host() {
     let name = "uneven_batch_unannotated";
     let (a, spec) = run(name);
     let f = check_expected(name, &a, &spec).unwrap_or_else(|| panic!("{name}: nothing expected"));
+    // With shapes: rank 3's forward operators ran on other shapes than the others' (its batch).
+    assert!(f.evidence[EvidenceKey::ShapesCompared] >= 3.0, "{name}: {:?}", f.evidence);
+    assert_eq!(f.evidence[EvidenceKey::ShapesSame], 0.0, "{name}: {:?}", f.evidence);
+    assert!(f.evidence[EvidenceKey::TypicalOpRatio] > 1.2, "{name}: {:?}", f.evidence);
+    assert!(f.message.contains("larger inputs"), "{name}: {}", f.message);
+    // Without shapes the timings say it: the optimizer's operators run as long as elsewhere.
+    let a = run_without_shapes(name);
+    let f = &a.findings[0];
+    assert_eq!(f.id.as_str(), "compute_imbalance", "{name} without shapes: {}", f.message);
     assert!(f.evidence[EvidenceKey::TypicalOpRatio] > 1.2, "{name}: {:?}", f.evidence);
     assert!(
         f.evidence[EvidenceKey::TypicalOptimizerOpRatio]
@@ -406,6 +424,22 @@ fn uneven_batch_without_annotations_is_more_work_not_a_slow_host() {
         f.evidence
     );
     assert!(f.message.contains("larger inputs"), "{name}: {}", f.message);
+}
+
+/// A slow device: another process spins on rank 1's core for the whole run (both ranks pinned),
+/// so every operator of rank 1 runs slower in every step. Its forward operators ran on the
+/// same shapes as rank 0's: the same work done slower, not more work.
+#[test]
+fn a_core_shared_with_another_process_is_a_slow_device() {
+    let name = "slow_device_hog_2rank";
+    let (a, spec) = run(name);
+    let f = check_expected(name, &a, &spec).unwrap_or_else(|| panic!("{name}: nothing expected"));
+    let compared = f.evidence[EvidenceKey::ShapesCompared];
+    assert!(compared >= 3.0, "{name}: {:?}", f.evidence);
+    assert_eq!(f.evidence[EvidenceKey::ShapesSame], compared, "{name}: {:?}", f.evidence);
+    assert!(f.evidence[EvidenceKey::TypicalOpRatio] > 1.2, "{name}: {:?}", f.evidence);
+    assert!(f.message.contains("slower at the same work"), "{name}: {}", f.message);
+    assert!(f.fix.contains("other processes on its cores"), "{name}: {}", f.fix);
 }
 
 /// A host stall: named on its rank in its region or operator, the stall as long as the rank

@@ -140,6 +140,12 @@ pub struct OpTypical {
     pub nests: bool,
     /// Steps it ran in.
     pub steps: u32,
+    /// Its input shapes over the steps, hashed (the `Input Dims` of each step in order, where
+    /// the trace records them: `record_shapes=True`, for the operators of
+    /// [`crate::model::ShapedOp`]); none where some step has none. The same instance on two
+    /// ranks ran on the same inputs when equal ([`crate::analyze::attribution::op_speed`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shapes: Option<u64>,
 }
 
 /// What one rank ships about its regions.
@@ -294,6 +300,9 @@ fn keep_op_typical(
                 own_median_ns: super::stats::median(v.iter().map(|x| x.1).collect()),
                 nests: v.iter().any(|x| x.2 > 0),
                 steps: v.len() as u32,
+                shapes: v.iter().all(|x| x.3 != 0).then(|| {
+                    v.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, x| (h ^ x.3).wrapping_mul(0x0100_0000_01b3))
+                }),
             };
             ((phase, name, ordinal), t)
         })

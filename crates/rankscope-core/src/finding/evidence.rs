@@ -122,6 +122,10 @@ evidence_keys! {
     /// The profiled steps' median time (ms).
     ProfiledMs => "profiled_ms",
     SpanningTransferNs => "spanning_transfer_ns",
+    /// The late rank's operator instances whose input shapes were compared with the other
+    /// ranks' (`record_shapes=True`), and those on the others' shapes.
+    ShapesCompared => "shapes_compared",
+    ShapesSame => "shapes_same",
     SlowestStage => "slowest_stage",
     Stage => "stage",
     Stages => "stages",

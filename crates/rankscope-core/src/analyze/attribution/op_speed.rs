@@ -44,7 +44,39 @@ pub struct OpSpeed {
     /// The instance of the group whose typical duration exceeds the others' the most.
     #[serde(default)]
     pub top: Option<OpExcess>,
+    /// The shared instances whose input shapes this rank and some other rank both recorded
+    /// ([`crate::analyze::regions::OpTypical::shapes`]), and of those, the ones on which this
+    /// rank's shapes are the other ranks' most common: the same inputs. Equal shapes with
+    /// longer durations are the same work done slower; other shapes, other work.
+    #[serde(default)]
+    pub shapes_compared: u32,
+    #[serde(default)]
+    pub shapes_same: u32,
 }
+
+impl OpSpeed {
+    /// What the recorded input shapes say of this rank's work against the others': `Some(true)`
+    /// when at least [`MIN_SHAPED_INSTANCES`] shared instances carry shapes and nine in ten of
+    /// them ran on the others' shapes, `Some(false)` when half or more did not; `None` without
+    /// shapes or in between.
+    pub fn same_inputs(&self) -> Option<bool> {
+        if (self.shapes_compared as usize) < MIN_SHAPED_INSTANCES {
+            return None;
+        }
+        let same = f64::from(self.shapes_same) / f64::from(self.shapes_compared);
+        if same >= 0.9 {
+            Some(true)
+        } else if same <= 0.5 {
+            Some(false)
+        } else {
+            None
+        }
+    }
+}
+
+/// At least this many shared instances with recorded shapes make [`OpSpeed::same_inputs`] (a
+/// model's forward has one `aten::linear` per layer: three layers are enough to tell).
+pub const MIN_SHAPED_INSTANCES: usize = 3;
 
 /// One operator instance of a rank against the same instance on the other ranks.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -113,6 +145,8 @@ pub fn op_speed(parts: &[RankPart]) -> Vec<OpSpeed> {
         rank_ns: i64,
         others_ns: i64,
         top: Option<OpExcess>,
+        shapes_compared: u32,
+        shapes_same: u32,
     }
     let mut acc: BTreeMap<(u32, OpGroup), Acc> = BTreeMap::new();
     // An instance only one rank runs (a hook registered on that rank only) took 0 on the
@@ -123,10 +157,20 @@ pub fn op_speed(parts: &[RankPart]) -> Vec<OpSpeed> {
         let mut own_sorted: Vec<i64> = v.iter().map(|x| x.1.own_median_ns).collect();
         own_sorted.sort_unstable();
         let nests = v.iter().any(|x| x.1.nests);
+        // The instance's recorded shapes on every rank that has them, sorted: the others'
+        // most common is what the rank's are compared with.
+        let mut shapes: Vec<u64> = v.iter().filter_map(|x| x.1.shapes).collect();
+        shapes.sort_unstable();
         for &(rank, o) in v {
             let mine = o.median_ns;
             let others = others_median(&sorted, mine);
             let e = acc.entry((rank, *g)).or_default();
+            if let Some(h) = o.shapes.filter(|_| shapes.len() >= 2) {
+                e.shapes_compared += 1;
+                if others_mode(&shapes, h) == Some(h) {
+                    e.shapes_same += 1;
+                }
+            }
             if e.top.as_ref().is_none_or(|t| mine - others > t.rank_ns - t.others_ns) {
                 e.top = Some(OpExcess {
                     phase: *phase,
@@ -150,7 +194,7 @@ pub fn op_speed(parts: &[RankPart]) -> Vec<OpSpeed> {
     acc.into_iter()
         .filter(|(_, a)| a.ratios.len() >= MIN_OP_INSTANCES)
         .map(|((rank, group), a)| {
-            let Acc { ratios: mut r, rank_ns, others_ns, top } = a;
+            let Acc { ratios: mut r, rank_ns, others_ns, top, shapes_compared, shapes_same } = a;
             r.sort_by(|a, b| a.0.total_cmp(&b.0));
             let half = r.iter().map(|x| x.1).sum::<f64>() / 2.0;
             let mut run = 0.0;
@@ -161,7 +205,79 @@ pub fn op_speed(parts: &[RankPart]) -> Vec<OpSpeed> {
                     run >= half
                 })
                 .map_or(1.0, |x| x.0);
-            OpSpeed { rank, group, ratio, instances: r.len() as u32, rank_ns, others_ns, top }
+            OpSpeed {
+                rank,
+                group,
+                ratio,
+                instances: r.len() as u32,
+                rank_ns,
+                others_ns,
+                top,
+                shapes_compared,
+                shapes_same,
+            }
         })
         .collect()
+}
+
+/// The most common value of `sorted` less one occurrence of `mine` (ties: the smallest); none
+/// when nothing is left.
+fn others_mode(sorted: &[u64], mine: u64) -> Option<u64> {
+    let skip = sorted.iter().position(|&x| x == mine);
+    let mut best: Option<(usize, u64)> = None;
+    let mut k = 0;
+    while k < sorted.len() {
+        let v = sorted[k];
+        let run = sorted[k..].iter().take_while(|&&x| x == v).count();
+        let n = run - usize::from(skip.is_some_and(|s| s >= k && s < k + run));
+        if n > 0 && best.is_none_or(|b| n > b.0) {
+            best = Some((n, v));
+        }
+        k += run;
+    }
+    best.map(|b| b.1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_others_mode_leaves_one_of_mine_out() {
+        // Three ranks on shapes 7, one on 9: each 7 sees 7 among the others, the 9 sees 7.
+        assert_eq!(others_mode(&[7, 7, 7, 9], 7), Some(7));
+        assert_eq!(others_mode(&[7, 7, 7, 9], 9), Some(7));
+        // Two ranks that differ: the other's is the mode, and it is not mine.
+        assert_eq!(others_mode(&[3, 5], 3), Some(5));
+        assert_eq!(others_mode(&[3, 5], 5), Some(3));
+        // Alone: nothing to compare with.
+        assert_eq!(others_mode(&[4], 4), None);
+        // A tie among the others goes to the smallest.
+        assert_eq!(others_mode(&[1, 2, 8], 8), Some(1));
+    }
+
+    fn speed(compared: u32, same: u32) -> OpSpeed {
+        OpSpeed {
+            rank: 0,
+            group: OpGroup::Work,
+            ratio: 1.0,
+            instances: 8,
+            rank_ns: 0,
+            others_ns: 0,
+            top: None,
+            shapes_compared: compared,
+            shapes_same: same,
+        }
+    }
+
+    #[test]
+    fn shapes_decide_only_when_enough_of_them_agree() {
+        assert_eq!(speed(0, 0).same_inputs(), None);
+        assert_eq!(speed(2, 2).same_inputs(), None, "fewer than MIN_SHAPED_INSTANCES");
+        assert_eq!(speed(6, 6).same_inputs(), Some(true));
+        assert_eq!(speed(10, 9).same_inputs(), Some(true));
+        assert_eq!(speed(6, 0).same_inputs(), Some(false));
+        assert_eq!(speed(6, 3).same_inputs(), Some(false));
+        assert_eq!(speed(6, 4).same_inputs(), None, "between: the timings decide");
+    }
 }

@@ -285,6 +285,18 @@ pub fn build(parts: &[RankPart], insts: &mut [Vec<Instance>], user: Option<&User
         if let Some((role, why)) = roles::role_from_name(g) {
             (g.role, g.role_from, g.role_evidence) = (role, RoleFrom::Name, why);
         }
+        // A name gives the dimension, its use how it is run: a data-parallel dimension whose
+        // collectives gather the parameters for forward and backward and reduce the gradients
+        // is sharded (FSDP on a mesh dimension named `dp`, as PyTorch's 2-D FSDP + TP recipe
+        // names it; ZeRO-3 on `data_parallel_group`). Gathers after the optimizer step (ZeRO-1/2,
+        // Megatron's distributed optimizer) leave it data-parallel.
+        if g.role == Role::Data && g.role_from == RoleFrom::Name {
+            let used = usage.get(&g.name).filter(|u| roles::gathers_for_compute(u));
+            if let Some((Role::Shard, how)) = used.and_then(|u| roles::role_from_use(u, g)) {
+                g.role = Role::Shard;
+                g.role_evidence = format!("{}, run sharded: {how}", g.role_evidence);
+            }
+        }
     }
     for g in &mut groups {
         if g.role_from == RoleFrom::NotKnown {

@@ -104,6 +104,15 @@ pub(super) fn role_from_name(g: &Group) -> Option<(Role, String)> {
     None
 }
 
+/// Whether most of the group's all_gathers are issued in forward or backward: parameters
+/// gathered for the compute that needs them (FSDP, ZeRO-3), not after the optimizer step
+/// (ZeRO-1/2, Megatron's distributed optimizer, which keep whole parameters on every rank).
+pub(super) fn gathers_for_compute(u: &Usage) -> bool {
+    let all = u.kinds.get(&CollKind::AllGather).copied().unwrap_or(0);
+    let phase = |p: Phase| u.phases.get(&(CollKind::AllGather, p)).copied().unwrap_or(0);
+    all > 0 && 2 * (phase(Phase::Forward) + phase(Phase::Backward)) > all
+}
+
 /// A role read from what the group's collectives are.
 pub(super) fn role_from_use(u: &Usage, g: &Group) -> Option<(Role, String)> {
     if u.calls == 0 {

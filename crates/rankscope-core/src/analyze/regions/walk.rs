@@ -61,13 +61,32 @@ struct Cover {
     main: bool,
     /// On the main thread under a region: the instance it is (phase, name, ordinal in the step).
     instance: Option<(Phase, StrId, u32)>,
+    /// Its input shapes' hash ([`dims_hash`]).
+    dims: u64,
     holes: Vec<Iv>,
     /// The slices nested in it (not in a region inside it): what it runs besides its own code.
     kids: Vec<Iv>,
 }
 
-/// Per operator instance, per step: (duration, time with nothing nested running, slices nested).
-pub(super) type Runs = Vec<(i64, i64, usize)>;
+/// Per operator instance, per step: (duration, time with nothing nested running, slices nested,
+/// its input shapes' hash: [`dims_hash`], 0 when the trace has none for it).
+pub(super) type Runs = Vec<(i64, i64, usize, u64)>;
+
+/// The hash of row `i`'s `Input Dims` as written (`record_shapes=True`; kept for the operators of
+/// [`crate::model::ShapedOp`]), 0 without: one operator instance on two ranks ran on the same
+/// inputs when the hashes are equal.
+fn dims_hash(t: &RankTrace, strings: &StringTable, i: usize) -> u64 {
+    let a = t.events.args[i];
+    if a == crate::model::NONE_U32 {
+        return 0;
+    }
+    t.comm
+        .input_dims
+        .get(a as usize)
+        .map(|&d| strings.get(d))
+        .filter(|s| !s.is_empty())
+        .map_or(0, |s| crate::analyze::work::fnv(s).max(1))
+}
 
 /// The state of the walk over a rank's CPU lanes, slice by slice in start order: the region
 /// occurrences found so far and the intervals their operators and synchronizations cover.
@@ -174,6 +193,7 @@ impl<'a> Walk<'a> {
                 pieces.iter().map(|x| x.1 - x.0).sum(),
                 own.len_ns(),
                 c.kids.len(),
+                c.dims,
             ));
         }
         if let Some(p) = c.parent {
@@ -278,6 +298,7 @@ impl<'a> Walk<'a> {
                 parent: direct_region_parent,
                 main: is_main,
                 instance,
+                dims: if instance.is_some() { dims_hash(self.t, self.strings, i) } else { 0 },
                 holes: Vec::new(),
                 kids: Vec::new(),
             });

@@ -23,6 +23,8 @@ pub(super) enum Why {
         /// elsewhere, in the batch-dependent work and in the optimizer
         /// ([`attribution::op_speed`]).
         typical: Option<(f64, f64)>,
+        /// What the recorded input shapes say ([`Inputs`]), when they say it.
+        inputs: Option<Inputs>,
     },
     Stall {
         loc: Located,
@@ -49,6 +51,16 @@ pub(super) enum Why {
     Unknown {
         loc: Option<Located>,
     },
+}
+
+/// The late rank's operators' recorded input shapes against the others' (its forward and
+/// backward operator instances shared with them, [`attribution::OpSpeed::same_inputs`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Inputs {
+    pub compared: u32,
+    pub same: u32,
+    /// Nine in ten or more on the others' shapes (else half or fewer).
+    pub same_inputs: bool,
 }
 
 pub(super) fn classify(cx: &Ctx<'_>, rank: u32, steps: &[u32], excess: f64) -> Why {
@@ -85,7 +97,21 @@ pub(super) fn classify(cx: &Ctx<'_>, rank: u32, steps: &[u32], excess: f64) -> W
     } else {
         None
     };
-    let same_work = match typical {
+    // Where the trace records input shapes (`record_shapes=True`), they say it directly: the
+    // same operators on the same shapes are the same work, whatever the optimizer's timing (on
+    // a host shared with other processes its few short operators are what preemption hits
+    // hardest); on other shapes, other work. Timings decide only without shapes.
+    let inputs = cx
+        .a
+        .op_speed
+        .iter()
+        .find(|o| o.rank == rank && o.group == attribution::OpGroup::Work)
+        .and_then(|o| {
+            o.same_inputs().map(|same_inputs| Inputs { compared: o.shapes_compared, same: o.shapes_same, same_inputs })
+        });
+    let same_work = match (inputs, typical) {
+        (Some(i), _) => (i.same_inputs && rc > 1.0).then_some(opt.clone()),
+        (None, typical) => match typical {
         Some((work, opt_typical)) => (rc > 1.0
             && (work <= 1.0 + 0.5 * (rc - 1.0) || opt_typical >= 1.0 + 0.5 * (work - 1.0)))
             .then_some(opt.clone()),
@@ -94,6 +120,7 @@ pub(super) fn classify(cx: &Ctx<'_>, rank: u32, steps: &[u32], excess: f64) -> W
             (opt.others_ns > 0.01 * compute.others_ns && rc > 1.0 && ro >= 1.0 + 0.5 * (rc - 1.0))
                 .then_some(opt)
         }
+        },
     };
     // One operator instance whose own time (none of the operators it runs running) carries
     // most of the excess, every step: a hook's host work inside an autograd node, a sleep in a
@@ -110,7 +137,17 @@ pub(super) fn classify(cx: &Ctx<'_>, rank: u32, steps: &[u32], excess: f64) -> W
         }
     }
     if compute.excess() >= half {
-        return Why::Compute { compute, loc, same_work, typical };
+        // A located stall (a region with no operator running) larger than the compute excess
+        // is the cause, and the compute excess beside it is not: on a shared host the rank
+        // whose thread sleeps loses its core and computes in bursts after it.
+        let stall = loc.as_ref().filter(|l| {
+            let here = l.path.last().map_or(0.0, |x| x.1.excess());
+            here >= half && l.free.excess() >= 0.5 * here && l.free.excess() > compute.excess()
+        });
+        if let Some(l) = stall {
+            return Why::Stall { loc: l.clone() };
+        }
+        return Why::Compute { compute, loc, same_work, typical, inputs };
     }
     let late_start = || {
         let start = start_skew(cx, &cmp);
@@ -133,7 +170,7 @@ pub(super) fn classify(cx: &Ctx<'_>, rank: u32, steps: &[u32], excess: f64) -> W
         return Why::Sync { loc: l };
     }
     if here >= half && (share(&l.ops) || share(&l.device)) {
-        return Why::Compute { compute, loc: Some(l), same_work, typical };
+        return Why::Compute { compute, loc: Some(l), same_work, typical, inputs };
     }
     late_start().unwrap_or(Why::Unknown { loc: Some(l) })
 }

@@ -217,8 +217,8 @@ fn finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
     let say = Say { who, waited, others_fix, cpu, group, is, stalls, does, its, arrives };
     let (id, message, fix, loc) = match &why {
         Why::Input { data } => words::input(&say, &mut evidence, data),
-        Why::Compute { compute, loc, same_work: Some(opt), typical } => words::slow_device(&say, &mut evidence, compute, loc, opt, typical),
-        Why::Compute { compute, loc, same_work: None, typical } => words::more_work(&say, &mut evidence, compute, loc, typical),
+        Why::Compute { compute, loc, same_work: Some(opt), typical, inputs } => words::slow_device(&say, &mut evidence, compute, loc, opt, typical, inputs),
+        Why::Compute { compute, loc, same_work: None, typical, inputs } => words::more_work(&say, &mut evidence, compute, loc, typical, inputs),
         Why::Stall { loc } => words::stall(&say, &mut evidence, loc),
         Why::OpStall { op, loc } => words::op_stall(&say, &mut evidence, op, loc),
         Why::Sync { loc } => words::sync(&say, loc),

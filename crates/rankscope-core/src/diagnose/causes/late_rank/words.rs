@@ -2,6 +2,7 @@
 //! ([`super::classify::Why`]), each adding its figures to the evidence.
 
 use super::super::prelude::*;
+use super::classify::Inputs;
 use crate::analyze::attribution::{Diff, Located, OpExcess};
 
 /// Id, message, fix and location of a late rank's finding.
@@ -56,7 +57,15 @@ pub(super) fn input(s: &Say, evidence: &mut Evidence, data: &Diff) -> Worded {
 /// The late rank does the same work slower: its optimizer, whose work does not depend on the
 /// batch, is slower by as much (or, on CPU ranks, its operators typically run as long as
 /// elsewhere and the time is lost in bursts).
-pub(super) fn slow_device(s: &Say, evidence: &mut Evidence, compute: &Diff, loc: &Option<Located>, opt: &Diff, typical: &Option<(f64, f64)>) -> Worded {
+pub(super) fn slow_device(
+    s: &Say,
+    evidence: &mut Evidence,
+    compute: &Diff,
+    loc: &Option<Located>,
+    opt: &Diff,
+    typical: &Option<(f64, f64)>,
+    inputs: &Option<Inputs>,
+) -> Worded {
     let who = &s.who;
     let waited = &s.waited;
     let others_fix = s.others_fix;
@@ -70,7 +79,28 @@ pub(super) fn slow_device(s: &Say, evidence: &mut Evidence, compute: &Diff, loc:
     let ratio = if compute.others_ns > 0.0 { compute.mine_ns / compute.others_ns } else { 0.0 };
     let ropt = if opt.others_ns > 0.0 { opt.mine_ns / opt.others_ns } else { 0.0 };
     let device = if cpu { "CPU" } else { "GPU" };
+    let shapes = inputs.map(|i| {
+        evidence.insert(K::ShapesCompared, f64::from(i.compared));
+        evidence.insert(K::ShapesSame, f64::from(i.same));
+        format!(
+            "; {} of {} of its operators whose input shapes the trace records ran on the same shapes as on the other ranks",
+            i.same, i.compared
+        )
+    });
     let why = match typical {
+        Some((work, opt_typical)) if shapes.is_some() => {
+            evidence.insert(K::TypicalOpRatio, *work);
+            evidence.insert(K::TypicalOptimizerOpRatio, *opt_typical);
+            if *work <= 1.0 + 0.5 * (ratio - 1.0) {
+                format!(
+                    "{}, and they typically run as long as elsewhere ({work:.2}×), so the time is lost in bursts: the process waits for a core",
+                    shapes.unwrap_or_default()
+                )
+            } else {
+                format!("{}, and typically take {work:.2}× as long", shapes.unwrap_or_default())
+            }
+        }
+        _ if shapes.is_some() => shapes.unwrap_or_default(),
         Some((work, opt_typical)) => {
             evidence.insert(K::TypicalOpRatio, *work);
             evidence.insert(K::TypicalOptimizerOpRatio, *opt_typical);
@@ -106,7 +136,14 @@ pub(super) fn slow_device(s: &Say, evidence: &mut Evidence, compute: &Diff, loc:
 }
 
 /// The late rank does more work than the others (larger inputs).
-pub(super) fn more_work(s: &Say, evidence: &mut Evidence, compute: &Diff, loc: &Option<Located>, typical: &Option<(f64, f64)>) -> Worded {
+pub(super) fn more_work(
+    s: &Say,
+    evidence: &mut Evidence,
+    compute: &Diff,
+    loc: &Option<Located>,
+    typical: &Option<(f64, f64)>,
+    inputs: &Option<Inputs>,
+) -> Worded {
     let who = &s.who;
     let waited = &s.waited;
     let others_fix = s.others_fix;
@@ -120,7 +157,19 @@ pub(super) fn more_work(s: &Say, evidence: &mut Evidence, compute: &Diff, loc: &
         .filter(|l| l.path.len() > 1)
         .map(|l| format!(", most of it in {}", where_words(l)))
         .unwrap_or_default();
-    if let Some((work, opt_typical)) = typical {
+    if let Some(i) = inputs.filter(|i| !i.same_inputs) {
+        evidence.insert(K::ShapesCompared, f64::from(i.compared));
+        evidence.insert(K::ShapesSame, f64::from(i.same));
+        if let Some((work, _)) = typical {
+            evidence.insert(K::TypicalOpRatio, *work);
+        }
+        place.push_str(&format!(
+            "; {} of {} of its operators whose input shapes the trace records ran on other shapes than on the other ranks: larger inputs, not a slower {}",
+            i.compared - i.same,
+            i.compared,
+            if cpu { "host" } else { "device" }
+        ));
+    } else if let Some((work, opt_typical)) = typical {
         evidence.insert(K::TypicalOpRatio, *work);
         evidence.insert(K::TypicalOptimizerOpRatio, *opt_typical);
         place.push_str(&format!(
