@@ -152,6 +152,12 @@ fn steps(a: &Analysis) -> Vec<&crate::analyze::StepEntry> {
     v
 }
 
+/// The numbers of a run's steps with ranks in them, in step order: position `i` of a
+/// [`Pick::Index`] is the `i`-th of them.
+pub fn step_numbers(a: &Analysis) -> Vec<u32> {
+    steps(a).iter().map(|s| s.step).collect()
+}
+
 fn step_time(s: &crate::analyze::StepEntry) -> i64 {
     s.per_rank.iter().map(|r| r.wall_ns).max().unwrap_or(0)
 }
