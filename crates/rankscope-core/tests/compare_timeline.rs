@@ -21,7 +21,10 @@ fn a_slow_loader_on_rank_3_shows_in_its_row() {
     let (new, _) = common::zoo::run("pairs/slow_loader_r3");
     let c = compare::compare(&base, &new, &Options::default());
     let t = timeline::timelines(&base, &new, &c.verdict, Pick::Typical);
-    let (b, n) = (t.base.as_ref().expect("base step"), t.new.as_ref().expect("new step"));
+    let (b, n) = (
+        t.base.as_ref().unwrap_or_else(|| panic!("base step")),
+        t.new.as_ref().unwrap_or_else(|| panic!("new step")),
+    );
     for run in [b, n] {
         assert_eq!(run.rows.len(), 4, "4 ranks, a row each");
         for row in &run.rows {

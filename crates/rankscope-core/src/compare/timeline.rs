@@ -516,12 +516,13 @@ mod tests {
         let (rows, tol) = fold(v, &named, 240_000);
         assert!(tol > 0);
         assert_eq!(rows.len(), 3, "{:?}", rows.iter().map(|r| &r.label).collect::<Vec<_>>());
-        let alone = rows.iter().find(|r| r.named).expect("rank 77's row");
+        let alone = rows.iter().find(|r| r.named).unwrap_or_else(|| panic!("rank 77's row"));
         assert_eq!(
             (alone.ranks.as_slice(), alone.label.as_str(), alone.start_ns),
             (&[77][..], "rank 77", 40_000)
         );
-        let even = rows.iter().find(|r| r.ranks.first() == Some(&0)).expect("the even ranks");
+        let even =
+            rows.iter().find(|r| r.ranks.first() == Some(&0)).unwrap_or_else(|| panic!("the even ranks"));
         assert_eq!(even.ranks.len(), 512);
         assert!(even.ranks.iter().all(|r| r % 2 == 0));
         assert!(
@@ -529,7 +530,8 @@ mod tests {
             "{}",
             even.label
         );
-        let odd = rows.iter().find(|r| r.ranks.first() == Some(&1)).expect("the odd ranks");
+        let odd =
+            rows.iter().find(|r| r.ranks.first() == Some(&1)).unwrap_or_else(|| panic!("the odd ranks"));
         assert_eq!(odd.ranks.len(), 511);
         assert_eq!(rows.iter().map(|r| r.ranks.len()).sum::<usize>(), 1024);
     }

@@ -88,7 +88,11 @@ pub fn step_timelines(p: &Props) -> Html {
 /// "new step #3 703 ms against base step #2 318 ms: +385 ms (+121%)".
 fn delta(t: &Timelines) -> Html {
     let (Some(b), Some(n), Some(d)) = (&t.base, &t.new, t.delta_ns()) else { return html! {} };
-    let pct = if b.step_ns > 0 { format!(" ({:+.0}%)", 100.0 * d as f64 / b.step_ns as f64) } else { String::new() };
+    let pct = if b.step_ns > 0 {
+        format!(" ({:+.0}%)", 100.0 * d as f64 / b.step_ns as f64)
+    } else {
+        String::new()
+    };
     let sign = if d >= 0 { "+" } else { "−" };
     html! {
         <span class="cmp-tl-delta" data-testid="cmp-tl-delta" data-delta-ns={d.to_string()}>
@@ -125,7 +129,13 @@ fn chart(t: &Timelines, b: &RunStep, n: &RunStep, hover: &Callback<Option<String
     }
 }
 
-fn run_block(which: &'static str, r: &RunStep, y0: f64, x: &dyn Fn(i64) -> f64, hover: &Callback<Option<String>>) -> Html {
+fn run_block(
+    which: &'static str,
+    r: &RunStep,
+    y0: f64,
+    x: &dyn Fn(i64) -> f64,
+    hover: &Callback<Option<String>>,
+) -> Html {
     let folded = if r.tolerance_ns > 0 {
         format!(", {} rows (alike within {})", r.rows.len(), format::duration(r.tolerance_ns as f64))
     } else {
@@ -159,7 +169,13 @@ fn ordinal(n: usize) -> String {
     format!("{n}{suffix}")
 }
 
-fn row_html(which: &'static str, row: &Row, y: f64, x: &dyn Fn(i64) -> f64, hover: &Callback<Option<String>>) -> Html {
+fn row_html(
+    which: &'static str,
+    row: &Row,
+    y: f64,
+    x: &dyn Fn(i64) -> f64,
+    hover: &Callback<Option<String>>,
+) -> Html {
     let label: String = if row.label.chars().count() > LABEL_CHARS {
         format!("{}…", row.label.chars().take(LABEL_CHARS - 1).collect::<String>())
     } else {
@@ -178,7 +194,14 @@ fn row_html(which: &'static str, row: &Row, y: f64, x: &dyn Fn(i64) -> f64, hove
     }
 }
 
-fn span_html(which: &'static str, row: &Row, s: &Span, y: f64, x: &dyn Fn(i64) -> f64, hover: &Callback<Option<String>>) -> Html {
+fn span_html(
+    which: &'static str,
+    row: &Row,
+    s: &Span,
+    y: f64,
+    x: &dyn Fn(i64) -> f64,
+    hover: &Callback<Option<String>>,
+) -> Html {
     let words = span_words(which, row, s);
     let x0 = x(s.start_ns);
     let w = (x(s.start_ns + s.dur_ns) - x0).max(0.5);
@@ -207,12 +230,7 @@ fn span_words(which: &str, row: &Row, s: &Span) -> String {
         format::duration(s.start_ns as f64)
     );
     if let Some(c) = &s.collective {
-        w.push_str(&format!(
-            ", in {} {}, {}",
-            c.count,
-            c.kind.name(),
-            format::bytes(c.bytes.max(0) as u64)
-        ));
+        w.push_str(&format!(", in {} {}, {}", c.count, c.kind.name(), format::bytes(c.bytes.max(0) as u64)));
         if !c.region.is_empty() {
             w.push_str(&format!(", from {}", c.region));
         }
