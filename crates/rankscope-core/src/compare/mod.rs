@@ -31,6 +31,7 @@ pub mod runs;
 pub mod scaling;
 pub mod shift;
 pub mod tables;
+pub mod timeline;
 pub mod verdict;
 
 use serde::{Deserialize, Serialize};

@@ -2,12 +2,14 @@
 //! digest or a saved `rankscope analyze --json`, chosen or dropped here), as `rankscope diff BASE
 //! NEW` compares them (`compare::compare`, made by the reducer: `state/compared.rs`). The verdict
 //! first, as the report's first line; the step time of both runs with its spread; the change and
-//! whether it is beyond noise; what explains it; the figures and regions that moved, sortable
+//! whether it is beyond noise; one step of each run, the baseline's ranks above the job's on one
+//! time axis ([`timeline`]); what explains it; the figures and regions that moved, sortable
 //! ([`tables`]); the findings that appeared, disappeared or changed; the comparison to download
 //! as the CLI's `--json` and `--md`.
 
 mod bars;
 mod tables;
+mod timeline;
 
 use std::rc::Rc;
 
@@ -154,6 +156,8 @@ fn report(p: &ReportProps) -> Html {
             <h2>{"Step time"}</h2>
             <bars::StepBars compared={p.compared.clone()} />
             { change_line(c) }
+            <h2>{"One step of each run, aligned"}</h2>
+            <timeline::StepTimelines compared={p.compared.clone()} />
             <tables::Explained compared={p.compared.clone()} />
             { config(c) }
             <tables::Deltas compared={p.compared.clone()} />
