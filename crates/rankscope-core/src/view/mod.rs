@@ -9,6 +9,7 @@
 
 pub mod members;
 pub mod memory;
+pub mod metrics;
 pub mod ranks;
 pub mod summary;
 pub mod timeline;
