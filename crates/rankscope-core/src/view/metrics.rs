@@ -277,7 +277,9 @@ pub fn tracks(files: &[(&str, &[u8])], joined: &Joined) -> MetricTracks {
     for r in ranks {
         let host = host_key(&r.host);
         for s in all.iter().filter(|s| {
-            s.entity.kind == EntityKind::Gpu && s.entity.gpu == Some(r.gpu) && host_key(&s.entity.host) == host
+            s.entity.kind == EntityKind::Gpu
+                && s.entity.gpu == Some(r.gpu)
+                && host_key(&s.entity.host) == host
         }) {
             rows.extend(row(s, r.rank, r.offset_ns, r.align_residual_ns));
         }
@@ -319,8 +321,10 @@ pub struct MetricTile {
 /// The tile of `key` (empty for a row that is not there).
 pub fn tile(tracks: &MetricTracks, key: MetricTileKey) -> MetricTile {
     let (t0, t1) = key.range_ns();
-    let buckets =
-        tracks.rows.get(key.row as usize).map_or_else(Vec::new, |r| buckets(&r.holds, t0, t1, TILE_PX as usize));
+    let buckets = tracks
+        .rows
+        .get(key.row as usize)
+        .map_or_else(Vec::new, |r| buckets(&r.holds, t0, t1, TILE_PX as usize));
     MetricTile { key, buckets }
 }
 
@@ -342,7 +346,13 @@ mod tests {
 
     fn series(kind: ValueKind, ts: &[i64], v: &[f64]) -> Series {
         Series {
-            entity: Entity { host: "node00".into(), kind: EntityKind::Gpu, gpu: Some(0), uuid: None, nic: None },
+            entity: Entity {
+                host: "node00".into(),
+                kind: EntityKind::Gpu,
+                gpu: Some(0),
+                uuid: None,
+                nic: None,
+            },
             signal: Signal::SmActive,
             name: "DCGM_FI_PROF_SM_ACTIVE".into(),
             kind,
@@ -398,7 +408,10 @@ mod tests {
         let b = buckets(&h, 0, 4 * S, 2);
         assert_eq!(
             b,
-            vec![MetricBucket { t_ns: 0, min: 0.1, max: 0.5 }, MetricBucket { t_ns: 2 * S, min: 0.2, max: 0.3 }]
+            vec![
+                MetricBucket { t_ns: 0, min: 0.1, max: 0.5 },
+                MetricBucket { t_ns: 2 * S, min: 0.2, max: 0.3 }
+            ]
         );
         // Zoomed in: a pixel inside one hold reads that sample alone; uncovered pixels are absent.
         let b = buckets(&h, S + 10, S + 20, 10);

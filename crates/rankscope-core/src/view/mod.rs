@@ -166,6 +166,11 @@ impl RankView {
         memory::tile(&self.memory, key)
     }
 
+    /// Each device's memory over `[t0_ns, t1_ns)` of the rank's own clock ([`memory::span`]).
+    pub fn memory_span(&self, t0_ns: i64, t1_ns: i64) -> Vec<memory::MemorySpan> {
+        memory::span(&self.memory, t0_ns, t1_ns)
+    }
+
     pub fn tile(&self, key: TileKey) -> Tile {
         match self.entry() {
             Some(e) => self.index.tile(&e.trace, &self.job.strings, key),
