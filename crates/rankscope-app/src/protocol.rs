@@ -58,7 +58,8 @@
 //! answered `Picked`: the file read again for them on the first such question) and `Totals`
 //! (per name and class, the events of some lanes overlapping a range of the rank's own clock:
 //! the timeline's area selection, [`crate::totals`]) and `Memory` (one tile of the memory
-//! track: a device's least and most allocated per pixel, `rankscope_core::view::memory`). A worker never learns the job's rank decision: the rank is a key the page
+//! track: a device's least and most allocated per pixel, `rankscope_core::view::memory`) and
+//! `MemorySpan` (the same over a range, per device: the area selection's memory reading). A worker never learns the job's rank decision: the rank is a key the page
 //! keeps, and the questions that write a rank carry it.
 //!
 //! A `Load` may carry a `ReadableStream` instead of the `File` (a host page's stream, see
@@ -182,6 +183,12 @@ pub enum Query {
     Memory {
         key: MemoryTileKey,
     },
+    /// Each device's least and most allocated and most reserved over a range of the rank's own
+    /// clock (the area selection's memory reading, `Answer::MemorySpan`).
+    MemorySpan {
+        from_ns: i64,
+        to_ns: i64,
+    },
 }
 
 /// What a worker answers a [`Query`] with. Every answer but a `Chunk` that is not the last ends
@@ -194,6 +201,7 @@ pub enum Answer {
     Found(Box<Found>),
     Totals(Box<crate::totals::Totals>),
     Memory(Box<MemoryTile>),
+    MemorySpan(Vec<rankscope_core::view::memory::MemorySpan>),
     /// A piece of an export; its bytes (a `Uint8Array`) travel beside the message.
     Chunk {
         last: bool,

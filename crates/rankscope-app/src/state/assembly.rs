@@ -65,6 +65,9 @@ pub struct JobView {
     /// Each collective's members across ranks ([`rankscope_core::view::members`]): the
     /// timeline's args panel lists them and jumps between them.
     pub members: Rc<rankscope_core::view::members::Members>,
+    /// The cluster metrics beside the traces as the timeline's rows, placed where the metrics
+    /// join put the ranks ([`rankscope_core::view::metrics`]); empty without a join.
+    pub metrics: Rc<rankscope_core::view::metrics::MetricTracks>,
 }
 
 /// The id of a digest rank that has no trace loaded: its file above every real file's.
@@ -147,7 +150,31 @@ fn combine(
     );
     let parts: Vec<(RankId, u32, &RankPart)> = keyed.iter().map(|(id, d, p)| (*id, d.rank, p)).collect();
     let reports = (out.fabric, out.flight_recorder);
-    job_view(a, files, &parts, std::sync::Arc::new(out.analysis), reports, None)
+    let metrics = metric_tracks(&out.analysis, &texts);
+    let mut view = job_view(a, files, &parts, std::sync::Arc::new(out.analysis), reports, None);
+    view.metrics = Rc::new(metrics);
+    view
+}
+
+/// The metric rows of the timeline: the metrics texts (inflated when gzipped) on the ranks the
+/// analysis' metrics join placed. The texts are on the page already and a few samples a second
+/// per series: read here once, not in the workers (which hold the traces, not these texts).
+fn metric_tracks(
+    analysis: &Analysis,
+    texts: &[job::TextRef<'_>],
+) -> rankscope_core::view::metrics::MetricTracks {
+    let Some(joined) =
+        analysis.beside.as_ref().and_then(|b| b.metrics.as_ref()).and_then(|m| m.join.as_ref())
+    else {
+        return Default::default();
+    };
+    let inflated: Vec<(&str, Vec<u8>)> = job::beside_inputs(texts)
+        .metrics
+        .into_iter()
+        .map(|(n, b)| (n, analyze::beside::inflated(b).0))
+        .collect();
+    let files: Vec<(&str, &[u8])> = inflated.iter().map(|(n, b)| (*n, b.as_slice())).collect();
+    rankscope_core::view::metrics::tracks(&files, joined)
 }
 
 /// What the views need from the job's outputs and its parts (each with its id and the rank
@@ -212,6 +239,7 @@ fn job_view(
         flight_recorder: flight_recorder.map(Rc::new),
         digest,
         members,
+        metrics: Rc::default(),
     }
 }
 

@@ -24,6 +24,7 @@ pub(super) fn answer(state: &Rc<RefCell<State>>, id: RankId, req: u32, query: Qu
     Some(match query {
         Query::Tile { key } => Answer::Tile(Box::new(v.tile(key))),
         Query::Memory { key } => Answer::Memory(Box::new(v.memory_tile(key))),
+        Query::MemorySpan { from_ns, to_ns } => Answer::MemorySpan(v.memory_span(from_ns, to_ns)),
         Query::Pick { lane, depth, t_ns, slop_ns } => {
             Answer::Picked(v.pick(lane, depth, t_ns, slop_ns).map(Box::new))
         }

@@ -285,6 +285,23 @@ impl MemorySeries {
     }
 }
 
+/// One device's memory over a span: the least and most allocated in it (the value carried in
+/// from before it included) and the most reserved, as one bucket starting at the span's start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemorySpan {
+    pub device: i32,
+    pub bucket: MemoryBucket,
+}
+
+/// Every device's [`MemorySpan`] over `[t0_ns, t1_ns)` (own clock; the timeline's area
+/// selection): the devices with samples in force in it.
+pub fn span(series: &[MemorySeries], t0_ns: i64, t1_ns: i64) -> Vec<MemorySpan> {
+    series
+        .iter()
+        .filter_map(|s| Some(MemorySpan { device: s.device, bucket: *s.buckets(t0_ns, t1_ns, 1).first()? }))
+        .collect()
+}
+
 #[cfg(test)]
 #[allow(clippy::expect_used)]
 mod tests {
@@ -352,6 +369,21 @@ mod tests {
         assert_eq!(s.buckets(0, 100, 1)[0].max, 90);
         assert_eq!(s.buckets(0, 100, 1)[0].min, 1);
         assert_eq!(s.track().max_allocated, 90);
+    }
+
+    #[test]
+    fn a_span_reads_each_device_over_the_selection() {
+        let ts = [10, 13, 13, 17, 30, 31, 55, 80, 81, 99];
+        let alloc = [5, 9, 40, 7, 8, 60, 3, 3, 90, 1];
+        let mut host = made(&ts, &alloc, 2);
+        host.device = crate::model::HOST_MEMORY;
+        let series = [host, made(&[200], &[7], 0)];
+        // Only the host's series is in force over 12..60: the most and least held in it.
+        let got = span(&series, 12, 60);
+        assert_eq!(got.len(), 1);
+        assert_eq!((got[0].device, got[0].bucket.min, got[0].bucket.max), (crate::model::HOST_MEMORY, 3, 60));
+        assert_eq!(got[0].bucket.reserved_max, Some(120));
+        assert_eq!(Some((got[0].bucket.min, got[0].bucket.max)), brute(&series[0], 12, 60));
     }
 
     #[test]

@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::timeline::{MAX_LEVEL, TILE_PX};
-pub use crate::analyze::memory::{MemoryBucket, MemorySeries, MemoryTrack};
+pub use crate::analyze::memory::{span, MemoryBucket, MemorySeries, MemorySpan, MemoryTrack};
 
 /// Which memory tile: a device ([`crate::model::HOST_MEMORY`] for the host), a zoom level and a
 /// tile number.

@@ -9,6 +9,7 @@
 
 pub mod members;
 pub mod memory;
+pub mod metrics;
 pub mod ranks;
 pub mod summary;
 pub mod timeline;
@@ -163,6 +164,11 @@ impl RankView {
     /// One tile of the memory track ([`memory::tile`]).
     pub fn memory_tile(&self, key: memory::MemoryTileKey) -> memory::MemoryTile {
         memory::tile(&self.memory, key)
+    }
+
+    /// Each device's memory over `[t0_ns, t1_ns)` of the rank's own clock ([`memory::span`]).
+    pub fn memory_span(&self, t0_ns: i64, t1_ns: i64) -> Vec<memory::MemorySpan> {
+        memory::span(&self.memory, t0_ns, t1_ns)
     }
 
     pub fn tile(&self, key: TileKey) -> Tile {

@@ -3,9 +3,13 @@
 //! (`Query::Totals`, [`crate::totals`]) and the table under the canvas adds them up: by name
 //! and by class, the count, the time inside the range, the mean and the share of the range.
 //! The band is drawn from the range's times, so it stays put while the view zooms and pans.
+//! With the memory rows on, each shown rank with memory samples is also asked for its memory
+//! over the range (`Query::MemorySpan`): per rank and device the most allocated and reserved
+//! in it (the value carried in from before the range included), in a third table.
 
 use super::*;
 use crate::totals::{Total, Totals};
+use rankscope_core::view::memory::MemorySpan;
 
 /// Rows of each table shown (the rest summed in a last row).
 const TOP_ROWS: usize = 30;
@@ -23,6 +27,11 @@ pub(super) struct AreaTotals {
     pub failed: Option<String>,
     /// Per rank asked: its number and the range on its own clock (a test hook, `data-ranges`).
     pub ranges: Vec<(u32, i64, i64)>,
+    /// With the memory rows on: per rank and device, the memory over the range (rank order).
+    pub memory: Vec<(u32, MemorySpan)>,
+    /// Ranks asked for their memory, and those that answered.
+    pub memory_asked: usize,
+    pub memory_answered: usize,
 }
 
 /// The time (ns from the job's first event) under canvas x.
@@ -68,8 +77,18 @@ pub(super) fn finish(ctl: &Shared, out: &UseStateHandle<Option<AreaTotals>>) {
                 }
             }
         }
-        ((from, to), asks, c.pool.clone(), c.pointer.area_req)
+        // The ranks whose memory rows are shown (memory rows on, rank not folded).
+        let mut memory_asks: Vec<(RankId, i64)> = Vec::new();
+        for row in &c.rows {
+            if let RowKind::Memory { id, offset_ns, .. } = &row.kind {
+                if memory_asks.last().is_none_or(|(k, _)| k != id) {
+                    memory_asks.push((*id, *offset_ns));
+                }
+            }
+        }
+        ((from, to), (asks, memory_asks), c.pool.clone(), c.pointer.area_req)
     };
+    let (asks, memory_asks) = asks;
     let (from, to) = range;
     let (origin, job) = (ctl.borrow().view.origin, ctl.borrow().job.clone());
     // Relative time → a rank's own clock: abs = rel + origin − offset.
@@ -80,7 +99,14 @@ pub(super) fn finish(ctl: &Shared, out: &UseStateHandle<Option<AreaTotals>>) {
         .iter()
         .map(|(id, off, _)| (rank_of(*id).unwrap_or(u32::MAX), own(from, *off), own(to, *off)))
         .collect();
-    let base = AreaTotals { from, to, asked: asks.len(), ranges, ..AreaTotals::default() };
+    let base = AreaTotals {
+        from,
+        to,
+        asked: asks.len(),
+        ranges,
+        memory_asked: memory_asks.len(),
+        ..AreaTotals::default()
+    };
     out.set(Some(base.clone()));
     let Some(pool) = pool else { return };
     // The answers add up here; each new one sets the table.
@@ -104,6 +130,30 @@ pub(super) fn finish(ctl: &Shared, out: &UseStateHandle<Option<AreaTotals>>) {
         pool.ask(
             id,
             Query::Totals { from_ns: own(from, offset_ns), to_ns: own(to, offset_ns), lanes },
+            Some(reply),
+        );
+    }
+    for (id, offset_ns) in memory_asks {
+        let (weak, sum, out) = (Rc::downgrade(ctl), sum.clone(), out.clone());
+        let rank = rank_of(id).unwrap_or(u32::MAX);
+        let reply: Reply = Rc::new(move |_, answer, _| {
+            let Some(c) = weak.upgrade() else { return };
+            if c.borrow().pointer.area_req != req {
+                return;
+            }
+            let mut s = sum.borrow_mut();
+            match answer {
+                Answer::MemorySpan(spans) => s.memory.extend(spans.into_iter().map(|m| (rank, m))),
+                Answer::Failed(e) => s.failed = Some(e),
+                _ => return,
+            }
+            s.memory.sort_by_key(|(r, m)| (*r, m.device));
+            s.memory_answered += 1;
+            out.set(Some(s.clone()));
+        });
+        pool.ask(
+            id,
+            Query::MemorySpan { from_ns: own(from, offset_ns), to_ns: own(to, offset_ns) },
             Some(reply),
         );
     }
@@ -162,7 +212,7 @@ pub(super) fn table(t: &AreaTotals, on_close: Callback<MouseEvent>) -> Html {
             </table>
         }
     };
-    let done = t.answered >= t.asked;
+    let done = t.answered >= t.asked && t.memory_answered >= t.memory_asked;
     html! {
         <aside class="selection area-totals" data-testid="area-totals" data-from-ns={t.from.to_string()}
             data-to-ns={t.to.to_string()} data-done={done.to_string()}
@@ -177,7 +227,34 @@ pub(super) fn table(t: &AreaTotals, on_close: Callback<MouseEvent>) -> Html {
             <div class="area-tables">
                 { section("class", &t.totals.by_class, "class") }
                 { section("name", &t.totals.by_name, "name") }
+                { memory_table(t) }
             </div>
         </aside>
+    }
+}
+
+/// The memory over the range, per rank and device (only with memory rows shown): the most
+/// allocated and reserved in it, and the least allocated.
+fn memory_table(t: &AreaTotals) -> Html {
+    if t.memory_asked == 0 {
+        return Html::default();
+    }
+    let binary = super::memory::binary;
+    html! {
+        <table class="area-table" data-testid="area-memory">
+            <thead><tr><th>{"memory"}</th><th>{"peak allocated"}</th><th>{"peak reserved"}</th><th>{"least allocated"}</th></tr></thead>
+            <tbody>
+                { for t.memory.iter().map(|(rank, m)| html! {
+                    <tr data-testid="area-memory-row" data-rank={rank.to_string()} data-device={m.device.to_string()}
+                        data-max={m.bucket.max.to_string()} data-min={m.bucket.min.to_string()}
+                        data-reserved={m.bucket.reserved_max.map(|r| r.to_string()).unwrap_or_default()}>
+                        <td class="name">{format!("rank {rank} · {}", super::memory::name(m.device))}</td>
+                        <td class="num">{binary(m.bucket.max)}</td>
+                        <td class="num">{m.bucket.reserved_max.filter(|&r| r > 0).map_or("–".to_string(), binary)}</td>
+                        <td class="num">{binary(m.bucket.min)}</td>
+                    </tr>
+                }) }
+            </tbody>
+        </table>
     }
 }

@@ -92,6 +92,8 @@ impl Ctl {
             memory_shown: true,
             memory: memory::MemoryTiles::default(),
             memory_attr: String::new(),
+            metrics_shown: true,
+            metrics_attr: String::new(),
         }
     }
 
@@ -172,6 +174,19 @@ impl Ctl {
                     y += memory::MEM_H;
                 }
             }
+            if self.metrics_shown && !self.collapsed.contains(id) {
+                let mine = job.metrics.rows.iter().enumerate().filter(|(_, m)| m.rank == r.rank);
+                for (k, _) in mine {
+                    rows.push(Row {
+                        kind: RowKind::Metric { id: *id, row: k as u32, offset_ns },
+                        y,
+                        h: metrics::METRIC_H,
+                        group_end: 0.0,
+                        pinned: pin,
+                    });
+                    y += metrics::METRIC_H;
+                }
+            }
             for row in &mut rows[start..] {
                 row.group_end = y;
             }
@@ -219,11 +234,26 @@ impl Ctl {
         })
     }
 
+    /// The canvas band of a row's rank group under its header (a kept reading's box stays in
+    /// it, never over the next rank's header).
+    pub(super) fn group_band(&self, row: &Row) -> (f64, f64) {
+        let header = self
+            .rows
+            .iter()
+            .find(|r| {
+                r.group_end == row.group_end
+                    && r.pinned == row.pinned
+                    && matches!(r.kind, RowKind::Rank { .. })
+            })
+            .map_or(self.screen_y(row), |r| self.screen_y(r) + r.h);
+        (header.max(self.top_of(row)), self.to_screen(row.group_end, row.pinned))
+    }
+
     /// The rank group whose header is at canvas y.
     pub(super) fn header_at(&self, y: f64) -> Option<RankId> {
         self.row_at(y).and_then(|r| match r.kind {
             RowKind::Rank { id, .. } => Some(id),
-            RowKind::Lane { .. } | RowKind::Memory { .. } => None,
+            RowKind::Lane { .. } | RowKind::Memory { .. } | RowKind::Metric { .. } => None,
         })
     }
 
@@ -246,7 +276,7 @@ impl Ctl {
                 let d = ((y - self.screen_y(row)) / ROW_H).floor() as u32;
                 (d < *depth).then_some((*id, *lane, d, *offset_ns))
             }
-            RowKind::Rank { .. } | RowKind::Memory { .. } => None,
+            RowKind::Rank { .. } | RowKind::Memory { .. } | RowKind::Metric { .. } => None,
         }
     }
 

@@ -46,6 +46,7 @@ pub(super) fn read_colors() -> Colors {
         path: css_var(&style, "--path", "#0097a7"),
         mem_alloc: css_var(&style, "--mem-alloc", "#5e35b1"),
         mem_reserved: css_var(&style, "--mem-reserved", "#e65100"),
+        metric: css_var(&style, "--metric", "#00897b"),
     }
 }
 
@@ -148,6 +149,12 @@ pub(super) fn draw(c: &Shared) {
     draw_ruler(&g, ctl, w, &col);
     draw_hover(&g, ctl, w, h, &col);
     super::memory::draw_readout(&g, ctl, (w, h), &col);
+    super::metrics::draw_readout(&g, ctl, (w, h), &col);
+    let metrics = super::metrics::json(ctl);
+    if metrics != ctl.metrics_attr {
+        let _ = canvas.set_attribute("data-metrics", &metrics);
+        ctl.metrics_attr = metrics;
+    }
     let memory = super::memory::json(ctl);
     if memory != ctl.memory_attr {
         let _ = canvas.set_attribute("data-memory", &memory);
@@ -224,6 +231,7 @@ fn draw_rows(p: &Paint, ctl: &Ctl, pinned: bool) -> Wanted {
             RowKind::Memory { .. } => {
                 super::memory::draw_row(p.g, ctl, (row, y, p.w), p.col, &mut mem_wanted)
             }
+            RowKind::Metric { .. } => super::metrics::draw_row(p.g, ctl, (row, y, p.w), p.col),
         }
     }
     (wanted, mem_wanted)
@@ -612,16 +620,32 @@ pub(super) fn draw_hover(g: &CanvasRenderingContext2d, ctl: &Ctl, w: f64, h: f64
     if let Some(l) = &d.launch {
         lines.push(format!("launched by {l}"));
     }
-    let lines: Vec<String> = lines.into_iter().map(|l| fit_text(&l, 460.0).unwrap_or(l)).collect();
+    draw_box(g, &lines, (px, py), (w, 0.0, h), &col.muted, col);
+}
+
+/// A box of text lines beside the point `(px, py)`: right of it and below, else left or above
+/// where the canvas (width `w`) or the band `[top, bottom)` it must stay in ends; its border in
+/// `border`. The event under the pointer, the memory and metric readings draw with it.
+pub(super) fn draw_box(
+    g: &CanvasRenderingContext2d,
+    lines: &[String],
+    (px, py): (f64, f64),
+    (w, top, bottom): (f64, f64, f64),
+    border: &str,
+    col: &Colors,
+) {
+    let lines: Vec<String> = lines.iter().map(|l| fit_text(l, 460.0).unwrap_or_else(|| l.clone())).collect();
     let bw = lines.iter().map(|l| l.chars().count() as f64 * CHAR_W + 16.0).fold(120.0, f64::max).min(480.0);
     let bh = lines.len() as f64 * 15.0 + 10.0;
     let x = if px + 16.0 + bw > w { (px - 16.0 - bw).max(0.0) } else { px + 16.0 };
-    let y = if py + 16.0 + bh > h { (py - 16.0 - bh).max(0.0) } else { py + 16.0 };
+    let y = if py + 16.0 + bh > bottom { (py - 16.0 - bh).max(top) } else { (py + 16.0).max(top) };
+    // A band lower than the box: its top (the box then covers the band's end).
+    let y = y.min((bottom - bh).max(top));
     g.set_fill_style_str(&col.header);
     g.set_global_alpha(0.96);
     g.fill_rect(x, y, bw, bh);
     g.set_global_alpha(1.0);
-    g.set_stroke_style_str(&col.muted);
+    g.set_stroke_style_str(border);
     g.stroke_rect(x + 0.5, y + 0.5, bw, bh);
     g.set_fill_style_str(&col.fg);
     for (i, l) in lines.iter().enumerate() {

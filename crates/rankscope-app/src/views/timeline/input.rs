@@ -94,15 +94,23 @@ pub(super) fn on_up(
         if let Some(id) = pin {
             pins::toggle(&ctl, id);
         }
-        // A click on a memory row keeps its reading (none there: forgets the kept one).
+        // A click on a memory or metric row keeps its reading (none there: forgets the kept
+        // one of that kind).
         let on_memory = click && {
             let mut c = ctl.borrow_mut();
-            let at =
-                c.pointer.at.and_then(|(_, y)| c.row_at(y)).map(|r| matches!(r.kind, RowKind::Memory { .. }));
-            if at == Some(true) {
+            let at = c.pointer.at.and_then(|(_, y)| c.row_at(y)).map(|r| match r.kind {
+                RowKind::Memory { .. } => (true, false),
+                RowKind::Metric { .. } => (false, true),
+                _ => (false, false),
+            });
+            let (memory, metric) = at.unwrap_or_default();
+            if memory {
                 c.pointer.memory_kept = c.pointer.memory.clone();
             }
-            at == Some(true)
+            if metric {
+                c.pointer.metric_kept = c.pointer.metric.clone();
+            }
+            memory || metric
         };
         if click && !on_memory {
             let hover = ctl.borrow().pointer.hover.clone();
@@ -215,6 +223,7 @@ pub(super) fn on_leave(ctl: &Shared) -> Callback<MouseEvent> {
             c.pointer.at = None;
             c.pointer.hover = None;
             c.pointer.memory = None;
+            c.pointer.metric = None;
         }
         request_frame(&ctl);
     })

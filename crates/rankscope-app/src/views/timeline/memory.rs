@@ -220,10 +220,11 @@ fn lines(ctl: &Ctl, r: &Readout) -> Vec<String> {
     out
 }
 
-/// The reading under the pointer as a box beside it, else the kept one under its mark.
+/// The reading under the pointer as a box beside it, else the kept one under its mark (inside
+/// its rank's band).
 pub(super) fn draw_readout(g: &CanvasRenderingContext2d, ctl: &Ctl, (w, h): (f64, f64), col: &Colors) {
-    let (r, (px, py)) = match (&ctl.pointer.memory, ctl.pointer.at, &ctl.pointer.memory_kept) {
-        (Some(r), Some(at), _) if ctl.pointer.drag.is_none() => (r, at),
+    let (r, at, band) = match (&ctl.pointer.memory, ctl.pointer.at, &ctl.pointer.memory_kept) {
+        (Some(r), Some(at), _) if ctl.pointer.drag.is_none() => (r, at, (0.0, h)),
         (None, _, Some(r)) => {
             let Some(row) = ctl.rows.iter().find(
                 |row| matches!(&row.kind, RowKind::Memory { id, track, .. } if *id == r.id && track.device == r.device),
@@ -234,25 +235,12 @@ pub(super) fn draw_readout(g: &CanvasRenderingContext2d, ctl: &Ctl, (w, h): (f64
             if x < GUTTER_W || x > w || y < ctl.top_of(row) || y > h {
                 return;
             }
-            (r, (x, y))
+            let (top, bottom) = ctl.group_band(row);
+            (r, (x, y), (top, bottom.min(h)))
         }
         _ => return,
     };
-    let lines = lines(ctl, r);
-    let bw = lines.iter().map(|l| l.chars().count() as f64 * CHAR_W + 16.0).fold(120.0, f64::max);
-    let bh = lines.len() as f64 * 15.0 + 10.0;
-    let x = if px + 16.0 + bw > w { (px - 16.0 - bw).max(0.0) } else { px + 16.0 };
-    let y = if py + 16.0 + bh > h { (py - 16.0 - bh).max(0.0) } else { py + 16.0 };
-    g.set_fill_style_str(&col.header);
-    g.set_global_alpha(0.96);
-    g.fill_rect(x, y, bw, bh);
-    g.set_global_alpha(1.0);
-    g.set_stroke_style_str(&col.mem_alloc);
-    g.stroke_rect(x + 0.5, y + 0.5, bw, bh);
-    g.set_fill_style_str(&col.fg);
-    for (i, l) in lines.iter().enumerate() {
-        g.fill_text(l, x + 8.0, y + 12.0 + i as f64 * 15.0).ok();
-    }
+    draw_box(g, &lines(ctl, r), at, (w, band.0, band.1), &col.mem_alloc, col);
 }
 
 /// The memory rows and the reading as JSON, for the canvas' `data-memory` (a test hook): per

@@ -51,6 +51,7 @@ mod draw;
 mod input;
 mod members;
 mod memory;
+mod metrics;
 mod panel;
 mod path;
 mod pins;
@@ -106,6 +107,12 @@ enum RowKind {
         track: rankscope_core::view::memory::MemoryTrack,
         offset_ns: i64,
     },
+    /// One cluster metric row under a rank ([`metrics`]): its index in the job's tracks.
+    Metric {
+        id: RankId,
+        row: u32,
+        offset_ns: i64,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -136,6 +143,7 @@ struct Colors {
     path: String,
     mem_alloc: String,
     mem_reserved: String,
+    metric: String,
 }
 
 /// What is on screen: the time window, the vertical scroll and the canvas' size.
@@ -183,6 +191,9 @@ struct Pointer {
     /// The memory track's reading under the pointer, and the one a click kept ([`memory`]).
     memory: Option<memory::Readout>,
     memory_kept: Option<memory::Readout>,
+    /// The metric rows' reading under the pointer, and the one a click kept ([`metrics`]).
+    metric: Option<metrics::Readout>,
+    metric_kept: Option<metrics::Readout>,
 }
 
 /// Search matches per rank, for the current request.
@@ -265,6 +276,10 @@ struct Ctl {
     memory_shown: bool,
     memory: memory::MemoryTiles,
     memory_attr: String,
+    /// The metric rows shown (the bar's Metrics button), and what was last written to
+    /// `data-metrics` (a test hook).
+    metrics_shown: bool,
+    metrics_attr: String,
 }
 
 type Shared = Rc<RefCell<Ctl>>;
@@ -274,6 +289,7 @@ fn pick_at(c: &Shared, x: f64, y: f64) {
         let mut ctl = c.borrow_mut();
         ctl.pointer.at = Some((x, y));
         ctl.pointer.memory = memory::readout_at(&ctl, x, y);
+        ctl.pointer.metric = metrics::readout_at(&ctl, x, y);
         let hit = if x > GUTTER_W && y > RULER_H { ctl.lane_at(y) } else { None };
         match hit {
             Some((id, lane, depth, offset_ns)) => {
@@ -329,6 +345,7 @@ pub fn timeline(p: &Props) -> Html {
     // Events matching the search, over every rank (None: no search).
     let matches = use_state(|| None::<u64>);
     let memory_shown = use_state(|| true);
+    let metrics_shown = use_state(|| true);
 
     // Layout, pool and sinks follow the job.
     {
@@ -421,6 +438,7 @@ pub fn timeline(p: &Props) -> Html {
                 <span class="legend">{ legend() }</span>
                 <span class="spacer"></span>
                 { memory::toggle(&ctl, &p.job, &memory_shown) }
+                { metrics::toggle(&ctl, &p.job, &metrics_shown) }
                 { path::toggle(&p.job, p.path, ctx.as_ref()) }
                 <span class="muted keys" title="Ctrl+wheel or W/S zoom · drag, Shift+wheel or A/D pan · 0 fits · click a rank's header to fold it, its pin to pin it on top (P pins the selection's rank) · click an event for its args panel; [ and ] step through a collective's members · Shift+drag selects a range and totals it">{"keys: ?"}</span>
                 <button class="small" data-testid="export-png" onclick={input::on_png(&canvas)} title="Save what the timeline shows as a PNG">{"PNG"}</button>

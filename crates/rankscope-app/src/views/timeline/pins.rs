@@ -87,7 +87,7 @@ pub(super) fn headers_json(c: &Ctl) -> String {
                     r.pinned
                 ))
             }
-            RowKind::Lane { .. } | RowKind::Memory { .. } => None,
+            RowKind::Lane { .. } | RowKind::Memory { .. } | RowKind::Metric { .. } => None,
         })
         .collect();
     format!("[{}]", places.join(","))
