@@ -189,6 +189,13 @@ pub enum Query {
         from_ns: i64,
         to_ns: i64,
     },
+    /// This rank's piece of the `events` table (`rankscope export`, docs/columnar.md) in
+    /// `format`, under the job's `rank` for it, on its `offset_ns` (`Answer::Piece`).
+    Table {
+        format: rankscope_core::export::columnar::Format,
+        rank: u32,
+        offset_ns: i64,
+    },
 }
 
 /// What a worker answers a [`Query`] with. Every answer but a `Chunk` that is not the last ends
@@ -205,6 +212,12 @@ pub enum Answer {
     /// A piece of an export; its bytes (a `Uint8Array`) travel beside the message.
     Chunk {
         last: bool,
+    },
+    /// A piece of a columnar table: what the file's footer says of it and the table's schema;
+    /// its bytes (a `Uint8Array`) travel beside the message.
+    Piece {
+        meta: Box<rankscope_core::export::columnar::PieceMeta>,
+        schema: Box<rankscope_core::export::columnar::Schema>,
     },
     /// The question could not be answered: the rank is not loaded here, or the export failed.
     Failed(String),

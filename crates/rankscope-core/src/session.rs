@@ -26,6 +26,7 @@
 use serde::Serialize;
 
 use crate::analyze::{Options, RankPart};
+use crate::export::columnar::{tables, ColumnarError, Format, TableName, Writer};
 use crate::inspect::FailedFile;
 use crate::job::{self, InputKind, JobOutput, Loaded, Reader, Text, TextRef};
 use crate::normalize::Rules;
@@ -174,7 +175,7 @@ impl Session {
             if let Some(f) = &out.flight_recorder {
                 notes.extend(f.messages());
             }
-            return Ok(Finished { out, views: Vec::new(), digest_ranks, notes });
+            return Ok(Finished { out, views: Vec::new(), digest_ranks, notes, opts: self.opts });
         }
         let claims: Vec<RankClaim> = self.files.iter().map(|(c, _)| c.clone()).collect();
         let (decisions, errors) = job::decide(&claims, &self.explicit);
@@ -196,7 +197,7 @@ impl Session {
         if let Some(f) = &out.flight_recorder {
             notes.extend(f.messages());
         }
-        Ok(Finished { out, views, digest_ranks: Vec::new(), notes })
+        Ok(Finished { out, views, digest_ranks: Vec::new(), notes, opts: self.opts })
     }
 }
 
@@ -212,9 +213,65 @@ pub struct Finished {
     /// What the CLI would print on stderr: inputs skipped, NCCL logs that only the fabric
     /// report reads, dumps left out of the Flight Recorder report.
     pub notes: Vec<String>,
+    /// The options the job was analyzed with (the `collectives` table measures again with them).
+    opts: Options,
 }
 
 impl Finished {
+    /// Table `name` of `rankscope export` as one file's bytes in `format`: the same bytes the
+    /// CLI writes for the same inputs (docs/columnar.md). `events` is written a piece per rank
+    /// (in rank order, under the job's rank for each file); `collectives` measures the job
+    /// again from the kept tables. Both need the tables (`keep_tables`) and are refused for a
+    /// job digest, which holds no events.
+    pub fn table(&self, name: TableName, format: Format) -> Result<Vec<u8>, SessionError> {
+        let bad = |e: ColumnarError| SessionError(format!("{name}: {e}"));
+        let a = &self.out.analysis;
+        if !self.out.has_traces() {
+            return Err(SessionError(format!(
+                "{name}: the job holds no trace (Flight Recorder dumps alone)"
+            )));
+        }
+        if let Some(t) = tables::from_analysis(a, name) {
+            return crate::export::columnar::to_bytes(format, &t).map_err(bad);
+        }
+        if self.views.is_empty() {
+            return Err(SessionError(if self.digest_ranks.is_empty() {
+                format!("{name}: the job did not keep its tables (keep_tables): only the analysis' tables are at hand")
+            } else {
+                format!(
+                    "{name}: a job digest holds no events nor matched collectives: export it from the traces"
+                )
+            }));
+        }
+        match name {
+            TableName::Collectives => {
+                let parts =
+                    self.views.iter().filter_map(|(d, v)| Some((d.clone(), v.analysis_part()?))).collect();
+                let ops = job::measure_ranked(parts, a.errors.clone(), &self.opts).ops;
+                crate::export::columnar::to_bytes(format, &tables::collectives(&ops)).map_err(bad)
+            }
+            _ => {
+                // The job's order: by rank, then the order the files came in.
+                let mut order: Vec<&(RankDecision, RankView)> = self.views.iter().collect();
+                order.sort_by_key(|(d, _)| d.rank);
+                let mut w: Option<Writer<Vec<u8>>> = None;
+                for (d, v) in order {
+                    let Some(t) = v.events_table(d.rank, self.out.offset_of(d.rank)) else { continue };
+                    if w.is_none() {
+                        w = Some(Writer::new(format, Vec::new(), t.schema()).map_err(bad)?);
+                    }
+                    if let Some(w) = &mut w {
+                        w.write(&t.columns).map_err(bad)?;
+                    }
+                }
+                match w {
+                    Some(w) => w.finish().map_err(bad),
+                    None => Err(SessionError(format!("{name}: no rank holds events"))),
+                }
+            }
+        }
+    }
+
     /// The kept tables of rank `rank` (the first in load order if two files claim it: a job
     /// error the analysis lists).
     pub fn view(&self, rank: u32) -> Option<&RankView> {

@@ -373,6 +373,9 @@ export async function runs(jobs, opts = {}) {
   }
 }
 
+/** The tables `Job.exportTable` writes (`rankscope export`'s, docs/columnar.md). */
+export const TABLE_NAMES = Object.freeze(['steps', 'collectives', 'collective_stats', 'groups', 'findings', 'operators', 'events']);
+
 /** Reads a job and keeps each rank's tables for the timeline's questions (see `Job`). */
 export async function open(inputs, opts = {}) {
   const { w, notes } = await run(inputs, opts, true);
@@ -417,6 +420,17 @@ export class Job {
   /** `rankscope analyze --csv`. */
   csv() {
     return this.#live().csv();
+  }
+
+  /**
+   * Table `name` of `rankscope export --format FORMAT` (`'parquet'` or `'arrow'`) as the file's
+   * bytes, the CLI's byte for byte (docs/columnar.md). `events` and `collectives` need the
+   * traces (a job digest holds no events: it throws).
+   */
+  exportTable(name, format = 'parquet') {
+    if (!TABLE_NAMES.includes(name)) throw new TypeError(`name: expected one of ${TABLE_NAMES.join(', ')}, got ${name}`);
+    if (format !== 'parquet' && format !== 'arrow') throw new TypeError(`format: expected parquet or arrow, got ${format}`);
+    return this.#live().exportTable(name, format);
   }
 
   /** The NCCL text's reports (`{logs, tests}`), or null. */

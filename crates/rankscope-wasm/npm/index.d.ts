@@ -186,6 +186,13 @@ export function ready(wasm?: BufferSource | URL | string | WebAssembly.Module): 
 /** Bytes fed to the core per call for inputs in memory or read from paths (4 MiB). */
 export const CHUNK_BYTES: number;
 
+/** A table of `rankscope export` (docs/columnar.md). */
+export type TableName = 'steps' | 'collectives' | 'collective_stats' | 'groups' | 'findings' | 'operators' | 'events';
+/** Parquet, or the Arrow IPC file format (Feather v2). */
+export type TableFormat = 'parquet' | 'arrow';
+/** The tables `Job.exportTable` writes, in the CLI's order. */
+export const TABLE_NAMES: readonly TableName[];
+
 export class Job {
   private constructor();
   /** What the CLI prints on stderr: inputs skipped, NCCL logs only the fabric report reads. */
@@ -202,6 +209,11 @@ export class Job {
   markdown(): string;
   /** `rankscope analyze --csv`. */
   csv(): string;
+  /**
+   * Table `name` of `rankscope export --format FORMAT` as the file's bytes, the CLI's byte for
+   * byte (docs/columnar.md). `events` and `collectives` need the traces: a job digest throws.
+   */
+  exportTable(name: TableName, format?: TableFormat): Uint8Array;
   /** What the NCCL text says (`rankscope nccl --json`, `rankscope nccl-tests --json`), or null. */
   fabric(): { logs: Record<string, unknown> | null; tests: Record<string, unknown> | null } | null;
   /**

@@ -15,7 +15,7 @@ import { createReadStream } from 'node:fs';
 import { open as openFile, readFile, readdir, realpath, stat } from 'node:fs/promises';
 import { CHUNK_BYTES, rules, setPlatform } from './core.js';
 
-export { analyze, diff, runs, open, ready, Job, CHUNK_BYTES } from './core.js';
+export { analyze, diff, runs, open, ready, Job, CHUNK_BYTES, TABLE_NAMES } from './core.js';
 
 const join = (dir, name) => (dir.endsWith('/') ? dir + name : `${dir}/${name}`);
 

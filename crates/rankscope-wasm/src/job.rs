@@ -29,6 +29,10 @@ export interface Added {
 }
 /** A file that could not be read (the message names the file and byte offset). */
 export interface FailedInput { file: string; error: string; }
+/** A table of `rankscope export` (docs/columnar.md). */
+export type TableName = "steps" | "collectives" | "collective_stats" | "groups" | "findings" | "operators" | "events";
+/** A columnar file format: Parquet, or the Arrow IPC file format (Feather v2). */
+export type TableFormat = "parquet" | "arrow";
 "#;
 
 /// One input of a job, fed in chunks of any size: what it is is decided by its content.
@@ -211,6 +215,28 @@ impl Job {
         Ok(self.done()?.out.clean())
     }
 
+    /// Table `name` of `rankscope export --format FORMAT` as the file's bytes (the CLI's, byte
+    /// for byte). `events` and `collectives` need the job's tables (`new Job(true)`) and are
+    /// refused for a job digest; throws on an unknown name or format.
+    #[wasm_bindgen(js_name = exportTable)]
+    pub fn export_table(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "TableName")] name: &str,
+        #[wasm_bindgen(unchecked_param_type = "TableFormat")] format: &str,
+    ) -> Result<Vec<u8>, JsError> {
+        use rankscope_core::export::columnar::{Format, TableName};
+        let table = TableName::ALL.iter().copied().find(|t| t.as_str() == name).ok_or_else(|| {
+            let names: Vec<&str> = TableName::ALL.iter().map(|t| t.as_str()).collect();
+            JsError::new(&format!("no table `{name}` (the tables: {})", names.join(", ")))
+        })?;
+        let format = match format {
+            "parquet" => Format::Parquet,
+            "arrow" => Format::Arrow,
+            f => return Err(JsError::new(&format!("format: expected parquet or arrow, got {f}"))),
+        };
+        self.done()?.table(table, format).map_err(|e| JsError::new(&e.to_string()))
+    }
+
     /// The kept ranks' summaries, in load order, with the job's ranks (a job digest's ranks,
     /// from its parts: no lanes, as it holds no events).
     #[wasm_bindgen(unchecked_return_type = "RankSummary[]")]
@@ -253,6 +279,14 @@ impl Job {
             None => Ok(JsValue::UNDEFINED),
         }
     }
+}
+
+/// The tables `exportTable` writes, in the CLI's order.
+#[wasm_bindgen(js_name = tableNames, unchecked_return_type = "TableName[]")]
+pub fn table_names() -> Result<JsValue, JsError> {
+    let names: Vec<&str> =
+        rankscope_core::export::columnar::TableName::ALL.iter().map(|t| t.as_str()).collect();
+    to_js(&names)
 }
 
 /// Whether a file of this name found in a walked folder is an input (`.json`, `.json.gz`,

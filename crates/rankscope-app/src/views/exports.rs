@@ -9,6 +9,10 @@
 //! member; it is saved, or, on an explicit click after the page says where it goes, posted to a
 //! Perfetto UI in a new tab ([`crate::perfetto`]).
 //!
+//! The tables of `rankscope export` ("Tables (Parquet)", "Tables (Arrow)") are one tar made the
+//! same way: the analysis' tables here, the events rank by rank by the workers
+//! ([`super::table_export`]).
+//!
 //! Both trace exports keep every event's source `args`, verbatim, as the CLI's do (the same
 //! bytes for the same input): the workers parse without them and read a file again for them on
 //! its first trace export (`worker::args`), so a load holds no args arena. A file a host page
@@ -24,10 +28,12 @@ use wasm_bindgen::JsCast;
 use web_sys::HtmlInputElement;
 use yew::prelude::*;
 
+use super::table_export::TablesExport;
 use super::Ctx;
 use crate::download;
 use crate::protocol::{Answer, Query, RankId};
 use crate::state::JobView;
+use rankscope_core::export::columnar::Format;
 
 #[derive(Properties, PartialEq, Debug)]
 pub struct Props {
@@ -67,6 +73,8 @@ struct TraceExport {
 enum Status {
     Idle,
     Writing {
+        /// What is being written ("the merged trace", "the tables").
+        what: &'static str,
         done: usize,
         of: usize,
     },
@@ -133,6 +141,7 @@ pub fn exports(p: &Props) -> Html {
     let status = use_state(|| Status::Idle);
     let trace: Rc<RefCell<TraceExport>> = use_mut_ref(TraceExport::default);
     let sink: Rc<RefCell<Option<ExportSink>>> = use_mut_ref(|| None);
+    let tables: Rc<RefCell<TablesExport>> = use_mut_ref(TablesExport::default);
 
     // The pieces of the merged trace come back to this sink (see `reply_to`).
     {
@@ -195,6 +204,11 @@ pub fn exports(p: &Props) -> Html {
         let start = start_perfetto.clone();
         Callback::from(move |_| start(None))
     };
+    let on_tables = |format: Format| {
+        let (job, status, tables) = (p.job.clone(), status.clone(), tables.clone());
+        let pool = ctx.as_ref().and_then(Ctx::pool);
+        Callback::from(move |_| start_tables(pool.as_ref(), &job, format, &tables, &status))
+    };
     let confirm = use_state(|| false);
     let ui = use_state(|| crate::host::Page::current().perfetto_ui());
     let on_ask = {
@@ -221,6 +235,16 @@ pub fn exports(p: &Props) -> Html {
     };
     let busy = matches!(*status, Status::Writing { .. } | Status::Sending(_));
     let events = events_held(&p.job);
+    let tables_title = |format: &str| {
+        let what = format!(
+            "rankscope export --format {format}: a tar of steps, collective_stats, groups, findings, operators and events (collectives: use the CLI or npm, the tab does not keep the matched collectives)"
+        );
+        match &events {
+            EventsHeld::All => what,
+            EventsHeld::Some(note) => format!("{what} {note}"),
+            EventsHeld::None(reason) => format!("{what}. No events table: {reason}"),
+        }
+    };
     let off = busy || matches!(events, EventsHeld::None(_));
     let why = |title: &str| match &events {
         EventsHeld::All => title.to_string(),
@@ -237,6 +261,10 @@ pub fn exports(p: &Props) -> Html {
                 title={why("Every rank in one Chrome trace on the aligned clock, for chrome://tracing and older viewers")}>{"Merged Chrome trace"}</button>
             <button class="small" data-testid="export-perfetto" onclick={on_tar} disabled={off}
                 title={why("rankscope analyze --perfetto: a tar of one trace per rank and a perfetto_manifest.json with our alignment")}>{"Perfetto archive"}</button>
+            <button class="small" data-testid="export-parquet" onclick={on_tables(Format::Parquet)} disabled={busy}
+                title={tables_title("parquet")}>{"Tables (Parquet)"}</button>
+            <button class="small" data-testid="export-arrow" onclick={on_tables(Format::Arrow)} disabled={busy}
+                title={tables_title("arrow")}>{"Tables (Arrow)"}</button>
             <button class="small" data-testid="open-perfetto" onclick={on_ask} disabled={off}
                 title={why("Send the Perfetto archive to a Perfetto UI in a new tab (asks first)")}>{"Open in Perfetto…"}</button>
             { status_html(&status) }
@@ -299,7 +327,7 @@ fn on_piece(
             }
             t.done += 1;
             if t.done < t.order.len() {
-                status.set(Status::Writing { done: t.done, of: t.order.len() });
+                status.set(Status::Writing { what: "the merged trace", done: t.done, of: t.order.len() });
                 return;
             }
             finish(t, status);
@@ -365,7 +393,7 @@ fn start_merged(
         };
         req
     };
-    status.set(Status::Writing { done: 0, of: order.len() });
+    status.set(Status::Writing { what: "the merged trace", done: 0, of: order.len() });
     for (k, (f, p)) in order.iter().zip(&plan.ranks).enumerate() {
         let query = Query::Export { planned: Box::new(p.clone()), origin_ns: plan.origin_ns, first: k == 0 };
         pool.ask(*f, query, Some(reply_to(sink, req)));
@@ -396,10 +424,54 @@ fn start_archive(
         };
         req
     };
-    status.set(Status::Writing { done: 0, of: order.len() });
+    status.set(Status::Writing { what: "the Perfetto archive", done: 0, of: order.len() });
     for (f, m) in order.iter().zip(plan.members) {
         let query = Query::Perfetto { member: Box::new(m), shift_ns: plan.shift_ns };
         pool.ask(*f, query, Some(reply_to(sink, req)));
+    }
+}
+
+/// Starts a tables export: the analysis' tables made at once, the events asked of each worker
+/// holding a rank's (none: the tar is made now, without them).
+fn start_tables(
+    pool: Option<&crate::pool::Pool>,
+    job: &Rc<JobView>,
+    format: Format,
+    tables: &Rc<RefCell<TablesExport>>,
+    status: &UseStateHandle<Status>,
+) {
+    let req = tables.borrow().req.wrapping_add(1);
+    let (t, queries) = TablesExport::start(job, format, req);
+    *tables.borrow_mut() = t;
+    let pool = match pool {
+        Some(pool) if !queries.is_empty() => pool,
+        _ => {
+            let done = tables.borrow_mut().finish(&job.analysis);
+            return status.set(saved_tables(done));
+        }
+    };
+    status.set(Status::Writing { what: "the tables", done: 0, of: queries.len() });
+    for (id, query) in queries {
+        let (tables, status, job) = (tables.clone(), status.clone(), job.clone());
+        let reply: crate::pool::Reply = Rc::new(move |id, answer, extra| {
+            let mut t = tables.borrow_mut();
+            if t.req != req {
+                return;
+            }
+            let done = t.on_answer(&job.analysis, id, answer, extra.dyn_into::<Uint8Array>().ok());
+            match done {
+                Some(done) => status.set(saved_tables(done)),
+                None => status.set(Status::Writing { what: "the tables", done: t.done(), of: t.ranks() }),
+            }
+        });
+        pool.ask(id, query, Some(reply));
+    }
+}
+
+fn saved_tables(done: super::table_export::Done) -> Status {
+    match done {
+        Ok((parts, name)) => save_parts(&parts, "application/x-tar", &name),
+        Err(e) => Status::Failed(e),
     }
 }
 
@@ -407,8 +479,8 @@ fn start_archive(
 fn status_html(status: &Status) -> Html {
     match status {
         Status::Idle => html! {},
-        Status::Writing { done, of } => {
-            html! { <span class="muted" data-testid="export-status">{format!("writing the merged trace: {done} of {of} ranks…")}</span> }
+        Status::Writing { what, done, of } => {
+            html! { <span class="muted" data-testid="export-status">{format!("writing {what}: {done} of {of} ranks…")}</span> }
         }
         Status::Saved(n) => {
             html! { <span class="ok" data-testid="export-status">{format!("saved {n}")}</span> }

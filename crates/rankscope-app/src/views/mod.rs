@@ -21,6 +21,7 @@ pub mod pipeline;
 pub mod rows;
 pub mod steps;
 pub mod summary;
+pub mod table_export;
 pub mod timeline;
 pub mod topbar;
 pub mod whatif;

@@ -41,6 +41,21 @@ pub(super) fn answer(state: &Rc<RefCell<State>>, id: RankId, req: u32, query: Qu
                 Err(e) => Answer::Failed(e.to_string()),
             }
         }
+        Query::Table { format, rank, offset_ns } => {
+            use rankscope_core::export::columnar::encode_piece;
+            let Some(t) = v.events_table(rank, offset_ns) else {
+                return Some(Answer::Failed("this rank holds no events".into()));
+            };
+            let schema = t.schema();
+            match encode_piece(format, &schema, &t.columns) {
+                Ok(p) => {
+                    let answer = Answer::Piece { meta: Box::new(p.meta), schema: Box::new(schema) };
+                    super::post_with_bytes(&FromWorker::Answer { id, req, answer }, &p.bytes);
+                    return None;
+                }
+                Err(e) => Answer::Failed(e.to_string()),
+            }
+        }
         Query::Perfetto { member, shift_ns } => {
             let mut out = ChunkPoster { id, req, buf: Vec::with_capacity(CHUNK_BYTES) };
             match v.write_perfetto_member(&mut out, &member, shift_ns) {

@@ -291,6 +291,25 @@ pub fn combine_ranked(
     combine_decided(parts, errors, texts, opts)
 }
 
+/// The job half's measures alone (the matched collectives beside the analysis, before any
+/// judging) for parts keyed by the job's decision for their files: what a host holding each
+/// rank's tables apart measures again for the `collectives` table, as `analyze::measure` does
+/// for a job held whole.
+pub fn measure_ranked(
+    parts: Vec<(RankDecision, RankPart)>,
+    errors: Vec<JobError>,
+    opts: &Options,
+) -> analyze::Measured {
+    let parts = parts
+        .into_iter()
+        .map(|(d, mut p)| {
+            file_under(&mut p, &d);
+            p
+        })
+        .collect();
+    analyze::combine(parts, errors, opts)
+}
+
 /// Every part filed under the rank decided for it across every claim: what a job digest stores
 /// ([`digest::encode`]), which [`combine_decided`] then combines.
 pub fn decided(

@@ -21,6 +21,7 @@
 //!   CSV-escaped) and over absolute paths and IPv4 addresses ([`Redactor::text`]).
 
 pub mod job;
+pub mod table;
 pub mod vocab;
 
 use std::collections::{BTreeMap, HashMap};
@@ -285,14 +286,7 @@ impl Redactor {
     pub fn value(&mut self, v: &mut serde_json::Value) {
         use serde_json::Value;
         match v {
-            Value::String(s) => {
-                if let Some(t) = self.exact(s) {
-                    *s = t.to_string();
-                } else if !self.kept.contains_key(s.as_str()) {
-                    let t = self.text(s);
-                    *s = t;
-                }
-            }
+            Value::String(s) => self.string(s),
             Value::Array(a) => a.iter_mut().for_each(|x| self.value(x)),
             Value::Object(o) => {
                 let keys: Vec<String> = o.keys().filter(|k| self.exact(k).is_some()).cloned().collect();
@@ -305,6 +299,16 @@ impl Redactor {
                 o.values_mut().for_each(|x| self.value(x));
             }
             _ => {}
+        }
+    }
+
+    /// A string value redacted: a whole hashed value becomes its token, a kept name stays, any
+    /// other string passes [`Self::text`] (what [`Self::value`] does to each string).
+    pub fn string(&mut self, s: &mut String) {
+        if let Some(t) = self.exact(s) {
+            *s = t.to_string();
+        } else if !self.kept.contains_key(s.as_str()) {
+            *s = self.text(s);
         }
     }
 

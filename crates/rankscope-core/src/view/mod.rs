@@ -155,6 +155,12 @@ impl RankView {
         }
     }
 
+    /// This rank's piece of the `events` table (docs/columnar.md) under `rank` (the job's key
+    /// for this file) on the aligned clock (`offset_ns`, the rank's offset).
+    pub fn events_table(&self, rank: u32, offset_ns: i64) -> Option<crate::export::columnar::Table> {
+        Some(crate::export::columnar::tables::events(self.entry()?, &self.job.strings, rank, offset_ns))
+    }
+
     pub fn summary(&self) -> Option<RankSummary> {
         let mut s = RankSummary::new(self.entry()?, self.report.as_ref()?, &self.index, &self.job.strings);
         s.memory = self.memory.iter().map(memory::MemorySeries::track).collect();

@@ -7,10 +7,10 @@
 //! value) and the values: 8 bytes per Int64 / Float64 row (0 under a null), int32 offsets and
 //! the UTF-8 bytes for Utf8, a bitmap for Bool; each buffer padded to 8 bytes.
 
-use std::io::Write;
+use serde::{Deserialize, Serialize};
 
 use super::flatbuf::{self, Obj, Val};
-use super::{size32, Column, ColumnData, ColumnKind, ColumnarError, Counted, Schema};
+use super::{size32, Column, ColumnData, ColumnKind, ColumnarError, Schema};
 
 const MAGIC: &[u8; 6] = b"ARROW1";
 const CONTINUATION: [u8; 4] = [0xff; 4];
@@ -26,20 +26,20 @@ const TYPE_BOOL: u8 = 6;
 /// `Precision.DOUBLE`.
 const DOUBLE: i16 = 2;
 
-/// A record batch's place in the file, for the footer.
-#[derive(Debug, Clone, Copy)]
-struct Block {
+/// A record batch's place in the file, for the footer (its offset 0, the start of its piece,
+/// until the piece is placed, [`Block::shifted`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Block {
     offset: i64,
     meta_len: i32,
     body_len: i64,
 }
 
-/// Writes a table to `W`, a record batch per [`ArrowWriter::write`].
-#[derive(Debug)]
-pub struct ArrowWriter<W: Write> {
-    out: Counted<W>,
-    schema: Schema,
-    blocks: Vec<Block>,
+impl Block {
+    /// The same batch once its piece starts at byte `base` of the file.
+    pub fn shifted(self, base: i64) -> Block {
+        Block { offset: self.offset + base, ..self }
+    }
 }
 
 fn field_type(k: ColumnKind) -> (u8, Obj) {
@@ -79,104 +79,100 @@ fn message(header_type: u8, header: Obj, body_len: i64) -> Vec<u8> {
     ]))
 }
 
-impl<W: Write> ArrowWriter<W> {
-    pub fn new(out: W, schema: Schema) -> Result<Self, ColumnarError> {
-        let mut out = Counted { out, pos: 0 };
-        out.put(MAGIC)?;
-        out.put(&[0, 0])?;
-        let mut w = ArrowWriter { out, schema, blocks: Vec::new() };
-        let meta = message(HEADER_SCHEMA, schema_obj(&w.schema), 0);
-        w.encapsulated(&meta)?;
-        Ok(w)
-    }
+/// Continuation, length, metadata (already a multiple of 8 bytes long).
+fn encapsulated(out: &mut Vec<u8>, meta: &[u8]) -> Result<i32, ColumnarError> {
+    out.extend_from_slice(&CONTINUATION);
+    out.extend_from_slice(&size32(meta.len())?.to_le_bytes());
+    out.extend_from_slice(meta);
+    size32(meta.len() + 8)
+}
 
-    /// Continuation, length, metadata (already a multiple of 8 bytes long): the length of it all.
-    fn encapsulated(&mut self, meta: &[u8]) -> Result<i32, ColumnarError> {
-        self.out.put(&CONTINUATION)?;
-        self.out.put(&size32(meta.len())?.to_le_bytes())?;
-        self.out.put(meta)?;
-        size32(meta.len() + 8)
-    }
+/// The file's opening: the magic, its padding and the schema message.
+pub fn head(schema: &Schema) -> Result<Vec<u8>, ColumnarError> {
+    let mut out = MAGIC.to_vec();
+    out.extend_from_slice(&[0, 0]);
+    encapsulated(&mut out, &message(HEADER_SCHEMA, schema_obj(schema), 0))?;
+    Ok(out)
+}
 
-    /// One record batch of `cols` (the schema's columns).
-    pub fn write(&mut self, cols: &[Column]) -> Result<(), ColumnarError> {
-        let rows = self.schema.check(cols)?;
-        let mut body = Vec::new();
-        let mut nodes = Vec::new();
-        let mut buffers = Vec::new();
-        let mut push = |body: &mut Vec<u8>, bytes: &[u8]| {
-            buffers.extend_from_slice(&(body.len() as i64).to_le_bytes());
-            buffers.extend_from_slice(&(bytes.len() as i64).to_le_bytes());
-            body.extend_from_slice(bytes);
-            while body.len() % 8 != 0 {
-                body.push(0);
-            }
-        };
-        for c in cols {
-            let d = &c.data;
-            nodes.extend_from_slice(&(rows as i64).to_le_bytes());
-            nodes.extend_from_slice(&(d.null_count() as i64).to_le_bytes());
-            push(&mut body, &bitmap((0..rows).map(|i| d.is_valid(i))));
-            match d {
-                ColumnData::I64(v) => {
-                    let b: Vec<u8> = v.iter().flat_map(|x| x.unwrap_or(0).to_le_bytes()).collect();
-                    push(&mut body, &b);
-                }
-                ColumnData::F64(v) => {
-                    let b: Vec<u8> = v.iter().flat_map(|x| x.unwrap_or(0.0).to_le_bytes()).collect();
-                    push(&mut body, &b);
-                }
-                ColumnData::Utf8(v) => {
-                    let mut offsets = Vec::with_capacity(4 * (rows + 1));
-                    let mut data = Vec::new();
-                    offsets.extend_from_slice(&0i32.to_le_bytes());
-                    for s in v {
-                        data.extend_from_slice(s.as_deref().unwrap_or("").as_bytes());
-                        offsets.extend_from_slice(&size32(data.len())?.to_le_bytes());
-                    }
-                    push(&mut body, &offsets);
-                    push(&mut body, &data);
-                }
-                ColumnData::Bool(v) => push(&mut body, &bitmap(v.iter().map(|x| x.unwrap_or(false)))),
-            }
+/// One record batch of `cols` (the schema's columns) as bytes of its own: the encapsulated
+/// message and its body (a multiple of 8 bytes, so the next piece stays aligned).
+pub fn encode_piece(schema: &Schema, cols: &[Column]) -> Result<(Vec<u8>, Block), ColumnarError> {
+    let rows = schema.check(cols)?;
+    let mut body = Vec::new();
+    let mut nodes = Vec::new();
+    let mut buffers = Vec::new();
+    let mut push = |body: &mut Vec<u8>, bytes: &[u8]| {
+        buffers.extend_from_slice(&(body.len() as i64).to_le_bytes());
+        buffers.extend_from_slice(&(bytes.len() as i64).to_le_bytes());
+        body.extend_from_slice(bytes);
+        while body.len() % 8 != 0 {
+            body.push(0);
         }
-        let n_cols = cols.len() as u32;
-        let batch = Obj::Table(vec![
-            (0, Val::I64(rows as i64)),
-            (1, Val::Off(Obj::Structs { count: n_cols, bytes: nodes })),
-            (2, Val::Off(Obj::Structs { count: buffers.len() as u32 / 16, bytes: buffers })),
-        ]);
-        let meta = message(HEADER_RECORD_BATCH, batch, body.len() as i64);
-        let offset = self.out.pos as i64;
-        let meta_len = self.encapsulated(&meta)?;
-        self.out.put(&body)?;
-        self.blocks.push(Block { offset, meta_len, body_len: body.len() as i64 });
-        Ok(())
-    }
-
-    /// The end-of-stream marker and the footer; gives the output back.
-    pub fn finish(mut self) -> Result<W, ColumnarError> {
-        self.out.put(&CONTINUATION)?;
-        self.out.put(&[0; 4])?;
-        let mut blocks = Vec::with_capacity(24 * self.blocks.len());
-        for b in &self.blocks {
-            blocks.extend_from_slice(&b.offset.to_le_bytes());
-            blocks.extend_from_slice(&b.meta_len.to_le_bytes());
-            blocks.extend_from_slice(&[0; 4]);
-            blocks.extend_from_slice(&b.body_len.to_le_bytes());
+    };
+    for c in cols {
+        let d = &c.data;
+        nodes.extend_from_slice(&(rows as i64).to_le_bytes());
+        nodes.extend_from_slice(&(d.null_count() as i64).to_le_bytes());
+        push(&mut body, &bitmap((0..rows).map(|i| d.is_valid(i))));
+        match d {
+            ColumnData::I64(v) => {
+                let b: Vec<u8> = v.iter().flat_map(|x| x.unwrap_or(0).to_le_bytes()).collect();
+                push(&mut body, &b);
+            }
+            ColumnData::F64(v) => {
+                let b: Vec<u8> = v.iter().flat_map(|x| x.unwrap_or(0.0).to_le_bytes()).collect();
+                push(&mut body, &b);
+            }
+            ColumnData::Utf8(v) => {
+                let mut offsets = Vec::with_capacity(4 * (rows + 1));
+                let mut data = Vec::new();
+                offsets.extend_from_slice(&0i32.to_le_bytes());
+                for s in v {
+                    data.extend_from_slice(s.as_deref().unwrap_or("").as_bytes());
+                    offsets.extend_from_slice(&size32(data.len())?.to_le_bytes());
+                }
+                push(&mut body, &offsets);
+                push(&mut body, &data);
+            }
+            ColumnData::Bool(v) => push(&mut body, &bitmap(v.iter().map(|x| x.unwrap_or(false)))),
         }
-        let footer = flatbuf::finish(&Obj::Table(vec![
-            (0, Val::I16(V5)),
-            (1, Val::Off(schema_obj(&self.schema))),
-            (2, Val::Off(Obj::Structs { count: 0, bytes: Vec::new() })),
-            (3, Val::Off(Obj::Structs { count: self.blocks.len() as u32, bytes: blocks })),
-        ]));
-        self.out.put(&footer)?;
-        self.out.put(&size32(footer.len())?.to_le_bytes())?;
-        self.out.put(MAGIC)?;
-        self.out.out.flush()?;
-        Ok(self.out.out)
     }
+    let n_cols = cols.len() as u32;
+    let batch = Obj::Table(vec![
+        (0, Val::I64(rows as i64)),
+        (1, Val::Off(Obj::Structs { count: n_cols, bytes: nodes })),
+        (2, Val::Off(Obj::Structs { count: buffers.len() as u32 / 16, bytes: buffers })),
+    ]);
+    let meta = message(HEADER_RECORD_BATCH, batch, body.len() as i64);
+    let mut out = Vec::with_capacity(meta.len() + 8 + body.len());
+    let meta_len = encapsulated(&mut out, &meta)?;
+    out.extend_from_slice(&body);
+    Ok((out, Block { offset: 0, meta_len, body_len: body.len() as i64 }))
+}
+
+/// The file's end after its batches (placed, [`Block::shifted`]): the end-of-stream marker,
+/// the footer, its length and the magic.
+pub fn tail(schema: &Schema, batches: &[Block]) -> Result<Vec<u8>, ColumnarError> {
+    let mut out = CONTINUATION.to_vec();
+    out.extend_from_slice(&[0; 4]);
+    let mut blocks = Vec::with_capacity(24 * batches.len());
+    for b in batches {
+        blocks.extend_from_slice(&b.offset.to_le_bytes());
+        blocks.extend_from_slice(&b.meta_len.to_le_bytes());
+        blocks.extend_from_slice(&[0; 4]);
+        blocks.extend_from_slice(&b.body_len.to_le_bytes());
+    }
+    let footer = flatbuf::finish(&Obj::Table(vec![
+        (0, Val::I16(V5)),
+        (1, Val::Off(schema_obj(schema))),
+        (2, Val::Off(Obj::Structs { count: 0, bytes: Vec::new() })),
+        (3, Val::Off(Obj::Structs { count: batches.len() as u32, bytes: blocks })),
+    ]));
+    out.extend_from_slice(&footer);
+    out.extend_from_slice(&size32(footer.len())?.to_le_bytes());
+    out.extend_from_slice(MAGIC);
+    Ok(out)
 }
 
 /// Bits LSB first, padded to whole bytes.

@@ -23,6 +23,8 @@ mod thrift;
 
 use std::io::{self, Write};
 
+use serde::{Deserialize, Serialize};
+
 /// One column's values, typed; `None` is a null.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ColumnData {
@@ -33,7 +35,7 @@ pub enum ColumnData {
 }
 
 /// The type of a column.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ColumnKind {
     I64,
     F64,
@@ -123,7 +125,7 @@ impl Table {
 }
 
 /// The names and types of a table's columns, in order.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Schema {
     pub fields: Vec<(String, ColumnKind)>,
 }
@@ -178,7 +180,8 @@ pub enum ColumnarError {
 }
 
 /// The two formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Format {
     Parquet,
     Arrow,
@@ -194,35 +197,122 @@ impl Format {
     }
 }
 
-/// A table being written in either format, piece by piece.
+/// A piece of a table (a rank's events, say) encoded on its own, where its rows are (a worker
+/// holding one rank): its bytes, and what the file's footer says of it ([`Assembly`] places
+/// it). The same columns give the same bytes wherever they are encoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Piece {
+    pub bytes: Vec<u8>,
+    pub meta: PieceMeta,
+}
+
+/// What a file's footer says of a piece, its offsets counted from the piece's first byte
+/// (small: it crosses to the thread that joins the pieces while the bytes are transferred).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PieceMeta {
+    /// A row group (`None`: the piece has no rows, and Parquet writes no row group for it).
+    Parquet(Option<parquet::RowGroupMeta>),
+    Arrow(arrow::Block),
+}
+
+/// One piece of a table: the schema's columns, one length.
+pub fn encode_piece(format: Format, schema: &Schema, cols: &[Column]) -> Result<Piece, ColumnarError> {
+    Ok(match format {
+        Format::Parquet => match parquet::encode_piece(schema, cols)? {
+            Some((bytes, g)) => Piece { bytes, meta: PieceMeta::Parquet(Some(g)) },
+            None => Piece { bytes: Vec::new(), meta: PieceMeta::Parquet(None) },
+        },
+        Format::Arrow => {
+            let (bytes, b) = arrow::encode_piece(schema, cols)?;
+            Piece { bytes, meta: PieceMeta::Arrow(b) }
+        }
+    })
+}
+
+/// A file put together from its pieces: [`Assembly::head`], each piece's bytes in order (each
+/// [`Assembly::place`]d as it goes), then [`Assembly::tail`]. [`Writer`] is this over an
+/// output; the app joins pieces its workers encoded.
+#[derive(Debug, Clone)]
+pub struct Assembly {
+    format: Format,
+    schema: Schema,
+    /// Bytes so far (the head's and the pieces placed).
+    pos: u64,
+    groups: Vec<parquet::RowGroupMeta>,
+    blocks: Vec<arrow::Block>,
+}
+
+impl Assembly {
+    /// An assembly and the file's opening bytes.
+    pub fn new(format: Format, schema: Schema) -> Result<(Assembly, Vec<u8>), ColumnarError> {
+        let head = match format {
+            Format::Parquet => parquet::head(),
+            Format::Arrow => arrow::head(&schema)?,
+        };
+        let a = Assembly { format, schema, pos: head.len() as u64, groups: Vec::new(), blocks: Vec::new() };
+        Ok((a, head))
+    }
+
+    /// A piece of `len` bytes written next: where its footer entry points. A piece of the other
+    /// format is refused.
+    pub fn place(&mut self, meta: &PieceMeta, len: usize) -> Result<(), ColumnarError> {
+        let base = i64::try_from(self.pos).map_err(|_| ColumnarError::TooLarge)?;
+        match (self.format, meta) {
+            (Format::Parquet, PieceMeta::Parquet(g)) => {
+                self.groups.extend(g.clone().map(|g| g.shifted(base)))
+            }
+            (Format::Arrow, PieceMeta::Arrow(b)) => self.blocks.push(b.shifted(base)),
+            _ => return Err(ColumnarError::Schema),
+        }
+        self.pos += len as u64;
+        Ok(())
+    }
+
+    /// The file's end.
+    pub fn tail(&self) -> Result<Vec<u8>, ColumnarError> {
+        match self.format {
+            Format::Parquet => parquet::tail(&self.schema, &self.groups),
+            Format::Arrow => arrow::tail(&self.schema, &self.blocks),
+        }
+    }
+
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+}
+
+/// A table being written in either format, piece by piece (a row group / record batch each).
 #[derive(Debug)]
-pub enum Writer<W: Write> {
-    Parquet(parquet::ParquetWriter<W>),
-    Arrow(arrow::ArrowWriter<W>),
+pub struct Writer<W: Write> {
+    out: W,
+    assembly: Assembly,
 }
 
 impl<W: Write> Writer<W> {
-    pub fn new(format: Format, out: W, schema: Schema) -> Result<Self, ColumnarError> {
-        Ok(match format {
-            Format::Parquet => Writer::Parquet(parquet::ParquetWriter::new(out, schema)?),
-            Format::Arrow => Writer::Arrow(arrow::ArrowWriter::new(out, schema)?),
-        })
+    pub fn new(format: Format, mut out: W, schema: Schema) -> Result<Self, ColumnarError> {
+        let (assembly, head) = Assembly::new(format, schema)?;
+        out.write_all(&head)?;
+        Ok(Writer { out, assembly })
     }
 
     /// One piece: the schema's columns, one length.
     pub fn write(&mut self, cols: &[Column]) -> Result<(), ColumnarError> {
-        match self {
-            Writer::Parquet(w) => w.write(cols),
-            Writer::Arrow(w) => w.write(cols),
-        }
+        let piece = encode_piece(self.assembly.format, &self.assembly.schema, cols)?;
+        self.write_piece(&piece)
+    }
+
+    /// A piece encoded elsewhere ([`encode_piece`] with this table's format and schema).
+    pub fn write_piece(&mut self, piece: &Piece) -> Result<(), ColumnarError> {
+        self.assembly.place(&piece.meta, piece.bytes.len())?;
+        self.out.write_all(&piece.bytes)?;
+        Ok(())
     }
 
     /// The footer; gives the output back.
-    pub fn finish(self) -> Result<W, ColumnarError> {
-        match self {
-            Writer::Parquet(w) => w.finish(),
-            Writer::Arrow(w) => w.finish(),
-        }
+    pub fn finish(mut self) -> Result<W, ColumnarError> {
+        self.out.write_all(&self.assembly.tail()?)?;
+        self.out.flush()?;
+        Ok(self.out)
     }
 }
 
@@ -236,19 +326,4 @@ pub fn to_bytes(format: Format, t: &Table) -> Result<Vec<u8>, ColumnarError> {
 /// A byte count as the formats' 32-bit size.
 fn size32(n: usize) -> Result<i32, ColumnarError> {
     i32::try_from(n).map_err(|_| ColumnarError::TooLarge)
-}
-
-/// Writes and counts.
-#[derive(Debug)]
-struct Counted<W: Write> {
-    out: W,
-    pos: u64,
-}
-
-impl<W: Write> Counted<W> {
-    fn put(&mut self, b: &[u8]) -> io::Result<()> {
-        self.out.write_all(b)?;
-        self.pos += b.len() as u64;
-        Ok(())
-    }
 }

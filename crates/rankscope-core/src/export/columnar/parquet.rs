@@ -7,10 +7,10 @@
 //! UTF8 converted type older readers look for); integers INT64, floats DOUBLE, booleans
 //! BOOLEAN. A table without rows has no row group.
 
-use std::io::Write;
+use serde::{Deserialize, Serialize};
 
 use super::thrift::{Compact, Ty};
-use super::{size32, Column, ColumnData, ColumnKind, ColumnarError, Counted, Schema};
+use super::{size32, Column, ColumnData, ColumnKind, ColumnarError, Schema};
 
 const MAGIC: &[u8; 4] = b"PAR1";
 
@@ -35,128 +35,133 @@ fn physical(k: ColumnKind) -> i32 {
     }
 }
 
-/// Where a column chunk went, for the footer.
-#[derive(Debug, Clone)]
-struct ChunkMeta {
+/// Where a column chunk went, for the footer (its offset from the start of its piece until
+/// the piece is placed in the file, [`RowGroupMeta::shifted`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkMeta {
     offset: i64,
     size: i64,
     values: i64,
 }
 
-#[derive(Debug, Clone)]
-struct RowGroupMeta {
+/// A row group's place and chunks, for the footer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RowGroupMeta {
     rows: i64,
     chunks: Vec<ChunkMeta>,
 }
 
-/// Writes a table to `W`, a row group per [`ParquetWriter::write`].
-#[derive(Debug)]
-pub struct ParquetWriter<W: Write> {
-    out: Counted<W>,
-    schema: Schema,
-    groups: Vec<RowGroupMeta>,
+impl RowGroupMeta {
+    /// The same row group once its piece starts at byte `base` of the file.
+    pub fn shifted(mut self, base: i64) -> RowGroupMeta {
+        for c in &mut self.chunks {
+            c.offset += base;
+        }
+        self
+    }
 }
 
-impl<W: Write> ParquetWriter<W> {
-    pub fn new(out: W, schema: Schema) -> Result<Self, ColumnarError> {
-        let mut out = Counted { out, pos: 0 };
-        out.put(MAGIC)?;
-        Ok(ParquetWriter { out, schema, groups: Vec::new() })
-    }
+/// The file's opening.
+pub fn head() -> Vec<u8> {
+    MAGIC.to_vec()
+}
 
-    /// One row group of `cols` (the schema's columns; none written when they have no rows).
-    pub fn write(&mut self, cols: &[Column]) -> Result<(), ColumnarError> {
-        let rows = self.schema.check(cols)?;
-        if rows == 0 {
-            return Ok(());
-        }
-        let mut chunks = Vec::with_capacity(cols.len());
-        for c in cols {
-            let data = page_data(&c.data)?;
-            let mut h = Compact::new();
-            h.i32(1, PAGE_DATA);
-            h.i32(2, size32(data.len())?);
-            h.i32(3, size32(data.len())?);
-            h.begin(5);
-            h.i32(1, size32(rows)?);
-            h.i32(2, ENCODING_PLAIN);
-            h.i32(3, ENCODING_RLE);
-            h.i32(4, ENCODING_RLE);
-            h.end();
-            h.end();
-            let offset = self.out.pos as i64;
-            self.out.put(&h.buf)?;
-            self.out.put(&data)?;
-            chunks.push(ChunkMeta { offset, size: (h.buf.len() + data.len()) as i64, values: rows as i64 });
-        }
-        self.groups.push(RowGroupMeta { rows: rows as i64, chunks });
-        Ok(())
+/// One row group of `cols` (the schema's columns) as bytes of its own, its chunks' offsets
+/// counted from its first byte; `None` when they have no rows (no row group is written).
+pub fn encode_piece(
+    schema: &Schema,
+    cols: &[Column],
+) -> Result<Option<(Vec<u8>, RowGroupMeta)>, ColumnarError> {
+    let rows = schema.check(cols)?;
+    if rows == 0 {
+        return Ok(None);
     }
-
-    /// The footer; gives the output back.
-    pub fn finish(mut self) -> Result<W, ColumnarError> {
-        let meta = self.file_metadata()?;
-        self.out.put(&meta)?;
-        self.out.put(&(size32(meta.len())? as u32).to_le_bytes())?;
-        self.out.put(MAGIC)?;
-        self.out.out.flush()?;
-        Ok(self.out.out)
+    let mut out = Vec::new();
+    let mut chunks = Vec::with_capacity(cols.len());
+    for c in cols {
+        let data = page_data(&c.data)?;
+        let mut h = Compact::new();
+        h.i32(1, PAGE_DATA);
+        h.i32(2, size32(data.len())?);
+        h.i32(3, size32(data.len())?);
+        h.begin(5);
+        h.i32(1, size32(rows)?);
+        h.i32(2, ENCODING_PLAIN);
+        h.i32(3, ENCODING_RLE);
+        h.i32(4, ENCODING_RLE);
+        h.end();
+        h.end();
+        let offset = out.len() as i64;
+        out.extend_from_slice(&h.buf);
+        out.extend_from_slice(&data);
+        chunks.push(ChunkMeta { offset, size: (h.buf.len() + data.len()) as i64, values: rows as i64 });
     }
+    Ok(Some((out, RowGroupMeta { rows: rows as i64, chunks })))
+}
 
-    fn file_metadata(&self) -> Result<Vec<u8>, ColumnarError> {
-        let mut c = Compact::new();
-        c.i32(1, 1);
-        c.list(2, Ty::Struct, self.schema.fields.len() + 1);
+/// The file's end after its row groups (placed, [`RowGroupMeta::shifted`]): the footer, its
+/// length and the magic.
+pub fn tail(schema: &Schema, groups: &[RowGroupMeta]) -> Result<Vec<u8>, ColumnarError> {
+    let mut out = file_metadata(schema, groups)?;
+    let len = size32(out.len())? as u32;
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(MAGIC);
+    Ok(out)
+}
+
+fn file_metadata(schema: &Schema, groups: &[RowGroupMeta]) -> Result<Vec<u8>, ColumnarError> {
+    let mut c = Compact::new();
+    c.i32(1, 1);
+    c.list(2, Ty::Struct, schema.fields.len() + 1);
+    c.begin_element();
+    c.binary(4, b"schema");
+    c.i32(5, size32(schema.fields.len())?);
+    c.end();
+    for (name, kind) in &schema.fields {
         c.begin_element();
-        c.binary(4, b"schema");
-        c.i32(5, size32(self.schema.fields.len())?);
-        c.end();
-        for (name, kind) in &self.schema.fields {
-            c.begin_element();
-            c.i32(1, physical(*kind));
-            c.i32(3, REPETITION_OPTIONAL);
-            c.binary(4, name.as_bytes());
-            if *kind == ColumnKind::Utf8 {
-                c.i32(6, CONVERTED_UTF8);
-                // logicalType: the union's STRING member, an empty struct.
-                c.begin(10);
-                c.begin(1);
-                c.end();
-                c.end();
-            }
+        c.i32(1, physical(*kind));
+        c.i32(3, REPETITION_OPTIONAL);
+        c.binary(4, name.as_bytes());
+        if *kind == ColumnKind::Utf8 {
+            c.i32(6, CONVERTED_UTF8);
+            // logicalType: the union's STRING member, an empty struct.
+            c.begin(10);
+            c.begin(1);
+            c.end();
             c.end();
         }
-        c.i64(3, self.groups.iter().map(|g| g.rows).sum());
-        c.list(4, Ty::Struct, self.groups.len());
-        for g in &self.groups {
-            c.begin_element();
-            c.list(1, Ty::Struct, g.chunks.len());
-            for (ch, (name, kind)) in g.chunks.iter().zip(&self.schema.fields) {
-                c.begin_element();
-                c.i64(2, ch.offset);
-                c.begin(3);
-                c.i32(1, physical(*kind));
-                c.list(2, Ty::I32, 2);
-                c.elem_i32(ENCODING_PLAIN);
-                c.elem_i32(ENCODING_RLE);
-                c.list(3, Ty::Binary, 1);
-                c.elem_binary(name.as_bytes());
-                c.i32(4, CODEC_UNCOMPRESSED);
-                c.i64(5, ch.values);
-                c.i64(6, ch.size);
-                c.i64(7, ch.size);
-                c.i64(9, ch.offset);
-                c.end();
-                c.end();
-            }
-            c.i64(2, g.chunks.iter().map(|ch| ch.size).sum());
-            c.i64(3, g.rows);
-            c.end();
-        }
-        c.binary(6, concat!("rankscope ", env!("CARGO_PKG_VERSION")).as_bytes());
         c.end();
-        Ok(c.buf)
     }
+    c.i64(3, groups.iter().map(|g| g.rows).sum());
+    c.list(4, Ty::Struct, groups.len());
+    for g in groups {
+        c.begin_element();
+        c.list(1, Ty::Struct, g.chunks.len());
+        for (ch, (name, kind)) in g.chunks.iter().zip(&schema.fields) {
+            c.begin_element();
+            c.i64(2, ch.offset);
+            c.begin(3);
+            c.i32(1, physical(*kind));
+            c.list(2, Ty::I32, 2);
+            c.elem_i32(ENCODING_PLAIN);
+            c.elem_i32(ENCODING_RLE);
+            c.list(3, Ty::Binary, 1);
+            c.elem_binary(name.as_bytes());
+            c.i32(4, CODEC_UNCOMPRESSED);
+            c.i64(5, ch.values);
+            c.i64(6, ch.size);
+            c.i64(7, ch.size);
+            c.i64(9, ch.offset);
+            c.end();
+            c.end();
+        }
+        c.i64(2, g.chunks.iter().map(|ch| ch.size).sum());
+        c.i64(3, g.rows);
+        c.end();
+    }
+    c.binary(6, concat!("rankscope ", env!("CARGO_PKG_VERSION")).as_bytes());
+    c.end();
+    Ok(c.buf)
 }
 
 /// Bits LSB first, one per value, padded to whole bytes.
@@ -255,11 +260,11 @@ mod tests {
     #[test]
     fn columns_that_are_not_the_schema_are_refused() {
         let t = sample();
-        let mut w = ParquetWriter::new(Vec::new(), t.schema()).ok();
+        let schema = t.schema();
         let short = vec![Column::new("step", ColumnData::I64(vec![Some(1)]))];
-        assert!(matches!(w.as_mut().map(|w| w.write(&short)), Some(Err(ColumnarError::Schema))));
+        assert!(matches!(encode_piece(&schema, &short), Err(ColumnarError::Schema)));
         let mut cols = t.columns.clone();
         cols[0].data = ColumnData::I64(vec![Some(1)]);
-        assert!(matches!(w.as_mut().map(|w| w.write(&cols)), Some(Err(ColumnarError::Lengths))));
+        assert!(matches!(encode_piece(&schema, &cols), Err(ColumnarError::Lengths)));
     }
 }

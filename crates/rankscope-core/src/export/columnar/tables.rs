@@ -202,16 +202,17 @@ pub fn operators(a: &Analysis) -> Table {
         .table(TableName::Operators)
 }
 
-/// One rank's events (a piece of the `events` table: every rank's have these columns), on the
-/// aligned clock (`offset_ns`: the rank's offset).
-pub fn events(r: &RankEntry, strings: &StringTable, offset_ns: i64) -> Table {
+/// One rank's events (a piece of the `events` table: every rank's have these columns), under
+/// `rank` (the job's decision for its file, [`crate::export::Planned::rank`]), on the aligned
+/// clock (`offset_ns`: the rank's offset).
+pub fn events(r: &RankEntry, strings: &StringTable, rank: u32, offset_ns: i64) -> Table {
     let e = &r.trace.events;
     let lanes = &r.trace.lanes;
     let labels: Vec<String> = (0..lanes.len()).map(|l| lanes.label(l, strings)).collect();
     let idx: Vec<usize> = (0..e.len()).collect();
     let slice = |i: usize| e.kind[i] == EventKind::Slice;
     Builder::new(&idx)
-        .i64("rank", |_| Some(i64::from(r.rank)))
+        .i64("rank", |_| Some(i64::from(rank)))
         .text("name", |&i| Some(strings.get(e.name[i]).to_string()))
         .text("cat", |&i| Some(strings.get(e.cat[i]).to_string()))
         .text("class", |&i| Some(e.class[i].name().to_string()))
@@ -255,7 +256,7 @@ pub fn write_events<W: std::io::Write>(
     job: &crate::normalize::Job,
     alignment: &[crate::analyze::align::RankAlignment],
 ) -> Result<Option<(W, usize)>, super::ColumnarError> {
-    let piece = |r: &RankEntry| events(r, &job.strings, crate::export::offset_of(alignment, r.rank));
+    let piece = |r: &RankEntry| events(r, &job.strings, r.rank, crate::export::offset_of(alignment, r.rank));
     let Some(first) = job.ranks.first().map(piece) else { return Ok(None) };
     let mut w = super::Writer::new(format, out, first.schema())?;
     let mut rows = first.rows();

@@ -1,0 +1,116 @@
+// End-to-end: the export menu's "Tables (Parquet)" and "Tables (Arrow)" (docs/columnar.md, "In
+// the app"): one tar per click, built in the tab, the events written rank by rank by the
+// workers holding them. Every member is byte for byte the file `rankscope export` writes for
+// the same traces (so it parses as the CLI's does: magic bytes at both ends, and the row counts
+// the CLI prints, checked against `analyze --json`); a job digest gives the analysis' tables
+// and says why there is no events table. Screenshot in target/e2e-screenshots/ (96).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { BIN, ROOT, SHARED, startBrowser, stopBrowser, shot, openFiles } from './harness.mjs';
+
+let server, origin, context, profile, dir;
+const requests = [];
+const pageErrors = [];
+
+before(async () => {
+  ({ server, origin, context, profile } = await startBrowser({ requests, acceptDownloads: true }));
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rankscope-tables-'));
+});
+
+after(async () => {
+  await stopBrowser({ server, context, profile });
+  if (dir) fs.rmSync(dir, { recursive: true, force: true });
+});
+
+async function download(page, selector) {
+  const [d] = await Promise.all([page.waitForEvent('download', { timeout: 120_000 }), page.click(selector)]);
+  return { name: d.suggestedFilename(), bytes: fs.readFileSync(await d.path()) };
+}
+
+/** The members of a ustar archive: name → bytes. */
+function untar(b) {
+  const out = {};
+  for (let at = 0; at + 512 <= b.length; ) {
+    const h = b.subarray(at, at + 512);
+    if (h.every((x) => x === 0)) break;
+    const name = h.subarray(0, 100).toString().replace(/\0.*$/s, '');
+    const size = parseInt(h.subarray(124, 136).toString().replace(/\0.*$/s, ''), 8);
+    assert.equal(h.subarray(257, 262).toString(), 'ustar');
+    out[name] = b.subarray(at + 512, at + 512 + size);
+    at += 512 + Math.ceil(size / 512) * 512;
+  }
+  return out;
+}
+
+/** `rankscope export` of `files` (run in `cwd`, so the names are the page's) in `format`: {name: bytes}, and its printed rows. */
+function cliExport(cwd, files, format, tag) {
+  const out = path.join(dir, tag);
+  const stdout = execFileSync(BIN, ['export', ...files, '--format', format, '--out', out], { cwd, maxBuffer: 1 << 28 }).toString();
+  const rows = Object.fromEntries(stdout.trim().split('\n').map((l) => {
+    const [p, n] = l.split('\t');
+    return [path.basename(p), Number(n.replace(' rows', ''))];
+  }));
+  const bytes = Object.fromEntries(fs.readdirSync(out).map((f) => [f, fs.readFileSync(path.join(out, f))]));
+  return { bytes, rows };
+}
+
+function analyzeJson(cwd, files) {
+  return JSON.parse(execFileSync(BIN, ['analyze', '--json', ...files], { cwd, maxBuffer: 1 << 28 }).toString());
+}
+
+test('a zoo job\'s tables, Parquet and Arrow, are the CLI\'s files, the events written by the workers', async () => {
+  const zoo = path.join(ROOT, 'tests/zoo/fsdp_straggler');
+  const names = fs.readdirSync(zoo).filter((f) => f.endsWith('.json.gz')).sort();
+  const { page } = await openFiles(context, origin, names.map((f) => path.join(zoo, f)), pageErrors);
+  const a = analyzeJson(zoo, names);
+  const stepRows = a.steps.reduce((n, s) => n + s.per_rank.length, 0);
+  for (const [format, magic] of [['parquet', ['PAR1', 'PAR1']], ['arrow', ['ARROW1\0\0', 'ARROW1']]]) {
+    const got = await download(page, `[data-testid=export-${format}]`);
+    assert.equal(got.name, `rankscope-tables-${format}.tar`);
+    const members = untar(got.bytes);
+    const want = cliExport(zoo, names, format, `zoo-${format}`);
+    // Every table but `collectives` (the tab does not keep the matched collectives).
+    assert.deepEqual(Object.keys(members).sort(), Object.keys(want.bytes).filter((f) => !f.startsWith('collectives.')).sort());
+    for (const [name, bytes] of Object.entries(members)) {
+      assert.ok(Buffer.from(bytes).equals(want.bytes[name]), `${name} is the CLI's byte for byte`);
+      assert.equal(bytes.subarray(0, magic[0].length).toString('latin1'), magic[0], `${name} opens with its magic`);
+      assert.equal(bytes.subarray(bytes.length - magic[1].length).toString('latin1'), magic[1], `${name} ends with its magic`);
+    }
+    assert.equal(want.rows[`steps.${format}`], stepRows, 'the steps rows are the analysis\' rank × step cells');
+    assert.ok(want.rows[`events.${format}`] > 1000, 'every rank\'s events');
+    assert.match(await page.textContent('[data-testid=export-status]'), new RegExp(`saved rankscope-tables-${format}\\.tar`));
+  }
+  await page.locator('[data-testid=exports]').scrollIntoViewIfNeeded();
+  await shot(page, '96-tables-export');
+  await page.close();
+  assert.deepEqual(pageErrors, []);
+});
+
+test('a job digest: the analysis\' tables, and the reason there is no events table', async () => {
+  const src = path.join(SHARED, 'traces', 'param-dlrm-8rank');
+  const files = fs.readdirSync(src).filter((f) => f.endsWith('.json')).sort();
+  const parts = files.map((f, i) => {
+    const p = path.join(dir, `${i}.part`);
+    execFileSync(BIN, ['part', f, '-o', p], { cwd: src });
+    return p;
+  });
+  const digest = path.join(dir, 'job.rsdigest');
+  execFileSync(BIN, ['combine', '--json', '--digest', digest, ...parts], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const { page } = await openFiles(context, origin, [digest], pageErrors);
+  const button = page.locator('[data-testid=export-parquet]');
+  assert.ok(!(await button.isDisabled()), 'the analysis\' tables still export');
+  assert.match(await button.getAttribute('title'), /No events table: job\.rsdigest is a job digest: it holds every rank's figures but no events/);
+  const got = await download(page, '[data-testid=export-parquet]');
+  const members = untar(got.bytes);
+  const want = cliExport(dir, ['job.rsdigest'], 'parquet', 'digest');
+  assert.deepEqual(Object.keys(members).sort(), ['collective_stats.parquet', 'findings.parquet', 'groups.parquet', 'operators.parquet', 'steps.parquet']);
+  for (const [name, bytes] of Object.entries(members)) {
+    assert.ok(Buffer.from(bytes).equals(want.bytes[name]), `${name} is the CLI's byte for byte`);
+  }
+  await page.close();
+  assert.deepEqual(pageErrors, []);
+});
