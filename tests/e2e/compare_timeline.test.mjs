@@ -149,7 +149,7 @@ test('two 1,024-rank digests: the rows fold to a bounded count standing for ever
   // The ranks the verdict names keep a row of their own.
   const named = [...(want.verdict.cause?.ranks ?? []), ...want.verdict.waiting_ranks].slice(0, 1);
   for (const r of named) {
-    assert.ok(got.some((x) => x.run === 'new' && x.ranks === String(r) && x.named), `rank ${r} alone`);
+    assert.ok(got.some((x) => x.run === 'new' && x.ranks === String(r) && x.named), `rank ${r} alone: ${JSON.stringify(got.filter((x) => x.named).map((x) => x.ranks))}`);
   }
   const labels = await page.$$eval('[data-testid=cmp-tl-row] text title', (ts) => ts.map((t) => t.textContent));
   assert.ok(labels.some((l) => /^ranks .* \(\d+ alike; rank \d+ drawn\)$/.test(l)), labels.slice(0, 4).join(' | '));

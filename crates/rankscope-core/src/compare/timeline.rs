@@ -179,10 +179,10 @@ pub fn timelines(base: &Analysis, new: &Analysis, verdict: &Verdict, pick: Pick)
         Pick::Typical => typical_index(&s.iter().map(|e| step_time(e)).collect::<Vec<_>>()),
         Pick::Index(i) => (i < common).then_some(i),
     };
-    let mut named: BTreeSet<u32> = verdict.waiting_ranks.iter().copied().collect();
-    if let Some(c) = &verdict.cause {
-        named.extend(c.ranks.iter().copied());
-    }
+    // The ranks given rows of their own, in order: the cause's, then (per run) the step's late
+    // ranks, then the ranks waiting for them (a 1,024-rank job's 1,023 waiting ranks must not
+    // crowd out the one they wait for).
+    let cause: Vec<u32> = verdict.cause.iter().flat_map(|c| c.ranks.iter().copied()).collect();
     let laid_b = index(&sb).map(|i| (i, lay_out(base, sb[i])));
     let laid_n = index(&sn).map(|i| (i, lay_out(new, sn[i])));
     let scale_ns =
@@ -190,10 +190,15 @@ pub fn timelines(base: &Analysis, new: &Analysis, verdict: &Verdict, pick: Pick)
     let run = |a: &Analysis, s: &[&crate::analyze::StepEntry], laid: Option<(usize, Vec<Laid>)>| {
         let (index, laid) = laid?;
         let e = s[index];
-        let mut names = named.clone();
-        if let Some(w) = a.waits.iter().find(|w| w.step == e.step) {
-            names.extend(w.late.iter().copied());
-        }
+        let late = a.waits.iter().find(|w| w.step == e.step).map_or(&[][..], |w| w.late.as_slice());
+        let mut seen = BTreeSet::new();
+        let names: Vec<u32> = cause
+            .iter()
+            .chain(late)
+            .chain(&verdict.waiting_ranks)
+            .copied()
+            .filter(|r| seen.insert(*r))
+            .collect();
         let (rows, tolerance_ns) = fold(laid, &names, scale_ns);
         Some(RunStep {
             index,
@@ -325,16 +330,17 @@ pub fn rank_words(ranks: &[u32]) -> String {
     }
 }
 
-/// The rows of `laid`: the ranks of `named` alone (the first [`MAX_NAMED`]), the others folded
+/// The rows of `laid`: the ranks of `named` alone (the first [`MAX_NAMED`] of them in `laid`, in
+/// `named`'s order of priority), the others folded
 /// where their shapes agree within a tolerance that doubles from `scale / 64` until at most
 /// [`MAX_ROWS`] rows remain. Rows in the order of their first rank; the tolerance used (0 when
 /// every rank has its row).
-pub fn fold(laid: Vec<Laid>, named: &BTreeSet<u32>, scale_ns: i64) -> (Vec<Row>, i64) {
-    let (mut alone, rest): (Vec<Laid>, Vec<Laid>) = laid.into_iter().partition(|l| named.contains(&l.rank));
-    let spill = alone.split_off(alone.len().min(MAX_NAMED));
+pub fn fold(laid: Vec<Laid>, named: &[u32], scale_ns: i64) -> (Vec<Row>, i64) {
+    let present: BTreeSet<u32> = laid.iter().map(|l| l.rank).collect();
+    let keep: BTreeSet<u32> = named.iter().copied().filter(|r| present.contains(r)).take(MAX_NAMED).collect();
+    let (alone, rest): (Vec<Laid>, Vec<Laid>) = laid.into_iter().partition(|l| keep.contains(&l.rank));
     let rest: Vec<Laid> = {
         let mut r = rest;
-        r.extend(spill);
         r.sort_by_key(|l| l.rank);
         r
     };
@@ -488,7 +494,7 @@ mod tests {
     #[test]
     fn few_ranks_keep_a_row_each() {
         let v: Vec<Laid> = (0..4).map(|r| laid(r, 0, 100, r as i64)).collect();
-        let (rows, tol) = fold(v, &BTreeSet::new(), 104);
+        let (rows, tol) = fold(v, &[], 104);
         assert_eq!(tol, 0);
         assert_eq!(
             rows.iter().map(|r| r.label.as_str()).collect::<Vec<_>>(),
@@ -512,8 +518,7 @@ mod tests {
                 }
             })
             .collect();
-        let named = BTreeSet::from([77]);
-        let (rows, tol) = fold(v, &named, 240_000);
+        let (rows, tol) = fold(v, &[77], 240_000);
         assert!(tol > 0);
         assert_eq!(rows.len(), 3, "{:?}", rows.iter().map(|r| &r.label).collect::<Vec<_>>());
         let alone = rows.iter().find(|r| r.named).unwrap_or_else(|| panic!("rank 77's row"));
@@ -540,7 +545,7 @@ mod tests {
     fn distinct_shapes_coarsen_until_the_rows_are_bounded() {
         // Every rank different (a ramp): folding must still end at most MAX_ROWS rows.
         let v: Vec<Laid> = (0..1024u32).map(|r| laid(r, 0, 1_000 + r as i64 * 1_000, 0)).collect();
-        let (rows, _) = fold(v, &BTreeSet::new(), 1_025_000);
+        let (rows, _) = fold(v, &[], 1_025_000);
         assert!(rows.len() <= MAX_ROWS && rows.len() > 1, "{}", rows.len());
         assert_eq!(rows.iter().map(|r| r.ranks.len()).sum::<usize>(), 1024);
     }
@@ -551,5 +556,22 @@ mod tests {
         assert_eq!(typical_index(&[]), None);
         assert_eq!(rank_words(&[3]), "rank 3");
         assert_eq!(rank_words(&[0, 1, 2, 5, 7, 8]), "ranks 0–2, 5, 7–8");
+    }
+
+    #[test]
+    fn the_cause_keeps_its_row_before_the_ranks_waiting_for_it() {
+        // 1,024 ranks, rank 700 the cause, every other rank waiting for it: named in that order,
+        // rank 700 has a row of its own, and only MAX_NAMED ranks do.
+        let v: Vec<Laid> =
+            (0..1024u32).map(|r| laid(r, 0, if r == 700 { 300_000 } else { 100_000 }, 0)).collect();
+        let named: Vec<u32> = std::iter::once(700).chain((0..1024).filter(|&r| r != 700)).collect();
+        let (rows, _) = fold(v, &named, 300_000);
+        assert!(
+            rows.iter().any(|r| r.named && r.ranks == [700]),
+            "{:?}",
+            rows.iter().map(|r| &r.label).collect::<Vec<_>>()
+        );
+        assert_eq!(rows.iter().filter(|r| r.named).count(), MAX_NAMED);
+        assert_eq!(rows.iter().map(|r| r.ranks.len()).sum::<usize>(), 1024);
     }
 }
