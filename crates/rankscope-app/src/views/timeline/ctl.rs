@@ -249,6 +249,24 @@ impl Ctl {
         (header.max(self.top_of(row)), self.to_screen(row.group_end, row.pinned))
     }
 
+    /// Where a reading kept by a click on `row` at `t_ns` (rank `id`'s clock) is drawn: its
+    /// point near the row's foot and the band its box stays in ([`Ctl::group_band`]); none when
+    /// the point is off the canvas (`w` × `h`) or under the pinned band.
+    pub(super) fn kept_reading(
+        &self,
+        row: &Row,
+        id: RankId,
+        t_ns: i64,
+        (w, h): (f64, f64),
+    ) -> Option<((f64, f64), (f64, f64))> {
+        let (x, y) = (self.view.x_of(t_ns, self.offset_of(id)), self.screen_y(row) + row.h - 16.0);
+        if x < GUTTER_W || x > w || y < self.top_of(row) || y > h {
+            return None;
+        }
+        let (top, bottom) = self.group_band(row);
+        Some(((x, y), (top, bottom.min(h))))
+    }
+
     /// The rank group whose header is at canvas y.
     pub(super) fn header_at(&self, y: f64) -> Option<RankId> {
         self.row_at(y).and_then(|r| match r.kind {

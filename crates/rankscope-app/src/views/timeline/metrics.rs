@@ -181,12 +181,8 @@ pub(super) fn draw_readout(g: &CanvasRenderingContext2d, ctl: &Ctl, (w, h): (f64
             ) else {
                 return;
             };
-            let (x, y) = (ctl.view.x_of(r.t_ns, ctl.offset_of(r.id)), ctl.screen_y(row) + row.h - 16.0);
-            if x < GUTTER_W || x > w || y < ctl.top_of(row) || y > h {
-                return;
-            }
-            let (top, bottom) = ctl.group_band(row);
-            (r, (x, y), (top, bottom.min(h)))
+            let Some((at, band)) = ctl.kept_reading(row, r.id, r.t_ns, (w, h)) else { return };
+            (r, at, band)
         }
         _ => return,
     };
