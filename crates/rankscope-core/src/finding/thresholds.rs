@@ -45,6 +45,9 @@ thresholds! {
     compute_imbalance = 0.05,
     /// Data loading (host work the device or the step waits on) / step above this.
     input_ratio = 0.05,
+    /// Time every CPU rank spends in one region with no operator running (and no collective to
+    /// wait for) / step above this: a host stall on every rank.
+    shared_stall_ratio = 0.30,
     /// GPU idle waiting on the host (CPU-bound gaps) / step.
     cpu_bound_ratio = 0.10,
     /// Host synchronization / step.

@@ -82,6 +82,8 @@ registry! {
     ExposedComm => exposed_comm,
     /// Every rank waiting for its input.
     InputBound => input_bound,
+    /// Every rank stalling on its host in the same place.
+    SharedStall => shared_stall,
     /// Device synchronizations that leave the device idle.
     HostSync => host_sync,
     /// The device waiting for the host to launch.

@@ -54,6 +54,10 @@ pub(super) fn input(s: &Say, evidence: &mut Evidence, data: &Diff) -> Worded {
     )
 }
 
+/// Operators typically this much slower than elsewhere, or less, run "as long as elsewhere":
+/// the spread of one operator's median between ranks of a healthy job.
+const AS_LONG: f64 = 1.1;
+
 /// The late rank does the same work slower: its optimizer, whose work does not depend on the
 /// batch, is slower by as much (or, on CPU ranks, its operators typically run as long as
 /// elsewhere and the time is lost in bursts).
@@ -91,9 +95,14 @@ pub(super) fn slow_device(
         Some((work, opt_typical)) if shapes.is_some() => {
             evidence.insert(K::TypicalOpRatio, *work);
             evidence.insert(K::TypicalOptimizerOpRatio, *opt_typical);
-            if *work <= 1.0 + 0.5 * (ratio - 1.0) {
+            if *work < AS_LONG {
                 format!(
                     "{}, and they typically run as long as elsewhere ({work:.2}×), so the time is lost in bursts: the process waits for a core",
+                    shapes.unwrap_or_default()
+                )
+            } else if *work <= 1.0 + 0.5 * (ratio - 1.0) {
+                format!(
+                    "{}, and typically take {work:.2}× as long, less than half of its excess: the rest is lost in bursts, the process waiting for a core",
                     shapes.unwrap_or_default()
                 )
             } else {
@@ -104,9 +113,13 @@ pub(super) fn slow_device(
         Some((work, opt_typical)) => {
             evidence.insert(K::TypicalOpRatio, *work);
             evidence.insert(K::TypicalOptimizerOpRatio, *opt_typical);
-            if *work <= 1.0 + 0.5 * (ratio - 1.0) {
+            if *work < AS_LONG {
                 format!(
                     "; its operators typically run as long as the same operators elsewhere ({work:.2}× in forward and backward, {opt_typical:.2}× in the optimizer), so the time is lost in bursts: the process waits for a core"
+                )
+            } else if *work <= 1.0 + 0.5 * (ratio - 1.0) {
+                format!(
+                    "; the same operators typically take {work:.2}× as long in forward and backward ({opt_typical:.2}× in the optimizer), less than half of its excess: the rest is lost in bursts, the process waiting for a core"
                 )
             } else {
                 format!(
