@@ -24,7 +24,9 @@ fn a_stall_every_rank_has_is_a_host_stall_of_every_rank() {
         assert!(f.message.starts_with("Every rank stalls on the host"), "{name}: {}", f.message);
         let least =
             f.ranks.iter().map(|&r| measured(&spec, r, "injected_sleep_ms")).fold(f64::INFINITY, f64::min);
+        // The gain is the replay's: every rank's operator-free time in the region taken out.
         close(f.impact_ns as f64, least, &format!("{name}: gain"));
+        assert_eq!(f.evidence[EvidenceKey::ReplayedGainNs] as i64, f.impact_ns, "{name}: {:?}", f.evidence);
         close(f.evidence[EvidenceKey::StallNs], least, &format!("{name}: stall"));
         // The hosts' noise that comes with it is information, never above low.
         assert!(

@@ -160,6 +160,10 @@ fn replayed(cx: &Ctx<'_>, found: &mut Found) {
                 Some(s) => (s, "the group's tokens routed evenly (each member's own time at the group's mean in every place, each all_to_all moving its members' mean)".to_string()),
                 None => continue,
             },
+            CauseId::SharedStall => match without_stall(m, f) {
+                Some(s) => (s, format!("every rank's operator-free time in `{}` taken out", f.location.as_ref().and_then(|l| l.regions.last()).map_or("", String::as_str))),
+                None => continue,
+            },
             CauseId::PipelineBubble => match balanced_stages(cx, m, f) {
                 Some(s) => (s, format!("the stages balanced (each stage's own time at the stages' mean compute, layers moved from stage {}'s rank to the others)", f.ranks[0])),
                 None => continue,
@@ -178,6 +182,15 @@ fn replayed(cx: &Ctx<'_>, found: &mut Found) {
         f.evidence.insert(crate::finding::EvidenceKey::ReplayError, w.max_error);
         f.impact_ns = gain as i64;
     }
+}
+
+/// The scenario of a stall every rank has taken away ([`whatif::Scenario::without_region`]):
+/// the located region's operator-free time out of every rank's own time.
+fn without_stall<'m>(m: &'m Model, f: &Finding) -> Option<whatif::Scenario<'m>> {
+    let path = &f.location.as_ref()?.regions;
+    let name = path.last()?;
+    let parent = path.len().checked_sub(2).and_then(|k| path.get(k)).map_or("", String::as_str);
+    whatif::Scenario::without_region(m, name, parent)
 }
 
 /// The scenario of a pipeline's stages balanced ([`whatif::Scenario::scaled`]): each stage's own

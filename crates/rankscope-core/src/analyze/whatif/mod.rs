@@ -25,6 +25,7 @@
 //! A rank with no peers doing the same work (a pipeline stage without replicas) cannot be
 //! brought to them: it gets no gain ([`WhatIf::alone`]).
 
+pub mod cut;
 pub mod overlap;
 pub mod program;
 pub mod replay;
@@ -92,6 +93,9 @@ pub struct Model {
     /// (step, slot) → the ranks' own time there, for the counterfactuals that bring a rank to
     /// its peers (computed once, read by every replay).
     pub own: BTreeMap<(u32, Slot), OwnAt>,
+    /// The operator-free time of the regions that hold much of it, per place
+    /// ([`Scenario::without_region`]).
+    pub region_free: cut::RegionFree,
 }
 
 impl Model {
@@ -287,6 +291,7 @@ pub fn model(
                 }
             }
         }
+        let mut progs = Vec::with_capacity(p.programs.len());
         for sp in &p.programs {
             let slots = slots(&m, rank, &sp.items, mine, line);
             for (item, slot) in sp.items.iter().zip(&slots) {
@@ -294,6 +299,10 @@ pub fn model(
                     *m.own.entry((sp.step, *slot)).or_default().by_rank.entry(rank).or_default() += d;
                 }
             }
+            progs.push((sp, slots));
+        }
+        m.region_free.add(rank, &p.regions, &progs);
+        for (sp, slots) in progs {
             m.steps.entry(sp.step).or_default().insert(
                 rank,
                 Prog { start_ns: sp.start_ns - off, end_ns: sp.end_ns - off, items: sp.items.clone(), slots },
@@ -486,6 +495,8 @@ pub struct Scenario<'m> {
     /// Rank → the factor every one of its own times is scaled by ([`Scenario::scaled`]).
     scale: BTreeMap<u32, f64>,
     transfer: FxHashMap<usize, i64>,
+    /// A region's operator-free time taken out ([`Scenario::without_region`]).
+    cut: Option<WithoutRegion<'m>>,
 }
 
 impl<'m> Scenario<'m> {
@@ -499,7 +510,18 @@ impl<'m> Scenario<'m> {
             even: None,
             scale: BTreeMap::new(),
             transfer: transfer.iter().filter_map(|(src, &t)| by_src.get(src).map(|&k| (k, t))).collect(),
+            cut: None,
         }
+    }
+
+    /// Every rank's operator-free time in the region `name` (inside `parent`, "" at the top)
+    /// taken out of its own time, where the model kept it ([`cut::RegionFree`]); `None` when it
+    /// kept none of it.
+    pub fn without_region(m: &'m Model, name: &str, parent: &str) -> Option<Scenario<'m>> {
+        let at = m.region_free.by_region.get(&(name.to_string(), parent.to_string()))?;
+        let mut s = Scenario::new(m, &BTreeSet::new(), &BTreeMap::new());
+        s.cut = Some(WithoutRegion { m, at });
+        Some(s)
     }
 
     /// The work of `group` spread evenly over its members, the total unchanged: each member's
@@ -531,6 +553,7 @@ impl Change for Scenario<'_> {
     fn own(&self, rank: u32, step: u32, slot: Slot, recorded_ns: i64) -> i64 {
         let d = self.peers.as_ref().map_or(recorded_ns, |p| p.own(rank, step, slot, recorded_ns));
         let d = self.even.as_ref().map_or(d, |e| e.own(rank, step, slot, d));
+        let d = self.cut.as_ref().map_or(d, |c| c.own(rank, step, slot, d));
         self.scale.get(&rank).map_or(d, |k| (d as f64 * k) as i64)
     }
     fn transfer(&self, op: usize, recorded_ns: i64) -> i64 {
@@ -559,6 +582,25 @@ impl Change for ToPeers<'_> {
         }
         // The rank's own time in this place, scaled down to the peers' median.
         (recorded_ns as f64 * typical / mine as f64) as i64
+    }
+}
+
+/// Own times less a region's operator-free time in the same place ([`Scenario::without_region`]):
+/// each own time of a place shrinks by the region's share of the rank's own time there.
+#[derive(Debug)]
+struct WithoutRegion<'m> {
+    m: &'m Model,
+    at: &'m cut::FreeAt,
+}
+
+impl Change for WithoutRegion<'_> {
+    fn own(&self, rank: u32, step: u32, slot: Slot, recorded_ns: i64) -> i64 {
+        let Some(&free) = self.at.get(&(rank, step, slot)) else { return recorded_ns };
+        let total = self.m.own.get(&(step, slot)).and_then(|o| o.by_rank.get(&rank)).copied().unwrap_or(0);
+        if total <= 0 {
+            return recorded_ns;
+        }
+        (recorded_ns as f64 * (1.0 - (free as f64 / total as f64).min(1.0))) as i64
     }
 }
 

@@ -16,9 +16,11 @@
 //! **Only CPU ranks.** On a GPU rank, host time with the device busy costs nothing, and the
 //! device idle it causes is [`super::cpu_bound`]'s.
 //!
-//! **Gain.** The least any rank spends there per step: the ranks meet at every collective, so
-//! the step shortens by what the slowest-to-lose rank loses (not replayed: the replay's own
-//! times are placed between collectives, not by region).
+//! **Gain.** Where the what-if replay holds, the replay's: the job replayed with every rank's
+//! operator-free time in that region taken out of its own time
+//! ([`crate::analyze::whatif::Scenario::without_region`]), against the replay as recorded.
+//! Elsewhere, the least any rank spends there per step (the ranks meet at every collective, so
+//! the step shortens by what the rank that loses least loses).
 
 use super::prelude::*;
 
@@ -123,7 +125,7 @@ fn shared_stall(cx: &Ctx<'_>) -> Option<Finding> {
         id: FindingId::HostStall,
         severity: severity_for(at, cx.step_ns),
         message: format!(
-            "Every rank stalls on the host in the same place: {} per step in {where_words} with no operator running and no collective to wait for, on {} of {} ranks ({} of the step at least). Nobody is late (they all stall alike), so no rank is to blame and every step pays for it: the step would be about {} shorter without it (the least any rank spends there).",
+            "Every rank stalls on the host in the same place: {} per step in {where_words} with no operator running and no collective to wait for, on {} of {} ranks ({} of the step at least). Nobody is late (they all stall alike), so no rank is to blame and every step pays for it: without it the step would be about {} shorter (the least any rank spends there).",
             dur_range(per_rank.clone()),
             cx.ranks.len(),
             cx.ranks.len(),
