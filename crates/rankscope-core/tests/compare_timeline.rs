@@ -7,6 +7,7 @@
 
 mod common;
 
+use rankscope_core::analyze::layout::Role;
 use rankscope_core::compare::timeline::{self, Pick, RunStep, SpanKind};
 use rankscope_core::compare::{self, Options};
 
@@ -53,6 +54,14 @@ fn a_slow_loader_on_rank_3_shows_in_its_row() {
     assert!(n.step_ns > b.step_ns);
     assert_eq!(t.delta_ns(), Some(n.step_ns - b.step_ns));
     assert!(t.scale_ns >= n.step_ns);
+    // One process group (gloo's default world group, data-parallel): every collective span of
+    // the waiting ranks names it.
+    let spans = collective_spans(&t);
+    assert!(spans.iter().any(|(w, r, _)| *w == "new" && *r == 0), "rank 0's wait is in a collective");
+    for (which, rank, c) in spans {
+        let g = c.group.unwrap_or_else(|| panic!("{which} rank {rank}: no group"));
+        assert_eq!((g.name.as_str(), g.role, g.size), ("0", Role::Data, 4), "{which} rank {rank}");
+    }
 }
 
 /// Every collective span of both runs, with the rank drawn.
@@ -91,7 +100,6 @@ fn a_collective_span_names_its_process_group() {
         eprintln!("{which} rank {rank}: {} {} on the {}", c.count, c.kind.name(), g.words());
         roles.insert(g.role);
     }
-    use rankscope_core::analyze::layout::Role;
     assert!(roles.contains(&Role::Tensor) && roles.contains(&Role::Data), "{roles:?}");
     // An analysis without the rows' groups (saved before they were kept) names a group only
     // where one fits, and then the same one.
