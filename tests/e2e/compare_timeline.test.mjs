@@ -3,7 +3,8 @@
 // compare::timeline). (a) tests/zoo/pairs: the job is slow_loader_r3's traces (rank 3's Dataset
 // 6× slower), the baseline the digest of `base`: rank 3's row in the new run shows its longer
 // data loading, the others wait for it; the step picker moves both runs to the same position;
-// hovering a span names it. (b) Two 1,024-rank digests: the rows fold to a bounded count that
+// hovering a span names it (a collective's span, its process group); every axis label lies inside
+// the drawing. (b) Two 1,024-rank digests: the rows fold to a bounded count that
 // still stands for every rank, drawn in bounded time (`compare-timeline-1024: …`).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
