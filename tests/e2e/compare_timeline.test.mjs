@@ -120,6 +120,7 @@ test('a slow loader on rank 3: its row in the new run shows the longer data load
   assert.match(await page.locator('[data-testid=cmp-tl-hover]').innerText(), /^new, rank 0: wait for a peer .* in \d+ [a-z_]+, /);
   // ... and the process group it ran on (gloo's one group of the 4 ranks, data-parallel).
   assert.match(await page.locator('[data-testid=cmp-tl-hover]').innerText(), / on the data-parallel group 0 \(4 ranks\)/);
+  await shot(page, '97-compare-timeline-group');
   // Every axis label lies inside the drawing (the last one ends at the axis' end, not past it).
   const ticks = await page.$$eval('[data-testid=cmp-tl-tick]', (ts) => ts.map((t) => {
     const b = t.getBBox();
