@@ -3,7 +3,8 @@
 // compare::timeline). (a) tests/zoo/pairs: the job is slow_loader_r3's traces (rank 3's Dataset
 // 6× slower), the baseline the digest of `base`: rank 3's row in the new run shows its longer
 // data loading, the others wait for it; the step picker moves both runs to the same position;
-// hovering a span names it. (b) Two 1,024-rank digests: the rows fold to a bounded count that
+// hovering a span names it (a collective's span, its process group); every axis label lies inside
+// the drawing. (b) Two 1,024-rank digests: the rows fold to a bounded count that
 // still stands for every rank, drawn in bounded time (`compare-timeline-1024: …`).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -117,6 +118,16 @@ test('a slow loader on rank 3: its row in the new run shows the longer data load
   // A collective span names its collective.
   await page.hover('[data-testid=cmp-tl-row][data-run=new][data-ranks="0"] rect[data-kind=wait]');
   assert.match(await page.locator('[data-testid=cmp-tl-hover]').innerText(), /^new, rank 0: wait for a peer .* in \d+ [a-z_]+, /);
+  // ... and the process group it ran on (gloo's one group of the 4 ranks, data-parallel).
+  assert.match(await page.locator('[data-testid=cmp-tl-hover]').innerText(), / on the data-parallel group 0 \(4 ranks\)/);
+  await shot(page, '97-compare-timeline-group');
+  // Every axis label lies inside the drawing (the last one ends at the axis' end, not past it).
+  const ticks = await page.$$eval('[data-testid=cmp-tl-tick]', (ts) => ts.map((t) => {
+    const b = t.getBBox();
+    return { left: b.x, right: b.x + b.width, width: t.ownerSVGElement.viewBox.baseVal.width, text: t.textContent };
+  }));
+  assert.equal(ticks.length, 6);
+  for (const t of ticks) assert.ok(t.left >= 0 && t.right <= t.width + 0.5, `axis label ${t.text}: ${t.left}–${t.right} of ${t.width}`);
   // The picker: the first step of both runs.
   await page.selectOption('[data-testid=cmp-tl-step]', '0');
   await page.waitForFunction(() => document.querySelector('[data-testid=cmp-tl-run][data-run=new]')?.dataset.step !== undefined);

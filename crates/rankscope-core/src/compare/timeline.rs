@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::analyze::attribution::OriginRow;
 use crate::analyze::breakdown::StepRank;
+use crate::analyze::layout::{Group, Layout, Role};
 use crate::analyze::Analysis;
 use crate::model::CollKind;
 
@@ -73,6 +74,54 @@ pub struct SpanCollective {
     pub bytes: i64,
     /// The region they were issued from (empty outside any annotation).
     pub region: String,
+    /// The process group they ran on, from the run's parallel layout ([`group_of`]); absent
+    /// when the analysis cannot say which.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<SpanGroup>,
+}
+
+/// A process group of the run's layout, as a span names it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SpanGroup {
+    /// The group's name in the traces (`"0"`, `"mesh_tp"`).
+    pub name: String,
+    pub role: Role,
+    /// Its members.
+    pub size: u32,
+}
+
+impl SpanGroup {
+    /// "tensor-parallel group mesh_tp (2 ranks)".
+    pub fn words(&self) -> String {
+        format!(
+            "{} group {} ({} rank{})",
+            self.role.adjective(),
+            self.name,
+            self.size,
+            if self.size == 1 { "" } else { "s" }
+        )
+    }
+}
+
+/// The group an origin row's collectives ran on, in the run's `layout`: the row's own group when
+/// the analysis recorded one (`OriginRow::pg`, analyses since the field exists); else (an older
+/// saved analysis or digest, or a row of several groups' collectives) the one group that holds
+/// the rank and ran collectives of the row's kind by `ran` (the run's collectives table, kind and
+/// group); none when several do (a Megatron rank all-reduces in its tensor and its
+/// data-parallel group).
+pub fn group_of(layout: &Layout, ran: &[(CollKind, &str)], o: &OriginRow) -> Option<SpanGroup> {
+    let of = |g: &Group| SpanGroup { name: g.name.clone(), role: g.role, size: g.ranks.len() as u32 };
+    if !o.pg.is_empty() {
+        return layout.group(&o.pg).map(of);
+    }
+    let mut fits = layout
+        .groups
+        .iter()
+        .filter(|g| g.ranks.contains(&o.rank) && ran.iter().any(|&(k, pg)| k == o.kind && pg == g.name));
+    match (fits.next(), fits.next()) {
+        (Some(g), None) => Some(of(g)),
+        _ => None,
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -242,12 +291,14 @@ fn lay_out(a: &Analysis, e: &crate::analyze::StepEntry) -> Vec<Laid> {
     for o in a.comm_origins.iter().filter(|o| o.step == e.step) {
         origins.entry(o.rank).or_default().push(o);
     }
+    let ran: Vec<(CollKind, &str)> = a.collectives.iter().map(|c| (c.kind, c.pg.as_str())).collect();
+    let group = |o: &OriginRow| a.layout.as_ref().and_then(|l| group_of(l, &ran, o));
     let mut v: Vec<Laid> = e
         .per_rank
         .iter()
         .map(|r| {
             let start = aligned(r) - t0;
-            let spans = spans(r, origins.get(&r.rank).map_or(&[][..], |v| &v[..]), start);
+            let spans = spans(r, origins.get(&r.rank).map_or(&[][..], |v| &v[..]), start, &group);
             Laid { rank: r.rank, start_ns: start, end_ns: start + r.wall_ns.max(0), spans }
         })
         .collect();
@@ -257,8 +308,14 @@ fn lay_out(a: &Analysis, e: &crate::analyze::StepEntry) -> Vec<Laid> {
 }
 
 /// A rank's step by kind, from `start`: the breakdown's figures, which add up to its wall time;
-/// exposed transfer and wait split by the collectives of `origins` (the rank's rows of the step).
-pub fn spans(r: &StepRank, origins: &[&OriginRow], start: i64) -> Vec<Span> {
+/// exposed transfer and wait split by the collectives of `origins` (the rank's rows of the step),
+/// each named with its process group by `group`.
+pub fn spans(
+    r: &StepRank,
+    origins: &[&OriginRow],
+    start: i64,
+    group: &dyn Fn(&OriginRow) -> Option<SpanGroup>,
+) -> Vec<Span> {
     let exposed = r.exposed_transfer_ns.max(0) + r.exposed_wait_ns.max(0);
     // Exposed communication not split into transfer and wait (a job without matched
     // collectives) is all transfer.
@@ -298,6 +355,7 @@ pub fn spans(r: &StepRank, origins: &[&OriginRow], start: i64) -> Vec<Span> {
                 count: o.count,
                 bytes: o.bytes_total,
                 region: o.region.clone(),
+                group: group(o),
             };
             out.push(Span { kind, start_ns: t, dur_ns: d, collective: Some(collective) });
             t += d;
@@ -438,6 +496,7 @@ mod tests {
             exposed_transfer_ns: transfer,
             exposed_wait_ns: wait,
             from_autograd: false,
+            pg: String::new(),
         }
     }
 
@@ -449,7 +508,7 @@ mod tests {
         r.exposed_transfer_ns = 15;
         r.exposed_wait_ns = 10;
         let o = origin(CollKind::AllReduce, 1 << 20, 12, 10);
-        let s = spans(&r, &[&o], 7);
+        let s = spans(&r, &[&o], 7, &|_| None);
         assert_eq!(s.iter().map(|x| x.dur_ns).sum::<i64>(), 100);
         assert_eq!(s[0].start_ns, 7);
         for w in s.windows(2) {
@@ -471,12 +530,63 @@ mod tests {
         assert_eq!(s[2].collective.as_ref().map(|c| (c.kind, c.bytes)), Some((CollKind::AllReduce, 1 << 20)));
     }
 
+    fn group(name: &str, role: Role, ranks: &[u32]) -> Group {
+        Group {
+            name: name.into(),
+            desc: None,
+            ranks: ranks.to_vec(),
+            source: crate::analyze::layout::GroupSource::PgConfig,
+            role,
+            role_from: crate::analyze::layout::RoleFrom::Name,
+            role_evidence: String::new(),
+            instances: 0,
+            hosts: 0,
+            exposed_transfer_ns: 0,
+            wait_ns: 0,
+        }
+    }
+
+    #[test]
+    fn a_span_names_its_group_by_the_row_else_by_the_only_group_that_fits() {
+        // Rank 0 of tensor 2 × data 2: all_reduce in its tensor group "1" (0, 1) and its data
+        // group "2" (0, 2); all_gather in the data group only.
+        let layout = Layout {
+            groups: vec![
+                group("0", Role::World, &[0, 1, 2, 3]),
+                group("1", Role::Tensor, &[1, 0]),
+                group("2", Role::Data, &[0, 2]),
+                group("3", Role::Data, &[1, 3]),
+            ],
+            ..Layout::default()
+        };
+        let ran = [(CollKind::AllReduce, "1"), (CollKind::AllReduce, "2"), (CollKind::AllGather, "2")];
+        // The row's own group.
+        let mut o = origin(CollKind::AllReduce, 64, 1, 0);
+        o.pg = "2".into();
+        let g = group_of(&layout, &ran, &o);
+        assert_eq!(g, Some(SpanGroup { name: "2".into(), role: Role::Data, size: 2 }));
+        assert_eq!(g.map(|g| g.words()).as_deref(), Some("data-parallel group 2 (2 ranks)"));
+        // A group name the layout does not hold names nothing.
+        o.pg = "9".into();
+        assert_eq!(group_of(&layout, &ran, &o), None);
+        // Without the row's group: all_reduce fits two of rank 0's groups, so none is named.
+        o.pg.clear();
+        assert_eq!(group_of(&layout, &ran, &o), None);
+        // all_gather fits only its data group (the world group ran none).
+        let o = origin(CollKind::AllGather, 64, 1, 0);
+        assert_eq!(group_of(&layout, &ran, &o).map(|g| g.name), Some("2".into()));
+        // Rank 1 is not in group 2: its all_gather fits no group.
+        let mut o1 = origin(CollKind::AllGather, 64, 1, 0);
+        o1.rank = 1;
+        assert_eq!(group_of(&layout, &ran, &o1), None);
+    }
+
     #[test]
     fn an_origin_larger_than_the_figure_is_cut_to_it() {
         let mut r = step(50, 40, 10, 0, 0, 0);
         r.exposed_wait_ns = 10;
         let o = origin(CollKind::AllGather, 64, 0, 30);
-        let s = spans(&r, &[&o], 0);
+        let s = spans(&r, &[&o], 0, &|_| None);
         let wait: Vec<_> = s.iter().filter(|x| x.kind == SpanKind::Wait).collect();
         assert_eq!(wait.len(), 1);
         assert_eq!(wait[0].dur_ns, 10);

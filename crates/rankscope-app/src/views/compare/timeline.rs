@@ -116,16 +116,27 @@ fn chart(t: &Timelines, b: &RunStep, n: &RunStep, hover: &Callback<Option<String
             <svg width={W.to_string()} height={h.to_string()} viewBox={format!("0 0 {W} {h}")} role="img"
                 aria-label="The chosen step of the base run above the new run's, ranks on one time axis"
                 onmouseleave={{ let hover = hover.clone(); Callback::from(move |_| hover.emit(None)) }}>
-                { for ticks.iter().map(|&tk| html! {
+                { for ticks.iter().enumerate().map(|(i, &tk)| html! {
                     <>
                         <line class="grid" x1={x(tk).to_string()} x2={x(tk).to_string()} y1="0" y2={(h - AXIS_H).to_string()} />
-                        <text class="axis" x={x(tk).to_string()} y={(h - 4.0).to_string()} text-anchor="middle">{format::duration(tk as f64)}</text>
+                        <text class="axis" data-testid="cmp-tl-tick" x={x(tk).to_string()} y={(h - 4.0).to_string()}
+                            text-anchor={tick_anchor(i, ticks.len())}>{format::duration(tk as f64)}</text>
                     </>
                 }) }
                 { run_block("base", b, top, &x, hover) }
                 { run_block("new", n, mid, &x, hover) }
             </svg>
         </figure>
+    }
+}
+
+/// A tick label centred on its tick, but the last one ends at the axis' end (centred, it ran
+/// past the drawing's right edge and was cut).
+fn tick_anchor(i: usize, n: usize) -> &'static str {
+    if i + 1 == n {
+        "end"
+    } else {
+        "middle"
     }
 }
 
@@ -219,8 +230,8 @@ fn span_html(
     }
 }
 
-/// "new, rank 3: data loading 416 ms (from 16 ms)"; with a collective, "… in 2 all_reduce, 4.2 MB,
-/// from backward".
+/// "new, rank 3: data loading 416 ms (from 16 ms)"; with a collective, "… in 2 all_reduce, 4.2 MB
+/// on the data-parallel group 0 (4 ranks), from backward" (the group when the analysis says it).
 fn span_words(which: &str, row: &Row, s: &Span) -> String {
     let mut w = format!(
         "{which}, {}: {} {} (from {})",
@@ -231,6 +242,9 @@ fn span_words(which: &str, row: &Row, s: &Span) -> String {
     );
     if let Some(c) = &s.collective {
         w.push_str(&format!(", in {} {}, {}", c.count, c.kind.name(), format::bytes(c.bytes.max(0) as u64)));
+        if let Some(g) = &c.group {
+            w.push_str(&format!(" on the {}", g.words()));
+        }
         if !c.region.is_empty() {
             w.push_str(&format!(", from {}", c.region));
         }

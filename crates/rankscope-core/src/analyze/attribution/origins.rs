@@ -42,6 +42,10 @@ pub struct OriginRow {
     /// FSDP's reduce-scatters): gradient communication, sized or not. Absent when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub from_autograd: bool,
+    /// The process group they ran on ([`crate::analyze::layout`]) when they all ran on one;
+    /// absent when unknown or when the row holds collectives of several groups.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub pg: String,
 }
 
 /// A collective of at most this many bytes is a scalar's or a handful of values' (a metric, a
@@ -84,6 +88,8 @@ pub fn comm_origins(
             bytes_total: i64,
             bytes_max: i64,
             count: u32,
+            /// The instances' group while they agree; `None` once two differ.
+            pg: Option<Option<String>>,
         }
         let mut groups: BTreeMap<(u32, String, crate::model::CollKind, bool, bool), Acc> = BTreeMap::new();
         for x in v {
@@ -123,9 +129,14 @@ pub fn comm_origins(
             g.bytes_total += b;
             g.bytes_max = g.bytes_max.max(b);
             g.count += 1;
+            g.pg = match g.pg.take() {
+                None => Some(Some(x.pg.clone())),
+                Some(Some(pg)) if pg == x.pg => Some(Some(pg)),
+                Some(_) => Some(None),
+            };
         }
         for ((step, region, kind, tiny, from_autograd), g) in groups {
-            let Acc { path, phase, ivs, bytes_total, bytes_max, count } = g;
+            let Acc { path, phase, ivs, bytes_total, bytes_max, count, pg } = g;
             let phase = phase.unwrap_or(Phase::Other);
             let span_ns =
                 ivs.iter().map(|x| x.1).max().unwrap_or(0) - ivs.iter().map(|x| x.0).min().unwrap_or(0);
@@ -150,6 +161,7 @@ pub fn comm_origins(
                 exposed_transfer_ns: set.intersect(&w.exposed_transfer).len_ns(),
                 exposed_wait_ns: set.intersect(&w.exposed_wait).len_ns(),
                 from_autograd,
+                pg: pg.flatten().unwrap_or_default(),
             });
         }
     }
