@@ -4,7 +4,9 @@
 // scale label's max equals the peak `rankscope analyze --json` reports for it (its memory[]
 // figures, the most peak_allocated over the steps); hovering a row reads a value at that time,
 // a click keeps it; the bar's Memory button hides the rows and shows them again; the rows are
-// drawn (pixels of the track's colour). Screenshots go to target/e2e-screenshots/ (60…62).
+// drawn (pixels of the track's colour). A Shift+drag over the rows gives the area's memory
+// table, each figure equal to a count of the file's `[memory]` events in the range.
+// Screenshots go to target/e2e-screenshots/ (60…65).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -230,8 +232,9 @@ function memorySamples(files) {
 
 /** The memory over [from, to) counted from the samples alone: the value in force when the range
  * starts (the last sample before it; the value before the first sample when the series begins
- * inside) and every sample in it. */
+ * inside) and every sample in it; nothing once the series has ended. */
 function spanOf(samples, from, to) {
+  if (samples.length === 0 || from > samples.at(-1)[0]) return null;
   const inside = samples.filter(([t]) => t >= from && t < to);
   const before = samples.filter(([t]) => t < from).at(-1);
   if (!before && inside.length === 0) return null;
