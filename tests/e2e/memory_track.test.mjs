@@ -295,6 +295,7 @@ test('area selection over the memory rows: per rank the peak and least allocated
   assert.equal(check(area, 'mid range'), 2, 'both ranks have memory in the range');
   const mid = area.rows.find((r) => r.rank === 0);
   assert.ok(mid.min < mid.max, `the range holds allocations and frees: ${JSON.stringify(mid)}`);
+  await page.locator('[data-testid=area-memory]').scrollIntoViewIfNeeded();
   await shot(page, '64-timeline-memory-area');
   // The whole job in view (key 0), all of it selected: each rank's peak is its row's scale max,
   // the CLI's peak over the steps.
@@ -315,6 +316,7 @@ test('area selection over the memory rows: per rank the peak and least allocated
     assert.equal(r.max, m.rows.find((x) => x.rank === r.rank).max_allocated, `rank ${r.rank}: the whole run's peak is the row's scale`);
     assert.equal(r.max, peaks.get(`${r.rank}/-1`).allocated, `rank ${r.rank}: and the CLI's peak`);
   }
+  await page.locator('[data-testid=area-memory]').scrollIntoViewIfNeeded();
   await shot(page, '65-timeline-memory-area-all');
   assert.deepEqual(pageErrors, []);
   await page.close();
