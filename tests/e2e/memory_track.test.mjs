@@ -4,10 +4,14 @@
 // scale label's max equals the peak `rankscope analyze --json` reports for it (its memory[]
 // figures, the most peak_allocated over the steps); hovering a row reads a value at that time,
 // a click keeps it; the bar's Memory button hides the rows and shows them again; the rows are
-// drawn (pixels of the track's colour). Screenshots go to target/e2e-screenshots/ (60…62).
+// drawn (pixels of the track's colour). A Shift+drag over the rows gives the area's memory
+// table, each figure equal to a count of the file's `[memory]` events in the range.
+// Screenshots go to target/e2e-screenshots/ (60…65).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import zlib from 'node:zlib';
 import path from 'node:path';
 import { BIN, ROOT, traces, startBrowser, stopBrowser, shot, openFiles } from './harness.mjs';
 
@@ -195,6 +199,125 @@ test('memory track of a GPU trace: host and GPU rows, reserved drawn as a line, 
   assert.ok(hover && hover.reserved >= hover.max, JSON.stringify(hover));
   assert.match(hover.text, /\nreserved [\d.]+ (MiB|GiB)/);
   await shot(page, '63-timeline-memory-gpu-hover');
+  assert.deepEqual(pageErrors, []);
+  await page.close();
+});
+
+/** A Kineto `ts` (µs with up to three decimals) in ns, exactly: from the shortest decimal that
+ * reads back as the parsed number, which is the file's own text for these times. */
+function usToNs(ts) {
+  const [i, f = ''] = String(ts).split('.');
+  assert.ok(f.length <= 3 && !i.includes('e'), `a ts of ns precision: ${ts}`);
+  return BigInt(i) * 1000n + BigInt((f + '000').slice(0, 3)) * (i.startsWith('-') ? -1n : 1n);
+}
+
+/** Per `rank/device`: the file's `[memory]` samples on the rank's own clock (baseTimeNanoseconds
+ * + ts), in time order (file order among equal times): [ns, allocated, reserved, bytes]. */
+function memorySamples(files) {
+  const out = new Map();
+  for (const f of files) {
+    const doc = JSON.parse(zlib.gunzipSync(fs.readFileSync(f)).toString('utf8'));
+    const rank = doc.distributedInfo.rank;
+    const base = BigInt(doc.baseTimeNanoseconds ?? 0);
+    for (const e of doc.traceEvents) {
+      if (e.name !== '[memory]' || e.ph !== 'i') continue;
+      const k = `${rank}/${e.args['Device Id']}`;
+      if (!out.has(k)) out.set(k, []);
+      out.get(k).push([base + usToNs(e.ts), e.args['Total Allocated'], e.args['Total Reserved'], e.args.Bytes]);
+    }
+  }
+  for (const v of out.values()) v.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  return out;
+}
+
+/** The memory over [from, to) counted from the samples alone: the value in force when the range
+ * starts (the last sample before it; the value before the first sample when the series begins
+ * inside) and every sample in it; nothing once the series has ended. */
+function spanOf(samples, from, to) {
+  if (samples.length === 0 || from > samples.at(-1)[0]) return null;
+  const inside = samples.filter(([t]) => t >= from && t < to);
+  const before = samples.filter(([t]) => t < from).at(-1);
+  if (!before && inside.length === 0) return null;
+  const alloc = inside.map((s) => s[1]);
+  const res = inside.map((s) => s[2]);
+  if (before) { alloc.push(before[1]); res.push(before[2]); }
+  if (!before && inside[0] === samples[0]) alloc.push(samples[0][1] - samples[0][3]);
+  return { max: Math.max(...alloc), min: Math.min(...alloc), reserved: Math.max(...res) };
+}
+
+test('area selection over the memory rows: per rank the peak and least allocated equal a count of the file\'s [memory] events in the range', async () => {
+  const dir = path.join(ROOT, 'tests/zoo/memory/fsdp2_2rank');
+  const files = [0, 1].map((r) => path.join(dir, `rank${r}.pt.trace.json.gz`));
+  const samples = memorySamples(files);
+  assert.deepEqual([...samples.keys()].sort(), ['0/-1', '1/-1'], 'host memory of both ranks in the files');
+  const { page } = await openFiles(context, origin, files, pageErrors);
+  await page.click('[data-testid=nav-timeline]');
+  await memoryUntil(page, (x) => x.rows.length === 2, 'laid out');
+  const box = await page.locator('[data-testid=timeline] canvas').boundingBox();
+  const select = async (f0, f1) => {
+    await page.keyboard.down('Shift');
+    await page.mouse.move(box.x + GUTTER_W + (box.width - GUTTER_W) * f0, box.y + 80);
+    await page.mouse.down();
+    await page.mouse.move(box.x + GUTTER_W + (box.width - GUTTER_W) * f1, box.y + 200, { steps: 6 });
+    await page.mouse.up();
+    await page.keyboard.up('Shift');
+    await page.waitForSelector('[data-testid=area-totals][data-done=true]', { timeout: 60_000 });
+    const ranges = JSON.parse(await page.getAttribute('[data-testid=area-totals]', 'data-ranges'));
+    const rows = await page.$$eval('[data-testid=area-memory-row]', (rs) => rs.map((r) => ({
+      rank: Number(r.dataset.rank), device: Number(r.dataset.device), max: Number(r.dataset.max),
+      min: Number(r.dataset.min), reserved: r.dataset.reserved === '' ? null : Number(r.dataset.reserved),
+      cells: [...r.querySelectorAll('td')].map((td) => td.textContent),
+    })));
+    return { ranges, rows };
+  };
+  const check = ({ ranges, rows }, what) => {
+    assert.equal(ranges.length, 2, `${what}: both ranks asked`);
+    let shown = 0;
+    for (const { rank, from_ns, to_ns } of ranges) {
+      const want = spanOf(samples.get(`${rank}/-1`), BigInt(from_ns), BigInt(to_ns));
+      const got = rows.filter((r) => r.rank === rank);
+      if (!want) {
+        assert.deepEqual(got, [], `${what}: rank ${rank} has no memory in force in the range`);
+        continue;
+      }
+      assert.equal(got.length, 1, `${what}: rank ${rank}: one row (host memory)`);
+      const [g] = got;
+      assert.equal(g.device, -1);
+      assert.deepEqual([g.max, g.min, g.reserved], [want.max, want.min, want.reserved], `${what}: rank ${rank}`);
+      // The cells print those figures (reserved is 0 in this CPU trace: a dash).
+      assert.deepEqual(g.cells, [`rank ${rank} · host memory`, binary(want.max), want.reserved > 0 ? binary(want.reserved) : '–', binary(want.min)]);
+      shown += 1;
+    }
+    return shown;
+  };
+  // A range inside the steps: the figures of the samples in it and the one carried in.
+  let area = await select(0.4, 0.55);
+  assert.equal(check(area, 'mid range'), 2, 'both ranks have memory in the range');
+  const mid = area.rows.find((r) => r.rank === 0);
+  assert.ok(mid.min < mid.max, `the range holds allocations and frees: ${JSON.stringify(mid)}`);
+  await page.locator('[data-testid=area-memory]').scrollIntoViewIfNeeded();
+  await shot(page, '64-timeline-memory-area');
+  // The whole job in view (key 0), all of it selected: each rank's peak is its row's scale max,
+  // the CLI's peak over the steps.
+  await page.click('[data-testid=area-close]');
+  await page.waitForSelector('[data-testid=area-totals]', { state: 'detached' });
+  await page.locator('[data-testid=timeline] canvas').focus();
+  await page.keyboard.press('0');
+  await page.waitForTimeout(300);
+  area = await select(0.001, 0.999);
+  check(area, 'whole view');
+  const m = await memory(page);
+  const peaks = cliPeaks(files);
+  assert.equal(area.rows.length, 2);
+  for (const r of area.rows) {
+    const all = samples.get(`${r.rank}/-1`);
+    const range = area.ranges.find((x) => x.rank === r.rank);
+    assert.ok(BigInt(range.from_ns) <= all[0][0] && BigInt(range.to_ns) > all.at(-1)[0], `rank ${r.rank}: every sample in the range`);
+    assert.equal(r.max, m.rows.find((x) => x.rank === r.rank).max_allocated, `rank ${r.rank}: the whole run's peak is the row's scale`);
+    assert.equal(r.max, peaks.get(`${r.rank}/-1`).allocated, `rank ${r.rank}: and the CLI's peak`);
+  }
+  await page.locator('[data-testid=area-memory]').scrollIntoViewIfNeeded();
+  await shot(page, '65-timeline-memory-area-all');
   assert.deepEqual(pageErrors, []);
   await page.close();
 });

@@ -6,7 +6,7 @@
 // under the host's first rank; hovering reads the sample the file holds at that time (held, not
 // interpolated; a NIC's rate is the counter's difference over its interval, computed here from
 // the file); a click keeps the reading; the bar's Metrics button hides the rows. Screenshots in
-// target/e2e-screenshots/ (70…72).
+// target/e2e-screenshots/ (70…72b). In the dark theme the rows take its own --metric colour.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -49,6 +49,34 @@ function samples(file, name, host, { gpu, nic } = {}) {
   assert.ok(r, `the export has ${name} on ${host}`);
   return r.values.map(([t, v]) => [ns(t), Number(v)]);
 }
+
+/** A colour token of the page's stylesheet (`#rrggbb`) as [r, g, b]. */
+async function cssRgb(page, name) {
+  const h = (await page.evaluate((n) => getComputedStyle(document.documentElement).getPropertyValue(n).trim(), name)).replace('#', '');
+  assert.match(h, /^[0-9a-f]{6}$/i, `${name} is a colour: ${h}`);
+  return [0, 2, 4].map((i) => parseInt(h.slice(i, i + 2), 16));
+}
+
+/** WCAG contrast ratio of two sRGB colours. */
+function contrast(a, b) {
+  const lum = (c) => {
+    const [r, g, bl] = c.map((v) => { const s = v / 255; return s <= 0.04045 ? s / 12.92 : ((s + 0.055) / 1.055) ** 2.4; });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * bl;
+  };
+  const [x, y] = [lum(a), lum(b)].sort((p, q) => q - p);
+  return (x + 0.05) / (y + 0.05);
+}
+
+/** Pixels of the canvas inside a CSS-px rectangle within `tol` per channel of `rgb`. */
+const pixelsNear = (page, rect, rgb, tol) =>
+  page.evaluate(({ rect, rgb, tol }) => {
+    const c = document.querySelector('[data-testid=timeline] canvas');
+    const s = c.width / c.clientWidth;
+    const d = c.getContext('2d').getImageData(Math.round(rect.x * s), Math.round(rect.y * s), Math.round(rect.w * s), Math.round(rect.h * s)).data;
+    let n = 0;
+    for (let i = 0; i < d.length; i += 4) if ([0, 1, 2].every((k) => Math.abs(d[i + k] - rgb[k]) <= tol)) n += 1;
+    return n;
+  }, { rect, rgb, tol });
 
 const metrics = async (page) => JSON.parse(await page.getAttribute('[data-testid=timeline] canvas', 'data-metrics'));
 
@@ -175,6 +203,29 @@ test('metric tracks: a row per GPU metric under its rank, the NIC once per host;
   await metricsUntil(page, (x) => x.shown && x.rows.length === 36, 'showed its rows again');
   await page.mouse.move(box.x + box.width / 2, box.y + 40);
   await shot(page, '72-timeline-metrics');
+
+  // The dark theme has its own metric colour (lighter, to read on the dark background), and the
+  // rows are drawn in it.
+  const light = await cssRgb(page, '--metric');
+  await page.emulateMedia({ colorScheme: 'dark' });
+  await page.waitForTimeout(300);
+  const dark = await cssRgb(page, '--metric');
+  assert.notDeepEqual(dark, light, 'the dark theme sets --metric');
+  const bg = await cssRgb(page, '--bg');
+  assert.ok(contrast(dark, bg) >= 4.5, `--metric on the dark background: contrast ${contrast(dark, bg).toFixed(1)}`);
+  m = await inSight(page, box, (rows) => rows.find(isSm));
+  const row = m.rows.find(isSm);
+  const rect = { x: GUTTER_W, y: row.y, w: box.width - GUTTER_W, h: row.h };
+  await page.mouse.move(box.x + 5, box.y + box.height + 40);
+  let n = 0;
+  for (let i = 0; i < 20 && n <= 100; i += 1) {
+    await page.waitForTimeout(100);
+    n = await pixelsNear(page, rect, dark, 12);
+  }
+  assert.ok(n > 100, `${n} pixels of the dark theme's metric colour in rank 0's SM active row`);
+  assert.ok(await pixelsNear(page, rect, light, 12) < n / 10, 'the light colour is gone');
+  await shot(page, '72b-timeline-metrics-dark');
+  await page.emulateMedia({ colorScheme: 'light' });
   assert.deepEqual(pageErrors, []);
   await page.close();
   fs.rmSync(dir, { recursive: true, force: true });

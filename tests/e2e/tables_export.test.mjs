@@ -1,9 +1,11 @@
 // End-to-end: the export menu's "Tables (Parquet)" and "Tables (Arrow)" (docs/columnar.md, "In
 // the app"): one tar per click, built in the tab, the events written rank by rank by the
-// workers holding them. Every member is byte for byte the file `rankscope export` writes for
+// workers holding them, the collectives measured again from the ranks' parts. Every member is byte for byte the file `rankscope export` writes for
 // the same traces (so it parses as the CLI's does: magic bytes at both ends, and the row counts
 // the CLI prints, checked against `analyze --json`); a job digest gives the analysis' tables
-// and says why there is no events table. Screenshot in target/e2e-screenshots/ (96).
+// and says why there is no events table. With "redact names" and a key (docs/redaction.md), no
+// planted name is left in any member and every token is one `rankscope export --redact-key`
+// gives. Screenshots in target/e2e-screenshots/ (96, 96b).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -73,8 +75,9 @@ test('a zoo job\'s tables, Parquet and Arrow, are the CLI\'s files, the events w
     assert.equal(got.name, `rankscope-tables-${format}.tar`);
     const members = untar(got.bytes);
     const want = cliExport(zoo, names, format, `zoo-${format}`);
-    // Every table but `collectives` (the tab does not keep the matched collectives).
-    assert.deepEqual(Object.keys(members).sort(), Object.keys(want.bytes).filter((f) => !f.startsWith('collectives.')).sort());
+    // Every table, `collectives` too (measured again from the parts the tab holds).
+    assert.deepEqual(Object.keys(members).sort(), Object.keys(want.bytes).sort());
+    assert.ok(want.rows[`collectives.${format}`] > 0, 'the job has matched collectives');
     for (const [name, bytes] of Object.entries(members)) {
       assert.ok(Buffer.from(bytes).equals(want.bytes[name]), `${name} is the CLI's byte for byte`);
       assert.equal(bytes.subarray(0, magic[0].length).toString('latin1'), magic[0], `${name} opens with its magic`);
@@ -111,6 +114,71 @@ test('a job digest: the analysis\' tables, and the reason there is no events tab
   for (const [name, bytes] of Object.entries(members)) {
     assert.ok(Buffer.from(bytes).equals(want.bytes[name]), `${name} is the CLI's byte for byte`);
   }
+  await page.close();
+  assert.deepEqual(pageErrors, []);
+});
+
+const MARK = 'ZQX';
+
+/** DLRM's eight ranks with markers planted (an annotation, a module, a kernel, a process, a
+ * Python frame, a thread, a host, the file names), as the CLI's export_redact test plants them. */
+function planted() {
+  const src = path.join(SHARED, 'traces', 'param-dlrm-8rank');
+  const out = path.join(dir, 'planted');
+  fs.mkdirSync(out, { recursive: true });
+  for (const f of fs.readdirSync(src).filter((x) => x.endsWith('.json')).sort()) {
+    const text = fs.readFileSync(path.join(src, f), 'utf8')
+      .replaceAll('## sparse_data_dist ##', '## ZQXannot sparse_dist ##')
+      .replaceAll('## KJTListSplitsAwaitable wait() ##', 'nn.Module: ZQXSecretEmbedding_0')
+      .replaceAll('split_embedding_codegen', 'ZQXkern_codegen')
+      .replaceAll('"python3"', '"ZQXproc"');
+    const v = JSON.parse(text);
+    v.hostname = 'ZQXhost-node17';
+    const step = v.traceEvents.find((e) => e.cat === 'user_annotation' && /^ProfilerStep/.test(e.name));
+    v.traceEvents.push(
+      { ph: 'X', cat: 'python_function', name: '/home/ZQXalice/proj/ZQXmodel.py(42): forward', pid: step.pid, tid: step.tid, ts: step.ts + 1, dur: 2, args: { 'Python id': 9 } },
+      { ph: 'M', name: 'thread_name', pid: step.pid, tid: step.tid, args: { name: 'ZQXthread-loader' } },
+    );
+    fs.writeFileSync(path.join(out, f.replace('worker', 'ZQXbox-worker')), JSON.stringify(v));
+  }
+  return out;
+}
+
+const TOKEN = /(?:name|frame|path|file|host|ip|arg)-[0-9a-f]{12}/g; // no word bounds: Arrow and Parquet write strings back to back
+const tokensOf = (b) => new Set(Buffer.from(b).toString('latin1').match(TOKEN) ?? []);
+
+test('redact names: a key typed, every member holds no planted name and only the CLI\'s tokens for that key', async () => {
+  const src = planted();
+  const names = fs.readdirSync(src).sort();
+  const { page } = await openFiles(context, origin, names.map((f) => path.join(src, f)), pageErrors, 300_000);
+  // The plain tar names them (so the check below can fail).
+  const plain = untar((await download(page, '[data-testid=export-parquet]')).bytes);
+  assert.ok(Object.values(plain).some((b) => Buffer.from(b).includes(MARK)), 'the plain tables hold the markers');
+  await page.check('[data-testid=export-redact]');
+  await page.fill('[data-testid=export-redact-key]', 'shared secret');
+  const got = await download(page, '[data-testid=export-parquet]');
+  const members = untar(got.bytes);
+  const out = path.join(dir, 'redacted-cli');
+  execFileSync(BIN, ['export', ...names, '--format', 'parquet', '--out', out, '--redact-key', 'shared secret'], { cwd: src, stdio: ['ignore', 'ignore', 'ignore'] });
+  const want = Object.fromEntries(fs.readdirSync(out).filter((f) => f.endsWith('.parquet')).map((f) => [f, fs.readFileSync(path.join(out, f))]));
+  assert.deepEqual(Object.keys(members).sort(), Object.keys(want).sort(), 'the same tables as the CLI\'s redacted export');
+  let same = 0;
+  for (const [name, bytes] of Object.entries(members)) {
+    assert.ok(!Buffer.from(bytes).includes(MARK), `${name}: no planted name left`);
+    const [mine, cli] = [tokensOf(bytes), tokensOf(want[name])];
+    assert.ok([...mine].every((t) => cli.has(t)), `${name}: its tokens are the CLI's for the key (${[...mine].filter((t) => !cli.has(t))})`);
+    if (Buffer.from(bytes).equals(want[name])) same += 1;
+  }
+  assert.ok(tokensOf(members['events.parquet']).size > 0, 'the events carry tokens');
+  console.log(`redacted tar: ${same} of ${Object.keys(members).length} members byte for byte the CLI's`);
+  await page.locator('[data-testid=exports]').scrollIntoViewIfNeeded();
+  await shot(page, '96b-tables-export-redacted');
+  // Without a key: a key drawn for the export, not the phrase's.
+  await page.fill('[data-testid=export-redact-key]', '');
+  const drawn = untar((await download(page, '[data-testid=export-arrow]')).bytes);
+  assert.ok(Object.values(drawn).every((b) => !Buffer.from(b).includes(MARK)), 'no planted name under a drawn key');
+  const keyed = tokensOf(members['events.parquet']);
+  assert.ok([...tokensOf(drawn['events.arrow'])].every((t) => !keyed.has(t)), 'a drawn key gives other tokens');
   await page.close();
   assert.deepEqual(pageErrors, []);
 });

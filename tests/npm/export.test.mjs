@@ -81,3 +81,65 @@ test('a job digest gives the analysis tables, and says why not the events', asyn
     job.close();
   }
 });
+
+const MARK = 'ZQX';
+
+/** DLRM's eight ranks with markers planted (an annotation, a module, a kernel, a process, a
+ * Python frame, an arg, a thread, a host, the folder and file names), as the CLI's
+ * export_redact test plants them. */
+function planted() {
+  const dir = path.join(tmpdir('export-redact'), 'ZQXalice', 'ZQXhost-node17-run');
+  fs.mkdirSync(dir, { recursive: true });
+  for (const f of filesOf(trace('param-dlrm-8rank'))) {
+    const text = fs.readFileSync(f, 'utf8')
+      .replaceAll('## sparse_data_dist ##', '## ZQXannot sparse_dist ##')
+      .replaceAll('## KJTListSplitsAwaitable wait() ##', 'nn.Module: ZQXSecretEmbedding_0')
+      .replaceAll('split_embedding_codegen', 'ZQXkern_codegen')
+      .replaceAll('"python3"', '"ZQXproc"');
+    const v = JSON.parse(text);
+    v.hostname = 'ZQXhost-node17';
+    const step = v.traceEvents.find((e) => e.cat === 'user_annotation' && /^ProfilerStep/.test(e.name));
+    v.traceEvents.push(
+      { ph: 'X', cat: 'python_function', name: '/home/ZQXalice/proj/ZQXmodel.py(42): forward', pid: step.pid, tid: step.tid, ts: step.ts + 1, dur: 2, args: { 'Python id': 9, ZQXargkey: 'ZQXargvalue' } },
+      { ph: 'M', name: 'thread_name', pid: step.pid, tid: step.tid, args: { name: 'ZQXthread-loader' } },
+    );
+    fs.writeFileSync(path.join(dir, path.basename(f).replace('worker', 'ZQXbox-worker')), JSON.stringify(v));
+  }
+  return dir;
+}
+
+const has = (bytes, s) => Buffer.from(bytes).includes(Buffer.from(s));
+
+test('redacted tables: { redactKey } is `rankscope export --redact-key` byte for byte; no planted name is left', async () => {
+  const dir = planted();
+  const out = tmpdir('export-redact-cli');
+  run('export', dir, '--format', 'parquet', '--out', out, '--redact-key', 'shared secret');
+  const want = Object.fromEntries(
+    fs.readdirSync(out).filter((f) => f.endsWith('.parquet')).map((f) => [f.replace(/\.parquet$/, ''), new Uint8Array(fs.readFileSync(path.join(out, f)))]),
+  );
+  assert.deepEqual(Object.keys(want).sort(), [...rankscope.TABLE_NAMES].sort());
+  const job = await rankscope.open([dir]);
+  try {
+    // The plain export holds the markers (so the checks below can fail).
+    assert.ok(has(job.exportTable('events', 'parquet'), MARK), 'the plain events table holds the markers');
+    for (const name of rankscope.TABLE_NAMES) {
+      const got = job.exportTable(name, 'parquet', { redactKey: 'shared secret' });
+      sameBytes(got, want[name], `redacted ${name}.parquet`);
+      assert.ok(!has(got, MARK), `redacted ${name}: no marker left`);
+    }
+    // `redact: true` alone: a key drawn once for the job (the same tokens on every call), not
+    // the phrase's.
+    const a = job.exportTable('events', 'arrow', { redact: true });
+    assert.ok(!has(a, MARK), 'redact: true leaves no marker');
+    sameBytes(job.exportTable('events', 'arrow', { redact: true }), a, 'events under the job\'s drawn key, again');
+    const tokens = (t) => new Set(Buffer.from(t).toString('latin1').match(/name-[0-9a-f]{12}/g) ?? []);
+    const drawn = tokens(a);
+    const keyed = tokens(job.exportTable('events', 'arrow', { redactKey: 'shared secret' }));
+    assert.ok(drawn.size > 0 && keyed.size === drawn.size, `as many tokens under either key (${drawn.size}, ${keyed.size})`);
+    assert.ok([...drawn].every((t) => !keyed.has(t)), 'a drawn key is not the phrase\'s');
+    assert.throws(() => job.exportTable('steps', 'arrow', { redact: 'yes' }), /redact: expected a boolean/);
+    assert.throws(() => job.exportTable('steps', 'arrow', { redactKey: '' }), /redactKey: expected a non-empty string/);
+  } finally {
+    job.close();
+  }
+});

@@ -190,11 +190,13 @@ pub enum Query {
         to_ns: i64,
     },
     /// This rank's piece of the `events` table (`rankscope export`, docs/columnar.md) in
-    /// `format`, under the job's `rank` for it, on its `offset_ns` (`Answer::Piece`).
+    /// `format`, under the job's `rank` for it, on its `offset_ns` (`Answer::Piece`); with
+    /// `redact`, its names replaced by the tokens of that key phrase (`--redact-key`).
     Table {
         format: rankscope_core::export::columnar::Format,
         rank: u32,
         offset_ns: i64,
+        redact: Option<String>,
     },
 }
 

@@ -26,10 +26,11 @@
 use serde::Serialize;
 
 use crate::analyze::{Options, RankPart};
-use crate::export::columnar::{tables, ColumnarError, Format, TableName, Writer};
+use crate::export::columnar::{tables, ColumnarError, Format, Table, TableName, Writer};
 use crate::inspect::FailedFile;
 use crate::job::{self, InputKind, JobOutput, Loaded, Reader, Text, TextRef};
 use crate::normalize::Rules;
+use crate::redact::{self, Key, Redactor};
 use crate::view::timeline::{level_for, tiles_covering};
 use crate::view::{apply_decision, RankClaim, RankDecision, RankSummary, RankView, Tile};
 
@@ -224,15 +225,46 @@ impl Finished {
     /// again from the kept tables. Both need the tables (`keep_tables`) and are refused for a
     /// job digest, which holds no events.
     pub fn table(&self, name: TableName, format: Format) -> Result<Vec<u8>, SessionError> {
+        self.table_as(name, format, &self.out.analysis, None)
+    }
+
+    /// [`Self::table`] redacted as `rankscope export --redact-key` redacts it (docs/redaction.md):
+    /// the names of every kept rank's tables and of the analysis gathered first, as the CLI
+    /// gathers its whole job's, so the same key gives the same bytes. The events are redacted a
+    /// rank at a time (a copy of one rank's tables at once).
+    pub fn redacted_table(&self, name: TableName, format: Format, key: Key) -> Result<Vec<u8>, SessionError> {
+        let mut r = Redactor::new(key);
+        for (_, v) in &self.views {
+            redact::job::gather_job(&mut r, v.job());
+        }
+        let mut out = self.out.clone();
+        redact::job::redact_output(&mut r, &mut out).map_err(|e| SessionError(format!("{name}: {e}")))?;
+        self.table_as(name, format, &out.analysis, Some(&mut r))
+    }
+
+    /// Table `name` with the analysis `a` (the job's own, or its redacted copy), each table
+    /// redacted by `red` when given.
+    fn table_as(
+        &self,
+        name: TableName,
+        format: Format,
+        a: &crate::analyze::Analysis,
+        mut red: Option<&mut Redactor>,
+    ) -> Result<Vec<u8>, SessionError> {
         let bad = |e: ColumnarError| SessionError(format!("{name}: {e}"));
-        let a = &self.out.analysis;
+        let finish = |mut t: Table, red: Option<&mut Redactor>| {
+            if let Some(r) = red {
+                redact::table::redact_table(r, &mut t);
+            }
+            t
+        };
         if !self.out.has_traces() {
             return Err(SessionError(format!(
                 "{name}: the job holds no trace (Flight Recorder dumps alone)"
             )));
         }
         if let Some(t) = tables::from_analysis(a, name) {
-            return crate::export::columnar::to_bytes(format, &t).map_err(bad);
+            return crate::export::columnar::to_bytes(format, &finish(t, red)).map_err(bad);
         }
         if self.views.is_empty() {
             return Err(SessionError(if self.digest_ranks.is_empty() {
@@ -245,10 +277,12 @@ impl Finished {
         }
         match name {
             TableName::Collectives => {
+                // Measured from the plain tables: the figures are the plain job's.
                 let parts =
                     self.views.iter().filter_map(|(d, v)| Some((d.clone(), v.analysis_part()?))).collect();
-                let ops = job::measure_ranked(parts, a.errors.clone(), &self.opts).ops;
-                crate::export::columnar::to_bytes(format, &tables::collectives(&ops)).map_err(bad)
+                let ops = job::measure_ranked(parts, self.out.analysis.errors.clone(), &self.opts).ops;
+                crate::export::columnar::to_bytes(format, &finish(tables::collectives(&ops), red))
+                    .map_err(bad)
             }
             _ => {
                 // The job's order: by rank, then the order the files came in.
@@ -256,7 +290,14 @@ impl Finished {
                 order.sort_by_key(|(d, _)| d.rank);
                 let mut w: Option<Writer<Vec<u8>>> = None;
                 for (d, v) in order {
-                    let Some(t) = v.events_table(d.rank, self.out.offset_of(d.rank)) else { continue };
+                    let offset = self.out.offset_of(d.rank);
+                    let t = match red.as_deref_mut() {
+                        None => v.events_table(d.rank, offset),
+                        Some(r) => v
+                            .entry()
+                            .map(|e| redact::table::redacted_events(r, e, &v.job().strings, d.rank, offset)),
+                    };
+                    let Some(t) = t else { continue };
                     if w.is_none() {
                         w = Some(Writer::new(format, Vec::new(), t.schema()).map_err(bad)?);
                     }
@@ -429,5 +470,42 @@ mod tests {
         assert!(t.iter().any(|t| !t.is_empty()));
         assert!(f.tiles(0, 0, 10, 10, 100).is_ok_and(|t| t.is_empty()));
         assert!(f.tiles(7, 0, 0, 10, 100).is_err());
+    }
+
+    #[test]
+    fn a_redacted_table_hides_the_users_names_under_the_keys_tokens() {
+        let trace = br###"{"traceEvents":[
+            {"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","pid":1,"tid":1,"ts":1,"dur":50},
+            {"ph":"X","cat":"user_annotation","name":"## zqx_secret_block ##","pid":1,"tid":1,"ts":2,"dur":9},
+            {"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":3,"dur":4},
+            {"ph":"M","name":"thread_name","pid":1,"tid":1,"args":{"name":"zqx_loader_thread"}}]}"###;
+        let mut s = Session::new(true);
+        s.add(reader("rank0.json", trace), false);
+        let f = s.finish().unwrap_or_else(|e| panic!("{e}"));
+        let has = |b: &[u8], w: &str| b.windows(w.len()).any(|x| x == w.as_bytes());
+        let plain = f.table(TableName::Events, Format::Parquet).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            has(&plain, "zqx_secret_block") && has(&plain, "zqx_loader_thread"),
+            "the plain table names them"
+        );
+        let key = || Key::from_phrase("k");
+        let red =
+            f.redacted_table(TableName::Events, Format::Parquet, key()).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!has(&red, "zqx"), "no user name left");
+        assert!(has(&red, "aten::mm") && has(&red, "ProfilerStep#1"), "public names stay");
+        // The annotation's token is the key's, as every other output under that key writes it.
+        let mut r = Redactor::new(key());
+        r.consider("## zqx_secret_block ##");
+        let token = r.exact("## zqx_secret_block ##").unwrap_or_else(|| panic!("hashed")).to_string();
+        assert!(has(&red, &token), "{token}");
+        // One key, one answer; another key, other tokens.
+        assert_eq!(red, f.redacted_table(TableName::Events, Format::Parquet, key()).unwrap_or_default());
+        let other =
+            f.redacted_table(TableName::Events, Format::Parquet, Key::from_phrase("j")).unwrap_or_default();
+        assert!(!has(&other, &token) && !has(&other, "zqx"));
+        // The analysis' tables too.
+        let steps =
+            f.redacted_table(TableName::Operators, Format::Arrow, key()).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!has(&steps, "zqx"));
     }
 }

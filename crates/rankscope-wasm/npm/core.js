@@ -425,12 +425,21 @@ export class Job {
   /**
    * Table `name` of `rankscope export --format FORMAT` (`'parquet'` or `'arrow'`) as the file's
    * bytes, the CLI's byte for byte (docs/columnar.md). `events` and `collectives` need the
-   * traces (a job digest holds no events: it throws).
+   * traces (a job digest holds no events: it throws). `{ redact: true }` replaces the user's
+   * names by tokens as `--redact` does (a key drawn once for this job); `{ redactKey }` as
+   * `--redact-key KEY` does: the CLI's bytes for the same key (docs/redaction.md).
    */
-  exportTable(name, format = 'parquet') {
+  exportTable(name, format = 'parquet', opts = {}) {
     if (!TABLE_NAMES.includes(name)) throw new TypeError(`name: expected one of ${TABLE_NAMES.join(', ')}, got ${name}`);
     if (format !== 'parquet' && format !== 'arrow') throw new TypeError(`format: expected parquet or arrow, got ${format}`);
-    return this.#live().exportTable(name, format);
+    if (opts === null || typeof opts !== 'object') throw new TypeError('options: expected an object { redact, redactKey }');
+    const { redact = false, redactKey } = opts;
+    if (typeof redact !== 'boolean') throw new TypeError(`redact: expected a boolean, got ${typeof redact}`);
+    if (redactKey !== undefined && (typeof redactKey !== 'string' || redactKey === '')) {
+      throw new TypeError('redactKey: expected a non-empty string');
+    }
+    if (!redact && redactKey === undefined) return this.#live().exportTable(name, format);
+    return this.#live().exportTableRedacted(name, format, redactKey);
   }
 
   /** The NCCL text's reports (`{logs, tests}`), or null. */

@@ -190,6 +190,13 @@ export const CHUNK_BYTES: number;
 export type TableName = 'steps' | 'collectives' | 'collective_stats' | 'groups' | 'findings' | 'operators' | 'events';
 /** Parquet, or the Arrow IPC file format (Feather v2). */
 export type TableFormat = 'parquet' | 'arrow';
+/**
+ * How `Job.exportTable` redacts (docs/redaction.md): `redact` replaces the user's names, paths,
+ * hosts and groups by tokens under a key drawn once for the job (`rankscope export --redact`);
+ * `redactKey` (implies `redact`) under a key of yours: the CLI's bytes for the same key
+ * (`--redact-key`). Every number stays.
+ */
+export interface ExportTableOptions { redact?: boolean; redactKey?: string; }
 /** The tables `Job.exportTable` writes, in the CLI's order. */
 export const TABLE_NAMES: readonly TableName[];
 
@@ -213,7 +220,7 @@ export class Job {
    * Table `name` of `rankscope export --format FORMAT` as the file's bytes, the CLI's byte for
    * byte (docs/columnar.md). `events` and `collectives` need the traces: a job digest throws.
    */
-  exportTable(name: TableName, format?: TableFormat): Uint8Array;
+  exportTable(name: TableName, format?: TableFormat, opts?: ExportTableOptions): Uint8Array;
   /** What the NCCL text says (`rankscope nccl --json`, `rankscope nccl-tests --json`), or null. */
   fabric(): { logs: Record<string, unknown> | null; tests: Record<string, unknown> | null } | null;
   /**

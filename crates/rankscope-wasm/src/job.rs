@@ -83,6 +83,9 @@ impl JobInput {
 pub struct Job {
     session: Option<Session>,
     done: Option<Finished>,
+    /// The key of `exportTable`'s redaction without a key of the user's: drawn once, so the
+    /// tables of one job agree with each other (`rankscope export --redact`'s run key).
+    run_key: std::cell::Cell<Option<rankscope_core::redact::Key>>,
 }
 
 #[wasm_bindgen]
@@ -91,7 +94,7 @@ impl Job {
     /// only its analysis part is kept, and memory is one rank's tables at a time).
     #[wasm_bindgen(constructor)]
     pub fn new(keep_tables: bool) -> Job {
-        Job { session: Some(Session::new(keep_tables)), done: None }
+        Job { session: Some(Session::new(keep_tables)), done: None, run_key: std::cell::Cell::new(None) }
     }
 
     fn session(&mut self) -> Result<&mut Session, JsError> {
@@ -224,17 +227,31 @@ impl Job {
         #[wasm_bindgen(unchecked_param_type = "TableName")] name: &str,
         #[wasm_bindgen(unchecked_param_type = "TableFormat")] format: &str,
     ) -> Result<Vec<u8>, JsError> {
-        use rankscope_core::export::columnar::{Format, TableName};
-        let table = TableName::ALL.iter().copied().find(|t| t.as_str() == name).ok_or_else(|| {
-            let names: Vec<&str> = TableName::ALL.iter().map(|t| t.as_str()).collect();
-            JsError::new(&format!("no table `{name}` (the tables: {})", names.join(", ")))
-        })?;
-        let format = match format {
-            "parquet" => Format::Parquet,
-            "arrow" => Format::Arrow,
-            f => return Err(JsError::new(&format!("format: expected parquet or arrow, got {f}"))),
-        };
+        let (table, format) = table_and_format(name, format)?;
         self.done()?.table(table, format).map_err(|e| JsError::new(&e.to_string()))
+    }
+
+    /// [`Job::export_table`] redacted as `rankscope export --redact-key KEY` redacts it (the
+    /// CLI's bytes for the same key); without `key`, under a key drawn once for this job, as
+    /// `--redact` alone (tokens agree across this job's tables only).
+    #[wasm_bindgen(js_name = exportTableRedacted)]
+    pub fn export_table_redacted(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "TableName")] name: &str,
+        #[wasm_bindgen(unchecked_param_type = "TableFormat")] format: &str,
+        key: Option<String>,
+    ) -> Result<Vec<u8>, JsError> {
+        use rankscope_core::redact::Key;
+        let (table, format) = table_and_format(name, format)?;
+        let key = match key {
+            Some(k) => Key::from_phrase(&k),
+            None => {
+                let k = self.run_key.get().unwrap_or_else(Key::per_run);
+                self.run_key.set(Some(k));
+                k
+            }
+        };
+        self.done()?.redacted_table(table, format, key).map_err(|e| JsError::new(&e.to_string()))
     }
 
     /// The kept ranks' summaries, in load order, with the job's ranks (a job digest's ranks,
@@ -279,6 +296,25 @@ impl Job {
             None => Ok(JsValue::UNDEFINED),
         }
     }
+}
+
+/// A table's name and a format's, as `exportTable` takes them; an error names what is allowed.
+fn table_and_format(
+    name: &str,
+    format: &str,
+) -> Result<(rankscope_core::export::columnar::TableName, rankscope_core::export::columnar::Format), JsError>
+{
+    use rankscope_core::export::columnar::{Format, TableName};
+    let table = TableName::ALL.iter().copied().find(|t| t.as_str() == name).ok_or_else(|| {
+        let names: Vec<&str> = TableName::ALL.iter().map(|t| t.as_str()).collect();
+        JsError::new(&format!("no table `{name}` (the tables: {})", names.join(", ")))
+    })?;
+    let format = match format {
+        "parquet" => Format::Parquet,
+        "arrow" => Format::Arrow,
+        f => return Err(JsError::new(&format!("format: expected parquet or arrow, got {f}"))),
+    };
+    Ok((table, format))
 }
 
 /// The tables `exportTable` writes, in the CLI's order.

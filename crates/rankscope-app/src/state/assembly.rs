@@ -68,6 +68,39 @@ pub struct JobView {
     /// The cluster metrics beside the traces as the timeline's rows, placed where the metrics
     /// join put the ranks ([`rankscope_core::view::metrics`]); empty without a join.
     pub metrics: Rc<rankscope_core::view::metrics::MetricTracks>,
+    /// What the job was combined from, to measure its collectives again for the `collectives`
+    /// table (empty for a job digest, which holds no matched collectives).
+    pub measurable: Measurable,
+}
+
+/// The parts a job was combined from, each under the job's decision for it, and the job's
+/// errors: what [`job::measure_ranked`] takes to match the collectives again, as
+/// `rankscope export` measures a job held whole. The parts are the ones the tab holds
+/// (shared, not copied); compared by identity.
+#[derive(Debug, Clone, Default)]
+pub struct Measurable(Rc<(Vec<FiledPart>, Vec<JobError>)>);
+
+/// A rank's part under the job's decision for it.
+type FiledPart = (RankDecision, Rc<RankPart>);
+
+impl PartialEq for Measurable {
+    fn eq(&self, other: &Self) -> bool {
+        Rc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Measurable {
+    /// The `collectives` table (`rankscope export`'s, the same rows): the collectives matched
+    /// again across the parts. A copy of the parts lives while it is made. None without parts.
+    pub fn collectives(&self) -> Option<rankscope_core::export::columnar::Table> {
+        let (parts, errors) = &*self.0;
+        if parts.is_empty() {
+            return None;
+        }
+        let owned = parts.iter().map(|(d, p)| (d.clone(), (**p).clone())).collect();
+        let ops = job::measure_ranked(owned, errors.clone(), &analyze::Options::default()).ops;
+        Some(rankscope_core::export::columnar::tables::collectives(&ops))
+    }
 }
 
 /// The id of a digest rank that has no trace loaded: its file above every real file's.
@@ -134,6 +167,13 @@ fn combine(
         .iter()
         .filter_map(|(id, _)| Some((*id, a.decisions.get(id)?.clone(), (**parts.get(id)?).clone())))
         .collect();
+    let measurable = Measurable(Rc::new((
+        a.ranks
+            .iter()
+            .filter_map(|(id, _)| Some((a.decisions.get(id)?.clone(), parts.get(id)?.clone())))
+            .collect(),
+        a.errors.clone(),
+    )));
     // NCCL text and dumps, in load order (as a folder lists them).
     let texts: Vec<job::TextRef<'_>> = files
         .iter()
@@ -153,6 +193,7 @@ fn combine(
     let metrics = metric_tracks(&out.analysis, &texts);
     let mut view = job_view(a, files, &parts, std::sync::Arc::new(out.analysis), reports, None);
     view.metrics = Rc::new(metrics);
+    view.measurable = measurable;
     view
 }
 
@@ -240,6 +281,7 @@ fn job_view(
         digest,
         members,
         metrics: Rc::default(),
+        measurable: Measurable::default(),
     }
 }
 

@@ -204,10 +204,37 @@ pub fn exports(p: &Props) -> Html {
         let start = start_perfetto.clone();
         Callback::from(move |_| start(None))
     };
+    // "redact names": the tables' names replaced by tokens under the key typed, or one drawn
+    // for this export (`rankscope export --redact-key` / `--redact`).
+    let redact = use_state(|| false);
+    let redact_key = use_state(String::new);
+    let on_redact = {
+        let redact = redact.clone();
+        Callback::from(move |e: Event| {
+            if let Some(el) = e.target_dyn_into::<HtmlInputElement>() {
+                redact.set(el.checked());
+            }
+        })
+    };
+    let on_redact_key = {
+        let redact_key = redact_key.clone();
+        Callback::from(move |e: InputEvent| {
+            if let Some(el) = e.target_dyn_into::<HtmlInputElement>() {
+                redact_key.set(el.value());
+            }
+        })
+    };
     let on_tables = |format: Format| {
         let (job, status, tables) = (p.job.clone(), status.clone(), tables.clone());
+        let (redact, redact_key) = (redact.clone(), redact_key.clone());
         let pool = ctx.as_ref().and_then(Ctx::pool);
-        Callback::from(move |_| start_tables(pool.as_ref(), &job, format, &tables, &status))
+        Callback::from(move |_| {
+            let key = (*redact).then(|| match redact_key.trim() {
+                "" => drawn_key(),
+                k => k.to_string(),
+            });
+            start_tables(pool.as_ref(), &job, format, key, &tables, &status)
+        })
     };
     let confirm = use_state(|| false);
     let ui = use_state(|| crate::host::Page::current().perfetto_ui());
@@ -237,7 +264,7 @@ pub fn exports(p: &Props) -> Html {
     let events = events_held(&p.job);
     let tables_title = |format: &str| {
         let what = format!(
-            "rankscope export --format {format}: a tar of steps, collective_stats, groups, findings, operators and events (collectives: use the CLI or npm, the tab does not keep the matched collectives)"
+            "rankscope export --format {format}: a tar of steps, collectives, collective_stats, groups, findings, operators and events (collectives measured again from the ranks' parts)"
         );
         match &events {
             EventsHeld::All => what,
@@ -265,6 +292,15 @@ pub fn exports(p: &Props) -> Html {
                 title={tables_title("parquet")}>{"Tables (Parquet)"}</button>
             <button class="small" data-testid="export-arrow" onclick={on_tables(Format::Arrow)} disabled={busy}
                 title={tables_title("arrow")}>{"Tables (Arrow)"}</button>
+            <label class="redact-switch" title="Replace the user's names, paths, hosts and groups in the tables by keyed tokens (rankscope export --redact); every number stays. With a key of yours, the tokens are those of rankscope export --redact-key KEY; without, a key is drawn for this export.">
+                <input type="checkbox" data-testid="export-redact" checked={*redact} onchange={on_redact} />
+                {" redact names"}
+            </label>
+            if *redact {
+                <input class="redact-key" type="text" data-testid="export-redact-key" placeholder="key (optional)"
+                    aria-label="redaction key" autocomplete="off" spellcheck="false"
+                    value={(*redact_key).clone()} oninput={on_redact_key} />
+            }
             <button class="small" data-testid="open-perfetto" onclick={on_ask} disabled={off}
                 title={why("Send the Perfetto archive to a Perfetto UI in a new tab (asks first)")}>{"Open in Perfetto…"}</button>
             { status_html(&status) }
@@ -437,11 +473,12 @@ fn start_tables(
     pool: Option<&crate::pool::Pool>,
     job: &Rc<JobView>,
     format: Format,
+    redact: Option<String>,
     tables: &Rc<RefCell<TablesExport>>,
     status: &UseStateHandle<Status>,
 ) {
     let req = tables.borrow().req.wrapping_add(1);
-    let (t, queries) = TablesExport::start(job, format, req);
+    let (t, queries) = TablesExport::start(job, format, req, redact);
     *tables.borrow_mut() = t;
     let pool = match pool {
         Some(pool) if !queries.is_empty() => pool,
@@ -466,6 +503,20 @@ fn start_tables(
         });
         pool.ask(id, query, Some(reply));
     }
+}
+
+/// A key phrase for a redaction the user gave no key for: 128 bits from the browser's
+/// cryptographic random source (the tokens agree within this export only).
+fn drawn_key() -> String {
+    let mut bytes = [0u8; 16];
+    let crypto = web_sys::window().and_then(|w| w.crypto().ok());
+    if crypto.is_none_or(|c| c.get_random_values_with_u8_array(&mut bytes).is_err()) {
+        // No Web Crypto (not expected in a page): the engine's generator.
+        for b in &mut bytes {
+            *b = (js_sys::Math::random() * 256.0) as u8;
+        }
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn saved_tables(done: super::table_export::Done) -> Status {

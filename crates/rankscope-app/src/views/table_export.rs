@@ -7,23 +7,35 @@
 //! byte arrays beside what the footer needs of them, and [`columnar::Assembly`] joins them with
 //! the file's head and footer. The file is never one buffer: the tar is a `Blob` of its parts.
 //!
-//! Not here: `collectives` (the matched collectives' members are measured while the job is
-//! combined and not kept by the tab; `rankscope export` and the npm package write it), and the
-//! events of a job digest (it holds none).
+//! **Redaction** ("redact names", docs/redaction.md): under a key phrase (the user's, or one
+//! drawn for this export) every table is redacted as `rankscope export --redact-key` redacts
+//! it: the analysis' tables here from the analysis redacted as the CLI redacts it, each rank's
+//! events in its worker from its own names (a token is the keyed hash of its name, so one name
+//! has one token on every rank and in every table).
+//!
+//! The `collectives` table is measured again here from the parts the job was combined from
+//! (the tab holds them: `JobView::measurable`), as `rankscope export` measures its job again;
+//! a copy of the parts and the matched collectives live while it is written.
+//!
+//! Not here: the events and collectives of a job digest (it holds neither).
 
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 use js_sys::{Array, Uint8Array};
 use rankscope_core::analyze::Analysis;
 use rankscope_core::export::columnar::{self, tables, Assembly, Format, PieceMeta, Schema, TableName};
 use rankscope_core::export::tar;
+use rankscope_core::redact::{self, Key, Redactor};
 
 use crate::protocol::{Answer, Query, RankId};
 use crate::state::JobView;
 
-/// The tables the tab makes from the analysis alone, in the CLI's order.
-const FROM_ANALYSIS: [TableName; 5] = [
+/// The tables the tab makes itself (from the analysis, and `collectives` from the parts), in
+/// the CLI's order.
+const IN_TAB: [TableName; 6] = [
     TableName::Steps,
+    TableName::Collectives,
     TableName::CollectiveStats,
     TableName::Groups,
     TableName::Findings,
@@ -39,6 +51,10 @@ pub struct TablesExport {
     order: Vec<RankId>,
     pieces: BTreeMap<RankId, (Uint8Array, PieceMeta, Schema)>,
     failed: bool,
+    /// The key phrase the tables are redacted under (none: plain).
+    redact: Option<String>,
+    /// The job exported (its parts measure the collectives).
+    job: Option<Rc<JobView>>,
 }
 
 /// What a tables export gives back when it ends: the tar's parts and its name, or why not.
@@ -46,15 +62,32 @@ pub type Done = Result<(Array, String), String>;
 
 impl TablesExport {
     /// A new export of `job`'s tables (request `req`): its questions, one per rank whose
-    /// events a worker holds, `(rank id, query)`.
-    pub fn start(job: &JobView, format: Format, req: u32) -> (TablesExport, Vec<(RankId, Query)>) {
+    /// events a worker holds, `(rank id, query)`. With `redact`, every table is redacted
+    /// under that key phrase.
+    pub fn start(
+        job: &Rc<JobView>,
+        format: Format,
+        req: u32,
+        redact: Option<String>,
+    ) -> (TablesExport, Vec<(RankId, Query)>) {
         let order = job.export_ids.clone();
         let queries = order
             .iter()
             .zip(&job.export.ranks)
-            .map(|(id, p)| (*id, Query::Table { format, rank: p.rank, offset_ns: p.offset_ns }))
+            .map(|(id, p)| {
+                (*id, Query::Table { format, rank: p.rank, offset_ns: p.offset_ns, redact: redact.clone() })
+            })
             .collect();
-        (TablesExport { req, format: Some(format), order, pieces: BTreeMap::new(), failed: false }, queries)
+        let t = TablesExport {
+            req,
+            format: Some(format),
+            order,
+            pieces: BTreeMap::new(),
+            failed: false,
+            redact,
+            job: Some(job.clone()),
+        };
+        (t, queries)
     }
 
     /// The ranks asked.
@@ -101,8 +134,21 @@ impl TablesExport {
         let bad = |e: columnar::ColumnarError| e.to_string();
         let parts = Array::new();
         let mut small = Vec::new();
-        for name in FROM_ANALYSIS {
-            if let Some(t) = tables::from_analysis(a, name) {
+        let mut red = self.redact.as_deref().map(|p| Redactor::new(Key::from_phrase(p)));
+        let redacted = match &mut red {
+            Some(r) => Some(redacted_analysis(r, a)?),
+            None => None,
+        };
+        let a = redacted.as_ref().unwrap_or(a);
+        for name in IN_TAB {
+            let t = match name {
+                TableName::Collectives => self.job.as_ref().and_then(|j| j.measurable.collectives()),
+                _ => tables::from_analysis(a, name),
+            };
+            if let Some(mut t) = t {
+                if let Some(r) = &mut red {
+                    redact::table::redact_table(r, &mut t);
+                }
                 let bytes = columnar::to_bytes(format, &t).map_err(bad)?;
                 tar::write_file(&mut small, &format!("{name}.{ext}"), &bytes).map_err(|e| e.to_string())?;
             }
@@ -137,4 +183,17 @@ impl TablesExport {
         parts.push(&Uint8Array::from(&end[..]));
         Ok((parts, format!("rankscope-tables-{ext}.tar")))
     }
+}
+
+/// The analysis redacted as `rankscope export --redact` redacts the job's output
+/// ([`redact::job::redact_output`]): its names gathered into `r`, then every string rewritten.
+fn redacted_analysis(r: &mut Redactor, a: &Analysis) -> Result<Analysis, String> {
+    let mut out = rankscope_core::job::JobOutput {
+        analysis: a.clone(),
+        fabric: None,
+        flight_recorder: None,
+        failed: Vec::new(),
+    };
+    redact::job::redact_output(r, &mut out).map_err(|e| e.to_string())?;
+    Ok(out.analysis)
 }

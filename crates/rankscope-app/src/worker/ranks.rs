@@ -41,9 +41,20 @@ pub(super) fn answer(state: &Rc<RefCell<State>>, id: RankId, req: u32, query: Qu
                 Err(e) => Answer::Failed(e.to_string()),
             }
         }
-        Query::Table { format, rank, offset_ns } => {
+        Query::Table { format, rank, offset_ns, redact } => {
             use rankscope_core::export::columnar::encode_piece;
-            let Some(t) = v.events_table(rank, offset_ns) else {
+            use rankscope_core::redact::{self, Key, Redactor};
+            let t = match redact {
+                None => v.events_table(rank, offset_ns),
+                // This rank's names gathered and renamed as `rankscope export --redact-key`
+                // does (a token is its name's keyed hash: the same on every rank).
+                Some(phrase) => v.entry().map(|e| {
+                    let mut r = Redactor::new(Key::from_phrase(&phrase));
+                    redact::job::gather_job(&mut r, v.job());
+                    redact::table::redacted_events(&mut r, e, &v.job().strings, rank, offset_ns)
+                }),
+            };
+            let Some(t) = t else {
                 return Some(Answer::Failed("this rank holds no events".into()));
             };
             let schema = t.schema();

@@ -7,7 +7,9 @@
 //! are: the figures of a redacted table equal the plain one's.
 
 use super::Redactor;
-use crate::export::columnar::{ColumnData, Table};
+use crate::export::columnar::{tables, ColumnData, Table};
+use crate::model::StringTable;
+use crate::normalize::job::{Job, RankEntry};
 
 /// The text columns whose values are rankscope's own words (enum values, lists of numbers),
 /// in every table that has them: never the user's, so never hashed (a user's annotation
@@ -25,6 +27,24 @@ pub fn redact_table(r: &mut Redactor, t: &mut Table) {
             v.iter_mut().flatten().for_each(|s| r.string(s));
         }
     }
+}
+
+/// One rank's `events` table as `rankscope export --redact` writes it: the rank's names
+/// (gathered into `r` before, [`super::job::gather_job`]) renamed in a copy of its string
+/// table as [`super::job::redact_job`] renames a job's, the table built on it, then its text
+/// passed once more ([`redact_table`]). Only the string table is copied, never the events.
+pub fn redacted_events(
+    r: &mut Redactor,
+    e: &RankEntry,
+    strings: &StringTable,
+    rank: u32,
+    offset_ns: i64,
+) -> Table {
+    let mut names = Job { strings: strings.clone(), ..Job::default() };
+    super::job::redact_job(r, &mut names);
+    let mut t = tables::events(e, &names.strings, rank, offset_ns);
+    redact_table(r, &mut t);
+    t
 }
 
 #[cfg(test)]
