@@ -11,7 +11,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ROOT, SHARED, BIN, traces, startBrowser, stopBrowser, pointAtCell, heatLayout, shot, newPage, outsideOrigin } from './harness.mjs';
+import { ROOT, SHARED, BIN, traces, startBrowser, stopBrowser, pointAtCell, heatLayout, shot, SHOTS, newPage, outsideOrigin } from './harness.mjs';
 
 let server, origin, context, profile;
 const requests = [];
@@ -92,6 +92,21 @@ test('the demo opens: 8 synthetic ranks, every view renders', async () => {
   assert.ok(withoutFirst > withAll, `unchecking the first fix: ${withAll} -> ${withoutFirst}`);
   await page.locator('[data-testid=whatif-toggle]').first().click();
   assert.equal(await projected(), withAll);
+  // The typical step per rank, recorded, replayed and with the lead finding's cause taken away
+  // (the demo's rank 5 at its peers' speed): its own time falls to theirs, the step shortens.
+  const tl = page.locator('[data-testid=whatif-timeline]');
+  await tl.scrollIntoViewIfNeeded();
+  assert.equal(await tl.locator('[data-testid=whatif-timeline-rank]').count(), 8);
+  assert.equal(await tl.locator('[data-testid=whatif-timeline-bar]').count(), 8 * 3);
+  assert.match(await tl.locator('p').first().textContent(),
+    /^Step \d+, the typical one, per rank: as recorded \(.+\), as replayed \(.+\), and with the lead finding \(slow device\) fixed: rank 5's own time at its peers' median/);
+  assert.ok(Number(await tl.getAttribute('data-fixed-ns')) < Number(await tl.getAttribute('data-replayed-ns')));
+  const ownNs = async (rank, v) => Number(await tl.locator(`[data-testid=whatif-timeline-rank][data-rank="${rank}"] [data-version=${v}]`).getAttribute('data-own-ns'));
+  assert.ok(await ownNs(5, 'fixed') < 0.95 * await ownNs(5, 'recorded'), 'rank 5 fixed');
+  assert.ok(Math.abs(await ownNs(5, 'fixed') - await ownNs(4, 'recorded')) < 0.02 * await ownNs(4, 'recorded'), 'rank 5 at its peers');
+  await tl.locator('[data-testid=whatif-timeline-rank][data-rank="5"] [data-version=fixed] rect').first().hover();
+  assert.match(await page.textContent('[data-testid=whatif-timeline-hover]'), /^rank 5, fixed: (own time|waiting) [\d.]+ .?s \(from /);
+  await tl.screenshot({ path: path.join(SHOTS, "02a-whatif-timeline.png") });
   await shot(page, '02-demo-summary');
   // The analysis views of the demo (also the README's pictures).
   await page.click('[data-testid=nav-steps]');

@@ -89,6 +89,20 @@ def test_whatif_is_the_replay_step_by_step(a_gloo):
     assert list(a_gloo.whatif().columns) == ["step", "recorded_ns", "replayed_ns", "error"]
 
 
+def test_whatif_timeline_is_every_span(a_gloo):
+    """The replayed timeline, one row per span: every rank's three versions, each in order."""
+    t = a_gloo.report["whatif"]["timeline"]
+    rows = a_gloo.whatif_timeline(form="records")
+    assert len(rows) == sum(len(r[v]) for r in t["rows"] for v in ("recorded", "replayed", "fixed"))
+    assert {r["rank"] for r in rows} == {r["rank"] for r in t["rows"]}
+    for rank in {r["rank"] for r in rows}:
+        for v in ("recorded", "replayed", "fixed"):
+            mine = [r for r in rows if r["rank"] == rank and r["version"] == v]
+            assert mine and all(r["step"] == t["step"] and r["kind"] in ("own", "wait") for r in mine)
+            assert all(a["end_ns"] <= b["start_ns"] for a, b in zip(mine, mine[1:]))
+    assert list(a_gloo.whatif_timeline().columns) == ["step", "rank", "version", "kind", "start_ns", "end_ns"]
+
+
 def test_forms(a_dlrm):
     arrow = a_dlrm.gpu_idle(form="arrow")
     assert isinstance(arrow, pa.Table)

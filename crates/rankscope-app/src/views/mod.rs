@@ -25,6 +25,7 @@ pub mod table_export;
 pub mod timeline;
 pub mod topbar;
 pub mod whatif;
+pub mod whatif_timeline;
 
 use std::cell::RefCell;
 use std::rc::Rc;

@@ -1,7 +1,8 @@
 //! What-if (issue 35): the job replayed from its traces (docs/metrics.md, "What-if"): how well
 //! the replay reproduces the recorded steps, the ideal step (every rank at its peers' typical
 //! speed), and the findings' gains as toggles: the step projected with the chosen fixes made,
-//! in the order the findings are ranked.
+//! in the order the findings are ranked; the typical step recorded, replayed and with the lead
+//! finding's cause taken away ([`super::whatif_timeline`]).
 
 use yew::prelude::*;
 
@@ -92,6 +93,9 @@ pub fn whatif(p: &Props) -> Html {
                     format::duration(recorded),
                     if recorded > 0.0 { 100.0 * saved.min(recorded) / recorded } else { 0.0 }
                 )}</strong></p>
+            }
+            if let Some(t) = w.timeline.clone() {
+                <super::whatif_timeline::ReplayTimeline timeline={t} />
             }
             <details>
                 <summary>{"The replay, step by step"}</summary>

@@ -2,6 +2,7 @@
 
 use super::causes::CauseId;
 use super::context::Ctx;
+use crate::analyze::whatif::timeline::Counterfactual;
 use crate::finding::{Finding, FindingId};
 
 /// Where a cause stands in the order of reasoning (DOMAIN.md, last section): a job that
@@ -58,6 +59,9 @@ pub struct Cause {
 pub struct Candidate {
     pub cause: CauseId,
     pub finding: Finding,
+    /// The change its gain was replayed with, and its words, where the gain is a replay's
+    /// ([`crate::analyze::whatif::timeline`]: the lead finding's is shown replayed).
+    pub replayed: Option<(Counterfactual, String)>,
 }
 
 /// The candidates found so far, in the order of the registry.

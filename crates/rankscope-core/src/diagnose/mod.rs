@@ -51,6 +51,7 @@ pub use causes::{CauseId, CAUSES};
 pub use context::{severity_for, Ctx};
 
 use crate::analyze::collectives::Op;
+use crate::analyze::whatif::timeline::{Counterfactual, LeadFix};
 use crate::analyze::whatif::{self, Model};
 use crate::analyze::{self, Analysis, Options, RankPart};
 use crate::finding::{Finding, FindingId, Severity, Thresholds};
@@ -72,7 +73,16 @@ pub fn combine_beside(
 ) -> Analysis {
     let m = analyze::combine(parts, errors, opts);
     let mut a = m.analysis;
-    a.findings = serving::for_serving(&a, findings(&a, &m.ops, Some(&m.model), &opts.thresholds));
+    let (found, lead) = judge(&a, &m.ops, Some(&m.model), &opts.thresholds);
+    a.findings = serving::for_serving(&a, found);
+    // The typical step replayed with the lead finding's cause taken away; none for a job that
+    // stopped (no steady state to replay).
+    let lead = lead.filter(|l| a.findings.first().is_some_and(|f| f.id == l.finding && f.ranks == l.ranks));
+    let stopped = a.findings.iter().any(|f| f.id == FindingId::CollectiveMismatch);
+    if let Some(w) = a.whatif.as_mut().filter(|_| !stopped) {
+        let late: Vec<u32> = w.ranks.iter().map(|g| g.rank).collect();
+        w.timeline = whatif::timeline::build(&m.model, &late, lead.as_ref());
+    }
     a.beside = analyze::beside::measure(&a, &m.ops, inputs);
     let found = beside::findings(&a);
     beside::merge(&mut a.findings, found);
@@ -92,9 +102,20 @@ pub fn analyze(job: &Job, opts: &Options) -> Analysis {
 /// Every finding of the analysis, ranked: the causes of the registry run in the order of
 /// reasoning, and the arbitration settles what they found.
 pub fn findings(a: &Analysis, ops: &[Op], model: Option<&Model>, th: &Thresholds) -> Vec<Finding> {
+    judge(a, ops, model, th).0
+}
+
+/// [`findings`], and the change the lead finding's gain was replayed with, where it was
+/// ([`whatif::timeline`]).
+pub fn judge(
+    a: &Analysis,
+    ops: &[Op],
+    model: Option<&Model>,
+    th: &Thresholds,
+) -> (Vec<Finding>, Option<LeadFix>) {
     // Files of different jobs ([`analyze::jobs`]) make no job to judge: the report says so first.
     if a.errors.iter().any(|e| matches!(e, JobError::MixedJobs { .. })) {
-        return Vec::new();
+        return (Vec::new(), None);
     }
     let mut found = Found::default();
     let every_step = Ctx::new(a, ops, th, &BTreeSet::new());
@@ -113,7 +134,7 @@ pub fn findings(a: &Analysis, ops: &[Op], model: Option<&Model>, th: &Thresholds
     // run), no step to judge; when every step is, nothing is judged.
     let capture = understood::capture_steps(a);
     if !capture.is_empty() && a.steps.iter().all(|s| capture.contains(&s.step)) {
-        return arbitrate(found, every_step.floor_ns(), every_step.step_ns);
+        return (arbitrate(found, every_step.floor_ns(), every_step.step_ns), None);
     }
     stopped.extend(capture);
     let mut cx = Ctx::new(a, ops, th, &stopped);
@@ -122,7 +143,17 @@ pub fn findings(a: &Analysis, ops: &[Op], model: Option<&Model>, th: &Thresholds
         run(c, &cx, &mut found);
     }
     replayed(&cx, &mut found);
-    arbitrate(found, cx.floor_ns(), cx.step_ns)
+    let fixes: Vec<LeadFix> = found
+        .list
+        .iter()
+        .filter_map(|c| {
+            let (change, how) = c.replayed.clone()?;
+            Some(LeadFix { finding: c.finding.id, ranks: c.finding.ranks.clone(), change, how })
+        })
+        .collect();
+    let out = arbitrate(found, cx.floor_ns(), cx.step_ns);
+    let lead = out.first().and_then(|f| fixes.into_iter().find(|l| l.finding == f.id && l.ranks == f.ranks));
+    (out, lead)
 }
 
 /// The gain of a late rank, where the what-if replay holds ([`Ctx::replay_usable`]): the
@@ -149,27 +180,32 @@ fn replayed(cx: &Ctx<'_>, found: &mut Found) {
         f.evidence.insert(crate::finding::EvidenceKey::ReplayedGainNs, g.gain_ns as f64);
         f.evidence.insert(crate::finding::EvidenceKey::ReplayError, w.max_error);
         f.impact_ns = g.gain_ns;
+        c.replayed = Some((
+            Counterfactual::Peers(BTreeSet::from([rank])),
+            format!("rank {rank}'s own time at its peers' median"),
+        ));
     }
     let Some(m) = cx.model else { return };
     // The replay as recorded, made once for the scenarios below.
     let mut recorded: Option<f64> = None;
     for c in found.list.iter_mut() {
         let f = &mut c.finding;
-        let (scenario, how) = match c.cause {
-            CauseId::ExpertImbalance => match evenly_routed(cx, m, f) {
+        let (change, how) = match c.cause {
+            CauseId::ExpertImbalance => match evenly_routed(cx, f) {
                 Some(s) => (s, "the group's tokens routed evenly (each member's own time at the group's mean in every place, each all_to_all moving its members' mean)".to_string()),
                 None => continue,
             },
-            CauseId::SharedStall => match without_stall(m, f) {
+            CauseId::SharedStall => match without_stall(f) {
                 Some(s) => (s, format!("every rank's operator-free time in `{}` taken out", f.location.as_ref().and_then(|l| l.regions.last()).map_or("", String::as_str))),
                 None => continue,
             },
-            CauseId::PipelineBubble => match balanced_stages(cx, m, f) {
+            CauseId::PipelineBubble => match balanced_stages(cx, f) {
                 Some(s) => (s, format!("the stages balanced (each stage's own time at the stages' mean compute, layers moved from stage {}'s rank to the others)", f.ranks[0])),
                 None => continue,
             },
             _ => continue,
         };
+        let Some(scenario) = change.scenario(m) else { continue };
         let before = *recorded.get_or_insert_with(|| {
             whatif::Scenario::new(m, &BTreeSet::new(), &Default::default()).mean_step_ns(m)
         });
@@ -181,16 +217,17 @@ fn replayed(cx: &Ctx<'_>, found: &mut Found) {
         f.evidence.insert(crate::finding::EvidenceKey::ReplayedGainNs, gain);
         f.evidence.insert(crate::finding::EvidenceKey::ReplayError, w.max_error);
         f.impact_ns = gain as i64;
+        c.replayed = Some((change, how));
     }
 }
 
 /// The scenario of a stall every rank has taken away ([`whatif::Scenario::without_region`]):
 /// the located region's operator-free time out of every rank's own time.
-fn without_stall<'m>(m: &'m Model, f: &Finding) -> Option<whatif::Scenario<'m>> {
+fn without_stall(f: &Finding) -> Option<Counterfactual> {
     let path = &f.location.as_ref()?.regions;
-    let name = path.last()?;
-    let parent = path.len().checked_sub(2).and_then(|k| path.get(k)).map_or("", String::as_str);
-    whatif::Scenario::without_region(m, name, parent)
+    let name = path.last()?.clone();
+    let parent = path.len().checked_sub(2).and_then(|k| path.get(k)).cloned().unwrap_or_default();
+    Some(Counterfactual::WithoutRegion { name, parent })
 }
 
 /// The scenario of a pipeline's stages balanced ([`whatif::Scenario::scaled`]): each stage's own
@@ -198,7 +235,7 @@ fn without_stall<'m>(m: &'m Model, f: &Finding) -> Option<whatif::Scenario<'m>> 
 /// moved from the longest stage to the others, the total unchanged), its gain taken against the
 /// replay as recorded. For a bubble with one stage far slower than the rest (the finding names it alone),
 /// every exchange of the pipeline paired (else the finding keeps its own estimate).
-fn balanced_stages<'m>(cx: &Ctx<'_>, m: &'m Model, f: &Finding) -> Option<whatif::Scenario<'m>> {
+fn balanced_stages(cx: &Ctx<'_>, f: &Finding) -> Option<Counterfactual> {
     let p = cx.a.pipeline.as_ref()?;
     if f.ranks.len() != 1 || p.per_stage.len() < 2 || p.per_stage.iter().any(|s| s.compute_ns <= 0) {
         return None;
@@ -223,14 +260,14 @@ fn balanced_stages<'m>(cx: &Ctx<'_>, m: &'m Model, f: &Finding) -> Option<whatif
             factors.entry(*r).or_insert(k);
         }
     }
-    Some(whatif::Scenario::scaled(m, &factors))
+    Some(Counterfactual::Scaled(factors))
 }
 
 /// The scenario of an expert-parallel group's tokens routed evenly ([`whatif::Scenario::even`]):
 /// the replay with the work of the finding's rank's expert group spread over its members and
 /// each of the group's all_to_alls taking the transfer of its members' mean bytes (its
 /// recorded transfer was set by the largest), against the replay as recorded.
-fn evenly_routed<'m>(cx: &Ctx<'_>, m: &'m Model, f: &Finding) -> Option<whatif::Scenario<'m>> {
+fn evenly_routed(cx: &Ctx<'_>, f: &Finding) -> Option<Counterfactual> {
     let [rank] = f.ranks[..] else { return None };
     let layout = cx.a.layout.as_ref()?;
     let g = layout
@@ -250,7 +287,7 @@ fn evenly_routed<'m>(cx: &Ctx<'_>, m: &'m Model, f: &Finding) -> Option<whatif::
             transfer.insert(k, (o.transfer_ns as f64 * mean / max) as i64);
         }
     }
-    Some(whatif::Scenario::even(m, &members, &transfer))
+    Some(Counterfactual::Even { group: members, transfer })
 }
 
 /// Runs a cause unless one already found excludes it.
@@ -260,7 +297,7 @@ fn run(c: &Cause, cx: &Ctx<'_>, found: &mut Found) {
         return;
     }
     let new = (c.find)(cx, found);
-    found.list.extend(new.into_iter().map(|finding| Candidate { cause: c.id, finding }));
+    found.list.extend(new.into_iter().map(|finding| Candidate { cause: c.id, finding, replayed: None }));
 }
 
 /// The declaration of a cause of the registry.

@@ -21,7 +21,12 @@ fn finding(id: FindingId, impact_ns: i64) -> Finding {
 }
 
 fn found(v: &[(CauseId, FindingId, i64)]) -> Found {
-    Found { list: v.iter().map(|&(cause, id, ns)| Candidate { cause, finding: finding(id, ns) }).collect() }
+    Found {
+        list: v
+            .iter()
+            .map(|&(cause, id, ns)| Candidate { cause, finding: finding(id, ns), replayed: None })
+            .collect(),
+    }
 }
 
 fn ids(v: &[Finding]) -> Vec<(&str, i64)> {

@@ -337,6 +337,21 @@ class Analysis:
         ]
         return _frame(rows, ["step", "recorded_ns", "replayed_ns", "error"], form)
 
+    def whatif_timeline(self, form: str = "auto"):
+        """One row per span of the replayed timeline (docs/metrics.md, "What-if"): the typical
+        step, per rank, ``recorded``, ``replayed`` and ``fixed`` (with the lead finding's cause
+        taken away, ``report['whatif']['timeline']['fixed_by']``; none: the ideal step), each
+        span ``own`` or ``wait`` in ns from the step's start. Empty without a timeline (no
+        collectives to replay, a job that stopped)."""
+        t = (self.report.get("whatif") or {}).get("timeline") or {}
+        rows = [
+            {"step": t["step"], "rank": r["rank"], "version": v, "kind": s["kind"], "start_ns": s["start_ns"], "end_ns": s["end_ns"]}
+            for r in t.get("rows", [])
+            for v in ("recorded", "replayed", "fixed")
+            for s in r[v]
+        ]
+        return _frame(rows, ["step", "rank", "version", "kind", "start_ns", "end_ns"], form)
+
     def diagnostics(self, form: str = "auto"):
         """What the reading found wrong in each file, counted (never an exception)."""
         return self.table("diagnostics", form)

@@ -29,6 +29,7 @@ pub mod cut;
 pub mod overlap;
 pub mod program;
 pub mod replay;
+pub mod timeline;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -165,6 +166,10 @@ pub struct WhatIf {
     /// without replicas): no gain is said for them, and the ideal step leaves them as recorded.
     #[serde(default)]
     pub alone: Vec<u32>,
+    /// The typical step recorded, replayed and with the lead finding's cause taken away
+    /// ([`timeline`]); set once the findings are judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<timeline::Timeline>,
 }
 
 impl WhatIf {
@@ -676,6 +681,7 @@ pub fn measure(m: &Model, late: &BTreeSet<u32>) -> Option<WhatIf> {
         ideal_ns: ideal.mean_ns() as i64,
         ranks,
         alone: all.iter().copied().filter(|&r| share(r) < MIN_COMPARED_SHARE).collect(),
+        timeline: None,
     })
 }
 

@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 
 use super::program::Item;
+use super::timeline::{Span, SpanKind};
 use super::Model;
 use crate::model::FxHashMap;
 
@@ -121,6 +122,9 @@ struct StepRun<'m, 'c> {
     lane_waiting: FxHashMap<usize, Vec<(usize, u32)>>,
     work: Vec<usize>,
     to_start: Vec<(usize, u32)>,
+    /// Per cursor, the spans it went through, when this step is the one traced
+    /// ([`replay_traced`]).
+    trace: Option<Vec<Vec<Span>>>,
 }
 
 impl StepRun<'_, '_> {
@@ -131,7 +135,9 @@ impl StepRun<'_, '_> {
             match *item {
                 Item::Own(d) => {
                     let slot = c.prog.slots.get(c.pc).copied().unwrap_or(Slot::Tail);
+                    let from = c.t;
                     c.t += self.change.own(c.rank, self.step, slot, d).max(0);
+                    push_span(&mut self.trace, ci, SpanKind::Own, from, c.t);
                 }
                 Item::Issue(inst) => {
                     if let Some(&op) = self.m.op_of.get(&(c.rank, inst)) {
@@ -153,10 +159,16 @@ impl StepRun<'_, '_> {
                                 }
                             }
                         }
+                        let from = c.t;
                         c.t = c.t.max(end + wake_ns);
+                        push_span(&mut self.trace, ci, SpanKind::Wait, from, c.t);
                     }
                     // Not a matched collective: its wait is the rank's own.
-                    None => c.t += recorded_ns,
+                    None => {
+                        let from = c.t;
+                        c.t += recorded_ns;
+                        push_span(&mut self.trace, ci, SpanKind::Wait, from, c.t);
+                    }
                 },
             }
             c.pc += 1;
@@ -222,7 +234,9 @@ impl StepRun<'_, '_> {
             let Some(ci) = blocked else { return unresolved };
             if let Some(c) = self.cursors.get_mut(ci) {
                 if let Some(Item::Wait { recorded_ns, .. }) = c.prog.items.get(c.pc) {
+                    let from = c.t;
                     c.t += recorded_ns;
+                    push_span(&mut self.trace, ci, SpanKind::Wait, from, c.t);
                 }
                 c.pc += 1;
             }
@@ -249,7 +263,30 @@ fn end_on(
     }
 }
 
+/// Appends a span to cursor `ci`'s trace (when tracing), joined to the last one of its kind.
+fn push_span(trace: &mut Option<Vec<Vec<Span>>>, ci: usize, kind: SpanKind, start_ns: i64, end_ns: i64) {
+    let Some(v) = trace.as_mut().and_then(|t| t.get_mut(ci)) else { return };
+    if end_ns <= start_ns {
+        return;
+    }
+    match v.last_mut() {
+        Some(last) if last.kind == kind && last.end_ns == start_ns => last.end_ns = end_ns,
+        _ => v.push(Span { kind, start_ns, end_ns }),
+    }
+}
+
 pub fn replay(m: &Model, change: &dyn Change) -> Replayed {
+    replay_traced(m, change, None).0
+}
+
+/// [`replay`], and for the step `traced` every rank's spans of own time and of waiting, on
+/// the replay's clock (the job's aligned clock where it starts).
+pub fn replay_traced(
+    m: &Model,
+    change: &dyn Change,
+    traced: Option<u32>,
+) -> (Replayed, BTreeMap<u32, Vec<Span>>) {
+    let mut spans = BTreeMap::new();
     let mut out = Replayed::default();
     // Per rank: the end of its previous step (replayed) and of the recorded one.
     let mut prev_end: BTreeMap<u32, (i64, i64)> = BTreeMap::new();
@@ -278,8 +315,12 @@ pub fn replay(m: &Model, change: &dyn Change) -> Replayed {
             lane_waiting: FxHashMap::default(),
             work: Vec::new(),
             to_start: Vec::new(),
+            trace: (traced == Some(step)).then(|| vec![Vec::new(); ranks.len()]),
         };
         out.unresolved += run.run();
+        if let Some(t) = run.trace.take() {
+            spans = run.cursors.iter().map(|c| c.rank).zip(t).collect();
+        }
         let end = run.cursors.iter().map(|c| c.t).max().unwrap_or(0);
         let from =
             prev_step_end.unwrap_or_else(|| run.cursors.iter().map(|c| c.step_start).min().unwrap_or(end));
@@ -288,6 +329,28 @@ pub fn replay(m: &Model, change: &dyn Change) -> Replayed {
         }
         out.steps.push((step, end - from));
         prev_step_end = Some(end);
+    }
+    (out, spans)
+}
+
+/// The step `step` as recorded, in the same spans: each rank's items laid one after the other
+/// from its recorded start, each own time and each wait as long as it was.
+pub fn recorded_spans(m: &Model, step: u32) -> BTreeMap<u32, Vec<Span>> {
+    let Some(ranks) = m.steps.get(&step) else { return BTreeMap::new() };
+    let mut out = BTreeMap::new();
+    for (&rank, prog) in ranks {
+        let mut trace = Some(vec![Vec::new()]);
+        let mut t = prog.start_ns;
+        for item in &prog.items {
+            let (kind, d) = match *item {
+                Item::Own(d) => (SpanKind::Own, d),
+                Item::Wait { recorded_ns, .. } => (SpanKind::Wait, recorded_ns),
+                Item::Issue(_) => continue,
+            };
+            push_span(&mut trace, 0, kind, t, t + d.max(0));
+            t += d.max(0);
+        }
+        out.insert(rank, trace.and_then(|mut v| v.pop()).unwrap_or_default());
     }
     out
 }
