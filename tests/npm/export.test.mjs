@@ -139,6 +139,14 @@ test('redacted tables: { redactKey } is `rankscope export --redact-key` byte for
     assert.ok([...drawn].every((t) => !keyed.has(t)), 'a drawn key is not the phrase\'s');
     assert.throws(() => job.exportTable('steps', 'arrow', { redact: 'yes' }), /redact: expected a boolean/);
     assert.throws(() => job.exportTable('steps', 'arrow', { redactKey: '' }), /redactKey: expected a non-empty string/);
+    // What was kept, hashed and removed: the CLI's redaction.json for the same key, and under
+    // the job's drawn key the same counts, said as per_run.
+    const statement = JSON.parse(fs.readFileSync(path.join(out, 'redaction.json'), 'utf8'));
+    assert.equal(statement.key, 'given');
+    assert.ok(statement.hashed.name > 0 && statement.kept_names > 0, JSON.stringify(statement));
+    assert.deepEqual(job.redactionStatement({ redactKey: 'shared secret' }), statement);
+    assert.deepEqual(job.redactionStatement({ redact: true }), { ...statement, key: 'per_run' });
+    assert.throws(() => job.redactionStatement({ redact: false }), /nothing is redacted/);
   } finally {
     job.close();
   }

@@ -157,8 +157,7 @@ pub fn run(a: Args) -> Result<u8> {
     if let Some(r) = &red {
         let path = a.out.join("redaction.json");
         let st = r.statement();
-        std::fs::write(&path, serde_json::to_string_pretty(&st)? + "\n")
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        std::fs::write(&path, st.json()).with_context(|| format!("cannot write {}", path.display()))?;
         crate::out::say(&format!("{} (the statement: {})", st.line(), path.display()));
     }
     Ok(if out.clean() { 0 } else { 1 })

@@ -242,6 +242,24 @@ impl Finished {
         self.table_as(name, format, &out.analysis, Some(&mut r))
     }
 
+    /// What redacting every table under `key` keeps, hashes and removes: the statement
+    /// `rankscope export --redact-key` writes to `redaction.json` for the same inputs (the tables
+    /// redacted in the CLI's order, their bytes dropped; a table the job cannot give, a digest's
+    /// events, is skipped as the CLI skips it).
+    pub fn redaction_statement(&self, key: Key) -> Result<redact::Statement, SessionError> {
+        let mut r = Redactor::new(key);
+        for (_, v) in &self.views {
+            redact::job::gather_job(&mut r, v.job());
+        }
+        let mut out = self.out.clone();
+        redact::job::redact_output(&mut r, &mut out).map_err(|e| SessionError(format!("redaction: {e}")))?;
+        for &name in TableName::ALL {
+            // Arrow IPC: the cheaper writer; the statement depends on the rows, not the format.
+            let _ = self.table_as(name, Format::Arrow, &out.analysis, Some(&mut r));
+        }
+        Ok(r.statement())
+    }
+
     /// Table `name` with the analysis `a` (the job's own, or its redacted copy), each table
     /// redacted by `red` when given.
     fn table_as(

@@ -442,6 +442,22 @@ export class Job {
     return this.#live().exportTableRedacted(name, format, redactKey);
   }
 
+  /**
+   * What `exportTable` with these options keeps, hashes and removes over every table: the
+   * statement `rankscope export --redact-key KEY` writes to `redaction.json` (docs/redaction.md).
+   * `{ redact: true }`: the job's drawn key, the one `exportTable({ redact: true })` uses.
+   */
+  redactionStatement(opts = {}) {
+    if (opts === null || typeof opts !== 'object') throw new TypeError('options: expected an object { redact, redactKey }');
+    const { redact = true, redactKey } = opts;
+    if (typeof redact !== 'boolean') throw new TypeError(`redact: expected a boolean, got ${typeof redact}`);
+    if (redactKey !== undefined && (typeof redactKey !== 'string' || redactKey === '')) {
+      throw new TypeError('redactKey: expected a non-empty string');
+    }
+    if (!redact && redactKey === undefined) throw new TypeError('redactionStatement: nothing is redacted without { redact } or { redactKey }');
+    return JSON.parse(this.#live().redactionStatement(redactKey));
+  }
+
   /** The NCCL text's reports (`{logs, tests}`), or null. */
   fabric() {
     return this.#live().fabric();

@@ -197,6 +197,18 @@ export type TableFormat = 'parquet' | 'arrow';
  * (`--redact-key`). Every number stays.
  */
 export interface ExportTableOptions { redact?: boolean; redactKey?: string; }
+/**
+ * What a redaction kept, hashed and removed (`rankscope export --redact`'s `redaction.json`):
+ * `key` is `per_run` (a key drawn for the job) or `given` (`redactKey`); `hashed` counts the
+ * distinct strings hashed by kind (`name`, `frame`, `path`, `file`, `host`, `ip`, `arg`).
+ */
+export interface RedactionStatement {
+  key: 'per_run' | 'given';
+  kept_names: number;
+  hashed: Record<string, number>;
+  removed: Record<string, number>;
+  always_kept: string[];
+}
 /** The tables `Job.exportTable` writes, in the CLI's order. */
 export const TABLE_NAMES: readonly TableName[];
 
@@ -221,6 +233,8 @@ export class Job {
    * byte (docs/columnar.md). `events` and `collectives` need the traces: a job digest throws.
    */
   exportTable(name: TableName, format?: TableFormat, opts?: ExportTableOptions): Uint8Array;
+  /** What `exportTable` with these options keeps, hashes and removes over every table (`redaction.json`). */
+  redactionStatement(opts?: ExportTableOptions): RedactionStatement;
   /** What the NCCL text says (`rankscope nccl --json`, `rankscope nccl-tests --json`), or null. */
   fabric(): { logs: Record<string, unknown> | null; tests: Record<string, unknown> | null } | null;
   /**

@@ -254,6 +254,24 @@ impl Job {
         self.done()?.redacted_table(table, format, key).map_err(|e| JsError::new(&e.to_string()))
     }
 
+    /// What redacting every table under the key (as [`Job::export_table_redacted`] takes it)
+    /// keeps, hashes and removes: `rankscope export --redact-key KEY`'s `redaction.json`.
+    /// As JSON text: its counts are plain numbers, as in the CLI's file.
+    #[wasm_bindgen(js_name = redactionStatement)]
+    pub fn redaction_statement(&self, key: Option<String>) -> Result<String, JsError> {
+        use rankscope_core::redact::Key;
+        let key = match key {
+            Some(k) => Key::from_phrase(&k),
+            None => {
+                let k = self.run_key.get().unwrap_or_else(Key::per_run);
+                self.run_key.set(Some(k));
+                k
+            }
+        };
+        let st = self.done()?.redaction_statement(key).map_err(|e| JsError::new(&e.to_string()))?;
+        Ok(st.json())
+    }
+
     /// The kept ranks' summaries, in load order, with the job's ranks (a job digest's ranks,
     /// from its parts: no lanes, as it holds no events).
     #[wasm_bindgen(unchecked_return_type = "RankSummary[]")]

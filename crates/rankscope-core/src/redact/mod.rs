@@ -429,6 +429,11 @@ impl Redactor {
 }
 
 impl Statement {
+    /// The statement as `redaction.json` holds it (pretty JSON, a final newline).
+    pub fn json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_default() + "\n"
+    }
+
     /// The statement as a Markdown section (the report's last).
     pub fn markdown(&self) -> String {
         let mut s = String::from("\n## Redaction\n\n");

@@ -47,6 +47,10 @@ pub(super) enum Why {
         start: Diff,
         wall: Diff,
         first: bool,
+        /// Where it comes from, when the rank's step before each late step holds it: a region
+        /// of that step whose excess over the others' same step is at least half of the late
+        /// start (a checkpoint written at the end of a step delays the next one's start).
+        before: Option<Located>,
     },
     Unknown {
         loc: Option<Located>,
@@ -122,6 +126,12 @@ pub(super) fn classify(cx: &Ctx<'_>, rank: u32, steps: &[u32], excess: f64) -> W
         }
         },
     };
+    // Operators in a region the others do not run at all (rank 0's evaluation, its metrics, a
+    // checkpoint's serialization) are more work, whatever their timings say: no other rank
+    // has that work to be compared with.
+    let same_work = same_work.filter(|_| {
+        !loc.as_ref().is_some_and(|l| alone_in(l).is_some() && l.ops.excess() >= 0.5 * compute.excess().max(0.0))
+    });
     // One operator instance whose own time (none of the operators it runs running) carries
     // most of the excess, every step: a hook's host work inside an autograd node, a sleep in a
     // custom op. Checked before compute, which counts an operator's whole time.
@@ -151,10 +161,24 @@ pub(super) fn classify(cx: &Ctx<'_>, rank: u32, steps: &[u32], excess: f64) -> W
     }
     let late_start = || {
         let start = start_skew(cx, &cmp);
-        (start.excess() >= half).then(|| Why::LateStart {
+        if start.excess() < half {
+            return None;
+        }
+        // The step before each late step ends where the late one starts: what the rank did
+        // there that the others did not is what delays it.
+        let prev: Vec<u32> = steps
+            .iter()
+            .filter_map(|s| cx.all_steps.iter().copied().take_while(|p| p < s).last())
+            .collect();
+        let before = (!prev.is_empty())
+            .then(|| attribution::locate(&Compare { rank, steps: &prev, ranks: &cx.ranks }, &cx.a.regions))
+            .flatten()
+            .filter(|l| l.path.len() > 1 && l.path.last().is_some_and(|x| x.1.excess() >= 0.5 * start.excess()));
+        Some(Why::LateStart {
             start,
             wall: cmp.step_figure(&cx.per_step, |r| r.wall_ns),
             first: cx.all_steps.first().is_some_and(|f| steps.contains(f)),
+            before,
         })
     };
     let Some(l) = loc else { return late_start().unwrap_or(Why::Unknown { loc: None }) };
@@ -173,6 +197,17 @@ pub(super) fn classify(cx: &Ctx<'_>, rank: u32, steps: &[u32], excess: f64) -> W
         return Why::Compute { compute, loc: Some(l), same_work, typical, inputs };
     }
     late_start().unwrap_or(Why::Unknown { loc: Some(l) })
+}
+
+/// A region the others run for less than this share of the late rank's time in it are the
+/// late rank's alone ([`alone_in`]).
+const ALONE_SHARE: f64 = 0.1;
+
+/// The located region, below the step, when the other ranks do not run it (their median time
+/// in it at most [`ALONE_SHARE`] of the late rank's): work this rank does alone.
+pub(super) fn alone_in(l: &Located) -> Option<&(String, Diff)> {
+    let last = l.path.last().filter(|_| l.path.len() > 1)?;
+    (last.1.mine_ns > 0.0 && last.1.others_ns <= ALONE_SHARE * last.1.mine_ns).then_some(last)
 }
 
 /// When `cmp.rank` starts its steps against the others, on aligned clocks: per step, each

@@ -222,7 +222,8 @@ fn finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
         Why::Stall { loc } => words::stall(&say, &mut evidence, loc),
         Why::OpStall { op, loc } => words::op_stall(&say, &mut evidence, op, loc),
         Why::Sync { loc } => words::sync(&say, loc),
-        Why::LateStart { start, wall, first } => words::late_start(&say, &mut evidence, start, wall, first),
+        Why::LateStart { start, wall, first, before: None } => words::late_start(&say, &mut evidence, start, wall, first),
+        Why::LateStart { start, first, before: Some(l), .. } => words::ended_late(&say, &mut evidence, start, l, *first),
         Why::Unknown { loc } => words::unknown(&say, loc),
     };
     let message = match chain_sentence(cx, &late.ranks) {

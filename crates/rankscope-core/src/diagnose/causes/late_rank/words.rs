@@ -165,12 +165,21 @@ pub(super) fn more_work(
     evidence.insert(K::ComputeNs, compute.mine_ns);
     evidence.insert(K::OthersComputeNs, compute.others_ns);
     let ratio = if compute.others_ns > 0.0 { compute.mine_ns / compute.others_ns } else { 0.0 };
+    let alone = loc.as_ref().filter(|l| super::classify::alone_in(l).is_some());
     let mut place = loc
         .as_ref()
         .filter(|l| l.path.len() > 1)
         .map(|l| format!(", most of it in {}", where_words(l)))
         .unwrap_or_default();
-    if let Some(i) = inputs.filter(|i| !i.same_inputs) {
+    if let Some(l) = alone {
+        // Work no other rank runs: neither larger inputs nor a slower host.
+        evidence.insert(K::OperatorNs, l.ops.mine_ns);
+        place = format!(
+            ", most of it in {} ({} of operators per step), which no other rank runs",
+            where_words(l),
+            dur(l.ops.mine_ns)
+        );
+    } else if let Some(i) = inputs.filter(|i| !i.same_inputs) {
         evidence.insert(K::ShapesCompared, f64::from(i.compared));
         evidence.insert(K::ShapesSame, f64::from(i.same));
         if let Some((work, _)) = typical {
@@ -190,6 +199,18 @@ pub(super) fn more_work(
         ));
     }
     let device = if cpu { "CPU" } else { "GPU" };
+    let fix = match alone {
+        Some(l) => format!(
+            "Take {} off the step: work one rank does alone (evaluation, metrics, logging, a checkpoint's serialization) makes every other rank wait for it at the next collective. Run it less often, in a separate thread or process, or split it across the ranks. {others_fix}",
+            where_words(l)
+        ),
+        None => format!(
+            "Give every rank the same work: equal per-rank batch sizes and sequence lengths (check the sampler, padding or bucketing by length), even sharding of embeddings or experts, no rank-dependent code paths. If {} runs the same shapes as the others, its {} is slower: {}. {others_fix}",
+            who.to_lowercase(),
+            if cpu { "host" } else { "device" },
+            if cpu { "look for other processes on its cores, CPU frequency limits or a different CPU model" } else { "check its clocks and temperature (nvidia-smi -q -d CLOCK,PERFORMANCE), ECC errors, and other processes on that GPU" }
+        ),
+    };
     (
         FindingId::ComputeImbalance,
         format!(
@@ -197,12 +218,7 @@ pub(super) fn more_work(
             dur(compute.mine_ns),
             dur(compute.others_ns)
         ),
-        format!(
-            "Give every rank the same work: equal per-rank batch sizes and sequence lengths (check the sampler, padding or bucketing by length), even sharding of embeddings or experts, no rank-dependent code paths. If {} runs the same shapes as the others, its {} is slower: {}. {others_fix}",
-            who.to_lowercase(),
-            if cpu { "host" } else { "device" },
-            if cpu { "look for other processes on its cores, CPU frequency limits or a different CPU model" } else { "check its clocks and temperature (nvidia-smi -q -d CLOCK,PERFORMANCE), ECC errors, and other processes on that GPU" }
-        ),
+        fix,
         loc.as_ref().map(location),
     )
 }
@@ -351,6 +367,46 @@ pub(super) fn late_start(s: &Say, evidence: &mut Evidence, start: &Diff, wall: &
             who.to_lowercase()
         ),
         None,
+    )
+}
+
+/// The late rank starts its steps late because of what it does at the end of the step before
+/// (`before`: that step's region against the others' same step): a stall there is a host stall,
+/// operators there more work.
+pub(super) fn ended_late(s: &Say, evidence: &mut Evidence, start: &Diff, before: &Located, first: bool) -> Worded {
+    let who = &s.who;
+    let waited = &s.waited;
+    let others_fix = s.others_fix;
+    let does = s.does;
+    let starts = if s.group { "start" } else { "starts" };
+    let place = where_words(before);
+    let last = before.path.last().map(|x| x.1.clone()).unwrap_or_default();
+    evidence.insert(K::StartSkewNs, start.excess());
+    let alone = if super::classify::alone_in(before).is_some() { ", which no other rank runs" } else { "" };
+    let stall = before.free.excess() >= 0.5 * last.excess();
+    let (id, what) = if stall {
+        evidence.insert(K::StallNs, before.free.mine_ns);
+        evidence.insert(K::OthersStallNs, before.free.others_ns);
+        (FindingId::HostStall, format!("{} of it with no operator running", dur(before.free.mine_ns)))
+    } else {
+        evidence.insert(K::OperatorNs, before.ops.mine_ns);
+        evidence.insert(K::OthersOperatorNs, before.ops.others_ns);
+        (FindingId::ComputeImbalance, format!("{} of it in operators", dur(before.ops.mine_ns)))
+    };
+    (
+        id,
+        format!(
+            "{who} {starts} the step {} after the other ranks because the step before ends with {place} ({} in that step against {} on the other ranks, {what}){alone}, so {waited}.{}",
+            dur(start.excess()),
+            dur(last.mine_ns),
+            dur(last.others_ns),
+            if first { " The late steps include the first profiled one, whose step before is not in the trace." } else { "" },
+        ),
+        format!(
+            "Take {place} off the step boundary: what {} {does} there (a checkpoint's save, evaluation, logging, blocking I/O) delays its next step, and every other rank waits for it at that step's first collective. Run it asynchronously (a separate thread or process, an asynchronous checkpoint), less often, or on every rank at once. {others_fix}",
+            who.to_lowercase()
+        ),
+        Some(location(before)),
     )
 }
 
