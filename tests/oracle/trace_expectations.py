@@ -83,6 +83,7 @@ def summarize(rel, doc):
     by_ph, by_cat, flows = {}, {}, {}
     lanes = set()
     steps, gpu_steps = set(), set()
+    optimizer_spans = []  # (start, end) of CPU `Optimizer.step#…` slices
     ts_min = end_max = None
     max_dec = 0
     gpu_events = comm_kernels = runtime_events = 0
@@ -137,6 +138,10 @@ def summarize(rel, doc):
                 end = us_to_ns(CTX.add(D(ts), D(dur)))
                 end_max = end if end_max is None else max(end_max, end)
 
+        if name.startswith("Optimizer.step#") and cat != "gpu_user_annotation" and lcat not in GPU_CATS \
+                and is_num(ts) and is_num(dur):
+            optimizer_spans.append((us_to_ns(ts), us_to_ns(CTX.add(D(ts), D(dur)))))
+
         if lcat in GPU_CATS:
             gpu_events += 1
             gpu_corrs.append(args.get("correlation"))
@@ -154,6 +159,13 @@ def summarize(rel, doc):
                 coll_names.add(cn if isinstance(cn, str) else str(cn))
 
     linked = sum(1 for c in gpu_corrs if c is not None and c in runtime_corrs)
+    # The outermost optimizer steps: one inside another is the same step.
+    optimizer_steps, held = 0, None
+    for lo, hi in sorted(optimizer_spans, key=lambda s: (s[0], -s[1])):
+        if held is not None and lo < held:
+            continue
+        optimizer_steps += 1
+        held = hi
     add_base = (lambda v: v if v is None else v + base) if base is not None else (lambda v: v)
     dtu = top.get("displayTimeUnit")
 
@@ -171,6 +183,7 @@ def summarize(rel, doc):
         "x_lanes": len(lanes),
         "steps": sorted(steps),
         "gpu_steps": sorted(gpu_steps),
+        "optimizer_steps": optimizer_steps,
         "ts_min_ns": add_base(ts_min),
         "end_max_ns": add_base(end_max),
         "max_ts_decimals": max_dec,

@@ -62,6 +62,10 @@ pub struct FileReport {
     pub steps: Vec<StepSummary>,
     /// True when there were no step markers (one whole-trace step).
     pub steps_synthetic: bool,
+    /// True when there were no step markers and the steps are the training iterations, each
+    /// ending with its optimizer's step (`Optimizer.step#…`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub steps_from_optimizer: bool,
     pub gpu_steps: Vec<u32>,
     pub lanes: Vec<LaneSummary>,
     pub collectives: Vec<CollectiveCount>,
@@ -361,6 +365,7 @@ fn file_report(
             })
             .collect(),
         steps_synthetic: steps.synthetic,
+        steps_from_optimizer: steps.from_optimizer,
         gpu_steps: steps.gpu_numbers.clone(),
         lanes,
         collectives: colls
@@ -434,7 +439,12 @@ pub fn render_text(r: &InspectReport) -> String {
         } else {
             let st: Vec<String> =
                 f.steps.iter().map(|x| format!("#{} {:.2} ms", x.step, ms(x.dur_ns))).collect();
-            let _ = writeln!(s, "  steps: {}", st.join(", "));
+            let by = if f.steps_from_optimizer {
+                "none marked; iterations ending at the optimizer's steps: "
+            } else {
+                ""
+            };
+            let _ = writeln!(s, "  steps: {by}{}", st.join(", "));
         }
         let cpu = f.lanes.iter().filter(|l| l.kind == LaneKind::Cpu).count();
         let gpu: Vec<String> = f

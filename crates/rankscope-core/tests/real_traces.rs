@@ -29,6 +29,8 @@ struct Expect {
     x_lanes: usize,
     steps: Vec<u32>,
     gpu_steps: Vec<u32>,
+    /// Outermost CPU `Optimizer.step#…` slices.
+    optimizer_steps: u32,
     ts_min_ns: Option<i64>,
     end_max_ns: Option<i64>,
     gpu_events: u64,
@@ -94,10 +96,24 @@ fn check(x: &Expect, chunk: usize) -> Vec<String> {
         .collect();
     eq("x_lanes", x_lanes.len().to_string(), x.x_lanes.to_string());
     // The independent parser knows `ProfilerStep#N`; an inference engine's iterations
-    // (normalize::iterations) are ours.
-    let ours = f.steps_synthetic || r.norm.steps.iterations.as_ref().is_some_and(|i| !i.profiler_steps);
+    // (normalize::iterations) are ours; a training loop's without markers are its optimizer's
+    // steps, which it counts too: 0, 1, … one per optimizer step, when there are two or more.
+    let from_optimizer = r.norm.steps.from_optimizer;
+    let ours = f.steps_synthetic
+        || from_optimizer
+        || r.norm.steps.iterations.as_ref().is_some_and(|i| !i.profiler_steps);
     let steps: Vec<u32> = if ours { vec![] } else { f.steps.iter().map(|s| s.step).collect() };
     eq("steps", format!("{steps:?}"), format!("{:?}", x.steps));
+    let by_optimizer = x.steps.is_empty() && x.optimizer_steps >= 2 && r.norm.steps.iterations.is_none();
+    eq("steps from the optimizer", from_optimizer.to_string(), by_optimizer.to_string());
+    if from_optimizer {
+        let want: Vec<u32> = (0..x.optimizer_steps).collect();
+        eq(
+            "optimizer steps",
+            format!("{:?}", f.steps.iter().map(|s| s.step).collect::<Vec<_>>()),
+            format!("{want:?}"),
+        );
+    }
     eq("gpu_steps", format!("{:?}", f.gpu_steps), format!("{:?}", x.gpu_steps));
     if let (Some(lo), Some(hi)) = (x.ts_min_ns, x.end_max_ns) {
         eq("span start", f.span.start_ns.to_string(), lo.to_string());

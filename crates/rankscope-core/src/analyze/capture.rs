@@ -65,7 +65,7 @@ pub fn gaps_of(r: &RankEntry, strings: &StringTable) -> Vec<CaptureGap> {
     let t = &r.trace;
     let cat = |c: &str| t.counts.by_cat.get(c).copied().unwrap_or(0);
     let mut out = Vec::new();
-    if r.norm.steps.synthetic {
+    if r.norm.steps.synthetic || r.norm.steps.from_optimizer {
         out.push(CaptureGap::NoSteps);
     }
     let ops = cat("cpu_op") + cat("Operator");

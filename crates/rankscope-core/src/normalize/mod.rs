@@ -80,6 +80,10 @@ pub struct StepTable {
     /// Set when the steps are an inference engine's iterations (no `ProfilerStep#N`:
     /// [`iterations`]).
     pub iterations: Option<iterations::Iterations>,
+    /// True when the trace has no step markers and its steps are its training iterations, each
+    /// ending with its optimizer's step (`Optimizer.step#…`, [`steps::optimizer_steps`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub from_optimizer: bool,
 }
 
 impl StepTable {

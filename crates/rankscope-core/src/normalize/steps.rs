@@ -9,6 +9,10 @@
 //!   holds them, and otherwise to the CPU interval that holds their start.
 //! - A trace without markers whose host runs an inference engine's iterations has those as its
 //!   steps, numbered 0, 1, … in time order ([`super::iterations`]); any other trace without
+//!   markers is its training iterations when its host runs at least two optimizer steps
+//!   (`Optimizer.step#…`, the annotation `torch.optim` writes around every `step()`): each
+//!   iteration ends with its optimizer's step and starts where the one before ended (the first
+//!   at the trace's start), numbered 0, 1, … ([`optimizer_steps`]); any other trace without
 //!   markers is one synthetic whole-trace step numbered 0 (a diagnostic says so). A trace with
 //!   markers and an engine's iterations (vLLM steps the profiler once per iteration) keeps its
 //!   markers as steps, each with the phase of the iteration that starts in it.
@@ -73,6 +77,7 @@ pub fn find(t: &RankTrace, span: (i64, i64)) -> Found {
             g
         },
         iterations: None,
+        from_optimizer: false,
     };
     // An inference engine's iterations, when the host runs them: the steps of a trace without
     // `ProfilerStep#N`; with them (vLLM steps the profiler once per iteration), each step takes
@@ -109,6 +114,21 @@ pub fn find(t: &RankTrace, span: (i64, i64)) -> Found {
         }
     }
     if cpu.is_empty() {
+        // A training loop profiled without a schedule: its optimizer's steps end its iterations.
+        let ends = optimizer_steps(t);
+        if ends.len() >= 2 {
+            let mut from = span.0.min(ends[0].0);
+            for (k, &(_, end)) in ends.iter().enumerate() {
+                cpu.push((from, end, k as u32));
+                from = end;
+            }
+            table.number = cpu.iter().map(|s| s.2).collect();
+            table.start_ns = cpu.iter().map(|s| s.0).collect();
+            table.end_ns = cpu.iter().map(|s| s.1).collect();
+            table.from_optimizer = true;
+        }
+    }
+    if cpu.is_empty() {
         // One whole-trace step.
         let (lo, hi) = span;
         table.number = vec![0];
@@ -129,10 +149,44 @@ pub fn find(t: &RankTrace, span: (i64, i64)) -> Found {
     Found { table, cpu, gpu, step }
 }
 
+/// The outermost `Optimizer.step#…` spans on the rank's CPU threads, `(start, end)` in time
+/// order: where its training iterations end when the trace has no step markers.
+pub fn optimizer_steps(t: &RankTrace) -> Vec<(i64, i64)> {
+    let e = &t.events;
+    let mut memo = FxHashMap::<StrId, bool>::default();
+    let mut spans: Vec<(i64, i64)> = Vec::new();
+    for i in 0..e.len() {
+        if e.kind[i] != EventKind::Slice || t.lanes.kind.get(e.lane[i].0 as usize) != Some(&LaneKind::Cpu) {
+            continue;
+        }
+        if *memo.entry(e.name[i]).or_insert_with(|| t.strings.get(e.name[i]).starts_with("Optimizer.step#")) {
+            spans.push((e.ts_ns[i], e.end_ns(i)));
+        }
+    }
+    spans.sort_by_key(|s| (s.0, std::cmp::Reverse(s.1)));
+    let mut out: Vec<(i64, i64)> = Vec::new();
+    for s in spans {
+        // One inside another (an optimizer wrapping another's step) is the same step.
+        if out.last().is_some_and(|l| s.0 < l.1) {
+            continue;
+        }
+        out.push(s);
+    }
+    out
+}
+
 /// Writes `events.step` for every row: the CPU rows' from [`find`], each GPU row's from its
 /// launch ([`super::link`]'s `links`), else from the interval holding it.
 pub fn assign(t: &mut RankTrace, links: &Links, found: Found) -> StepTable {
     let Found { table, cpu, gpu, mut step } = found;
+    if table.from_optimizer {
+        t.diagnostics.add(DiagKind::NoSteps, None, || {
+            format!(
+                "no `ProfilerStep#N` markers: each of the {} steps (numbered from 0) is a training iteration, ending with its optimizer's step (`Optimizer.step#…`)",
+                table.len()
+            )
+        });
+    }
     if table.synthetic {
         t.diagnostics.add(DiagKind::NoSteps, None, || {
             "no `ProfilerStep#N` markers: the whole trace is analysed as one step (numbered 0)".to_string()

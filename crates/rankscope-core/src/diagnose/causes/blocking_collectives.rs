@@ -127,6 +127,12 @@ fn blocking(cx: &Ctx<'_>, region: &str, kind: CollKind, rows: &[&attribution::Or
     if by_rank.len() * 2 <= cx.ranks.len() {
         return None;
     }
+    // Calls in fewer than half of the steps are a one-off (DDP's first forward broadcasting
+    // from rank 0, a barrier before a checkpoint), no cost the step pays every time.
+    let with_calls: BTreeSet<u32> = rows.iter().filter(|r| r.count > 0).map(|r| r.step).collect();
+    if (with_calls.len() as f64) < 0.5 * n_steps {
+        return None;
+    }
     // Taking the synchronizations out saves what the region costs the rank that reaches
     // it last: that rank waits at none of them for a late peer, so all its time there
     // (issuing, transfer, `.item()`, and the waits each call's own jitter adds) is on the
