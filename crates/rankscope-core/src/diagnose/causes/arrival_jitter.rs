@@ -71,6 +71,9 @@ fn jitter(cx: &Ctx<'_>) -> Option<Finding> {
         .as_ref()
         .map_or(0, |n| waits.iter().filter(|w| n.stands_out(w.step)).map(|w| w.cost_ns).sum());
     let bursty = cost_all > 0 && in_outliers as f64 >= BURST_SHARE * cost_all as f64;
+    // Without recorded shapes nothing tells a larger batch on the late rank from the same
+    // batch on a host that ran it slower (3 ranks sharing 2 cores take turns the same way).
+    let unshaped = cx.a.op_speed.iter().all(|o| o.shapes_compared == 0);
     let moves = if work_moves {
         format!(
             " In {} of these {} steps, which hold {:.0}% of the time lost, the last to arrive spent at least {MORE_WORK}x the others' time in forward and backward in that step: {}.",
@@ -79,6 +82,8 @@ fn jitter(cx: &Ctx<'_>) -> Option<Finding> {
             100.0 * cost_work as f64 / cost_all.max(1) as f64,
             if bursty {
                 "more work, or the same work slowed by its host, in that step"
+            } else if unshaped {
+                "the work moves between the ranks from step to step, or their hosts slow them in turn (the traces record no input shapes to tell more work from the same work run slower; profile with `record_shapes=True`)"
             } else {
                 "the work moves between the ranks from step to step"
             }
