@@ -122,16 +122,18 @@ fn a_shared_stall_leaves_every_rank_in_the_fixed_step() {
 }
 
 /// The other replayed leads: a pipeline's stages balanced, an FSDP rank's stall; and a lead
-/// whose gain is not a replay's (small buckets) shows the ideal step.
+/// whose gain is not a replay's (a DDP bucket ready only once backward is done, which overlap
+/// cannot move: `baseline`'s exposed transfer) shows the ideal step.
 #[test]
 fn every_replayed_lead_is_the_fixed_step() {
     for name in ["pipeline_slow_stage", "fsdp_straggler"] {
         let (a, _) = run(name);
         well_formed(name, &a);
     }
-    let name = "small_buckets";
+    let name = "baseline";
     let (a, _) = run(name);
     let t = timeline(name, &a);
+    assert_eq!(a.findings.first().map(|f| f.id.as_str()), Some("exposed_comm"), "{name}");
     assert_eq!(t.fixed_by, None, "{name}: {:?}", a.findings.first().map(|f| f.id));
     let ideal = a.whatif.as_ref().map_or(0, |w| w.ideal_ns) as f64;
     assert!(
@@ -148,4 +150,28 @@ fn a_hang_has_no_timeline() {
     let (a, _) = run(name);
     assert_eq!(a.findings.first().map(|f| f.id.as_str()), Some("collective_mismatch"), "{name}");
     assert!(a.whatif.as_ref().is_none_or(|w| w.timeline.is_none()), "{name}");
+}
+
+/// A lead finding whose gain the replay gives by changing the collectives rather than a rank:
+/// the small calls merged (`small_buckets`), the all-gathers prefetched and the gradient
+/// reductions waited for at the end of backward (`fsdp_exposed_gathers`). The fixed rows are
+/// that change replayed, their step shorter by about the finding's gain, and less of it waited.
+#[test]
+fn collectives_changed_are_shown_replayed() {
+    for (name, id) in [("small_buckets", "small_collectives"), ("fsdp_exposed_gathers", "exposed_comm")] {
+        let (a, _) = run(name);
+        assert_eq!(a.findings.first().map(|f| f.id.as_str()), Some(id), "{name}: {:?}", ids(&a));
+        well_formed(name, &a);
+        let t = timeline(name, &a);
+        let waited = |fixed: bool| -> f64 {
+            t.rows.iter().map(|r| total(if fixed { &r.fixed } else { &r.replayed }, SpanKind::Wait)).sum()
+        };
+        assert!(
+            waited(true) < waited(false),
+            "{name}: waits {} fixed, {} replayed",
+            waited(true),
+            waited(false)
+        );
+        assert!(!t.fixed_how.is_empty() && !t.fixed_how.contains("ideal"), "{name}: {}", t.fixed_how);
+    }
 }

@@ -49,7 +49,11 @@ fn evaluation_on_one_rank_is_more_work_in_its_region() {
     let name = "rank0_validate";
     let (a, spec) = run(name);
     let f = check_expected(name, &a, &spec).unwrap_or_else(|| panic!("{name}: nothing expected"));
-    assert!(f.message.contains("`validate`") && f.message.contains("which no other rank runs"), "{}", f.message);
+    assert!(
+        f.message.contains("`validate`") && f.message.contains("which no other rank runs"),
+        "{}",
+        f.message
+    );
     assert!(f.fix.contains("`validate`"), "{}", f.fix);
     assert!(
         f.evidence[EvidenceKey::ComputeNs] > 1.15 * f.evidence[EvidenceKey::OthersComputeNs],

@@ -1,14 +1,16 @@
 //! The facts every cause reads: the analysis, the matched collectives, the thresholds, and the
 //! steps that ran to the end, with a few per-rank means computed once.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::analyze::breakdown::{MetricsFrom, StepRank};
 use crate::analyze::collectives::Op;
 use crate::analyze::framework::Framework;
+use crate::analyze::whatif::timeline::{Counterfactual, ReplayedFix};
 use crate::analyze::whatif::Model;
 use crate::analyze::Analysis;
-use crate::finding::{Severity, Thresholds};
+use crate::finding::{Finding, Severity, Thresholds};
 
 /// Shared facts the causes read.
 #[derive(Debug)]
@@ -31,6 +33,9 @@ pub struct Ctx<'a> {
     rank_step: BTreeMap<u32, f64>,
     /// The job's what-if model, for counterfactual replays ([`crate::analyze::whatif`]).
     pub model: Option<&'a Model>,
+    /// The changes the causes replayed their findings' gains with ([`Ctx::replayed_with`]),
+    /// taken by the candidates they found ([`super::run`]).
+    replays: RefCell<Vec<ReplayedFix>>,
 }
 
 impl<'a> Ctx<'a> {
@@ -59,9 +64,24 @@ impl<'a> Ctx<'a> {
                 .collect(),
             rank_step: BTreeMap::new(),
             model: None,
+            replays: RefCell::new(Vec::new()),
         };
         cx.rank_step = cx.per_rank_mean(|r| r.wall_ns).into_iter().collect();
         cx
+    }
+
+    /// Says that `f`'s gain was replayed with `change` (in words, `how`), so that the change can
+    /// be replayed again for the timeline should `f` lead.
+    pub fn replayed_with(&self, f: &Finding, change: Counterfactual, how: String) {
+        self.replays.borrow_mut().push(ReplayedFix { finding: f.id, ranks: f.ranks.clone(), change, how });
+    }
+
+    /// The change `f`'s gain was replayed with, where its cause said so, taken.
+    pub fn take_replayed(&self, f: &Finding) -> Option<(Counterfactual, String)> {
+        let mut v = self.replays.borrow_mut();
+        let k = v.iter().position(|x| x.finding == f.id && x.ranks == f.ranks)?;
+        let x = v.swap_remove(k);
+        Some((x.change, x.how))
     }
 
     pub fn is_cpu(&self, rank: u32) -> bool {

@@ -51,7 +51,7 @@ pub use causes::{CauseId, CAUSES};
 pub use context::{severity_for, Ctx};
 
 use crate::analyze::collectives::Op;
-use crate::analyze::whatif::timeline::{Counterfactual, LeadFix};
+use crate::analyze::whatif::timeline::{Counterfactual, ReplayedFix};
 use crate::analyze::whatif::{self, Model};
 use crate::analyze::{self, Analysis, Options, RankPart};
 use crate::finding::{Finding, FindingId, Severity, Thresholds};
@@ -112,7 +112,7 @@ pub fn judge(
     ops: &[Op],
     model: Option<&Model>,
     th: &Thresholds,
-) -> (Vec<Finding>, Option<LeadFix>) {
+) -> (Vec<Finding>, Option<ReplayedFix>) {
     // Files of different jobs ([`analyze::jobs`]) make no job to judge: the report says so first.
     if a.errors.iter().any(|e| matches!(e, JobError::MixedJobs { .. })) {
         return (Vec::new(), None);
@@ -143,12 +143,12 @@ pub fn judge(
         run(c, &cx, &mut found);
     }
     replayed(&cx, &mut found);
-    let fixes: Vec<LeadFix> = found
+    let fixes: Vec<ReplayedFix> = found
         .list
         .iter()
         .filter_map(|c| {
             let (change, how) = c.replayed.clone()?;
-            Some(LeadFix { finding: c.finding.id, ranks: c.finding.ranks.clone(), change, how })
+            Some(ReplayedFix { finding: c.finding.id, ranks: c.finding.ranks.clone(), change, how })
         })
         .collect();
     let out = arbitrate(found, cx.floor_ns(), cx.step_ns);
@@ -297,7 +297,10 @@ fn run(c: &Cause, cx: &Ctx<'_>, found: &mut Found) {
         return;
     }
     let new = (c.find)(cx, found);
-    found.list.extend(new.into_iter().map(|finding| Candidate { cause: c.id, finding, replayed: None }));
+    found.list.extend(new.into_iter().map(|finding| {
+        let replayed = cx.take_replayed(&finding);
+        Candidate { cause: c.id, finding, replayed }
+    }));
 }
 
 /// The declaration of a cause of the registry.

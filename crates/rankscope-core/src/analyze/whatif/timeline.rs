@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::overlap::{overlapped, Hide};
 use super::replay::{recorded_spans, replay_traced, AsRecorded};
 use super::{Model, Scenario, ToPeers};
 use crate::finding::FindingId;
@@ -81,22 +82,48 @@ pub enum Counterfactual {
     Even { group: BTreeSet<u32>, transfer: BTreeMap<usize, i64> },
     /// Ranks' own times scaled ([`Scenario::scaled`]).
     Scaled(BTreeMap<u32, f64>),
+    /// Some collectives' transfers changed, by their index in the job's matched collectives
+    /// (calls merged into fewer: [`Scenario::new`] with no rank brought to its peers).
+    Transfers(BTreeMap<usize, i64>),
+    /// Collectives moved where their framework lets them go, by their index in the job's
+    /// matched collectives: a changed model rather than a scenario over it
+    /// ([`super::overlap::overlapped`]).
+    Overlapped(BTreeMap<usize, Hide>),
 }
 
 impl Counterfactual {
+    /// The scenario over `m` that makes this change; `None` for a change of the model itself
+    /// ([`Counterfactual::Overlapped`]: see [`Counterfactual::replay_step`]) or a region `m`
+    /// does not hold.
     pub fn scenario<'m>(&self, m: &'m Model) -> Option<Scenario<'m>> {
         match self {
             Counterfactual::Peers(ranks) => Some(Scenario::new(m, ranks, &BTreeMap::new())),
             Counterfactual::WithoutRegion { name, parent } => Scenario::without_region(m, name, parent),
             Counterfactual::Even { group, transfer } => Some(Scenario::even(m, group, transfer)),
             Counterfactual::Scaled(factors) => Some(Scenario::scaled(m, factors)),
+            Counterfactual::Transfers(transfer) => Some(Scenario::new(m, &BTreeSet::new(), transfer)),
+            Counterfactual::Overlapped(_) => None,
+        }
+    }
+
+    /// The step `step` replayed with this change: every rank's spans; `None` where the change
+    /// cannot be made on `m`.
+    pub fn replay_step(&self, m: &Model, step: u32) -> Option<BTreeMap<u32, Vec<Span>>> {
+        match self {
+            Counterfactual::Overlapped(hide) => {
+                let (moved, _) = overlapped(m, &|k| hide.get(&k).copied());
+                let s = Scenario::new(&moved, &BTreeSet::new(), &BTreeMap::new());
+                Some(replay_traced(&moved, &s, Some(step)).1)
+            }
+            other => Some(replay_traced(m, &other.scenario(m)?, Some(step)).1),
         }
     }
 }
 
-/// The lead finding's counterfactual, as [`build`] takes it.
+/// A finding's counterfactual, as [`build`] takes the lead finding's: the change its gain was
+/// replayed with, and that change in words.
 #[derive(Debug, Clone, PartialEq)]
-pub struct LeadFix {
+pub struct ReplayedFix {
     pub finding: FindingId,
     pub ranks: Vec<u32>,
     pub change: Counterfactual,
@@ -104,15 +131,15 @@ pub struct LeadFix {
 }
 
 /// The timeline of the job's typical step; `None` without steps to replay.
-pub fn build(m: &Model, late: &[u32], lead: Option<&LeadFix>) -> Option<Timeline> {
+pub fn build(m: &Model, late: &[u32], lead: Option<&ReplayedFix>) -> Option<Timeline> {
     let recorded: Vec<(u32, i64)> = super::replay::recorded(m);
     let step = typical(&recorded)?;
     let rec = recorded_spans(m, step);
     let (_, replayed) = replay_traced(m, &AsRecorded, Some(step));
     let all: BTreeSet<u32> = m.steps.values().flat_map(|r| r.keys().copied()).collect();
-    let lead_scenario = lead.and_then(|l| Some((l, l.change.scenario(m)?)));
-    let (fixed, fixed_by, fixed_how) = match lead_scenario {
-        Some((l, s)) => (replay_traced(m, &s, Some(step)).1, Some(l.finding), l.how.clone()),
+    let lead_replayed = lead.and_then(|l| Some((l, l.change.replay_step(m, step)?)));
+    let (fixed, fixed_by, fixed_how) = match lead_replayed {
+        Some((l, spans)) => (spans, Some(l.finding), l.how.clone()),
         None => (
             replay_traced(m, &ToPeers { m, who: all.clone() }, Some(step)).1,
             None,

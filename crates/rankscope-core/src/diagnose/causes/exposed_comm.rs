@@ -10,6 +10,8 @@
 
 use super::prelude::*;
 use crate::analyze::framework::Framework;
+use crate::analyze::whatif::overlap;
+use crate::analyze::whatif::timeline::Counterfactual;
 
 pub(super) static CAUSE: Cause = Cause {
     id: CauseId::ExposedComm,
@@ -117,8 +119,10 @@ fn exposed_comm(cx: &Ctx<'_>, small_calls: SmallCalls, late: &BTreeSet<u32>) -> 
     // A DDP bucket ready only once backward is done moves nowhere: what it costs is the bucket
     // size's, which the replay does not change.
     let replayed = if one_bucket.is_some() { None } else { replayed_overlap(cx, late) };
+    let mut change = None;
     match replayed {
-        Some((gain, words)) => {
+        Some(OverlapReplayed { gain, words, change: fix, how }) => {
+            change = Some((fix, how));
             saving = gain;
             origin_words.push_str(&words);
             let exposed = median_f(et.iter().map(|x| x.1).collect());
@@ -138,7 +142,7 @@ fn exposed_comm(cx: &Ctx<'_>, small_calls: SmallCalls, late: &BTreeSet<u32>) -> 
             dur(saving)
         )),
     }
-    Some(Finding {
+    let f = Finding {
         id: FindingId::ExposedComm,
         severity: severity_for(saving, cx.step_ns),
         message: format!(
@@ -163,7 +167,20 @@ fn exposed_comm(cx: &Ctx<'_>, small_calls: SmallCalls, late: &BTreeSet<u32>) -> 
         symptoms: vec![FindingId::LowOverlap, FindingId::CommHeavy],
         location: None,
         impact_ns: saving as i64,
-    })
+    };
+    if let Some((fix, how)) = change {
+        cx.replayed_with(&f, fix, how);
+    }
+    Some(f)
+}
+
+/// [`replayed_overlap`]'s answer: the gain claimed and its words, the change replayed and that
+/// change in words.
+struct OverlapReplayed {
+    gain: f64,
+    words: String,
+    change: Counterfactual,
+    how: String,
 }
 
 /// Where the replay holds and some collective can move where its framework lets it go (a
@@ -171,9 +188,9 @@ fn exposed_comm(cx: &Ctx<'_>, small_calls: SmallCalls, late: &BTreeSet<u32>) -> 
 /// backward: [`crate::analyze::whatif::overlap`]), the saving is the replay's, now and once the
 /// `late` ranks are fixed (the order of fixing), with the words saying so. `None` where nothing
 /// can move (a DDP bucket ready only once backward is done: its cost is the bucket size's).
-fn replayed_overlap(cx: &Ctx<'_>, late: &BTreeSet<u32>) -> Option<(f64, String)> {
+fn replayed_overlap(cx: &Ctx<'_>, late: &BTreeSet<u32>) -> Option<OverlapReplayed> {
     use crate::analyze::layout::Role;
-    use crate::analyze::whatif::{overlap, Scenario};
+    use crate::analyze::whatif::Scenario;
     let m = cx.model.filter(|_| cx.replay_usable())?;
     let layout = cx.a.layout.as_ref()?;
     let role: BTreeMap<&str, Role> = layout.groups.iter().map(|g| (g.name.as_str(), g.role)).collect();
@@ -200,7 +217,9 @@ fn replayed_overlap(cx: &Ctx<'_>, late: &BTreeSet<u32>) -> Option<(f64, String)>
             _ => None,
         }
     };
-    let (moved_model, moved) = overlap::overlapped(m, &hide);
+    // Decided once per collective, kept as the counterfactual's data.
+    let hidden: BTreeMap<usize, overlap::Hide> = (0..cx.ops.len()).filter_map(|k| Some((k, hide(k)?))).collect();
+    let (moved_model, moved) = overlap::overlapped(m, &|k| hidden.get(&k).copied());
     if !moved.any() {
         return None;
     }
@@ -218,8 +237,10 @@ fn replayed_overlap(cx: &Ctx<'_>, late: &BTreeSet<u32>) -> Option<(f64, String)>
         how.push("each gradient reduction waited for only where the last one is (at the end of backward)");
     }
     // In the order of fixing: the late ranks first, then the overlap.
-    let lead = format!(" Replayed from the traces with {} (everything else as recorded), the job's step is ", how.join(" and "));
-    Some(super::in_order_of_fixing(late, gain, &lead, " shorter"))
+    let how = how.join(" and ");
+    let lead = format!(" Replayed from the traces with {how} (everything else as recorded), the job's step is ");
+    let (gain, words) = super::in_order_of_fixing(late, gain, &lead, " shorter");
+    Some(OverlapReplayed { gain, words, change: Counterfactual::Overlapped(hidden), how })
 }
 
 /// Per rank above the threshold, its number; per rank, the exposed transfer that perfect

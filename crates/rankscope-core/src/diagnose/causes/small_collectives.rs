@@ -14,6 +14,7 @@
 //! communication's.
 
 use super::prelude::*;
+use crate::analyze::whatif::timeline::Counterfactual;
 use crate::analyze::attribution;
 use crate::analyze::collectives::{busbw_factor, Op};
 use crate::analyze::intervals::Set;
@@ -202,10 +203,12 @@ fn group_finding(cx: &Ctx<'_>, kind: CollKind, members: &[usize], late: &BTreeSe
     let mut saving = projected.min(exposed);
     let mut replayed = String::new();
     let mut replayed_ns = None;
-    if let Some((s, words)) = replayed_saving(cx, members, fewer / per_step, bw_gbps, alpha_ns, late) {
+    let mut change = None;
+    if let Some((s, words, merged)) = replayed_saving(cx, members, fewer / per_step, bw_gbps, alpha_ns, late) {
         saving = s;
         replayed = words;
         replayed_ns = Some(s);
+        change = Some(merged);
     }
     let mib = |b: f64| b / 1048576.0;
     let hist = size_histogram(&sizes);
@@ -239,7 +242,7 @@ fn group_finding(cx: &Ctx<'_>, kind: CollKind, members: &[usize], late: &BTreeSe
     if let Some(g) = replayed_ns {
         evidence.insert(K::ReplayedGainNs, g);
     }
-    Some(Finding {
+    let f = Finding {
             id: FindingId::SmallCollectives,
             severity: severity_for(saving, cx.step_ns),
             message: format!(
@@ -262,7 +265,16 @@ fn group_finding(cx: &Ctx<'_>, kind: CollKind, members: &[usize], late: &BTreeSe
             symptoms: Vec::new(),
             location: None,
             impact_ns: saving as i64,
-        })
+        };
+    if let Some(merged) = change {
+        let how = format!(
+            "the {} calls merged into {fewer:.0} of {:.0} MiB (each call's transfer less the fixed cost it no longer pays)",
+            kind.name(),
+            mib(cx.th.bucket_bytes)
+        );
+        cx.replayed_with(&f, Counterfactual::Transfers(merged), how);
+    }
+    Some(f)
 }
 
 /// The calls' fixed cost: the latency + size / bandwidth fit of the group's calls `pts` (bytes,
@@ -376,7 +388,7 @@ fn replayed_saving(
     bw_gbps: f64,
     alpha_ns: f64,
     late: &BTreeSet<u32>,
-) -> Option<(f64, String)> {
+) -> Option<(f64, String, BTreeMap<usize, i64>)> {
     let ops = cx.ops;
     let m = cx.model.filter(|_| cx.replay_usable())?;
     let keep = keep.min(1.0);
@@ -397,7 +409,9 @@ fn replayed_saving(
         (before - after).max(0.0)
     };
     // In the order of fixing: the late ranks first, then these calls.
-    Some(super::in_order_of_fixing(late, gain, " Replayed from the traces with these calls merged: ", " per step"))
+    let (gain, words) =
+        super::in_order_of_fixing(late, gain, " Replayed from the traces with these calls merged: ", " per step");
+    Some((gain, words, merged))
 }
 
 /// "6 × 1–2 MiB, 12 × 2–4 MiB": counts per power-of-two size band.
