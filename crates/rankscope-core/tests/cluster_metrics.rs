@@ -281,3 +281,47 @@ fn a_scrape_coarser_than_the_profile_is_said() {
         && r.interval_ns == Some(15_000_000_000 + (hi - lo) * 1_000_000)));
     assert!(j.residual.contains("16 ranks' windows are shorter than one sample"), "{}", j.residual);
 }
+
+/// `dcgmi dmon … | ts '%.s'`: each line after its Unix seconds, no host given. On a job whose
+/// traces all name one host the table's GPUs are that host's (`one_host`): node01's ranks
+/// alone, its throttled GPU 3 found on rank 11 from the stamps with no start or delay given.
+/// On a job of two hosts the table's host cannot be told, and nothing is guessed.
+#[test]
+fn a_stamped_dmon_table_without_a_host_joins_a_one_host_job() {
+    let exp = &expected()["throttled"];
+    let text = String::from_utf8(common::read(&dir().join("throttled/dmon_node01.txt"))).unwrap();
+    let start_ns: i64 = 1_720_912_092_000_000_000;
+    let delay_ns = exp["dmon"]["delay_ms"].as_i64().unwrap() * 1_000_000;
+    // Blocks as the reader makes them: a block ends when one of its GPUs comes again.
+    let (mut block, mut k, mut stamped) = (Vec::<String>::new(), 0i64, String::new());
+    for line in text.lines() {
+        if line.starts_with("GPU") {
+            let gpu = line.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
+            if block.contains(&gpu) {
+                block.clear();
+                k += 1;
+            }
+            block.push(gpu);
+        }
+        let t = start_ns + k * delay_ns + 1_000;
+        stamped.push_str(&format!("{}.{:09} {line}\n", t / 1_000_000_000, t % 1_000_000_000));
+    }
+    let file = [("dmon.txt".to_string(), stamped.into_bytes())];
+    let node01: Vec<RankPlace> =
+        places(job()).into_iter().filter(|p| p.host.as_deref() == Some("node01")).collect();
+    assert_eq!(node01.len(), 8);
+    let (rep, errors) = metrics::report(&file, &ReadOptions::default(), Some(&node01));
+    assert!(errors.is_empty(), "{errors:?}");
+    assert!(rep.diagnostics.iter().all(|d| d.kind != DiagKind::NoTime), "{:?}", rep.diagnostics);
+    let j = rep.join.as_ref().unwrap();
+    assert_eq!(j.ranks.len(), 8, "{:?}", rep.diagnostics);
+    assert!(j.ranks.iter().all(|r| r.method == MapMethod::OneHost));
+    assert!(j.method.contains("every trace names the same one"), "{}", j.method);
+    let throttled: Vec<&Vec<u32>> =
+        rep.findings.iter().filter(|f| f.id.to_string() == "throttled_gpu").map(|f| &f.ranks).collect();
+    assert_eq!(throttled, [&vec![11]], "{:?}", got(&rep));
+    // Both hosts' ranks: whose GPUs these are cannot be told.
+    let (rep, _) = metrics::report(&file, &ReadOptions::default(), Some(&places(job())));
+    assert!(rep.join.as_ref().unwrap().ranks.is_empty());
+    assert_eq!(rep.diagnostics.iter().filter(|d| d.kind == DiagKind::Unmapped).count(), 16);
+}

@@ -14,8 +14,11 @@
 //! `dcgmi dmon`). Rows are grouped into blocks (a block ends when an entity of it comes again);
 //! block k is placed at `start + k · delay` from [`DmonPlace`], which the caller knows (when the
 //! command was started, the `-d` it was given, the host it ran on). Unplaced rows are read and
-//! said (`no_time`), never guessed onto the job. The header may repeat; `N/A` values are
-//! skipped.
+//! said (`no_time`), never guessed onto the job. A line may carry its own time: Unix seconds
+//! before it, as moreutils' `ts '%.s'` or a shell loop (`while read l; do echo "$(date +%s.%N)
+//! $l"; done`) writes them; a row so stamped is placed at its stamp (when dmon printed it, its
+//! read a few ms before), whatever the start and delay say. The header may repeat; `N/A`
+//! values are skipped.
 
 use super::{DiagKind, DmonPlace, Format, Limits, Read, ReadError, SeriesKey, Tally};
 
@@ -33,9 +36,27 @@ const COLUMNS: &[(&str, &str)] = &[
     ("NVLRX", "DCGM_FI_PROF_NVLINK_RX_BYTES"),
 ];
 
-/// Whether `line` is dmon's header (`#Entity  SMACT ...`, `# Entity ...`).
+/// Whether `line` is dmon's header (`#Entity  SMACT ...`, `# Entity ...`), stamped or not.
 pub(crate) fn is_header(line: &str) -> bool {
-    line.strip_prefix('#').is_some_and(|r| r.trim_start().starts_with("Entity"))
+    unstamped(line).1.strip_prefix('#').is_some_and(|r| r.trim_start().starts_with("Entity"))
+}
+
+/// A line's own time, where Unix seconds (2001 to 2096, `1733550000.123456`) and a space come
+/// before it, in ns; and the rest of the line.
+fn unstamped(line: &str) -> (Option<i64>, &str) {
+    let Some((first, rest)) = line.split_once(char::is_whitespace) else { return (None, line) };
+    let (secs, frac) = first.split_once('.').unwrap_or((first, ""));
+    let digits = |t: &str| t.bytes().all(|b| b.is_ascii_digit());
+    if secs.len() != 10 || frac.len() > 9 || !digits(secs) || !digits(frac) {
+        return (None, line);
+    }
+    // Exact, in integers: ten digits of seconds fit, and nine of their fraction.
+    let s: i64 = secs.parse().unwrap_or(0);
+    let ns: i64 = format!("{frac:0<9}").parse().unwrap_or(0);
+    if !(1_000_000_000..4_000_000_000).contains(&s) {
+        return (None, line);
+    }
+    (Some(s * 1_000_000_000 + ns), rest.trim_start())
 }
 
 /// The metric name a column stands for.
@@ -56,13 +77,14 @@ pub fn read(file: &str, bytes: &[u8], lim: &Limits, place: &DmonPlace) -> Result
         s.checked_add(d.checked_mul(k)?).filter(|t| t.abs() <= 4_000_000_000_000_000_000)
     };
     let mut rows = 0u64;
+    let mut stamped = 0u64;
     // (column, entity id) → series key.
     let mut keys: std::collections::HashMap<(usize, u32), u32> = Default::default();
     for raw in bytes.split(|b| *b == b'\n') {
         let at = offset;
         offset += raw.len() as u64 + 1;
         let line = String::from_utf8_lossy(raw);
-        let line = line.trim();
+        let (stamp, line) = unstamped(line.trim());
         if line.is_empty() {
             continue;
         }
@@ -96,7 +118,10 @@ pub fn read(file: &str, bytes: &[u8], lim: &Limits, place: &DmonPlace) -> Result
         }
         block.push(key);
         rows += 1;
-        let ts_ns = time_of(k);
+        if stamp.is_some() {
+            stamped += 1;
+        }
+        let ts_ns = stamp.or_else(|| time_of(k));
         for (ci, (c, v)) in cols.iter().zip(w).enumerate() {
             if v == "N/A" {
                 continue;
@@ -137,9 +162,10 @@ pub fn read(file: &str, bytes: &[u8], lim: &Limits, place: &DmonPlace) -> Result
             message: "a `#Entity` header but no `GPU n ...` row".into(),
         });
     }
-    if place.start_ns.is_none() || place.delay_ns.is_none() {
+    if (place.start_ns.is_none() || place.delay_ns.is_none()) && stamped < rows {
+        let unplaced = rows - stamped;
         tally.add(DiagKind::NoTime, None, || {
-            format!("{rows} dmon rows in {} blocks are not placed in time: dmon prints no time; give the start (Unix s) and the -d delay", k + 1)
+            format!("{unplaced} dmon rows of {rows} in {} blocks are not placed in time: dmon prints no time; give the start (Unix s) and the -d delay, or stamp each line (`dcgmi dmon ... | ts '%.s'`)", k + 1)
         });
     }
     if place.host.is_none() {
@@ -154,6 +180,31 @@ pub fn read(file: &str, bytes: &[u8], lim: &Limits, place: &DmonPlace) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stamped_lines_are_placed_at_their_stamps() {
+        // `dcgmi dmon -e 1002,100 -d 500 | ts '%.s'`: each line, header and units included,
+        // after its Unix seconds.
+        let text = "1733550000.100000 #Entity   SMACT  SMCLK\n1733550000.100100 ID\n1733550000.100200 GPU 0  0.5  1980\n1733550000.600300 GPU 0  0.6  1410\n";
+        assert_eq!(super::super::sniff(text.as_bytes()), Some(Format::DcgmDmon));
+        let r = read("d", text.as_bytes(), &Limits::default(), &DmonPlace::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let ts: Vec<_> = r
+            .samples()
+            .filter(|s| s.key.name == "DCGM_FI_DEV_SM_CLOCK")
+            .map(|s| (s.ts_ns, s.value))
+            .collect();
+        assert_eq!(
+            ts,
+            [(Some(1_733_550_000_100_200_000), 1980.0), (Some(1_733_550_000_600_300_000), 1410.0)]
+        );
+        // Placed: no `no_time`; the host is still unsaid.
+        assert!(r.diagnostics.iter().all(|d| d.kind != DiagKind::NoTime), "{:?}", r.diagnostics);
+        // A number that is no Unix time is not a stamp: `GPU 0` rows keep their place.
+        assert_eq!(unstamped("GPU 0  0.5"), (None, "GPU 0  0.5"));
+        assert_eq!(unstamped("12345 GPU 0").0, None);
+        assert_eq!(unstamped("1733550000 GPU 0"), (Some(1_733_550_000_000_000_000), "GPU 0"));
+    }
 
     #[test]
     fn blocks_are_placed_from_the_start_and_the_delay() {

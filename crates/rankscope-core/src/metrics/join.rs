@@ -11,7 +11,9 @@
 //! **Mapping.** A rank's host is the trace's `host_name` (trimmed, compared case-insensitively,
 //! domain ignored); its GPU is the device its kernels ran on (`analysis.gpu_idle`, the device
 //! with most kernels). When the traces name no host and the GPU metrics hold exactly one, every
-//! rank is on it (`sole_host`, said). Anything else is a diagnostic (`unmapped`), never a
+//! rank is on it (`sole_host`, said); when the GPU metrics name no host (a `dcgmi dmon` table
+//! given none) and every trace names the same one, the job runs on one host and the metrics'
+//! GPUs are its own (`one_host`, said). Anything else is a diagnostic (`unmapped`), never a
 //! guess.
 //!
 //! **Residual.** A sample describes the interval since the previous one; a window's figure is
@@ -54,6 +56,9 @@ crate::named_enum! {
         HostAndGpu => "host_and_gpu",
         /// The traces name no host; the GPU metrics hold one: every rank on it, by GPU device.
         SoleHost => "sole_host",
+        /// The GPU metrics name no host (a `dcgmi dmon` table given none) and every trace
+        /// names the same one: the job runs on one host, the metrics' GPUs are its GPUs.
+        OneHost => "one_host",
     }
 }
 
@@ -169,6 +174,13 @@ pub fn join(all: &[Series], places: &[RankPlace]) -> Joined {
     gpu_hosts.sort_unstable();
     gpu_hosts.dedup();
     let unnamed_gpus = all.iter().any(|s| s.entity.kind == EntityKind::Gpu && s.entity.host.is_empty());
+    // One host named by every trace, and GPU metrics that name none: that host's.
+    let traced_hosts: std::collections::BTreeSet<String> =
+        places.iter().filter_map(|p| p.host.as_deref().map(host_key)).collect();
+    let one_host = gpu_hosts.is_empty()
+        && unnamed_gpus
+        && traced_hosts.len() == 1
+        && places.iter().all(|p| p.host.is_some());
     let mut ranks = Vec::new();
     for p in places {
         if p.steps.is_empty() {
@@ -176,6 +188,7 @@ pub fn join(all: &[Series], places: &[RankPlace]) -> Joined {
             continue;
         }
         let (host, method) = match &p.host {
+            Some(_) if one_host => (String::new(), MapMethod::OneHost),
             Some(h) => match gpu_hosts.iter().find(|m| host_key(m) == host_key(h)) {
                 Some(m) => ((*m).to_string(), MapMethod::HostAndGpu),
                 None => {
@@ -308,11 +321,18 @@ pub fn join(all: &[Series], places: &[RankPlace]) -> Joined {
         ));
     }
     let sole = ranks.iter().any(|r| r.method == MapMethod::SoleHost);
+    let one = ranks.iter().any(|r| r.method == MapMethod::OneHost);
     let method = format!(
         "{} of {} ranks on a host and GPU of the metrics ({}); samples compared with each rank's steps on its host's clock (trace time = baseTimeNanoseconds + ts, metrics Unix time), shown on the job's aligned clock as t − the rank's offset",
         ranks.len(),
         places.len(),
-        if sole { "the traces name no host: every rank on the one host of the GPU metrics, by its GPU device" } else { "by the trace's host name and the GPU its kernels ran on" },
+        if sole {
+            "the traces name no host: every rank on the one host of the GPU metrics, by its GPU device"
+        } else if one {
+            "the GPU metrics name no host and every trace names the same one: the metrics' GPUs are that host's, each rank on its GPU device"
+        } else {
+            "by the trace's host name and the GPU its kernels ran on"
+        },
     );
     Joined { method, residual: residual(&ranks), ranks, hosts, diagnostics: diags }
 }
