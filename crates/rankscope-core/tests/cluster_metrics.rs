@@ -318,7 +318,7 @@ fn a_stamped_dmon_table_without_a_host_joins_a_one_host_job() {
     assert!(j.ranks.iter().all(|r| r.method == MapMethod::OneHost));
     assert!(j.method.contains("every trace names the same one"), "{}", j.method);
     let throttled: Vec<&Vec<u32>> =
-        rep.findings.iter().filter(|f| f.id.to_string() == "throttled_gpu").map(|f| &f.ranks).collect();
+        rep.findings.iter().filter(|f| f.id == "throttled_gpu").map(|f| &f.ranks).collect();
     assert_eq!(throttled, [&vec![11]], "{:?}", got(&rep));
     // Both hosts' ranks: whose GPUs these are cannot be told.
     let (rep, _) = metrics::report(&file, &ReadOptions::default(), Some(&places(job())));
