@@ -13,6 +13,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { BIN, ROOT, SHARED, startBrowser, stopBrowser, shot, openFiles } from './harness.mjs';
+import { MARK, plantNames } from '../planted.mjs';
 
 let server, origin, context, profile, dir;
 const requests = [];
@@ -118,31 +119,8 @@ test('a job digest: the analysis\' tables, and the reason there is no events tab
   assert.deepEqual(pageErrors, []);
 });
 
-const MARK = 'ZQX';
-
-/** DLRM's eight ranks with markers planted (an annotation, a module, a kernel, a process, a
- * Python frame, a thread, a host, the file names), as the CLI's export_redact test plants them. */
-function planted() {
-  const src = path.join(SHARED, 'traces', 'param-dlrm-8rank');
-  const out = path.join(dir, 'planted');
-  fs.mkdirSync(out, { recursive: true });
-  for (const f of fs.readdirSync(src).filter((x) => x.endsWith('.json')).sort()) {
-    const text = fs.readFileSync(path.join(src, f), 'utf8')
-      .replaceAll('## sparse_data_dist ##', '## ZQXannot sparse_dist ##')
-      .replaceAll('## KJTListSplitsAwaitable wait() ##', 'nn.Module: ZQXSecretEmbedding_0')
-      .replaceAll('split_embedding_codegen', 'ZQXkern_codegen')
-      .replaceAll('"python3"', '"ZQXproc"');
-    const v = JSON.parse(text);
-    v.hostname = 'ZQXhost-node17';
-    const step = v.traceEvents.find((e) => e.cat === 'user_annotation' && /^ProfilerStep/.test(e.name));
-    v.traceEvents.push(
-      { ph: 'X', cat: 'python_function', name: '/home/ZQXalice/proj/ZQXmodel.py(42): forward', pid: step.pid, tid: step.tid, ts: step.ts + 1, dur: 2, args: { 'Python id': 9 } },
-      { ph: 'M', name: 'thread_name', pid: step.pid, tid: step.tid, args: { name: 'ZQXthread-loader' } },
-    );
-    fs.writeFileSync(path.join(out, f.replace('worker', 'ZQXbox-worker')), JSON.stringify(v));
-  }
-  return out;
-}
+/** DLRM's eight ranks with markers planted (`tests/planted.mjs`). */
+const planted = () => plantNames(path.join(SHARED, 'traces', 'param-dlrm-8rank'), path.join(dir, 'planted'));
 
 const TOKEN = /(?:name|frame|path|file|host|ip|arg)-[0-9a-f]{12}/g; // no word bounds: Arrow and Parquet write strings back to back
 const tokensOf = (b) => new Set(Buffer.from(b).toString('latin1').match(TOKEN) ?? []);

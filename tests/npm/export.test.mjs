@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { ROOT, filesOf, rankscope, run, tmpdir, trace } from './harness.mjs';
+import { MARK, plantNames } from '../planted.mjs';
 
 /** `rankscope export INPUTS --format F --out DIR`: each file's bytes by table name. */
 function cliExport(inputs, format, tag) {
@@ -82,31 +83,10 @@ test('a job digest gives the analysis tables, and says why not the events', asyn
   }
 });
 
-const MARK = 'ZQX';
-
-/** DLRM's eight ranks with markers planted (an annotation, a module, a kernel, a process, a
- * Python frame, an arg, a thread, a host, the folder and file names), as the CLI's
- * export_redact test plants them. */
-function planted() {
-  const dir = path.join(tmpdir('export-redact'), 'ZQXalice', 'ZQXhost-node17-run');
-  fs.mkdirSync(dir, { recursive: true });
-  for (const f of filesOf(trace('param-dlrm-8rank'))) {
-    const text = fs.readFileSync(f, 'utf8')
-      .replaceAll('## sparse_data_dist ##', '## ZQXannot sparse_dist ##')
-      .replaceAll('## KJTListSplitsAwaitable wait() ##', 'nn.Module: ZQXSecretEmbedding_0')
-      .replaceAll('split_embedding_codegen', 'ZQXkern_codegen')
-      .replaceAll('"python3"', '"ZQXproc"');
-    const v = JSON.parse(text);
-    v.hostname = 'ZQXhost-node17';
-    const step = v.traceEvents.find((e) => e.cat === 'user_annotation' && /^ProfilerStep/.test(e.name));
-    v.traceEvents.push(
-      { ph: 'X', cat: 'python_function', name: '/home/ZQXalice/proj/ZQXmodel.py(42): forward', pid: step.pid, tid: step.tid, ts: step.ts + 1, dur: 2, args: { 'Python id': 9, ZQXargkey: 'ZQXargvalue' } },
-      { ph: 'M', name: 'thread_name', pid: step.pid, tid: step.tid, args: { name: 'ZQXthread-loader' } },
-    );
-    fs.writeFileSync(path.join(dir, path.basename(f).replace('worker', 'ZQXbox-worker')), JSON.stringify(v));
-  }
-  return dir;
-}
+/** DLRM's eight ranks with markers planted, an arg's key and value too (`tests/planted.mjs`), under
+ * folder names that hold them. */
+const planted = () =>
+  plantNames(trace('param-dlrm-8rank'), path.join(tmpdir('export-redact'), 'ZQXalice', 'ZQXhost-node17-run'), { arg: true });
 
 const has = (bytes, s) => Buffer.from(bytes).includes(Buffer.from(s));
 
