@@ -195,10 +195,20 @@ fn finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
     // The verbs the late rank(s) take: "rank 2 stalls", "ranks 1 and 4 stall".
     let (is, stalls, does, its) =
         if group { ("are", "stall", "do", "their") } else { ("is", "stalls", "does", "its") };
-    let waited = format!(
-        "the other ranks each wait {} per step for {it} ({steps_said})",
-        dur_range(other_waits.clone())
-    );
+    // The others' exposed wait is all of theirs in these steps; where it is more than twice
+    // what the late rank costs the step, most of it is not for this rank (a sharded job's
+    // gathers waiting on each other, a loaded host): said as the collectives' wait, with the
+    // part that is this rank's.
+    let least_wait = other_waits.iter().copied().fold(f64::INFINITY, f64::min);
+    let waited = if least_wait.is_finite() && least_wait > 2.0 * cost_late.max(1.0) {
+        format!(
+            "the other ranks each wait {} per step at the collectives ({steps_said}), {} of it for {it}",
+            dur_range(other_waits.clone()),
+            dur(cost_late)
+        )
+    } else {
+        format!("the other ranks each wait {} per step for {it} ({steps_said})", dur_range(other_waits.clone()))
+    };
     let mut evidence = Evidence::from([
         (K::OthersExposedWaitNsMax, other_waits.iter().copied().fold(0.0, f64::max)),
         (K::OthersExposedWaitNsMin, other_waits.iter().copied().fold(f64::INFINITY, f64::min)),
