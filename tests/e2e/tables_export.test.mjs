@@ -4,7 +4,7 @@
 // the same traces (so it parses as the CLI's does: magic bytes at both ends, and the row counts
 // the CLI prints, checked against `analyze --json`); a job digest gives the analysis' tables
 // and says why there is no events table. With "redact names" and a key (docs/redaction.md), no
-// planted name is left in any member and every token is one `rankscope export --redact-key`
+// planted name is left in any member, `redaction.json` is the CLI's, and every token is one `rankscope export --redact-key`
 // gives. Screenshots in target/e2e-screenshots/ (96, 96b).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -139,6 +139,12 @@ test('redact names: a key typed, every member holds no planted name and only the
   const out = path.join(dir, 'redacted-cli');
   execFileSync(BIN, ['export', ...names, '--format', 'parquet', '--out', out, '--redact-key', 'shared secret'], { cwd: src, stdio: ['ignore', 'ignore', 'ignore'] });
   const want = Object.fromEntries(fs.readdirSync(out).filter((f) => f.endsWith('.parquet')).map((f) => [f, fs.readFileSync(path.join(out, f))]));
+  // What was kept, hashed and removed: the tab's and every worker's redactions together are the
+  // CLI's one redactor's statement for the same key.
+  const statement = JSON.parse(Buffer.from(members['redaction.json'] ?? []).toString('utf8') || 'null');
+  delete members['redaction.json'];
+  assert.deepEqual(statement, JSON.parse(fs.readFileSync(path.join(out, 'redaction.json'), 'utf8')), 'the tar\'s redaction.json is the CLI\'s');
+  assert.ok(Object.values(statement.hashed).reduce((a, b) => a + b, 0) > 0, 'it says what was hashed');
   assert.deepEqual(Object.keys(members).sort(), Object.keys(want).sort(), 'the same tables as the CLI\'s redacted export');
   let same = 0;
   for (const [name, bytes] of Object.entries(members)) {
@@ -154,6 +160,8 @@ test('redact names: a key typed, every member holds no planted name and only the
   // Without a key: a key drawn for the export, not the phrase's.
   await page.fill('[data-testid=export-redact-key]', '');
   const drawn = untar((await download(page, '[data-testid=export-arrow]')).bytes);
+  assert.equal(JSON.parse(Buffer.from(drawn['redaction.json']).toString('utf8')).key, 'per_run', 'a drawn key is said to be one');
+  assert.equal(plain['redaction.json'], undefined, 'a plain tar has no statement');
   assert.ok(Object.values(drawn).every((b) => !Buffer.from(b).includes(MARK)), 'no planted name under a drawn key');
   const keyed = tokensOf(members['events.parquet']);
   assert.ok([...tokensOf(drawn['events.arrow'])].every((t) => !keyed.has(t)), 'a drawn key gives other tokens');

@@ -217,9 +217,13 @@ pub enum Answer {
     },
     /// A piece of a columnar table: what the file's footer says of it and the table's schema;
     /// its bytes (a `Uint8Array`) travel beside the message.
+    /// Redacted, `ledger` is what this rank's redaction kept, hashed and removed (the tar's
+    /// `redaction.json` is the statement of every rank's ledger and the tab's together).
     Piece {
         meta: Box<rankscope_core::export::columnar::PieceMeta>,
         schema: Box<rankscope_core::export::columnar::Schema>,
+        #[serde(default)]
+        ledger: Option<Box<rankscope_core::redact::Ledger>>,
     },
     /// The question could not be answered: the rank is not loaded here, or the export failed.
     Failed(String),
@@ -329,7 +333,9 @@ pub fn encode<T: Serialize>(m: &T) -> String {
 }
 
 pub fn decode<'a, T: Deserialize<'a>>(s: &'a str) -> Result<T, String> {
-    serde_json::from_str(s).map_err(|e| format!("bad message: {e}"))
+    // From bytes, as baselines and digests are read: one `serde_json` reader gives every type
+    // one deserializer in the wasm (the message types share most of theirs with the analysis').
+    serde_json::from_slice(s.as_bytes()).map_err(|e| format!("bad message: {e}"))
 }
 
 #[cfg(test)]

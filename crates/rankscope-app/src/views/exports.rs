@@ -28,7 +28,7 @@ use wasm_bindgen::JsCast;
 use web_sys::HtmlInputElement;
 use yew::prelude::*;
 
-use super::table_export::TablesExport;
+use super::table_export::{Redaction, TablesExport};
 use super::Ctx;
 use crate::download;
 use crate::protocol::{Answer, Query, RankId};
@@ -230,8 +230,8 @@ pub fn exports(p: &Props) -> Html {
         let pool = ctx.as_ref().and_then(Ctx::pool);
         Callback::from(move |_| {
             let key = (*redact).then(|| match redact_key.trim() {
-                "" => drawn_key(),
-                k => k.to_string(),
+                "" => Redaction { phrase: drawn_key(), drawn: true },
+                k => Redaction { phrase: k.to_string(), drawn: false },
             });
             start_tables(pool.as_ref(), &job, format, key, &tables, &status)
         })
@@ -473,7 +473,7 @@ fn start_tables(
     pool: Option<&crate::pool::Pool>,
     job: &Rc<JobView>,
     format: Format,
-    redact: Option<String>,
+    redact: Option<Redaction>,
     tables: &Rc<RefCell<TablesExport>>,
     status: &UseStateHandle<Status>,
 ) {

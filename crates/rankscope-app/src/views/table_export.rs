@@ -11,7 +11,9 @@
 //! drawn for this export) every table is redacted as `rankscope export --redact-key` redacts
 //! it: the analysis' tables here from the analysis redacted as the CLI redacts it, each rank's
 //! events in its worker from its own names (a token is the keyed hash of its name, so one name
-//! has one token on every rank and in every table).
+//! has one token on every rank and in every table). The tar's `redaction.json` is what all of
+//! them kept, hashed and removed: each redactor's names ([`Ledger`]) merged, a name met on
+//! several ranks counted once, as the CLI's one redactor counts it.
 //!
 //! The `collectives` table is measured again here from the parts the job was combined from
 //! (the tab holds them: `JobView::measurable`), as `rankscope export` measures its job again;
@@ -26,7 +28,7 @@ use js_sys::{Array, Uint8Array};
 use rankscope_core::analyze::Analysis;
 use rankscope_core::export::columnar::{self, tables, Assembly, Format, PieceMeta, Schema, TableName};
 use rankscope_core::export::tar;
-use rankscope_core::redact::{self, Key, Redactor};
+use rankscope_core::redact::{self, Key, Ledger, Redactor};
 
 use crate::protocol::{Answer, Query, RankId};
 use crate::state::JobView;
@@ -50,11 +52,21 @@ pub struct TablesExport {
     /// The ranks whose events are written, in the job's order.
     order: Vec<RankId>,
     pieces: BTreeMap<RankId, (Uint8Array, PieceMeta, Schema)>,
+    /// What each rank's redaction kept, hashed and removed (redacted only).
+    ledgers: BTreeMap<RankId, Ledger>,
     failed: bool,
     /// The key phrase the tables are redacted under (none: plain).
-    redact: Option<String>,
+    redact: Option<Redaction>,
     /// The job exported (its parts measure the collectives).
     job: Option<Rc<JobView>>,
+}
+
+/// A redaction's key phrase: the user's (`--redact-key`), or one drawn for this export
+/// (`--redact`: the tokens agree within the export only, and `redaction.json` says so).
+#[derive(Debug, Clone)]
+pub struct Redaction {
+    pub phrase: String,
+    pub drawn: bool,
 }
 
 /// What a tables export gives back when it ends: the tar's parts and its name, or why not.
@@ -68,14 +80,22 @@ impl TablesExport {
         job: &Rc<JobView>,
         format: Format,
         req: u32,
-        redact: Option<String>,
+        redact: Option<Redaction>,
     ) -> (TablesExport, Vec<(RankId, Query)>) {
         let order = job.export_ids.clone();
         let queries = order
             .iter()
             .zip(&job.export.ranks)
             .map(|(id, p)| {
-                (*id, Query::Table { format, rank: p.rank, offset_ns: p.offset_ns, redact: redact.clone() })
+                (
+                    *id,
+                    Query::Table {
+                        format,
+                        rank: p.rank,
+                        offset_ns: p.offset_ns,
+                        redact: redact.as_ref().map(|r| r.phrase.clone()),
+                    },
+                )
             })
             .collect();
         let t = TablesExport {
@@ -83,6 +103,7 @@ impl TablesExport {
             format: Some(format),
             order,
             pieces: BTreeMap::new(),
+            ledgers: BTreeMap::new(),
             failed: false,
             redact,
             job: Some(job.clone()),
@@ -112,8 +133,11 @@ impl TablesExport {
             return None;
         }
         match (answer, bytes) {
-            (Answer::Piece { meta, schema }, Some(b)) => {
+            (Answer::Piece { meta, schema, ledger }, Some(b)) => {
                 self.pieces.insert(id, (b, *meta, *schema));
+                if let Some(l) = ledger {
+                    self.ledgers.insert(id, *l);
+                }
             }
             (Answer::Failed(e), _) => {
                 self.failed = true;
@@ -134,7 +158,7 @@ impl TablesExport {
         let bad = |e: columnar::ColumnarError| e.to_string();
         let parts = Array::new();
         let mut small = Vec::new();
-        let mut red = self.redact.as_deref().map(|p| Redactor::new(Key::from_phrase(p)));
+        let mut red = self.redact.as_ref().map(|r| Redactor::new(Key::from_phrase(&r.phrase)));
         let redacted = match &mut red {
             Some(r) => Some(redacted_analysis(r, a)?),
             None => None,
@@ -179,6 +203,18 @@ impl TablesExport {
             parts.push(&Uint8Array::from(&end[..]));
         }
         let mut end = Vec::new();
+        if let Some(r) = &red {
+            // The ranks' names first, as the CLI's one redactor gathers them before the
+            // analysis': a string two redactors judged differently keeps the first kind.
+            let mut all = Ledger::default();
+            for id in &self.order {
+                all.merge(self.ledgers.remove(id).unwrap_or_default());
+            }
+            all.merge(r.ledger());
+            all.given = !self.redact.as_ref().is_some_and(|r| r.drawn);
+            tar::write_file(&mut end, "redaction.json", all.statement().json().as_bytes())
+                .map_err(|e| e.to_string())?;
+        }
         tar::write_end(&mut end).map_err(|e| e.to_string())?;
         parts.push(&Uint8Array::from(&end[..]));
         Ok((parts, format!("rankscope-tables-{ext}.tar")))

@@ -44,15 +44,19 @@ pub(super) fn answer(state: &Rc<RefCell<State>>, id: RankId, req: u32, query: Qu
         Query::Table { format, rank, offset_ns, redact } => {
             use rankscope_core::export::columnar::encode_piece;
             use rankscope_core::redact::{self, Key, Redactor};
-            let t = match redact {
-                None => v.events_table(rank, offset_ns),
+            let (t, ledger) = match redact {
+                None => (v.events_table(rank, offset_ns), None),
                 // This rank's names gathered and renamed as `rankscope export --redact-key`
                 // does (a token is its name's keyed hash: the same on every rank).
-                Some(phrase) => v.entry().map(|e| {
-                    let mut r = Redactor::new(Key::from_phrase(&phrase));
-                    redact::job::gather_job(&mut r, v.job());
-                    redact::table::redacted_events(&mut r, e, &v.job().strings, rank, offset_ns)
-                }),
+                Some(phrase) => v
+                    .entry()
+                    .map(|e| {
+                        let mut r = Redactor::new(Key::from_phrase(&phrase));
+                        redact::job::gather_job(&mut r, v.job());
+                        let t = redact::table::redacted_events(&mut r, e, &v.job().strings, rank, offset_ns);
+                        (Some(t), Some(Box::new(r.ledger())))
+                    })
+                    .unwrap_or((None, None)),
             };
             let Some(t) = t else {
                 return Some(Answer::Failed("this rank holds no events".into()));
@@ -60,7 +64,7 @@ pub(super) fn answer(state: &Rc<RefCell<State>>, id: RankId, req: u32, query: Qu
             let schema = t.schema();
             match encode_piece(format, &schema, &t.columns) {
                 Ok(p) => {
-                    let answer = Answer::Piece { meta: Box::new(p.meta), schema: Box::new(schema) };
+                    let answer = Answer::Piece { meta: Box::new(p.meta), schema: Box::new(schema), ledger };
                     super::post_with_bytes(&FromWorker::Answer { id, req, answer }, &p.bytes);
                     return None;
                 }

@@ -21,20 +21,22 @@
 //!   CSV-escaped) and over absolute paths and IPv4 addresses ([`Redactor::text`]).
 
 pub mod job;
+pub mod ledger;
 pub mod table;
 pub mod vocab;
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hasher as _;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::model::strings::{Sip13, TableKey};
 
+pub use ledger::Ledger;
 pub use vocab::{judge, Verdict};
 
 /// What a token replaces.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
     /// An annotation, module, kernel, thread, process or group name.
@@ -414,21 +416,32 @@ impl Redactor {
 
     /// What this redaction kept, hashed and removed so far.
     pub fn statement(&self) -> Statement {
-        let mut hashed = BTreeMap::new();
-        for k in self.hashed.values() {
-            *hashed.entry(*k).or_default() += 1;
-        }
-        Statement {
-            key: if self.key.given { "given" } else { "per_run" },
-            kept_names: self.kept.len(),
-            hashed,
-            removed: self.removed.clone(),
-            always_kept: ALWAYS_KEPT.to_vec(),
-        }
+        Statement::of(self.key.given, self.kept.len(), self.hashed.values().copied(), self.removed.clone())
     }
 }
 
 impl Statement {
+    /// The statement of `kept` public names, the strings hashed (their kinds, one per string)
+    /// and what was removed, under a given or a drawn key.
+    fn of(
+        given: bool,
+        kept: usize,
+        hashed_kinds: impl Iterator<Item = Kind>,
+        removed: BTreeMap<String, u64>,
+    ) -> Statement {
+        let mut hashed = BTreeMap::new();
+        for k in hashed_kinds {
+            *hashed.entry(k).or_default() += 1;
+        }
+        Statement {
+            key: if given { "given" } else { "per_run" },
+            kept_names: kept,
+            hashed,
+            removed,
+            always_kept: ALWAYS_KEPT.to_vec(),
+        }
+    }
+
     /// The statement as `redaction.json` holds it (pretty JSON, a final newline).
     pub fn json(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_default() + "\n"
