@@ -180,6 +180,7 @@ fn replayed(cx: &Ctx<'_>, found: &mut Found) {
         f.evidence.insert(crate::finding::EvidenceKey::ReplayedGainNs, g.gain_ns as f64);
         f.evidence.insert(crate::finding::EvidenceKey::ReplayError, w.max_error);
         f.impact_ns = g.gain_ns;
+        f.severity = replayed_severity(f.severity, f.impact_ns, cx.step_ns);
         c.replayed = Some((
             Counterfactual::Peers(BTreeSet::from([rank])),
             format!("rank {rank}'s own time at its peers' median"),
@@ -217,8 +218,19 @@ fn replayed(cx: &Ctx<'_>, found: &mut Found) {
         f.evidence.insert(crate::finding::EvidenceKey::ReplayedGainNs, gain);
         f.evidence.insert(crate::finding::EvidenceKey::ReplayError, w.max_error);
         f.impact_ns = gain as i64;
+        f.severity = replayed_severity(f.severity, f.impact_ns, cx.step_ns);
         c.replayed = Some((change, how));
     }
+}
+
+/// A finding's severity once its gain is the replay's: the gain's share of the step, as the
+/// cause judged its own estimate ([`severity_for`]), so the severity and the gain tell one story
+/// (a medium finding gains at least a twentieth of the step). Information stays information.
+fn replayed_severity(was: Severity, gain_ns: i64, step_ns: f64) -> Severity {
+    if was == Severity::Info {
+        return was;
+    }
+    severity_for(gain_ns as f64, step_ns)
 }
 
 /// The scenario of a stall every rank has taken away ([`whatif::Scenario::without_region`]):
