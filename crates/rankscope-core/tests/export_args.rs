@@ -292,10 +292,20 @@ fn every_zoo_run_keeps_its_args() {
         .collect();
     runs.sort();
     assert!(runs.len() > 10, "{} zoo runs", runs.len());
-    for name in runs {
-        let (n, _) = check_files(&name, &common::zoo::trace_files(&name));
-        assert!(n > 0, "{name}");
-    }
+    // The runs are independent: one thread per core takes the next (the test's time is most
+    // of its binary's, and the other tests here are short).
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(name) = runs.get(k) else { break };
+                let (n, _) = check_files(name, &common::zoo::trace_files(name));
+                assert!(n > 0, "{name}");
+            });
+        }
+    });
 }
 
 /// What the parser repairs or cannot keep, each said: a `B`/`E` pair (the slice keeps the `B`'s

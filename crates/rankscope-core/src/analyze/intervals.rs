@@ -178,6 +178,22 @@ impl Set {
         total
     }
 
+    /// The longest interval of `self ∩ [lo, hi)` (0 when there is none), without building it.
+    pub fn longest_within(&self, lo: i64, hi: i64) -> i64 {
+        if hi <= lo {
+            return 0;
+        }
+        let start = self.ivs.partition_point(|iv| iv.1 <= lo);
+        let mut best = 0;
+        for &(a, b) in &self.ivs[start..] {
+            if a >= hi {
+                break;
+            }
+            best = best.max(b.min(hi) - a.max(lo));
+        }
+        best
+    }
+
     /// Every interval moved by `d` (a clock change).
     pub fn shifted(&self, d: i64) -> Set {
         Set { ivs: self.ivs.iter().map(|&(a, b)| (a.saturating_add(d), b.saturating_add(d))).collect() }

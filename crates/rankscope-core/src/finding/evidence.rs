@@ -87,6 +87,8 @@ evidence_keys! {
     Fraction => "fraction",
     HiddenTransferShare => "hidden_transfer_share",
     LateSteps => "late_steps",
+    /// The longest single operator-free stretch every rank has in a stall's region per step.
+    LongestStallNs => "longest_stall_ns",
     MaxCpuBoundRatio => "max_cpu_bound_ratio",
     MaxExposedTransferRatio => "max_exposed_transfer_ratio",
     MaxHostSyncRatio => "max_host_sync_ratio",

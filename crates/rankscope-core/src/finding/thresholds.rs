@@ -48,6 +48,10 @@ thresholds! {
     /// Time every CPU rank spends in one region with no operator running (and no collective to
     /// wait for) / step above this: a host stall on every rank.
     shared_stall_ratio = 0.30,
+    /// ...or, when that time is one block (the longest operator-free stretch every rank has
+    /// there holds at least half of it: a sleep, a blocking write, not the Python between
+    /// operators), that block / step above this.
+    shared_stall_block_ratio = 0.08,
     /// GPU idle waiting on the host (CPU-bound gaps) / step.
     cpu_bound_ratio = 0.10,
     /// Host synchronization / step.

@@ -59,6 +59,12 @@ pub struct RegionRow {
     pub ops_ns: i64,
     /// No operator running (and not waiting on a collective).
     pub free_ns: i64,
+    /// Of `free_ns`, the longest single stretch in one occurrence with no operator running and
+    /// no collective of the rank in flight: a stall is one block (a sleep, a blocking write),
+    /// the Python between operators is many short ones. Only gaps of at least
+    /// [`crate::analyze::regions::MIN_BLOCKED_GAP_NS`] count (0 when there is none).
+    #[serde(default)]
+    pub longest_free_ns: i64,
     /// Blocked in a host synchronization (and not waiting on a collective).
     pub sync_ns: i64,
     /// Waiting for the other ranks while inside it.
@@ -101,7 +107,11 @@ pub fn host_rows(parts: &[RankPart], waits: &[RankWait]) -> (Vec<RegionRow>, Vec
     let mut phases = Vec::new();
     for (p, w) in parts.iter().zip(waits) {
         let rr = &p.regions;
-        let free_wait = Set::from_sorted(rr.free_gaps.iter().copied()).intersect(&w.exposed_wait);
+        let free_gaps = Set::from_sorted(rr.free_gaps.iter().copied());
+        let free_wait = free_gaps.intersect(&w.exposed_wait);
+        // Blocks: operator-free stretches with no collective in flight (a host blocked on a
+        // transfer or on its peers is communicating, not stalled).
+        let free_blocks = free_gaps.subtract(&w.wait.union(&w.transfer));
         let sync_wait = Set::from_sorted(rr.sync_spans.iter().copied()).intersect(&w.exposed_wait);
         let mut agg: BTreeMap<(u32, String, String), RegionRow> = BTreeMap::new();
         for o in &rr.occurrences {
@@ -112,10 +122,14 @@ pub fn host_rows(parts: &[RankPart], waits: &[RankWait]) -> (Vec<RegionRow>, Vec
                 .and_then(|q| rr.names.get(q.name as usize))
                 .cloned()
                 .unwrap_or_default();
-            let (wf, ws) = if o.main {
-                (free_wait.len_within(o.start_ns, o.end_ns), sync_wait.len_within(o.start_ns, o.end_ns))
+            let (wf, ws, block) = if o.main {
+                (
+                    free_wait.len_within(o.start_ns, o.end_ns),
+                    sync_wait.len_within(o.start_ns, o.end_ns),
+                    free_blocks.longest_within(o.start_ns, o.end_ns),
+                )
             } else {
-                (0, 0)
+                (0, 0, 0)
             };
             let row = agg.entry((o.step, name.clone(), parent.clone())).or_insert_with(|| RegionRow {
                 rank: p.info.rank,
@@ -128,6 +142,7 @@ pub fn host_rows(parts: &[RankPart], waits: &[RankWait]) -> (Vec<RegionRow>, Vec
                 active_ns: 0,
                 ops_ns: 0,
                 free_ns: 0,
+                longest_free_ns: 0,
                 sync_ns: 0,
                 wait_ns: 0,
                 sync_wait_ns: 0,
@@ -140,6 +155,7 @@ pub fn host_rows(parts: &[RankPart], waits: &[RankWait]) -> (Vec<RegionRow>, Vec
             row.active_ns += o.inclusive_ns() - wf - ws;
             row.ops_ns += o.ops_ns;
             row.free_ns += o.free_ns - wf;
+            row.longest_free_ns = row.longest_free_ns.max(block.min(o.free_ns - wf));
             row.sync_ns += o.sync_ns - ws;
             row.wait_ns += wf + ws;
             row.sync_wait_ns += ws;

@@ -15,8 +15,10 @@ use super::replay::Slot;
 use crate::analyze::regions::RankRegions;
 use crate::model::FxHashMap;
 
-/// Occurrences with less operator-free time than this share of their step are not kept.
-pub const MIN_FREE_SHARE: f64 = 0.1;
+/// Occurrences with less operator-free time than this share of their step are not kept: below
+/// both floors of a stall every rank has (`Thresholds::shared_stall_ratio` and
+/// `Thresholds::shared_stall_block_ratio`).
+pub const MIN_FREE_SHARE: f64 = 0.05;
 
 /// Per (rank, step, slot): a region's operator-free time in the rank's own time there.
 pub type FreeAt = FxHashMap<(u32, u32, Slot), i64>;
@@ -94,7 +96,7 @@ mod tests {
             occurrences: vec![
                 occurrence(0, None, 0, 100, 25),
                 occurrence(1, Some(0), 30, 70, 40),
-                occurrence(2, Some(0), 80, 85, 5),
+                occurrence(2, Some(0), 80, 85, 4),
             ],
             ..Default::default()
         };
