@@ -7,7 +7,7 @@ the rank code in zoo_workers.py); `expected` is written here, and the validation
 (one late rank) does not apply to stalls every rank has.
 
     python make_zoo_blind3.py --out tests/zoo [--only stall_all_4rank,...]"""
-import argparse, os, sys
+import os, sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_zoo as mz  # noqa: E402
 dp = mz.dp
@@ -36,17 +36,5 @@ SCENARIOS = [
          expected={"first_finding": "slow_device", "ranks": [1], "must_not": ["host_stall", "input_bound", "small_collectives", "host_sync"]}),
 ]
 
-def main():
-    ap = argparse.ArgumentParser(); ap.add_argument("--out", required=True); ap.add_argument("--only")
-    a = ap.parse_args()
-    mz.validate = lambda scn, measured: []
-    todo = [s for s in SCENARIOS if not a.only or s["name"] in a.only.split(",")]
-    for scn in todo:
-        try:
-            mz.print_doc(mz.generate(scn, os.path.abspath(a.out)))
-        except Exception as e:  # noqa: BLE001
-            print(f"!! {scn['name']} failed: {e}", file=sys.stderr)
-        sys.stdout.flush()
-
 if __name__ == "__main__":
-    main()
+    mz.main_listed(SCENARIOS)

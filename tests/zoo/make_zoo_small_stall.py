@@ -10,7 +10,7 @@ validation of make_zoo (one late rank) does not apply to stalls every rank has.
   middle block (no annotation of its own: the stall is inside DDP's forward).
 
     python make_zoo_small_stall.py --out tests/zoo [--only stall_all_small,...]"""
-import argparse, os, sys
+import os, sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_zoo as mz  # noqa: E402
 dp = mz.dp
@@ -31,17 +31,5 @@ SCENARIOS = [
                    "may_report": ["slow_device (3 ranks share 2 cores)"]}),
 ]
 
-def main():
-    ap = argparse.ArgumentParser(); ap.add_argument("--out", required=True); ap.add_argument("--only")
-    a = ap.parse_args()
-    mz.validate = lambda scn, measured: []
-    todo = [s for s in SCENARIOS if not a.only or s["name"] in a.only.split(",")]
-    for scn in todo:
-        try:
-            mz.print_doc(mz.generate(scn, os.path.abspath(a.out)))
-        except Exception as e:  # noqa: BLE001
-            print(f"!! {scn['name']} failed: {e}", file=sys.stderr)
-        sys.stdout.flush()
-
 if __name__ == "__main__":
-    main()
+    mz.main_listed(SCENARIOS)

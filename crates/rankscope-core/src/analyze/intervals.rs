@@ -164,34 +164,28 @@ impl Set {
 
     /// Length of `self ∩ [lo, hi)` without building it.
     pub fn len_within(&self, lo: i64, hi: i64) -> i64 {
-        if hi <= lo {
-            return 0;
-        }
-        let start = self.ivs.partition_point(|iv| iv.1 <= lo);
-        let mut total = 0;
-        for &(a, b) in &self.ivs[start..] {
-            if a >= hi {
-                break;
-            }
-            total += b.min(hi) - a.max(lo);
-        }
-        total
+        self.fold_within(lo, hi, |total, len| total + len)
     }
 
     /// The longest interval of `self ∩ [lo, hi)` (0 when there is none), without building it.
     pub fn longest_within(&self, lo: i64, hi: i64) -> i64 {
+        self.fold_within(lo, hi, i64::max)
+    }
+
+    /// The lengths of the intervals of `self ∩ [lo, hi)`, folded from 0.
+    fn fold_within(&self, lo: i64, hi: i64, f: impl Fn(i64, i64) -> i64) -> i64 {
         if hi <= lo {
             return 0;
         }
         let start = self.ivs.partition_point(|iv| iv.1 <= lo);
-        let mut best = 0;
+        let mut acc = 0;
         for &(a, b) in &self.ivs[start..] {
             if a >= hi {
                 break;
             }
-            best = best.max(b.min(hi) - a.max(lo));
+            acc = f(acc, b.min(hi) - a.max(lo));
         }
-        best
+        acc
     }
 
     /// Every interval moved by `d` (a clock change).
@@ -272,6 +266,8 @@ mod tests {
                     as i64;
             assert_eq!(c.len_ns(), in_window);
             assert_eq!(a.len_within(lo, hi), in_window);
+            let longest = c.intervals().iter().map(|&(p, q)| q - p).max().unwrap_or(0);
+            assert_eq!(a.longest_within(lo, hi), longest);
             assert_eq!(a.gaps(lo, hi).len_ns(), (hi - lo).max(0) - in_window);
             // |A ∪ B| = |A| + |B| − |A ∩ B|
             assert_eq!(u.len_ns(), a.len_ns() + b.len_ns() - i.len_ns());
