@@ -1,6 +1,6 @@
 """Shared fixtures of the Python tier (run by `./x test` / `./x pytest` with the wheel installed
 in a fresh venv). The real traces are in ../shared (RANKSCOPE_SHARED); the reference is the
-release CLI (RANKSCOPE_BIN). Nothing here skips: a missing input fails."""
+CLI (RANKSCOPE_BIN; `./x test` builds it with the `ci` profile). Nothing here skips: a missing input fails."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def need(path: Path) -> Path:
 
 
 def cli(*args: str) -> str:
-    """stdout of the release CLI (exit status 0 or 1: 1 says an input had a problem)."""
+    """stdout of the CLI (exit status 0 or 1: 1 says an input had a problem)."""
     p = subprocess.run([str(need(BIN)), *args], capture_output=True, text=True)
     if p.returncode not in (0, 1):
         pytest.fail(f"rankscope {' '.join(args)}: exit {p.returncode}: {p.stderr}")
