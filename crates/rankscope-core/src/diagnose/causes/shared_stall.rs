@@ -2,9 +2,10 @@
 //! [`crate::finding::Thresholds::shared_stall_ratio`] of its step in one region with no operator
 //! running and no collective to wait for, or more than
 //! [`crate::finding::Thresholds::shared_stall_block_ratio`] in **one block** there (a sleep,
-//! blocking I/O, a lock, a checkpoint or a log written inside the step on every rank). A late rank's stall is found by comparing it with the
-//! others ([`super::late_rank`]); a stall every rank has in the same place leaves nobody late and
-//! nothing to compare, yet every step pays for it.
+//! blocking I/O, a lock, a checkpoint or a log written inside the step on every rank). A late
+//! rank's stall is found by comparing it with the others ([`super::late_rank`]); a stall every
+//! rank has in the same place leaves nobody late and nothing to compare, yet every step pays
+//! for it.
 //!
 //! **Where.** Per region (name and parent, [`crate::analyze::attribution::RegionRow`]): its
 //! operator-free time (`free_ns`, the exposed collective wait already taken out) per step, the
@@ -75,21 +76,20 @@ fn shared_stall<'a>(cx: &Ctx<'a>) -> Option<Finding> {
             step_len.entry(r.rank).or_default().push(r.inclusive_ns);
         }
     }
-    // What every rank spends in a region: the least over the ranks of its median over steps.
-    let every_rank_in = |table: &ByRegion<'_>, key: (&str, &str)| -> f64 {
-        let Some(by_rank) = table.get(&key) else { return 0.0 };
+    // Per rank, its median over the steps of a region's figure (0 in a step it is absent from).
+    let per_rank_in = |table: &ByRegion<'_>, key: (&str, &str)| -> Vec<f64> {
+        let by_rank = table.get(&key);
         cx.ranks
             .iter()
             .map(|rank| {
-                let per_step = by_rank.get(rank);
-                let v: Vec<f64> = steps
-                    .iter()
-                    .map(|s| per_step.and_then(|m| m.get(s)).copied().unwrap_or(0) as f64)
-                    .collect();
-                median_f(v)
+                let per_step = by_rank.and_then(|m| m.get(rank));
+                median_f(steps.iter().map(|s| per_step.and_then(|m| m.get(s)).copied().unwrap_or(0) as f64).collect())
             })
-            .fold(f64::INFINITY, f64::min)
+            .collect()
     };
+    // What every rank spends in a region: the least of those medians.
+    let every_rank_in =
+        |table: &ByRegion<'_>, key: (&str, &str)| -> f64 { per_rank_in(table, key).into_iter().fold(f64::INFINITY, f64::min) };
     let step_ns = median_f(step_len.values().map(|v| median_f(v.iter().map(|&x| x as f64).collect())).collect());
     if step_ns <= 0.0 {
         return None;
@@ -136,14 +136,7 @@ fn shared_stall<'a>(cx: &Ctx<'a>) -> Option<Finding> {
     };
     let place = *path.last()?;
     let share = at / step_ns;
-    let per_rank: Vec<f64> = cx
-        .ranks
-        .iter()
-        .map(|rank| {
-            let m = free.get(&place).and_then(|x| x.get(rank));
-            median_f(steps.iter().map(|s| m.and_then(|m| m.get(s)).copied().unwrap_or(0) as f64).collect())
-        })
-        .collect();
+    let per_rank = per_rank_in(&free, place);
     let names: Vec<&str> = path.iter().skip(1).map(|p| p.0).collect();
     let where_words = match names.as_slice() {
         [.., parent, last] => format!("`{last}` inside `{parent}`"),
@@ -162,7 +155,7 @@ fn shared_stall<'a>(cx: &Ctx<'a>) -> Option<Finding> {
         severity: severity_for(at, cx.step_ns),
         message: format!(
             "Every rank stalls on the host in the same place: {} per step in {where_words} with no operator running and no collective to wait for{block_words}, on {} of {} ranks ({} of the step at least). Nobody is late (they all stall alike), so no rank is to blame and every step pays for it: without it the step would be about {} shorter (the least any rank spends there).",
-            dur_range(per_rank.clone()),
+            dur_range(per_rank),
             cx.ranks.len(),
             cx.ranks.len(),
             pct(share),
