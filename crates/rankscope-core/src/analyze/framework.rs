@@ -13,6 +13,8 @@
 //! - **DeepSpeed**: names that carry `DeepSpeed` or `deepspeed` (the engine's forward, its ZeRO
 //!   optimizers' steps).
 //! - **Megatron-LM**: names that carry `megatron`.
+//! - **ZeroRedundancyOptimizer** (PyTorch's ZeRO-1): its step, `Optimizer.step#ZeroRedundancyOptimizer.step`,
+//!   which broadcasts each rank's updated shard.
 //! - **torch.distributed.pipelining**: `PipelineStage` and its schedules' `Forward i` /
 //!   `Backward i` (also read by [`super::pipeline`]).
 //!
@@ -39,6 +41,9 @@ pub enum Framework {
     Megatron,
     /// `torch.distributed.pipelining`.
     Pipelining,
+    /// `torch.distributed.optim.ZeroRedundancyOptimizer` (ZeRO stage 1).
+    #[serde(rename = "zero_redundancy_optimizer")]
+    ZeroRedundancy,
 }
 
 impl Framework {
@@ -51,12 +56,20 @@ impl Framework {
             Framework::DeepSpeed => "DeepSpeed",
             Framework::Megatron => "Megatron-LM",
             Framework::Pipelining => "torch.distributed.pipelining",
+            Framework::ZeroRedundancy => "ZeroRedundancyOptimizer",
         }
     }
 
     /// Shards parameters (all-gathers them before use, reduce-scatters gradients).
     pub fn shards(self) -> bool {
         matches!(self, Framework::Fsdp2 | Framework::Fsdp1)
+    }
+
+    /// Its own regions issue collectives as part of its design (FSDP's gathers and reductions
+    /// per unit, ZeroRedundancyOptimizer's broadcast of each rank's updated shard): never a
+    /// synchronization the training loop added.
+    pub fn owns_traffic(self) -> bool {
+        self.shards() || self == Framework::ZeroRedundancy
     }
 }
 
@@ -81,6 +94,7 @@ const SIGNS: &[(Framework, Sign)] = &[
     (Framework::Pipelining, Sign::Prefix("PipelineStage")),
     (Framework::Pipelining, Sign::Numbered("Forward ")),
     (Framework::Pipelining, Sign::Numbered("Backward ")),
+    (Framework::ZeroRedundancy, Sign::Contains("ZeroRedundancyOptimizer")),
 ];
 
 impl Sign {
@@ -148,5 +162,6 @@ mod tests {
         assert!(!Sign::Numbered("Forward ").shows("Forward pass"));
         assert!(!Sign::Numbered("Forward ").shows("Forward "));
         assert!(Sign::Prefix("FSDP::").shows("FSDP::all_gather (2)"));
+        assert_eq!(of_name("Optimizer.step#ZeroRedundancyOptimizer.step"), Some(Framework::ZeroRedundancy));
     }
 }

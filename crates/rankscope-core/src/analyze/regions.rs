@@ -146,6 +146,10 @@ pub struct OpTypical {
     /// ranks ran on the same inputs when equal ([`crate::analyze::attribution::op_speed`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shapes: Option<u64>,
+    /// Median over the steps of the slices nested in it at any depth: how many operators it
+    /// runs (an autograd node that recomputes its forward runs more).
+    #[serde(default)]
+    pub nested: u32,
 }
 
 /// What one rank ships about its regions.
@@ -303,6 +307,7 @@ fn keep_op_typical(
                 shapes: v.iter().all(|x| x.3 != 0).then(|| {
                     v.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, x| (h ^ x.3).wrapping_mul(0x0100_0000_01b3))
                 }),
+                nested: super::stats::median(v.iter().map(|x| i64::from(x.4)).collect()).max(0) as u32,
             };
             ((phase, name, ordinal), t)
         })

@@ -124,7 +124,14 @@ impl<'a> Ctx<'a> {
 
     /// "Use fewer, larger collectives" in the terms of the frameworks the job uses: DDP's
     /// buckets, FSDP's units, DeepSpeed's bucket sizes; every one of them when none is seen.
-    pub fn fewer_larger_calls(&self) -> String {
+    /// Calls issued from a framework's own step (`origin`, the region that issues them) are
+    /// that framework's: ZeroRedundancyOptimizer's broadcasts are no DDP bucket.
+    pub fn fewer_larger_calls(&self, origin: &str) -> String {
+        if crate::analyze::framework::of_name(origin) == Some(Framework::ZeroRedundancy) {
+            return format!(
+                "Use fewer, larger broadcasts: `ZeroRedundancyOptimizer` broadcasts every updated parameter tensor on its own, from `{origin}`; construct it with `parameters_as_bucket_view=True` so that each rank's shard goes out as one flat bucket."
+            );
+        }
         let mut ways = Vec::new();
         if self.uses(Framework::Ddp) {
             ways.push("raise DDP `bucket_cap_mb` (default 25; the first bucket stays small so communication still starts early in backward)");

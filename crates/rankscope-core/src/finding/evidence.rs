@@ -74,6 +74,11 @@ evidence_keys! {
     ExpertVolumeRatio => "expert_volume_ratio",
     /// The trace's exposed communication per step (the worst rank's median over steps).
     ExposedCommNs => "exposed_comm_ns",
+    /// Operator instances per step a late rank runs that most other ranks do not, and their
+    /// time per step; of that time, its forward's operators run again in backward.
+    ExtraOpInstances => "extra_op_instances",
+    ExtraOpNs => "extra_op_ns",
+    ExtraOpRerunNs => "extra_op_rerun_ns",
     FabricBusbwGbps => "fabric_busbw_gbps",
     /// Transfer per step of the groups that span hosts, and of the same role's groups within
     /// one host.

@@ -39,7 +39,7 @@ use super::waits::RankWait;
 use super::RankPart;
 
 pub use compare::{locate, ByRankStep, Compare, Diff, Figure, Located};
-pub use op_speed::{op_speed, OpExcess, OpGroup, OpSpeed, MIN_OP_INSTANCES};
+pub use op_speed::{op_speed, ExtraOps, OpExcess, OpGroup, OpSpeed, MIN_OP_INSTANCES};
 pub use origins::{comm_origins, OriginRow, TINY_COLLECTIVE_BYTES};
 
 /// One region of one rank in one step (occurrences with the same name and parent summed).

@@ -52,7 +52,55 @@ pub struct OpSpeed {
     pub shapes_compared: u32,
     #[serde(default)]
     pub shapes_same: u32,
+    /// The operator instances this rank runs that at least half of the other ranks do not:
+    /// work the others do not have ([`ExtraOps`]).
+    #[serde(default, skip_serializing_if = "ExtraOps::is_empty")]
+    pub extra: ExtraOps,
 }
+
+/// Operators one rank runs that the others do not, per step: the same program run with more in
+/// it (a forward computed again in backward by activation checkpointing, extra passes, a
+/// rank-dependent branch), which no timing of the shared instances shows. Two kinds count:
+/// an instance at least half of the other ranks do not run (its whole duration less their
+/// median, the ranks without it at 0), and a shared instance that runs more operators inside
+/// it than on the others (an autograd node recomputing its block: its duration less theirs).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ExtraOps {
+    /// Operators per step (each counted in the share of the steps it ran in): an instance the
+    /// others lack with what it runs, or what a shared one runs beyond the others' median.
+    pub instances: f64,
+    /// Their typical durations per step, less the other ranks' median (absent = 0).
+    pub ns: i64,
+    /// Of `ns`, in backward: instances of operators this rank also runs in forward, or shared
+    /// ones running more: the forward computed again during backward (activation
+    /// checkpointing).
+    pub rerun_ns: i64,
+    /// The operators with the most of `ns` (the lacking instance's name, or the shared one's
+    /// that runs more), with their instances per step (at most [`EXTRA_NAMES`]).
+    pub names: Vec<(String, f64)>,
+}
+
+impl ExtraOps {
+    pub fn is_empty(&self) -> bool {
+        self.instances <= 0.0
+    }
+
+    /// Whether it is work worth a word beside `shared_ns`, the rank's work it shares with the
+    /// others ([`OpSpeed::rank_ns`]): at least [`EXTRA_SHARE`] of it (one `aten::item` more
+    /// in a step is not another program).
+    pub fn matters(&self, shared_ns: i64) -> bool {
+        self.ns as f64 >= EXTRA_SHARE * shared_ns as f64 && self.ns > 0
+    }
+}
+
+/// Extra operators below this share of the shared work are said in the JSON, and nowhere else.
+pub const EXTRA_SHARE: f64 = 0.02;
+
+/// How PyTorch's autograd engine names the frame of each backward node it runs.
+const AUTOGRAD_NODE: &str = "autograd::engine::evaluate_function: ";
+
+/// At most this many operator names are kept in [`ExtraOps::names`].
+pub const EXTRA_NAMES: usize = 3;
 
 impl OpSpeed {
     /// What the recorded input shapes say of this rank's work against the others': `Some(true)`
@@ -147,7 +195,42 @@ pub fn op_speed(parts: &[RankPart]) -> Vec<OpSpeed> {
         top: Option<OpExcess>,
         shapes_compared: u32,
         shapes_same: u32,
+        extra: Extra,
     }
+    #[derive(Default)]
+    struct Extra {
+        instances: f64,
+        ns: f64,
+        rerun_ns: f64,
+        by_name: BTreeMap<String, (f64, f64)>,
+    }
+    // A rank whose kept instances were cut at [`MAX_OP_TYPICAL`] may lack an instance only
+    // because it was shorter than its shortest kept one: it is not counted as lacking it then.
+    let mut floor: BTreeMap<u32, i64> = BTreeMap::new();
+    // Each rank's profiled steps (the most any of its instances ran in), and its forward
+    // operators' names.
+    let mut n_steps: BTreeMap<u32, u32> = BTreeMap::new();
+    let mut forward: BTreeSet<(u32, &str)> = BTreeSet::new();
+    {
+        let mut seen: BTreeSet<u32> = BTreeSet::new();
+        // Ranks with no operator instance (a rank that left early) lack nothing: not counted.
+        for p in parts.iter().filter(|p| seen.insert(p.info.rank) && !p.regions.op_typical.is_empty()) {
+            let rr = &p.regions;
+            let full = rr.op_typical.len() >= crate::analyze::regions::MAX_OP_TYPICAL;
+            floor.insert(
+                p.info.rank,
+                if full { rr.op_typical.iter().map(|o| o.median_ns).min().unwrap_or(0) } else { 0 },
+            );
+            n_steps.insert(p.info.rank, rr.op_typical.iter().map(|o| o.steps).max().unwrap_or(0));
+            for o in rr.op_typical.iter().filter(|o| o.phase == Phase::Forward) {
+                if let Some(name) = rr.op_names.get(o.name as usize) {
+                    forward.insert((p.info.rank, name.as_str()));
+                }
+            }
+        }
+    }
+    let mut floors: Vec<i64> = floor.values().copied().collect();
+    floors.sort_unstable();
     let mut acc: BTreeMap<(u32, OpGroup), Acc> = BTreeMap::new();
     // An instance only one rank runs (a hook registered on that rank only) took 0 on the
     // others: it has an excess but no ratio.
@@ -156,6 +239,8 @@ pub fn op_speed(parts: &[RankPart]) -> Vec<OpSpeed> {
         sorted.sort_unstable();
         let mut own_sorted: Vec<i64> = v.iter().map(|x| x.1.own_median_ns).collect();
         own_sorted.sort_unstable();
+        let mut nested: Vec<i64> = v.iter().map(|x| i64::from(x.1.nested)).collect();
+        nested.sort_unstable();
         let nests = v.iter().any(|x| x.1.nests);
         // The instance's recorded shapes on every rank that has them, sorted: the others'
         // most common is what the rank's are compared with.
@@ -165,11 +250,51 @@ pub fn op_speed(parts: &[RankPart]) -> Vec<OpSpeed> {
             let mine = o.median_ns;
             let others = others_median(&sorted, mine);
             let e = acc.entry((rank, *g)).or_default();
+            let share = f64::from(o.steps) / f64::from(n_steps.get(&rank).copied().unwrap_or(1).max(1));
+            // The other ranks without this instance, but for those whose kept instances were cut
+            // above its duration.
+            let cut_above = floors.partition_point(|&f| f < mine);
+            // (Saturating: a damaged part may list an instance twice.)
+            let lacking = cut_above
+                .saturating_sub(v.iter().filter(|x| floor.get(&x.0).copied().unwrap_or(0) < mine).count());
+            let having = v.len().saturating_sub(1);
+            // An instance most others do not run: all of it, and what it runs, is more work. A
+            // shared one that runs more operators inside it than on the others (an autograd node
+            // recomputing its forward): its excess duration.
+            let alone = lacking > 0 && lacking >= having;
+            let (more, ops) = if alone {
+                (
+                    (mine as f64 - padded_others_median(&sorted, mine, lacking)).max(0.0),
+                    1.0 + f64::from(o.nested),
+                )
+            } else {
+                let theirs = others_median(&nested, i64::from(o.nested));
+                if having > 0 && i64::from(o.nested) > theirs && mine > others {
+                    ((mine - others) as f64, (i64::from(o.nested) - theirs) as f64)
+                } else {
+                    (0.0, 0.0)
+                }
+            };
             if let Some(h) = o.shapes.filter(|_| shapes.len() >= 2) {
                 e.shapes_compared += 1;
                 if others_mode(&shapes, h) == Some(h) {
                     e.shapes_same += 1;
                 }
+            }
+            let x = &mut e.extra;
+            if more > 0.0 {
+                x.instances += ops * share;
+                x.ns += more * share;
+                // In backward (or an autograd node: backward's, whatever the annotations say), an
+                // operator of the rank's forward, or a node running more: the forward computed
+                // again.
+                let backward = *phase == Phase::Backward || name.starts_with(AUTOGRAD_NODE);
+                if backward && (!alone || forward.contains(&(rank, *name))) {
+                    x.rerun_ns += more * share;
+                }
+                let n = x.by_name.entry(name.to_string()).or_default();
+                n.0 += more * share;
+                n.1 += share;
             }
             if e.top.as_ref().is_none_or(|t| mine - others > t.rank_ns - t.others_ns) {
                 e.top = Some(OpExcess {
@@ -194,7 +319,15 @@ pub fn op_speed(parts: &[RankPart]) -> Vec<OpSpeed> {
     acc.into_iter()
         .filter(|(_, a)| a.ratios.len() >= MIN_OP_INSTANCES)
         .map(|((rank, group), a)| {
-            let Acc { ratios: mut r, rank_ns, others_ns, top, shapes_compared, shapes_same } = a;
+            let Acc { ratios: mut r, rank_ns, others_ns, top, shapes_compared, shapes_same, extra } = a;
+            let mut names: Vec<(String, (f64, f64))> = extra.by_name.into_iter().collect();
+            names.sort_by(|a, b| b.1 .0.total_cmp(&a.1 .0).then(a.0.cmp(&b.0)));
+            let extra = ExtraOps {
+                instances: extra.instances,
+                ns: extra.ns as i64,
+                rerun_ns: extra.rerun_ns as i64,
+                names: names.into_iter().take(EXTRA_NAMES).map(|(n, (_, k))| (n, k)).collect(),
+            };
             r.sort_by(|a, b| a.0.total_cmp(&b.0));
             let half = r.iter().map(|x| x.1).sum::<f64>() / 2.0;
             let mut run = 0.0;
@@ -215,9 +348,30 @@ pub fn op_speed(parts: &[RankPart]) -> Vec<OpSpeed> {
                 top,
                 shapes_compared,
                 shapes_same,
+                extra,
             }
         })
         .collect()
+}
+
+/// The median of `sorted` less one occurrence of `mine`, with `zeros` zeros added (ranks that do
+/// not run the instance); the mean of the two middle ones for an even count.
+fn padded_others_median(sorted: &[i64], mine: i64, zeros: usize) -> f64 {
+    let p = sorted.partition_point(|&x| x < mine);
+    let others = sorted.len().saturating_sub(1);
+    let at = |i: usize| -> f64 {
+        if i < zeros {
+            0.0
+        } else {
+            let j = i - zeros;
+            sorted.get(if j < p { j } else { j + 1 }).copied().unwrap_or(0) as f64
+        }
+    };
+    match others + zeros {
+        0 => 0.0,
+        n if n % 2 == 1 => at(n / 2),
+        n => (at(n / 2 - 1) + at(n / 2)) / 2.0,
+    }
 }
 
 /// The most common value of `sorted` less one occurrence of `mine` (ties: the smallest); none
@@ -241,6 +395,19 @@ fn others_mode(sorted: &[u64], mine: u64) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_padded_median_counts_the_ranks_without_the_instance_as_zero() {
+        // Mine is 10; the others 4 and 6, and two ranks without it: [0, 0, 4, 6] → 2.
+        assert_eq!(padded_others_median(&[4, 6, 10], 10, 2), 2.0);
+        // Three ranks without it, one with 8: [0, 0, 0, 8] → 0.
+        assert_eq!(padded_others_median(&[8, 10], 10, 3), 0.0);
+        // Nobody else has it: [0] → 0; no zeros: the others' median as `others_median` gives it.
+        assert_eq!(padded_others_median(&[10], 10, 1), 0.0);
+        assert_eq!(padded_others_median(&[3, 5, 7, 10], 10, 0), 5.0);
+        // Mine among equal values is skipped once.
+        assert_eq!(padded_others_median(&[5, 5, 9], 5, 1), 5.0);
+    }
 
     #[test]
     fn the_others_mode_leaves_one_of_mine_out() {
@@ -267,6 +434,7 @@ mod tests {
             top: None,
             shapes_compared: compared,
             shapes_same: same,
+            extra: ExtraOps::default(),
         }
     }
 

@@ -66,11 +66,15 @@ struct Cover {
     holes: Vec<Iv>,
     /// The slices nested in it (not in a region inside it): what it runs besides its own code.
     kids: Vec<Iv>,
+    /// Every slice nested in it at any depth (not in a region inside it): how many operators
+    /// it runs.
+    nested: u32,
 }
 
-/// Per operator instance, per step: (duration, time with nothing nested running, slices nested,
-/// its input shapes' hash: [`dims_hash`], 0 when the trace has none for it).
-pub(super) type Runs = Vec<(i64, i64, usize, u64)>;
+/// Per operator instance, per step: (duration, time with nothing nested running, slices nested
+/// directly, its input shapes' hash: [`dims_hash`], 0 when the trace has none for it; slices
+/// nested at any depth).
+pub(super) type Runs = Vec<(i64, i64, usize, u64, u32)>;
 
 /// The hash of row `i`'s `Input Dims` as written (`record_shapes=True`; kept for the operators of
 /// [`crate::model::ShapedOp`]), 0 without: one operator instance on two ranks ran on the same
@@ -194,6 +198,7 @@ impl<'a> Walk<'a> {
                 own.len_ns(),
                 c.kids.len(),
                 c.dims,
+                c.nested,
             ));
         }
         if let Some(p) = c.parent {
@@ -301,6 +306,7 @@ impl<'a> Walk<'a> {
                 dims: if instance.is_some() { dims_hash(self.t, self.strings, i) } else { 0 },
                 holes: Vec::new(),
                 kids: Vec::new(),
+                nested: 0,
             });
         } else if let Some(c) = stack.last().and_then(|o| o.outer_cover).and_then(|c| self.covers.get_mut(c))
         {
@@ -310,6 +316,7 @@ impl<'a> Walk<'a> {
             if !inside_kid {
                 c.kids.push((ts, end));
             }
+            c.nested = c.nested.saturating_add(1);
             kid = true;
         }
         stack.push(Open::on(stack, end, None, false, cover, kid));

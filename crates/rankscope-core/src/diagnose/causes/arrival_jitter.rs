@@ -4,7 +4,9 @@
 //! and backward in the steps that hold two thirds of the time lost, the work moves between the
 //! ranks, and the advice leads with balancing it (docs/metrics.md, "Findings", 1). When no work
 //! moves, or the time lost sits in steps that stand out of the run's ([`crate::analyze::noise`]),
-//! the lateness is the hosts' noise, or cannot be told from it: low at most. A late rank
+//! the lateness is the hosts' noise, or cannot be told from it: low at most. Recorded input
+//! shapes overrule the timings: when every rank ran its operators on the same shapes in every
+//! step and none runs operators the others do not, no work moves. A late rank
 //! ([`super::late_rank`]) excludes it; it explains the step-time spread.
 
 use super::prelude::*;
@@ -60,7 +62,17 @@ fn jitter(cx: &Ctx<'_>) -> Option<Finding> {
     let with_work: Vec<&&StepWaits> = waits.iter().filter(|w| more_work(w)).collect();
     let cost_all: i64 = waits.iter().map(|w| w.cost_ns).sum();
     let cost_work: i64 = with_work.iter().map(|w| w.cost_ns).sum();
-    let work_moves = with_work.len() >= 2 && cost_work as f64 >= 2.0 / 3.0 * cost_all as f64;
+    let timing_moves = with_work.len() >= 2 && cost_work as f64 >= 2.0 / 3.0 * cost_all as f64;
+    // Recorded shapes say it directly: every rank's forward and backward operators on the
+    // others' input shapes in every profiled step (the shapes are hashed over the steps), and
+    // no rank running operators the others do not: the same work everywhere, every step, so
+    // the longer phases of whoever is last are its host slowing it, in turn.
+    let work_ops: Vec<&crate::analyze::attribution::OpSpeed> =
+        cx.a.op_speed.iter().filter(|o| o.group == crate::analyze::attribution::OpGroup::Work).collect();
+    let same_everywhere = !work_ops.is_empty()
+        && cx.ranks.iter().all(|r| work_ops.iter().any(|o| o.rank == *r))
+        && work_ops.iter().all(|o| o.same_inputs() == Some(true) && !o.extra.matters(o.rank_ns));
+    let work_moves = timing_moves && !same_everywhere;
     // Noise, measured (docs/metrics.md, "Noise"): lateness that moves between the ranks with
     // no work moving with it is the hosts' noise, information about the machine rather than the
     // job (low at most). Lateness whose cost sits mostly in steps that stand out of the run's
@@ -91,6 +103,16 @@ fn jitter(cx: &Ctx<'_>) -> Option<Finding> {
     } else {
         String::new()
     };
+    let shapes_words = if timing_moves && same_everywhere {
+        let (same, compared) = work_ops.iter().fold((0, 0), |a, o| (a.0 + o.shapes_same, a.1 + o.shapes_compared));
+        format!(
+            " The last to arrive often spent longer in forward and backward (at least {MORE_WORK}x the others in {} of these {} steps), but every rank ran its operators on the same input shapes in every step ({same} of {compared} shaped operator instances) and none runs operators the others do not: the same work, slowed by its host in turn.",
+            with_work.len(),
+            waits.len()
+        )
+    } else {
+        String::new()
+    };
     let noise_words = match cx.a.noise.as_ref() {
         Some(n) if !work_moves => format!(
             " No work moves with the lateness: this is the hosts' noise (steps vary by {} around a usual {}), information about the machine more than the job.",
@@ -116,7 +138,7 @@ fn jitter(cx: &Ctx<'_>) -> Option<Finding> {
         id: FindingId::ArrivalJitter,
         severity: severity_for(saving, cx.step_ns).min(if noisy { Severity::Low } else { Severity::Medium }),
         message: format!(
-            "The ranks wait for each other at the collectives ({} per step of exposed wait, each), but the last to arrive changes from step to step (rank {}): no single straggler.{moves}{noise_words}",
+            "The ranks wait for each other at the collectives ({} per step of exposed wait, each), but the last to arrive changes from step to step (rank {}): no single straggler.{moves}{shapes_words}{noise_words}",
             dur_range(per_rank),
             lates.join(", then ")
         ),

@@ -61,9 +61,10 @@ fn groups<'a>(cx: &Ctx<'a>) -> BTreeMap<(String, CollKind), Vec<&'a attribution:
             continue;
         }
         // A sharding framework's parameter gathers and gradient reductions (issued from its
-        // own `FSDP::*` regions, or any all-gather or reduce-scatter of a sharded job) are its
-        // design: their time is overlap or exposed transfer, never a synchronization to move.
-        let sharding_region = of_name(&o.region).is_some_and(Framework::shards);
+        // own `FSDP::*` regions, or any all-gather or reduce-scatter of a sharded job), and
+        // ZeroRedundancyOptimizer's shard broadcasts from its step, are their design: their
+        // time is overlap or exposed transfer, never a synchronization to move.
+        let sharding_region = of_name(&o.region).is_some_and(Framework::owns_traffic);
         let sharded_kind = cx.sharded() && matches!(o.kind, CollKind::AllGather | CollKind::ReduceScatter);
         if sharding_region || sharded_kind {
             continue;

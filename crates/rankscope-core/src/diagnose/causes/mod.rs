@@ -74,6 +74,8 @@ registry! {
     TensorGroupSpansHosts => tensor_group_spans_hosts,
     /// Ranks that take turns being late.
     ArrivalJitter => arrival_jitter,
+    /// A rank whose program has more in it than its peers', not the one they wait for.
+    UnevenProgram => uneven_program,
     /// Blocking collectives the host waits in mid-step.
     BlockingCollectives => blocking_collectives,
     /// Many small collectives against the trace's own cost model.

@@ -127,7 +127,7 @@ fn concurrency(v: &[&Op]) -> f64 {
 fn small_collectives(cx: &Ctx<'_>, exclude_origins: &[String], late: &BTreeSet<u32>) -> Vec<Finding> {
     call_groups(cx, exclude_origins)
         .into_iter()
-        .filter_map(|((kind, _pg, _origin), members)| group_finding(cx, kind, &members, late))
+        .filter_map(|((kind, _pg, origin), members)| group_finding(cx, kind, &origin, &members, late))
         .collect()
 }
 
@@ -165,7 +165,13 @@ fn call_groups(cx: &Ctx<'_>, exclude_origins: &[String]) -> BTreeMap<(CollKind, 
 /// collectives), if they are many and small: their fixed cost (fitted, or a floor the times
 /// prove), what fewer larger calls would pay, and the saving (the replay's where it holds, with
 /// the `late` ranks fixed first).
-fn group_finding(cx: &Ctx<'_>, kind: CollKind, members: &[usize], late: &BTreeSet<u32>) -> Option<Finding> {
+fn group_finding(
+    cx: &Ctx<'_>,
+    kind: CollKind,
+    origin: &str,
+    members: &[usize],
+    late: &BTreeSet<u32>,
+) -> Option<Finding> {
     let ops = cx.ops;
     let n_steps = cx.all_steps.len().max(1) as f64;
     let v: Vec<&Op> = members.iter().filter_map(|&k| ops.get(k)).collect();
@@ -256,7 +262,7 @@ fn group_finding(cx: &Ctx<'_>, kind: CollKind, members: &[usize], late: &BTreeSe
                 mib(cx.th.bucket_bytes),
                 dur(fewer * alpha_ns / side_by_side)
             ),
-            fix: cx.fewer_larger_calls(),
+            fix: cx.fewer_larger_calls(origin),
             ranks: cx.ranks.clone(),
             steps: cx.all_steps.clone(),
             evidence,

@@ -5,7 +5,7 @@
 //! or the same work slower, a stall, a synchronization, a late start, or unknown).
 
 use super::super::prelude::*;
-use crate::analyze::attribution::{self, Compare, Diff, Located};
+use crate::analyze::attribution::{self, Compare, Diff, ExtraOps, Located};
 use crate::analyze::breakdown::StepRank;
 
 /// What the late rank's excess is made of.
@@ -25,6 +25,9 @@ pub(super) enum Why {
         typical: Option<(f64, f64)>,
         /// What the recorded input shapes say ([`Inputs`]), when they say it.
         inputs: Option<Inputs>,
+        /// CPU ranks: operator instances it runs and the others do not, when they hold at least
+        /// half of the compute excess: more work, whatever the shared instances' speed.
+        extra: Option<ExtraOps>,
     },
     Stall {
         loc: Located,
@@ -126,6 +129,18 @@ pub(super) fn classify(cx: &Ctx<'_>, rank: u32, steps: &[u32], excess: f64) -> W
         }
         },
     };
+    // Operator instances the others do not run (a forward computed again in backward, extra
+    // passes) are more work too, even when every instance both run took as long and ran on the
+    // same shapes: the same operators, more of them.
+    let extra = cx
+        .a
+        .op_speed
+        .iter()
+        .find(|o| o.rank == rank && o.group == attribution::OpGroup::Work)
+        .filter(|o| o.extra.matters(o.rank_ns))
+        .map(|o| o.extra.clone())
+        .filter(|x| cx.is_cpu(rank) && compute.excess() > 0.0 && x.ns as f64 >= 0.5 * compute.excess());
+    let same_work = same_work.filter(|_| extra.is_none());
     // Operators in a region the others do not run at all (rank 0's evaluation, its metrics, a
     // checkpoint's serialization) are more work, whatever their timings say: no other rank
     // has that work to be compared with.
@@ -157,7 +172,7 @@ pub(super) fn classify(cx: &Ctx<'_>, rank: u32, steps: &[u32], excess: f64) -> W
         if let Some(l) = stall {
             return Why::Stall { loc: l.clone() };
         }
-        return Why::Compute { compute, loc, same_work, typical, inputs };
+        return Why::Compute { compute, loc, same_work, typical, inputs, extra };
     }
     let late_start = || {
         let start = start_skew(cx, &cmp);
@@ -194,7 +209,7 @@ pub(super) fn classify(cx: &Ctx<'_>, rank: u32, steps: &[u32], excess: f64) -> W
         return Why::Sync { loc: l };
     }
     if here >= half && (share(&l.ops) || share(&l.device)) {
-        return Why::Compute { compute, loc: Some(l), same_work, typical, inputs };
+        return Why::Compute { compute, loc: Some(l), same_work, typical, inputs, extra };
     }
     late_start().unwrap_or(Why::Unknown { loc: Some(l) })
 }

@@ -6,7 +6,9 @@
 //! [`crate::finding::Thresholds::straggler_consistency`] of the steps, whose own lateness
 //! costs the step in that many, is late; so is a rank late in fewer steps whose own lateness
 //! costs more than half of all the wait, in two steps or more, each more than twice any step in
-//! which another rank was the late one (a distinct, repeated mode). Its gain is the wait it
+//! which another rank was the late one (a distinct, repeated mode); so is a rank whose data
+//! loading stalls in two steps or more, far beyond anyone's in any other step, amid lateness
+//! that is noise ([`repeated_input`]). Its gain is the wait it
 //! costs the others (`waits[].cost_ns`), a mean over every step; a late rank below the floor is
 //! no late rank (the ranks may then take turns: [`super::arrival_jitter`]).
 //!
@@ -20,6 +22,8 @@
 mod burst;
 mod classify;
 mod words;
+
+pub(super) use words::{extra_fix, extra_words};
 
 use super::prelude::*;
 use crate::analyze::attribution::{self, StepWaits};
@@ -133,6 +137,14 @@ fn late_ranks_without(cx: &Ctx<'_>, skip: Option<u32>) -> Option<Late> {
             need = 2;
         }
     }
+    // No single rank, or most of them late by turns: a data loader that stalls on one rank in
+    // some steps still stands out of that noise.
+    if ranks.is_empty() || ranks.len() * 2 > cx.ranks.len() {
+        if let Some(r) = repeated_input(cx, &spread) {
+            ranks = vec![r];
+            need = 2;
+        }
+    }
     if ranks.is_empty() || ranks.len() * 2 > cx.ranks.len() {
         return None;
     }
@@ -155,6 +167,57 @@ fn late_ranks_without(cx: &Ctx<'_>, skip: Option<u32>) -> Option<Late> {
         return None;
     }
     Some(Late { ranks, steps, spread_steps: spread.len(), cost_ns: cost })
+}
+
+/// A rank whose data loading stalls in some steps only, amid lateness that is noise: in two
+/// steps or more it is among the last, and its data loading (active time) exceeds the other
+/// ranks' median in that step by at least half of what its lateness costs the step and by more
+/// than twice any other rank's, or its own, excess in any other step. Noise does not come back
+/// in the same rank and the same phase; a loader that stalls every N steps does, however
+/// large the noise of the other steps (docs/metrics.md, "Findings", 1).
+fn repeated_input(cx: &Ctx<'_>, spread: &[&StepWaits]) -> Option<u32> {
+    let mut load: BTreeMap<(u32, u32), i64> = BTreeMap::new();
+    for p in cx.a.phases.iter().filter(|p| p.phase == Phase::DataLoading) {
+        *load.entry((p.step, p.rank)).or_default() += p.active_ns;
+    }
+    // Per step, each rank's excess over the median of the others.
+    let mut excess: BTreeMap<(u32, u32), f64> = BTreeMap::new();
+    for &s in &cx.all_steps {
+        let of = |r: u32| load.get(&(s, r)).copied().unwrap_or(0) as f64;
+        for &r in &cx.ranks {
+            let others: Vec<f64> = cx.ranks.iter().filter(|&&q| q != r).map(|&q| of(q)).collect();
+            if !others.is_empty() {
+                excess.insert((s, r), of(r) - median_f(others));
+            }
+        }
+    }
+    let floor = cx.floor_ns();
+    let mut best: Option<(u32, f64)> = None;
+    for &r in &cx.ranks {
+        let steps: Vec<u32> = spread
+            .iter()
+            .filter(|w| w.late.contains(&r))
+            .filter(|w| {
+                let cost = attribution::late_cost(&w.ranks, &w.exposed_wait_ns, &[r]) as f64;
+                let x = excess.get(&(w.step, r)).copied().unwrap_or(0.0);
+                cost > 0.0 && x >= 0.5 * cost && x >= floor
+            })
+            .map(|w| w.step)
+            .collect();
+        if steps.len() < 2 {
+            continue;
+        }
+        let least = steps.iter().filter_map(|s| excess.get(&(*s, r))).copied().fold(f64::INFINITY, f64::min);
+        let elsewhere = excess
+            .iter()
+            .filter(|((s, q), _)| !(*q == r && steps.contains(s)))
+            .map(|(_, &x)| x)
+            .fold(0.0, f64::max);
+        if least > 2.0 * elsewhere && best.is_none_or(|b| least > b.1) {
+            best = Some((r, least));
+        }
+    }
+    best.map(|b| b.0)
 }
 
 /// The late group's finding: what it costs the others (the gain claimed, a mean over every
@@ -227,8 +290,8 @@ fn finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
     let say = Say { who, waited, others_fix, cpu, group, is, stalls, does, its, arrives };
     let (id, message, fix, loc) = match &why {
         Why::Input { data } => words::input(&say, &mut evidence, data),
-        Why::Compute { compute, loc, same_work: Some(opt), typical, inputs } => words::slow_device(&say, &mut evidence, compute, loc, opt, typical, inputs),
-        Why::Compute { compute, loc, same_work: None, typical, inputs } => words::more_work(&say, &mut evidence, compute, loc, typical, inputs),
+        Why::Compute { compute, loc, same_work: Some(opt), typical, inputs, .. } => words::slow_device(&say, &mut evidence, compute, loc, opt, typical, inputs),
+        Why::Compute { compute, loc, same_work: None, typical, inputs, extra } => words::more_work(&say, &mut evidence, compute, loc, typical, inputs, extra),
         Why::Stall { loc } => words::stall(&say, &mut evidence, loc),
         Why::OpStall { op, loc } => words::op_stall(&say, &mut evidence, op, loc),
         Why::Sync { loc } => words::sync(&say, loc),

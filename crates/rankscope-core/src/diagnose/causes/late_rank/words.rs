@@ -3,7 +3,7 @@
 
 use super::super::prelude::*;
 use super::classify::Inputs;
-use crate::analyze::attribution::{Diff, Located, OpExcess};
+use crate::analyze::attribution::{Diff, ExtraOps, Located, OpExcess};
 
 /// Id, message, fix and location of a late rank's finding.
 pub(super) type Worded = (FindingId, String, String, Option<Location>);
@@ -156,6 +156,7 @@ pub(super) fn more_work(
     loc: &Option<Located>,
     typical: &Option<(f64, f64)>,
     inputs: &Option<Inputs>,
+    extra: &Option<ExtraOps>,
 ) -> Worded {
     let who = &s.who;
     let waited = &s.waited;
@@ -166,6 +167,10 @@ pub(super) fn more_work(
     evidence.insert(K::OthersComputeNs, compute.others_ns);
     let ratio = if compute.others_ns > 0.0 { compute.mine_ns / compute.others_ns } else { 0.0 };
     let alone = loc.as_ref().filter(|l| super::classify::alone_in(l).is_some());
+    // Instances the others do not run, where no region of its own holds the excess.
+    let extra = extra.as_ref().filter(|_| alone.is_none());
+    // Most of it the forward's operators again, in backward: activation checkpointing.
+    let rerun = extra.filter(|x| 2 * x.rerun_ns >= x.ns);
     let mut place = loc
         .as_ref()
         .filter(|l| l.path.len() > 1)
@@ -179,6 +184,10 @@ pub(super) fn more_work(
             where_words(l),
             dur(l.ops.mine_ns)
         );
+    } else if let Some(x) = extra {
+        let same_inputs = inputs.filter(|i| i.same_inputs).map(|i| (i.same, i.compared));
+        let (more, same) = extra_words(evidence, x, typical.map(|t| t.0), same_inputs, rerun.is_some(), cpu);
+        place.push_str(&format!("; it {more}{same}"));
     } else if let Some(i) = inputs.filter(|i| !i.same_inputs) {
         evidence.insert(K::ShapesCompared, f64::from(i.compared));
         evidence.insert(K::ShapesSame, f64::from(i.same));
@@ -200,6 +209,7 @@ pub(super) fn more_work(
     }
     let device = if cpu { "CPU" } else { "GPU" };
     let fix = match alone {
+        None if extra.is_some() => extra_fix(&s.who, rerun.is_some(), others_fix),
         Some(l) => format!(
             "Take {} off the step: work one rank does alone (evaluation, metrics, logging, a checkpoint's serialization) makes every other rank wait for it at the next collective. Run it less often, in a separate thread or process, or split it across the ranks. {others_fix}",
             where_words(l)
@@ -464,5 +474,80 @@ pub(super) fn where_words(l: &Located) -> String {
         [] => "the step, outside any annotation,".into(),
         [one] => format!("`{one}`"),
         [.., parent, last] => format!("`{last}` inside `{parent}`"),
+    }
+}
+
+/// A count per step: whole when it is one (to a tenth), else to one decimal.
+fn count_words(k: f64) -> String {
+    if (k - k.round()).abs() < 0.05 {
+        format!("{}", k.round() as i64)
+    } else {
+        format!("{k:.1}")
+    }
+}
+
+/// A rank's extra operators ([`ExtraOps`]) in words, its figures put in `evidence`: "runs about
+/// N more operators per step than the other ranks, in … (X per step)", with why when most of it
+/// is backward computing the forward again (`rerun`); and what the operators both run say,
+/// where they say the same work at the same speed (their typical ratio, and `(same, compared)`
+/// input shapes when equal).
+pub(in crate::diagnose::causes) fn extra_words(
+    evidence: &mut Evidence,
+    x: &ExtraOps,
+    typical: Option<f64>,
+    same_inputs: Option<(u32, u32)>,
+    rerun: bool,
+    cpu: bool,
+) -> (String, String) {
+    evidence.insert(K::ExtraOpInstances, x.instances);
+    evidence.insert(K::ExtraOpNs, x.ns as f64);
+    evidence.insert(K::ExtraOpRerunNs, x.rerun_ns as f64);
+    let names: Vec<String> = x.names.iter().map(|(n, k)| format!("`{n}` ×{}", count_words(*k))).collect();
+    let why = if rerun {
+        ": backward's autograd nodes computing the forward again (activation checkpointing) on this rank and not on the others"
+    } else {
+        ""
+    };
+    let more = format!(
+        "runs about {} more operators per step than the other ranks, in {} ({} per step){why}",
+        count_words(x.instances),
+        names.join(", "),
+        dur(x.ns as f64),
+    );
+    let mut said = Vec::new();
+    if let Some(work) = typical.filter(|&w| w <= 1.1) {
+        evidence.insert(K::TypicalOpRatio, work);
+        said.push(format!("take as long as elsewhere ({work:.2}×)"));
+    }
+    if let Some((same, compared)) = same_inputs {
+        evidence.insert(K::ShapesCompared, f64::from(compared));
+        evidence.insert(K::ShapesSame, f64::from(same));
+        said.push(format!("run on the same inputs ({same} of {compared})"));
+    }
+    let same = if said.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; the operators both run {}: the same program with more in it, not a slower {}",
+            said.join(" and "),
+            if cpu { "host" } else { "device" }
+        )
+    };
+    (more, same)
+}
+
+/// The advice for extra operators: the same activation checkpointing on every rank (`rerun`),
+/// else the same program.
+pub(in crate::diagnose::causes) fn extra_fix(who: &str, rerun: bool, others_fix: &str) -> String {
+    if rerun {
+        format!(
+            "Make activation checkpointing the same on every rank: {} recomputes its forward during backward and the others do not, so every step waits for its recomputation. Check the per-rank configuration (a flag or a memory-based switch that differs between ranks); if this rank needs the memory, so will the others at the same batch: enable it on all of them, or on none with a smaller micro-batch. {others_fix}",
+            who.to_lowercase()
+        )
+    } else {
+        format!(
+            "Make every rank run the same program: {} runs operators the others do not (a rank-dependent branch, an extra forward pass, a different model configuration or number of micro-batches). Remove the difference, or spread that work over all ranks. {others_fix}",
+            who.to_lowercase()
+        )
     }
 }
