@@ -47,7 +47,10 @@ SCENARIOS = {
                                 expected={"first_finding": "pipeline_bubble", "ranks": [1], "must_not": ["slow_device", "host_stall", "input_bound"]}),
     "healthy_zero1_w4": dict(seed=9500, world=4, description="As zero1_metrics_spin (4-rank DDP, ~15 MB MLP, ZeroRedundancyOptimizer(AdamW)) with nothing injected",
                              injected=None,
-                             expected={"first_finding": None, "ranks": [], "must_not": ["straggler", "slow_device", "compute_imbalance", "host_stall", "input_bound", "host_sync", "small_collectives"]}),
+                             # ZeroRedundancyOptimizer broadcasts each parameter tensor: small calls
+                             # are a true observation (low), not a false cause.
+                             expected={"first_finding": None, "ranks": [], "must_not": ["straggler", "slow_device", "compute_imbalance", "host_stall", "input_bound", "host_sync"],
+                                       "may_report": ["small_collectives, low at most (ZeroRedundancyOptimizer broadcasts every parameter tensor on its own: 16 calls a step, 12 of them under 64 KiB; a true observation, in its terms: parameters_as_bucket_view=True)"]}),
     "two_causes_spin_loader": dict(seed=9600, world=4, description="4-rank DDP (the ~15 MB MLP), AdamW, batch 64 from a DataLoader (num_workers=0) per rank; rank 0's Dataset.__getitem__ sleeps ~2.7 ms per item (~200 ms a step more than the other ranks), and every rank spins ~60 ms of pure Python in record_function('log_to_disk') after the optimizer step",
                                    injected={"causes": [{"cause": "input_bound", "ranks": [0], "amount_ms": 200},
                                                         {"cause": "host_stall", "ranks": [0, 1, 2, 3], "where": "log_to_disk", "amount_ms": 60, "kind": "pure-Python busy loop"}]},
