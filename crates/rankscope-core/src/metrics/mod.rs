@@ -223,7 +223,9 @@ pub fn sniff(head: &[u8]) -> Option<Format> {
     let t = text.trim_start_matches('\u{feff}').trim_start();
     if t.starts_with('{') {
         // The HTTP API's envelope; a trace never has these keys.
-        let probe = &t[..t.len().min(4096)];
+        // (At a character boundary: the head is any bytes, decoded lossily.)
+        let end = (0..=t.len().min(4096)).rev().find(|&i| t.is_char_boundary(i)).unwrap_or(0);
+        let probe = &t[..end];
         return (probe.contains("\"status\"")
             && probe.contains("\"data\"")
             && probe.contains("\"resultType\""))
@@ -404,6 +406,24 @@ mod tests {
         assert_eq!(seconds_to_ns("99999999999999999999"), None);
         assert_eq!(seconds_to_ns("1e9"), None);
         assert_eq!(seconds_to_ns(""), None);
+    }
+
+    #[test]
+    fn a_json_head_is_probed_at_a_character_boundary() {
+        // Found by the `job` fuzz target: a character across the probe's 4,096th byte, or an
+        // invalid byte there (decoded as the 3-byte U+FFFD), panicked.
+        for pad in 4090..4100 {
+            let mut head = b"{".to_vec();
+            head.extend(std::iter::repeat_n(b'a', pad));
+            head.extend("é\"status\"".as_bytes());
+            assert_eq!(sniff(&head), None);
+            head.truncate(pad);
+            head.extend([0xff, 0xfe, b'a']);
+            assert_eq!(sniff(&head), None);
+        }
+        let mut env = br#"{"status":"success","data":{"resultType":"matrix""#.to_vec();
+        env.extend("é".repeat(3000).as_bytes());
+        assert_eq!(sniff(&env), Some(Format::PromJson));
     }
 
     #[test]
