@@ -52,8 +52,8 @@ pub struct OpSpeed {
     pub shapes_compared: u32,
     #[serde(default)]
     pub shapes_same: u32,
-    /// The operator instances this rank runs that at least half of the other ranks do not:
-    /// work the others do not have ([`ExtraOps`]).
+    /// The operators this rank runs and its peers do not: work the others do not have
+    /// ([`ExtraOps`]).
     #[serde(default, skip_serializing_if = "ExtraOps::is_empty")]
     pub extra: ExtraOps,
 }
@@ -241,6 +241,10 @@ pub fn op_speed(parts: &[RankPart]) -> Vec<OpSpeed> {
         own_sorted.sort_unstable();
         let mut nested: Vec<i64> = v.iter().map(|x| i64::from(x.1.nested)).collect();
         nested.sort_unstable();
+        // The cut floors of the ranks that run it, sorted: each instance counts the others
+        // lacking it in O(log n), whatever the number of ranks.
+        let mut having_floors: Vec<i64> = v.iter().map(|x| floor.get(&x.0).copied().unwrap_or(0)).collect();
+        having_floors.sort_unstable();
         let nests = v.iter().any(|x| x.1.nests);
         // The instance's recorded shapes on every rank that has them, sorted: the others'
         // most common is what the rank's are compared with.
@@ -255,8 +259,7 @@ pub fn op_speed(parts: &[RankPart]) -> Vec<OpSpeed> {
             // above its duration.
             let cut_above = floors.partition_point(|&f| f < mine);
             // (Saturating: a damaged part may list an instance twice.)
-            let lacking = cut_above
-                .saturating_sub(v.iter().filter(|x| floor.get(&x.0).copied().unwrap_or(0) < mine).count());
+            let lacking = cut_above.saturating_sub(having_floors.partition_point(|&f| f < mine));
             let having = v.len().saturating_sub(1);
             // An instance most others do not run: all of it, and what it runs, is more work. A
             // shared one that runs more operators inside it than on the others (an autograd node

@@ -180,17 +180,27 @@ fn repeated_input(cx: &Ctx<'_>, spread: &[&StepWaits]) -> Option<u32> {
     for p in cx.a.phases.iter().filter(|p| p.phase == Phase::DataLoading) {
         *load.entry((p.step, p.rank)).or_default() += p.active_ns;
     }
-    // Per step, each rank's excess over the median of the others.
+    // Per step, each rank's excess over the median of the others (one sort per step, each
+    // rank's own value skipped in it: linear in the ranks).
     let mut excess: BTreeMap<(u32, u32), f64> = BTreeMap::new();
     for &s in &cx.all_steps {
-        let of = |r: u32| load.get(&(s, r)).copied().unwrap_or(0) as f64;
+        let of = |r: u32| load.get(&(s, r)).copied().unwrap_or(0);
+        let mut sorted: Vec<i64> = cx.ranks.iter().map(|&r| of(r)).collect();
+        sorted.sort_unstable();
+        let n = sorted.len().saturating_sub(1);
+        if n == 0 {
+            continue;
+        }
         for &r in &cx.ranks {
-            let others: Vec<f64> = cx.ranks.iter().filter(|&&q| q != r).map(|&q| of(q)).collect();
-            if !others.is_empty() {
-                excess.insert((s, r), of(r) - median_f(others));
-            }
+            let mine = of(r);
+            let skip = sorted.partition_point(|&x| x < mine);
+            let at = |j: usize| sorted.get(if j < skip { j } else { j + 1 }).copied().unwrap_or(0) as f64;
+            let median = if n % 2 == 1 { at(n / 2) } else { (at(n / 2 - 1) + at(n / 2)) / 2.0 };
+            excess.insert((s, r), mine as f64 - median);
         }
     }
+    let mut ranked: Vec<(f64, (u32, u32))> = excess.iter().map(|(&k, &x)| (x, k)).collect();
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
     let floor = cx.floor_ns();
     let mut best: Option<(u32, f64)> = None;
     for &r in &cx.ranks {
@@ -208,11 +218,12 @@ fn repeated_input(cx: &Ctx<'_>, spread: &[&StepWaits]) -> Option<u32> {
             continue;
         }
         let least = steps.iter().filter_map(|s| excess.get(&(*s, r))).copied().fold(f64::INFINITY, f64::min);
-        let elsewhere = excess
+        // The largest excess of any other (step, rank): the first of the ranking not in these
+        // steps of this rank (at most `steps.len()` entries skipped).
+        let elsewhere = ranked
             .iter()
-            .filter(|((s, q), _)| !(*q == r && steps.contains(s)))
-            .map(|(_, &x)| x)
-            .fold(0.0, f64::max);
+            .find(|(_, (s, q))| !(*q == r && steps.contains(s)))
+            .map_or(0.0, |x| x.0.max(0.0));
         if least > 2.0 * elsewhere && best.is_none_or(|b| least > b.1) {
             best = Some((r, least));
         }
