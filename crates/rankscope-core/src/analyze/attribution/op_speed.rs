@@ -91,6 +91,11 @@ impl ExtraOps {
     pub fn matters(&self, shared_ns: i64) -> bool {
         self.ns as f64 >= EXTRA_SHARE * shared_ns as f64 && self.ns > 0
     }
+
+    /// Whether most of it is the forward computed again in backward (`rerun_ns`).
+    pub fn is_rerun(&self) -> bool {
+        2 * self.rerun_ns >= self.ns
+    }
 }
 
 /// Extra operators below this share of the shared work are said in the JSON, and nowhere else.

@@ -54,7 +54,7 @@ fn find(cx: &Ctx<'_>, found: &Found) -> Vec<Finding> {
             continue;
         }
         let who = ranks_word(&[rank]);
-        let rerun = 2 * x.rerun_ns >= x.ns;
+        let rerun = x.is_rerun();
         let mut evidence = Evidence::from([(K::ReplayedGainNs, gain)]);
         let (more, same) = extra_words(&mut evidence, x, Some(o.ratio), None, rerun, true);
         out.push(Finding {

@@ -170,7 +170,7 @@ pub(super) fn more_work(
     // Instances the others do not run, where no region of its own holds the excess.
     let extra = extra.as_ref().filter(|_| alone.is_none());
     // Most of it the forward's operators again, in backward: activation checkpointing.
-    let rerun = extra.filter(|x| 2 * x.rerun_ns >= x.ns);
+    let rerun = extra.filter(|x| x.is_rerun());
     let mut place = loc
         .as_ref()
         .filter(|l| l.path.len() > 1)
