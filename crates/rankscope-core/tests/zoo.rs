@@ -16,7 +16,6 @@ use rankscope_core::finding::EvidenceKey;
 use rankscope_core::analyze::{Analysis, Options};
 use rankscope_core::diagnose::analyze;
 use rankscope_core::normalize::{assemble, Rules};
-use serde_json::Value;
 
 fn host_stall(name: &str, region: &str) {
     let (a, spec) = run(name);
@@ -179,45 +178,6 @@ fn healthy_runs_report_no_false_cause() {
     }
 }
 
-/// The scenario as if profiled without `record_shapes` (the profiler's default): on gloo the
-/// communication ops then carry only `External id`, `Record function id` and `Ev Idx`
-/// (`rotating_batch_no_shapes`, a real run so profiled), so every argument the shapes add goes.
-fn run_without_shapes(name: &str) -> Analysis {
-    run_without_shapes_renamed(name, None)
-}
-
-/// [`run_without_shapes`], with an annotation of rank 0 renamed (`(from, to)`).
-fn run_without_shapes_renamed(name: &str, rename: Option<(&str, &str)>) -> Analysis {
-    use std::io::Read;
-    const SHAPE_ARGS: [&str; 6] =
-        ["Input Dims", "Input type", "Input Strides", "Concrete Inputs", "Fwd thread id", "Sequence number"];
-    let stripped = trace_files(name)
-        .iter()
-        .map(|p| {
-            let mut text = Vec::new();
-            flate2::read::GzDecoder::new(&common::read(p)[..])
-                .read_to_end(&mut text)
-                .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-            let mut doc: Value = serde_json::from_slice(&text).unwrap_or_else(|e| panic!("{e}"));
-            let rank0 = p.file_name().is_some_and(|f| f.to_string_lossy().starts_with("rank0."));
-            for e in doc["traceEvents"].as_array_mut().map(|v| v.iter_mut()).into_iter().flatten() {
-                if let Some(a) = e.get_mut("args").and_then(Value::as_object_mut) {
-                    a.retain(|k, _| !SHAPE_ARGS.contains(&k.as_str()));
-                }
-                if let (Some((from, to)), true) = (rename, rank0) {
-                    if e["name"] == from {
-                        e["name"] = Value::from(to);
-                    }
-                }
-            }
-            let bytes = serde_json::to_vec(&doc).unwrap_or_default();
-            common::ingest_chunked(&p.display().to_string(), &bytes, 1 << 20)
-                .unwrap_or_else(|e| panic!("{e}"))
-        })
-        .collect();
-    analyze(&assemble(stripped, &[], &Rules::default()), &Options::default())
-}
-
 /// Without shapes the first finding is the one with shapes, on every run whose cause does not
 /// lie in a size (a shape mismatch, buckets too small are invisible without sizes; a healthy
 /// FSDP run has no cause to name). The two that moved before the change: a skipped collective
@@ -234,6 +194,19 @@ fn without_shapes_the_first_finding_holds() {
         "small_buckets",
         "fsdp_baseline",
         "slow_device_hog_2rank",
+        // An HSDP job's collectives, with no group on gloo's spans, are placed by their calls'
+        // kinds and sizes; without sizes its channels do not separate and the groups are not
+        // all found, so the FSDP reductions' exposure is an estimate instead of a replay (with
+        // sizes it leads, without it the logging rank does; tests/zoo/README.md, "Sixth
+        // blind check").
+        "hsdp_rank0_logging_barrier",
+        // Expert imbalance is the all_to_all volume a rank moves: without sizes the hot expert's
+        // rank is named for its longer compute (`compute_imbalance`, the same rank).
+        "moe_hot_expert_r1",
+        // Gradients reduced by hand in one flat all_reduce the loop issues: unsized, it cannot
+        // be told from a metric's (gloo's per-call times on this loaded host do not tell 4 bytes
+        // from 17 MB either), and `host_sync` leads; with sizes the rank with more work does.
+        "tp2dp2_debug_rank3",
     ];
     let mut dirs: Vec<String> = std::fs::read_dir(zoo(""))
         .unwrap_or_else(|e| panic!("{e}"))
@@ -263,14 +236,27 @@ fn without_shapes_the_first_finding_holds() {
 }
 
 /// Healthy runs and the run whose work moves between ranks: the sentence that says the work
-/// moves only where the late rank computed clearly longer in the steps that cost the most.
+/// moves only where the late rank computed clearly longer in the steps that cost the most, and
+/// only with evidence that it was work. Profiled without shapes on CPU hosts, a larger batch and
+/// a host that slows the rank look alike: the finding says both, low, and how to tell them
+/// apart; its advice still starts with balancing the batches.
 #[test]
 fn work_that_moves_between_ranks_is_told_from_noise() {
     let (a, spec) = run("rotating_batch_no_shapes");
     let f =
         check_expected("rotating_batch_no_shapes", &a, &spec).unwrap_or_else(|| panic!("nothing expected"));
-    assert!(f.message.contains("the work moves between the ranks"), "{}", f.message);
-    assert!(f.fix.contains("equal tokens"), "{}", f.fix);
+    assert!(
+        f.message.contains("a larger batch on that rank in that step, or its host slowing it"),
+        "{}",
+        f.message
+    );
+    assert!(f.message.contains("record_shapes=True"), "{}", f.message);
+    assert!(f.severity == rankscope_core::finding::Severity::Low, "{:?}", f.severity);
+    assert!(
+        f.fix.starts_with("If the batches differ in size") && f.fix.contains("equal tokens"),
+        "{}",
+        f.fix
+    );
     for name in
         ["baseline", "good_overlap", "identical_2rank", "fsdp_baseline", "host_sync", "embbag_healthy_w5"]
     {

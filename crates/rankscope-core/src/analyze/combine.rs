@@ -155,6 +155,7 @@ pub fn combine(mut parts: Vec<RankPart>, errors: Vec<JobError>, opts: &Options) 
         phases: phase_rows,
         comm_origins: origins,
         op_speed: attribution::op_speed(&parts),
+        step_ops: attribution::step_ops(&parts),
         operators: operators::combine(&parts.iter().map(|p| (p.info.rank, &p.operators)).collect::<Vec<_>>()),
         sequence,
         pipeline: pipe_report,

@@ -266,6 +266,10 @@ pub struct Analysis {
     /// ranks, for the batch-dependent work and for the optimizer ([`attribution::op_speed`]).
     #[serde(default)]
     pub op_speed: Vec<attribution::OpSpeed>,
+    /// Per rank × step: how many operators of the step's work its main thread ran
+    /// ([`attribution::StepOpsRow`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub step_ops: Vec<attribution::StepOpsRow>,
     /// The job's operators and kernels per step, by kind, name and shapes, added up over the
     /// ranks ([`operators`]): what `diff` matches across two runs. Empty in analyses written
     /// before it.

@@ -170,6 +170,20 @@ pub struct RankRegions {
     pub op_typical: Vec<OpTypical>,
     #[serde(default)]
     pub op_names: Vec<String>,
+    /// Per step, how many operators of the step's work the main thread ran ([`StepOps`]).
+    #[serde(default)]
+    pub step_ops: Vec<StepOps>,
+}
+
+/// How many operators the main thread ran in one step's work (forward, backward and the rest of
+/// the step; not the optimizer's or the data loader's): a rank that runs more of them in one
+/// step than in its others has more work in that step, whatever its host's speed.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct StepOps {
+    pub step: u32,
+    /// Operators run in the step: every covering operator of the main thread (each instance of
+    /// [`OpTypical`], not only the kept longest) and every slice nested in it.
+    pub ops: u32,
 }
 
 impl RankRegions {
@@ -293,25 +307,36 @@ fn keep_op_typical(
     durations: BTreeMap<(Phase, StrId, u32), Runs>,
     strings: &StringTable,
 ) {
+    // Per step, how many operators of the step's work ran (all but the optimizer's and the
+    // data loader's), nested ones included.
+    let mut per_step: BTreeMap<u32, u32> = BTreeMap::new();
     let mut typical: Vec<((Phase, StrId, u32), OpTypical)> = durations
         .into_iter()
         .map(|((phase, name, ordinal), v)| {
+            let median_ns = super::stats::median(v.iter().map(|x| x.dur_ns).collect());
+            if !matches!(phase, Phase::Optimizer | Phase::DataLoading) {
+                for x in &v {
+                    *per_step.entry(x.step).or_default() += 1 + x.nested;
+                }
+            }
             let t = OpTypical {
                 phase,
                 name: 0,
                 ordinal,
-                median_ns: super::stats::median(v.iter().map(|x| x.0).collect()),
-                own_median_ns: super::stats::median(v.iter().map(|x| x.1).collect()),
-                nests: v.iter().any(|x| x.2 > 0),
+                median_ns,
+                own_median_ns: super::stats::median(v.iter().map(|x| x.own_ns).collect()),
+                nests: v.iter().any(|x| x.kids > 0),
                 steps: v.len() as u32,
-                shapes: v.iter().all(|x| x.3 != 0).then(|| {
-                    v.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, x| (h ^ x.3).wrapping_mul(0x0100_0000_01b3))
+                shapes: v.iter().all(|x| x.dims != 0).then(|| {
+                    v.iter()
+                        .fold(0xcbf2_9ce4_8422_2325_u64, |h, x| (h ^ x.dims).wrapping_mul(0x0100_0000_01b3))
                 }),
-                nested: super::stats::median(v.iter().map(|x| i64::from(x.4)).collect()).max(0) as u32,
+                nested: super::stats::median(v.iter().map(|x| i64::from(x.nested)).collect()).max(0) as u32,
             };
             ((phase, name, ordinal), t)
         })
         .collect();
+    out.step_ops = per_step.into_iter().map(|(step, ops)| StepOps { step, ops }).collect();
     typical.sort_by(|a, b| b.1.median_ns.cmp(&a.1.median_ns).then(a.0.cmp(&b.0)));
     typical.truncate(MAX_OP_TYPICAL);
     typical.sort_by_key(|a| a.0);

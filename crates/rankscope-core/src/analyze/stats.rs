@@ -59,6 +59,20 @@ pub fn lower_median_f(mut v: Vec<f64>) -> Option<f64> {
     Some(v[(v.len() - 1) / 2])
 }
 
+/// Weighted median of `(value, weight)` pairs: the smallest value at which the running weight,
+/// in value order, reaches half the total; none for no pairs.
+pub fn weighted_median_f(mut v: Vec<(f64, f64)>) -> Option<f64> {
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let half = v.iter().map(|x| x.1).sum::<f64>() / 2.0;
+    let mut run = 0.0;
+    v.iter()
+        .find(|x| {
+            run += x.1;
+            run >= half
+        })
+        .map(|x| x.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

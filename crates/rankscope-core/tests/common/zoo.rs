@@ -160,3 +160,41 @@ pub fn exposed_wait(a: &Analysis, rank: u32) -> f64 {
         .collect();
     v.iter().sum::<i64>() as f64 / v.len().max(1) as f64
 }
+
+/// The scenario as if profiled without `record_shapes` (the profiler's default): on gloo the
+/// communication ops then carry only `External id`, `Record function id` and `Ev Idx`
+/// (`rotating_batch_no_shapes`, a real run so profiled), so every argument the shapes add goes.
+pub fn run_without_shapes(name: &str) -> Analysis {
+    run_without_shapes_renamed(name, None)
+}
+
+/// [`run_without_shapes`], with an annotation of rank 0 renamed (`(from, to)`).
+pub fn run_without_shapes_renamed(name: &str, rename: Option<(&str, &str)>) -> Analysis {
+    use std::io::Read;
+    const SHAPE_ARGS: [&str; 6] =
+        ["Input Dims", "Input type", "Input Strides", "Concrete Inputs", "Fwd thread id", "Sequence number"];
+    let stripped = trace_files(name)
+        .iter()
+        .map(|p| {
+            let mut text = Vec::new();
+            flate2::read::GzDecoder::new(&super::read(p)[..])
+                .read_to_end(&mut text)
+                .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            let mut doc: Value = serde_json::from_slice(&text).unwrap_or_else(|e| panic!("{e}"));
+            let rank0 = p.file_name().is_some_and(|f| f.to_string_lossy().starts_with("rank0."));
+            for e in doc["traceEvents"].as_array_mut().map(|v| v.iter_mut()).into_iter().flatten() {
+                if let Some(a) = e.get_mut("args").and_then(Value::as_object_mut) {
+                    a.retain(|k, _| !SHAPE_ARGS.contains(&k.as_str()));
+                }
+                if let (Some((from, to)), true) = (rename, rank0) {
+                    if e["name"] == from {
+                        e["name"] = Value::from(to);
+                    }
+                }
+            }
+            let bytes = serde_json::to_vec(&doc).unwrap_or_default();
+            super::ingest_chunked(&p.display().to_string(), &bytes, 1 << 20).unwrap_or_else(|e| panic!("{e}"))
+        })
+        .collect();
+    analyze(&assemble(stripped, &[], &Rules::default()), &Options::default())
+}

@@ -87,6 +87,27 @@ pub struct PhaseRow {
     pub active_ns: i64,
 }
 
+/// How many operators of the step's work one rank ran in one step
+/// ([`crate::analyze::regions::StepOps`]).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StepOpsRow {
+    pub rank: u32,
+    pub step: u32,
+    pub ops: u32,
+}
+
+/// Every rank's [`StepOpsRow`]s (a rank listed twice counts once).
+pub fn step_ops(parts: &[RankPart]) -> Vec<StepOpsRow> {
+    let mut seen = BTreeSet::new();
+    parts
+        .iter()
+        .filter(|p| seen.insert(p.info.rank))
+        .flat_map(|p| {
+            p.regions.step_ops.iter().map(|s| StepOpsRow { rank: p.info.rank, step: s.step, ops: s.ops })
+        })
+        .collect()
+}
+
 /// Who waited for whom in one step.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct StepWaits {

@@ -327,7 +327,7 @@ pub fn op_speed(parts: &[RankPart]) -> Vec<OpSpeed> {
     acc.into_iter()
         .filter(|(_, a)| a.ratios.len() >= MIN_OP_INSTANCES)
         .map(|((rank, group), a)| {
-            let Acc { ratios: mut r, rank_ns, others_ns, top, shapes_compared, shapes_same, extra } = a;
+            let Acc { ratios, rank_ns, others_ns, top, shapes_compared, shapes_same, extra } = a;
             let mut names: Vec<(String, (f64, f64))> = extra.by_name.into_iter().collect();
             names.sort_by(|a, b| b.1 .0.total_cmp(&a.1 .0).then(a.0.cmp(&b.0)));
             let extra = ExtraOps {
@@ -336,21 +336,13 @@ pub fn op_speed(parts: &[RankPart]) -> Vec<OpSpeed> {
                 rerun_ns: extra.rerun_ns as i64,
                 names: names.into_iter().take(EXTRA_NAMES).map(|(n, (_, k))| (n, k)).collect(),
             };
-            r.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let half = r.iter().map(|x| x.1).sum::<f64>() / 2.0;
-            let mut run = 0.0;
-            let ratio = r
-                .iter()
-                .find(|x| {
-                    run += x.1;
-                    run >= half
-                })
-                .map_or(1.0, |x| x.0);
+            let instances = ratios.len() as u32;
+            let ratio = crate::analyze::stats::weighted_median_f(ratios).unwrap_or(1.0);
             OpSpeed {
                 rank,
                 group,
                 ratio,
-                instances: r.len() as u32,
+                instances,
                 rank_ns,
                 others_ns,
                 top,

@@ -18,9 +18,11 @@
 //! matches G's other members: the same collectives, step by step (kind, size, count), that end
 //! together (a collective completes on all its members at once; on one host's clock the ends
 //! agree within the transfer, and across clocks they differ by one constant). Groups are decided
-//! most confident first (the largest margin between the best channel and the next), each
-//! channel joins one group, and a rank's channel left without a fit stays unplaced (its
-//! collectives keep an empty group, as before layouts were known). Point-to-point exchanges go
+//! most confident first (the largest margin between the best channel and the next), the job's
+//! own groups before torch's default group, each channel joins one group, and a rank's channel
+//! left without a fit stays unplaced (its collectives keep an empty group, as before layouts
+//! were known). On gloo the order the groups were made in bounds which channel can be which
+//! (thread ids grow with creation: `place::Order`). Point-to-point exchanges go
 //! with their lane's group, else to the smallest group holding both ends.
 //!
 //! **Roles**, each with the evidence said in words: from names first (Megatron-LM's group

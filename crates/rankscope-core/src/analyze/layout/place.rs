@@ -69,6 +69,58 @@ fn channels(v: &[Instance], world: usize) -> Vec<Vec<usize>> {
 /// creates its threads at the same time) can be one group's threads.
 pub const SIBLING_TIDS: i64 = 8;
 
+/// The order in which a rank's channels and its groups were made. gloo makes a group's worker
+/// threads when torch makes the group, thread ids grow with creation, and torch names groups by
+/// a counter in creation order: so the rank's channels by thread id map onto its groups by name
+/// in order, each channel to a group of at least its own position that leaves room for the
+/// channels after it (a group may have no profiled collective, so not one to one). The rank
+/// already placed channels hold their groups' order too.
+struct Order {
+    /// Per channel, its position among the rank's channels by first thread id.
+    channel_pos: Vec<usize>,
+    /// The rank's groups (of two ranks or more), in creation order.
+    groups: Vec<usize>,
+}
+
+impl Order {
+    /// Known when every channel has a thread id, every group a counter name, and the rank has
+    /// no more channels than groups.
+    fn of(chans: &[Vec<usize>], insts: &[Instance], cand: &[usize], groups: &[Group]) -> Option<Order> {
+        let mut tids: Vec<(i64, usize)> = Vec::with_capacity(chans.len());
+        for (c, ch) in chans.iter().enumerate() {
+            tids.push((ch.iter().filter_map(|&i| insts.get(i).and_then(|x| x.tid)).min()?, c));
+        }
+        tids.sort_unstable();
+        let mut channel_pos = vec![0; chans.len()];
+        for (p, &(_, c)) in tids.iter().enumerate() {
+            channel_pos[c] = p;
+        }
+        let mut named: Vec<(u64, usize)> = Vec::with_capacity(cand.len());
+        for &g in cand {
+            named.push((groups.get(g)?.name.parse::<u64>().ok()?, g));
+        }
+        named.sort_unstable();
+        (chans.len() <= named.len() && !chans.is_empty())
+            .then(|| Order { channel_pos, groups: named.into_iter().map(|x| x.1).collect() })
+    }
+
+    /// Whether channel `c` of rank `k` can be group `g`'s, given the groups already `chosen`.
+    fn admits(&self, c: usize, g: usize, k: usize, chosen: &BTreeMap<usize, BTreeMap<usize, usize>>) -> bool {
+        let (Some(&i), Some(j)) = (self.channel_pos.get(c), self.groups.iter().position(|&h| h == g)) else {
+            return true;
+        };
+        let (nc, ng) = (self.channel_pos.len(), self.groups.len());
+        let room = i <= j && nc - 1 - i <= ng - 1 - j;
+        room && chosen.iter().all(|(&h, pick)| {
+            let (Some(&c2), Some(j2)) = (pick.get(&k), self.groups.iter().position(|&x| x == h)) else {
+                return true;
+            };
+            let Some(&i2) = self.channel_pos.get(c2) else { return true };
+            (j2 < j) == (i2 < i) && (j2 == j) == (i2 == i)
+        })
+    }
+}
+
 /// How well two channels (on ranks whose clocks are `same_clock` or not) are one group's
 /// collectives, in [0, 1]: none is 0.
 ///
@@ -178,6 +230,12 @@ pub(super) fn place(parts: &[RankPart], insts: &mut [Vec<Instance>], groups: &[G
             }
         }
     }
+    let order: Vec<Option<Order>> = (0..n)
+        .map(|k| {
+            let gloo = parts[k].info.backend.as_deref().is_some_and(|b| b.eq_ignore_ascii_case("gloo"));
+            Order::of(&chans[k], &insts[k], &cand[k], groups).filter(|_| gloo && how[k] == Placement::ByLanes)
+        })
+        .collect();
     let host = |k: usize| parts[k].info.host.as_deref().and_then(crate::analyze::align::host_key);
     let same_clock = |a: usize, b: usize| host(a).is_some() && host(a) == host(b);
     let mut used: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); n];
@@ -187,17 +245,31 @@ pub(super) fn place(parts: &[RankPart], insts: &mut [Vec<Instance>], groups: &[G
         .collect();
     // A member placed otherwise offers one fixed channel: its instances already in the group.
     const FIXED: usize = usize::MAX;
+    // torch's default group carries what a job issues with no group (barriers, objects, the
+    // start-up); a group the job made (a mesh dimension, `new_group`) was made to carry its
+    // traffic. Collectives of the same ranks that run in step look alike to both (the
+    // replicate groups' all-reduces of an HSDP job end together across the pairs, and fit the
+    // world as well as their own pair), so the default group takes what the job's own groups
+    // leave. A group of the default group's own ranks is decided with it, by creation
+    // ([`alias_by_creation`]).
+    let default = |g: usize| groups[g].desc.as_deref() == Some("default_pg");
+    let deferred: Vec<bool> = (0..groups.len())
+        .map(|g| default(g) || (0..groups.len()).any(|h| default(h) && groups[h].ranks == groups[g].ranks))
+        .collect();
+    let mut defaults_now = false;
     loop {
         // For each open group: its best channel on the lowest member placed by lanes, each
         // other member's best channel against it, and the margin over the next best.
         let mut best: Option<(f64, f64, usize, BTreeMap<usize, usize>)> = None;
-        for &g in &open {
+        for &g in open.iter().filter(|&&g| defaults_now || !deferred[g]) {
             let members: Vec<usize> = groups[g].ranks.iter().filter_map(|r| slot.get(r).copied()).collect();
             let Some(&r0) = members.iter().find(|&&k| how[k] == Placement::ByLanes) else { continue };
             let name = &groups[g].name;
+            let admissible =
+                |k: usize, c: usize, g: usize| order[k].as_ref().is_none_or(|o| o.admits(c, g, k, &chosen));
             let options = |s: usize| -> Vec<usize> {
                 if how[s] == Placement::ByLanes {
-                    (0..chans[s].len()).filter(|d| !used[s].contains(d)).collect()
+                    (0..chans[s].len()).filter(|&d| !used[s].contains(&d) && admissible(s, d, g)).collect()
                 } else if insts[s].iter().any(|x| !x.p2p && &x.pg == name) {
                     vec![FIXED]
                 } else {
@@ -254,7 +326,13 @@ pub(super) fn place(parts: &[RankPart], insts: &mut [Vec<Instance>], groups: &[G
                 best = Some((margin, top, g, pick));
             }
         }
-        let Some((_, _, g, pick)) = best else { break };
+        let Some((_, _, g, pick)) = best else {
+            if defaults_now {
+                break;
+            }
+            defaults_now = true;
+            continue;
+        };
         open.remove(&g);
         for (&k, &c) in &pick {
             used[k].insert(c);

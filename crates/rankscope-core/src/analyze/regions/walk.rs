@@ -59,8 +59,9 @@ struct Cover {
     /// The region whose ops it counts for, if any.
     parent: Option<usize>,
     main: bool,
-    /// On the main thread under a region: the instance it is (phase, name, ordinal in the step).
-    instance: Option<(Phase, StrId, u32)>,
+    /// On the main thread under a region: the instance it is (phase, name, ordinal in the step),
+    /// and the step.
+    instance: Option<((Phase, StrId, u32), u32)>,
     /// Its input shapes' hash ([`dims_hash`]).
     dims: u64,
     holes: Vec<Iv>,
@@ -71,10 +72,23 @@ struct Cover {
     nested: u32,
 }
 
-/// Per operator instance, per step: (duration, time with nothing nested running, slices nested
-/// directly, its input shapes' hash: [`dims_hash`], 0 when the trace has none for it; slices
-/// nested at any depth).
-pub(super) type Runs = Vec<(i64, i64, usize, u64, u32)>;
+/// One operator instance's run in one step.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Run {
+    pub(super) step: u32,
+    pub(super) dur_ns: i64,
+    /// Its time with nothing nested in it running.
+    pub(super) own_ns: i64,
+    /// Slices nested in it directly.
+    pub(super) kids: usize,
+    /// Its input shapes' hash ([`dims_hash`]), 0 when the trace has none for it.
+    pub(super) dims: u64,
+    /// Slices nested in it at any depth.
+    pub(super) nested: u32,
+}
+
+/// Per operator instance, its runs over the steps.
+pub(super) type Runs = Vec<Run>;
 
 /// The hash of row `i`'s `Input Dims` as written (`record_shapes=True`; kept for the operators of
 /// [`crate::model::ShapedOp`]), 0 without: one operator instance on two ranks ran on the same
@@ -191,15 +205,16 @@ impl<'a> Walk<'a> {
         } else {
             Set::from_sorted(vec![c.iv]).subtract(&Set::from_unsorted(c.holes)).intervals().to_vec()
         };
-        if let Some(k) = c.instance {
+        if let Some((k, step)) = c.instance {
             let own = Set::from_sorted(pieces.iter().copied()).subtract(&Set::from_unsorted(c.kids.clone()));
-            self.durations.entry(k).or_default().push((
-                pieces.iter().map(|x| x.1 - x.0).sum(),
-                own.len_ns(),
-                c.kids.len(),
-                c.dims,
-                c.nested,
-            ));
+            self.durations.entry(k).or_default().push(Run {
+                step,
+                dur_ns: pieces.iter().map(|x| x.1 - x.0).sum(),
+                own_ns: own.len_ns(),
+                kids: c.kids.len(),
+                dims: c.dims,
+                nested: c.nested,
+            });
         }
         if let Some(p) = c.parent {
             if let Some(o) = self.occ_ops.get_mut(p) {
@@ -296,7 +311,7 @@ impl<'a> Walk<'a> {
                 direct_region_parent.and_then(|p| self.out.occurrences.get(p)).filter(|_| is_main).map(|o| {
                     let k = instance_of.entry((o.step, o.phase, e.name[i])).or_insert(0);
                     *k += 1;
-                    (o.phase, e.name[i], *k - 1)
+                    ((o.phase, e.name[i], *k - 1), o.step)
                 });
             self.covers.push(Cover {
                 iv: (ts, end),

@@ -10,7 +10,7 @@
 //! ([`super::late_rank`]) excludes it; it explains the step-time spread.
 
 use super::prelude::*;
-use crate::analyze::attribution::StepWaits;
+use crate::analyze::attribution::{StepOpsRow, StepWaits};
 use crate::analyze::noise::BURST_SHARE;
 
 
@@ -72,7 +72,22 @@ fn jitter(cx: &Ctx<'_>) -> Option<Finding> {
     let same_everywhere = !work_ops.is_empty()
         && cx.ranks.iter().all(|r| work_ops.iter().any(|o| o.rank == *r))
         && work_ops.iter().all(|o| o.same_inputs() == Some(true) && !o.extra.matters(o.rank_ns));
-    let work_moves = timing_moves && !same_everywhere;
+    // Without recorded shapes, on CPU hosts: a late rank that ran more operators in those steps
+    // than in its others did more work; one that ran as many, each longer, did more work on
+    // larger inputs or was slowed by its host, and on a CPU the two look alike (a preempted
+    // rank's every operator runs longer: up to 2.5x the rank's own median in one step on the
+    // zoo's healthy 4-rank runs on 2 cores, against 1.3-1.5x for a 3x batch). Said so, low.
+    let unshaped = cx.a.op_speed.iter().all(|o| o.shapes_compared == 0);
+    let more_ops = |w: &StepWaits| {
+        w.late.iter().any(|r| {
+            let mine: Vec<&StepOpsRow> = cx.a.step_ops.iter().filter(|s| s.rank == *r).collect();
+            let usual = median_f(mine.iter().map(|s| f64::from(s.ops)).collect());
+            mine.iter().any(|s| s.step == w.step && f64::from(s.ops) > usual)
+        })
+    };
+    let cost_ops: i64 = with_work.iter().filter(|w| more_ops(w)).map(|w| w.cost_ns).sum();
+    let undecided = timing_moves && unshaped && cx.cpu_only && (cost_ops as f64) < 2.0 / 3.0 * cost_work as f64;
+    let work_moves = timing_moves && !same_everywhere && !undecided;
     // Noise, measured (docs/metrics.md, "Noise"): lateness that moves between the ranks with
     // no work moving with it is the hosts' noise, information about the machine rather than the
     // job (low at most). Lateness whose cost sits mostly in steps that stand out of the run's
@@ -85,7 +100,6 @@ fn jitter(cx: &Ctx<'_>) -> Option<Finding> {
     let bursty = cost_all > 0 && in_outliers as f64 >= BURST_SHARE * cost_all as f64;
     // Without recorded shapes nothing tells a larger batch on the late rank from the same
     // batch on a host that ran it slower (3 ranks sharing 2 cores take turns the same way).
-    let unshaped = cx.a.op_speed.iter().all(|o| o.shapes_compared == 0);
     let moves = if work_moves {
         format!(
             " In {} of these {} steps, which hold {:.0}% of the time lost, the last to arrive spent at least {MORE_WORK}x the others' time in forward and backward in that step: {}.",
@@ -99,6 +113,13 @@ fn jitter(cx: &Ctx<'_>) -> Option<Finding> {
             } else {
                 "the work moves between the ranks from step to step"
             }
+        )
+    } else if undecided {
+        format!(
+            " In {} of these {} steps, which hold {:.0}% of the time lost, the last to arrive spent at least {MORE_WORK}x the others' time in forward and backward in that step, running as many operators as in its other steps: a larger batch on that rank in that step, or its host slowing it in turn. On CPU hosts the two look alike, and the traces record no input shapes to tell them apart: profile with `record_shapes=True`.",
+            with_work.len(),
+            waits.len(),
+            100.0 * cost_work as f64 / cost_all.max(1) as f64,
         )
     } else {
         String::new()
@@ -114,7 +135,7 @@ fn jitter(cx: &Ctx<'_>) -> Option<Finding> {
         String::new()
     };
     let noise_words = match cx.a.noise.as_ref() {
-        Some(n) if !work_moves => format!(
+        Some(n) if !work_moves && !undecided => format!(
             " No work moves with the lateness: this is the hosts' noise (steps vary by {} around a usual {}), information about the machine more than the job.",
             dur(n.spread_ns as f64),
             dur(n.step_ns as f64)
@@ -128,8 +149,8 @@ fn jitter(cx: &Ctx<'_>) -> Option<Finding> {
         ),
         _ => String::new(),
     };
-    let noisy = cx.a.noise.is_some() && (!work_moves || bursty);
-    let balance = if work_moves {
+    let noisy = (cx.a.noise.is_some() && (!work_moves || bursty)) || undecided;
+    let balance = if work_moves || undecided {
         "If the batches differ in size from step to step (variable sequence lengths, dynamic batching), balance the work per step across ranks: batches of equal tokens rather than equal samples (bucket or sort samples by length, pack sequences). "
     } else {
         ""

@@ -7,8 +7,8 @@
 //! costs the step in that many, is late; so is a rank late in fewer steps whose own lateness
 //! costs more than half of all the wait, in two steps or more, each more than twice any step in
 //! which another rank was the late one (a distinct, repeated mode); so is a rank whose data
-//! loading stalls in two steps or more, far beyond anyone's in any other step, amid lateness
-//! that is noise ([`repeated_input`]). Its gain is the wait it
+//! loading or whose host pauses (no operator running) in two steps or more, far beyond anyone's
+//! in any other step, amid lateness that is noise ([`repeated`]). Its gain is the wait it
 //! costs the others (`waits[].cost_ns`), a mean over every step; a late rank below the floor is
 //! no late rank (the ranks may then take turns: [`super::arrival_jitter`]).
 //!
@@ -21,6 +21,7 @@
 
 mod burst;
 mod classify;
+mod repeated;
 mod words;
 
 pub(super) use words::{extra_fix, extra_words};
@@ -66,6 +67,9 @@ struct Late {
     ranks: Vec<u32>,
     /// Steps (with a measurable spread) in which the group was late.
     steps: Vec<u32>,
+    /// The steps whose windows hold why: the late steps, but for a pause after a step's last
+    /// collective, which makes the rank late in the next step ([`repeated`]).
+    cause_steps: Vec<u32>,
     /// Steps with a measurable spread.
     spread_steps: usize,
     /// Per step the group was late: what it cost the step.
@@ -137,98 +141,41 @@ fn late_ranks_without(cx: &Ctx<'_>, skip: Option<u32>) -> Option<Late> {
             need = 2;
         }
     }
-    // No single rank, or most of them late by turns: a data loader that stalls on one rank in
-    // some steps still stands out of that noise.
-    if ranks.is_empty() || ranks.len() * 2 > cx.ranks.len() {
-        if let Some(r) = repeated_input(cx, &spread) {
-            ranks = vec![r];
-            need = 2;
-        }
-    }
-    if ranks.is_empty() || ranks.len() * 2 > cx.ranks.len() {
-        return None;
-    }
-    let mut steps = Vec::new();
-    let mut cost = Vec::new();
-    let group: BTreeSet<u32> = ranks.iter().copied().collect();
-    for w in &waits {
-        if w.late.iter().any(|r| group.contains(r)) {
-            let c = attribution::late_cost(&w.ranks, &w.exposed_wait_ns, &ranks);
-            if c > 0 && c as f64 >= floor {
-                steps.push(w.step);
-                cost.push(c);
-            }
-        }
-    }
     // The group itself must cost the steps, consistently: a rank that was among the last only
     // with another one (the two of them late together, the other the later) costs nothing
     // alone in those steps, and a finding about it alone would claim steps it did not cost.
-    if steps.is_empty() || steps.len() < need {
-        return None;
-    }
-    Some(Late { ranks, steps, spread_steps: spread.len(), cost_ns: cost })
-}
-
-/// A rank whose data loading stalls in some steps only, amid lateness that is noise: in two
-/// steps or more it is among the last, and its data loading (active time) exceeds the other
-/// ranks' median in that step by at least half of what its lateness costs the step and by more
-/// than twice any other rank's, or its own, excess in any other step. Noise does not come back
-/// in the same rank and the same phase; a loader that stalls every N steps does, however
-/// large the noise of the other steps (docs/metrics.md, "Findings", 1).
-fn repeated_input(cx: &Ctx<'_>, spread: &[&StepWaits]) -> Option<u32> {
-    let mut load: BTreeMap<(u32, u32), i64> = BTreeMap::new();
-    for p in cx.a.phases.iter().filter(|p| p.phase == Phase::DataLoading) {
-        *load.entry((p.step, p.rank)).or_default() += p.active_ns;
-    }
-    // Per step, each rank's excess over the median of the others (one sort per step, each
-    // rank's own value skipped in it: linear in the ranks).
-    let mut excess: BTreeMap<(u32, u32), f64> = BTreeMap::new();
-    for &s in &cx.all_steps {
-        let of = |r: u32| load.get(&(s, r)).copied().unwrap_or(0);
-        let mut sorted: Vec<i64> = cx.ranks.iter().map(|&r| of(r)).collect();
-        sorted.sort_unstable();
-        let n = sorted.len().saturating_sub(1);
-        if n == 0 {
-            continue;
+    let costs = |ranks: &[u32], need: usize| -> Option<(Vec<u32>, Vec<i64>)> {
+        if ranks.is_empty() || ranks.len() * 2 > cx.ranks.len() {
+            return None;
         }
-        for &r in &cx.ranks {
-            let mine = of(r);
-            let skip = sorted.partition_point(|&x| x < mine);
-            let at = |j: usize| sorted.get(if j < skip { j } else { j + 1 }).copied().unwrap_or(0) as f64;
-            let median = if n % 2 == 1 { at(n / 2) } else { (at(n / 2 - 1) + at(n / 2)) / 2.0 };
-            excess.insert((s, r), mine as f64 - median);
+        let group: BTreeSet<u32> = ranks.iter().copied().collect();
+        let (mut steps, mut cost) = (Vec::new(), Vec::new());
+        for w in &waits {
+            if w.late.iter().any(|r| group.contains(r)) {
+                let c = attribution::late_cost(&w.ranks, &w.exposed_wait_ns, ranks);
+                if c > 0 && c as f64 >= floor {
+                    steps.push(w.step);
+                    cost.push(c);
+                }
+            }
         }
+        (!steps.is_empty() && steps.len() >= need).then_some((steps, cost))
+    };
+    if let Some((steps, cost_ns)) = costs(&ranks, need) {
+        return Some(Late { ranks, cause_steps: steps.clone(), steps, spread_steps: spread.len(), cost_ns });
     }
-    let mut ranked: Vec<(f64, (u32, u32))> = excess.iter().map(|(&k, &x)| (x, k)).collect();
-    ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
-    let floor = cx.floor_ns();
-    let mut best: Option<(u32, f64)> = None;
-    for &r in &cx.ranks {
-        let steps: Vec<u32> = spread
-            .iter()
-            .filter(|w| w.late.contains(&r))
-            .filter(|w| {
-                let cost = attribution::late_cost(&w.ranks, &w.exposed_wait_ns, &[r]) as f64;
-                let x = excess.get(&(w.step, r)).copied().unwrap_or(0.0);
-                cost > 0.0 && x >= 0.5 * cost && x >= floor
-            })
-            .map(|w| w.step)
-            .collect();
-        if steps.len() < 2 {
-            continue;
-        }
-        let least = steps.iter().filter_map(|s| excess.get(&(*s, r))).copied().fold(f64::INFINITY, f64::min);
-        // The largest excess of any other (step, rank): the first of the ranking not in these
-        // steps of this rank (at most `steps.len()` entries skipped).
-        let elsewhere = ranked
-            .iter()
-            .find(|(_, (s, q))| !(*q == r && steps.contains(s)))
-            .map_or(0.0, |x| x.0.max(0.0));
-        if least > 2.0 * elsewhere && best.is_none_or(|b| least > b.1) {
-            best = Some((r, least));
-        }
-    }
-    best.map(|b| b.0)
+    // No single rank, or most of them late by turns, or a rank late often that does not cost
+    // the steps alone: a data loader or a host pause that comes back on one rank in some steps
+    // still stands out of that noise.
+    let x = repeated::repeated(cx, &spread)?;
+    let (steps, cost_ns) = costs(&[x.rank], 2)?;
+    Some(Late {
+        ranks: vec![x.rank],
+        cause_steps: x.carried.unwrap_or_else(|| steps.clone()),
+        steps,
+        spread_steps: spread.len(),
+        cost_ns,
+    })
 }
 
 /// The late group's finding: what it costs the others (the gain claimed, a mean over every
@@ -260,7 +207,7 @@ fn finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
     }
     let rank = late.ranks[0];
     let cpu = cx.is_cpu(rank);
-    let why = classify(cx, rank, &late.steps, cost_late);
+    let why = classify(cx, rank, &late.cause_steps, cost_late);
     let who = ranks_word(&late.ranks);
     let steps_said = format!("{} of {} steps", late.steps.len(), cx.all_steps.len().max(late.spread_steps));
     // One late rank or a late group: the sentences agree in number.
@@ -309,6 +256,15 @@ fn finding(cx: &Ctx<'_>, late: &Late) -> Option<Finding> {
         Why::LateStart { start, wall, first, before: None } => words::late_start(&say, &mut evidence, start, wall, first),
         Why::LateStart { start, first, before: Some(l), .. } => words::ended_late(&say, &mut evidence, start, l, *first),
         Why::Unknown { loc } => words::unknown(&say, loc),
+    };
+    let message = if late.cause_steps != late.steps {
+        format!(
+            "{message} The pause is in step{} {}, after {its} last collective there: the others wait for {it} at the next step's collectives.",
+            if late.cause_steps.len() == 1 { "" } else { "s" },
+            crate::words::rank_list(&late.cause_steps)
+        )
+    } else {
+        message
     };
     let message = match chain_sentence(cx, &late.ranks) {
         Some(c) => format!("{message} {c}"),
