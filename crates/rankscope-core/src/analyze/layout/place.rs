@@ -253,9 +253,10 @@ pub(super) fn place(parts: &[RankPart], insts: &mut [Vec<Instance>], groups: &[G
     // leave. A group of the default group's own ranks is decided with it, by creation
     // ([`alias_by_creation`]).
     let default = |g: usize| groups[g].desc.as_deref() == Some("default_pg");
-    let deferred: Vec<bool> = (0..groups.len())
-        .map(|g| default(g) || (0..groups.len()).any(|h| default(h) && groups[h].ranks == groups[g].ranks))
-        .collect();
+    let default_ranks: Vec<&Vec<u32>> =
+        (0..groups.len()).filter(|&g| default(g)).map(|g| &groups[g].ranks).collect();
+    let deferred: Vec<bool> =
+        (0..groups.len()).map(|g| default(g) || default_ranks.contains(&&groups[g].ranks)).collect();
     let mut defaults_now = false;
     loop {
         // For each open group: its best channel on the lowest member placed by lanes, each
