@@ -78,15 +78,21 @@ fn jitter(cx: &Ctx<'_>) -> Option<Finding> {
     // rank's every operator runs longer: up to 2.5x the rank's own median in one step on the
     // zoo's healthy 4-rank runs on 2 cores, against 1.3-1.5x for a 3x batch). Said so, low.
     let unshaped = cx.a.op_speed.iter().all(|o| o.shapes_compared == 0);
-    let more_ops = |w: &StepWaits| {
-        w.late.iter().any(|r| {
-            let mine: Vec<&StepOpsRow> = cx.a.step_ops.iter().filter(|s| s.rank == *r).collect();
-            let usual = median_f(mine.iter().map(|s| f64::from(s.ops)).collect());
-            mine.iter().any(|s| s.step == w.step && f64::from(s.ops) > usual)
-        })
+    let undecided = timing_moves && unshaped && cx.cpu_only && {
+        // Each rank's operators per step, and its usual count (the median over its steps).
+        let mut per_rank: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+        for s in &cx.a.step_ops {
+            per_rank.entry(s.rank).or_default().push(f64::from(s.ops));
+        }
+        let usual: BTreeMap<u32, f64> = per_rank.into_iter().map(|(r, v)| (r, median_f(v))).collect();
+        let ops: BTreeMap<(u32, u32), f64> =
+            cx.a.step_ops.iter().map(|s: &StepOpsRow| ((s.rank, s.step), f64::from(s.ops))).collect();
+        let more_ops = |w: &StepWaits| {
+            w.late.iter().any(|r| ops.get(&(*r, w.step)).zip(usual.get(r)).is_some_and(|(n, u)| n > u))
+        };
+        let cost_ops: i64 = with_work.iter().filter(|w| more_ops(w)).map(|w| w.cost_ns).sum();
+        (cost_ops as f64) < 2.0 / 3.0 * cost_work as f64
     };
-    let cost_ops: i64 = with_work.iter().filter(|w| more_ops(w)).map(|w| w.cost_ns).sum();
-    let undecided = timing_moves && unshaped && cx.cpu_only && (cost_ops as f64) < 2.0 / 3.0 * cost_work as f64;
     let work_moves = timing_moves && !same_everywhere && !undecided;
     // Noise, measured (docs/metrics.md, "Noise"): lateness that moves between the ranks with
     // no work moving with it is the hosts' noise, information about the machine rather than the
