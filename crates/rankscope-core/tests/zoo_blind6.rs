@@ -14,12 +14,9 @@ use rankscope_core::finding::{EvidenceKey, Severity};
 use rankscope_core::model::CollKind;
 
 /// The kinds, groups and group sizes of the job's collectives.
-fn placed(a: &rankscope_core::analyze::Analysis) -> Vec<(String, String, i64)> {
-    let kind = |k: CollKind| {
-        serde_json::to_value(k).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
-    };
-    let mut v: Vec<(String, String, i64)> =
-        a.collectives.iter().map(|c| (kind(c.kind), c.pg.clone(), c.group_size)).collect();
+fn placed(a: &rankscope_core::analyze::Analysis) -> Vec<(CollKind, String, i64)> {
+    let mut v: Vec<(CollKind, String, i64)> =
+        a.collectives.iter().map(|c| (c.kind, c.pg.clone(), c.group_size)).collect();
     v.sort();
     v
 }
@@ -35,11 +32,11 @@ fn an_hsdp_barrier_is_the_world_groups_and_the_logging_rank_is_found() {
     let name = "hsdp_rank0_logging_barrier";
     let (a, spec) = run(name);
     let p = placed(&a);
-    assert!(p.contains(&("barrier".into(), "0".into(), 4)), "{p:?}");
+    assert!(p.contains(&(CollKind::Barrier, "0".into(), 4)), "{p:?}");
     for pg in ["3", "4"] {
-        assert!(p.contains(&("all_gather".into(), pg.into(), 2)), "{p:?}");
+        assert!(p.contains(&(CollKind::AllGather, pg.into(), 2)), "{p:?}");
     }
-    assert!(p.iter().all(|(k, pg, n)| k == "barrier" || (pg != "0" && *n == 2)), "{p:?}");
+    assert!(p.iter().all(|(k, pg, n)| *k == CollKind::Barrier || (pg != "0" && *n == 2)), "{p:?}");
     for f in &a.findings {
         assert!(!["slow_device", "compute_imbalance", "host_sync"].contains(&f.id.as_str()), "{}", f.message);
     }

@@ -59,6 +59,27 @@ pub fn lower_median_f(mut v: Vec<f64>) -> Option<f64> {
     Some(v[(v.len() - 1) / 2])
 }
 
+/// The median of `sorted` less one occurrence of `mine` (a rank against the other ranks: one
+/// sort serves every rank), with `zeros` zeros added (ranks that have none of it); the mean of
+/// the two middle ones for an even count, 0 when nothing is left.
+pub fn median_without(sorted: &[i64], mine: i64, zeros: usize) -> f64 {
+    let p = sorted.partition_point(|&x| x < mine);
+    let others = sorted.len().saturating_sub(1);
+    let at = |i: usize| -> f64 {
+        if i < zeros {
+            0.0
+        } else {
+            let j = i - zeros;
+            sorted.get(if j < p { j } else { j + 1 }).copied().unwrap_or(0) as f64
+        }
+    };
+    match others + zeros {
+        0 => 0.0,
+        n if n % 2 == 1 => at(n / 2),
+        n => (at(n / 2 - 1) + at(n / 2)) / 2.0,
+    }
+}
+
 /// Weighted median of `(value, weight)` pairs: the smallest value at which the running weight,
 /// in value order, reaches half the total; none for no pairs.
 pub fn weighted_median_f(mut v: Vec<(f64, f64)>) -> Option<f64> {

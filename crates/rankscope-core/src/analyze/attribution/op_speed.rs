@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::analyze::regions::Phase;
+use crate::analyze::stats::median_without;
 use crate::analyze::RankPart;
 
 /// The operators a phase group holds: the work that grows with the batch (forward, backward,
@@ -181,15 +182,9 @@ pub fn op_speed(parts: &[RankPart]) -> Vec<OpSpeed> {
         }
     }
     // The median of the others' values: `sorted` less one occurrence of `mine`.
+    // (Durations and counts are not negative: the float's truncation is the integer halving.)
     fn others_median(sorted: &[i64], mine: i64) -> i64 {
-        let p = sorted.partition_point(|&x| x < mine);
-        let at = |i: usize| sorted.get(if i < p { i } else { i + 1 }).copied().unwrap_or(0);
-        let m = sorted.len().saturating_sub(1);
-        match m {
-            0 => 0,
-            m if m % 2 == 1 => at(m / 2),
-            m => (at(m / 2 - 1) + at(m / 2)) / 2,
-        }
+        median_without(sorted, mine, 0) as i64
     }
     // Per (rank, group): (ratio, weight) per shared instance, the sums, the largest excess.
     #[derive(Default)]
@@ -271,10 +266,7 @@ pub fn op_speed(parts: &[RankPart]) -> Vec<OpSpeed> {
             // recomputing its forward): its excess duration.
             let alone = lacking > 0 && lacking >= having;
             let (more, ops) = if alone {
-                (
-                    (mine as f64 - padded_others_median(&sorted, mine, lacking)).max(0.0),
-                    1.0 + f64::from(o.nested),
-                )
+                ((mine as f64 - median_without(&sorted, mine, lacking)).max(0.0), 1.0 + f64::from(o.nested))
             } else {
                 let theirs = others_median(&nested, i64::from(o.nested));
                 if having > 0 && i64::from(o.nested) > theirs && mine > others {
@@ -354,26 +346,6 @@ pub fn op_speed(parts: &[RankPart]) -> Vec<OpSpeed> {
         .collect()
 }
 
-/// The median of `sorted` less one occurrence of `mine`, with `zeros` zeros added (ranks that do
-/// not run the instance); the mean of the two middle ones for an even count.
-fn padded_others_median(sorted: &[i64], mine: i64, zeros: usize) -> f64 {
-    let p = sorted.partition_point(|&x| x < mine);
-    let others = sorted.len().saturating_sub(1);
-    let at = |i: usize| -> f64 {
-        if i < zeros {
-            0.0
-        } else {
-            let j = i - zeros;
-            sorted.get(if j < p { j } else { j + 1 }).copied().unwrap_or(0) as f64
-        }
-    };
-    match others + zeros {
-        0 => 0.0,
-        n if n % 2 == 1 => at(n / 2),
-        n => (at(n / 2 - 1) + at(n / 2)) / 2.0,
-    }
-}
-
 /// The most common value of `sorted` less one occurrence of `mine` (ties: the smallest); none
 /// when nothing is left.
 fn others_mode(sorted: &[u64], mine: u64) -> Option<u64> {
@@ -399,14 +371,14 @@ mod tests {
     #[test]
     fn the_padded_median_counts_the_ranks_without_the_instance_as_zero() {
         // Mine is 10; the others 4 and 6, and two ranks without it: [0, 0, 4, 6] → 2.
-        assert_eq!(padded_others_median(&[4, 6, 10], 10, 2), 2.0);
+        assert_eq!(median_without(&[4, 6, 10], 10, 2), 2.0);
         // Three ranks without it, one with 8: [0, 0, 0, 8] → 0.
-        assert_eq!(padded_others_median(&[8, 10], 10, 3), 0.0);
+        assert_eq!(median_without(&[8, 10], 10, 3), 0.0);
         // Nobody else has it: [0] → 0; no zeros: the others' median as `others_median` gives it.
-        assert_eq!(padded_others_median(&[10], 10, 1), 0.0);
-        assert_eq!(padded_others_median(&[3, 5, 7, 10], 10, 0), 5.0);
+        assert_eq!(median_without(&[10], 10, 1), 0.0);
+        assert_eq!(median_without(&[3, 5, 7, 10], 10, 0), 5.0);
         // Mine among equal values is skipped once.
-        assert_eq!(padded_others_median(&[5, 5, 9], 5, 1), 5.0);
+        assert_eq!(median_without(&[5, 5, 9], 5, 1), 5.0);
     }
 
     #[test]

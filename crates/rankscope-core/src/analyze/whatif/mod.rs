@@ -133,11 +133,10 @@ impl OwnAt {
     /// `median_f`: the mean of the two middle ones for an even count); `None` without others.
     fn mine_and_peers(&self, rank: u32) -> Option<(i64, f64)> {
         let mine = *self.by_rank.get(&rank)?;
-        let n = self.sorted.len().checked_sub(1).filter(|&n| n > 0)?;
-        // The others: the sorted list without one entry of the rank's value.
-        let skip = self.sorted.partition_point(|&x| x < mine);
-        let at = |j: usize| self.sorted.get(if j < skip { j } else { j + 1 }).copied().unwrap_or(0) as f64;
-        Some((mine, if n % 2 == 1 { at(n / 2) } else { (at(n / 2 - 1) + at(n / 2)) / 2.0 }))
+        if self.sorted.len() < 2 {
+            return None;
+        }
+        Some((mine, crate::analyze::stats::median_without(&self.sorted, mine, 0)))
     }
 }
 

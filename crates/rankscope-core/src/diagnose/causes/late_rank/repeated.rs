@@ -55,16 +55,12 @@ fn repeated_in(cx: &Ctx<'_>, spread: &[&StepWaits], figure: Figure) -> Option<Re
         let of = |r: u32| value.get(&(s, r)).copied().unwrap_or(0);
         let mut sorted: Vec<i64> = cx.ranks.iter().map(|&r| of(r)).collect();
         sorted.sort_unstable();
-        let n = sorted.len().saturating_sub(1);
-        if n == 0 {
+        if sorted.len() < 2 {
             continue;
         }
         for &r in &cx.ranks {
             let mine = of(r);
-            let skip = sorted.partition_point(|&x| x < mine);
-            let at = |j: usize| sorted.get(if j < skip { j } else { j + 1 }).copied().unwrap_or(0) as f64;
-            let median = if n % 2 == 1 { at(n / 2) } else { (at(n / 2 - 1) + at(n / 2)) / 2.0 };
-            excess.insert((s, r), mine as f64 - median);
+            excess.insert((s, r), mine as f64 - crate::analyze::stats::median_without(&sorted, mine, 0));
         }
     }
     let mut ranked: Vec<(f64, (u32, u32))> = excess.iter().map(|(&k, &x)| (x, k)).collect();
