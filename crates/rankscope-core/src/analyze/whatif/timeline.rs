@@ -89,11 +89,15 @@ pub enum Counterfactual {
     /// matched collectives: a changed model rather than a scenario over it
     /// ([`super::overlap::overlapped`]).
     Overlapped(BTreeMap<usize, Hide>),
+    /// Collectives taken out, by their index in the job's matched collectives: a changed model
+    /// ([`super::overlap::without`]).
+    Removed(BTreeSet<usize>),
 }
 
 impl Counterfactual {
     /// The scenario over `m` that makes this change; `None` for a change of the model itself
-    /// ([`Counterfactual::Overlapped`]: see [`Counterfactual::replay_step`]) or a region `m`
+    /// ([`Counterfactual::Overlapped`], [`Counterfactual::Removed`]: see
+    /// [`Counterfactual::replay_step`]) or a region `m`
     /// does not hold.
     pub fn scenario<'m>(&self, m: &'m Model) -> Option<Scenario<'m>> {
         match self {
@@ -102,7 +106,7 @@ impl Counterfactual {
             Counterfactual::Even { group, transfer } => Some(Scenario::even(m, group, transfer)),
             Counterfactual::Scaled(factors) => Some(Scenario::scaled(m, factors)),
             Counterfactual::Transfers(transfer) => Some(Scenario::new(m, &BTreeSet::new(), transfer)),
-            Counterfactual::Overlapped(_) => None,
+            Counterfactual::Overlapped(_) | Counterfactual::Removed(_) => None,
         }
     }
 
@@ -114,6 +118,11 @@ impl Counterfactual {
                 let (moved, _) = overlapped(m, &|k| hide.get(&k).copied());
                 let s = Scenario::new(&moved, &BTreeSet::new(), &BTreeMap::new());
                 Some(replay_traced(&moved, &s, Some(step)).1)
+            }
+            Counterfactual::Removed(gone) => {
+                let fewer = super::overlap::without(m, gone);
+                let s = Scenario::new(&fewer, &BTreeSet::new(), &BTreeMap::new());
+                Some(replay_traced(&fewer, &s, Some(step)).1)
             }
             other => Some(replay_traced(m, &other.scenario(m)?, Some(step)).1),
         }

@@ -9,6 +9,7 @@
 //! small-collectives finding when one is reported.
 
 use super::prelude::*;
+use crate::analyze::collectives::Op;
 use crate::analyze::framework::Framework;
 use crate::analyze::whatif::overlap;
 use crate::analyze::whatif::timeline::Counterfactual;
@@ -118,10 +119,20 @@ fn exposed_comm(cx: &Ctx<'_>, small_calls: SmallCalls, late: &BTreeSet<u32>) -> 
     ]);
     // A DDP bucket ready only once backward is done moves nowhere: what it costs is the bucket
     // size's, which the replay does not change.
-    let replayed = if one_bucket.is_some() { None } else { replayed_overlap(cx, late) };
+    let sync = synchronous_origins(cx);
+    let overlap = if one_bucket.is_some() {
+        Overlap::Nothing
+    } else if sync.dominant {
+        Overlap::HostBlocking { calls: sync.calls_per_rank_step }
+    } else {
+        replayed_overlap(cx, late, &sync.origins)
+    };
     let mut change = None;
-    match replayed {
-        Some(OverlapReplayed { gain, words, change: fix, how }) => {
+    // The framework's calls hold the host on this CPU process group: nothing overlaps them, and
+    // what remains is a trade (memory for the re-gathers) or fewer calls: information.
+    let mut synchronous = None;
+    match overlap {
+        Overlap::Replayed(OverlapReplayed { gain, words, change: fix, how }) => {
             change = Some((fix, how));
             saving = gain;
             origin_words.push_str(&words);
@@ -135,16 +146,40 @@ fn exposed_comm(cx: &Ctx<'_>, small_calls: SmallCalls, late: &BTreeSet<u32>) -> 
             evidence.insert(K::ReplayedGainNs, gain);
             evidence.insert(K::ReplayError, cx.a.whatif.as_ref().map_or(0.0, |w| w.max_error));
         }
-        None => origin_words.push_str(&format!(
+        Overlap::HostBlocking { calls } => {
+            origin_words.push_str(&format!(
+                " On this CPU process group the host waits in the sharding framework's calls until their transfer is done ({calls:.0} a step on each rank, the thread blocked for {} of their time): the framework issues them synchronously (FSDP2 with `async_op=False`, which on a GPU only orders the streams), so issued earlier or waited for later they would still hold the thread, and prefetching overlaps nothing here.",
+                pct(sync.blocked_share)
+            ));
+            let kept = kept_gathered(cx, late);
+            saving = 0.0;
+            if let Some(k) = &kept {
+                saving = k.gain;
+                origin_words.push_str(&k.words);
+                if !k.gone.is_empty() {
+                    evidence.insert(K::ReplayedGainNs, k.gain);
+                    evidence.insert(K::ReplayError, cx.a.whatif.as_ref().map_or(0.0, |w| w.max_error));
+                }
+                if !k.gone.is_empty() {
+                    change = Some((Counterfactual::Removed(k.gone.clone()), k.how.clone()));
+                }
+            }
+            synchronous = Some(kept);
+        }
+        Overlap::Nothing => origin_words.push_str(&format!(
             " Overlap can hide at most the transfer that compute could run beside ({} per step on the median rank); overlap achieves about {:.0}% of that in practice: {} per step.",
             dur(median_f(savings_copy)),
             OVERLAP_ACHIEVABLE * 100.0,
             dur(saving)
         )),
     }
+    let (severity, bucket_advice) = match &synchronous {
+        Some(kept) => (Severity::Low, synchronous_advice(cx, kept.as_ref())),
+        None => (severity_for(saving, cx.step_ns), bucket_advice),
+    };
     let f = Finding {
         id: FindingId::ExposedComm,
-        severity: severity_for(saving, cx.step_ns),
+        severity,
         message: format!(
             "Communication transfer is not hidden behind compute: {} per step of transfer runs with no compute beside it on any rank (up to {} of the step; waiting for other ranks excluded), on {} of {} ranks; {} of the transfer is hidden.{origin_words}",
             dur_range(per_rank),
@@ -154,7 +189,8 @@ fn exposed_comm(cx: &Ctx<'_>, small_calls: SmallCalls, late: &BTreeSet<u32>) -> 
             pct(median_f(hidden.clone()))
         ),
         fix: format!(
-            "Overlap the transfer with compute: {bucket_advice}.{gpu_part} If the transfer itself is slow for its size, see the Fabric evidence (nccl-tests, NCCL_DEBUG)."
+            "{}: {bucket_advice}.{gpu_part} If the transfer itself is slow for its size, see the Fabric evidence (nccl-tests, NCCL_DEBUG).",
+            if synchronous.is_some() { "Send less, since it cannot overlap here" } else { "Overlap the transfer with compute" }
         ),
         ranks: flagged,
         steps: cx.all_steps.clone(),
@@ -174,6 +210,17 @@ fn exposed_comm(cx: &Ctx<'_>, small_calls: SmallCalls, late: &BTreeSet<u32>) -> 
     Some(f)
 }
 
+/// What moving the collectives where their framework lets them go gives.
+enum Overlap {
+    /// Some moved: the replay's answer.
+    Replayed(OverlapReplayed),
+    /// Most of the exposed transfer is a sharding framework's calls that hold a CPU rank's host
+    /// until they are done ([`synchronous_origins`]): this many a step on each rank.
+    HostBlocking { calls: f64 },
+    /// Nothing the framework moves, or no replay.
+    Nothing,
+}
+
 /// [`replayed_overlap`]'s answer: the gain claimed and its words, the change replayed and that
 /// change in words.
 struct OverlapReplayed {
@@ -187,26 +234,19 @@ struct OverlapReplayed {
 /// sharded job's parameter all-gathers prefetched, gradient reductions waited for at the end of
 /// backward: [`crate::analyze::whatif::overlap`]), the saving is the replay's, now and once the
 /// `late` ranks are fixed (the order of fixing), with the words saying so. `None` where nothing
-/// can move (a DDP bucket ready only once backward is done: its cost is the bucket size's).
-fn replayed_overlap(cx: &Ctx<'_>, late: &BTreeSet<u32>) -> Option<OverlapReplayed> {
+/// can move (a DDP bucket ready only once backward is done: its cost is the bucket size's), or
+/// where each such collective held the host of a CPU rank (`held`: their issuing region and
+/// kind).
+fn replayed_overlap(cx: &Ctx<'_>, late: &BTreeSet<u32>, held: &BTreeSet<(String, CollKind)>) -> Overlap {
     use crate::analyze::layout::Role;
     use crate::analyze::whatif::Scenario;
-    let m = cx.model.filter(|_| cx.replay_usable())?;
-    let layout = cx.a.layout.as_ref()?;
+    let Some(m) = cx.model.filter(|_| cx.replay_usable()) else { return Overlap::Nothing };
+    let Some(layout) = cx.a.layout.as_ref() else { return Overlap::Nothing };
     let role: BTreeMap<&str, Role> = layout.groups.iter().map(|g| (g.name.as_str(), g.role)).collect();
-    // Gradient reductions: issued in backward (or from autograd's hooks), on the issuing
-    // rank's region; a loss or metric all_reduce after backward is the step's, not deferrable.
-    let gradient: BTreeSet<(u32, u32, &str, CollKind)> = cx
-        .a
-        .comm_origins
-        .iter()
-        .filter(|o| o.phase == Phase::Backward || o.from_autograd)
-        .map(|o| (o.rank, o.step, o.region.as_str(), o.kind))
-        .collect();
+    let in_backward = issued_in_backward(cx);
     let hide = |k: usize| {
         let o = cx.ops.get(k)?;
-        let issued_in_backward =
-            || o.ranks.first().is_some_and(|&r| gradient.contains(&(r, o.step, o.origin.as_str(), o.kind)));
+        let issued_in_backward = || in_backward(o);
         match (role.get(o.pg.as_str())?, o.kind) {
             (Role::Shard, CollKind::AllGather) => Some(overlap::Hide::Prefetch),
             (Role::Shard | Role::Replicate | Role::Data, CollKind::AllReduce | CollKind::ReduceScatter)
@@ -217,11 +257,15 @@ fn replayed_overlap(cx: &Ctx<'_>, late: &BTreeSet<u32>) -> Option<OverlapReplaye
             _ => None,
         }
     };
-    // Decided once per collective, kept as the counterfactual's data.
-    let hidden: BTreeMap<usize, overlap::Hide> = (0..cx.ops.len()).filter_map(|k| Some((k, hide(k)?))).collect();
+    // Decided once per collective, kept as the counterfactual's data; a call that held the host
+    // stays where it is.
+    let hidden: BTreeMap<usize, overlap::Hide> = (0..cx.ops.len())
+        .filter(|&k| !held.contains(&(cx.ops[k].origin.clone(), cx.ops[k].kind)))
+        .filter_map(|k| Some((k, hide(k)?)))
+        .collect();
     let (moved_model, moved) = overlap::overlapped(m, &|k| hidden.get(&k).copied());
     if !moved.any() {
-        return None;
+        return Overlap::Nothing;
     }
     let none = BTreeMap::new();
     let gain = |late: &BTreeSet<u32>| {
@@ -240,7 +284,7 @@ fn replayed_overlap(cx: &Ctx<'_>, late: &BTreeSet<u32>) -> Option<OverlapReplaye
     let how = how.join(" and ");
     let lead = format!(" Replayed from the traces with {how} (everything else as recorded), the job's step is ");
     let (gain, words) = super::in_order_of_fixing(late, gain, &lead, " shorter");
-    Some(OverlapReplayed { gain, words, change: Counterfactual::Overlapped(hidden), how })
+    Overlap::Replayed(OverlapReplayed { gain, words, change: Counterfactual::Overlapped(hidden), how })
 }
 
 /// Per rank above the threshold, its number; per rank, the exposed transfer that perfect
@@ -438,4 +482,180 @@ fn role_advice(cx: &Ctx<'_>, role: Option<crate::analyze::layout::Role>) -> Opti
 
 fn fsdp_advice() -> String {
     "this is sharded data-parallel traffic (FSDP / ZeRO-3: parameters all-gathered before each unit, gradients reduce-scattered after it): prefetch the next unit's all-gather while this one computes (FSDP2 `set_modules_to_forward_prefetch` / `set_modules_to_backward_prefetch`; FSDP1 `forward_prefetch=True`, `backward_prefetch=BACKWARD_PRE`), keep the last blocks unsharded after forward (`reshard_after_forward=False`), wrap fewer, larger units, or shard within a node and replicate across nodes (HSDP)".to_string()
+}
+
+/// Whether a collective was issued in backward (or from autograd's hooks), on its first
+/// member's region: a gradient reduction, or a sharded job's parameter re-gather; a loss or
+/// metric all_reduce after backward is the step's.
+fn issued_in_backward<'a>(cx: &'a Ctx<'a>) -> impl Fn(&Op) -> bool + 'a {
+    let backward: BTreeSet<(u32, u32, &str, CollKind)> = cx
+        .a
+        .comm_origins
+        .iter()
+        .filter(|o| o.phase == Phase::Backward || o.from_autograd)
+        .map(|o| (o.rank, o.step, o.region.as_str(), o.kind))
+        .collect();
+    move |o: &Op| o.ranks.first().is_some_and(|&r| backward.contains(&(r, o.step, o.origin.as_str(), o.kind)))
+}
+
+/// [`synchronous_origins`]' answer.
+struct Synchronous {
+    /// Issuing regions and kinds of a sharding framework whose calls held the host.
+    origins: BTreeSet<(String, CollKind)>,
+    /// They hold most of the exposed transfer.
+    dominant: bool,
+    /// Their calls a step on each rank, and the share of their time the host was blocked.
+    calls_per_rank_step: f64,
+    blocked_share: f64,
+}
+
+/// On CPU ranks, the sharding framework's own calls (issued from its `FSDP::*` regions, or any
+/// all-gather or reduce-scatter of a sharded job) during most of whose time the host ran no
+/// operator, per issuing region and kind over every rank and step: the framework issued them
+/// synchronously (FSDP2's `async_op=False`), and on a CPU process group the thread waits in
+/// them whatever the prefetch settings. A DDP bucket the host waits for at the end of backward
+/// is the loop's, not these.
+fn synchronous_origins(cx: &Ctx<'_>) -> Synchronous {
+    use crate::analyze::framework::of_name;
+    let none =
+        Synchronous { origins: BTreeSet::new(), dominant: false, calls_per_rank_step: 0.0, blocked_share: 0.0 };
+    if !cx.cpu_only {
+        return none;
+    }
+    // (blocked, time, exposed transfer, calls) per issuing region and kind.
+    let mut by: BTreeMap<(&str, CollKind), (i64, i64, i64, u32)> = BTreeMap::new();
+    let mut exposed_all = 0i64;
+    for o in cx.a.comm_origins.iter().filter(|o| cx.per_step.contains_key(&o.step)) {
+        exposed_all += o.exposed_transfer_ns;
+        let framework = of_name(&o.region).is_some_and(Framework::owns_traffic)
+            || (cx.sharded() && matches!(o.kind, CollKind::AllGather | CollKind::ReduceScatter));
+        if framework {
+            let e = by.entry((o.region.as_str(), o.kind)).or_default();
+            e.0 += o.blocked_ns;
+            e.1 += o.dur_ns;
+            e.2 += o.exposed_transfer_ns;
+            e.3 += o.count;
+        }
+    }
+    let held: Vec<_> = by.into_iter().filter(|(_, v)| v.1 > 0 && 2 * v.0 >= v.1).collect();
+    if held.is_empty() {
+        return none;
+    }
+    let (blocked, time, exposed, calls) =
+        held.iter().fold((0, 0, 0, 0u32), |a, (_, v)| (a.0 + v.0, a.1 + v.1, a.2 + v.2, a.3 + v.3));
+    let per = (cx.per_step.len() * cx.ranks.len()).max(1) as f64;
+    Synchronous {
+        origins: held.iter().map(|((r, k), _)| ((*r).to_string(), *k)).collect(),
+        dominant: 2 * exposed >= exposed_all && exposed > 0,
+        calls_per_rank_step: f64::from(calls) / per,
+        blocked_share: blocked as f64 / time.max(1) as f64,
+    }
+}
+
+/// [`kept_gathered`]'s answer.
+struct KeptGathered {
+    gain: f64,
+    words: String,
+    /// The re-gathers, by their index in the job's matched collectives.
+    gone: BTreeSet<usize>,
+    how: String,
+    /// Re-gathers a step on each rank, and the parameters they gather (bytes, per rank).
+    calls: f64,
+    bytes: f64,
+}
+
+/// A sharded job's parameters kept gathered from forward to backward (FSDP2
+/// `reshard_after_forward=False`, FSDP1 `SHARD_GRAD_OP`, ZeRO-2 rather than 3): the job
+/// replayed without backward's all-gathers on the shard groups ([`overlap::without`]), now and
+/// once the `late` ranks are fixed; the copies into and out of their buffers stay in the
+/// ranks' own time, so it is a lower bound. `None` when the job gathers nothing in backward.
+fn kept_gathered(cx: &Ctx<'_>, late: &BTreeSet<u32>) -> Option<KeptGathered> {
+    if !cx.sharded() {
+        return None;
+    }
+    // Backward's gathers, from the origin rows: per rank, calls, bytes and exposed transfer.
+    let mut per_rank: BTreeMap<u32, (u32, i64, i64)> = BTreeMap::new();
+    // One region may issue a unit's gather in forward and again in backward (FSDP2 names both
+    // `FSDP::all_gather (unit)`): per rank, step and region, how many were backward's.
+    let mut in_backward: BTreeMap<(u32, u32, &str), u32> = BTreeMap::new();
+    for o in cx.a.comm_origins.iter().filter(|o| o.kind == CollKind::AllGather && cx.per_step.contains_key(&o.step)) {
+        if o.phase == Phase::Backward || o.from_autograd {
+            *in_backward.entry((o.rank, o.step, o.region.as_str())).or_default() += o.count;
+            let e = per_rank.entry(o.rank).or_default();
+            e.0 += o.count;
+            e.1 += o.bytes_total;
+            e.2 += o.exposed_transfer_ns;
+        }
+    }
+    if per_rank.is_empty() {
+        return None;
+    }
+    let steps = cx.per_step.len().max(1) as f64;
+    let med = |f: fn(&(u32, i64, i64)) -> f64| median_f(per_rank.values().map(|v| f(v) / steps).collect());
+    let (calls, bytes, exposed) = (med(|v| f64::from(v.0)), med(|v| v.1 as f64), med(|v| v.2 as f64));
+    let held = if bytes > 0.0 {
+        format!(", about {:.1} MiB more of gathered parameters held from forward to backward on each rank", bytes / 1048576.0)
+    } else {
+        String::new()
+    };
+    let how = format!("backward's {calls:.0} parameter re-gathers a step taken out (each unit's parameters kept gathered from forward{held}; their copies in and out of the buffers kept, so at least this much)");
+    let Some((m, gone)) = regathers(cx, &in_backward) else {
+        // No replay: what backward's gathers leave exposed on the median rank.
+        let words = format!(" Backward's {calls:.0} parameter re-gathers a step leave {} of transfer exposed on the median rank: about what keeping each unit's parameters gathered from forward would save{held}.", dur(exposed));
+        return Some(KeptGathered { gain: exposed, words, gone: BTreeSet::new(), how, calls, bytes });
+    };
+    let fewer = overlap::without(m, &gone);
+    let none = BTreeMap::new();
+    let gain = |late: &BTreeSet<u32>| {
+        use crate::analyze::whatif::Scenario;
+        let before = Scenario::new(m, late, &none).mean_step_ns(m);
+        let after = Scenario::new(&fewer, late, &none).mean_step_ns(&fewer);
+        (before - after).max(0.0)
+    };
+    let lead = format!(" Replayed from the traces with {how}, the job's step is ");
+    let (gain, words) = super::in_order_of_fixing(late, gain, &lead, " shorter");
+    Some(KeptGathered { gain, words, gone, how, calls, bytes })
+}
+
+/// The job's model, where the replay holds, and backward's all-gathers on the shard groups in
+/// it (by their index in the job's matched collectives): per first member, step and region,
+/// the last as many as `in_backward` counts there.
+fn regathers<'m>(cx: &Ctx<'m>, in_backward: &BTreeMap<(u32, u32, &str), u32>) -> Option<(&'m crate::analyze::whatif::Model, BTreeSet<usize>)> {
+    use crate::analyze::layout::Role;
+    let m = cx.model.filter(|_| cx.replay_usable())?;
+    let layout = cx.a.layout.as_ref()?;
+    let mut by_key: BTreeMap<(u32, u32, &str), Vec<usize>> = BTreeMap::new();
+    for (k, o) in cx.ops.iter().enumerate() {
+        if o.kind == CollKind::AllGather && cx.per_step.contains_key(&o.step) && layout.role_of(&o.pg) == Role::Shard {
+            if let Some(&r) = o.ranks.first() {
+                by_key.entry((r, o.step, o.origin.as_str())).or_default().push(k);
+            }
+        }
+    }
+    let mut gone = BTreeSet::new();
+    for (key, mut ks) in by_key {
+        let n = in_backward.get(&key).copied().unwrap_or(0) as usize;
+        ks.sort_by_key(|&k| cx.ops[k].start_ns.first().copied().unwrap_or(0));
+        gone.extend(ks[ks.len().saturating_sub(n)..].iter().copied());
+    }
+    (!gone.is_empty()).then_some((m, gone))
+}
+
+/// The advice where the framework's calls hold a CPU rank's host: keep the parameters gathered
+/// (what it gives and costs, when the job re-gathers in backward), fewer units; overlap where
+/// the calls are asynchronous (on GPUs).
+fn synchronous_advice(cx: &Ctx<'_>, kept: Option<&KeptGathered>) -> String {
+    if !cx.sharded() {
+        return "these calls hold the host until they are done: issue them with `async_op=True` and wait for the handle only where the result is needed, so the transfer runs on the backend's thread while the host computes (on a CPU group the two then share the cores)".to_string();
+    }
+    let mut out = String::from("this is the sharding framework's own traffic, issued synchronously on this CPU process group, so prefetching (FSDP2 `set_modules_to_forward_prefetch`) hides none of it; ");
+    if let Some(k) = kept {
+        let cost = if k.bytes > 0.0 { format!(", at the cost of about {:.1} MiB more memory per rank", k.bytes / 1048576.0) } else { String::new() };
+        out.push_str(&format!(
+            "keeping each unit's parameters gathered from forward to backward takes out backward's {:.0} re-gathers a step (FSDP2 `reshard_after_forward=False`, FSDP1 `ShardingStrategy.SHARD_GRAD_OP`, DeepSpeed ZeRO stage 2 rather than 3){cost}; ",
+            k.calls
+        ));
+    }
+    out.push_str("fewer, larger units pay the per-call cost fewer times; on GPUs the same calls run on their own stream, where prefetch overlaps them with compute");
+    out
 }
