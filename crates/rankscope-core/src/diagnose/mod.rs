@@ -373,9 +373,13 @@ pub fn arbitrate(found: Found, floor_ns: f64, step_ns: f64) -> Vec<Finding> {
     }
     // Information (severity info: noise, what was measured without advice) after all advice.
     let info = |f: &Finding| f.severity == Severity::Info;
+    // A low finding is one the evidence does not carry further (noise, an undecided reading, a
+    // trade the job made by design): the findings above it come first, whatever their gains.
+    let low = |f: &Finding| f.severity <= Severity::Low;
     out.sort_by(|x, y| {
         info(x)
             .cmp(&info(y))
+            .then(low(x).cmp(&low(y)))
             .then(y.impact_ns.cmp(&x.impact_ns))
             .then(y.severity.cmp(&x.severity))
             .then(x.id.as_str().cmp(y.id.as_str()))

@@ -285,7 +285,7 @@ class Analysis:
         return self.table("stragglers", form)
 
     def findings(self, form: str = "auto"):
-        """The findings, causes first then by time saved per step (``impact_ns``)."""
+        """The findings, causes first then by time saved per step (``impact_ns``), low ones after."""
         return self.table("findings", form)
 
     def alignment(self, form: str = "auto"):

@@ -174,7 +174,7 @@ fn exposed_comm(cx: &Ctx<'_>, small_calls: SmallCalls, late: &BTreeSet<u32>) -> 
         )),
     }
     let (severity, bucket_advice) = match &synchronous {
-        Some(kept) => (Severity::Low, synchronous_advice(cx, kept.as_ref())),
+        Some(kept) => (Severity::Low, synchronous_advice(kept.as_ref())),
         None => (severity_for(saving, cx.step_ns), bucket_advice),
     };
     let f = Finding {
@@ -509,8 +509,8 @@ struct Synchronous {
     blocked_share: f64,
 }
 
-/// On CPU ranks, the sharding framework's own calls (issued from its `FSDP::*` regions, or any
-/// all-gather or reduce-scatter of a sharded job) during most of whose time the host ran no
+/// On the CPU ranks of a sharded job, the sharding framework's own calls (issued from its
+/// `FSDP::*` regions, or any all-gather or reduce-scatter) during most of whose time the host ran no
 /// operator, per issuing region and kind over every rank and step: the framework issued them
 /// synchronously (FSDP2's `async_op=False`), and on a CPU process group the thread waits in
 /// them whatever the prefetch settings. A DDP bucket the host waits for at the end of backward
@@ -519,7 +519,7 @@ fn synchronous_origins(cx: &Ctx<'_>) -> Synchronous {
     use crate::analyze::framework::of_name;
     let none =
         Synchronous { origins: BTreeSet::new(), dominant: false, calls_per_rank_step: 0.0, blocked_share: 0.0 };
-    if !cx.cpu_only {
+    if !cx.cpu_only || !cx.sharded() {
         return none;
     }
     // (blocked, time, exposed transfer, calls) per issuing region and kind.
@@ -528,7 +528,7 @@ fn synchronous_origins(cx: &Ctx<'_>) -> Synchronous {
     for o in cx.a.comm_origins.iter().filter(|o| cx.per_step.contains_key(&o.step)) {
         exposed_all += o.exposed_transfer_ns;
         let framework = of_name(&o.region).is_some_and(Framework::owns_traffic)
-            || (cx.sharded() && matches!(o.kind, CollKind::AllGather | CollKind::ReduceScatter));
+            || matches!(o.kind, CollKind::AllGather | CollKind::ReduceScatter);
         if framework {
             let e = by.entry((o.region.as_str(), o.kind)).or_default();
             e.0 += o.blocked_ns;
@@ -644,10 +644,7 @@ fn regathers<'m>(cx: &Ctx<'m>, in_backward: &BTreeMap<(u32, u32, &str), u32>) ->
 /// The advice where the framework's calls hold a CPU rank's host: keep the parameters gathered
 /// (what it gives and costs, when the job re-gathers in backward), fewer units; overlap where
 /// the calls are asynchronous (on GPUs).
-fn synchronous_advice(cx: &Ctx<'_>, kept: Option<&KeptGathered>) -> String {
-    if !cx.sharded() {
-        return "these calls hold the host until they are done: issue them with `async_op=True` and wait for the handle only where the result is needed, so the transfer runs on the backend's thread while the host computes (on a CPU group the two then share the cores)".to_string();
-    }
+fn synchronous_advice(kept: Option<&KeptGathered>) -> String {
     let mut out = String::from("this is the sharding framework's own traffic, issued synchronously on this CPU process group, so prefetching (FSDP2 `set_modules_to_forward_prefetch`) hides none of it; ");
     if let Some(k) = kept {
         let cost = if k.bytes > 0.0 { format!(", at the cost of about {:.1} MiB more memory per rank", k.bytes / 1048576.0) } else { String::new() };

@@ -367,7 +367,7 @@ fn wait_chain(s: &mut String, a: &Analysis) {
 }
 
 fn findings(s: &mut String, a: &Analysis) {
-    let _ = writeln!(s, "## Findings (the cause first, then by time saved per step)\n");
+    let _ = writeln!(s, "## Findings (the cause first, then by time saved per step, low ones after)\n");
     if a.findings.is_empty() {
         if super::understood::only_capture(a) {
             let _ = writeln!(
