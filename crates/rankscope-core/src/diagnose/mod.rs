@@ -54,7 +54,7 @@ use crate::analyze::collectives::Op;
 use crate::analyze::whatif::timeline::{Counterfactual, ReplayedFix};
 use crate::analyze::whatif::{self, Model};
 use crate::analyze::{self, Analysis, Options, RankPart};
-use crate::finding::{Finding, FindingId, Severity, Thresholds};
+use crate::finding::{EvidenceKey, Finding, FindingId, Severity, Thresholds};
 use crate::normalize::{Job, JobError};
 
 /// The job half with its findings: [`analyze::combine`] measures, [`findings`] judges. Every
@@ -376,10 +376,20 @@ pub fn arbitrate(found: Found, floor_ns: f64, step_ns: f64) -> Vec<Finding> {
     // A low finding is one the evidence does not carry further (noise, an undecided reading, a
     // trade the job made by design): the findings above it come first, whatever their gains.
     let low = |f: &Finding| f.severity <= Severity::Low;
+    // Of one level: the job's own faults, then a trade it made by design (memory for time),
+    // then the hosts' noise.
+    let class = |f: &Finding| {
+        if f.evidence.contains(EvidenceKey::Noise) {
+            2
+        } else {
+            u8::from(f.evidence.contains(EvidenceKey::Trade))
+        }
+    };
     out.sort_by(|x, y| {
         info(x)
             .cmp(&info(y))
             .then(low(x).cmp(&low(y)))
+            .then(class(x).cmp(&class(y)))
             .then(y.impact_ns.cmp(&x.impact_ns))
             .then(y.severity.cmp(&x.severity))
             .then(x.id.as_str().cmp(y.id.as_str()))

@@ -100,7 +100,14 @@ evidence_keys! {
     MaxInputRatio => "max_input_ratio",
     MaxJitter => "max_jitter",
     MedianBytes => "median_bytes",
+    /// The memory per rank (bytes) the fix costs, where it trades memory for time (FSDP's
+    /// parameters kept gathered from forward to backward).
+    MemoryCostBytes => "memory_cost_bytes",
     MicroBatches => "micro_batches",
+    /// 1 when the finding reads the hosts' noise (lateness that moves from rank to rank with no
+    /// work moving with it): information about the machine, ranked after the job's own causes
+    /// and trades of its severity.
+    Noise => "noise",
     OperatorNs => "operator_ns",
     OptimizerNs => "optimizer_ns",
     OthersComputeNs => "others_compute_ns",
@@ -144,6 +151,9 @@ evidence_keys! {
     /// The threshold the finding crossed (`--threshold`).
     Threshold => "threshold",
     TimeoutMs => "timeout_ms",
+    /// 1 when the fix is a trade the job made by design (memory for time: FSDP's resharding),
+    /// not a fault: the finding ranks after the faults of its severity.
+    Trade => "trade",
     TransferNs => "transfer_ns",
     TypicalOpRatio => "typical_op_ratio",
     TypicalOptimizerOpRatio => "typical_optimizer_op_ratio",

@@ -176,7 +176,13 @@ fn jitter(cx: &Ctx<'_>) -> Option<Finding> {
         },
         ranks: cx.ranks.clone(),
         steps: waits.iter().map(|w| w.step).collect(),
-        evidence: Evidence::from([(K::CostNsPerStep, saving)]),
+        evidence: {
+            let mut e = Evidence::from([(K::CostNsPerStep, saving)]);
+            if cx.a.noise.is_some() && !work_moves && !undecided {
+                e.insert(K::Noise, 1.0);
+            }
+            e
+        },
         quotes: Vec::new(),
         quotes_total: 0,
         symptoms: vec![FindingId::ExposedWait],

@@ -164,6 +164,10 @@ fn exposed_comm(cx: &Ctx<'_>, small_calls: SmallCalls, late: &BTreeSet<u32>) -> 
                     change = Some((Counterfactual::Removed(k.gone.clone()), k.how.clone()));
                 }
             }
+            evidence.insert(K::Trade, 1.0);
+            if let Some(k) = kept.as_ref().filter(|k| k.bytes > 0.0) {
+                evidence.insert(K::MemoryCostBytes, k.bytes);
+            }
             synchronous = Some(kept);
         }
         Overlap::Nothing => origin_words.push_str(&format!(
