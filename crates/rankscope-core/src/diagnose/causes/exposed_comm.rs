@@ -156,11 +156,10 @@ fn exposed_comm(cx: &Ctx<'_>, small_calls: SmallCalls, late: &BTreeSet<u32>) -> 
             if let Some(k) = &kept {
                 saving = k.gain;
                 origin_words.push_str(&k.words);
+                // A replay's gain (else the exposed transfer's estimate, with no change to show).
                 if !k.gone.is_empty() {
                     evidence.insert(K::ReplayedGainNs, k.gain);
                     evidence.insert(K::ReplayError, cx.a.whatif.as_ref().map_or(0.0, |w| w.max_error));
-                }
-                if !k.gone.is_empty() {
                     change = Some((Counterfactual::Removed(k.gone.clone()), k.how.clone()));
                 }
             }
@@ -237,7 +236,7 @@ struct OverlapReplayed {
 /// Where the replay holds and some collective can move where its framework lets it go (a
 /// sharded job's parameter all-gathers prefetched, gradient reductions waited for at the end of
 /// backward: [`crate::analyze::whatif::overlap`]), the saving is the replay's, now and once the
-/// `late` ranks are fixed (the order of fixing), with the words saying so. `None` where nothing
+/// `late` ranks are fixed (the order of fixing), with the words saying so. Nothing where nothing
 /// can move (a DDP bucket ready only once backward is done: its cost is the bucket size's), or
 /// where each such collective held the host of a CPU rank (`held`: their issuing region and
 /// kind).
