@@ -129,7 +129,7 @@ fn exposed_comm(cx: &Ctx<'_>, small_calls: SmallCalls, late: &BTreeSet<u32>) -> 
     };
     let mut change = None;
     // The framework's calls hold the host on this CPU process group: nothing overlaps them, and
-    // what remains is a trade (memory for the re-gathers) or fewer calls: information.
+    // what remains is a trade (memory for the re-gathers) or fewer calls: a low finding.
     let mut synchronous = None;
     match overlap {
         Overlap::Replayed(OverlapReplayed { gain, words, change: fix, how }) => {
